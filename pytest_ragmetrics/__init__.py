@@ -1,0 +1,86 @@
+"""pytest-ragmetrics: regression tests for the retrieval half of RAG systems.
+
+Importing this package is cheap and has no side effects: the public names below are loaded on first
+access, and the judge's heavy dependencies (openai, nltk, diskcache) only when a judgment is needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0.dev0"
+
+_EXPORTS: dict[str, str] = {
+    "RagSample": "sample",
+    "load_samples": "loaders",
+    "MetricResult": "results",
+    "Verdict": "results",
+    "context_precision": "engine",
+    "context_recall": "engine",
+    "context_relevance": "engine",
+    "evaluate": "engine",
+    "aevaluate": "engine",
+    "Evaluator": "engine",
+    "EvaluationResult": "engine",
+    "Settings": "settings",
+    "assert_context_precision": "assertions",
+    "assert_context_recall": "assertions",
+    "assert_context_relevance": "assertions",
+    "JudgeRequest": "judge.base",
+    "JudgeAnswer": "judge.base",
+    "Judge": "judge.base",
+    "ScriptedJudge": "judge.base",
+    "Usage": "judge.base",
+    "RagMetricsError": "errors",
+    "ConfigError": "errors",
+    "JudgeError": "errors",
+    "InvalidJudgeAnswer": "errors",
+    "JudgeUnavailable": "errors",
+    "JudgmentNotRecorded": "errors",
+    "split_sentences": "text",
+    "hookimpl": "hookspecs",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_ragmetrics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .assertions import assert_context_precision, assert_context_recall, assert_context_relevance
+    from .engine import (
+        EvaluationResult,
+        Evaluator,
+        aevaluate,
+        context_precision,
+        context_recall,
+        context_relevance,
+        evaluate,
+    )
+    from .errors import (
+        ConfigError,
+        InvalidJudgeAnswer,
+        JudgeError,
+        JudgeUnavailable,
+        JudgmentNotRecorded,
+        RagMetricsError,
+    )
+    from .hookspecs import hookimpl
+    from .judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge, Usage
+    from .loaders import load_samples
+    from .results import MetricResult, Verdict
+    from .sample import RagSample
+    from .settings import Settings
+    from .text import split_sentences

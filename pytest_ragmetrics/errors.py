@@ -1,0 +1,27 @@
+"""Exceptions raised by pytest-ragmetrics. All derive from :class:`RagMetricsError`."""
+
+from __future__ import annotations
+
+
+class RagMetricsError(Exception):
+    """Base class for every error this package raises on purpose."""
+
+
+class ConfigError(RagMetricsError, ValueError):
+    """A setting has a value we cannot use; the message names the setting and the accepted values."""
+
+
+class JudgeError(RagMetricsError):
+    """The judge could not produce a usable judgment."""
+
+
+class InvalidJudgeAnswer(JudgeError):
+    """The judge answered, but the answer does not conform to the request's schema (after re-asks)."""
+
+
+class JudgeUnavailable(JudgeError):
+    """The judge cannot be reached or is not configured (no API key, retries exhausted, ...)."""
+
+
+class JudgmentNotRecorded(JudgeError):
+    """Replay mode: the judgment is in neither the cache nor the judgment store."""

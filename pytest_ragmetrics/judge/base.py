@@ -1,0 +1,236 @@
+"""The judge contract: a :class:`JudgeRequest` goes in, a validated :class:`JudgeAnswer` comes out.
+
+A request fully describes one judgment (kind, prompt version, model, sampling parameters, the strict
+JSON schema of a scorable answer and the normalized inputs), so its :meth:`JudgeRequest.cache_key` is a
+pure function of everything that determines the answer. Which chunk rank or threshold the answer is
+later used for is deliberately *not* part of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..errors import InvalidJudgeAnswer
+
+#: Bump when the layout of the cache key changes, so old entries simply stop matching.
+KEY_FORMAT = 1
+
+Source = Literal["judge", "cache", "store"]
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no insignificant whitespace: the form that is hashed."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One judgment to be made by the judge.
+
+    ``messages`` are the chat messages sent to the model; ``inputs`` are the normalized texts they
+    were built from (question, reference sentences, chunk text), kept for the cache key and for the
+    human-readable judgment store. ``label`` only names the request in error messages.
+    """
+
+    kind: str
+    prompt_version: str
+    model: str
+    messages: tuple[Mapping[str, str], ...]
+    schema_name: str
+    schema: Mapping[str, Any]
+    inputs: Mapping[str, Any]
+    temperature: float = 0.0
+    seed: int | None = 0
+    n: int = 1
+    label: str = field(default="", compare=False)
+
+    def key_material(self) -> dict[str, Any]:
+        """Everything that determines the answer, as a JSON-able dict."""
+        return {
+            "format": KEY_FORMAT,
+            "kind": self.kind,
+            "prompt_version": self.prompt_version,
+            "model": self.model,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "n": self.n,
+            "schema": self.schema,
+            "inputs": self.inputs,
+        }
+
+    def cache_key(self) -> str:
+        """A sha256 hex digest of :meth:`key_material`."""
+        cached = self.__dict__.get("_key")
+        if cached is None:
+            cached = hashlib.sha256(canonical_json(self.key_material()).encode("utf-8")).hexdigest()
+            object.__setattr__(self, "_key", cached)
+        return cached
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one judgment (summed over its choices)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens
+        )
+
+
+@dataclass(frozen=True)
+class JudgeAnswer:
+    """A validated answer: ``choices`` holds ``request.n`` answers, each conforming to the schema."""
+
+    choices: tuple[Mapping[str, Any], ...]
+    usage: Usage = Usage()
+    model: str = ""
+    judged_at: str = ""
+    source: Source = "judge"
+
+    @property
+    def cached(self) -> bool:
+        """True when the answer came from the disk cache or the judgment store, not a judge call."""
+        return self.source != "judge"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "choices": [dict(c) for c in self.choices],
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+            },
+            "model": self.model,
+            "judged_at": self.judged_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: Source) -> JudgeAnswer:
+        usage = data.get("usage") or {}
+        return cls(
+            choices=tuple(data["choices"]),
+            usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+            model=str(data.get("model", "")),
+            judged_at=str(data.get("judged_at", "")),
+            source=source,
+        )
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """What the engine needs from a judge. Implementations must validate answers against the schema."""
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        """Return a validated answer for ``request`` or raise :class:`~pytest_ragmetrics.errors.JudgeError`."""
+        ...
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# --- schema validation -------------------------------------------------------------------------
+# The schemas we send use a small subset of JSON Schema (what strict structured outputs accept):
+# object with properties/required/additionalProperties, array with items, string, integer, number,
+# boolean, enum. Servers that ignore strict mode still get checked against exactly that subset.
+
+
+def schema_errors(schema: Mapping[str, Any], value: Any, path: str = "$") -> list[str]:
+    """Return human-readable reasons why ``value`` does not conform to ``schema`` (empty if it does)."""
+    errors: list[str] = []
+    expected = schema.get("type")
+    if "enum" in schema and value not in schema["enum"]:
+        # bool is an int in Python; True must not pass for an enum of [0, 1, 2].
+        errors.append(f"{path}: {value!r} is not one of {list(schema['enum'])}")
+        return errors
+    if isinstance(value, bool) and "enum" in schema and expected != "boolean":
+        errors.append(f"{path}: {value!r} is not one of {list(schema['enum'])}")
+        return errors
+    if expected == "object":
+        if not isinstance(value, dict):
+            return [f"{path}: expected an object, got {type(value).__name__}"]
+        props: Mapping[str, Any] = schema.get("properties", {})
+        for name in schema.get("required", []):
+            if name not in value:
+                errors.append(f"{path}: missing required property {name!r}")
+        if schema.get("additionalProperties") is False:
+            extra = sorted(set(value) - set(props))
+            if extra:
+                errors.append(f"{path}: unexpected properties {extra}")
+        for name, sub in props.items():
+            if name in value:
+                errors.extend(schema_errors(sub, value[name], f"{path}.{name}"))
+    elif expected == "array":
+        if not isinstance(value, list):
+            return [f"{path}: expected an array, got {type(value).__name__}"]
+        items = schema.get("items")
+        if items is not None:
+            for i, item in enumerate(value):
+                errors.extend(schema_errors(items, item, f"{path}[{i}]"))
+    elif expected == "string":
+        if not isinstance(value, str):
+            errors.append(f"{path}: expected a string, got {type(value).__name__}")
+    elif expected == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            errors.append(f"{path}: expected an integer, got {value!r}")
+    elif expected == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            errors.append(f"{path}: expected a number, got {value!r}")
+    elif expected == "boolean":
+        if not isinstance(value, bool):
+            errors.append(f"{path}: expected true or false, got {value!r}")
+    return errors
+
+
+def validate_answer(request: JudgeRequest, value: Any) -> Mapping[str, Any]:
+    """Return ``value`` if it conforms to ``request.schema``, else raise :class:`InvalidJudgeAnswer`."""
+    errors = schema_errors(request.schema, value)
+    if errors:
+        shown = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
+        raise InvalidJudgeAnswer(f"judge answer for {request.label or request.kind} is invalid: {shown}")
+    assert isinstance(value, dict)
+    return value
+
+
+# --- a judge that answers from a script ---------------------------------------------------------
+
+Script = Callable[[JudgeRequest], "Mapping[str, Any] | Sequence[Mapping[str, Any]]"]
+
+
+class ScriptedJudge:
+    """A judge whose answers come from a Python function: for unit tests and for hand labelling.
+
+    ``script(request)`` returns one answer (used for every choice) or a list of ``request.n`` answers.
+    Answers are validated against the request's schema exactly like a real judge's.
+    """
+
+    def __init__(self, script: Script, model: str = "scripted") -> None:
+        self.script = script
+        self.model = model
+        self.requests: list[JudgeRequest] = []
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        self.requests.append(request)
+        raw = self.script(request)
+        answers = [raw] * request.n if isinstance(raw, Mapping) else list(raw)
+        if len(answers) != request.n:
+            raise InvalidJudgeAnswer(
+                f"scripted judge gave {len(answers)} answers for {request.label}; expected {request.n}"
+            )
+        choices = tuple(validate_answer(request, dict(a)) for a in answers)
+        return JudgeAnswer(choices=choices, model=self.model, judged_at=utc_now())
