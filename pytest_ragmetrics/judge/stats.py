@@ -1,0 +1,163 @@
+"""Counters describing how much judging one test run did, what it cost and what the cache saved.
+
+One :class:`JudgeStats` lives for one run. The judge, the cache layer and the engine record into it
+from several threads (the background event loop, pytest's main thread), so every update takes a lock.
+Under pytest-xdist each worker keeps its own figures and sends :meth:`JudgeStats.to_json` to the
+controller, which adds them up with :meth:`JudgeStats.merge_json`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from .base import Usage
+
+#: Integer counters, in the order they are reported.
+_COUNTERS = (
+    "calls",
+    "cache_hits",
+    "store_hits",
+    "prompt_tokens",
+    "completion_tokens",
+    "tokens_saved",
+    "retries",
+    "reasks",
+    "errors",
+)
+
+
+class JudgeStats:
+    """Thread-safe counters for one run.
+
+    ``calls`` counts judge requests actually sent and answered; ``cache_hits`` and ``store_hits``
+    answers served from the local disk cache and from the committed judgment store; ``tokens_saved``
+    the usage recorded with those served answers; ``retries`` transport retries (429, 5xx, timeouts,
+    connection errors); ``reasks`` requests sent again after an answer that did not fit the schema;
+    ``errors`` judgments that failed for good; ``seconds`` wall time spent waiting on the judge.
+
+    ``seconds`` is wall-clock time during which at least one judge call was outstanding, not the sum
+    of call durations: 32 concurrent one-second calls add about one second, not 32.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.cache_hits = 0
+        self.store_hits = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.tokens_saved = 0
+        self.retries = 0
+        self.reasks = 0
+        self.errors = 0
+        self.seconds = 0.0
+        self._busy = 0
+        self._busy_since = 0.0
+
+    def __repr__(self) -> str:
+        return f"JudgeStats({self.to_json()})"
+
+    # --- recording ---------------------------------------------------------------------------
+
+    def record_call(self, usage: Usage | None = None) -> None:
+        """One judge request was sent and answered, using ``usage`` tokens."""
+        with self._lock:
+            self.calls += 1
+            if usage is not None:
+                self.prompt_tokens += usage.prompt_tokens
+                self.completion_tokens += usage.completion_tokens
+
+    def record_cache_hit(self, usage: Usage | None = None) -> None:
+        """An answer was served from the local disk cache instead of the judge."""
+        with self._lock:
+            self.cache_hits += 1
+            if usage is not None:
+                self.tokens_saved += usage.total_tokens
+
+    def record_store_hit(self, usage: Usage | None = None) -> None:
+        """An answer was served from the committed judgment store instead of the judge."""
+        with self._lock:
+            self.store_hits += 1
+            if usage is not None:
+                self.tokens_saved += usage.total_tokens
+
+    def record_retry(self) -> None:
+        """A transport-level retry (rate limit, server error, timeout, connection error)."""
+        with self._lock:
+            self.retries += 1
+
+    def record_reask(self) -> None:
+        """The judge was asked again because its answer did not conform to the schema."""
+        with self._lock:
+            self.reasks += 1
+
+    def record_error(self) -> None:
+        """A judgment failed for good."""
+        with self._lock:
+            self.errors += 1
+
+    def record_seconds(self, seconds: float) -> None:
+        """Add wall time spent waiting on the judge."""
+        with self._lock:
+            self.seconds += seconds
+
+    @contextmanager
+    def timer(self) -> Iterator[None]:
+        """Count the wall time spent inside the ``with`` block towards :attr:`seconds`.
+
+        Overlapping blocks (concurrent judge calls) are counted once: the clock runs while at least
+        one block is open.
+        """
+        with self._lock:
+            if self._busy == 0:
+                self._busy_since = time.perf_counter()
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+                if self._busy == 0:
+                    self.seconds += time.perf_counter() - self._busy_since
+
+    # --- reporting -----------------------------------------------------------------------------
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens actually spent."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def cost(
+        self, price_prompt_per_mtok: float | None, price_completion_per_mtok: float | None
+    ) -> float | None:
+        """Money spent, given prices per million tokens; ``None`` when a price is unknown."""
+        if price_prompt_per_mtok is None or price_completion_per_mtok is None:
+            return None
+        with self._lock:
+            return (
+                self.prompt_tokens * price_prompt_per_mtok
+                + self.completion_tokens * price_completion_per_mtok
+            ) / 1_000_000
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as plain JSON types (what an xdist worker sends to the controller)."""
+        with self._lock:
+            data: dict[str, Any] = {name: getattr(self, name) for name in _COUNTERS}
+            data["seconds"] = round(self.seconds, 6)
+        return data
+
+    def merge_json(self, data: Mapping[str, Any]) -> None:
+        """Add another process's figures (as produced by :meth:`to_json`); unknown keys are ignored."""
+        with self._lock:
+            for name in _COUNTERS:
+                value = data.get(name, 0)
+                # bool is an int; a stray True must not count as one call.
+                if isinstance(value, int) and not isinstance(value, bool):
+                    setattr(self, name, getattr(self, name) + value)
+            seconds = data.get("seconds", 0.0)
+            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                self.seconds += float(seconds)
