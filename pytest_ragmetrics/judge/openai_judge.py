@@ -1,0 +1,412 @@
+"""A judge backed by any OpenAI-compatible chat-completions server, through the ``openai`` SDK.
+
+Retries are done here rather than by the SDK (whose ``max_retries`` is set to 0) so that every retry is
+counted in :class:`~pytest_ragmetrics.judge.stats.JudgeStats` and failures surface as one clear
+:class:`~pytest_ragmetrics.errors.JudgeUnavailable` instead of an SDK traceback. Answers are parsed
+tolerantly (code fences, JSON inside prose) and validated against the request's schema; invalid answers
+are re-asked a bounded number of times.
+
+``openai`` is imported on first use only: importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import ConfigError, InvalidJudgeAnswer, JudgeUnavailable
+from .base import JudgeAnswer, JudgeRequest, Usage, schema_errors, utc_now
+from .stats import JudgeStats
+
+if TYPE_CHECKING:  # pragma: no cover
+    from openai import AsyncOpenAI
+
+ResponseFormat = Literal["json_schema", "json_object", "text"]
+
+#: Never wait longer than this for a server-requested Retry-After: a CI job should fail, not stall.
+MAX_RETRY_AFTER = 60.0
+#: Cap of the exponential backoff between retries when the server gives no Retry-After.
+MAX_BACKOFF = 20.0
+
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+
+NO_KEY_MESSAGE = (
+    "no API key for the LLM judge: set OPENAI_API_KEY (and OPENAI_BASE_URL or --rag-judge-base-url "
+    "to use another OpenAI-compatible server), or run with --rag-cache=replay against recorded "
+    "judgments"
+)
+
+
+def parse_json_answer(text: str) -> Any:
+    """Extract the JSON value of a judge's answer from ``text``.
+
+    Accepts bare JSON, JSON in a Markdown code fence, and a JSON object embedded in prose (the
+    outermost object that parses is taken). Raises :class:`ValueError` when there is none.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("the answer is empty")
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        pass
+    for block in _FENCE.findall(stripped):
+        try:
+            return json.loads(block.strip())
+        except ValueError:
+            continue
+    decoder = json.JSONDecoder()
+    start = stripped.find("{")
+    while start != -1:
+        try:
+            value, _ = decoder.raw_decode(stripped, start)
+        except ValueError:
+            start = stripped.find("{", start + 1)
+            continue
+        if isinstance(value, dict):
+            return value
+        start = stripped.find("{", start + 1)
+    raise ValueError("no JSON object found in the answer")
+
+
+def schema_instructions(schema: Mapping[str, Any]) -> str:
+    """Instructions appended to the prompt when the server is not asked for strict structured output."""
+    return (
+        "\n\nAnswer with only a JSON object that conforms to this JSON schema, with no other text:\n"
+        f"```json\n{json.dumps(schema, sort_keys=True, indent=2)}\n```"
+    )
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds to wait as requested by ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    lowered = {k.lower(): v for k, v in headers.items()}
+    value = lowered.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class OpenAIJudge:
+    """A :class:`~pytest_ragmetrics.judge.base.Judge` that asks an OpenAI-compatible server.
+
+    ``model`` is used when a request names none. ``api_key`` and ``base_url`` default to the SDK's own
+    environment variables (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``); with ``azure_endpoint`` the Azure
+    client is used (``AZURE_OPENAI_API_KEY``, ``OPENAI_API_VERSION``). ``timeout`` is per HTTP
+    request; ``max_retries`` transport retries (429, 5xx, timeouts, connection errors) with backoff;
+    ``max_reasks`` re-asks after an answer that does not fit the schema; ``concurrency`` bounds the
+    requests in flight. ``response_format`` is ``"json_schema"`` (strict structured output),
+    ``"json_object"`` or ``"text"`` (the schema is then given in the prompt). ``retry_backoff`` is the
+    first backoff delay in seconds, doubled on each retry.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        azure_endpoint: str | None = None,
+        api_version: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        max_reasks: int = 2,
+        concurrency: int = 16,
+        response_format: ResponseFormat = "json_schema",
+        stats: JudgeStats | None = None,
+        retry_backoff: float = 0.5,
+    ) -> None:
+        if response_format not in ("json_schema", "json_object", "text"):
+            raise ConfigError(
+                f"judge response format {response_format!r} is not one of json_schema, json_object, text"
+            )
+        if concurrency < 1:
+            raise ConfigError(f"judge concurrency must be at least 1, got {concurrency}")
+        if max_retries < 0 or max_reasks < 0:
+            raise ConfigError("judge max_retries and max_reasks must not be negative")
+        self.model = model
+        # Kept in memory only; never written anywhere, and left out of repr().
+        self._api_key = api_key
+        self.base_url = base_url
+        self.azure_endpoint = azure_endpoint
+        self.api_version = api_version
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_reasks = max_reasks
+        self.concurrency = concurrency
+        self.response_format: ResponseFormat = response_format
+        self.stats = stats if stats is not None else JudgeStats()
+        self.retry_backoff = retry_backoff
+        self._client: AsyncOpenAI | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+
+    def __repr__(self) -> str:
+        where = self.azure_endpoint or self.base_url or "OPENAI_BASE_URL/default"
+        return f"OpenAIJudge(model={self.model!r}, base_url={where!r}, response_format={self.response_format!r})"
+
+    # --- client ----------------------------------------------------------------------------------
+
+    def has_credentials(self) -> bool:
+        """True when an API key (or, for Azure, a key or AD token) is configured."""
+        if self._api_key:
+            return True
+        if self.azure_endpoint:
+            return bool(os.environ.get("AZURE_OPENAI_API_KEY") or os.environ.get("AZURE_OPENAI_AD_TOKEN"))
+        return bool(os.environ.get("OPENAI_API_KEY"))
+
+    def _ensure_client(self) -> tuple[AsyncOpenAI, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        if self._client is not None and self._semaphore is not None and self._loop is loop:
+            return self._client, self._semaphore
+        # Checked before the SDK is even imported: no key means no network activity at all.
+        if not self.has_credentials():
+            raise JudgeUnavailable(NO_KEY_MESSAGE)
+        import openai
+
+        # The SDK's own retries are off: ours are counted and produce one readable error.
+        client: AsyncOpenAI
+        if self.azure_endpoint:
+            client = openai.AsyncAzureOpenAI(
+                api_key=self._api_key,
+                azure_endpoint=self.azure_endpoint,
+                api_version=self.api_version,
+                timeout=self.timeout,
+                max_retries=0,
+            )
+        else:
+            client = openai.AsyncOpenAI(
+                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+            )
+        # A client's connection pool belongs to the loop it was first used in; a judge used from a
+        # new loop gets a new client (the old one cannot be closed from here, its loop may be gone).
+        self._client = client
+        self._loop = loop
+        self._semaphore = asyncio.Semaphore(self.concurrency)
+        return client, self._semaphore
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL requests go to (for messages)."""
+        if self._client is not None:
+            return str(self._client.base_url)
+        return (
+            self.azure_endpoint
+            or self.base_url
+            or os.environ.get("OPENAI_BASE_URL")
+            or "https://api.openai.com/v1"
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (if one was created in the running loop)."""
+        client, self._client = self._client, None
+        loop, self._loop = self._loop, None
+        self._semaphore = None
+        if client is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - aclose is a coroutine, a loop is running
+            running = None
+        if loop is running:
+            await client.close()
+
+    # --- judging ---------------------------------------------------------------------------------
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        """Ask the judge, retrying transport failures and re-asking invalid answers."""
+        try:
+            client, semaphore = self._ensure_client()
+            async with semaphore:
+                with self.stats.timer():
+                    return await self._judge(client, request)
+        except (JudgeUnavailable, InvalidJudgeAnswer):
+            self.stats.record_error()
+            raise
+
+    def _messages(self, request: JudgeRequest) -> list[dict[str, Any]]:
+        messages = [dict(m) for m in request.messages]
+        if self.response_format != "json_schema" and messages:
+            last = messages[-1]
+            last["content"] = str(last.get("content", "")) + schema_instructions(request.schema)
+        return messages
+
+    def _params(self, request: JudgeRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        model = request.model or self.model
+        if not model:
+            raise JudgeUnavailable(f"no judge model for {request.label or request.kind}: set a model")
+        params: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": request.temperature,
+        }
+        if request.seed is not None:
+            params["seed"] = request.seed
+        if request.n != 1:
+            # Only sent when needed: some OpenAI-compatible servers reject the parameter outright.
+            params["n"] = request.n
+        if self.response_format == "json_schema":
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.schema_name, "strict": True, "schema": request.schema},
+            }
+        elif self.response_format == "json_object":
+            params["response_format"] = {"type": "json_object"}
+        return params
+
+    async def _judge(self, client: AsyncOpenAI, request: JudgeRequest) -> JudgeAnswer:
+        messages = self._messages(request)
+        label = request.label or request.kind
+        usage = Usage()
+        for attempt in range(self.max_reasks + 1):
+            response = await self._create(client, request, self._params(request, messages))
+            if response.usage is not None:
+                spent = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
+            else:
+                spent = Usage()
+            usage = usage + spent
+            self.stats.record_call(spent)
+            choices, problems, bad_content = self._parse_choices(request, response)
+            if not problems:
+                return JudgeAnswer(
+                    choices=tuple(choices),
+                    usage=usage,
+                    model=str(response.model or request.model),
+                    judged_at=utc_now(),
+                    source="judge",
+                )
+            if attempt == self.max_reasks:
+                shown = "; ".join(problems[:5])
+                raise InvalidJudgeAnswer(
+                    f"judge answer for {label} is invalid after {attempt + 1} attempt(s) "
+                    f"({self.max_reasks} re-ask(s)): {shown}"
+                )
+            self.stats.record_reask()
+            # Show the model what was wrong; a bare resend at temperature 0 would get the same answer.
+            messages = [
+                *messages,
+                {"role": "assistant", "content": bad_content},
+                {
+                    "role": "user",
+                    "content": "That answer is invalid: "
+                    + "; ".join(problems[:5])
+                    + ". Answer again with only a JSON object that conforms to the schema.",
+                },
+            ]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _parse_choices(
+        self, request: JudgeRequest, response: Any
+    ) -> tuple[list[dict[str, Any]], list[str], str]:
+        choices: list[dict[str, Any]] = []
+        problems: list[str] = []
+        bad_content = ""
+        got = list(response.choices or [])
+        if len(got) != request.n:
+            problems.append(f"expected {request.n} choice(s), got {len(got)}")
+        for i, choice in enumerate(got):
+            content = choice.message.content if choice.message is not None else None
+            where = f"choice {i}" if request.n > 1 else "answer"
+            if content is None:
+                refusal = getattr(choice.message, "refusal", None)
+                problems.append(f"{where} has no content" + (f" (refusal: {refusal})" if refusal else ""))
+                continue
+            try:
+                value = parse_json_answer(content)
+            except ValueError as exc:
+                problems.append(f"{where}: {exc}: {content[:200]!r}")
+                bad_content = bad_content or content
+                continue
+            errors = schema_errors(request.schema, value)
+            if errors:
+                problems.append(f"{where}: " + "; ".join(errors[:5]))
+                bad_content = bad_content or content
+                continue
+            choices.append(value)
+        return choices, problems, bad_content
+
+    async def _create(self, client: AsyncOpenAI, request: JudgeRequest, params: dict[str, Any]) -> Any:
+        """One chat completion, with counted retries on transient failures."""
+        import openai
+
+        label = request.label or request.kind
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            try:
+                return await client.chat.completions.create(**params)
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                if status != 429 and status < 500 and status != 408:
+                    raise JudgeUnavailable(self._rejected_message(status, exc, params, label)) from exc
+                retry_after = retry_after_seconds(dict(exc.response.headers))
+                what = f"HTTP {status}" + (" (rate limited)" if status == 429 else "")
+                last: BaseException = exc
+            except openai.APITimeoutError as exc:
+                what = f"timed out after {self.timeout:g}s"
+                last = exc
+            except openai.APIConnectionError as exc:
+                what = f"connection error ({exc.__cause__ or exc})"
+                last = exc
+            except (openai.APIResponseValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+                # A 200 whose body is not a chat completion: treat like a flaky server.
+                what = f"malformed response body ({type(exc).__name__})"
+                last = exc
+            if attempt >= self.max_retries:
+                raise JudgeUnavailable(
+                    f"the LLM judge at {self.endpoint} is unavailable for {label}: {what}; "
+                    f"gave up after {attempt + 1} attempt(s)"
+                ) from last
+            attempt += 1
+            self.stats.record_retry()
+            await asyncio.sleep(self._backoff(attempt, retry_after))
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, MAX_RETRY_AFTER)
+        base = min(self.retry_backoff * (2 ** (attempt - 1)), MAX_BACKOFF)
+        # Jitter spreads the retries of many concurrent requests hitting the same rate limit.
+        return base * (0.75 + random.random() * 0.5)
+
+    def _rejected_message(self, status: int, exc: Any, params: Mapping[str, Any], label: str) -> str:
+        detail = getattr(exc, "message", "") or str(exc)
+        prefix = f"the LLM judge at {self.endpoint} rejected the request for {label} (HTTP {status})"
+        if status == 401:
+            return f"{prefix}: the API key was not accepted; check OPENAI_API_KEY. {detail}"
+        if status == 403:
+            return f"{prefix}: permission denied for model {params.get('model')!r}. {detail}"
+        if status == 404:
+            return (
+                f"{prefix}: model {params.get('model')!r} or the endpoint was not found; check the "
+                f"model name and the base URL. {detail}"
+            )
+        if status in (400, 422) and self.response_format == "json_schema":
+            return (
+                f"{prefix}: {detail}. If this server does not support strict JSON-schema output, "
+                "use the json_object or text response format."
+            )
+        return f"{prefix}: {detail}"

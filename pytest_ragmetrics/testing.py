@@ -1,0 +1,396 @@
+"""A local OpenAI-compatible judge server for tests: the real ``openai`` client, real HTTP, no API key.
+
+:class:`FakeJudgeServer` listens on 127.0.0.1 (a free port) in a daemon thread and answers
+``POST /v1/chat/completions`` with proper ``chat.completion`` JSON. What it answers is scripted by a
+``responder``; by default it derives a conforming answer from the request's JSON schema. Failures
+(HTTP errors with headers, malformed bodies, hangs) and latency can be injected, and every request is
+logged. Enable the ``fake_judge_server`` fixture in your own suite with::
+
+    pytest_plugins = ["pytest_ragmetrics.testing"]
+
+Only the standard library is used here, so this module is cheap to import.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+__all__ = ["FakeJudgeServer", "RecordedRequest", "conforming_value", "fake_judge_server"]
+
+#: ``responder(body)`` returns one choice's content: a dict (sent as JSON) or a raw string.
+Responder = Callable[[dict[str, Any]], "dict[str, Any] | str"]
+
+_SCHEMA_BLOCK = re.compile(r"```json\s*(\{.*?\})\s*```", re.DOTALL)
+
+
+def conforming_value(schema: Mapping[str, Any]) -> Any:
+    """A deterministic value that conforms to ``schema`` (the JSON-schema subset judges use).
+
+    Booleans are ``true``, integer enums take their largest value, arrays of an enum hold every
+    value, strings are ``"fake judge"``: the most "positive" verdict a judge could give.
+    """
+    if "enum" in schema:
+        values = list(schema["enum"])
+        if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            return max(values)
+        return values[0] if values else None
+    kind = schema.get("type")
+    if isinstance(kind, list):  # e.g. ["string", "null"]: take the first non-null type
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        props: Mapping[str, Any] = schema.get("properties", {})
+        return {name: conforming_value(sub) for name, sub in props.items()}
+    if kind == "array":
+        items = schema.get("items") or {}
+        if "enum" in items:
+            return list(items["enum"])
+        return [conforming_value(items)]
+    if kind == "boolean":
+        return True
+    if kind == "integer":
+        return 1
+    if kind == "number":
+        return 1.0
+    if kind == "string":
+        return "fake judge"
+    return None
+
+
+def _schema_from_body(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON schema a request asks for: from ``response_format``, else from its last message."""
+    response_format = body.get("response_format") or {}
+    if response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        if isinstance(schema, Mapping):
+            return schema
+    # json_object / text modes carry the schema as instructions in a ```json block.
+    messages = body.get("messages") or []
+    for message in reversed(messages):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            for match in reversed(_SCHEMA_BLOCK.findall(content)):
+                try:
+                    candidate = json.loads(match)
+                except ValueError:
+                    continue
+                if isinstance(candidate, dict) and "type" in candidate:
+                    return candidate
+    return None
+
+
+def default_responder(body: dict[str, Any]) -> dict[str, Any] | str:
+    """Answer with :func:`conforming_value` of the request's schema (``{}`` when there is none)."""
+    schema = _schema_from_body(body)
+    if schema is None:
+        return {}
+    value = conforming_value(schema)
+    return value if isinstance(value, dict) else json.dumps(value)
+
+
+@dataclass
+class RecordedRequest:
+    """One request the server received. ``authorization`` is kept out of ``repr`` on purpose."""
+
+    method: str
+    path: str
+    body: Any
+    headers: dict[str, str]
+    authorization: str | None = field(default=None, repr=False)
+    received_at: float = 0.0
+
+
+@dataclass
+class _Action:
+    kind: str  # "status" | "malformed" | "hang"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    seconds: float = 0.0
+
+
+class FakeJudgeServer:
+    """An OpenAI-compatible ``/v1/chat/completions`` endpoint on 127.0.0.1 for tests.
+
+    Use as a context manager or call :meth:`start` / :meth:`stop`. ``base_url`` ends with ``/v1``;
+    pass it and any dummy API key to the client. Scripting:
+
+    * ``responder(body) -> dict | str`` gives each choice's content (a dict is sent as JSON, a
+      string raw, e.g. prose or a malformed answer); it is called once per choice;
+    * :meth:`fail_next` answers the next requests with an HTTP error (e.g. 429 with Retry-After);
+    * :meth:`malformed_next` answers with a 200 whose body is not JSON;
+    * :meth:`hang_next` holds the next requests for longer than the client's timeout;
+    * :meth:`delay` adds latency to every request (requests are served concurrently);
+    * ``reported_model`` overrides the model named in responses.
+
+    ``requests`` lists what was received (``body`` parsed as JSON when possible).
+    """
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        latency: float = 0.0,
+        reported_model: str | None = None,
+    ) -> None:
+        self.responder: Responder = responder or default_responder
+        self.latency = latency
+        self.reported_model = reported_model
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._actions: deque[_Action] = deque()
+        self._stopping = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._ids = itertools.count(1)
+        self._in_flight = 0
+        self.max_in_flight = 0
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> FakeJudgeServer:
+        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.fake = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            name="FakeJudgeServer",
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; requests still sleeping (latency, hangs) are released at once."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeJudgeServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The TCP port the server listens on."""
+        if self._server is None:
+            raise RuntimeError("FakeJudgeServer is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL of this server, e.g. ``http://127.0.0.1:54321/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # --- scripting -------------------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        status: int = 429,
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
+        times: int = 1,
+    ) -> None:
+        """Answer the next ``times`` requests with HTTP ``status`` (an OpenAI-style error by default)."""
+        if body is None:
+            body = {"error": {"message": f"fake judge error {status}", "type": "fake_error", "code": None}}
+        raw = body if isinstance(body, bytes) else (
+            body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        )
+        with self._lock:
+            for _ in range(times):
+                self._actions.append(_Action("status", status, dict(headers or {}), raw))
+
+    def malformed_next(self, body: bytes = b'{"id": "chatcmpl-broken", "choices": [', times: int = 1) -> None:
+        """Answer the next ``times`` requests with status 200 and a body that is not valid JSON."""
+        with self._lock:
+            for _ in range(times):
+                self._actions.append(_Action("malformed", 200, {}, body))
+
+    def hang_next(self, seconds: float = 5.0, times: int = 1) -> None:
+        """Hold the next ``times`` requests for ``seconds`` before answering normally."""
+        with self._lock:
+            for _ in range(times):
+                self._actions.append(_Action("hang", seconds=seconds))
+
+    def delay(self, seconds: float) -> None:
+        """Add ``seconds`` of latency to every following request."""
+        self.latency = seconds
+
+    @property
+    def request_count(self) -> int:
+        """How many requests the server has received (including failed ones)."""
+        with self._lock:
+            return len(self.requests)
+
+    # --- serving (called from handler threads) ---------------------------------------------------
+
+    def _record(self, request: RecordedRequest) -> _Action | None:
+        with self._lock:
+            self.requests.append(request)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            return self._actions.popleft() if self._actions else None
+
+    def _done(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _sleep(self, seconds: float) -> None:
+        # An Event wait, not time.sleep, so stop() releases sleeping handler threads at once.
+        if seconds > 0:
+            self._stopping.wait(seconds)
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        n = body.get("n") or 1
+        choices = []
+        completion_tokens = 0
+        for index in range(int(n)):
+            answer = self.responder(body)
+            content = answer if isinstance(answer, str) else json.dumps(answer)
+            completion_tokens += max(1, len(content) // 4)
+            choices.append(
+                {
+                    "index": index,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            )
+        prompt_chars = sum(
+            len(str(m.get("content", ""))) for m in body.get("messages") or [] if isinstance(m, Mapping)
+        )
+        prompt_tokens = max(1, prompt_chars // 4)
+        return {
+            "id": f"chatcmpl-fake-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.reported_model or str(body.get("model", "fake-judge")),
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+            "system_fingerprint": "fake",
+        }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default backlog of 5 would make 32 simultaneous connections queue up and retry.
+    request_queue_size = 256
+    fake: FakeJudgeServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 keep-alive, like a real API: the client reuses its pooled connections.
+    protocol_version = "HTTP/1.1"
+    # Idle keep-alive connections are dropped after this, so handler threads do not linger.
+    timeout = 30
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base
+        # Silence the default stderr access log: it would clutter test output.
+        pass
+
+    def _send(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_json(self, status: int, value: Any, headers: Mapping[str, str] | None = None) -> None:
+        self._send(status, json.dumps(value).encode(), headers)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        fake = self.server.fake
+        fake._record(RecordedRequest("GET", self.path, None, self._headers(), received_at=time.time()))
+        try:
+            if self.path.rstrip("/").endswith("/models"):
+                self._send_json(200, {"object": "list", "data": [{"id": "fake-judge", "object": "model"}]})
+            else:
+                self._not_found()
+        finally:
+            fake._done()
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        fake = self.server.fake
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        action = fake._record(
+            RecordedRequest(
+                "POST",
+                self.path,
+                body,
+                self._headers(),
+                authorization=self.headers.get("Authorization"),
+                received_at=time.time(),
+            )
+        )
+        try:
+            fake._sleep(fake.latency)
+            if action is not None and action.kind == "hang":
+                fake._sleep(action.seconds)
+                if fake._stopping.is_set():
+                    return
+            if action is not None and action.kind in ("status", "malformed"):
+                self._send(action.status, action.body or b"", action.headers)
+                return
+            path = self.path.split("?", 1)[0].rstrip("/")
+            if not (path.endswith("/v1/chat/completions") or path == "/chat/completions"):
+                self._not_found()
+                return
+            if not isinstance(body, dict):
+                self._send_json(
+                    400, {"error": {"message": "request body is not a JSON object", "type": "invalid_request"}}
+                )
+                return
+            self._send_json(200, fake._completion(body))
+        except (BrokenPipeError, ConnectionResetError):
+            # The client gave up (timeout test): nothing left to answer.
+            pass
+        finally:
+            fake._done()
+
+    def _headers(self) -> dict[str, str]:
+        # The API key must not end up in logs or reprs: keep it out of the general header dict.
+        return {k: v for k, v in self.headers.items() if k.lower() not in ("authorization", "api-key")}
+
+    def _not_found(self) -> None:
+        self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+
+@pytest.fixture
+def fake_judge_server() -> Iterator[FakeJudgeServer]:
+    """A started :class:`FakeJudgeServer`, stopped after the test."""
+    with FakeJudgeServer() as server:
+        yield server
