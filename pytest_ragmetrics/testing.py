@@ -167,7 +167,9 @@ class FakeJudgeServer:
         server.fake = self
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
             name="FakeJudgeServer",
         )
         self._thread.start()
@@ -215,8 +217,10 @@ class FakeJudgeServer:
         """Answer the next ``times`` requests with HTTP ``status`` (an OpenAI-style error by default)."""
         if body is None:
             body = {"error": {"message": f"fake judge error {status}", "type": "fake_error", "code": None}}
-        raw = body if isinstance(body, bytes) else (
-            body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        raw = (
+            body
+            if isinstance(body, bytes)
+            else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
         )
         with self._lock:
             for _ in range(times):
@@ -311,7 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 30
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base
+    def log_message(self, format: str, *args: Any) -> None:
         # Silence the default stderr access log: it would clutter test output.
         pass
 
@@ -327,7 +331,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, value: Any, headers: Mapping[str, str] | None = None) -> None:
         self._send(status, json.dumps(value).encode(), headers)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:
         fake = self.server.fake
         fake._record(RecordedRequest("GET", self.path, None, self._headers(), received_at=time.time()))
         try:
@@ -338,7 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             fake._done()
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+    def do_POST(self) -> None:
         fake = self.server.fake
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -371,7 +375,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if not isinstance(body, dict):
                 self._send_json(
-                    400, {"error": {"message": "request body is not a JSON object", "type": "invalid_request"}}
+                    400,
+                    {"error": {"message": "request body is not a JSON object", "type": "invalid_request"}},
                 )
                 return
             self._send_json(200, fake._completion(body))

@@ -167,7 +167,9 @@ class OpenAIJudge:
 
     def __repr__(self) -> str:
         where = self.azure_endpoint or self.base_url or "OPENAI_BASE_URL/default"
-        return f"OpenAIJudge(model={self.model!r}, base_url={where!r}, response_format={self.response_format!r})"
+        return (
+            f"OpenAIJudge(model={self.model!r}, base_url={where!r}, response_format={self.response_format!r})"
+        )
 
     # --- client ----------------------------------------------------------------------------------
 
