@@ -1,0 +1,412 @@
+"""The read-through judgment layer: an in-memory map, a local disk cache, the committed store, the judge.
+
+:class:`CachedJudge` wraps any :class:`~pytest_ragmetrics.judge.base.Judge` and implements the cache
+modes:
+
+``readwrite``  cache, then store, then the judge; a new answer is written to the cache and the store.
+``replay``     never call the judge; a judgment in neither cache nor store raises
+               :class:`~pytest_ragmetrics.errors.JudgmentNotRecorded`. What CI without a key runs.
+``refresh``    always ask the judge (once per request and run), overwrite cache and store.
+``off``        always ask the judge, read and write nothing.
+
+The disk cache is a :mod:`diskcache` SQLite database shared safely by threads and by processes
+(pytest-xdist workers). It only ever saves money: when it is corrupt, locked or unwritable, one
+:class:`RagMetricsWarning` is issued and the run goes on without it. Values are stored as JSON text,
+never pickles, so a cache directory cannot smuggle code into a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import sqlite3
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import ConfigError, InvalidJudgeAnswer, JudgmentNotRecorded
+from .base import Judge, JudgeAnswer, JudgeRequest, schema_errors, utc_now, validate_answer
+from .stats import JudgeStats
+from .store import JudgmentStore, atomic_write_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    import diskcache
+
+CacheMode = Literal["readwrite", "replay", "refresh", "off"]
+CACHE_MODES: tuple[CacheMode, ...] = ("readwrite", "replay", "refresh", "off")
+
+#: File in the cache directory listing the keys the last full run used (for ``prune``).
+LAST_RUN_FILE = "last_run_used_keys.json"
+#: Seconds a process waits for the SQLite lock before giving up on one cache operation.
+CACHE_TIMEOUT = 10.0
+#: Answers kept in memory per run in front of the disk cache.
+MEMORY_ENTRIES = 100_000
+
+
+class RagMetricsWarning(UserWarning):
+    """Something degraded but the run can go on (e.g. the disk cache is unusable)."""
+
+
+# Errors the disk cache can raise; none of them may reach the user as a traceback.
+def _cache_errors() -> tuple[type[BaseException], ...]:
+    import diskcache
+
+    return (sqlite3.Error, OSError, diskcache.Timeout, ValueError, TypeError, KeyError)
+
+
+def default_cache_dir(
+    rootdir: str | os.PathLike[str], pytest_cache_dir: str | os.PathLike[str] | None = None
+) -> Path:
+    """Where the disk cache lives by default.
+
+    ``<pytest_cache_dir>/ragmetrics`` when pytest's cache directory is given. Pass the directory in
+    which ``config.cache.mkdir`` creates its directories (``<rootdir>/.pytest_cache/d``), so the result
+    is the same as ``config.cache.mkdir("ragmetrics")`` and what ``python -m pytest_ragmetrics cache``
+    looks at. Without it (``-p no:cacheprovider``): ``<rootdir>/.ragmetrics_cache``.
+    """
+    if pytest_cache_dir is not None:
+        return Path(pytest_cache_dir) / "ragmetrics"
+    return Path(rootdir) / ".ragmetrics_cache"
+
+
+def write_last_run_keys(cache_dir: str | os.PathLike[str], keys: Iterable[str]) -> Path:
+    """Record the judgment keys a full run used, for ``python -m pytest_ragmetrics cache prune``."""
+    path = Path(cache_dir) / LAST_RUN_FILE
+    atomic_write_text(
+        path, json.dumps({"keys": sorted(set(keys)), "finished_at": utc_now()}, indent=1) + "\n"
+    )
+    return path
+
+
+def read_last_run_keys(cache_dir: str | os.PathLike[str]) -> set[str] | None:
+    """The keys recorded by :func:`write_last_run_keys`, or ``None`` when there is no usable record."""
+    path = Path(cache_dir) / LAST_RUN_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    keys = data.get("keys") if isinstance(data, dict) else None
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        return None
+    return set(keys)
+
+
+def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
+    """Open (creating) the diskcache database; raises whatever diskcache/sqlite raise."""
+    import diskcache
+
+    # JSON text values need no pickling; the default eviction ("least-recently-stored", 1 GB) is kept
+    # because a cache may lose entries: the committed store is the record.
+    return diskcache.Cache(str(cache_dir), timeout=CACHE_TIMEOUT)
+
+
+class CachedJudge:
+    """A :class:`~pytest_ragmetrics.judge.base.Judge` that serves recorded answers before asking.
+
+    ``make_inner()`` creates the real judge on the first miss (never in replay mode, so replay needs no
+    API key). ``cache_dir`` is the local disk cache (``None``: none); ``store`` the committed
+    :class:`~pytest_ragmetrics.judge.store.JudgmentStore` (``None``: none). Every answer served or
+    written is recorded in :attr:`used_keys`. Concurrent requests with the same key are judged once.
+    """
+
+    def __init__(
+        self,
+        make_inner: Callable[[], Judge],
+        *,
+        mode: CacheMode = "readwrite",
+        cache_dir: str | os.PathLike[str] | None = None,
+        store: JudgmentStore | None = None,
+        stats: JudgeStats | None = None,
+        memory_entries: int = MEMORY_ENTRIES,
+    ) -> None:
+        if mode not in CACHE_MODES:
+            raise ConfigError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
+        self._make_inner = make_inner
+        self._inner: Judge | None = None
+        self.mode: CacheMode = mode
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.store = store
+        self.stats = stats if stats is not None else JudgeStats()
+        self.used_keys: set[str] = set()
+        self._memory: OrderedDict[str, JudgeAnswer] = OrderedDict()
+        self._memory_entries = memory_entries
+        self._cache: diskcache.Cache | None = None
+        self._cache_problem: str | None = None
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+        self._inflight: dict[str, asyncio.Future[JudgeAnswer]] = {}
+        self._judged_this_run: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
+
+    # --- plumbing --------------------------------------------------------------------------------
+
+    def _warn_once(self, topic: str, message: str) -> None:
+        with self._lock:
+            if topic in self._warned:
+                return
+            self._warned.add(topic)
+        warnings.warn(message, RagMetricsWarning, stacklevel=4)
+
+    def _disable_cache(self, what: str, exc: BaseException) -> None:
+        self._cache_problem = f"{what}: {type(exc).__name__}: {exc}"
+        cache, self._cache = self._cache, None
+        if cache is not None:
+            # closing a broken cache may fail too; it is being dropped anyway
+            with contextlib.suppress(Exception):
+                cache.close()
+        self._warn_once(
+            "cache-disabled",
+            f"the judgment cache at {self.cache_dir} cannot be used ({self._cache_problem}); "
+            "continuing without it. Delete the directory or run "
+            "`python -m pytest_ragmetrics cache clear` to start a fresh cache.",
+        )
+
+    def _disk(self) -> diskcache.Cache | None:
+        """The disk cache, opened on first use; ``None`` when there is none or it is unusable."""
+        if self.cache_dir is None or self.mode == "off" or self._cache_problem is not None:
+            return None
+        if self._cache is not None:
+            return self._cache
+        problem: BaseException | None = None
+        with self._lock:
+            if self._cache is None:
+                try:
+                    self._cache = open_disk_cache(self.cache_dir)
+                except Exception as exc:  # sqlite3/diskcache/OS errors of every kind: degrade, warn
+                    problem = exc
+            cache = self._cache
+        if problem is not None:
+            self._disable_cache("cannot open it", problem)
+        return cache
+
+    def _inner_judge(self) -> Judge:
+        if self._inner is None:
+            self._inner = self._make_inner()
+        return self._inner
+
+    def _remember(self, key: str, answer: JudgeAnswer) -> None:
+        memory = self._memory
+        # What the memory serves later is a cached answer, whatever produced it first.
+        memory[key] = answer if answer.source == "cache" else dataclasses.replace(answer, source="cache")
+        if len(memory) > self._memory_entries:
+            memory.popitem(last=False)
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def _from_disk(self, request: JudgeRequest, key: str) -> JudgeAnswer | None:
+        cache = self._disk()
+        if cache is None:
+            return None
+        errors = _cache_errors()
+        try:
+            raw = cache.get(key)
+        except errors as exc:
+            if _is_transient(exc):
+                self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
+                return None
+            self._disable_cache("cannot read it", exc)
+            return None
+        if raw is None:
+            return None
+        try:
+            record = json.loads(raw) if isinstance(raw, (str, bytes)) else None
+            if not isinstance(record, dict) or record.get("key") != key:
+                raise ValueError("entry does not belong to this key")
+            answer = JudgeAnswer.from_json(record["answer"], source="cache")
+            if len(answer.choices) != request.n or any(
+                schema_errors(request.schema, c) for c in answer.choices
+            ):
+                raise ValueError("entry does not conform to the schema")
+        except (ValueError, KeyError, TypeError):
+            # A stale or foreign entry is a miss; drop it so it is replaced by a good one.
+            with contextlib.suppress(errors):
+                cache.delete(key)
+            return None
+        return answer
+
+    def lookup(self, request: JudgeRequest) -> JudgeAnswer | None:
+        """A recorded answer to ``request`` (memory, disk cache, then store), or ``None``."""
+        key = request.cache_key()
+        answer = self._memory.get(key)
+        if answer is not None:
+            self.stats.record_cache_hit(answer.usage)
+            return answer
+        answer = self._from_disk(request, key)
+        if answer is not None:
+            self._remember(key, answer)
+            self.stats.record_cache_hit(answer.usage)
+            return answer
+        if self.store is not None:
+            answer = self.store.get(request)
+            if answer is not None:
+                self.stats.record_store_hit(answer.usage)
+                self._write_disk(request, key, answer)
+                self._remember(key, answer)
+                return answer
+        return None
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def _write_disk(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
+        cache = self._disk()
+        if cache is None:
+            return
+        value = json.dumps(
+            {"key": key, "kind": request.kind, "model": request.model, "answer": answer.to_json()},
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        try:
+            cache.set(key, value)
+        except _cache_errors() as exc:
+            if _is_transient(exc):
+                self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
+            else:
+                self._disable_cache("cannot write to it", exc)
+
+    def _record(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> JudgeAnswer:
+        # Cheap insurance: whatever the inner judge is, nothing unvalidated is ever recorded.
+        if len(answer.choices) != request.n:
+            raise InvalidJudgeAnswer(
+                f"judge gave {len(answer.choices)} answer(s) for {request.label or request.kind}; "
+                f"expected {request.n}"
+            )
+        for choice in answer.choices:
+            validate_answer(request, choice)
+        if self.mode == "off":
+            return answer
+        self._write_disk(request, key, answer)
+        if self.store is not None:
+            try:
+                self.store.put(request, answer)
+            except OSError as exc:
+                self._warn_once(
+                    "store-unwritable",
+                    f"cannot write to the judgment store at {self.store.directory} ({exc}); "
+                    "new judgments are not being recorded for replay",
+                )
+        self._remember(key, answer)
+        return answer
+
+    # --- the Judge protocol ----------------------------------------------------------------------
+
+    def _not_recorded(self, request: JudgeRequest) -> JudgmentNotRecorded:
+        where = []
+        if self.store is not None:
+            where.append(f"the judgment store {self.store.directory}")
+        if self.cache_dir is not None:
+            where.append(f"the cache {self.cache_dir}")
+        searched = " or ".join(where) if where else "anywhere (no judgment store is configured)"
+        problem = f" (the cache was unusable: {self._cache_problem})" if self._cache_problem else ""
+        return JudgmentNotRecorded(
+            f"no recorded judgment for {request.label or request.kind} "
+            f"(model {request.model}, prompt {request.prompt_version}) in {searched}{problem}. "
+            "--rag-cache=replay never calls the judge: record it by running once with an API key "
+            "and --rag-cache=readwrite (or refresh), then commit the judgment store directory."
+        )
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        """Serve ``request`` according to :attr:`mode`."""
+        key = request.cache_key()
+        read = self.mode in ("readwrite", "replay") or (
+            self.mode == "refresh" and key in self._judged_this_run
+        )
+        if read:
+            answer = self.lookup(request)
+            if answer is not None:
+                self.used_keys.add(key)
+                return answer
+        if self.mode == "replay":
+            self.stats.record_error()
+            raise self._not_recorded(request)
+
+        loop = asyncio.get_running_loop()
+        pending = self._inflight.get(key)
+        if pending is not None and pending.get_loop() is loop:
+            # The same judgment is already being asked for: wait for it instead of paying twice.
+            return await asyncio.shield(pending)
+        future: asyncio.Future[JudgeAnswer] = loop.create_future()
+        self._inflight[key] = future
+        try:
+            answer = await self._inner_judge().judge(request)
+            answer = self._record(request, key, answer)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            # Mark it retrieved: with nobody else waiting, asyncio would log it as never retrieved.
+            future.exception()
+            raise
+        else:
+            future.set_result(answer)
+        finally:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+        self._judged_this_run.add(key)
+        self.used_keys.add(key)
+        return answer
+
+    def unused_store_entries(self) -> list[str]:
+        """Keys in the judgment store that this run neither served nor wrote, sorted."""
+        if self.store is None:
+            return []
+        return sorted(self.store.keys() - self.used_keys)
+
+    async def aclose(self) -> None:
+        """Close the inner judge (if one was created) and the disk cache."""
+        inner, self._inner = self._inner, None
+        close = getattr(inner, "aclose", None)
+        if close is not None:
+            await close()
+        self.close_cache()
+
+    def close_cache(self) -> None:
+        """Close the disk cache (it reopens on next use)."""
+        with self._lock:
+            cache, self._cache = self._cache, None
+        if cache is not None:
+            # closing must not turn a finished run into an error
+            with contextlib.suppress(Exception):
+                cache.close()
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """A lock timeout is worth retrying later; anything else means the cache is broken."""
+    import diskcache
+
+    if isinstance(exc, diskcache.Timeout):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def cache_summary(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Entries, bytes on disk and per-model counts of the disk cache at ``cache_dir`` (for the CLI)."""
+    directory = Path(cache_dir)
+    size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else 0
+    summary: dict[str, Any] = {"entries": 0, "bytes": size, "models": {}}
+    if not (directory / "cache.db").is_file():
+        return summary
+    cache = open_disk_cache(directory)
+    try:
+        models: dict[str, int] = {}
+        for key in cache.iterkeys():
+            raw = cache.get(key)
+            try:
+                model = str(json.loads(raw).get("model", "?"))
+            except (TypeError, ValueError, AttributeError):
+                model = "?"
+            models[model] = models.get(model, 0) + 1
+        summary["entries"] = sum(models.values())
+        summary["models"] = dict(sorted(models.items()))
+    finally:
+        cache.close()
+    return summary

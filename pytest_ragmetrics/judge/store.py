@@ -1,0 +1,175 @@
+"""The judgment store: recorded judge answers, one readable JSON file per request, meant to be committed.
+
+CI replays from it without an API key. Files live at ``<dir>/<key[:2]>/<key>.json`` (sharded so no
+directory grows huge), are written atomically and byte-stable (sorted keys, two-space indent, a
+trailing newline), so re-recording an unchanged judgment produces no diff and a review shows exactly
+what the judge said and why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .base import JudgeAnswer, JudgeRequest, schema_errors
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_key(name: str) -> bool:
+    return len(name) == 64 and set(name) <= _HEX
+
+
+def dump_stable(value: Any) -> str:
+    """The one serialization used for store files: stable across runs and platforms."""
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so readers see the old or the new file, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class JudgmentStore:
+    """Recorded judgments under ``directory`` (created on first write).
+
+    Lookups take the :class:`~pytest_ragmetrics.judge.base.JudgeRequest`, so a stored answer is checked
+    against the request's current schema before it is trusted; an unreadable or non-conforming file is
+    treated as missing (with one warning per file), never as a crash.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"JudgmentStore({str(self.directory)!r})"
+
+    def path_for(self, key: str) -> Path:
+        """Where the judgment with cache key ``key`` is stored."""
+        return self.directory / key[:2] / f"{key}.json"
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.path_for(key).is_file()
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def keys(self) -> set[str]:
+        """Keys of all stored judgments."""
+        if not self.directory.is_dir():
+            return set()
+        return {
+            p.stem
+            for p in self.directory.glob("??/*.json")
+            if _is_key(p.stem) and p.parent.name == p.stem[:2]
+        }
+
+    def _warn(self, key: str, why: str) -> None:
+        from .cache import RagMetricsWarning
+
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        warnings.warn(
+            f"ignoring judgment store file {self.path_for(key)}: {why}; it will be judged again",
+            RagMetricsWarning,
+            stacklevel=3,
+        )
+
+    def read_json(self, key: str) -> dict[str, Any] | None:
+        """The raw content of a store file, or ``None`` when it is missing or unreadable."""
+        path = self.path_for(key)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            self._warn(key, f"cannot read it ({exc})")
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            self._warn(key, f"it is not valid JSON ({exc})")
+            return None
+        if not isinstance(data, dict):
+            self._warn(key, "it does not hold a JSON object")
+            return None
+        return data
+
+    def get(self, request: JudgeRequest) -> JudgeAnswer | None:
+        """The stored answer to ``request`` (``source="store"``), or ``None``."""
+        key = request.cache_key()
+        data = self.read_json(key)
+        if data is None:
+            return None
+        try:
+            answer = JudgeAnswer.from_json(data["answer"], source="store")
+        except (KeyError, TypeError, ValueError) as exc:
+            self._warn(key, f"its answer is malformed ({type(exc).__name__}: {exc})")
+            return None
+        if len(answer.choices) != request.n:
+            self._warn(key, f"it holds {len(answer.choices)} answer(s), expected {request.n}")
+            return None
+        for choice in answer.choices:
+            errors = schema_errors(request.schema, choice)
+            if errors:
+                self._warn(key, "its answer does not conform to the schema: " + "; ".join(errors[:3]))
+                return None
+        return answer
+
+    def put(self, request: JudgeRequest, answer: JudgeAnswer) -> Path:
+        """Record ``answer`` to ``request``; returns the file written."""
+        key = request.cache_key()
+        record = {
+            "key": key,
+            "kind": request.kind,
+            "prompt_version": request.prompt_version,
+            "model": request.model,
+            "temperature": request.temperature,
+            "seed": request.seed,
+            "n": request.n,
+            "inputs": request.inputs,
+            "schema_name": request.schema_name,
+            "answer": answer.to_json(),
+        }
+        path = self.path_for(key)
+        atomic_write_text(path, dump_stable(record))
+        return path
+
+    def delete(self, key: str) -> bool:
+        """Remove one stored judgment (and its shard directory when that becomes empty)."""
+        path = self.path_for(key)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        # Fails while other judgments share the shard directory; that is fine.
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()
+        return True
+
+    def prune(self, keep: set[str], *, dry_run: bool = False) -> list[str]:
+        """Delete stored judgments whose key is not in ``keep``; returns the removed keys, sorted."""
+        removed = sorted(self.keys() - set(keep))
+        if not dry_run:
+            for key in removed:
+                self.delete(key)
+        return removed
