@@ -1,0 +1,284 @@
+"""Threshold assertions: ``assert_context_recall(sample) >= 0.8``.
+
+The helpers judge right away and return a :class:`ScoreCheck`. Comparing it with a threshold raises
+``AssertionError`` with a readable explanation when the comparison fails, so it works as a bare
+statement and inside ``assert``. Given a list of samples the mean is compared; ``.min()``,
+``.quantile(q)`` and ``.pass_rate(threshold)`` give the other dataset-level statistics.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import operator
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .results import MetricResult
+from .sample import RagSample, as_samples
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
+}
+
+
+@dataclass
+class TestScope:
+    """The pytest test currently running: where comparisons are recorded and unused checks found."""
+
+    nodeid: str
+    evaluator: Any
+    record: Callable[[dict[str, Any]], None]
+    checks: list[ScoreCheck] = field(default_factory=list)
+
+    def unused_checks(self) -> list[ScoreCheck]:
+        return [c for c in self.checks if not c.compared]
+
+
+current_test: contextvars.ContextVar[TestScope | None] = contextvars.ContextVar("ragmetrics_test", default=None)
+
+
+def _threshold(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise TypeError(f"a metric threshold must be a number, got {type(value).__name__}: {value!r}")
+    return float(value)
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile with linear interpolation between order statistics (numpy's default)."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile q must be between 0 and 1, got {q!r}")
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _short(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Comparable:
+    """Comparison operators that assert; subclasses provide ``value`` and ``_describe``."""
+
+    value: float
+
+    def _compare(self, op: str, other: object) -> bool:
+        threshold = _threshold(other)
+        passed = _OPS[op](self.value, threshold)
+        self._record(op, threshold, passed)
+        if not passed:
+            raise AssertionError(self._failure(op, threshold))
+        return True
+
+    def __ge__(self, other: object) -> bool:
+        return self._compare(">=", other)
+
+    def __gt__(self, other: object) -> bool:
+        return self._compare(">", other)
+
+    def __le__(self, other: object) -> bool:
+        return self._compare("<=", other)
+
+    def __lt__(self, other: object) -> bool:
+        return self._compare("<", other)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __bool__(self) -> bool:
+        raise TypeError("compare a ragmetrics check with a threshold, e.g. `assert_context_recall(s) >= 0.8`")
+
+    def _record(self, op: str, threshold: float, passed: bool) -> None:
+        raise NotImplementedError
+
+    def _failure(self, op: str, threshold: float) -> str:
+        raise NotImplementedError
+
+
+class ScoreCheck(_Comparable):
+    """A metric judged on one sample or a list of samples, waiting to be compared with a threshold."""
+
+    def __init__(self, results: list[MetricResult], single: bool, where: tuple[str, int] | None) -> None:
+        self.results = results
+        self.single = single
+        self.where = where
+        self.compared = False
+        self.value = results[0].score if single else math.fsum(r.score for r in results) / len(results)
+
+    # -- what users read ---------------------------------------------------------------------
+    @property
+    def result(self) -> MetricResult:
+        """The single sample's result (for a list, use ``results``)."""
+        if not self.single:
+            raise AttributeError("this check covers several samples; use .results")
+        return self.results[0]
+
+    @property
+    def score(self) -> float:
+        """The compared value: the sample's score, or the mean over samples."""
+        return self.value
+
+    @property
+    def name(self) -> str:
+        return self.results[0].name
+
+    @property
+    def stat(self) -> str:
+        return "score" if self.single else "mean"
+
+    def mean(self) -> Stat:
+        return Stat(self, "mean", self.value)
+
+    def min(self) -> Stat:
+        return Stat(self, "min", min(r.score for r in self.results))
+
+    def max(self) -> Stat:
+        return Stat(self, "max", max(r.score for r in self.results))
+
+    def quantile(self, q: float) -> Stat:
+        return Stat(self, f"quantile({q:g})", quantile([r.score for r in self.results], q))
+
+    def pass_rate(self, threshold: float) -> Stat:
+        """Share of samples whose score is at least ``threshold``."""
+        t = _threshold(threshold)
+        rate = sum(1 for r in self.results if r.score >= t) / len(self.results)
+        return Stat(self, f"pass_rate(>={t:g})", rate)
+
+    def __repr__(self) -> str:
+        return f"<ScoreCheck {self.name} {self.stat}={self.value:.4g} over {len(self.results)} sample(s)>"
+
+    # -- failure message and record ---------------------------------------------------------------
+    def _subject(self, stat: str) -> str:
+        if self.single:
+            r = self.results[0]
+            return f"{r.name} of sample {r.sample_id!r}" if r.sample_id is not None else r.name
+        return f"{self.name} {stat} over {len(self.results)} samples"
+
+    def failure_message(self, stat: str, value: float, op: str, threshold: float) -> str:
+        lines = [f"{self._subject(stat)} = {value:.3f}, expected {op} {threshold:g}"]
+        if self.single:
+            r = self.results[0]
+            if r.mode:
+                lines.append(f"  mode: {r.mode}")
+            lines.append(f"  why: {r.explanation}")
+            bad = r.failing_verdicts() if op in (">=", ">") else [v for v in r.verdicts if v.value > 0]
+            for v in bad[:10]:
+                where = f" (rank {v.rank})" if v.rank is not None and v.item != "chunk" else ""
+                lines.append(f"  - {v.item} {v.index}{where} [{v.label}] {_short(v.text, 70)!r}")
+                if v.reason:
+                    lines.append(f"      judge: {_short(v.reason, 160)}")
+            if len(bad) > 10:
+                lines.append(f"  ... and {len(bad) - 10} more")
+        else:
+            worst = sorted(self.results, key=lambda r: (r.score, str(r.sample_id)))
+            if op in ("<=", "<"):
+                worst.reverse()
+            lines.append("  worst samples:")
+            for r in worst[:5]:
+                lines.append(f"  - {r.sample_id}: {r.score:.3f}  {_short(r.explanation, 140)}")
+        return "\n".join(lines)
+
+    def _failure(self, op: str, threshold: float) -> str:
+        return self.failure_message(self.stat, self.value, op, threshold)
+
+    def _record(self, op: str, threshold: float, passed: bool) -> None:
+        self.record(self.stat, self.value, op, threshold, passed)
+
+    def record(self, stat: str, value: float, op: str, threshold: float, passed: bool) -> None:
+        self.compared = True
+        scope = current_test.get()
+        if scope is None:
+            return
+        first = self.results[0]
+        scope.record({
+            "nodeid": scope.nodeid,
+            "metric": first.metric,
+            "method": first.method,
+            "stat": stat,
+            "score": value,
+            "op": op,
+            "threshold": threshold,
+            "passed": passed,
+            "cached": all(r.cached for r in self.results),
+            "judge_calls": sum(r.judge_calls for r in self.results),
+            "explanation": first.explanation if self.single else self._failure_or_summary(stat, value),
+            "samples": [r.to_json() for r in self.results],
+            "where": list(self.where) if self.where else None,
+        })
+
+    def _failure_or_summary(self, stat: str, value: float) -> str:
+        worst = min(self.results, key=lambda r: (r.score, str(r.sample_id)))
+        return f"{stat} {value:.3f} over {len(self.results)} samples; lowest {worst.sample_id}: {worst.score:.3f}"
+
+
+class Stat(_Comparable):
+    """A dataset-level statistic of a :class:`ScoreCheck` (min, quantile, pass rate...)."""
+
+    def __init__(self, check: ScoreCheck, stat: str, value: float) -> None:
+        check.compared = True  # deriving a statistic is using the check
+        self.check = check
+        self.stat = stat
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<Stat {self.check.name} {self.stat}={self.value:.4g}>"
+
+    def _record(self, op: str, threshold: float, passed: bool) -> None:
+        self.check.record(self.stat, self.value, op, threshold, passed)
+
+    def _failure(self, op: str, threshold: float) -> str:
+        return self.check.failure_message(self.stat, self.value, op, threshold)
+
+
+def _make_check(samples: RagSample | Sequence[RagSample], metric: str, method: str | None,
+                evaluator: Any, depth: int = 2) -> ScoreCheck:
+    frame = sys._getframe(depth)
+    where = (frame.f_code.co_filename, frame.f_lineno)
+    batch, single = as_samples(samples)
+    scope = current_test.get()
+    if evaluator is None:
+        from .engine import get_evaluator
+
+        evaluator = scope.evaluator if scope is not None else get_evaluator()
+    if single:
+        results = [evaluator.score(batch[0], metric, method)]
+    else:
+        batch = _with_ids(batch)
+        results = evaluator.score_many(batch, metric, method)
+    check = ScoreCheck(results, single, where)
+    if scope is not None:
+        scope.checks.append(check)
+    return check
+
+
+def _with_ids(samples: list[RagSample]) -> list[RagSample]:
+    import dataclasses
+
+    return [s if s.id is not None else dataclasses.replace(s, id=f"#{i}") for i, s in enumerate(samples)]
+
+
+def assert_context_precision(samples: RagSample | Sequence[RagSample], *, evaluator: Any = None) -> ScoreCheck:
+    """Judge context precision; compare the result with a threshold: ``... >= 0.7``."""
+    return _make_check(samples, "context_precision", None, evaluator)
+
+
+def assert_context_recall(samples: RagSample | Sequence[RagSample], *, evaluator: Any = None) -> ScoreCheck:
+    """Judge context recall; compare the result with a threshold: ``... >= 0.8``."""
+    return _make_check(samples, "context_recall", None, evaluator)
+
+
+def assert_context_relevance(samples: RagSample | Sequence[RagSample], method: str | None = None, *,
+                             evaluator: Any = None) -> ScoreCheck:
+    """Judge context relevance (``method``: graded, sentence or binary); compare with a threshold."""
+    return _make_check(samples, "context_relevance", method, evaluator)
+
+
+def assert_metric(samples: RagSample | Sequence[RagSample], metric: str, method: str | None = None, *,
+                  evaluator: Any = None) -> ScoreCheck:
+    """The same for any registered metric, including custom ones: ``assert_metric(s, "my_metric") >= 0.5``."""
+    return _make_check(samples, metric, method, evaluator)

@@ -1,0 +1,44 @@
+"""The built-in implementations of our hooks. They run last, so any conftest or plugin can override
+the judge or the splitter, and add metrics beside the built-in ones."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from .judge.base import Judge
+    from .metrics.builtin import Metric
+    from .settings import Settings
+    from .text import Splitter
+
+
+@hookimpl(trylast=True)
+def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
+    from .judge.openai_judge import OpenAIJudge
+
+    return OpenAIJudge(
+        model=settings.judge_model,
+        base_url=settings.judge_base_url,
+        azure=settings.judge_provider == "azure",
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+        max_reasks=settings.max_reasks,
+        concurrency=settings.concurrency,
+        response_format=settings.response_format,
+    )
+
+
+@hookimpl(trylast=True)
+def pytest_ragmetrics_make_splitter(settings: Settings) -> Splitter:
+    from .text import default_splitter
+
+    return default_splitter()
+
+
+@hookimpl
+def pytest_ragmetrics_metrics() -> list[Metric]:
+    from .metrics.builtin import builtin_metrics
+
+    return builtin_metrics()

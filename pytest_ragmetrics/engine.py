@@ -1,0 +1,382 @@
+"""The engine: turns samples into metric results through the (cached) judge, with or without pytest.
+
+All judging runs on one background event loop owned by a :class:`LoopRunner`, so synchronous test code,
+code already inside an event loop (``aevaluate``) and several tests share one HTTP client and one
+concurrency limit, and nothing ever nests event loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import re
+import threading
+from collections.abc import Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .errors import ConfigError
+from .metrics.builtin import Metric, check_method
+from .results import MetricResult, aggregate
+from .sample import RagSample, as_samples
+from .settings import Settings, from_env
+
+if TYPE_CHECKING:
+    from .judge.base import Judge, JudgeAnswer, JudgeRequest
+    from .judge.cache import CachedJudge
+    from .judge.stats import JudgeStats
+    from .text import Splitter
+
+T = TypeVar("T")
+
+
+class LoopRunner:
+    """A daemon thread running one asyncio event loop; coroutines are submitted from any thread."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="ragmetrics-judge", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self._ensure())
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the background loop and wait for its result (from a thread other than it)."""
+        if self._thread is not None and threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("LoopRunner.run() called from its own event loop; await the coroutine instead")
+        return self.submit(coro).result()
+
+    async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the background loop from another event loop."""
+        if self._loop is not None and asyncio.get_running_loop() is self._loop:
+            return await coro
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def close(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+            loop.close()
+
+
+_METRIC_SPEC = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?:\[\s*(\w+)\s*\])?\s*$")
+
+
+def parse_metric_spec(spec: str | tuple[str, str | None]) -> tuple[str, str | None]:
+    """``"context_relevance[graded]"`` or ``("context_relevance", "graded")`` -> (name, method)."""
+    if isinstance(spec, tuple):
+        return spec[0], spec[1]
+    match = _METRIC_SPEC.match(spec)
+    if not match:
+        raise ValueError(f"metric must look like 'context_recall' or 'context_relevance[graded]'; got {spec!r}")
+    return match.group(1), match.group(2)
+
+
+@dataclass
+class EvaluationResult:
+    """Results of :func:`evaluate`: per sample and metric, plus per-metric aggregates."""
+
+    samples: list[RagSample]
+    results: dict[str, dict[str, MetricResult]]
+    aggregates: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __getitem__(self, sample_id: str) -> dict[str, MetricResult]:
+        return self.results[sample_id]
+
+    def scores(self, metric: str) -> list[float]:
+        """Per-sample scores of one metric name (``context_relevance[graded]`` form), in sample order."""
+        return [r[metric].score for r in self.results.values() if metric in r]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "samples": {sid: {name: r.to_json() for name, r in rs.items()} for sid, rs in self.results.items()},
+            "aggregates": self.aggregates,
+        }
+
+
+class _Context:
+    """The :class:`~pytest_ragmetrics.metrics.builtin.ScoringContext` the engine hands to metrics."""
+
+    def __init__(self, evaluator: Evaluator) -> None:
+        self._evaluator = evaluator
+        self.settings = evaluator.settings
+
+    def split(self, text: str) -> list[str]:
+        return self._evaluator.splitter(text)
+
+    def normalize(self, text: str) -> str:
+        from .text import normalize_text
+
+        return normalize_text(text)
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        return await self._evaluator.judge.judge(request)
+
+
+class Evaluator:
+    """Computes metrics for samples with one configuration.
+
+    ``judge`` replaces the configured judge (it still sits behind the cache and store as configured by
+    ``settings.cache``); ``hook`` is a pluggy hook relay (pytest's ``config.hook`` inside pytest, else
+    :func:`~pytest_ragmetrics.hookspecs.plugin_manager`'s). ``stats`` and ``runner`` can be shared
+    between evaluators.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        judge: Judge | None = None,
+        splitter: Splitter | None = None,
+        hook: Any = None,
+        stats: JudgeStats | None = None,
+        runner: LoopRunner | None = None,
+        default_cache_dir: str | Path | None = None,
+    ) -> None:
+        self.settings = settings or from_env()
+        self._judge_override = judge
+        self._splitter = splitter
+        self._hook = hook
+        self._stats = stats
+        self._owns_runner = runner is None
+        self.runner = runner or LoopRunner()
+        self._default_cache_dir = default_cache_dir
+        self._cached_judge: CachedJudge | None = None
+        self._metrics: dict[str, Metric] | None = None
+        self._lock = threading.Lock()
+
+    # -- lazily built parts ------------------------------------------------------------------
+    @property
+    def hook(self) -> Any:
+        if self._hook is None:
+            from .hookspecs import plugin_manager
+
+            self._hook = plugin_manager().hook
+        return self._hook
+
+    @property
+    def stats(self) -> JudgeStats:
+        if self._stats is None:
+            from .judge.stats import JudgeStats
+
+            self._stats = JudgeStats()
+        return self._stats
+
+    @property
+    def splitter(self) -> Splitter:
+        if self._splitter is None:
+            splitter = self.hook.pytest_ragmetrics_make_splitter(settings=self.settings)
+            if splitter is None:
+                raise ConfigError("no sentence splitter: every pytest_ragmetrics_make_splitter returned None")
+            self._splitter = splitter
+        return self._splitter
+
+    @property
+    def metrics(self) -> dict[str, Metric]:
+        if self._metrics is None:
+            found: dict[str, Metric] = {}
+            for batch in self.hook.pytest_ragmetrics_metrics():
+                for metric in batch or ():
+                    if metric.name in found:
+                        raise ConfigError(f"metric {metric.name!r} is registered twice")
+                    found[metric.name] = metric
+            self._metrics = found
+        return self._metrics
+
+    def _make_inner_judge(self) -> Judge:
+        if self._judge_override is not None:
+            return self._judge_override
+        judge = self.hook.pytest_ragmetrics_make_judge(settings=self.settings)
+        if judge is None:
+            raise ConfigError("no judge: every pytest_ragmetrics_make_judge implementation returned None")
+        return judge  # type: ignore[no-any-return]
+
+    @property
+    def cache_dir(self) -> str:
+        return str(self.settings.cache_dir or self._default_cache_dir or ".ragmetrics_cache")
+
+    @property
+    def judge(self) -> CachedJudge:
+        """The judge behind the cache and judgment store (built on first use)."""
+        with self._lock:
+            if self._cached_judge is None:
+                from .judge.cache import CachedJudge
+                from .judge.store import JudgmentStore
+
+                store = JudgmentStore(self.settings.store_dir) if self.settings.store_dir else None
+                self._cached_judge = CachedJudge(
+                    self._make_inner_judge, mode=self.settings.cache, cache_dir=self.cache_dir,
+                    store=store, stats=self.stats,
+                )
+            return self._cached_judge
+
+    def metric(self, name: str) -> Metric:
+        try:
+            return self.metrics[name]
+        except KeyError:
+            raise ValueError(f"unknown metric {name!r}; registered: {', '.join(sorted(self.metrics))}") from None
+
+    # -- scoring -----------------------------------------------------------------------------
+    async def _score(self, sample: RagSample, name: str, method: str | None) -> MetricResult:
+        if not isinstance(sample, RagSample):
+            raise TypeError(f"expected a RagSample, got {type(sample).__name__}")
+        metric = self.metric(name)
+        method = check_method(metric, method)
+        return await metric.score(sample, method, _Context(self))
+
+    async def _score_many(self, samples: Sequence[RagSample], name: str, method: str | None) -> list[MetricResult]:
+        return list(await asyncio.gather(*(self._score(s, name, method) for s in samples)))
+
+    async def ascore(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
+        """Score one sample (awaitable from any event loop)."""
+        return await self.runner.arun(self._score(sample, metric, method))
+
+    def score(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
+        """Score one sample, blocking until the judge has answered."""
+        return self.runner.run(self._score(sample, metric, method))
+
+    def score_many(self, samples: Sequence[RagSample], metric: str, method: str | None = None) -> list[MetricResult]:
+        """Score several samples concurrently (bounded by the judge's concurrency)."""
+        return self.runner.run(self._score_many(samples, metric, method))
+
+    async def ascore_many(self, samples: Sequence[RagSample], metric: str,
+                          method: str | None = None) -> list[MetricResult]:
+        return await self.runner.arun(self._score_many(samples, metric, method))
+
+    async def _evaluate(self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]]) -> EvaluationResult:
+        ids = _sample_ids(samples)
+        names = []
+        for name, method in specs:
+            metric = self.metric(name)
+            method = check_method(metric, method) or (
+                (self.settings.relevance_method if name == "context_relevance" else metric.default_method)
+                if metric.methods else None
+            )
+            names.append((name, method, f"{name}[{method}]" if method else name))
+        jobs = [self._score(s, name, method) for s in samples for name, method, _ in names]
+        flat = await asyncio.gather(*jobs)
+        results: dict[str, dict[str, MetricResult]] = {}
+        it = iter(flat)
+        for sid in ids:
+            results[sid] = {label: next(it) for _, _, label in names}
+        aggregates = {label: aggregate(results[sid][label].score for sid in ids) for _, _, label in names}
+        return EvaluationResult(list(samples), results, aggregates)
+
+    async def aevaluate(self, samples: Iterable[RagSample],
+                        metrics: Sequence[str | tuple[str, str | None]] | None = None) -> EvaluationResult:
+        """Async twin of :meth:`evaluate` for code already running inside an event loop."""
+        batch, specs = _evaluate_args(samples, metrics)
+        return await self.runner.arun(self._evaluate(batch, specs))
+
+    def evaluate(self, samples: Iterable[RagSample],
+                 metrics: Sequence[str | tuple[str, str | None]] | None = None) -> EvaluationResult:
+        """Judge every (sample, metric) concurrently; per-sample results plus aggregates (n, mean, min, max)."""
+        batch, specs = _evaluate_args(samples, metrics)
+        return self.runner.run(self._evaluate(batch, specs))
+
+    def close(self) -> None:
+        """Close the judge's client and the cache; stop the event loop if this evaluator owns it."""
+        judge, self._cached_judge = self._cached_judge, None
+        if judge is not None:
+            try:
+                self.runner.run(judge.aclose())
+            except RuntimeError:
+                pass
+        if self._owns_runner:
+            self.runner.close()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+DEFAULT_METRICS = ("context_precision", "context_recall", "context_relevance[graded]")
+
+
+def _evaluate_args(samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None
+                   ) -> tuple[list[RagSample], list[tuple[str, str | None]]]:
+    batch, _ = as_samples(list(samples))
+    specs = [parse_metric_spec(m) for m in (metrics or DEFAULT_METRICS)]
+    return batch, specs
+
+
+def _sample_ids(samples: Sequence[RagSample]) -> list[str]:
+    ids: list[str] = []
+    seen: set[str] = set()
+    for i, s in enumerate(samples):
+        sid = s.id if s.id is not None else f"#{i}"
+        if sid in seen:
+            raise ValueError(f"two samples share the id {sid!r}; ids must be unique within one evaluation")
+        seen.add(sid)
+        ids.append(sid)
+    return ids
+
+
+# --- the evaluator used by the module-level functions -------------------------------------------
+# Inside pytest the plugin sets the current test's evaluator; outside, one is built from the
+# environment on first use.
+
+current_evaluator: contextvars.ContextVar[Evaluator | None] = contextvars.ContextVar(
+    "ragmetrics_evaluator", default=None
+)
+_default: Evaluator | None = None
+_default_lock = threading.Lock()
+
+
+def get_evaluator() -> Evaluator:
+    """The evaluator of the current pytest test, else a process-wide one configured from the environment."""
+    global _default
+    evaluator = current_evaluator.get()
+    if evaluator is not None:
+        return evaluator
+    with _default_lock:
+        if _default is None:
+            _default = Evaluator()
+        return _default
+
+
+def context_precision(sample: RagSample, *, evaluator: Evaluator | None = None) -> MetricResult:
+    """Rank-aware precision of the chunks judged useful for the reference (exact average precision)."""
+    return (evaluator or get_evaluator()).score(sample, "context_precision")
+
+
+def context_recall(sample: RagSample, *, evaluator: Evaluator | None = None) -> MetricResult:
+    """Share of the reference's sentences that the retrieved contexts support."""
+    return (evaluator or get_evaluator()).score(sample, "context_recall")
+
+
+def context_relevance(sample: RagSample, method: str | None = None, *,
+                      evaluator: Evaluator | None = None) -> MetricResult:
+    """Relevance of the chunks to the question; ``method`` is graded (default), sentence or binary."""
+    return (evaluator or get_evaluator()).score(sample, "context_relevance", method)
+
+
+def evaluate(samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None = None,
+             *, evaluator: Evaluator | None = None) -> EvaluationResult:
+    """Judge ``samples`` on ``metrics`` (default: precision, recall, graded relevance) concurrently."""
+    return (evaluator or get_evaluator()).evaluate(samples, metrics)
+
+
+async def aevaluate(samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None = None,
+                    *, evaluator: Evaluator | None = None) -> EvaluationResult:
+    """Async twin of :func:`evaluate`."""
+    return await (evaluator or get_evaluator()).aevaluate(samples, metrics)
+

@@ -1,0 +1,271 @@
+"""The built-in metrics: from a sample to judge requests, and from answers to a :class:`MetricResult`.
+
+A metric is any object with ``name``, ``methods``, ``default_method`` and an async ``score``; custom
+metrics follow the same :class:`Metric` protocol and register through ``pytest_ragmetrics_metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from .. import judgments as J
+from ..judge.base import JudgeAnswer, JudgeRequest, Usage
+from ..results import MetricResult, Verdict
+from . import precision as P
+from . import recall as R
+from . import relevance as REL
+
+if TYPE_CHECKING:
+    from ..sample import RagSample
+    from ..settings import Settings
+
+
+class ScoringContext(Protocol):
+    """What a metric gets from the engine: settings, the splitter, and cached judging."""
+
+    settings: Settings
+
+    def split(self, text: str) -> list[str]:
+        """Split ``text`` into verbatim sentences with the configured splitter."""
+        ...
+
+    def normalize(self, text: str) -> str:
+        """The normalized form of a text that is sent to the judge and hashed into cache keys."""
+        ...
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        """Answer ``request`` through the cache, the judgment store and the judge."""
+        ...
+
+
+@runtime_checkable
+class Metric(Protocol):
+    """A metric the engine can compute. ``methods`` is empty for metrics without variants."""
+
+    name: str
+    methods: tuple[str, ...]
+    default_method: str | None
+
+    async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
+        """Score one sample. Must not return NaN; raise a clear error for unusable input instead."""
+        ...
+
+
+class _Tally:
+    """Collects whether any answer needed a judge call, and the tokens spent."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.usage = Usage()
+
+    def add(self, answer: JudgeAnswer) -> JudgeAnswer:
+        if not answer.cached:
+            self.calls += 1
+            self.usage = self.usage + answer.usage
+        return answer
+
+
+def _nothing_retrieved(metric: str, method: str | None, sample: RagSample, mode: str | None = None) -> MetricResult:
+    return MetricResult(0.0, metric, method, (), "nothing was retrieved: the sample has no contexts",
+                        sample.id, mode)
+
+
+def _label(sample: RagSample, metric: str, what: str = "") -> str:
+    return f"{metric} of sample {sample.label!r}" + (f", {what}" if what else "")
+
+
+def _require_reference(sample: RagSample, metric: str) -> tuple[str, str]:
+    if sample.ground_truth is not None and sample.ground_truth.strip():
+        return sample.ground_truth, "ground_truth"
+    if metric == J.PRECISION and sample.answer is not None and sample.answer.strip():
+        return sample.answer, "answer"
+    needs = "a ground_truth (or an answer)" if metric == J.PRECISION else "a ground_truth (reference answer)"
+    raise ValueError(f"{metric} needs {needs}; sample {sample.label!r} has none")
+
+
+class ContextPrecision:
+    """Rank-aware precision of the useful chunks (seed: RAGAS context precision)."""
+
+    name = "context_precision"
+    methods: tuple[str, ...] = ()
+    default_method: str | None = None
+
+    async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
+        reference, reference_kind = _require_reference(sample, J.PRECISION)
+        mode = "without reference" if reference_kind == "answer" else None
+        if not sample.contexts:
+            return _nothing_retrieved(self.name, None, sample, mode)
+        s = ctx.settings
+        params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
+        question, ref = ctx.normalize(sample.question), ctx.normalize(reference)
+        tally = _Tally()
+
+        async def one(rank: int, chunk: str) -> Verdict:
+            text = ctx.normalize(chunk)
+            if not text:
+                return Verdict("chunk", rank, chunk, 0.0, "not useful", "empty chunk", rank)
+            request = J.precision_request(question, ref, reference_kind, text, params,
+                                          _label(sample, self.name, f"chunk {rank}"))
+            answer = tally.add(await ctx.judge(request))
+            useful, reason = J.combine_boolean(answer.choices, "useful")
+            return Verdict("chunk", rank, chunk, 1.0 if useful else 0.0, "useful" if useful else "not useful",
+                           reason, rank, cached=answer.cached)
+
+        verdicts = await asyncio.gather(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
+        score = P.average_precision([v.value >= 1.0 for v in verdicts])
+        explanation = P.explain_precision(verdicts)
+        if mode:
+            explanation += " (judged against the answer: the sample has no ground_truth)"
+        return MetricResult(score, self.name, None, tuple(verdicts), explanation, sample.id, mode,
+                            tally.calls == 0, tally.calls, tally.usage)
+
+
+class ContextRecall:
+    """Share of reference sentences attributable to the retrieved contexts (seed: RAGAS context recall)."""
+
+    name = "context_recall"
+    methods: tuple[str, ...] = ()
+    default_method: str | None = None
+
+    async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
+        reference, _ = _require_reference(sample, J.RECALL)
+        sentences = [ctx.normalize(s) for s in ctx.split(reference)]
+        sentences = [s for s in sentences if s]
+        if not sentences:
+            raise ValueError(f"context_recall: the ground_truth of sample {sample.label!r} has no sentences")
+        if not sample.contexts:
+            verdicts = tuple(Verdict("reference sentence", i, s, 0.0, "not supported", "nothing was retrieved")
+                             for i, s in enumerate(sentences, start=1))
+            return MetricResult(0.0, self.name, None, verdicts,
+                                "nothing was retrieved: the sample has no contexts", sample.id)
+        s = ctx.settings
+        params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
+        contexts = [ctx.normalize(c) for c in sample.contexts]
+        request = J.recall_request(ctx.normalize(sample.question), contexts, sentences, params,
+                                   _label(sample, self.name))
+        tally = _Tally()
+        answer = tally.add(await ctx.judge(request))
+        decided = J.combine_recall(answer.choices, len(sentences))
+        verdicts = tuple(
+            Verdict("reference sentence", i, text, 1.0 if ok else 0.0, "supported" if ok else "not supported",
+                    reason, cached=answer.cached)
+            for i, (text, (ok, reason)) in enumerate(zip(sentences, decided), start=1)
+        )
+        score = R.recall_score([v.value >= 1.0 for v in verdicts])
+        return MetricResult(score, self.name, None, verdicts, R.explain_recall(verdicts), sample.id,
+                            None, tally.calls == 0, tally.calls, tally.usage)
+
+
+class ContextRelevance:
+    """Relevance of the retrieved chunks to the question: graded (0–2), sentence share, or binary."""
+
+    name = "context_relevance"
+    methods: tuple[str, ...] = ("graded", "sentence", "binary")
+    default_method: str | None = "graded"
+
+    async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
+        method = method or ctx.settings.relevance_method
+        if not sample.contexts:
+            return _nothing_retrieved(self.name, method, sample)
+        if method == "graded":
+            return await self._graded(sample, ctx)
+        return await self._sentences(sample, method, ctx)
+
+    async def _sentences(self, sample: RagSample, method: str, ctx: ScoringContext) -> MetricResult:
+        # "sentence" and "binary" read the same judgment: one request per chunk serves both methods.
+        s = ctx.settings
+        params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
+        question = ctx.normalize(sample.question)
+        tally = _Tally()
+
+        async def one(rank: int, chunk: str) -> tuple[list[str], tuple[int, ...], str, bool]:
+            sentences = [t for t in (ctx.normalize(x) for x in ctx.split(chunk)) if t]
+            if not sentences:
+                return [], (), "empty chunk", True
+            request = J.sentences_request(question, sentences, params, _label(sample, "context_relevance",
+                                                                              f"chunk {rank}"))
+            answer = tally.add(await ctx.judge(request))
+            chosen, reason = J.combine_sentences(answer.choices)
+            return sentences, chosen, reason, answer.cached
+
+        judged = await asyncio.gather(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
+        verdicts: list[Verdict] = []
+        for rank, (chunk, (sentences, chosen, reason, cached)) in enumerate(zip(sample.contexts, judged), start=1):
+            extracted = tuple(sentences[n - 1] for n in chosen)
+            if method == "binary":
+                value = 1.0 if chosen else 0.0
+                label = "relevant" if chosen else "not relevant"
+            else:
+                value = len(chosen) / len(sentences) if sentences else 0.0
+                label = f"{len(chosen)}/{len(sentences)} sentences needed"
+            verdicts.append(Verdict("chunk", rank, chunk, value, label, reason, rank, extracted, cached))
+        if method == "binary":
+            score = REL.binary_score([v.value >= 1.0 for v in verdicts])
+            explanation = REL.explain_binary(verdicts)
+        else:
+            selected = [len(chosen) for _, chosen, _, _ in judged]
+            totals = [len(sentences) for sentences, _, _, _ in judged]
+            score = REL.sentence_score(selected, totals)
+            explanation = REL.explain_sentence(verdicts, sum(selected), sum(totals))
+        return MetricResult(score, self.name, method, tuple(verdicts), explanation, sample.id, None,
+                            tally.calls == 0, tally.calls, tally.usage)
+
+    async def _graded(self, sample: RagSample, ctx: ScoringContext) -> MetricResult:
+        s = ctx.settings
+        models = s.models_for_graded
+        question = ctx.normalize(sample.question)
+        tally = _Tally()
+
+        async def one(rank: int, chunk: str, model: str) -> tuple[float, str, bool]:
+            text = ctx.normalize(chunk)
+            if not text:
+                return 0.0, "empty chunk", True
+            params = J.JudgeParams(model, s.graded_temperature, s.seed, s.judge_n)
+            what = f"chunk {rank}" + (f", judge {model}" if len(models) > 1 else "")
+            request = J.graded_request(question, text, params, _label(sample, "context_relevance", what))
+            answer = tally.add(await ctx.judge(request))
+            rating, reason = J.combine_rating(answer.choices)
+            return rating, reason, answer.cached
+
+        chunks = list(enumerate(sample.contexts, start=1))
+        ratings = await asyncio.gather(*(one(rank, chunk, m) for m in models for rank, chunk in chunks))
+        per_model = {m: list(ratings[i * len(chunks):(i + 1) * len(chunks)]) for i, m in enumerate(models)}
+        verdicts: list[Verdict] = []
+        for position, (rank, chunk) in enumerate(chunks):
+            by_model = {m: per_model[m][position] for m in models}
+            mean_rating = sum(r for r, _, _ in by_model.values()) / len(models)
+            reason = by_model[models[0]][1]
+            verdicts.append(Verdict(
+                "chunk", rank, chunk, mean_rating / 2, REL.rating_label(mean_rating), reason, rank,
+                cached=all(c for _, _, c in by_model.values()),
+                models={m: r / 2 for m, (r, _, _) in by_model.items()} if len(models) > 1 else None,
+            ))
+        model_scores = {m: REL.graded_score([r for r, _, _ in per_model[m]]) for m in models}
+        score = sum(model_scores.values()) / len(models)
+        explanation = REL.explain_graded(verdicts)
+        if len(models) > 1:
+            shown = ", ".join(f"{m} {v:.2f}" for m, v in model_scores.items())
+            spread = max(model_scores.values()) - min(model_scores.values())
+            explanation += f" (judges: {shown}; spread {spread:.2f})"
+        return MetricResult(min(1.0, max(0.0, score)), self.name, "graded", tuple(verdicts), explanation,
+                            sample.id, None, tally.calls == 0, tally.calls, tally.usage,
+                            model_scores if len(models) > 1 else None)
+
+
+def builtin_metrics() -> list[Metric]:
+    return [ContextPrecision(), ContextRecall(), ContextRelevance()]
+
+
+def check_method(metric: Metric, method: str | None) -> str | None:
+    """Validate ``method`` for ``metric`` and fill in the default; raise a clear ValueError otherwise."""
+    if not metric.methods:
+        if method is not None:
+            raise ValueError(f"{metric.name} has no methods; got method={method!r}")
+        return None
+    if method is None:
+        return None  # resolved against settings when scoring
+    if method not in metric.methods:
+        raise ValueError(f"{metric.name}: method must be one of {', '.join(metric.methods)}; got {method!r}")
+    return method
+

@@ -1,0 +1,47 @@
+"""Context precision: rank-aware average precision over per-chunk usefulness verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from ..results import Verdict
+
+
+def average_precision(useful: Sequence[bool]) -> float:
+    """Σ_k precision@k · v_k / (number of useful chunks); 0.0 when no chunk is useful.
+
+    Computed with exact fractions, so a perfect ranking is exactly 1.0 (no epsilon in the denominator).
+    ``[0, 1]`` gives 0.5: the seed document's worked example says 0.25, which contradicts its own formula.
+    """
+    hits = 0
+    total = Fraction(0)
+    for k, is_useful in enumerate(useful, start=1):
+        if is_useful:
+            hits += 1
+            total += Fraction(hits, k)
+    return float(total / hits) if hits else 0.0
+
+
+def explain_precision(verdicts: Sequence[Verdict]) -> str:
+    """Name the non-useful chunks ranked above useful ones, or say why the score is 0 or 1."""
+    useful_ranks = [v.rank for v in verdicts if v.value >= 1.0]
+    n = len(verdicts)
+    if not useful_ranks:
+        worst = "; ".join(f"chunk {v.index} (rank {v.rank}): {v.reason}" for v in verdicts[:3] if v.reason)
+        return f"none of the {n} chunks is useful for the reference" + (f" ({worst})" if worst else "")
+    last_useful = max(r for r in useful_ranks if r is not None)
+    misranked = [v for v in verdicts if v.value < 1.0 and v.rank is not None and v.rank < last_useful]
+    if not misranked:
+        return f"all {len(useful_ranks)} useful chunks are ranked before any chunk that is not useful"
+    parts = [
+        f"chunk {v.index} (rank {v.rank}) is not useful for the reference" + (f": {v.reason}" if v.reason else "")
+        for v in misranked
+    ]
+    first_useful = min(r for r in useful_ranks if r is not None)
+    tail = (
+        f"the first useful chunk is at rank {first_useful}"
+        if first_useful > 1
+        else f"useful chunks are at ranks {', '.join(str(r) for r in useful_ranks)}"
+    )
+    return "; ".join(parts) + f"; {tail}"

@@ -1,0 +1,166 @@
+"""Scores with their reasons: :class:`Verdict` per judged item and :class:`MetricResult` per sample."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .judge.base import Usage
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the judge decided for one item (a chunk, a chunk sentence, or a reference sentence).
+
+    ``index`` is 1-based within its kind of item; ``rank`` is the chunk's retrieval rank (1 = first)
+    when the item is or belongs to a chunk. ``value`` is the item's contribution in [0, 1].
+    """
+
+    item: str
+    index: int
+    text: str
+    value: float
+    label: str
+    reason: str
+    rank: int | None = None
+    extracted: tuple[str, ...] = ()
+    cached: bool = True
+    models: Mapping[str, float] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "item": self.item,
+            "index": self.index,
+            "rank": self.rank,
+            "text": self.text,
+            "verdict": self.label,
+            "value": self.value,
+            "reason": self.reason,
+        }
+        if self.extracted:
+            out["extracted"] = list(self.extracted)
+        if self.models:
+            out["models"] = dict(self.models)
+        return out
+
+
+def _as_float(other: object) -> float:
+    if isinstance(other, MetricResult):
+        return other.score
+    if isinstance(other, bool) or not isinstance(other, (int, float)):
+        raise TypeError(f"cannot compare a MetricResult with {type(other).__name__}: {other!r}")
+    return float(other)
+
+
+@dataclass(frozen=True, eq=False)
+class MetricResult:
+    """A metric's score for one sample, with the verdicts behind it and a short explanation.
+
+    Behaves as a float: ``float(r)``, ``r >= 0.8``, ``r + 1``, ``round(r, 2)``. ``cached`` is true when
+    no judge call was needed (every judgment came from the cache or the store, or none was needed).
+    """
+
+    score: float
+    metric: str
+    method: str | None = None
+    verdicts: tuple[Verdict, ...] = ()
+    explanation: str = ""
+    sample_id: str | None = None
+    mode: str | None = None
+    cached: bool = True
+    judge_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    models: Mapping[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.score, (int, float)) or math.isnan(self.score):
+            raise ValueError(f"{self.name}: score must be a number in [0, 1], got {self.score!r}")
+        if not 0.0 <= self.score <= 1.0:
+            raise ValueError(f"{self.name}: score must be in [0, 1], got {self.score!r}")
+
+    @property
+    def name(self) -> str:
+        """``metric`` or ``metric[method]``, as used in reports and gates."""
+        return f"{self.metric}[{self.method}]" if self.method else self.metric
+
+    @property
+    def spread(self) -> float | None:
+        """With several judge models: the largest minus the smallest per-model score."""
+        if not self.models:
+            return None
+        return max(self.models.values()) - min(self.models.values())
+
+    def __float__(self) -> float:
+        return float(self.score)
+
+    def __round__(self, ndigits: int | None = None) -> float:
+        return round(self.score, ndigits)
+
+    def _cmp(op: Callable[[float, float], bool]) -> Callable[[MetricResult, object], bool]:  # type: ignore[misc]
+        def compare(self: MetricResult, other: object) -> bool:
+            return op(self.score, _as_float(other))
+
+        return compare
+
+    __lt__ = _cmp(operator.lt)
+    __le__ = _cmp(operator.le)
+    __gt__ = _cmp(operator.gt)
+    __ge__ = _cmp(operator.ge)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MetricResult):
+            return self.score == other.score and self.metric == other.metric and self.method == other.method
+        if isinstance(other, (int, float)) and not isinstance(other, bool):
+            return self.score == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.score)
+
+    def _arith(op: Callable[[float, float], float], reflected: bool = False) -> Callable[[MetricResult, object], float]:  # type: ignore[misc]
+        def apply(self: MetricResult, other: object) -> float:
+            value = _as_float(other)
+            return op(value, self.score) if reflected else op(self.score, value)
+
+        return apply
+
+    __add__ = _arith(operator.add)
+    __radd__ = _arith(operator.add, reflected=True)
+    __sub__ = _arith(operator.sub)
+    __rsub__ = _arith(operator.sub, reflected=True)
+    __mul__ = _arith(operator.mul)
+    __rmul__ = _arith(operator.mul, reflected=True)
+    __truediv__ = _arith(operator.truediv)
+    __rtruediv__ = _arith(operator.truediv, reflected=True)
+    del _cmp, _arith
+
+    def __repr__(self) -> str:
+        sample = f", sample={self.sample_id!r}" if self.sample_id is not None else ""
+        return f"MetricResult({self.name}={self.score:.4g}{sample})"
+
+    def failing_verdicts(self) -> list[Verdict]:
+        """The verdicts that pulled the score below 1, in item order."""
+        return [v for v in self.verdicts if v.value < 1.0]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-JSON form used by the reports."""
+        return {
+            "id": self.sample_id,
+            "score": self.score,
+            "explanation": self.explanation,
+            "mode": self.mode,
+            "cached": self.cached,
+            "verdicts": [v.to_json() for v in self.verdicts],
+            "models": dict(self.models) if self.models else None,
+        }
+
+
+def aggregate(scores: Iterable[float]) -> dict[str, Any]:
+    """n, mean, min and max of ``scores``; with no scores n is 0 and the statistics are None (not NaN)."""
+    values = [float(s) for s in scores]
+    if not values:
+        return {"n": 0, "mean": None, "min": None, "max": None}
+    return {"n": len(values), "mean": math.fsum(values) / len(values), "min": min(values), "max": max(values)}

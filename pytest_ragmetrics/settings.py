@@ -1,0 +1,248 @@
+"""Settings and the one resolver that builds them.
+
+Precedence, low to high: built-in default < ini (``rag_*``) < environment (``RAGMETRICS_*``) < command
+line (``--rag-*``) < marker / ``ragmetrics_config`` fixture. API keys are never settings: the judge
+reads them from the environment (``OPENAI_API_KEY``, ``AZURE_OPENAI_API_KEY``).
+
+:data:`OPTIONS` is the single table the pytest options, ini keys, environment variables and the
+README's configuration table come from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+
+CACHE_MODES = ("readwrite", "replay", "refresh", "off")
+RESPONSE_FORMATS = ("json_schema", "json_object", "text")
+PROVIDERS = ("openai", "azure")
+RELEVANCE_METHODS = ("graded", "sentence", "binary")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that configures judging and reporting. Build with :func:`resolve` or directly."""
+
+    judge_model: str = "gpt-4o-mini"
+    judge_base_url: str | None = None
+    judge_provider: str = "openai"
+    relevance_models: tuple[str, ...] = ()
+    response_format: str = "json_schema"
+    temperature: float = 0.0
+    graded_temperature: float = 0.1
+    seed: int | None = 0
+    judge_n: int = 1
+    concurrency: int = 16
+    timeout: float = 60.0
+    max_retries: int = 4
+    max_reasks: int = 2
+    cache: str = "readwrite"
+    cache_dir: str | None = None
+    store_dir: str | None = None
+    price_input: float | None = None
+    price_output: float | None = None
+    relevance_method: str = "graded"
+    report: bool = False
+    report_json: str | None = None
+    report_md: str | None = None
+    report_html: str | None = None
+    github_summary: bool = False
+    gates: tuple[str, ...] = ()
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` applied and validated (unknown names are a :class:`ConfigError`)."""
+        return resolve(base=self, overrides=changes, source="override")
+
+    @property
+    def models_for_graded(self) -> tuple[str, ...]:
+        return self.relevance_models or (self.judge_model,)
+
+
+# --- converters: str -> value, raising ConfigError with a message a person can act on ------------
+
+
+def _text(value: Any, name: str) -> str:
+    text = str(value).strip()
+    if not text:
+        raise ConfigError(f"{name} must not be empty")
+    return text
+
+
+def _optional_text(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def convert(value: Any, name: str) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        return text
+
+    return convert
+
+
+def _number(kind: type, low: float | None = None, optional: bool = False) -> Callable[[Any, str], Any]:
+    def convert(value: Any, name: str) -> Any:
+        if optional and (value is None or str(value).strip().lower() in ("", "none")):
+            return None
+        try:
+            number = kind(str(value).strip()) if isinstance(value, str) else kind(value)
+        except (TypeError, ValueError):
+            word = "an integer" if kind is int else "a number"
+            raise ConfigError(f"{name} must be {word}; got {value!r}") from None
+        if isinstance(value, bool) or number != number:  # bools are ints; NaN never compares equal
+            raise ConfigError(f"{name} must be a number; got {value!r}")
+        if low is not None and number < low:
+            raise ConfigError(f"{name} must be at least {low:g}; got {value!r}")
+        return number
+
+    return convert
+
+
+def _flag(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{name} must be true or false; got {value!r}")
+
+
+def _names(value: Any, name: str) -> tuple[str, ...]:
+    items = value.replace("\n", ",").split(",") if isinstance(value, str) else list(value)
+    out = tuple(str(i).strip() for i in items if str(i).strip())
+    return out
+
+
+def _lines(value: Any, name: str) -> tuple[str, ...]:
+    items = value.replace(";", "\n").splitlines() if isinstance(value, str) else list(value)
+    return tuple(str(i).strip() for i in items if str(i).strip() and not str(i).strip().startswith("#"))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: where it can be given and how it is parsed."""
+
+    name: str
+    convert: Callable[[Any, str], Any]
+    help: str
+    metavar: str | None = None
+    ini_type: str = "string"
+    flag: bool = False
+    cli: bool = True
+    env: bool = True
+    choices: tuple[str, ...] = field(default=())
+
+    @property
+    def cli_name(self) -> str:
+        return "--rag-" + self.name.replace("_", "-")
+
+    @property
+    def ini_name(self) -> str:
+        return "rag_" + self.name
+
+    @property
+    def env_name(self) -> str:
+        return "RAGMETRICS_" + self.name.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("report", _flag, "print the ragmetrics report (scores, verdicts, gates, judge cost) at the end",
+           flag=True, ini_type="bool"),
+    Option("report_json", _optional_text, "write the report as JSON to PATH", "PATH"),
+    Option("report_md", _optional_text, "write the report as Markdown to PATH", "PATH"),
+    Option("report_html", _optional_text, "write a self-contained HTML report to PATH", "PATH"),
+    Option("github_summary", _flag, "append the Markdown report to $GITHUB_STEP_SUMMARY when it is set",
+           flag=True, ini_type="bool"),
+    Option("judge_model", _text, "judge model name; part of every cache key", "NAME"),
+    Option("judge_base_url", _optional_text,
+           "base URL of an OpenAI-compatible server (default: the SDK's OPENAI_BASE_URL, else OpenAI)", "URL"),
+    Option("judge_provider", _choice(PROVIDERS), "openai, or azure (Azure OpenAI, configured by the SDK's "
+           "AZURE_OPENAI_* / OPENAI_API_VERSION variables)", "NAME", choices=PROVIDERS),
+    Option("relevance_models", _names, "comma-separated judge models whose graded relevance ratings are "
+           "averaged (default: the judge model)", "NAMES"),
+    Option("relevance_method", _choice(RELEVANCE_METHODS), "default method of assert_context_relevance",
+           "METHOD", choices=RELEVANCE_METHODS),
+    Option("response_format", _choice(RESPONSE_FORMATS), "json_schema (strict structured outputs), or "
+           "json_object / text for servers without them", "FORMAT", choices=RESPONSE_FORMATS),
+    Option("temperature", _number(float, 0.0), "judge temperature (graded relevance uses "
+           "graded_temperature)", "FLOAT"),
+    Option("graded_temperature", _number(float, 0.0), "judge temperature for graded relevance", "FLOAT"),
+    Option("seed", _number(int, optional=True), "seed sent to the judge ('none' to send none)", "INT"),
+    Option("judge_n", _number(int, 1), "judge samples per judgment (self-consistency: majority vote, "
+           "mean rating)", "N"),
+    Option("concurrency", _number(int, 1), "judge requests in flight at once", "N"),
+    Option("timeout", _number(float, 0.001), "seconds before one judge request times out", "SECONDS"),
+    Option("max_retries", _number(int, 0), "retries on 429, 5xx, timeouts and connection errors", "N"),
+    Option("max_reasks", _number(int, 0), "re-asks when an answer does not fit the schema", "N"),
+    Option("cache", _choice(CACHE_MODES), "readwrite: use recorded judgments, judge the rest; replay: never "
+           "call the judge; refresh: judge everything again; off: judge, store nothing", "MODE",
+           choices=CACHE_MODES),
+    Option("cache_dir", _optional_text, "local judgment cache (default: ragmetrics in pytest's cache "
+           "directory)", "PATH"),
+    Option("store_dir", _optional_text, "judgment store to commit: one JSON file per judgment (off by "
+           "default)", "PATH"),
+    Option("price_input", _number(float, 0.0, optional=True), "USD per million prompt tokens, for the cost "
+           "figure", "USD"),
+    Option("price_output", _number(float, 0.0, optional=True), "USD per million completion tokens", "USD"),
+    Option("gates", _lines, "aggregate gates, one per line, e.g. 'context_recall mean >= 0.8' (CLI: "
+           "repeatable --rag-gate; env: separated by ';')", "GATE", ini_type="linelist", cli=False),
+)
+
+OPTIONS_BY_NAME: Mapping[str, Option] = {o.name: o for o in OPTIONS}
+_FIELDS = {f.name for f in dataclasses.fields(Settings)}
+assert _FIELDS == set(OPTIONS_BY_NAME), _FIELDS ^ set(OPTIONS_BY_NAME)
+
+_SOURCE_NAMES = {
+    "ini": lambda o: o.ini_name,
+    "env": lambda o: o.env_name,
+    "cli": lambda o: o.cli_name,
+    "override": lambda o: o.name,
+}
+
+
+def resolve(
+    *,
+    base: Settings | None = None,
+    ini: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    cli: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    source: str = "override",
+) -> Settings:
+    """Apply ini < env < cli < overrides on top of ``base`` (default: built-in defaults).
+
+    Keys of ``ini``, ``cli`` and ``overrides`` are setting names (``judge_model``); ``env`` is a real
+    environment mapping (``RAGMETRICS_JUDGE_MODEL``). ``None`` values mean "not given".
+    """
+    values: dict[str, Any] = dataclasses.asdict(base or Settings())
+    layers: list[tuple[str, Mapping[str, Any]]] = [("ini", ini or {})]
+    if env is not None:
+        layers.append(("env", {o.name: env[o.env_name] for o in OPTIONS if o.env and o.env_name in env}))
+    layers += [("cli", cli or {}), (source, overrides or {})]
+    for layer, given in layers:
+        for name, raw in given.items():
+            option = OPTIONS_BY_NAME.get(name)
+            shown = _SOURCE_NAMES[layer](option) if option else name
+            if option is None:
+                raise ConfigError(f"unknown ragmetrics setting {name!r}; known: {', '.join(sorted(OPTIONS_BY_NAME))}")
+            if raw is None:
+                continue
+            values[name] = option.convert(raw, shown)
+    return Settings(**values)
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings for use outside pytest: defaults < ``RAGMETRICS_*`` environment variables."""
+    return resolve(env=os.environ if environ is None else environ)
