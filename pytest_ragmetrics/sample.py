@@ -72,7 +72,10 @@ class RagSample:
     @property
     def label(self) -> str:
         """How the sample is named in messages: its id, else the (shortened) question."""
-        return self.id if self.id is not None else _show(self.question, 50)
+        if self.id is not None:
+            return self.id
+        question = " ".join(self.question.split())
+        return question if len(question) <= 50 else question[:49] + "…"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, default_id: str | None = None) -> RagSample:

@@ -76,7 +76,7 @@ def _label(sample: RagSample, metric: str, what: str = "") -> str:
 
 
 def _require_reference(sample: RagSample, metric: str) -> tuple[str, str]:
-    if sample.ground_truth is not None and sample.ground_truth.strip():
+    if sample.ground_truth is not None and (sample.ground_truth.strip() or metric == J.RECALL):
         return sample.ground_truth, "ground_truth"
     if metric == J.PRECISION and sample.answer is not None and sample.answer.strip():
         return sample.answer, "answer"

@@ -1,0 +1,109 @@
+"""Pure scoring arithmetic: the exact vectors of the metric definitions, and the property tests."""
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_ragmetrics.metrics.precision import average_precision
+from pytest_ragmetrics.metrics.recall import recall_score
+from pytest_ragmetrics.metrics.relevance import binary_score, graded_score, sentence_score
+from pytest_ragmetrics.results import MetricResult, aggregate
+
+PRECISION_VECTORS = [
+    ([1], Fraction(1)),
+    ([1, 0], Fraction(1)),
+    ([0, 1], Fraction(1, 2)),
+    ([1, 0, 1], Fraction(5, 6)),
+    ([0, 1, 1], Fraction(7, 12)),
+    ([0, 0, 1], Fraction(1, 3)),
+    ([0, 1, 0, 1], Fraction(1, 2)),
+    ([1, 0, 0, 0], Fraction(1)),
+    ([0, 0, 0, 1], Fraction(1, 4)),
+    ([0, 0], Fraction(0)),
+]
+
+
+@pytest.mark.parametrize(("verdicts", "expected"), PRECISION_VECTORS, ids=[str(v) for v, _ in PRECISION_VECTORS])
+def test_context_precision_vectors(verdicts, expected):
+    assert average_precision([bool(v) for v in verdicts]) == float(expected)
+
+
+def test_perfect_ranking_is_exactly_one():
+    """No epsilon in the denominator: a perfect ranking reaches 1.0 exactly (RAGAS never does)."""
+    assert average_precision([True] * 7 + [False] * 3) == 1.0
+
+
+def test_seed_worked_example_follows_the_formula_not_the_text():
+    """The seed's example claims [0, 1] -> 0.25; its own formula gives 0.5, which we follow."""
+    assert average_precision([False, True]) == 0.5
+
+
+@pytest.mark.parametrize(("verdicts", "expected"), [([1, 0], 0.5), ([1, 1, 0, 0], 0.5), ([1, 1, 1], 1.0), ([0], 0.0)])
+def test_context_recall_vectors(verdicts, expected):
+    assert recall_score([bool(v) for v in verdicts]) == expected
+
+
+def test_context_recall_without_sentences_is_an_error_not_nan():
+    with pytest.raises(ValueError, match="at least one reference sentence"):
+        recall_score([])
+
+
+@pytest.mark.parametrize(("ratings", "expected"), [([2, 0], 0.5), ([2, 1, 0], 0.5), ([2, 2], 1.0), ([1], 0.5), ([], 0.0)])
+def test_graded_relevance_vectors(ratings, expected):
+    assert graded_score(ratings) == expected
+
+
+def test_sentence_and_binary_relevance():
+    assert sentence_score([1, 0, 2], [2, 3, 5]) == 3 / 10
+    assert sentence_score([], []) == 0.0
+    assert binary_score([True, False, True, False]) == 0.5
+    assert binary_score([]) == 0.0
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=30))
+def test_precision_stays_in_unit_interval(verdicts):
+    assert 0.0 <= average_precision(verdicts) <= 1.0
+
+
+@given(st.integers(min_value=1, max_value=20), st.integers(min_value=0, max_value=20))
+def test_precision_is_one_when_all_useful_chunks_come_first(useful, not_useful):
+    assert average_precision([True] * useful + [False] * not_useful) == 1.0
+
+
+@given(st.lists(st.booleans(), min_size=2, max_size=25), st.data())
+def test_precision_never_rises_when_a_useful_chunk_moves_down(verdicts, data):
+    useful_positions = [i for i, v in enumerate(verdicts) if v]
+    below = [i for i, v in enumerate(verdicts) if not v]
+    if not useful_positions or not below:
+        return
+    i = data.draw(st.sampled_from(useful_positions))
+    candidates = [j for j in below if j > i]
+    if not candidates:
+        return
+    j = data.draw(st.sampled_from(candidates))
+    moved = list(verdicts)
+    moved[i], moved[j] = moved[j], moved[i]
+    assert average_precision(moved) <= average_precision(verdicts)
+
+
+def test_metric_result_behaves_as_a_float():
+    r = MetricResult(0.75, "context_recall", sample_id="q1")
+    assert float(r) == 0.75
+    assert r >= 0.7 and r > 0.5 and r <= 0.75 and r < 0.8
+    assert r + 0.25 == 1.0 and 1 - r == 0.25 and r * 2 == 1.5 and r / 3 == 0.25
+    assert round(r, 1) == 0.8
+    assert r == 0.75
+    assert "context_recall" in repr(r) and "q1" in repr(r)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -0.1, 1.5])
+def test_metric_result_refuses_nan_and_out_of_range(bad):
+    with pytest.raises(ValueError, match="context_precision"):
+        MetricResult(bad, "context_precision")
+
+
+def test_aggregate_of_nothing_is_explicit_not_nan():
+    assert aggregate([]) == {"n": 0, "mean": None, "min": None, "max": None}
+    assert aggregate([0.5, 1.0, 0.0]) == {"n": 3, "mean": 0.5, "min": 0.0, "max": 1.0}
