@@ -1,0 +1,41 @@
+"""The same dataset-level checks on a deliberately weakened retriever: a caught regression.
+
+``retrieve_weak`` searches only the first content word of the question (the kind of bug a new
+"keyword extraction" step could introduce). Every check below is expected to fail, and ``strict=True``
+turns an unexpected pass into a failure: if these start passing, the checks have lost their teeth.
+Expected scores (python expected_scores.py): recall mean 0.467, precision min 0.0, graded relevance
+p10 0.0, recall pass rate 0.467.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_ragmetrics import (
+    RagSample,
+    assert_context_precision,
+    assert_context_recall,
+    assert_context_relevance,
+)
+
+pytestmark = pytest.mark.xfail(
+    reason="deliberately weakened retriever: shows what a caught retrieval regression looks like",
+    strict=True,
+    raises=AssertionError,  # a missing judgment or a crash is not the regression we mean to show
+)
+
+
+def test_weak_recall_mean(weak_samples: list[RagSample]) -> None:
+    assert assert_context_recall(weak_samples) >= 0.8
+
+
+def test_weak_precision_min(weak_samples: list[RagSample]) -> None:
+    assert assert_context_precision(weak_samples).min() >= 0.5
+
+
+def test_weak_graded_relevance_p10(weak_samples: list[RagSample]) -> None:
+    assert assert_context_relevance(weak_samples, method="graded").quantile(0.1) >= 0.3
+
+
+def test_weak_recall_pass_rate(weak_samples: list[RagSample]) -> None:
+    assert assert_context_recall(weak_samples).pass_rate(0.8) >= 0.75
