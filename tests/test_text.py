@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import textwrap
@@ -261,8 +262,10 @@ def test_splitting_is_deterministic_across_processes():
 
 
 _ALPHABET = st.sampled_from(
-    list("abcXYZ019 .!?\"'()\n\t-*#\u201c\u201d\u2026")
-    + ["Dr. ", "U.S. ", "e.g. ", " It ", " The ", "3.5", "...", "etc. ", "\r\n", "\n\n", "1. ", "- "]
+    [
+        *"abcXYZ019 .!?\"'()\n\t-*#\u201c\u201d\u2026",
+        *["Dr. ", "U.S. ", "e.g. ", " It ", " The ", "3.5", "...", "etc. ", "\r\n", "\n\n", "1. ", "- "],
+    ]
 )
 
 
@@ -278,7 +281,7 @@ def test_sentences_are_ordered_stripped_verbatim_substrings(text):
         pos = found + len(sentence)
     spans = PunktSplitter().spans(text)
     assert [text[s:e] for s, e in spans] == sentences
-    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
     assert split_sentences(text) == sentences  # deterministic, and the span cache changes nothing
 
 
@@ -286,9 +289,8 @@ def test_splitting_a_thousand_chunks_is_fast():
     """1,000 chunks of ~600 characters split in well under a few seconds (about 1 s on a laptop)."""
     import time
 
-    chunk = " ".join(
-        ["Dr. Smith arrived at 5 p.m. on Jan. 5.", "The U.S. Army is large.", "It has 3.5 million, e.g. here."] * 6
-    )
+    sentences = ["Dr. Smith came at 5 p.m. on Jan. 5.", "The U.S. Army is large.", "It has 3.5 m, e.g. here."]
+    chunk = " ".join(sentences * 6)
     chunks = [f"{i}: {chunk}" for i in range(1000)]  # distinct texts, so the span cache does not help
     splitter = PunktSplitter()
     splitter("Warm up.")
