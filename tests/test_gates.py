@@ -1,0 +1,266 @@
+"""Quality gates: parsing every form, rejecting malformed lines, evaluating over per-sample scores."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_ragmetrics.errors import ConfigError
+from pytest_ragmetrics.gates import (
+    BUILTIN_METRICS,
+    Gate,
+    aggregate,
+    compare,
+    compute_stat,
+    evaluate_gates,
+    normalize_stat,
+    parse_gate,
+    parse_gates,
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "metric", "method", "stat", "op", "threshold"),
+    [
+        ("context_recall mean >= 0.80", "context_recall", None, "mean", ">=", 0.8),
+        ("context_precision min >= 0.5", "context_precision", None, "min", ">=", 0.5),
+        ("context_relevance[graded] mean >= 0.6", "context_relevance", "graded", "mean", ">=", 0.6),
+        ("context_relevance[sentence] max > 0.2", "context_relevance", "sentence", "max", ">", 0.2),
+        ("context_relevance[binary] mean <= 1", "context_relevance", "binary", "mean", "<=", 1.0),
+        ("context_recall quantile(0.1) >= 0.4", "context_recall", None, "quantile(0.1)", ">=", 0.4),
+        ("context_recall p10 >= 0.4", "context_recall", None, "quantile(0.1)", ">=", 0.4),
+        ("context_recall P90 < 1", "context_recall", None, "quantile(0.9)", "<", 1.0),
+        ("context_recall median >= 0.5", "context_recall", None, "quantile(0.5)", ">=", 0.5),
+        ("context_recall pass_rate(>=0.8) >= 0.9", "context_recall", None, "pass_rate(>=0.8)", ">=", 0.9),
+        ("context_recall pass_rate( > .5 ) >= 0.9", "context_recall", None, "pass_rate(>0.5)", ">=", 0.9),
+        ("  context_recall   mean>=0.8  ", "context_recall", None, "mean", ">=", 0.8),
+        ("context_relevance [ graded ] mean >= 6e-1", "context_relevance", "graded", "mean", ">=", 0.6),
+    ],
+)
+def test_parse_gate_accepts_every_documented_form(line, metric, method, stat, op, threshold):
+    gate = parse_gate(line)
+    assert (gate.metric, gate.method, gate.stat, gate.op) == (metric, method, stat, op)
+    assert gate.threshold == pytest.approx(threshold)
+    assert gate.key == (metric, method)
+
+
+def test_gate_spec_is_the_line_as_written_with_whitespace_tidied():
+    assert parse_gate("  context_recall   mean >=  0.80 ").spec == "context_recall mean >= 0.80"
+
+
+def test_gate_is_frozen():
+    gate = parse_gate("context_recall mean >= 0.8")
+    with pytest.raises(AttributeError):
+        gate.threshold = 0.1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("context_recall mean", "cannot parse"),
+        ("context_recall >= 0.8", "cannot parse"),
+        ("mean >= 0.8", "cannot parse"),
+        ("context_recall mean >= 0.8 extra", "cannot parse"),
+        ("context_recall mean => 0.8", "cannot parse"),
+        ("context_recall mean == 0.8", "unsupported operator '=='"),
+        ("context_recall mean >= high", "threshold 'high' is not a finite number"),
+        ("context_recall mean >= nan", "not a finite number"),
+        ("context_recall mean >= inf", "not a finite number"),
+        ("context_recall average >= 0.8", "unknown statistic 'average'"),
+        ("context_recall p101 >= 0.8", "out of range"),
+        ("context_recall quantile(1.5) >= 0.8", "out of range"),
+        ("context_recall pass_rate(0.8) >= 0.8", "unknown statistic"),
+        ("context_recal mean >= 0.8", "unknown metric 'context_recal'"),
+        ("context_recall[graded] mean >= 0.8", "takes no [method]"),
+        ("context_relevance[fuzzy] mean >= 0.8", "unknown method 'fuzzy'"),
+    ],
+)
+def test_parse_gate_rejects_malformed_lines_naming_the_line_and_the_form(line, why):
+    with pytest.raises(ConfigError) as info:
+        parse_gate(line)
+    message = str(info.value)
+    assert why in message
+    assert repr(line.strip()) in message
+    assert "expected '<metric>[<method>] <stat> <op> <threshold>'" in message
+
+
+def test_unknown_metric_error_lists_the_known_metrics():
+    with pytest.raises(
+        ConfigError, match=r"known metrics: context_precision, context_recall, context_relevance"
+    ):
+        parse_gate("faithfulness mean >= 0.8")
+
+
+def test_custom_registered_metric_is_accepted_when_passed_in():
+    known = {*BUILTIN_METRICS, "answer_coverage"}
+    gate = parse_gate("answer_coverage mean >= 0.7", known_metrics=known)
+    assert gate.metric == "answer_coverage"
+    with pytest.raises(ConfigError, match="answer_coverage"):
+        parse_gate("answer_coverage mean >= 0.7")
+
+
+def test_custom_methods_table():
+    gate = parse_gate(
+        "my_metric[strict] mean >= 0.7", known_metrics={"my_metric"}, methods={"my_metric": {"strict"}}
+    )
+    assert gate.method == "strict"
+
+
+def test_parse_gates_skips_blank_lines_and_comments():
+    text = """
+    # recall must not regress
+    context_recall mean >= 0.80
+
+    context_precision min >= 0.5   # worst sample
+    """
+    gates = parse_gates(text)
+    assert [g.spec for g in gates] == ["context_recall mean >= 0.80", "context_precision min >= 0.5"]
+    assert parse_gates(["", "  # only a comment", "context_recall max <= 1"])[0].stat == "max"
+    assert parse_gates([]) == []
+
+
+def test_parse_gates_raises_on_the_first_bad_line():
+    with pytest.raises(ConfigError, match="context_recall nonsense"):
+        parse_gates(["context_recall mean >= 0.8", "context_recall nonsense"])
+
+
+@pytest.mark.parametrize(
+    ("stat", "canonical"),
+    [
+        ("MEAN", "mean"),
+        ("p0", "quantile(0)"),
+        ("p100", "quantile(1)"),
+        ("quantile(0.25)", "quantile(0.25)"),
+        ("pass_rate(>= 1.0)", "pass_rate(>=1)"),
+    ],
+)
+def test_normalize_stat(stat, canonical):
+    assert normalize_stat(stat) == canonical
+
+
+def test_compute_stat_values():
+    scores = [0.0, 0.5, 1.0, 1.0]
+    assert compute_stat("mean", scores) == 0.625
+    assert compute_stat("min", scores) == 0.0
+    assert compute_stat("max", scores) == 1.0
+    assert compute_stat("median", scores) == 0.75
+    assert compute_stat("p0", scores) == 0.0
+    assert compute_stat("p100", scores) == 1.0
+    # Linear interpolation: position (4 - 1) * 0.1 = 0.3 between 0.0 and 0.5.
+    assert compute_stat("quantile(0.1)", scores) == pytest.approx(0.15)
+    assert compute_stat("pass_rate(>=0.5)", scores) == 0.75
+    assert compute_stat("pass_rate(>0.5)", scores) == 0.5
+    assert compute_stat("pass_rate(<0.5)", scores) == 0.25
+    assert compute_stat("quantile(0.3)", [0.4]) == 0.4
+
+
+@pytest.mark.parametrize("stat", ["mean", "min", "max", "p10", "pass_rate(>=0.8)"])
+def test_compute_stat_of_nothing_is_none_never_nan(stat):
+    assert compute_stat(stat, []) is None
+
+
+def test_nan_scores_are_refused():
+    with pytest.raises(ValueError, match="finite"):
+        compute_stat("mean", [0.5, math.nan])
+    with pytest.raises(ValueError, match="finite"):
+        aggregate([math.inf])
+
+
+def test_aggregate():
+    assert aggregate([0.5, 1.0, 0.0]) == {"n": 3, "mean": 0.5, "min": 0.0, "max": 1.0}
+    assert aggregate([]) == {"n": 0, "mean": None, "min": None, "max": None}
+    assert aggregate(iter([0.25])) == {"n": 1, "mean": 0.25, "min": 0.25, "max": 0.25}
+
+
+def test_compare_tolerates_float_noise_but_not_real_differences():
+    noisy = math.fsum([0.7, 0.9, 0.8]) / 3  # 0.7999999999999999
+    assert noisy < 0.8
+    assert compare(noisy, ">=", 0.8)
+    assert not compare(0.79, ">=", 0.8)
+    assert not compare(0.8, ">", 0.8)
+    assert compare(0.81, ">", 0.8)
+    assert compare(0.8, "<=", 0.8)
+    assert not compare(0.8, "<", 0.8)
+    assert compare(0.7, "<", 0.8)
+    with pytest.raises(ValueError, match="operator"):
+        compare(1.0, "==", 1.0)
+
+
+def test_evaluate_gates_rows_with_value_n_passed_and_margin():
+    gates = parse_gates(["context_recall mean >= 0.80", "context_precision min >= 0.5"])
+    scores = {("context_recall", None): [0.7, 0.9, 0.8, 1.0], ("context_precision", None): [0.25, 1.0]}
+    recall, precision = evaluate_gates(gates, scores)
+    assert recall == {
+        "spec": "context_recall mean >= 0.80",
+        "metric": "context_recall",
+        "method": None,
+        "stat": "mean",
+        "op": ">=",
+        "threshold": 0.8,
+        "value": 0.85,
+        "n": 4,
+        "passed": True,
+        "margin": 0.05,
+        "reason": None,
+    }
+    assert precision["passed"] is False
+    assert precision["value"] == 0.25
+    assert precision["margin"] == -0.25
+
+
+def test_gate_exactly_on_threshold_passes_despite_float_noise():
+    [row] = evaluate_gates(
+        parse_gates("context_recall mean >= 0.8"), {("context_recall", None): [0.7, 0.9, 0.8]}
+    )
+    assert row["value"] == 0.8
+    assert row["margin"] == 0.0
+    assert math.copysign(1, row["margin"]) == 1  # not -0.0
+    assert row["passed"] is True
+
+
+def test_gate_without_evaluations_fails_with_a_reason():
+    [row] = evaluate_gates(parse_gates("context_recall mean >= 0.8"), {("context_precision", None): [1.0]})
+    assert row["passed"] is False
+    assert row["value"] is None
+    assert row["margin"] is None
+    assert row["n"] == 0
+    assert "no recorded evaluations of context_recall" in row["reason"]
+
+
+def test_gate_with_empty_score_list_fails():
+    [row] = evaluate_gates(parse_gates("context_recall max <= 1"), {("context_recall", None): []})
+    assert (row["passed"], row["value"], row["n"]) == (False, None, 0)
+
+
+def test_gate_with_method_reads_only_that_method_and_without_pools_all_methods():
+    scores = {
+        ("context_relevance", "graded"): [1.0, 0.5],
+        ("context_relevance", "binary"): [0.0],
+        ("context_recall", None): [0.1],
+    }
+    graded, binary, pooled, sentence = evaluate_gates(
+        parse_gates(
+            [
+                "context_relevance[graded] mean >= 0.7",
+                "context_relevance[binary] mean >= 0.7",
+                "context_relevance mean >= 0.7",
+                "context_relevance[sentence] mean >= 0.7",
+            ]
+        ),
+        scores,
+    )
+    assert (graded["value"], graded["n"], graded["passed"]) == (0.75, 2, True)
+    assert (binary["value"], binary["n"], binary["passed"]) == (0.0, 1, False)
+    assert (pooled["value"], pooled["n"]) == (0.5, 3)
+    assert sentence["value"] is None
+    assert "context_relevance[sentence]" in sentence["reason"]
+
+
+def test_evaluate_gates_keeps_gate_order_and_accepts_hand_built_gates():
+    gate = Gate("context_recall", None, "quantile(0.5)", "<", 0.9, "recall median < 0.9")
+    rows = evaluate_gates([gate, gate], {("context_recall", None): [0.2, 0.4, 1.0]})
+    assert [r["spec"] for r in rows] == ["recall median < 0.9"] * 2
+    assert rows[0]["value"] == 0.4
+    assert rows[0]["passed"] is True
+    assert rows[0]["margin"] == -0.5
