@@ -12,11 +12,13 @@ are re-asked a bounded number of times.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -161,9 +163,10 @@ class OpenAIJudge:
         self.response_format: ResponseFormat = response_format
         self.stats = stats if stats is not None else JudgeStats()
         self.retry_backoff = retry_backoff
-        self._client: AsyncOpenAI | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        # One client and semaphore per event loop: an HTTP connection pool and an asyncio primitive
+        # belong to the loop they were first used in. The engine uses a single loop in practice.
+        self._clients: dict[asyncio.AbstractEventLoop, tuple[AsyncOpenAI, asyncio.Semaphore]] = {}
+        self._clients_lock = threading.Lock()
 
     def __repr__(self) -> str:
         where = self.azure_endpoint or self.base_url or "OPENAI_BASE_URL/default"
@@ -183,8 +186,9 @@ class OpenAIJudge:
 
     def _ensure_client(self) -> tuple[AsyncOpenAI, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
-        if self._client is not None and self._semaphore is not None and self._loop is loop:
-            return self._client, self._semaphore
+        existing = self._clients.get(loop)
+        if existing is not None:
+            return existing
         # Checked before the SDK is even imported: no key means no network activity at all.
         if not self.has_credentials():
             raise JudgeUnavailable(NO_KEY_MESSAGE)
@@ -204,18 +208,19 @@ class OpenAIJudge:
             client = openai.AsyncOpenAI(
                 api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
             )
-        # A client's connection pool belongs to the loop it was first used in; a judge used from a
-        # new loop gets a new client (the old one cannot be closed from here, its loop may be gone).
-        self._client = client
-        self._loop = loop
-        self._semaphore = asyncio.Semaphore(self.concurrency)
-        return client, self._semaphore
+        entry = (client, asyncio.Semaphore(self.concurrency))
+        with self._clients_lock:
+            # Clients of loops that are gone cannot be closed any more; forget them.
+            for old in [old for old in self._clients if old.is_closed()]:
+                del self._clients[old]
+            self._clients[loop] = entry
+        return entry
 
     @property
     def endpoint(self) -> str:
         """The base URL requests go to (for messages)."""
-        if self._client is not None:
-            return str(self._client.base_url)
+        for client, _ in list(self._clients.values()):
+            return str(client.base_url)
         return (
             self.azure_endpoint
             or self.base_url
@@ -224,18 +229,17 @@ class OpenAIJudge:
         )
 
     async def aclose(self) -> None:
-        """Close the HTTP client (if one was created in the running loop)."""
-        client, self._client = self._client, None
-        loop, self._loop = self._loop, None
-        self._semaphore = None
-        if client is None:
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:  # pragma: no cover - aclose is a coroutine, a loop is running
-            running = None
-        if loop is running:
-            await client.close()
+        """Close the HTTP clients: this loop's directly, those of other running loops on their loop."""
+        with self._clients_lock:
+            clients, self._clients = self._clients, {}
+        running = asyncio.get_running_loop()
+        for loop, (client, _) in clients.items():
+            if loop is running:
+                await client.close()
+            elif loop.is_running():
+                future = asyncio.run_coroutine_threadsafe(client.close(), loop)
+                with contextlib.suppress(Exception):  # closing must not fail a finished run
+                    await asyncio.wrap_future(future)
 
     # --- judging ---------------------------------------------------------------------------------
 

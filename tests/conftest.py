@@ -1,0 +1,3 @@
+"""Shared test configuration: the fake OpenAI-compatible judge server fixture."""
+
+pytest_plugins = ["pytest_ragmetrics.testing"]

@@ -1,0 +1,365 @@
+"""OpenAIJudge through the real openai client over HTTP against the local FakeJudgeServer."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from pytest_ragmetrics.errors import ConfigError, InvalidJudgeAnswer, JudgeUnavailable
+from pytest_ragmetrics.judge.base import JudgeRequest
+from pytest_ragmetrics.judge.openai_judge import OpenAIJudge, parse_json_answer, retry_after_seconds
+from pytest_ragmetrics.judge.stats import JudgeStats
+from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}},
+    "required": ["reason", "useful"],
+    "additionalProperties": False,
+}
+
+
+def make_request(i: int = 0, **overrides: Any) -> JudgeRequest:
+    fields: dict[str, Any] = {
+        "kind": "context_precision",
+        "prompt_version": "1",
+        "model": "judge-model",
+        "messages": (
+            {"role": "system", "content": "You judge retrieved chunks."},
+            {"role": "user", "content": f"Is chunk {i} useful to answer the question?"},
+        ),
+        "schema_name": "chunk_verdict",
+        "schema": SCHEMA,
+        "inputs": {"question": "q", "chunk": f"chunk {i}"},
+        "label": f"test_sample[{i}] chunk 1",
+    }
+    fields.update(overrides)
+    return JudgeRequest(**fields)
+
+
+def make_judge(server: FakeJudgeServer, **kwargs: Any) -> OpenAIJudge:
+    options: dict[str, Any] = {
+        "api_key": "sk-dummy",
+        "base_url": server.base_url,
+        "timeout": 5.0,
+        "max_retries": 2,
+        "retry_backoff": 0.01,
+    }
+    options.update(kwargs)
+    return OpenAIJudge(**options)
+
+
+def run_judge(judge: OpenAIJudge, *requests: JudgeRequest) -> list[Any]:
+    async def go() -> list[Any]:
+        try:
+            return list(await asyncio.gather(*(judge.judge(r) for r in requests)))
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(go())
+
+
+def test_answer_comes_back_validated_with_usage_and_reported_model(fake_judge_server):
+    fake_judge_server.responder = lambda body: {"reason": "names the capital", "useful": False}
+    fake_judge_server.reported_model = "judge-model-2025-01-01"
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices == ({"reason": "names the capital", "useful": False},)
+    assert answer.model == "judge-model-2025-01-01"
+    assert answer.source == "judge"
+    assert answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
+    assert answer.judged_at.endswith("Z")
+    assert stats.calls == 1
+    assert stats.prompt_tokens == answer.usage.prompt_tokens
+    assert stats.retries == stats.reasks == stats.errors == 0
+
+
+def test_request_carries_strict_schema_sampling_parameters_and_the_key(fake_judge_server):
+    run_judge(make_judge(fake_judge_server, api_key="sk-sent-as-bearer"), make_request(seed=7))
+    [sent] = fake_judge_server.requests
+    assert sent.path == "/v1/chat/completions"
+    assert sent.body["model"] == "judge-model"
+    assert sent.body["temperature"] == 0.0
+    assert sent.body["seed"] == 7
+    assert sent.body["messages"][1]["content"] == "Is chunk 0 useful to answer the question?"
+    assert sent.body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "chunk_verdict", "strict": True, "schema": SCHEMA},
+    }
+    assert sent.authorization == "Bearer sk-sent-as-bearer"
+    assert "sk-sent-as-bearer" not in repr(sent)
+
+
+def test_n_choices_are_all_returned(fake_judge_server):
+    answers = iter([True, False, True])
+    fake_judge_server.responder = lambda body: {"reason": "r", "useful": next(answers)}
+    [answer] = run_judge(make_judge(fake_judge_server), make_request(n=3))
+    assert [c["useful"] for c in answer.choices] == [True, False, True]
+    assert fake_judge_server.requests[0].body["n"] == 3
+
+
+def test_concurrent_slow_requests_overlap_instead_of_queueing(fake_judge_server):
+    fake_judge_server.delay(0.2)
+    judge = make_judge(fake_judge_server, concurrency=32)
+    start = time.perf_counter()
+    answers = run_judge(judge, *(make_request(i) for i in range(32)))
+    elapsed = time.perf_counter() - start
+    assert len(answers) == 32
+    # Serialized it would take 6.4 s; overlapped, a little over 0.2 s.
+    assert elapsed < 2.0, elapsed
+    assert fake_judge_server.max_in_flight > 16
+
+
+def test_concurrency_bounds_requests_in_flight(fake_judge_server):
+    fake_judge_server.delay(0.05)
+    run_judge(make_judge(fake_judge_server, concurrency=3), *(make_request(i) for i in range(12)))
+    assert fake_judge_server.request_count == 12
+    assert fake_judge_server.max_in_flight <= 3
+
+
+def test_rate_limit_is_retried_after_the_retry_after_delay(fake_judge_server):
+    fake_judge_server.fail_next(429, headers={"Retry-After": "1"})
+    stats = JudgeStats()
+    start = time.perf_counter()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    elapsed = time.perf_counter() - start
+    assert answer.choices[0]["useful"] is True
+    assert stats.retries == 1
+    assert stats.calls == 1
+    assert fake_judge_server.request_count == 2
+    gap = fake_judge_server.requests[1].received_at - fake_judge_server.requests[0].received_at
+    assert 0.9 <= gap < 3.0, gap
+    assert elapsed < 4.0
+
+
+def test_server_error_is_retried(fake_judge_server):
+    fake_judge_server.fail_next(500)
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices
+    assert stats.retries == 1
+    assert fake_judge_server.request_count == 2
+
+
+def test_exhausted_retries_raise_judge_unavailable_saying_what_happened(fake_judge_server):
+    fake_judge_server.fail_next(503, times=10)
+    stats = JudgeStats()
+    judge = make_judge(fake_judge_server, max_retries=2, stats=stats)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(judge, make_request())
+    message = str(info.value)
+    assert "HTTP 503" in message
+    assert "3 attempt(s)" in message
+    assert fake_judge_server.base_url in message
+    assert "test_sample[0] chunk 1" in message
+    assert fake_judge_server.request_count == 3
+    assert stats.retries == 2
+    assert stats.errors == 1
+    assert stats.calls == 0
+
+
+@pytest.mark.parametrize(("status", "hint"), [(401, "OPENAI_API_KEY"), (404, "model 'judge-model'")])
+def test_client_errors_fail_at_once_with_a_clear_message(fake_judge_server, status, hint):
+    fake_judge_server.fail_next(status, times=5)
+    stats = JudgeStats()
+    with pytest.raises(JudgeUnavailable, match=f"HTTP {status}") as info:
+        run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert hint in str(info.value)
+    assert fake_judge_server.request_count == 1
+    assert stats.retries == 0
+
+
+def test_bad_request_suggests_a_looser_response_format(fake_judge_server):
+    fake_judge_server.fail_next(400, body={"error": {"message": "response_format not supported"}})
+    with pytest.raises(JudgeUnavailable, match="json_object or text response format"):
+        run_judge(make_judge(fake_judge_server), make_request())
+
+
+def test_timeout_is_retried_then_reported(fake_judge_server):
+    fake_judge_server.hang_next(seconds=3.0)
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, timeout=0.3, stats=stats), make_request())
+    assert answer.choices
+    assert stats.retries == 1
+
+    fake_judge_server.hang_next(seconds=3.0, times=2)
+    start = time.perf_counter()
+    with pytest.raises(JudgeUnavailable, match=r"timed out after 0\.3s; gave up after 2 attempt"):
+        run_judge(make_judge(fake_judge_server, timeout=0.3, max_retries=1), make_request(1))
+    assert time.perf_counter() - start < 2.5
+
+
+def test_connection_refused_is_judge_unavailable():
+    with FakeJudgeServer() as server:
+        base_url = server.base_url
+    judge = OpenAIJudge(api_key="sk-dummy", base_url=base_url, max_retries=1, retry_backoff=0.01)
+    with pytest.raises(JudgeUnavailable, match="connection error") as info:
+        run_judge(judge, make_request())
+    assert base_url in str(info.value)
+
+
+def test_malformed_http_body_is_retried(fake_judge_server):
+    fake_judge_server.malformed_next()
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices
+    assert stats.retries == 1
+
+
+def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
+    fake_judge_server.malformed_next(times=3)
+    with pytest.raises(JudgeUnavailable, match="malformed response body"):
+        run_judge(make_judge(fake_judge_server, max_retries=2), make_request())
+
+
+def test_invalid_answer_is_reasked_with_the_error_then_accepted(fake_judge_server):
+    answers = iter([{"reason": "r", "useful": "yes"}, {"reason": "r", "useful": True}])
+    fake_judge_server.responder = lambda body: next(answers)
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices == ({"reason": "r", "useful": True},)
+    assert stats.reasks == 1
+    assert stats.calls == 2
+    # Usage of both attempts is the cost of this judgment.
+    assert answer.usage.prompt_tokens == stats.prompt_tokens
+    followup = fake_judge_server.requests[1].body["messages"]
+    assert followup[-2] == {"role": "assistant", "content": json.dumps({"reason": "r", "useful": "yes"})}
+    assert "expected true or false" in followup[-1]["content"]
+
+
+def test_exhausted_reasks_raise_invalid_judge_answer_naming_the_label(fake_judge_server):
+    fake_judge_server.responder = lambda body: "I cannot decide."
+    stats = JudgeStats()
+    with pytest.raises(InvalidJudgeAnswer) as info:
+        run_judge(make_judge(fake_judge_server, max_reasks=2, stats=stats), make_request())
+    assert "test_sample[0] chunk 1" in str(info.value)
+    assert "no JSON object" in str(info.value)
+    assert fake_judge_server.request_count == 3
+    assert stats.reasks == 2
+    assert stats.errors == 1
+
+
+def test_json_object_mode_parses_prose_and_code_fences(fake_judge_server):
+    fake_judge_server.responder = lambda body: (
+        'Sure! Here is my verdict:\n```json\n{"reason": "fenced", "useful": false}\n```\nHope it helps.'
+    )
+    [answer] = run_judge(make_judge(fake_judge_server, response_format="json_object"), make_request())
+    assert answer.choices == ({"reason": "fenced", "useful": False},)
+    body = fake_judge_server.requests[0].body
+    assert body["response_format"] == {"type": "json_object"}
+    assert '"additionalProperties": false' in body["messages"][-1]["content"]
+
+
+def test_text_mode_sends_no_response_format_and_finds_json_in_prose(fake_judge_server):
+    fake_judge_server.responder = lambda body: (
+        'I think {"reason": "the chunk {mentions} it", "useful": true} is right.'
+    )
+    [answer] = run_judge(make_judge(fake_judge_server, response_format="text"), make_request())
+    assert answer.choices == ({"reason": "the chunk {mentions} it", "useful": True},)
+    assert "response_format" not in fake_judge_server.requests[0].body
+
+
+def test_default_fake_answer_follows_schema_in_text_mode(fake_judge_server):
+    [answer] = run_judge(make_judge(fake_judge_server, response_format="text"), make_request())
+    assert answer.choices == ({"reason": "fake judge", "useful": True},)
+
+
+def test_no_api_key_fails_before_any_request(fake_judge_server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    judge = OpenAIJudge(base_url=fake_judge_server.base_url)
+    assert not judge.has_credentials()
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(judge, make_request())
+    message = str(info.value)
+    assert "OPENAI_API_KEY" in message
+    assert "OPENAI_BASE_URL" in message
+    assert "--rag-cache=replay" in message
+    assert fake_judge_server.request_count == 0
+
+
+def test_api_key_and_base_url_come_from_the_environment(fake_judge_server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_judge_server.base_url)
+    [answer] = run_judge(OpenAIJudge(max_retries=0), make_request())
+    assert answer.choices
+    assert fake_judge_server.requests[0].authorization == "Bearer sk-from-env"
+
+
+def test_a_judge_serves_two_event_loops_with_a_client_each(fake_judge_server):
+    """Connection pools belong to one loop: a second loop gets its own client, both are closed."""
+    judge = make_judge(fake_judge_server)
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+    try:
+        first = asyncio.run_coroutine_threadsafe(judge.judge(make_request(1)), other).result(10)
+
+        async def here() -> Any:
+            answer = await judge.judge(make_request(2))
+            assert len(judge._clients) == 2
+            await judge.aclose()
+            return answer
+
+        second = asyncio.run(here())
+    finally:
+        other.call_soon_threadsafe(other.stop)
+        thread.join(5)
+        other.close()
+    assert first.choices and second.choices
+    assert judge._clients == {}
+    assert fake_judge_server.request_count == 2
+
+
+def test_bad_settings_raise_config_error():
+    with pytest.raises(ConfigError, match="response format"):
+        OpenAIJudge(response_format="yaml")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="concurrency"):
+        OpenAIJudge(concurrency=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('```json\n{"a": 1}\n```', {"a": 1}),
+        ('```\n{"a": 1}\n```', {"a": 1}),
+        ('Answer: {"a": {"b": [1, 2]}} done', {"a": {"b": [1, 2]}}),
+        ('use {braces} then {"a": 2}', {"a": 2}),
+    ],
+)
+def test_parse_json_answer_is_tolerant(text, expected):
+    assert parse_json_answer(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "no json here", "{broken"])
+def test_parse_json_answer_rejects_answers_without_json(text):
+    with pytest.raises(ValueError):
+        parse_json_answer(text)
+
+
+def test_retry_after_accepts_seconds_milliseconds_and_http_dates():
+    assert retry_after_seconds({"Retry-After": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
+    assert retry_after_seconds({}) is None
+    assert retry_after_seconds({"Retry-After": "soon"}) is None
+    now = time.time()
+    date = email.utils.formatdate(now + 30, usegmt=True)
+    assert 28 <= (retry_after_seconds({"Retry-After": date}, now=now) or 0) <= 31
+
+
+def test_conforming_value_takes_the_most_positive_verdict():
+    schema = {
+        "type": "object",
+        "properties": {
+            "score": {"type": "integer", "enum": [0, 1, 2]},
+            "labels": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
+            "ok": {"type": "boolean"},
+        },
+    }
+    assert conforming_value(schema) == {"score": 2, "labels": ["a", "b"], "ok": True}
