@@ -26,12 +26,22 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 
 @dataclass
 class TestScope:
-    """The pytest test currently running: where comparisons are recorded and unused checks found."""
+    """The pytest test currently running: its evaluator (built on first use, with the test's marker
+    and ``ragmetrics_config`` settings), where comparisons are recorded, and the checks made."""
+
+    __test__ = False  # not a test class, whatever pytest's collection rules say
 
     nodeid: str
-    evaluator: Any
+    make_evaluator: Callable[[], Any]
     record: Callable[[dict[str, Any]], None]
     checks: list[ScoreCheck] = field(default_factory=list)
+    _evaluator: Any = None
+
+    @property
+    def evaluator(self) -> Any:
+        if self._evaluator is None:
+            self._evaluator = self.make_evaluator()
+        return self._evaluator
 
     def unused_checks(self) -> list[ScoreCheck]:
         return [c for c in self.checks if not c.compared]

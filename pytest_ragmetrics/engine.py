@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import re
 import threading
 from collections.abc import Coroutine, Iterable, Sequence
@@ -331,22 +330,21 @@ def _sample_ids(samples: Sequence[RagSample]) -> list[str]:
 
 
 # --- the evaluator used by the module-level functions -------------------------------------------
-# Inside pytest the plugin sets the current test's evaluator; outside, one is built from the
-# environment on first use.
+# Inside a pytest test it is that test's evaluator; outside pytest, one configured from the
+# environment, built on first use.
 
-current_evaluator: contextvars.ContextVar[Evaluator | None] = contextvars.ContextVar(
-    "ragmetrics_evaluator", default=None
-)
 _default: Evaluator | None = None
 _default_lock = threading.Lock()
 
 
 def get_evaluator() -> Evaluator:
-    """The evaluator of the current pytest test, else a process-wide one configured from the environment."""
+    """The current pytest test's evaluator, else a process-wide one configured from the environment."""
     global _default
-    evaluator = current_evaluator.get()
-    if evaluator is not None:
-        return evaluator
+    from .assertions import current_test
+
+    scope = current_test.get()
+    if scope is not None:
+        return scope.evaluator  # type: ignore[no-any-return]
     with _default_lock:
         if _default is None:
             _default = Evaluator()

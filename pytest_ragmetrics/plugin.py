@@ -1,6 +1,568 @@
 """The pytest plugin (entry point ``ragmetrics``): options, marker, fixtures and report hooks.
 
-Kept thin and cheap to import: everything heavy is imported inside the hooks that need it.
+Kept thin and cheap to import: the engine, the judge and the report renderers load inside the hooks
+that need them, so a suite that never judges anything pays next to nothing for the plugin.
+Disable it with ``-p no:ragmetrics``.
 """
 
 from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .assertions import TestScope
+    from .engine import Evaluator, LoopRunner
+    from .gates import Gate
+    from .judge.stats import JudgeStats
+    from .settings import Settings
+
+REPORT_VERSION = 1
+_MARKER_HELP = (
+    "ragmetrics(samples=PATH, method=METHOD, **settings): per-test ragmetrics settings, e.g. "
+    "judge_model='gpt-4o'; samples=PATH parametrizes the rag_sample fixture with a golden set"
+)
+_MARKER_KEYS_EXTRA = ("samples", "method")
+
+
+@dataclass
+class RunState:
+    """Per-run state, kept in ``config.stash``."""
+
+    config: pytest.Config
+    settings: Settings
+    gates: list[Gate]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    evaluators: dict[Settings, Evaluator] = field(default_factory=dict)
+    runner: LoopRunner | None = None
+    _stats: JudgeStats | None = None
+    worker_stats: list[dict[str, Any]] = field(default_factory=list)
+    used_keys: set[str] = field(default_factory=set)
+    unused_store_entries: list[str] | None = None
+    store_keys_seen: bool = False
+    deselected: bool = False
+    gate_results: list[dict[str, Any]] = field(default_factory=list)
+    configured: bool = False
+    tests: dict[str, int] = field(default_factory=lambda: {"passed": 0, "failed": 0})
+
+    @property
+    def stats(self) -> JudgeStats:
+        if self._stats is None:
+            from .judge.stats import JudgeStats
+
+            self._stats = JudgeStats()
+        return self._stats
+
+    def default_cache_dir(self) -> str:
+        cache = getattr(self.config, "cache", None)
+        if cache is not None:
+            return str(cache.mkdir("ragmetrics"))
+        return str(self.config.rootpath / ".ragmetrics_cache")
+
+    def evaluator(self, settings: Settings) -> Evaluator:
+        evaluator = self.evaluators.get(settings)
+        if evaluator is None:
+            from .engine import Evaluator, LoopRunner
+
+            if self.runner is None:
+                self.runner = LoopRunner()
+            evaluator = Evaluator(settings, hook=self.config.hook, stats=self.stats, runner=self.runner,
+                                  default_cache_dir=self.default_cache_dir())
+            self.evaluators[settings] = evaluator
+        return evaluator
+
+
+state_key = pytest.StashKey[RunState]()
+_rows_key = pytest.StashKey[list[dict[str, Any]]]()
+_scope_key = pytest.StashKey["TestScope"]()
+
+
+def _state(config: pytest.Config) -> RunState:
+    return config.stash[state_key]
+
+
+# --- options ---------------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from .settings import OPTIONS
+
+    group = parser.getgroup("ragmetrics", "ragmetrics: retrieval metrics judged by an LLM")
+    for option in OPTIONS:
+        if option.cli:
+            kwargs: dict[str, Any] = {"dest": "rag_" + option.name, "default": None, "help": option.help}
+            if option.flag:
+                kwargs["action"] = "store_const"
+                kwargs["const"] = True
+            else:
+                kwargs["metavar"] = option.metavar
+            group.addoption(option.cli_name, **kwargs)
+        parser.addini(option.ini_name, option.help + f" (env {option.env_name})", type=option.ini_type,  # type: ignore[arg-type]
+                      default=None)
+    group.addoption("--rag-gate", dest="rag_gates", action="append", default=None, metavar="GATE",
+                    help="aggregate gate, e.g. 'context_recall mean >= 0.8'; repeatable; replaces rag_gates")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def _ini_values(config: pytest.Config) -> dict[str, Any]:
+    from .settings import OPTIONS
+
+    # Registered with default None, so an unset key reads as None (a set `false` stays False).
+    values = {option.name: config.getini(option.ini_name) for option in OPTIONS}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _cli_values(config: pytest.Config) -> dict[str, Any]:
+    from .settings import OPTIONS
+
+    values = {o.name: config.getoption("rag_" + o.name) for o in OPTIONS if o.cli}
+    values["gates"] = config.getoption("rag_gates")
+    return values
+
+
+def _absolute(settings: Settings, root: Path) -> Settings:
+    # Paths in configuration are relative to the rootdir (where the ini file is), wherever pytest runs.
+    changes = {}
+    for name in ("cache_dir", "store_dir"):
+        value = getattr(settings, name)
+        if value and not os.path.isabs(value):
+            changes[name] = str(root / value)
+    return settings.replace(**changes) if changes else settings
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    from . import builtin_hooks
+    from .errors import ConfigError
+    from .gates import parse_gates
+    from .settings import resolve
+
+    config.addinivalue_line("markers", _MARKER_HELP)
+    if not config.pluginmanager.is_registered(builtin_hooks):
+        config.pluginmanager.register(builtin_hooks, "ragmetrics-builtins")
+    ini, cli = _ini_values(config), _cli_values(config)
+    try:
+        settings = _absolute(resolve(ini=ini, env=os.environ, cli=cli), config.rootpath)
+        gates = parse_gates(settings.gates, *_metric_names(config))
+    except ConfigError as exc:
+        raise pytest.UsageError(f"ragmetrics: {exc}") from None
+    state = RunState(config, settings, gates)
+    state.configured = bool(
+        any(v is not None for k, v in cli.items())
+        or ini
+        or any(k.startswith("RAGMETRICS_") for k in os.environ)
+    )
+    config.stash[state_key] = state
+
+
+def _metric_names(config: pytest.Config) -> tuple[set[str], dict[str, tuple[str, ...]]]:
+    """Metric names a gate may use. Custom metrics are asked for only when a gate needs them."""
+    names = {"context_precision", "context_recall", "context_relevance"}
+    methods: dict[str, tuple[str, ...]] = {"context_relevance": ("graded", "sentence", "binary")}
+    raw = config.getoption("rag_gates") or config.getini("rag_gates") or os.environ.get("RAGMETRICS_GATES")
+    if raw and any(line.split()[0].split("[")[0] not in names for line in _gate_lines(raw)):
+        for batch in config.hook.pytest_ragmetrics_metrics():
+            for metric in batch or ():
+                names.add(metric.name)
+                if metric.methods:
+                    methods[metric.name] = tuple(metric.methods)
+    return names, methods
+
+
+def _gate_lines(raw: Any) -> Iterator[str]:
+    lines = raw.replace(";", "\n").splitlines() if isinstance(raw, str) else raw
+    for line in lines:
+        line = str(line).split("#", 1)[0].strip()
+        if line:
+            yield line
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    state = config.stash.get(state_key, None)
+    if state is None or not (state.configured or state.settings.report):
+        return None
+    from .report.terminal import header_line
+
+    s = state.settings
+    return header_line({"model": s.judge_model, "cache_mode": s.cache,
+                        "cache_dir": s.cache_dir or state.default_cache_dir(), "store_dir": s.store_dir},
+                       config.rootpath)
+
+
+# --- marker, fixtures ----------------------------------------------------------------------------
+
+
+def _marker_settings(item: pytest.Item) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for mark in reversed(list(item.iter_markers("ragmetrics"))):  # closest marker wins
+        changes.update(mark.kwargs)
+    changes.pop("samples", None)
+    if "method" in changes:
+        changes["relevance_method"] = changes.pop("method")
+    return changes
+
+
+def _validate_marker(mark: pytest.Mark, where: str) -> None:
+    from .errors import ConfigError
+    from .settings import OPTIONS_BY_NAME, resolve
+
+    if mark.args:
+        raise pytest.UsageError(f"{where}: @pytest.mark.ragmetrics takes keyword arguments only, got {mark.args!r}")
+    unknown = sorted(set(mark.kwargs) - set(OPTIONS_BY_NAME) - set(_MARKER_KEYS_EXTRA))
+    if unknown:
+        raise pytest.UsageError(
+            f"{where}: unknown @pytest.mark.ragmetrics argument(s) {', '.join(unknown)}; use samples, method "
+            f"or a setting name: {', '.join(sorted(OPTIONS_BY_NAME))}"
+        )
+    kwargs = dict(mark.kwargs)
+    kwargs.pop("samples", None)
+    if "method" in kwargs:
+        kwargs["relevance_method"] = kwargs.pop("method")
+    try:
+        resolve(overrides=kwargs)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"{where}: @pytest.mark.ragmetrics: {exc}") from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marks = list(metafunc.definition.iter_markers("ragmetrics"))
+    if not marks:
+        return
+    where = metafunc.definition.nodeid
+    for mark in marks:
+        _validate_marker(mark, where)
+    samples_path = next((m.kwargs["samples"] for m in marks if "samples" in m.kwargs), None)
+    if samples_path is None:
+        return
+    if "rag_sample" not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the "
+                                "rag_sample fixture")
+    from .loaders import load_samples
+
+    path = Path(samples_path)
+    if not path.is_absolute():
+        here = Path(str(metafunc.definition.path)).parent / path
+        path = here if here.exists() else metafunc.config.rootpath / path
+    try:
+        samples = load_samples(path)
+    except (OSError, ValueError) as exc:
+        raise pytest.UsageError(f"{where}: @pytest.mark.ragmetrics(samples={samples_path!r}): {exc}") from None
+    metafunc.parametrize("rag_sample", samples, ids=[s.id or str(i) for i, s in enumerate(samples)])
+
+
+@pytest.fixture
+def ragmetrics_config() -> dict[str, Any]:
+    """Settings for the ragmetrics tests in scope; override in a conftest.py or module (like vcr_config)."""
+    return {}
+
+
+@pytest.fixture
+def rag_evaluator(request: pytest.FixtureRequest) -> Evaluator:
+    """The evaluator configured for this test (ini/env/CLI, ragmetrics_config fixture, marker)."""
+    return _evaluator_for(request.node)
+
+
+@pytest.fixture
+def rag_sample(request: pytest.FixtureRequest) -> Any:
+    """One sample of the golden set named by @pytest.mark.ragmetrics(samples=PATH); tests are parametrized."""
+    if not hasattr(request, "param"):
+        raise pytest.UsageError("rag_sample needs @pytest.mark.ragmetrics(samples='path/to/golden.jsonl')")
+    return request.param
+
+
+def _evaluator_for(item: pytest.Item) -> Evaluator:
+    from .errors import ConfigError
+
+    state = _state(item.config)
+    overrides: dict[str, Any] = {}
+    fixture_request = getattr(item, "_request", None)
+    if fixture_request is not None:
+        overrides.update(fixture_request.getfixturevalue("ragmetrics_config") or {})
+    overrides.update(_marker_settings(item))
+    try:
+        settings = _absolute(state.settings.replace(**overrides), item.config.rootpath) if overrides \
+            else state.settings
+    except ConfigError as exc:
+        raise pytest.UsageError(f"{item.nodeid}: ragmetrics settings: {exc}") from None
+    return state.evaluator(settings)
+
+
+# --- running tests -------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    from .assertions import TestScope, current_test
+
+    rows: list[dict[str, Any]] = []
+    item.stash[_rows_key] = rows
+
+    def record(row: dict[str, Any]) -> None:
+        rows.append(row)
+        prefix = f"ragmetrics.{len(rows)}.{row['metric']}" + (f"[{row['method']}]" if row["method"] else "")
+        item.user_properties.append((f"{prefix}.{row['stat']}", f"{row['score']:.6g}"))
+        item.user_properties.append((f"{prefix}.threshold", f"{row['op']} {row['threshold']:g}"))
+        item.user_properties.append((f"{prefix}.passed", "true" if row["passed"] else "false"))
+
+    scope = TestScope(item.nodeid, lambda: _evaluator_for(item), record)
+    token = current_test.set(scope)
+    try:
+        return (yield)
+    finally:
+        current_test.reset(token)
+        _warn_unused(scope)
+
+
+def _warn_unused(scope: TestScope) -> None:
+    from .judge.cache import RagMetricsWarning
+
+    for check in scope.unused_checks():
+        filename, lineno = check.where or ("<unknown>", 0)
+        warnings.warn_explicit(
+            RagMetricsWarning(
+                f"{check.name} result was never compared with a threshold "
+                f"({os.path.basename(filename)}:{lineno}); write e.g. `assert_...(sample) >= 0.8`"
+            ),
+            RagMetricsWarning, filename, lineno,
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    if call.when == "call":
+        rows = item.stash.get(_rows_key, None)
+        if rows:
+            # Plain data on the report travels to the xdist controller with it.
+            report.ragmetrics = rows
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    rows = getattr(report, "ragmetrics", None)
+    if rows and report.when == "call":
+        config = _config_of(report)
+        if config is not None:
+            # Comparisons in an xfail test (a deliberately broken retriever, say) are reported but
+            # kept out of aggregates and gates.
+            xfail = hasattr(report, "wasxfail")
+            _state(config).rows.extend({**row, "xfail": xfail} for row in rows)
+
+
+_CONFIG: list[pytest.Config] = []  # the running config, for hooks that are not given it
+
+
+def _config_of(report: Any) -> pytest.Config | None:
+    return _CONFIG[-1] if _CONFIG else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _CONFIG.append(session.config)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items and _CONFIG:
+        _state(_CONFIG[-1]).deselected = True
+
+
+# --- xdist: workers send their judge figures to the controller -----------------------------------
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    output = getattr(node, "workeroutput", None) or {}
+    data = output.get("ragmetrics")
+    if data and _CONFIG:
+        state = _state(_CONFIG[-1])
+        state.worker_stats.append(data["stats"])
+        state.used_keys.update(data["used_keys"])
+        if data.get("store_keys") is not None:
+            state.store_keys_seen = True
+            state.unused_store_entries = sorted(set(state.unused_store_entries or []) | set(data["store_keys"]))
+
+
+# --- the end of the run --------------------------------------------------------------------------
+
+
+def _close(state: RunState) -> None:
+    for evaluator in state.evaluators.values():
+        judge = evaluator._cached_judge
+        if judge is not None:
+            state.used_keys.update(judge.used_keys)
+            if judge.store is not None:
+                state.store_keys_seen = True
+                state.unused_store_entries = sorted(set(state.unused_store_entries or []) | set(judge.store.keys()))
+        evaluator.close()
+    if state.runner is not None:
+        state.runner.close()
+        state.runner = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = config.stash.get(state_key, None)
+    if state is None:
+        return
+    try:
+        _close(state)
+    finally:
+        if _CONFIG and _CONFIG[-1] is config:
+            _CONFIG.pop()
+    if _is_worker(config):
+        config.workeroutput["ragmetrics"] = {  # type: ignore[attr-defined]
+            "stats": state.stats.to_json(),
+            "used_keys": sorted(state.used_keys),
+            "store_keys": state.unused_store_entries if state.store_keys_seen else None,
+        }
+        return
+    if state.store_keys_seen and state.unused_store_entries is not None:
+        state.unused_store_entries = sorted(set(state.unused_store_entries) - state.used_keys)
+    full_run = not state.deselected and session.exitstatus in (0, 1) and not session.shouldstop
+    if state.used_keys and full_run and state.settings.cache != "off":
+        from .judge.cache import write_last_run_keys
+
+        try:
+            write_last_run_keys(state.settings.cache_dir or state.default_cache_dir(), state.used_keys)
+        except OSError:
+            pass
+    if state.gates:
+        from .gates import evaluate_gates
+
+        state.gate_results = evaluate_gates(state.gates, _per_sample_scores(state.rows))
+        if any(not g["passed"] for g in state.gate_results) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    report = build_report(state)
+    config.hook.pytest_ragmetrics_report(report=report)
+    _write_reports(state, report)
+    state.final_report = report  # type: ignore[attr-defined]
+
+
+def _per_sample_scores(rows: list[dict[str, Any]]) -> dict[tuple[str, str | None], list[float]]:
+    """Every distinct evaluation's score per (metric, method), for aggregates and gates.
+
+    A sample scored in several comparisons (a per-sample test and a dataset test, or the mean and the
+    min of one list) counts once: evaluations are told apart by sample id and score.
+    """
+    seen: set[tuple[str, str | None, str, float]] = set()
+    scores: dict[tuple[str, str | None], list[float]] = {}
+    for row in rows:
+        if row.get("xfail"):
+            continue
+        for i, sample in enumerate(row["samples"]):
+            sid = sample.get("id")
+            score = float(sample["score"])
+            key = (row["metric"], row["method"], f"{row['nodeid']}#{i}" if sid is None else str(sid), score)
+            if key in seen:
+                continue
+            seen.add(key)
+            scores.setdefault((row["metric"], row["method"]), []).append(score)
+    return scores
+
+
+def build_report(state: RunState) -> dict[str, Any]:
+    """The plain-JSON run report that every renderer reads (see ``pytest_ragmetrics.report``)."""
+    from .gates import aggregate
+    from .report.json_report import sort_results
+
+    stats = state.stats
+    for data in state.worker_stats:
+        stats.merge_json(data)
+    s = state.settings
+    metrics = [
+        {"metric": metric, "method": method, **aggregate(values)}
+        for (metric, method), values in sorted(_per_sample_scores(state.rows).items(),
+                                               key=lambda kv: (kv[0][0], kv[0][1] or ""))
+    ]
+    judge = {
+        "model": s.judge_model,
+        "cache_mode": s.cache,
+        "cache_dir": None if s.cache == "off" else (s.cache_dir or state.default_cache_dir()),
+        "store_dir": s.store_dir,
+        **stats.to_json(),
+        "cost": stats.cost(s.price_input, s.price_output),
+    }
+    tests = {"passed": 0, "failed": 0}
+    for row in state.rows:
+        tests["passed" if row["passed"] else "failed"] += 1
+    return {
+        "version": REPORT_VERSION,
+        "results": [dict(r) for r in sort_results(state.rows)],
+        "summary": {
+            "metrics": metrics,
+            "gates": state.gate_results,
+            "judge": judge,
+            "unused_store_entries": len(state.unused_store_entries or []),
+            "comparisons": tests,
+        },
+    }
+
+
+def _write_reports(state: RunState, report: dict[str, Any]) -> None:
+    from .report.json_report import to_json, write_text_atomic
+
+    s = state.settings
+    if s.report_json:
+        write_text_atomic(s.report_json, to_json(report))
+    if s.report_md or (s.github_summary and os.environ.get("GITHUB_STEP_SUMMARY")):
+        from .report.markdown import to_markdown
+
+        text = to_markdown(report)
+        if s.report_md:
+            write_text_atomic(s.report_md, text)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if s.github_summary and summary:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+    if s.report_html:
+        from .report.html import to_html
+
+        write_text_atomic(s.report_html, to_html(report))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(state_key, None)
+    report = getattr(state, "final_report", None) if state is not None else None
+    if report is None or _is_worker(config):
+        return
+    if state is not None and state.settings.report:
+        from .report.terminal import render_terminal
+
+        render_terminal(report, _ReporterWriter(terminalreporter), verbosity=config.get_verbosity())
+    elif state is not None and state.gate_results:
+        failed = [g for g in state.gate_results if not g["passed"]]
+        for gate in failed:
+            terminalreporter.write_line(
+                f"ragmetrics gate failed: {gate['spec']} (value {gate['value']}, margin {gate.get('margin')})",
+                red=True,
+            )
+
+
+class _ReporterWriter:
+    """Adapts pytest's TerminalReporter (public write_line / write_sep) to the renderer's writer."""
+
+    def __init__(self, reporter: Any) -> None:
+        self._reporter = reporter
+        self.fullwidth = getattr(getattr(reporter, "_tw", None), "fullwidth", 80)
+
+    def line(self, s: str = "", **markup: bool) -> None:
+        self._reporter.write_line(s, **markup)
+
+    def sep(self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool) -> None:
+        self._reporter.write_sep(sepchar, title, **markup)
