@@ -1,0 +1,97 @@
+"""Reports of a ragmetrics run: terminal, JSON, Markdown and HTML.
+
+Every renderer is a pure function of one *run report*: plain data (dicts, lists, str, int, float,
+bool, None) that the plugin assembles at the end of the session. Nothing here calls the judge,
+touches the cache or imports pytest; the terminal renderer only writes to the ``TerminalWriter``
+it is given.
+
+Run report, version 1
+=====================
+
+``{"version": 1, "results": [...], "summary": {...}}``. Fields marked *optional* may be absent;
+renderers read everything with defaults, so a report missing them still renders.
+
+``version`` (int)
+    ``1``. Renderers raise ``ValueError`` for any other version.
+
+``results`` (list): one row per recorded comparison (a threshold assertion), sorted with
+:func:`~pytest_ragmetrics.report.json_report.sort_results` by ``(nodeid, metric, method, stat)``.
+
+    ``nodeid`` (str)
+        pytest node id of the test that made the comparison.
+    ``metric`` (str), ``method`` (str | None)
+        e.g. ``"context_relevance"`` / ``"graded"``; ``method`` is ``None`` for metrics without one
+        (``"graded"``, ``"sentence"`` or ``"binary"`` for context relevance).
+    ``stat`` (str)
+        What was compared: ``"score"`` (one sample's score) or an aggregate over several samples in
+        the canonical spelling of :func:`pytest_ragmetrics.gates.normalize_stat`: ``"mean"``,
+        ``"min"``, ``"max"``, ``"quantile(0.1)"``, ``"pass_rate(>=0.8)"``.
+    ``score`` (float | None), ``op`` (``">="``, ``">"``, ``"<="``, ``"<"``), ``threshold`` (float),
+    ``passed`` (bool)
+        ``score op threshold`` and its outcome. ``score`` is ``None`` only when there was nothing
+        to score.
+    ``cached`` (bool)
+        Every judgment behind the comparison came from the cache or the judgment store.
+    ``explanation`` (str | None)
+        One line a person can act on, e.g. ``reference sentence 2 'Its capital is Paris.' is not
+        supported by any context``.
+    ``samples`` (list)
+        One entry per sample: ``id`` (str), ``score`` (float | None), ``explanation`` (str | None),
+        ``mode`` (str | None, e.g. ``"without reference"``), ``models`` (``{model: score}`` | None,
+        when several judge models graded relevance) and ``verdicts``, a list of ``{"item"
+        ("reference sentence" | "chunk" | "sentence"), "index" (int), "rank" (int | None), "text"
+        (str), "verdict" (str, e.g. "not supported", "useful", "2/2"), "value" (float, 0..1),
+        "reason" (str | None)}``.
+
+``summary`` (dict)
+
+    ``metrics`` (list)
+        Per ``(metric, method)``, over every per-sample score of the run: ``metric``, ``method``,
+        ``n``, ``mean``, ``min``, ``max`` (the three figures ``None`` when ``n`` is 0; see
+        :func:`pytest_ragmetrics.gates.aggregate`).
+    ``gates`` (list)
+        From :func:`pytest_ragmetrics.gates.evaluate_gates`: ``spec`` (as written), ``metric``,
+        ``method``, ``stat`` (canonical), ``op``, ``threshold``, ``value`` (float | None), ``n``,
+        ``passed``, and two fields added to the original draft: ``margin`` (``value - threshold``,
+        ``None`` without a value) and ``reason`` (``None``, or why the gate failed without a value,
+        e.g. no recorded evaluations).
+    ``judge`` (dict)
+        ``model``, ``cache_mode``, ``cache_dir``, ``store_dir`` (str | None); counters ``calls``,
+        ``cache_hits``, ``store_hits``, ``prompt_tokens``, ``completion_tokens``, ``tokens_saved``,
+        ``retries``, ``reasks``, ``errors`` (int, as in ``JudgeStats.to_json``); ``seconds`` (float,
+        wall time; left out of the JSON file unless timing is asked for, so that files are
+        reproducible); ``cost`` (float | None: ``None`` when the model has no configured price).
+    ``unused_store_entries`` (int)
+        Judgment store entries no test used in this run (prune with
+        ``python -m pytest_ragmetrics cache prune``).
+    ``tests`` (dict)
+        ``{"passed": int, "failed": int}``.
+
+A run *passes* (see :func:`~pytest_ragmetrics.report.model.outcome`) when no comparison and no
+gate failed.
+
+Floats are written to JSON rounded to 6 decimals; NaN and infinities are refused everywhere.
+"""
+
+from __future__ import annotations
+
+from .html import to_html
+from .json_report import sort_results, to_json, write_text_atomic
+from .markdown import escape_markdown, to_markdown
+from .model import SCHEMA_VERSION, RunReport, outcome
+from .terminal import header_line, render_terminal, shorten_nodeid
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "RunReport",
+    "escape_markdown",
+    "header_line",
+    "outcome",
+    "render_terminal",
+    "shorten_nodeid",
+    "sort_results",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "write_text_atomic",
+]

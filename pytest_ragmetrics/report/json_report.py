@@ -1,0 +1,105 @@
+"""The machine-readable report (``--rag-report-json``): deterministic JSON of the run report.
+
+Two runs with the same judgments write byte-identical files, so the report can be committed, diffed
+and compared in CI: keys are sorted, floats rounded, and the judge's wall-clock ``seconds`` left out
+unless asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .model import check_version
+
+__all__ = ["DEFAULT_NDIGITS", "sort_results", "to_json", "write_text_atomic"]
+
+#: Decimals kept for every float. Six is far below any meaningful score difference and far above
+#: the last-bit noise that differs between platforms' float summation orders.
+DEFAULT_NDIGITS = 6
+
+
+def _normalized(value: Any, ndigits: int) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            # JSON has no NaN; a NaN score is a bug upstream and must not be written as one.
+            raise ValueError(f"cannot write non-finite number {value!r} to the ragmetrics JSON report")
+        return round(value, ndigits) + 0.0  # + 0.0 so that -0.0 is written as 0.0
+    if isinstance(value, Mapping):
+        return {str(key): _normalized(item, ndigits) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalized(item, ndigits) for item in value]
+    raise TypeError(f"the ragmetrics report holds plain JSON types only, got {type(value).__name__}")
+
+
+def _method_key(method: Any) -> tuple[int, str]:
+    # None sorts before any method name, without comparing None to str.
+    return (0, "") if method is None else (1, str(method))
+
+
+def sort_results(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``rows`` sorted by ``(nodeid, metric, method, stat)``; ties keep their recorded order.
+
+    Under pytest-xdist rows arrive in whatever order workers finish, so the plugin sorts them with
+    this before writing a report.
+    """
+    return sorted(
+        rows,
+        key=lambda row: (
+            str(row.get("nodeid", "")),
+            str(row.get("metric", "")),
+            _method_key(row.get("method")),
+            str(row.get("stat", "")),
+        ),
+    )
+
+
+def to_json(
+    report: Mapping[str, Any], *, include_timing: bool = False, ndigits: int = DEFAULT_NDIGITS
+) -> str:
+    """Serialize a run report: sorted keys, indent 2, floats rounded to ``ndigits``, trailing newline.
+
+    Rows stay in the order given (sort them with :func:`sort_results` first). ``summary.judge.seconds``
+    is wall-clock time, different on every run, so it is omitted unless ``include_timing`` is true.
+    Raises ``ValueError`` for an unsupported ``version`` or a NaN/infinite number.
+    """
+    check_version(report)
+    data = _normalized(report, ndigits)
+    judge = (data.get("summary") or {}).get("judge")
+    if not include_timing and isinstance(judge, dict):
+        judge.pop("seconds", None)
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically, creating parent directories; returns the path.
+
+    The text goes to a temporary file beside ``path`` that then replaces it, so a reader (a CI step, a
+    browser, a second xdist run) never sees half a report, and an interrupted run leaves the old one.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        # newline="" writes "\n" as is on Windows too: the files must be identical across platforms.
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp makes the file private (0600); a report is meant to be read by others (CI artifacts).
+        mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
+        os.chmod(tmp_name, mode)
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return target

@@ -1,0 +1,503 @@
+"""Types of the run report (see :mod:`pytest_ragmetrics.report`) and helpers every renderer shares.
+
+The ``TypedDict`` classes document the shape; renderers accept any ``Mapping`` of that shape and read
+optional fields with ``.get`` so that a report from an older or newer plugin still renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
+
+from ..gates import format_number
+
+__all__ = [
+    "PRUNE_COMMAND",
+    "SCHEMA_VERSION",
+    "GateRow",
+    "JudgeSummary",
+    "MetricSummary",
+    "Outcome",
+    "ResultRow",
+    "RunReport",
+    "SampleResult",
+    "Summary",
+    "Verdict",
+    "check_version",
+    "comparison_label",
+    "example_report",
+    "format_cost",
+    "format_count",
+    "format_margin",
+    "format_score",
+    "format_threshold",
+    "judge_figures",
+    "metric_label",
+    "outcome",
+]
+
+#: The ``version`` this package writes and reads.
+SCHEMA_VERSION = 1
+
+#: Removes judgment store entries no test used any more; the reports suggest it.
+PRUNE_COMMAND = "python -m pytest_ragmetrics cache prune"
+
+
+class Verdict(TypedDict, total=False):
+    """One judged item of a sample: a reference sentence, a retrieved chunk or a context sentence."""
+
+    item: str
+    index: int
+    rank: int | None
+    text: str
+    verdict: str
+    value: float
+    reason: str | None
+
+
+class SampleResult(TypedDict, total=False):
+    """One sample's score within a comparison."""
+
+    id: str
+    score: float | None
+    explanation: str | None
+    mode: str | None
+    verdicts: list[Verdict]
+    models: dict[str, float] | None
+
+
+class ResultRow(TypedDict, total=False):
+    """One recorded comparison (one threshold assertion)."""
+
+    nodeid: str
+    metric: str
+    method: str | None
+    stat: str
+    score: float | None
+    op: str
+    threshold: float
+    passed: bool
+    cached: bool
+    explanation: str | None
+    samples: list[SampleResult]
+
+
+class MetricSummary(TypedDict, total=False):
+    """Aggregate of every per-sample score of one metric (and method)."""
+
+    metric: str
+    method: str | None
+    n: int
+    mean: float | None
+    min: float | None
+    max: float | None
+
+
+class GateRow(TypedDict, total=False):
+    """One evaluated gate, as produced by :func:`pytest_ragmetrics.gates.evaluate_gates`."""
+
+    spec: str
+    metric: str
+    method: str | None
+    stat: str
+    op: str
+    threshold: float
+    value: float | None
+    n: int
+    passed: bool
+    margin: float | None
+    reason: str | None
+
+
+class JudgeSummary(TypedDict, total=False):
+    """What judging the run took."""
+
+    model: str | None
+    cache_mode: str | None
+    cache_dir: str | None
+    store_dir: str | None
+    calls: int
+    cache_hits: int
+    store_hits: int
+    prompt_tokens: int
+    completion_tokens: int
+    tokens_saved: int
+    retries: int
+    reasks: int
+    errors: int
+    seconds: float
+    cost: float | None
+
+
+class Summary(TypedDict, total=False):
+    """Run-wide figures."""
+
+    metrics: list[MetricSummary]
+    gates: list[GateRow]
+    judge: JudgeSummary
+    unused_store_entries: int
+    tests: dict[str, int]
+
+
+class RunReport(TypedDict, total=False):
+    """The whole report: ``{"version": 1, "results": [...], "summary": {...}}``."""
+
+    version: int
+    results: list[ResultRow]
+    summary: Summary
+
+
+class Outcome(TypedDict):
+    """Pass/fail counts derived from a report (see :func:`outcome`)."""
+
+    passed: bool
+    comparisons: int
+    comparisons_failed: int
+    gates: int
+    gates_failed: int
+    tests_passed: int
+    tests_failed: int
+
+
+def check_version(report: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` unless ``report`` is a run report of a version this package renders."""
+    version = report.get("version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(
+            f"unsupported ragmetrics report version {version!r}; this pytest-ragmetrics renders "
+            f"version {SCHEMA_VERSION}"
+        )
+
+
+def _rows(report: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    return report.get("results") or []
+
+
+def _summary(report: Mapping[str, Any]) -> Mapping[str, Any]:
+    return report.get("summary") or {}
+
+
+def outcome(report: Mapping[str, Any]) -> Outcome:
+    """How the run went: the report passes when no comparison and no gate failed.
+
+    Test counts are reported but do not decide: a test can fail for reasons that have nothing to do
+    with retrieval quality, and pytest already says so.
+    """
+    rows = _rows(report)
+    gates = _summary(report).get("gates") or []
+    tests = _summary(report).get("tests") or {}
+    comparisons_failed = sum(1 for row in rows if not row.get("passed"))
+    gates_failed = sum(1 for gate in gates if not gate.get("passed"))
+    return Outcome(
+        passed=comparisons_failed == 0 and gates_failed == 0,
+        comparisons=len(rows),
+        comparisons_failed=comparisons_failed,
+        gates=len(gates),
+        gates_failed=gates_failed,
+        tests_passed=int(tests.get("passed", 0)),
+        tests_failed=int(tests.get("failed", 0)),
+    )
+
+
+def metric_label(metric: str, method: str | None) -> str:
+    """``context_recall`` or ``context_relevance[graded]``."""
+    return metric if not method else f"{metric}[{method}]"
+
+
+def comparison_label(row: Mapping[str, Any]) -> str:
+    """What a comparison compared: the metric, plus the statistic when it is an aggregate."""
+    label = metric_label(str(row.get("metric", "?")), row.get("method"))
+    stat = row.get("stat") or "score"
+    return label if stat == "score" else f"{label} {stat}"
+
+
+def format_score(value: float | None, digits: int = 3) -> str:
+    """A score with fixed decimals, or ``n/a`` when there is none."""
+    if value is None:
+        return "n/a"
+    return f"{value:.{digits}f}"
+
+
+def format_margin(value: float | None, digits: int = 3) -> str:
+    """A signed difference (``+0.010``, ``-0.200``), or ``n/a``."""
+    if value is None:
+        return "n/a"
+    text = f"{value:+.{digits}f}"
+    # A margin that rounds to zero is neither ahead nor behind.
+    return text.replace("-", "+") if float(text) == 0 else text
+
+
+def format_threshold(op: str | None, threshold: float | None) -> str:
+    """``>= 0.8``: the threshold as the user wrote it, without padding zeros."""
+    if threshold is None:
+        return "n/a"
+    return f"{op or '?'} {format_number(threshold)}"
+
+
+def format_count(value: Any) -> str:
+    """An integer with thousands separators; anything else as text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return "n/a" if value is None else str(value)
+
+
+def format_cost(cost: float | None) -> str | None:
+    """``$0.0012`` (four significant decimals for small sums), or ``None`` when the judge is unpriced."""
+    if cost is None:
+        return None
+    if cost == 0:
+        return "$0"
+    if cost >= 1:
+        return f"${cost:,.2f}"
+    return f"${cost:.4g}" if cost >= 1e-4 else f"${cost:.2e}"
+
+
+def judge_figures(judge: Mapping[str, Any], *, include_timing: bool = True) -> list[tuple[str, str]]:
+    """The judge's figures as ``(label, text)`` pairs, in the order every renderer shows them."""
+    prompt = judge.get("prompt_tokens") or 0
+    completion = judge.get("completion_tokens") or 0
+    figures: list[tuple[str, str]] = [
+        ("judge calls", format_count(judge.get("calls", 0))),
+        ("cache hits", format_count(judge.get("cache_hits", 0))),
+        ("store hits", format_count(judge.get("store_hits", 0))),
+        (
+            "tokens",
+            f"{format_count(prompt + completion)} ({format_count(prompt)} prompt + "
+            f"{format_count(completion)} completion)",
+        ),
+        ("tokens saved", format_count(judge.get("tokens_saved", 0))),
+    ]
+    cost = format_cost(judge.get("cost"))
+    if cost is not None:
+        figures.append(("cost", cost))
+    figures += [
+        ("retries", format_count(judge.get("retries", 0))),
+        ("re-asks", format_count(judge.get("reasks", 0))),
+        ("errors", format_count(judge.get("errors", 0))),
+    ]
+    seconds = judge.get("seconds")
+    if include_timing and isinstance(seconds, (int, float)):
+        figures.append(("judge time", f"{seconds:.2f}s"))
+    return figures
+
+
+def example_report() -> dict[str, Any]:
+    """A small, realistic run report: the schema by example, for documentation and tests.
+
+    Three comparisons (one failing recall, one passing precision, one passing aggregate relevance),
+    two gates (one failing), judge figures with a price. Returns a fresh dict on every call, so
+    callers may modify it.
+    """
+    return {
+        "version": SCHEMA_VERSION,
+        "results": [
+            {
+                "nodeid": "tests/test_rag.py::test_precision[q2]",
+                "metric": "context_precision",
+                "method": None,
+                "stat": "score",
+                "score": 0.8333333333333334,
+                "op": ">=",
+                "threshold": 0.5,
+                "passed": True,
+                "cached": True,
+                "explanation": "useful chunks at ranks 1 and 3; chunk at rank 2 is not useful",
+                "samples": [
+                    {
+                        "id": "q2",
+                        "score": 0.8333333333333334,
+                        "explanation": None,
+                        "mode": None,
+                        "verdicts": [
+                            {
+                                "item": "chunk",
+                                "index": 0,
+                                "rank": 1,
+                                "text": "Paris is in France.",
+                                "verdict": "useful",
+                                "value": 1,
+                                "reason": "names the country",
+                            },
+                            {
+                                "item": "chunk",
+                                "index": 1,
+                                "rank": 2,
+                                "text": "Bread is cheap.",
+                                "verdict": "not useful",
+                                "value": 0,
+                                "reason": "off topic",
+                            },
+                            {
+                                "item": "chunk",
+                                "index": 2,
+                                "rank": 3,
+                                "text": "France's capital is Paris.",
+                                "verdict": "useful",
+                                "value": 1,
+                                "reason": "answers the question",
+                            },
+                        ],
+                        "models": None,
+                    }
+                ],
+            },
+            {
+                "nodeid": "tests/test_rag.py::test_recall[q1]",
+                "metric": "context_recall",
+                "method": None,
+                "stat": "score",
+                "score": 0.5,
+                "op": ">=",
+                "threshold": 0.8,
+                "passed": False,
+                "cached": False,
+                "explanation": "reference sentence 2 'Its capital is Paris.' is not supported by any context",
+                "samples": [
+                    {
+                        "id": "q1",
+                        "score": 0.5,
+                        "explanation": "1 of 2 reference sentences supported",
+                        "mode": None,
+                        "verdicts": [
+                            {
+                                "item": "reference sentence",
+                                "index": 1,
+                                "rank": None,
+                                "text": "France is in Europe.",
+                                "verdict": "supported",
+                                "value": 1,
+                                "reason": "context 1 says so",
+                            },
+                            {
+                                "item": "reference sentence",
+                                "index": 2,
+                                "rank": None,
+                                "text": "Its capital is Paris.",
+                                "verdict": "not supported",
+                                "value": 0,
+                                "reason": "the contexts never name the capital",
+                            },
+                        ],
+                        "models": None,
+                    }
+                ],
+            },
+            {
+                "nodeid": "tests/test_rag.py::test_relevance_golden_set",
+                "metric": "context_relevance",
+                "method": "graded",
+                "stat": "mean",
+                "score": 0.625,
+                "op": ">=",
+                "threshold": 0.6,
+                "passed": True,
+                "cached": True,
+                "explanation": "mean of 2 samples",
+                "samples": [
+                    {
+                        "id": "g1",
+                        "score": 0.75,
+                        "explanation": None,
+                        "mode": "without reference",
+                        "verdicts": [
+                            {
+                                "item": "chunk",
+                                "index": 0,
+                                "rank": 1,
+                                "text": "Opening hours are 9-5.",
+                                "verdict": "2/2",
+                                "value": 1,
+                                "reason": "directly relevant",
+                            },
+                            {
+                                "item": "chunk",
+                                "index": 1,
+                                "rank": 2,
+                                "text": "We were founded in 1999.",
+                                "verdict": "1/2",
+                                "value": 0.5,
+                                "reason": "background only",
+                            },
+                        ],
+                        "models": {"gpt-4o-mini": 0.75, "llama3": 0.75},
+                    },
+                    {
+                        "id": "g2",
+                        "score": 0.5,
+                        "explanation": None,
+                        "mode": None,
+                        "verdicts": [],
+                        "models": {"gpt-4o-mini": 0.5, "llama3": 0.5},
+                    },
+                ],
+            },
+        ],
+        "summary": {
+            "metrics": [
+                {
+                    "metric": "context_precision",
+                    "method": None,
+                    "n": 1,
+                    "mean": 0.8333333333333334,
+                    "min": 0.8333333333333334,
+                    "max": 0.8333333333333334,
+                },
+                {"metric": "context_recall", "method": None, "n": 1, "mean": 0.5, "min": 0.5, "max": 0.5},
+                {
+                    "metric": "context_relevance",
+                    "method": "graded",
+                    "n": 2,
+                    "mean": 0.625,
+                    "min": 0.5,
+                    "max": 0.75,
+                },
+            ],
+            "gates": [
+                {
+                    "spec": "context_precision mean >= 0.80",
+                    "metric": "context_precision",
+                    "method": None,
+                    "stat": "mean",
+                    "op": ">=",
+                    "threshold": 0.8,
+                    "value": 0.8333333333333334,
+                    "n": 1,
+                    "passed": True,
+                    "margin": 0.033333333333,
+                    "reason": None,
+                },
+                {
+                    "spec": "context_recall min >= 0.6",
+                    "metric": "context_recall",
+                    "method": None,
+                    "stat": "min",
+                    "op": ">=",
+                    "threshold": 0.6,
+                    "value": 0.5,
+                    "n": 1,
+                    "passed": False,
+                    "margin": -0.1,
+                    "reason": None,
+                },
+            ],
+            "judge": {
+                "model": "gpt-4o-mini",
+                "cache_mode": "readwrite",
+                "cache_dir": ".pytest_cache/d/ragmetrics",
+                "store_dir": "tests/judgments",
+                "calls": 3,
+                "cache_hits": 40,
+                "store_hits": 2,
+                "prompt_tokens": 1200,
+                "completion_tokens": 300,
+                "tokens_saved": 9000,
+                "retries": 1,
+                "reasks": 0,
+                "errors": 0,
+                "seconds": 1.2345678,
+                "cost": 0.00036,
+            },
+            "unused_store_entries": 2,
+            "tests": {"passed": 2, "failed": 1},
+        },
+    }
