@@ -1,0 +1,211 @@
+"""The Markdown report (``--rag-report-md``), written for CI job summaries (GitHub-flavoured Markdown).
+
+Append it to ``$GITHUB_STEP_SUMMARY`` and a pull request shows the headline, gates, per-metric figures,
+why each failing comparison failed, and what the judge cost.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .model import (
+    PRUNE_COMMAND,
+    check_version,
+    comparison_label,
+    format_count,
+    format_margin,
+    format_score,
+    format_threshold,
+    judge_figures,
+    metric_label,
+    outcome,
+)
+
+__all__ = ["DEFAULT_MAX_FAILURES", "PRUNE_COMMAND", "escape_markdown", "to_markdown"]
+
+#: Failing comparisons listed in full; GitHub caps a job summary at 1 MiB.
+DEFAULT_MAX_FAILURES = 50
+
+
+PASS_MARK = "✅"
+FAIL_MARK = "❌"
+
+# Characters that start inline Markdown (or GitHub's $math$) markup. CommonMark lets a backslash escape
+# any ASCII punctuation, so escaping these always yields the literal character. Line-start markup
+# (#, -, 1.) needs no escape: user text never starts a line here. Links need "[", which is escaped.
+_MARKUP = re.compile(r"([\\`*_\[\]|~$])")
+_WHITESPACE = re.compile(r"\s+")
+
+
+def escape_markdown(text: Any) -> str:
+    """``text`` as literal inline Markdown, safe in a table cell: no markup, no HTML, one line.
+
+    ``|`` would end a table cell and a newline the table, ``<b>`` would render as HTML, ``*``, ``_``,
+    `` ` `` and ``[`` as emphasis, code and links, ``$`` as math on GitHub.
+    """
+    one_line = _WHITESPACE.sub(" ", str(text)).strip()
+    escaped = one_line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKUP.sub(r"\\\1", escaped)
+
+
+def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
+    """A GFM table; ``align`` has one letter per column: l(eft), r(ight), c(enter)."""
+    rule = {"l": ":---", "r": "---:", "c": ":---:"}
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule[a] for a in align) + " |"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return lines
+
+
+def _headline(report: Mapping[str, Any]) -> str:
+    result = outcome(report)
+    if result["comparisons"] == 0 and result["gates"] == 0:
+        return "## ragmetrics: no comparisons recorded"
+    parts = []
+    if result["comparisons"]:
+        if result["comparisons_failed"]:
+            parts.append(f"{result['comparisons_failed']} of {result['comparisons']} comparisons failed")
+        else:
+            parts.append(f"all {result['comparisons']} comparisons passed")
+    if result["gates"]:
+        if result["gates_failed"]:
+            parts.append(f"{result['gates_failed']} of {result['gates']} gates failed")
+        else:
+            parts.append(f"all {result['gates']} gates passed")
+    mark = PASS_MARK if result["passed"] else FAIL_MARK
+    return f"## {mark} ragmetrics: " + ", ".join(parts)
+
+
+def _gates(gates: list[Mapping[str, Any]]) -> list[str]:
+    rows = []
+    for gate in gates:
+        margin = format_margin(gate.get("margin"))
+        if gate.get("reason"):
+            margin = f"{margin} ({escape_markdown(gate['reason'])})"
+        rows.append(
+            [
+                PASS_MARK if gate.get("passed") else FAIL_MARK,
+                escape_markdown(gate.get("spec", "")),
+                format_score(gate.get("value")),
+                format_count(gate.get("n", 0)),
+                margin,
+            ]
+        )
+    return ["### Gates", "", *_table(["", "Gate", "Value", "n", "Margin"], "clrrl", rows), ""]
+
+
+def _metrics(metrics: list[Mapping[str, Any]]) -> list[str]:
+    rows = [
+        [
+            escape_markdown(metric_label(str(m.get("metric", "?")), m.get("method"))),
+            format_count(m.get("n", 0)),
+            format_score(m.get("mean")),
+            format_score(m.get("min")),
+            format_score(m.get("max")),
+        ]
+        for m in metrics
+    ]
+    return ["### Metrics", "", *_table(["Metric", "n", "Mean", "Min", "Max"], "lrrrr", rows), ""]
+
+
+def _weak_verdicts(row: Mapping[str, Any]) -> list[str]:
+    """Bullets for the verdicts that pulled a failing comparison down, with the judge's reasons."""
+    lines: list[str] = []
+    for sample in row.get("samples") or []:
+        for verdict in sample.get("verdicts") or []:
+            value = verdict.get("value")
+            if isinstance(value, (int, float)) and value >= 1:
+                continue
+            where = f"{verdict.get('item', 'item')} {verdict.get('index', '?')}"
+            if verdict.get("rank") is not None:
+                where += f" (rank {verdict['rank']})"
+            text = f"- sample {escape_markdown(sample.get('id', '?'))}, {escape_markdown(where)}"
+            if verdict.get("text"):
+                text += f" “{escape_markdown(verdict['text'])}”"
+            text += f": **{escape_markdown(verdict.get('verdict', '?'))}**"
+            if verdict.get("reason"):
+                text += f" — {escape_markdown(verdict['reason'])}"
+            lines.append(text)
+    return lines
+
+
+def _failures(rows: list[Mapping[str, Any]], max_failures: int) -> list[str]:
+    failing = [row for row in rows if not row.get("passed")]
+    if not failing:
+        return []
+    shown = failing[:max_failures]
+    table = [
+        [
+            escape_markdown(row.get("nodeid", "?")),
+            escape_markdown(comparison_label(row)),
+            format_score(row.get("score")),
+            escape_markdown(format_threshold(row.get("op"), row.get("threshold"))),
+            escape_markdown(row.get("explanation") or ""),
+        ]
+        for row in shown
+    ]
+    lines = [
+        "### Failing comparisons",
+        "",
+        *_table(["Test", "Comparison", "Score", "Threshold", "Why"], "llrll", table),
+        "",
+    ]
+    for row in shown:
+        bullets = _weak_verdicts(row)
+        if bullets:
+            # A blank line after <summary> makes GitHub render the Markdown inside <details>.
+            # <summary> sits in an HTML block, where Markdown escapes would show: escape as HTML there.
+            summary = html.escape(" ".join(f"{row.get('nodeid', '?')} · {comparison_label(row)}".split()))
+            lines += ["<details>", f"<summary>Verdicts: {summary}</summary>", "", *bullets, "", "</details>"]
+    if len(failing) > len(shown):
+        lines += ["", f"…and {len(failing) - len(shown)} more failing comparisons (see the JSON report)."]
+    lines.append("")
+    return lines
+
+
+def _judge(summary: Mapping[str, Any]) -> list[str]:
+    judge = summary.get("judge") or {}
+    rows = []
+    if judge.get("model"):
+        rows.append(["judge model", escape_markdown(judge["model"])])
+    rows += [[label, escape_markdown(text)] for label, text in judge_figures(judge)]
+    if judge.get("cache_mode"):
+        cache = str(judge["cache_mode"])
+        if judge.get("cache_dir"):
+            cache += f" ({judge['cache_dir']})"
+        rows.append(["cache", escape_markdown(cache)])
+    if judge.get("store_dir"):
+        rows.append(["judgment store", escape_markdown(judge["store_dir"])])
+    unused = summary.get("unused_store_entries") or 0
+    if unused:
+        rows.append(["unused store entries", f"{format_count(unused)} (remove with `{PRUNE_COMMAND}`)"])
+    return ["### Judge", "", *_table(["Figure", "Value"], "lr", rows), ""]
+
+
+def to_markdown(report: Mapping[str, Any], *, max_failures: int = DEFAULT_MAX_FAILURES) -> str:
+    """Render a run report as GitHub-flavoured Markdown (ends with a newline).
+
+    Every piece of user text (test ids, explanations, verdict reasons, model names, paths) is escaped
+    with :func:`escape_markdown`. At most ``max_failures`` failing comparisons are listed in full.
+    """
+    check_version(report)
+    summary: Mapping[str, Any] = report.get("summary") or {}
+    rows: list[Mapping[str, Any]] = list(report.get("results") or [])
+    lines = [_headline(report), ""]
+    tests = summary.get("tests") or {}
+    if tests:
+        lines += [
+            f"Tests: {format_count(tests.get('passed', 0))} passed, "
+            f"{format_count(tests.get('failed', 0))} failed",
+            "",
+        ]
+    if summary.get("gates"):
+        lines += _gates(summary["gates"])
+    if summary.get("metrics"):
+        lines += _metrics(summary["metrics"])
+    lines += _failures(rows, max_failures)
+    if summary.get("judge") or summary.get("unused_store_entries"):
+        lines += _judge(summary)
+    return "\n".join(lines).rstrip("\n") + "\n"
