@@ -1,0 +1,378 @@
+"""The HTML report (``--rag-report-html``): one self-contained page, no external resources.
+
+Summary cards, gates, per-metric figures, and a sortable table of comparisons in which every row
+opens (``<details>``) onto each sample's verdicts and the judge's reasons.
+
+Safety: questions, contexts and judge reasons are untrusted text (a retrieved chunk may well contain
+``<script>``). Every piece of it goes through :func:`html.escape`, and no data is embedded in the
+script: the sorter reads ``data-*`` attributes from the DOM. As a second line of defence the page
+carries a Content-Security-Policy that allows only its own inline style and script, by hash, so even
+markup that slipped through escaping could not run or load anything.
+
+Sorting: click a column header (again to reverse it), or open the page with ``#sort=<key>-<asc|desc>``
+(e.g. ``#sort=score-desc``); the keys are ``test``, ``comparison``, ``score``, ``threshold``,
+``result`` and ``judge``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+from .model import (
+    PRUNE_COMMAND,
+    check_version,
+    comparison_label,
+    format_count,
+    format_margin,
+    format_score,
+    format_threshold,
+    judge_figures,
+    metric_label,
+    outcome,
+)
+
+__all__ = ["SORT_KEYS", "to_html"]
+
+#: Column keys the results table sorts by (``#sort=<key>-<dir>``).
+SORT_KEYS: tuple[str, ...] = ("test", "comparison", "score", "threshold", "result", "judge")
+
+_CSS = """
+:root { color-scheme: light dark; --ok: #1a7f37; --bad: #cf222e; --line: #d0d7de; --muted: #656d76;
+  --card: rgba(127, 127, 127, 0.08); }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem auto;
+  max-width: 1200px; padding: 0 1rem; }
+h1 { font-size: 1.5rem; margin: 0 0 0.25rem; }
+h2 { font-size: 1.15rem; margin: 1.75rem 0 0.5rem; }
+h4 { margin: 0.75rem 0 0.25rem; }
+.headline { margin: 0 0 1rem; color: var(--muted); }
+.ok { color: var(--ok); } .bad { color: var(--bad); }
+.cards { display: flex; flex-wrap: wrap; gap: 0.75rem; }
+.card { background: var(--card); border-radius: 8px; padding: 0.6rem 0.9rem; min-width: 8rem; }
+.card .num { font-size: 1.35rem; font-weight: 600; }
+.card .label { color: var(--muted); font-size: 0.85rem; }
+table { border-collapse: collapse; width: 100%; }
+th, td { border-bottom: 1px solid var(--line); padding: 0.3rem 0.5rem; text-align: left;
+  vertical-align: top; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+th button { font: inherit; font-weight: 600; background: none; border: 0; padding: 0; cursor: pointer;
+  color: inherit; }
+th[aria-sort="ascending"] button::after { content: " \\25B2"; }
+th[aria-sort="descending"] button::after { content: " \\25BC"; }
+tbody.result tr.detail td { border-bottom: 2px solid var(--line); padding-top: 0; }
+tbody.result.fail tr.main td:first-child { box-shadow: inset 3px 0 var(--bad); }
+tbody.result.pass tr.main td:first-child { box-shadow: inset 3px 0 var(--ok); }
+summary { cursor: pointer; color: var(--muted); }
+.test { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; word-break: break-all; }
+table.verdicts { margin: 0.25rem 0 0.5rem; font-size: 0.92em; }
+table.verdicts tr.weak td { background: rgba(207, 34, 46, 0.07); }
+dl.figures { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
+dl.figures dt { color: var(--muted); } dl.figures dd { margin: 0; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
+"""
+
+# The sorter. It reads values from data-* attributes only; nothing from the report is in here.
+_JS = """
+(function () {
+  "use strict";
+  var table = document.getElementById("results-table");
+  if (!table) { return; }
+  var heads = Array.prototype.slice.call(table.querySelectorAll("thead th[data-key]"));
+  function index(body) { return parseInt(body.getAttribute("data-index"), 10); }
+  function value(body, key, type) {
+    var v = body.getAttribute("data-" + key);
+    if (type === "num") { return v === null || v === "" ? null : parseFloat(v); }
+    return v === null ? "" : v;
+  }
+  function sortBy(key, dir) {
+    var th = heads.filter(function (h) { return h.getAttribute("data-key") === key; })[0];
+    if (!th) { return false; }
+    var type = th.getAttribute("data-type");
+    var sign = dir === "desc" ? -1 : 1;
+    var bodies = Array.prototype.slice.call(table.tBodies);
+    bodies.sort(function (a, b) {
+      var x = value(a, key, type), y = value(b, key, type), c;
+      if (type === "num") {
+        /* rows without a value go last whichever the direction */
+        if (x === null || y === null) { c = (x === null ? 1 : 0) - (y === null ? 1 : 0); }
+        else { c = sign * (x - y); }
+      } else {
+        c = sign * (x < y ? -1 : x > y ? 1 : 0);
+      }
+      return c || index(a) - index(b);
+    });
+    bodies.forEach(function (b) { table.appendChild(b); });
+    heads.forEach(function (h) {
+      h.setAttribute("aria-sort", h !== th ? "none" : dir === "desc" ? "descending" : "ascending");
+    });
+    table.setAttribute("data-sorted", key + "-" + dir);
+    return true;
+  }
+  function fromHash() {
+    var m = /^#sort=([a-z]+)-(asc|desc)$/.exec(window.location.hash);
+    if (m) { sortBy(m[1], m[2]); }
+  }
+  heads.forEach(function (th) {
+    th.querySelector("button").addEventListener("click", function () {
+      var key = th.getAttribute("data-key");
+      var dir = th.getAttribute("aria-sort") === "ascending" ? "desc" : "asc";
+      if (sortBy(key, dir)) {
+        try { history.replaceState(null, "", "#sort=" + key + "-" + dir); } catch (e) { /* file:// quirks */ }
+      }
+    });
+  });
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
+})();
+"""
+
+
+def _csp_hash(source: str) -> str:
+    digest = hashlib.sha256(source.encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
+
+
+_CSP = (
+    f"default-src 'none'; style-src {_csp_hash(_CSS)}; script-src {_csp_hash(_JS)}; "
+    "img-src 'none'; form-action 'none'; base-uri 'none'"
+)
+
+
+def _e(value: Any) -> str:
+    """Escape anything for HTML text or a quoted attribute."""
+    return escape("" if value is None else str(value), quote=True)
+
+
+def _num_attr(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(float(value))
+    return ""
+
+
+def _cards(report: Mapping[str, Any]) -> str:
+    result = outcome(report)
+    summary = report.get("summary") or {}
+    judge = summary.get("judge") or {}
+    cards: list[tuple[str, str, str]] = []
+    if result["comparisons"]:
+        ok = result["comparisons"] - result["comparisons_failed"]
+        css = "ok" if not result["comparisons_failed"] else "bad"
+        cards.append((f"{ok}/{result['comparisons']}", "comparisons passed", css))
+    if result["gates"]:
+        ok = result["gates"] - result["gates_failed"]
+        css = "ok" if not result["gates_failed"] else "bad"
+        cards.append((f"{ok}/{result['gates']}", "gates passed", css))
+    if summary.get("tests"):
+        css = "bad" if result["tests_failed"] else "ok"
+        cards.append(
+            (
+                f"{result['tests_passed']}/{result['tests_passed'] + result['tests_failed']}",
+                "tests passed",
+                css,
+            )
+        )
+    if judge:
+        figures = dict(judge_figures(judge))
+        cards.append((figures["judge calls"], "judge calls", ""))
+        hits = (judge.get("cache_hits") or 0) + (judge.get("store_hits") or 0)
+        cards.append((format_count(hits), "answers from cache or store", ""))
+        if "cost" in figures:
+            cards.append((figures["cost"], "judge cost", ""))
+    parts = [
+        f'<div class="card"><div class="num {css}">{_e(num)}</div><div class="label">{_e(label)}</div></div>'
+        for num, label, css in cards
+    ]
+    return '<section class="cards">' + "".join(parts) + "</section>"
+
+
+def _gates(gates: list[Mapping[str, Any]]) -> str:
+    rows = []
+    for gate in gates:
+        passed = bool(gate.get("passed"))
+        note = f' <span class="bad">{_e(gate["reason"])}</span>' if gate.get("reason") else ""
+        rows.append(
+            f'<tr class="{"pass" if passed else "fail"}">'
+            f'<td class="{"ok" if passed else "bad"}">{"PASS" if passed else "FAIL"}</td>'
+            f"<td><code>{_e(gate.get('spec', ''))}</code>{note}</td>"
+            f'<td class="num">{_e(format_score(gate.get("value")))}</td>'
+            f'<td class="num">{_e(format_count(gate.get("n", 0)))}</td>'
+            f'<td class="num">{_e(format_margin(gate.get("margin")))}</td></tr>'
+        )
+    return (
+        '<section id="gates"><h2>Gates</h2><table><thead><tr><th>Result</th><th>Gate</th>'
+        '<th class="num">Value</th><th class="num">n</th><th class="num">Margin</th></tr></thead><tbody>'
+        + "".join(rows)
+        + "</tbody></table></section>"
+    )
+
+
+def _metrics(metrics: list[Mapping[str, Any]]) -> str:
+    rows = [
+        f"<tr><td>{_e(metric_label(str(m.get('metric', '?')), m.get('method')))}</td>"
+        f'<td class="num">{_e(format_count(m.get("n", 0)))}</td>'
+        f'<td class="num">{_e(format_score(m.get("mean")))}</td>'
+        f'<td class="num">{_e(format_score(m.get("min")))}</td>'
+        f'<td class="num">{_e(format_score(m.get("max")))}</td></tr>'
+        for m in metrics
+    ]
+    return (
+        '<section id="metrics"><h2>Metrics</h2><table><thead><tr><th>Metric</th><th class="num">n</th>'
+        '<th class="num">Mean</th><th class="num">Min</th><th class="num">Max</th></tr></thead><tbody>'
+        + "".join(rows)
+        + "</tbody></table></section>"
+    )
+
+
+def _sample(sample: Mapping[str, Any]) -> str:
+    title = f"Sample {sample.get('id', '?')}: score {format_score(sample.get('score'))}"
+    if sample.get("mode"):
+        title += f" ({sample['mode']})"
+    out = [f"<h4>{_e(title)}</h4>"]
+    if sample.get("explanation"):
+        out.append(f"<p>{_e(sample['explanation'])}</p>")
+    models = sample.get("models")
+    if models:
+        listed = ", ".join(f"{_e(name)} {_e(format_score(score))}" for name, score in sorted(models.items()))
+        out.append(f"<p>By judge model: {listed}</p>")
+    verdicts = sample.get("verdicts") or []
+    if verdicts:
+        rows = []
+        for v in verdicts:
+            value = v.get("value")
+            weak = isinstance(value, (int, float)) and value < 1
+            rows.append(
+                f'<tr class="{"weak" if weak else "full"}"><td>{_e(v.get("item", ""))}</td>'
+                f'<td class="num">{_e(v.get("index", ""))}</td>'
+                f'<td class="num">{_e(v.get("rank") if v.get("rank") is not None else "")}</td>'
+                f"<td>{_e(v.get('text', ''))}</td><td>{_e(v.get('verdict', ''))}</td>"
+                f'<td class="num">{_e(format_score(value, 2) if isinstance(value, (int, float)) else "")}'
+                "</td>"
+                f"<td>{_e(v.get('reason') or '')}</td></tr>"
+            )
+        out.append(
+            '<table class="verdicts"><thead><tr><th>Item</th><th class="num">#</th><th class="num">Rank</th>'
+            '<th>Text</th><th>Verdict</th><th class="num">Value</th><th>Reason</th></tr></thead><tbody>'
+            + "".join(rows)
+            + "</tbody></table>"
+        )
+    return "".join(out)
+
+
+def _result(index: int, row: Mapping[str, Any]) -> str:
+    passed = bool(row.get("passed"))
+    label = comparison_label(row)
+    judge = "cached" if row.get("cached") else "judged"
+    attrs = {
+        "index": str(index),
+        "test": str(row.get("nodeid", "")),
+        "comparison": label,
+        "score": _num_attr(row.get("score")),
+        "threshold": _num_attr(row.get("threshold")),
+        "result": "1" if passed else "0",
+        "judge": judge,
+    }
+    data = " ".join(f'data-{key}="{_e(value)}"' for key, value in attrs.items())
+    main = (
+        '<tr class="main">'
+        f'<td class="test">{_e(row.get("nodeid", "?"))}</td><td>{_e(label)}</td>'
+        f'<td class="num">{_e(format_score(row.get("score")))}</td>'
+        f'<td class="num">{_e(format_threshold(row.get("op"), row.get("threshold")))}</td>'
+        f'<td class="{"ok" if passed else "bad"}">{"PASS" if passed else "FAIL"}</td><td>{judge}</td></tr>'
+    )
+    samples = row.get("samples") or []
+    what = row.get("explanation") or f"{len(samples)} sample{'s' if len(samples) != 1 else ''}"
+    body = "".join(_sample(sample) for sample in samples) or "<p>No per-sample details recorded.</p>"
+    detail = (
+        f'<tr class="detail"><td colspan="6"><details><summary>{_e(what)}</summary>{body}</details></td></tr>'
+    )
+    return f'<tbody class="result {"pass" if passed else "fail"}" {data}>{main}{detail}</tbody>'
+
+
+def _results(rows: list[Mapping[str, Any]]) -> str:
+    columns = [
+        ("test", "text", "Test", ""),
+        ("comparison", "text", "Comparison", ""),
+        ("score", "num", "Score", "num"),
+        ("threshold", "num", "Threshold", "num"),
+        ("result", "num", "Result", ""),
+        ("judge", "text", "Judge", ""),
+    ]
+    heads = "".join(
+        f'<th data-key="{key}" data-type="{kind}" aria-sort="none"{f" class={css!r}" if css else ""}>'
+        f'<button type="button">{title}</button></th>'
+        for key, kind, title, css in columns
+    )
+    bodies = "".join(_result(i, row) for i, row in enumerate(rows))
+    return (
+        '<section id="results"><h2>Comparisons</h2>'
+        '<p class="headline">Click a column to sort; open a row for its samples, verdicts and reasons.</p>'
+        f'<table id="results-table"><thead><tr>{heads}</tr></thead>{bodies}</table></section>'
+    )
+
+
+def _judge(summary: Mapping[str, Any], include_timing: bool) -> str:
+    judge = summary.get("judge") or {}
+    items: list[tuple[str, str]] = []
+    if judge.get("model"):
+        items.append(("judge model", str(judge["model"])))
+    items += judge_figures(judge, include_timing=include_timing) if judge else []
+    if judge.get("cache_mode"):
+        cache = str(judge["cache_mode"])
+        if judge.get("cache_dir"):
+            cache += f" ({judge['cache_dir']})"
+        items.append(("cache", cache))
+    if judge.get("store_dir"):
+        items.append(("judgment store", str(judge["store_dir"])))
+    unused = summary.get("unused_store_entries") or 0
+    if unused:
+        items.append(("unused store entries", f"{format_count(unused)} (remove with: {PRUNE_COMMAND})"))
+    body = "".join(f"<dt>{_e(label)}</dt><dd>{_e(text)}</dd>" for label, text in items)
+    return f'<section id="judge"><h2>Judge</h2><dl class="figures">{body}</dl></section>'
+
+
+def to_html(
+    report: Mapping[str, Any], *, title: str = "ragmetrics report", include_timing: bool = True
+) -> str:
+    """Render a run report as one self-contained HTML page (inline CSS and JS, nothing fetched).
+
+    All report text is escaped; see the module docstring for the page's safety measures and for
+    sorting by URL hash. ``include_timing`` shows the judge's wall-clock time.
+    """
+    check_version(report)
+    summary: Mapping[str, Any] = report.get("summary") or {}
+    rows: list[Mapping[str, Any]] = list(report.get("results") or [])
+    result = outcome(report)
+    if result["comparisons"] == 0 and result["gates"] == 0:
+        headline = "No comparisons recorded."
+    else:
+        bits = []
+        if result["comparisons"]:
+            bits.append(f"{result['comparisons_failed']} of {result['comparisons']} comparisons failed")
+        if result["gates"]:
+            bits.append(f"{result['gates_failed']} of {result['gates']} gates failed")
+        headline = ("Passed: " if result["passed"] else "Failed: ") + ", ".join(bits) + "."
+    status = "ok" if result["passed"] else "bad"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_e(_CSP)}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f'<header><h1 class="{status}">{_e(title)}</h1><p class="headline" id="headline">{_e(headline)}</p>'
+        "</header>",
+        _cards(report),
+    ]
+    if summary.get("gates"):
+        parts.append(_gates(summary["gates"]))
+    if summary.get("metrics"):
+        parts.append(_metrics(summary["metrics"]))
+    if rows:
+        parts.append(_results(rows))
+    if summary.get("judge") or summary.get("unused_store_entries"):
+        parts.append(_judge(summary, include_timing))
+    parts.append(f"<script>{_JS}</script></body></html>")
+    return "\n".join(parts) + "\n"
