@@ -1,0 +1,339 @@
+"""The terminal summary section (``--rag-report``) and the one-line report header.
+
+Writes through pytest's ``TerminalWriter`` (or anything with ``line(text, **markup)``,
+``sep(sepchar, title, **markup)`` and an optional ``fullwidth``). Colour is requested with markup
+keywords only; the writer decides whether to emit it (it honours ``NO_COLOR`` and ``--color``).
+
+Verbosity follows pytest: ``-q`` lists failing comparisons only, the default adds passing ones and
+explains failures, ``-v`` explains every comparison, ``-vv`` adds every sample's verdicts and reasons.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from .model import (
+    PRUNE_COMMAND,
+    check_version,
+    comparison_label,
+    format_cost,
+    format_count,
+    format_margin,
+    format_score,
+    format_threshold,
+    metric_label,
+    outcome,
+)
+
+__all__ = ["PRUNE_COMMAND", "TITLE", "LineWriter", "header_line", "render_terminal", "shorten_nodeid"]
+
+#: Title of the section in pytest's terminal summary.
+TITLE = "ragmetrics report"
+
+
+_ELLIPSIS = "..."
+_MIN_TEST_WIDTH = 24
+# Fewer characters of a file name than this say nothing; shorten the middle of the id instead.
+_MIN_FILE_CHARS = 6
+_GAP = "  "
+
+
+class LineWriter(Protocol):
+    """The part of pytest's ``TerminalWriter`` this module uses."""
+
+    def line(self, s: str = "", **markup: bool) -> None: ...
+
+    def sep(
+        self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool
+    ) -> None: ...
+
+
+def shorten_nodeid(nodeid: str, width: int) -> str:
+    """``nodeid`` in at most ``width`` characters.
+
+    First the file's directories go (``tests/rag/test_x.py::t`` -> ``test_x.py::t``), then the end of
+    the file name (``test_x...::t``); if the test id alone is too long, its middle is replaced by
+    ``...``, keeping the end, where parametrize ids tell rows apart.
+    """
+    if len(nodeid) <= width:
+        return nodeid
+    nodeid = _drop_directories(nodeid)
+    if len(nodeid) <= width:
+        return nodeid
+    path, sep, rest = nodeid.partition("::")
+    tail = sep + rest
+    keep = width - len(tail) - len(_ELLIPSIS)
+    if sep and keep >= _MIN_FILE_CHARS:
+        # The whole test id (function and parametrize id) fits: cut the file name short instead.
+        return path[:keep] + _ELLIPSIS + tail
+    if width <= len(_ELLIPSIS):
+        return nodeid[-width:] if width > 0 else ""
+    room = width - len(_ELLIPSIS)
+    head = room // 3
+    return nodeid[:head] + _ELLIPSIS + nodeid[len(nodeid) - (room - head) :]
+
+
+def _drop_directories(nodeid: str) -> str:
+    path, sep, rest = nodeid.partition("::")
+    return path.rsplit("/", 1)[-1] + sep + rest
+
+
+def _plural(count: Any, singular: str, plural: str | None = None) -> str:
+    word = singular if count == 1 else (plural or singular + "s")
+    return f"{format_count(count)} {word}"
+
+
+def _wrap(parts: Sequence[str], width: int, indent: str = "  ") -> list[str]:
+    """Join ``parts`` with ", " into lines of at most ``width`` (a part longer than that stands alone)."""
+    lines: list[str] = []
+    current = ""
+    for part in parts:
+        candidate = f"{current}, {part}" if current else part
+        # ">=": leave room for the comma that ends a broken line.
+        if current and len(candidate) >= width:
+            lines.append(current + ",")
+            current = indent + part
+        else:
+            current = candidate
+    if current:
+        lines.append(current)
+    return lines
+
+
+def _fullwidth(tw: Any) -> int:
+    width = getattr(tw, "fullwidth", 80)
+    return width if isinstance(width, int) and width > 0 else 80
+
+
+def _columns(cells: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    """Cells padded into aligned columns; the indices in ``right`` are right-aligned."""
+    if not cells:
+        return []
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = []
+    for row in cells:
+        parts = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        lines.append(_GAP.join(parts).rstrip())
+    return lines
+
+
+def _verdict_line(verdict: Mapping[str, Any]) -> str:
+    where = f"{verdict.get('item', 'item')} {verdict.get('index', '?')}"
+    if verdict.get("rank") is not None:
+        where += f" (rank {verdict['rank']})"
+    text = where
+    if verdict.get("text"):
+        text += f" '{_one_line(verdict['text'])}'"
+    text += f": {verdict.get('verdict', '?')}"
+    if verdict.get("reason"):
+        text += f" - {_one_line(verdict['reason'])}"
+    return text
+
+
+def _one_line(text: Any) -> str:
+    # A reason with newlines would break the indentation that groups details under their row.
+    return " ".join(str(text).split())
+
+
+def _sample_lines(row: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for sample in row.get("samples") or []:
+        head = f"sample {sample.get('id', '?')}: score {format_score(sample.get('score'))}"
+        if sample.get("mode"):
+            head += f" ({sample['mode']})"
+        models = sample.get("models")
+        if models:
+            head += "; by judge model: " + ", ".join(
+                f"{name} {format_score(score)}" for name, score in sorted(models.items())
+            )
+        lines.append(head)
+        lines += ["  " + _verdict_line(verdict) for verdict in sample.get("verdicts") or []]
+    return lines
+
+
+def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: int, width: int) -> None:
+    shown = [row for row in rows if verbosity >= 0 or not row.get("passed")]
+    if not shown:
+        tw.line(f"all {len(rows)} comparisons passed", green=True)
+        return
+    cells = [
+        [
+            row.get("nodeid", "?"),
+            comparison_label(row),
+            format_score(row.get("score")),
+            format_threshold(row.get("op"), row.get("threshold")),
+            "PASS" if row.get("passed") else "FAIL",
+            "cached" if row.get("cached") else "judged",
+        ]
+        for row in shown
+    ]
+    header = ["test", "comparison", "score", "threshold", "result", "judge"]
+    # The test id gets whatever the other columns leave of the terminal width.
+    others = sum(max(len(r[i]) for r in [header, *cells]) for i in range(1, len(header)))
+    test_width = max(_MIN_TEST_WIDTH, width - others - len(_GAP) * (len(header) - 1))
+    # Rows read best when their ids look alike: once one id must lose its directories, all do.
+    trim = any(len(cell[0]) > test_width for cell in cells)
+    for cell in cells:
+        cell[0] = shorten_nodeid(_drop_directories(cell[0]) if trim else cell[0], test_width)
+    lines = _columns([header, *cells], right={2})
+    tw.line(lines[0], bold=True)
+    for row, line in zip(shown, lines[1:], strict=True):
+        passed = bool(row.get("passed"))
+        tw.line(line, green=passed, red=not passed)
+        if row.get("explanation") and (not passed or verbosity >= 1):
+            tw.line(f"    {_one_line(row['explanation'])}")
+        if verbosity >= 2:
+            for detail in _sample_lines(row):
+                tw.line(f"      {detail}")
+    hidden = len(rows) - len(shown)
+    if hidden:
+        tw.line(f"({hidden} passing comparisons not shown; drop -q to see them)")
+
+
+def _render_metrics(tw: LineWriter, metrics: list[Mapping[str, Any]]) -> None:
+    cells = [["metric", "n", "mean", "min", "max"]]
+    cells += [
+        [
+            metric_label(str(m.get("metric", "?")), m.get("method")),
+            format_count(m.get("n", 0)),
+            format_score(m.get("mean")),
+            format_score(m.get("min")),
+            format_score(m.get("max")),
+        ]
+        for m in metrics
+    ]
+    lines = _columns(cells, right={1, 2, 3, 4})
+    tw.line(lines[0], bold=True)
+    for line in lines[1:]:
+        tw.line(line)
+
+
+def _render_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
+    cells = []
+    for gate in gates:
+        if gate.get("value") is None:
+            detail = [gate.get("reason") or "no value", "", ""]
+        else:
+            detail = [
+                f"value {format_score(gate.get('value'))}",
+                f"n={format_count(gate.get('n', 0))}",
+                f"margin {format_margin(gate.get('margin'))}",
+            ]
+        cells.append(["PASS" if gate.get("passed") else "FAIL", str(gate.get("spec", "?")), *detail])
+    for gate, line in zip(gates, _columns(cells, right=set()), strict=True):
+        passed = bool(gate.get("passed"))
+        tw.line(line, green=passed, red=not passed)
+
+
+def _judge_parts(judge: Mapping[str, Any]) -> list[str]:
+    prompt = judge.get("prompt_tokens") or 0
+    completion = judge.get("completion_tokens") or 0
+    model = judge.get("model")
+    parts = [
+        (f"judge {model}: " if model else "judge: ") + _plural(judge.get("calls", 0), "call"),
+        _plural(judge.get("cache_hits", 0), "cache hit"),
+        _plural(judge.get("store_hits", 0), "store hit"),
+        f"{_plural(prompt + completion, 'token')} ({format_count(prompt)} prompt + "
+        f"{format_count(completion)} completion)",
+        f"{_plural(judge.get('tokens_saved', 0), 'token')} saved",
+    ]
+    cost = format_cost(judge.get("cost"))
+    if cost is not None:
+        parts.append(f"cost {cost}")
+    parts += [
+        _plural(judge.get("retries", 0), "retry", "retries"),
+        _plural(judge.get("reasks", 0), "re-ask"),
+        _plural(judge.get("errors", 0), "error"),
+    ]
+    seconds = judge.get("seconds")
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        parts.append(f"{seconds:.2f}s judging")
+    return parts
+
+
+def _storage_line(judge: Mapping[str, Any]) -> str | None:
+    parts = []
+    if judge.get("cache_mode"):
+        cache = f"cache {judge['cache_mode']}"
+        if judge.get("cache_dir") and judge["cache_mode"] != "off":
+            cache += f" at {judge['cache_dir']}"
+        parts.append(cache)
+    if judge.get("store_dir"):
+        parts.append(f"judgment store {judge['store_dir']}")
+    return ", ".join(parts) or None
+
+
+def render_terminal(report: Mapping[str, Any], tw: LineWriter, verbosity: int = 0) -> None:
+    """Write the ``ragmetrics report`` section of pytest's terminal summary.
+
+    One aligned row per comparison (test, metric[method] and statistic, score, threshold,
+    PASS/FAIL, judged/cached), then per-metric aggregates, gates with their margins, the judge's
+    figures, cache and store locations, and a hint when the judgment store holds unused entries.
+    ``verbosity`` is pytest's (``config.get_verbosity()``): below 0 only failing comparisons are
+    listed; 1 explains every comparison, not just failing ones; 2 adds each sample's verdicts.
+    """
+    check_version(report)
+    summary: Mapping[str, Any] = report.get("summary") or {}
+    rows: list[Mapping[str, Any]] = list(report.get("results") or [])
+    width = _fullwidth(tw)
+    result = outcome(report)
+    tw.sep("=", TITLE, red=not result["passed"], green=result["passed"], bold=True)
+    if rows:
+        _render_results(tw, rows, verbosity, width)
+    else:
+        tw.line("no ragmetrics comparisons recorded")
+    if summary.get("metrics"):
+        tw.sep("-", "metrics")
+        _render_metrics(tw, summary["metrics"])
+    if summary.get("gates"):
+        tw.sep("-", "gates")
+        _render_gates(tw, summary["gates"])
+    judge = summary.get("judge")
+    unused = summary.get("unused_store_entries") or 0
+    if judge or unused:
+        tw.sep("-", "judge")
+    if judge:
+        for line in _wrap(_judge_parts(judge), width):
+            tw.line(line)
+        storage = _storage_line(judge)
+        if storage:
+            tw.line(storage)
+    if unused:
+        tw.line(
+            f"{format_count(unused)} unused judgment store entries; remove them with: {PRUNE_COMMAND}",
+            yellow=True,
+        )
+
+
+def _display_path(path: Any, rootdir: str | os.PathLike[str] | None) -> str:
+    text = str(path)
+    if rootdir is None:
+        return text
+    try:
+        return str(Path(text).resolve().relative_to(Path(rootdir).resolve()))
+    except (ValueError, OSError):
+        # Outside the rootdir (a shared cache in $HOME, say): the absolute path is the useful one.
+        return text
+
+
+def header_line(settings: Mapping[str, Any], rootdir: str | os.PathLike[str] | None = None) -> str:
+    """pytest's report header line, e.g.
+    ``ragmetrics: judge gpt-4o-mini, cache readwrite (.pytest_cache/d/ragmetrics), store tests/judgments``.
+
+    ``settings`` has the keys of ``summary["judge"]``: ``model``, ``cache_mode``, ``cache_dir`` and
+    ``store_dir`` (missing or ``None`` ones are left out). Paths inside ``rootdir`` are shown relative
+    to it.
+    """
+    parts = [f"judge {settings.get('model') or 'not configured'}"]
+    mode = settings.get("cache_mode")
+    if mode:
+        cache = f"cache {mode}"
+        if settings.get("cache_dir") and mode != "off":
+            cache += f" ({_display_path(settings['cache_dir'], rootdir)})"
+        parts.append(cache)
+    if settings.get("store_dir"):
+        parts.append(f"store {_display_path(settings['store_dir'], rootdir)}")
+    return "ragmetrics: " + ", ".join(parts)
