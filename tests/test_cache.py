@@ -1,0 +1,361 @@
+"""CachedJudge: cache modes, disk cache shared by processes, degraded caches, secrets never on disk.
+
+The judge is the real OpenAIJudge over HTTP against FakeJudgeServer; the disk cache is real diskcache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ragmetrics.errors import InvalidJudgeAnswer, JudgmentNotRecorded
+from pytest_ragmetrics.judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge
+from pytest_ragmetrics.judge.cache import (
+    CachedJudge,
+    RagMetricsWarning,
+    default_cache_dir,
+    read_last_run_keys,
+    write_last_run_keys,
+)
+from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
+from pytest_ragmetrics.judge.stats import JudgeStats
+from pytest_ragmetrics.judge.store import JudgmentStore
+from pytest_ragmetrics.testing import FakeJudgeServer
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}},
+    "required": ["reason", "useful"],
+    "additionalProperties": False,
+}
+SECRET_KEY = "sk-test-NEVER-ON-DISK-8c1f"
+
+
+def make_request(i: int = 0, **overrides: Any) -> JudgeRequest:
+    fields: dict[str, Any] = {
+        "kind": "context_precision",
+        "prompt_version": "1",
+        "model": "judge-model",
+        "messages": ({"role": "user", "content": f"Is chunk {i} useful?"},),
+        "schema_name": "chunk_verdict",
+        "schema": SCHEMA,
+        "inputs": {"question": "q", "chunk": f"chunk {i}"},
+        "label": f"test_rag[sample-{i}] chunk 1",
+    }
+    fields.update(overrides)
+    return JudgeRequest(**fields)
+
+
+class Dirs:
+    def __init__(self, tmp_path: Path) -> None:
+        self.cache = tmp_path / "cache"
+        self.store = tmp_path / "judgments"
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> Dirs:
+    return Dirs(tmp_path)
+
+
+def cached_judge(
+    server: FakeJudgeServer | None, dirs: Dirs, mode: str = "readwrite", **judge_kwargs: Any
+) -> CachedJudge:
+    stats = JudgeStats()
+
+    def make_inner() -> Judge:
+        if server is None:
+            raise AssertionError("the judge must not be created in this test")
+        options: dict[str, Any] = {
+            "api_key": SECRET_KEY,
+            "base_url": server.base_url,
+            "timeout": 5.0,
+            "max_retries": 1,
+            "retry_backoff": 0.01,
+            "stats": stats,
+        }
+        options.update(judge_kwargs)
+        return OpenAIJudge(**options)
+
+    return CachedJudge(
+        make_inner,
+        mode=mode,  # type: ignore[arg-type]
+        cache_dir=dirs.cache,
+        store=JudgmentStore(dirs.store),
+        stats=stats,
+    )
+
+
+def run(judge: CachedJudge, *requests: JudgeRequest) -> list[JudgeAnswer]:
+    async def go() -> list[JudgeAnswer]:
+        try:
+            return list(await asyncio.gather(*(judge.judge(r) for r in requests)))
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(go())
+
+
+def test_second_run_makes_no_requests(fake_judge_server, dirs):
+    requests = [make_request(i) for i in range(5)]
+    first = run(cached_judge(fake_judge_server, dirs), *requests)
+    assert fake_judge_server.request_count == 5
+    assert {a.source for a in first} == {"judge"}
+
+    again = cached_judge(fake_judge_server, dirs)
+    second = run(again, *requests)
+    assert fake_judge_server.request_count == 5
+    assert {a.source for a in second} == {"cache"}
+    assert [a.choices for a in second] == [a.choices for a in first]
+    assert again.stats.cache_hits == 5
+    assert again.stats.calls == 0
+    assert again.stats.tokens_saved == sum(a.usage.total_tokens for a in first)
+    assert again.used_keys == {r.cache_key() for r in requests}
+
+
+def test_store_serves_when_the_cache_is_gone_and_refills_it(fake_judge_server, dirs, tmp_path):
+    request = make_request()
+    run(cached_judge(fake_judge_server, dirs), request)
+    dirs.cache = tmp_path / "fresh-cache"
+
+    judge = cached_judge(fake_judge_server, dirs)
+    [answer] = run(judge, request)
+    assert answer.source == "store"
+    assert judge.stats.store_hits == 1
+    assert fake_judge_server.request_count == 1
+
+    # The store hit was copied into the new cache: without the store it is still served.
+    no_store = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=dirs.cache)
+    [answer] = run(no_store, request)
+    assert answer.source == "cache"
+
+
+def test_replay_never_creates_the_judge_and_serves_recorded_answers(fake_judge_server, dirs):
+    requests = [make_request(i) for i in range(3)]
+    run(cached_judge(fake_judge_server, dirs), *requests)
+    replay = cached_judge(None, dirs, mode="replay")
+    answers = run(replay, *requests)
+    assert len(answers) == 3
+    assert fake_judge_server.request_count == 3
+
+
+def test_replay_miss_names_the_label_and_how_to_record(dirs):
+    replay = cached_judge(None, dirs, mode="replay")
+    with pytest.raises(JudgmentNotRecorded) as info:
+        run(replay, make_request(7))
+    message = str(info.value)
+    assert "test_rag[sample-7] chunk 1" in message
+    assert "--rag-cache=readwrite" in message
+    assert str(dirs.store) in message
+    assert replay.stats.errors == 1
+
+
+@pytest.mark.parametrize("change", [{"model": "other-model"}, {"prompt_version": "2"}])
+def test_a_changed_model_or_prompt_version_misses(fake_judge_server, dirs, change):
+    run(cached_judge(fake_judge_server, dirs), make_request())
+    run(cached_judge(fake_judge_server, dirs), make_request(**change))
+    assert fake_judge_server.request_count == 2
+    with pytest.raises(JudgmentNotRecorded):
+        run(cached_judge(None, dirs, mode="replay"), make_request(**change, seed=1))
+
+
+def test_refresh_judges_again_and_overwrites_both(fake_judge_server, dirs):
+    reasons = iter(["first", "second"])
+    fake_judge_server.responder = lambda body: {"reason": next(reasons), "useful": True}
+    request = make_request()
+    run(cached_judge(fake_judge_server, dirs), request)
+    answers = run(cached_judge(fake_judge_server, dirs, mode="refresh"), request, request)
+    assert [a.choices[0]["reason"] for a in answers] == ["second", "second"]
+    assert fake_judge_server.request_count == 2  # the duplicate in the refresh run was judged once
+    [replayed] = run(cached_judge(None, dirs, mode="replay"), request)
+    assert replayed.choices[0]["reason"] == "second"
+    stored = JudgmentStore(dirs.store).get(request)
+    assert stored is not None and stored.choices[0]["reason"] == "second"
+
+
+def test_off_reads_and_writes_nothing(fake_judge_server, dirs):
+    request = make_request()
+    run(cached_judge(fake_judge_server, dirs), request)
+    run(cached_judge(fake_judge_server, dirs, mode="off"), request)
+    assert fake_judge_server.request_count == 2
+    dirs.cache, dirs.store = dirs.cache.parent / "c2", dirs.store.parent / "s2"
+    run(cached_judge(fake_judge_server, dirs, mode="off"), request)
+    assert not dirs.cache.exists()
+    assert not dirs.store.exists()
+
+
+def test_invalid_answers_are_never_recorded(fake_judge_server, dirs):
+    fake_judge_server.responder = lambda body: {"reason": "r", "useful": "perhaps"}
+    judge = cached_judge(fake_judge_server, dirs, max_reasks=1)
+    with pytest.raises(InvalidJudgeAnswer, match=r"test_rag\[sample-0\] chunk 1"):
+        run(judge, make_request())
+    assert fake_judge_server.request_count == 2
+    assert judge.stats.reasks == 1
+    assert JudgmentStore(dirs.store).keys() == set()
+    with pytest.raises(JudgmentNotRecorded):
+        run(cached_judge(None, dirs, mode="replay"), make_request())
+
+
+def test_an_inner_judge_that_skips_validation_cannot_poison_the_cache(dirs):
+    class Careless:
+        async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+            return JudgeAnswer(choices=({"useful": 1},))
+
+    judge = CachedJudge(Careless, cache_dir=dirs.cache, store=JudgmentStore(dirs.store))
+    with pytest.raises(InvalidJudgeAnswer):
+        run(judge, make_request())
+    assert JudgmentStore(dirs.store).keys() == set()
+
+
+def test_concurrent_duplicates_are_judged_once(fake_judge_server, dirs):
+    fake_judge_server.delay(0.2)
+    judge = cached_judge(fake_judge_server, dirs)
+    answers = run(judge, *([make_request()] * 10))
+    assert fake_judge_server.request_count == 1
+    assert len({a.choices[0]["reason"] for a in answers}) == 1
+
+
+def test_a_failure_reaches_every_waiter_of_a_duplicate(fake_judge_server, dirs):
+    fake_judge_server.delay(0.1)
+    fake_judge_server.responder = lambda body: "no verdict"
+    judge = cached_judge(fake_judge_server, dirs, max_reasks=0)
+
+    async def go() -> list[Any]:
+        try:
+            return await asyncio.gather(
+                *(judge.judge(make_request()) for _ in range(3)), return_exceptions=True
+            )
+        finally:
+            await judge.aclose()
+
+    results = asyncio.run(go())
+    assert all(isinstance(r, InvalidJudgeAnswer) for r in results)
+    assert fake_judge_server.request_count == 1
+
+
+def test_two_processes_writing_one_cache_lose_nothing(tmp_path):
+    script = textwrap.dedent(
+        """
+        import asyncio, sys
+        from pytest_ragmetrics.judge.base import JudgeRequest, ScriptedJudge
+        from pytest_ragmetrics.judge.cache import CachedJudge
+
+        SCHEMA = {"type": "object", "properties": {"useful": {"type": "boolean"}},
+                  "required": ["useful"], "additionalProperties": False}
+        proc, cache_dir = sys.argv[1], sys.argv[2]
+
+        async def main():
+            judge = CachedJudge(lambda: ScriptedJudge(lambda r: {"useful": True}), cache_dir=cache_dir)
+            for i in range(200):
+                request = JudgeRequest(kind="context_precision", prompt_version="1", model="m",
+                    messages=({"role": "user", "content": "x"},), schema_name="v", schema=SCHEMA,
+                    inputs={"proc": proc, "i": i})
+                await judge.judge(request)
+            await judge.aclose()
+
+        asyncio.run(main())
+        """
+    )
+    cache_dir = tmp_path / "shared-cache"
+    procs = [
+        subprocess.Popen([sys.executable, "-W", "error", "-c", script, str(p), str(cache_dir)])
+        for p in range(2)
+    ]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+
+    import diskcache
+
+    with diskcache.Cache(str(cache_dir)) as cache:
+        entries = [json.loads(cache[key]) for key in cache.iterkeys()]
+    assert len(entries) == 400
+    assert all(e["answer"]["choices"] == [{"useful": True}] for e in entries)
+
+
+def test_corrupt_cache_warns_once_and_the_run_goes_on(fake_judge_server, dirs):
+    dirs.cache.mkdir()
+    (dirs.cache / "cache.db").write_bytes(b"this is not a sqlite database" * 100)
+    judge = cached_judge(fake_judge_server, dirs)
+    with pytest.warns(RagMetricsWarning, match="cannot be used") as record:
+        answers = run(judge, make_request(1), make_request(2))
+    assert len(answers) == 2
+    assert len(record) == 1
+    assert "cache clear" in str(record[0].message)
+    # The store still recorded them.
+    assert len(JudgmentStore(dirs.store)) == 2
+
+
+def test_unwritable_cache_dir_warns_and_the_run_goes_on(fake_judge_server, dirs):
+    dirs.cache.parent.mkdir(parents=True, exist_ok=True)
+    dirs.cache.write_text("a file where the cache directory should be")
+    judge = cached_judge(fake_judge_server, dirs)
+    with pytest.warns(RagMetricsWarning, match="cannot be used"):
+        [answer] = run(judge, make_request())
+    assert answer.source == "judge"
+
+
+def test_replay_with_an_unusable_cache_and_no_store_explains_both(dirs):
+    dirs.cache.mkdir()
+    (dirs.cache / "cache.db").write_bytes(b"garbage" * 100)
+    judge = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=dirs.cache)
+    with pytest.warns(RagMetricsWarning), pytest.raises(JudgmentNotRecorded) as info:
+        run(judge, make_request())
+    message = str(info.value)
+    assert "the cache was unusable" in message
+    assert "--rag-cache=readwrite" in message
+
+
+def test_api_key_never_reaches_the_disk(fake_judge_server, dirs):
+    run(cached_judge(fake_judge_server, dirs), *(make_request(i) for i in range(3)))
+    assert fake_judge_server.requests[0].authorization == f"Bearer {SECRET_KEY}"
+    files = [p for d in (dirs.cache, dirs.store) for p in d.rglob("*") if p.is_file()]
+    assert len(files) >= 4
+    for path in files:
+        content = path.read_bytes()
+        assert SECRET_KEY.encode() not in content, path
+        assert b"NEVER-ON-DISK" not in content, path
+
+
+def test_unused_store_entries_are_those_not_served(fake_judge_server, dirs):
+    requests = [make_request(i) for i in range(4)]
+    run(cached_judge(fake_judge_server, dirs), *requests)
+    judge = cached_judge(None, dirs, mode="replay")
+    run(judge, *requests[:2])
+    assert judge.unused_store_entries() == sorted(r.cache_key() for r in requests[2:])
+
+
+def test_scripted_inner_judge_works_too(dirs):
+    judge = CachedJudge(
+        lambda: ScriptedJudge(lambda r: {"reason": "s", "useful": False}), cache_dir=dirs.cache
+    )
+    [answer] = run(judge, make_request())
+    assert answer.choices == ({"reason": "s", "useful": False},)
+
+
+def test_last_run_keys_round_trip(tmp_path):
+    assert read_last_run_keys(tmp_path) is None
+    write_last_run_keys(tmp_path, ["b" * 64, "a" * 64, "a" * 64])
+    assert read_last_run_keys(tmp_path) == {"a" * 64, "b" * 64}
+    data = json.loads((tmp_path / "last_run_used_keys.json").read_text())
+    assert data["keys"] == ["a" * 64, "b" * 64]
+    assert data["finished_at"].endswith("Z")
+    (tmp_path / "last_run_used_keys.json").write_text("{oops")
+    assert read_last_run_keys(tmp_path) is None
+
+
+def test_default_cache_dir(tmp_path):
+    assert default_cache_dir(tmp_path) == tmp_path / ".ragmetrics_cache"
+    pytest_dir = tmp_path / ".pytest_cache" / "d"
+    assert default_cache_dir(tmp_path, pytest_dir) == pytest_dir / "ragmetrics"
+
+
+def test_unknown_mode_is_a_config_error(dirs):
+    from pytest_ragmetrics.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="replay"):
+        CachedJudge(lambda: pytest.fail("judge created"), mode="sometimes")  # type: ignore[arg-type]
