@@ -1,0 +1,188 @@
+"""Command line: ``python -m pytest_ragmetrics cache stats|clear|prune`` (also ``pytest-ragmetrics``).
+
+``stats`` shows what the local judgment cache and the committed judgment store hold; ``clear`` empties
+the local cache (never the store); ``prune`` deletes store entries the last full test run did not use,
+so the committed store does not keep judgments of samples that no longer exist.
+
+Exit codes: 0 success, 1 the operation could not be done (the message says why), 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def default_cli_cache_dir(cwd: Path | None = None) -> Path:
+    """The cache directory the plugin uses when run from ``cwd`` with default settings.
+
+    With pytest's cache provider that is ``config.cache.mkdir("ragmetrics")``, i.e.
+    ``.pytest_cache/d/ragmetrics``; without it (``-p no:cacheprovider``) ``.ragmetrics_cache``.
+    """
+    base = cwd or Path.cwd()
+    if (base / ".pytest_cache").is_dir():
+        return base / ".pytest_cache" / "d" / "ragmetrics"
+    return base / ".ragmetrics_cache"
+
+
+def _human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pytest-ragmetrics",
+        description="Manage the pytest-ragmetrics judgment cache and judgment store.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    cache = commands.add_parser("cache", help="inspect or clean the judgment cache and store")
+    actions = cache.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+
+    def common(sub: argparse.ArgumentParser, store_required: bool = False) -> None:
+        sub.add_argument(
+            "--cache-dir",
+            type=Path,
+            default=None,
+            help="local judgment cache (default: .pytest_cache/d/ragmetrics if .pytest_cache exists "
+            "here, else .ragmetrics_cache)",
+        )
+        sub.add_argument(
+            "--store-dir",
+            type=Path,
+            default=None,
+            required=store_required,
+            help="committed judgment store directory",
+        )
+
+    stats = actions.add_parser("stats", help="entries, size and models in the cache; unused store entries")
+    common(stats)
+    stats.add_argument("--json", action="store_true", help="print the figures as JSON")
+    clear = actions.add_parser("clear", help="empty the local cache (the judgment store is not touched)")
+    common(clear)
+    prune = actions.add_parser("prune", help="delete store entries the last full run did not use")
+    common(prune, store_required=True)
+    prune.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    return parser
+
+
+def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .judge.cache import cache_summary, read_last_run_keys
+    from .judge.store import JudgmentStore
+
+    cache_dir: Path = args.cache_dir
+    report: dict[str, Any] = {"cache_dir": str(cache_dir)}
+    try:
+        report["cache"] = cache_summary(cache_dir)
+    except Exception as exc:  # a corrupt cache must produce a message, not a SQLite traceback
+        print(
+            f"error: cannot read the judgment cache at {cache_dir}: {type(exc).__name__}: {exc}\n"
+            f"Run `python -m pytest_ragmetrics cache clear --cache-dir {cache_dir}` to start afresh.",
+            file=err,
+        )
+        return EXIT_FAILED
+    last_run = read_last_run_keys(cache_dir)
+    if args.store_dir is not None:
+        store_keys = JudgmentStore(args.store_dir).keys()
+        report["store_dir"] = str(args.store_dir)
+        report["store_entries"] = len(store_keys)
+        report["store_unused_by_last_run"] = None if last_run is None else len(store_keys - last_run)
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True), file=out)
+        return EXIT_OK
+    cache = report["cache"]
+    print(f"cache: {cache_dir}" + ("" if cache_dir.is_dir() else " (does not exist)"), file=out)
+    print(f"  entries: {cache['entries']}", file=out)
+    print(f"  size on disk: {_human_size(cache['bytes'])}", file=out)
+    for model, count in cache["models"].items():
+        print(f"  model {model}: {count}", file=out)
+    if args.store_dir is not None:
+        print(f"store: {args.store_dir}", file=out)
+        print(f"  entries: {report['store_entries']}", file=out)
+        unused = report["store_unused_by_last_run"]
+        if unused is None:
+            print("  not used by the last full run: unknown (no record of a full run yet)", file=out)
+        else:
+            print(f"  not used by the last full run: {unused}", file=out)
+    return EXIT_OK
+
+
+def _clear(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .judge.cache import LAST_RUN_FILE
+
+    cache_dir: Path = args.cache_dir
+    if not cache_dir.is_dir():
+        print(f"nothing to clear: {cache_dir} does not exist", file=out)
+        return EXIT_OK
+    entries = [p for p in cache_dir.iterdir() if p.name != LAST_RUN_FILE]
+    if entries and not (cache_dir / "cache.db").exists():
+        # Refuse to empty a directory that is not ours (a mistyped --cache-dir, the store...).
+        print(
+            f"error: {cache_dir} does not look like a pytest-ragmetrics cache (no cache.db); not touching it",
+            file=err,
+        )
+        return EXIT_FAILED
+    # Removing the files rather than calling Cache.clear() also recovers a corrupt database.
+    for path in entries:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    print(f"cleared the judgment cache at {cache_dir} ({len(entries)} file(s) removed)", file=out)
+    return EXIT_OK
+
+
+def _prune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .judge.cache import read_last_run_keys
+    from .judge.store import JudgmentStore
+
+    used = read_last_run_keys(args.cache_dir)
+    if used is None:
+        print(
+            f"error: no record of a full test run in {args.cache_dir}; run the whole test suite "
+            "once (without -k or test selection), then prune",
+            file=err,
+        )
+        return EXIT_FAILED
+    store = JudgmentStore(args.store_dir)
+    if not store.directory.is_dir():
+        print(f"error: the judgment store {store.directory} does not exist", file=err)
+        return EXIT_FAILED
+    removed = store.prune(used, dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    for key in removed:
+        print(f"{verb} {store.path_for(key)}", file=out)
+    print(f"{verb} {len(removed)} of {len(removed) + len(store.keys() & used)} store entries", file=out)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2 for usage errors)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help (0) and usage errors (2)
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    if args.cache_dir is None:
+        args.cache_dir = default_cli_cache_dir()
+    handlers = {"stats": _stats, "clear": _clear, "prune": _prune}
+    return handlers[args.action](args, sys.stdout, sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

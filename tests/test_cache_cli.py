@@ -1,0 +1,164 @@
+"""``python -m pytest_ragmetrics cache stats|clear|prune`` on a real cache and store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ragmetrics.__main__ import default_cli_cache_dir, main
+from pytest_ragmetrics.judge.base import JudgeRequest, ScriptedJudge
+from pytest_ragmetrics.judge.cache import CachedJudge, write_last_run_keys
+from pytest_ragmetrics.judge.store import JudgmentStore
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}},
+    "required": ["reason", "useful"],
+    "additionalProperties": False,
+}
+
+
+def make_request(i: int, model: str = "judge-a") -> JudgeRequest:
+    return JudgeRequest(
+        kind="context_precision",
+        prompt_version="1",
+        model=model,
+        messages=({"role": "user", "content": f"chunk {i}?"},),
+        schema_name="chunk_verdict",
+        schema=SCHEMA,
+        inputs={"chunk": f"chunk {i}"},
+        label=f"sample[{i}]",
+    )
+
+
+@pytest.fixture
+def populated(tmp_path: Path) -> dict[str, Any]:
+    """A cache and a store holding 3 judgments of judge-a and 2 of judge-b."""
+    cache_dir, store_dir = tmp_path / "cache", tmp_path / "judgments"
+    requests = [make_request(i) for i in range(3)] + [make_request(i, "judge-b") for i in range(2)]
+    judge = CachedJudge(
+        lambda: ScriptedJudge(lambda r: {"reason": "r", "useful": True}),
+        cache_dir=cache_dir,
+        store=JudgmentStore(store_dir),
+    )
+
+    async def go() -> None:
+        for request in requests:
+            await judge.judge(request)
+        await judge.aclose()
+
+    asyncio.run(go())
+    return {"cache": cache_dir, "store": store_dir, "keys": [r.cache_key() for r in requests]}
+
+
+def cli(*args: Any) -> int:
+    return main([str(a) for a in args])
+
+
+def test_stats_counts_entries_models_and_unused_store_entries(populated, capsys):
+    write_last_run_keys(populated["cache"], populated["keys"][:4])
+    assert cli("cache", "stats", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
+    out = capsys.readouterr().out
+    assert "entries: 5" in out
+    assert "model judge-a: 3" in out
+    assert "model judge-b: 2" in out
+    assert "size on disk:" in out
+    assert "not used by the last full run: 1" in out
+
+
+def test_stats_json(populated, capsys):
+    args = ["cache", "stats", "--json", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
+    assert cli(*args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["cache"]["entries"] == 5
+    assert data["cache"]["models"] == {"judge-a": 3, "judge-b": 2}
+    assert data["cache"]["bytes"] > 0
+    assert data["store_entries"] == 5
+    assert data["store_unused_by_last_run"] is None
+
+
+def test_stats_of_a_missing_cache_is_empty(tmp_path, capsys):
+    assert cli("cache", "stats", "--cache-dir", tmp_path / "nope") == 0
+    assert "entries: 0" in capsys.readouterr().out
+
+
+def test_clear_empties_the_cache_but_not_the_store(populated, capsys):
+    write_last_run_keys(populated["cache"], populated["keys"])
+    assert cli("cache", "clear", "--cache-dir", populated["cache"]) == 0
+    assert "cleared" in capsys.readouterr().out
+    assert cli("cache", "stats", "--json", "--cache-dir", populated["cache"]) == 0
+    assert json.loads(capsys.readouterr().out)["cache"]["entries"] == 0
+    assert len(JudgmentStore(populated["store"])) == 5
+    # The record of the last run survives: prune still works after a clear.
+    assert (populated["cache"] / "last_run_used_keys.json").is_file()
+
+
+def test_clear_refuses_a_directory_that_is_not_a_cache(populated, capsys):
+    assert cli("cache", "clear", "--cache-dir", populated["store"]) == 1
+    assert "does not look like a pytest-ragmetrics cache" in capsys.readouterr().err
+    assert len(JudgmentStore(populated["store"])) == 5
+
+
+def test_corrupt_cache_stats_fails_clearly_and_clear_recovers(tmp_path, capsys):
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    (cache_dir / "cache.db").write_bytes(b"garbage" * 200)
+    assert cli("cache", "stats", "--cache-dir", cache_dir) == 1
+    err = capsys.readouterr().err
+    assert "cannot read the judgment cache" in err
+    assert "Traceback" not in err
+    assert cli("cache", "clear", "--cache-dir", cache_dir) == 0
+    assert cli("cache", "stats", "--cache-dir", cache_dir) == 0
+
+
+def test_prune_deletes_store_entries_the_last_run_did_not_use(populated, capsys):
+    keep = populated["keys"][:2]
+    write_last_run_keys(populated["cache"], keep)
+    base = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
+
+    assert cli(*base, "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "would delete 3 of 5 store entries" in out
+    assert len(JudgmentStore(populated["store"])) == 5
+
+    assert cli(*base) == 0
+    assert "deleted 3 of 5 store entries" in capsys.readouterr().out
+    assert JudgmentStore(populated["store"]).keys() == set(keep)
+
+
+def test_prune_refuses_without_a_record_of_a_full_run(populated, capsys):
+    args = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
+    assert cli(*args) == 1
+    assert "no record of a full test run" in capsys.readouterr().err
+    assert len(JudgmentStore(populated["store"])) == 5
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["cache"], ["cache", "purge"], ["cache", "prune"], ["cache", "stats", "--bogus"]]
+)
+def test_usage_errors_exit_2(args, capsys):
+    assert main(args) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_default_cache_dir_follows_pytest_cache(tmp_path):
+    assert default_cli_cache_dir(tmp_path) == tmp_path / ".ragmetrics_cache"
+    (tmp_path / ".pytest_cache").mkdir()
+    assert default_cli_cache_dir(tmp_path) == tmp_path / ".pytest_cache" / "d" / "ragmetrics"
+
+
+def test_module_runs_as_a_program(populated):
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_ragmetrics", "cache", "stats", "--cache-dir", str(populated["cache"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "entries: 5" in result.stdout
