@@ -205,10 +205,12 @@ def parse_gates(
 ) -> list[Gate]:
     """Parse gates from ini ``linelist`` values or a block of text, one gate per line.
 
-    Blank lines and comments (a line starting with ``#``, or anything after `` #`` on a line) are
-    skipped. Arguments after the first as for :func:`parse_gate`.
+    In a single string (an environment variable, say) ``;`` separates gates too. Blank lines and
+    comments (from ``#`` to the end of the line) are skipped. Arguments after the first as for
+    :func:`parse_gate`.
     """
-    lines = text_or_lines.splitlines() if isinstance(text_or_lines, str) else text_or_lines
+    # A gate never contains ';', so it can stand for a newline where newlines are awkward.
+    lines = text_or_lines.replace(";", "\n").splitlines() if isinstance(text_or_lines, str) else text_or_lines
     gates: list[Gate] = []
     for raw in lines:
         # A gate never contains '#', so everything from the first one on is a comment.

@@ -35,6 +35,9 @@ renderers read everything with defaults, so a report missing them still renders.
     ``explanation`` (str | None)
         One line a person can act on, e.g. ``reference sentence 2 'Its capital is Paris.' is not
         supported by any context``.
+    ``xfail`` (bool, *optional*)
+        The comparison was made in an xfail test. Shown as ``XFAIL``/``XPASS``; it neither fails
+        the report nor counts in aggregates and gates.
     ``samples`` (list)
         One entry per sample: ``id`` (str), ``score`` (float | None), ``explanation`` (str | None),
         ``mode`` (str | None, e.g. ``"without reference"``), ``models`` (``{model: score}`` | None,
@@ -64,11 +67,14 @@ renderers read everything with defaults, so a report missing them still renders.
     ``unused_store_entries`` (int)
         Judgment store entries no test used in this run (prune with
         ``python -m pytest_ragmetrics cache prune``).
-    ``tests`` (dict)
-        ``{"passed": int, "failed": int}``.
+    ``tests`` (dict, *optional*)
+        ``{"passed": int, "failed": int}``: pytest's test outcomes.
+    ``comparisons`` (dict, *optional*)
+        ``{"passed": int, "failed": int}`` over ``results``; renderers derive their counts from
+        ``results`` themselves (see :func:`~pytest_ragmetrics.report.model.outcome`).
 
-A run *passes* (see :func:`~pytest_ragmetrics.report.model.outcome`) when no comparison and no
-gate failed.
+A run *passes* (see :func:`~pytest_ragmetrics.report.model.outcome`) when no comparison outside
+an xfail test and no gate failed.
 
 Floats are written to JSON rounded to 6 decimals; NaN and infinities are refused everywhere.
 """

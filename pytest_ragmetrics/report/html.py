@@ -33,6 +33,8 @@ from .model import (
     judge_figures,
     metric_label,
     outcome,
+    row_fails,
+    row_status,
 )
 
 __all__ = ["SORT_KEYS", "to_html"]
@@ -41,15 +43,15 @@ __all__ = ["SORT_KEYS", "to_html"]
 SORT_KEYS: tuple[str, ...] = ("test", "comparison", "score", "threshold", "result", "judge")
 
 _CSS = """
-:root { color-scheme: light dark; --ok: #1a7f37; --bad: #cf222e; --line: #d0d7de; --muted: #656d76;
-  --card: rgba(127, 127, 127, 0.08); }
+:root { color-scheme: light dark; --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; --line: #d0d7de;
+  --muted: #656d76; --card: rgba(127, 127, 127, 0.08); }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem auto;
   max-width: 1200px; padding: 0 1rem; }
 h1 { font-size: 1.5rem; margin: 0 0 0.25rem; }
 h2 { font-size: 1.15rem; margin: 1.75rem 0 0.5rem; }
 h4 { margin: 0.75rem 0 0.25rem; }
 .headline { margin: 0 0 1rem; color: var(--muted); }
-.ok { color: var(--ok); } .bad { color: var(--bad); }
+.ok { color: var(--ok); } .bad { color: var(--bad); } .warn { color: var(--warn); }
 .cards { display: flex; flex-wrap: wrap; gap: 0.75rem; }
 .card { background: var(--card); border-radius: 8px; padding: 0.6rem 0.9rem; min-width: 8rem; }
 .card .num { font-size: 1.35rem; font-weight: 600; }
@@ -65,6 +67,7 @@ th[aria-sort="descending"] button::after { content: " \\25BC"; }
 tbody.result tr.detail td { border-bottom: 2px solid var(--line); padding-top: 0; }
 tbody.result.fail tr.main td:first-child { box-shadow: inset 3px 0 var(--bad); }
 tbody.result.pass tr.main td:first-child { box-shadow: inset 3px 0 var(--ok); }
+tbody.result.xfail tr.main td:first-child { box-shadow: inset 3px 0 var(--warn); }
 summary { cursor: pointer; color: var(--muted); }
 .test { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; word-break: break-all; }
 table.verdicts { margin: 0.25rem 0 0.5rem; font-size: 0.92em; }
@@ -130,6 +133,9 @@ _JS = """
 """
 
 
+_STATUS_CLASS = {"pass": "ok", "fail": "bad", "xfail": "warn"}
+
+
 def _csp_hash(source: str) -> str:
     digest = hashlib.sha256(source.encode("utf-8")).digest()
     return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
@@ -158,7 +164,7 @@ def _cards(report: Mapping[str, Any]) -> str:
     judge = summary.get("judge") or {}
     cards: list[tuple[str, str, str]] = []
     if result["comparisons"]:
-        ok = result["comparisons"] - result["comparisons_failed"]
+        ok = result["comparisons"] - result["comparisons_failed"] - result["comparisons_xfailed"]
         css = "ok" if not result["comparisons_failed"] else "bad"
         cards.append((f"{ok}/{result['comparisons']}", "comparisons passed", css))
     if result["gates"]:
@@ -263,6 +269,8 @@ def _sample(sample: Mapping[str, Any]) -> str:
 
 def _result(index: int, row: Mapping[str, Any]) -> str:
     passed = bool(row.get("passed"))
+    status = row_status(row)
+    css = "pass" if passed else "fail" if row_fails(row) else "xfail"
     label = comparison_label(row)
     judge = "cached" if row.get("cached") else "judged"
     attrs = {
@@ -271,7 +279,8 @@ def _result(index: int, row: Mapping[str, Any]) -> str:
         "comparison": label,
         "score": _num_attr(row.get("score")),
         "threshold": _num_attr(row.get("threshold")),
-        "result": "1" if passed else "0",
+        # Sorting ascending by result puts what fails the run first.
+        "result": {"fail": "0", "xfail": "1", "pass": "2"}[css],
         "judge": judge,
     }
     data = " ".join(f'data-{key}="{_e(value)}"' for key, value in attrs.items())
@@ -280,7 +289,7 @@ def _result(index: int, row: Mapping[str, Any]) -> str:
         f'<td class="test">{_e(row.get("nodeid", "?"))}</td><td>{_e(label)}</td>'
         f'<td class="num">{_e(format_score(row.get("score")))}</td>'
         f'<td class="num">{_e(format_threshold(row.get("op"), row.get("threshold")))}</td>'
-        f'<td class="{"ok" if passed else "bad"}">{"PASS" if passed else "FAIL"}</td><td>{judge}</td></tr>'
+        f'<td class="{_STATUS_CLASS[css]}">{status}</td><td>{judge}</td></tr>'
     )
     samples = row.get("samples") or []
     what = row.get("explanation") or f"{len(samples)} sample{'s' if len(samples) != 1 else ''}"
@@ -288,7 +297,7 @@ def _result(index: int, row: Mapping[str, Any]) -> str:
     detail = (
         f'<tr class="detail"><td colspan="6"><details><summary>{_e(what)}</summary>{body}</details></td></tr>'
     )
-    return f'<tbody class="result {"pass" if passed else "fail"}" {data}>{main}{detail}</tbody>'
+    return f'<tbody class="result {css}" {data}>{main}{detail}</tbody>'
 
 
 def _results(rows: list[Mapping[str, Any]]) -> str:
@@ -351,6 +360,8 @@ def to_html(
         bits = []
         if result["comparisons"]:
             bits.append(f"{result['comparisons_failed']} of {result['comparisons']} comparisons failed")
+        if result["comparisons_xfailed"]:
+            bits.append(f"{result['comparisons_xfailed']} failed as expected (xfail)")
         if result["gates"]:
             bits.append(f"{result['gates_failed']} of {result['gates']} gates failed")
         headline = ("Passed: " if result["passed"] else "Failed: ") + ", ".join(bits) + "."

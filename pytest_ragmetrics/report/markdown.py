@@ -22,6 +22,7 @@ from .model import (
     judge_figures,
     metric_label,
     outcome,
+    row_fails,
 )
 
 __all__ = ["DEFAULT_MAX_FAILURES", "PRUNE_COMMAND", "escape_markdown", "to_markdown"]
@@ -67,6 +68,9 @@ def _headline(report: Mapping[str, Any]) -> str:
     if result["comparisons"]:
         if result["comparisons_failed"]:
             parts.append(f"{result['comparisons_failed']} of {result['comparisons']} comparisons failed")
+        elif result["comparisons_xfailed"]:
+            passed = result["comparisons"] - result["comparisons_xfailed"]
+            parts.append(f"{passed} of {result['comparisons']} comparisons passed")
         else:
             parts.append(f"all {result['comparisons']} comparisons passed")
     if result["gates"]:
@@ -74,6 +78,8 @@ def _headline(report: Mapping[str, Any]) -> str:
             parts.append(f"{result['gates_failed']} of {result['gates']} gates failed")
         else:
             parts.append(f"all {result['gates']} gates passed")
+    if result["comparisons_xfailed"]:
+        parts.append(f"{result['comparisons_xfailed']} failed as expected (xfail)")
     mark = PASS_MARK if result["passed"] else FAIL_MARK
     return f"## {mark} ragmetrics: " + ", ".join(parts)
 
@@ -132,7 +138,7 @@ def _weak_verdicts(row: Mapping[str, Any]) -> list[str]:
 
 
 def _failures(rows: list[Mapping[str, Any]], max_failures: int) -> list[str]:
-    failing = [row for row in rows if not row.get("passed")]
+    failing = [row for row in rows if row_fails(row)]
     if not failing:
         return []
     shown = failing[:max_failures]

@@ -34,6 +34,8 @@ __all__ = [
     "judge_figures",
     "metric_label",
     "outcome",
+    "row_fails",
+    "row_status",
 ]
 
 #: The ``version`` this package writes and reads.
@@ -80,6 +82,7 @@ class ResultRow(TypedDict, total=False):
     cached: bool
     explanation: str | None
     samples: list[SampleResult]
+    xfail: bool
 
 
 class MetricSummary(TypedDict, total=False):
@@ -137,6 +140,7 @@ class Summary(TypedDict, total=False):
     judge: JudgeSummary
     unused_store_entries: int
     tests: dict[str, int]
+    comparisons: dict[str, int]
 
 
 class RunReport(TypedDict, total=False):
@@ -153,6 +157,7 @@ class Outcome(TypedDict):
     passed: bool
     comparisons: int
     comparisons_failed: int
+    comparisons_xfailed: int
     gates: int
     gates_failed: int
     tests_passed: int
@@ -177,8 +182,21 @@ def _summary(report: Mapping[str, Any]) -> Mapping[str, Any]:
     return report.get("summary") or {}
 
 
+def row_fails(row: Mapping[str, Any]) -> bool:
+    """The comparison failed, outside an xfail test: it fails the report."""
+    return not row.get("passed") and not row.get("xfail")
+
+
+def row_status(row: Mapping[str, Any]) -> str:
+    """``PASS`` or ``FAIL``; ``XFAIL`` / ``XPASS`` for a comparison made in an xfail test."""
+    passed = bool(row.get("passed"))
+    if row.get("xfail"):
+        return "XPASS" if passed else "XFAIL"
+    return "PASS" if passed else "FAIL"
+
+
 def outcome(report: Mapping[str, Any]) -> Outcome:
-    """How the run went: the report passes when no comparison and no gate failed.
+    """How the run went: the report passes when no comparison (outside xfail tests) and no gate failed.
 
     Test counts are reported but do not decide: a test can fail for reasons that have nothing to do
     with retrieval quality, and pytest already says so.
@@ -186,12 +204,13 @@ def outcome(report: Mapping[str, Any]) -> Outcome:
     rows = _rows(report)
     gates = _summary(report).get("gates") or []
     tests = _summary(report).get("tests") or {}
-    comparisons_failed = sum(1 for row in rows if not row.get("passed"))
+    comparisons_failed = sum(1 for row in rows if row_fails(row))
     gates_failed = sum(1 for gate in gates if not gate.get("passed"))
     return Outcome(
         passed=comparisons_failed == 0 and gates_failed == 0,
         comparisons=len(rows),
         comparisons_failed=comparisons_failed,
+        comparisons_xfailed=sum(1 for row in rows if row.get("xfail") and not row.get("passed")),
         gates=len(gates),
         gates_failed=gates_failed,
         tests_passed=int(tests.get("passed", 0)),

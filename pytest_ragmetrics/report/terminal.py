@@ -26,6 +26,8 @@ from .model import (
     format_threshold,
     metric_label,
     outcome,
+    row_fails,
+    row_status,
 )
 
 __all__ = ["PRUNE_COMMAND", "TITLE", "LineWriter", "header_line", "render_terminal", "shorten_nodeid"]
@@ -155,9 +157,9 @@ def _sample_lines(row: Mapping[str, Any]) -> list[str]:
 
 
 def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: int, width: int) -> None:
-    shown = [row for row in rows if verbosity >= 0 or not row.get("passed")]
+    shown = [row for row in rows if verbosity >= 0 or row_fails(row)]
     if not shown:
-        tw.line(f"all {len(rows)} comparisons passed", green=True)
+        tw.line(f"no failing comparisons among {len(rows)}", green=True)
         return
     cells = [
         [
@@ -165,7 +167,7 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
             comparison_label(row),
             format_score(row.get("score")),
             format_threshold(row.get("op"), row.get("threshold")),
-            "PASS" if row.get("passed") else "FAIL",
+            row_status(row),
             "cached" if row.get("cached") else "judged",
         ]
         for row in shown
@@ -182,7 +184,8 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
     tw.line(lines[0], bold=True)
     for row, line in zip(shown, lines[1:], strict=True):
         passed = bool(row.get("passed"))
-        tw.line(line, green=passed, red=not passed)
+        fails = row_fails(row)
+        tw.line(line, green=passed, red=fails, yellow=not passed and not fails)
         if row.get("explanation") and (not passed or verbosity >= 1):
             tw.line(f"    {_one_line(row['explanation'])}")
         if verbosity >= 2:
@@ -190,7 +193,7 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
                 tw.line(f"      {detail}")
     hidden = len(rows) - len(shown)
     if hidden:
-        tw.line(f"({hidden} passing comparisons not shown; drop -q to see them)")
+        tw.line(f"({hidden} other comparisons not shown; drop -q to see them)")
 
 
 def _render_metrics(tw: LineWriter, metrics: list[Mapping[str, Any]]) -> None:
