@@ -1,0 +1,200 @@
+"""The JSON report: byte-identical across runs, rounded, sorted, written atomically."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import stat
+import sys
+
+import pytest
+
+from pytest_ragmetrics.report.json_report import sort_results, to_json, write_text_atomic
+from pytest_ragmetrics.report.model import example_report
+
+
+def _reversed_keys(value):
+    """The same data with every dict's insertion order reversed."""
+    if isinstance(value, dict):
+        return {key: _reversed_keys(value[key]) for key in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reversed_keys(item) for item in value]
+    return value
+
+
+def test_same_report_gives_identical_text():
+    assert to_json(example_report()) == to_json(example_report())
+
+
+def test_output_does_not_depend_on_dict_insertion_order():
+    assert to_json(_reversed_keys(example_report())) == to_json(example_report())
+
+
+def test_float_noise_below_the_rounding_does_not_change_the_file():
+    noisy = example_report()
+    noisy["results"][0]["score"] += 1e-12
+    noisy["summary"]["metrics"][0]["mean"] -= 1e-12
+    assert to_json(noisy) == to_json(example_report())
+
+
+def test_a_real_score_change_does_change_the_file():
+    changed = example_report()
+    changed["results"][0]["score"] = 0.5
+    assert to_json(changed) != to_json(example_report())
+
+
+def test_version_and_shape():
+    data = json.loads(to_json(example_report()))
+    assert data["version"] == 1
+    assert set(data) == {"version", "results", "summary"}
+    assert [row["nodeid"] for row in data["results"]] == [
+        "tests/test_rag.py::test_precision[q2]",
+        "tests/test_rag.py::test_recall[q1]",
+        "tests/test_rag.py::test_relevance_golden_set",
+    ]
+
+
+def test_unsupported_version_is_refused():
+    report = example_report()
+    report["version"] = 2
+    with pytest.raises(ValueError, match="unsupported ragmetrics report version 2"):
+        to_json(report)
+
+
+def test_floats_are_rounded_to_six_decimals():
+    data = json.loads(to_json(example_report()))
+    assert data["results"][0]["score"] == 0.833333
+    assert data["summary"]["gates"][0]["margin"] == 0.033333
+    assert data["summary"]["judge"]["cost"] == 0.00036
+    assert json.loads(to_json(example_report(), ndigits=2))["results"][0]["score"] == 0.83
+
+
+def test_negative_zero_is_written_as_zero():
+    report = example_report()
+    report["summary"]["gates"][0]["margin"] = -1e-9
+    text = to_json(report)
+    assert '"margin": 0.0' in text
+    assert "-0.0" not in text
+
+
+def test_ints_and_bools_are_kept_as_they_are():
+    data = json.loads(to_json(example_report()))
+    assert data["summary"]["judge"]["calls"] == 3
+    assert data["results"][1]["passed"] is False
+    assert data["results"][0]["samples"][0]["verdicts"][0]["value"] == 1
+    assert isinstance(data["results"][0]["samples"][0]["verdicts"][0]["value"], int)
+
+
+def test_wall_clock_seconds_left_out_unless_asked_for():
+    assert '"seconds"' not in to_json(example_report())
+    data = json.loads(to_json(example_report(), include_timing=True))
+    assert data["summary"]["judge"]["seconds"] == 1.234568
+
+
+def test_formatting_sorted_keys_indent_two_trailing_newline():
+    text = to_json(example_report())
+    assert text.endswith("}\n")
+    assert not text.endswith("\n\n")
+    lines = text.splitlines()
+    assert lines[0] == "{"
+    assert lines[1] == '  "results": ['
+    assert lines[-2].startswith('  "version"')  # "version" sorts after "summary"
+    assert text.index('"cached"') < text.index('"explanation"') < text.index('"metric"')
+
+
+def test_non_ascii_text_is_written_as_is():
+    report = example_report()
+    report["results"][0]["explanation"] = "Genève — «ok»"
+    assert "Genève — «ok»" in to_json(report)
+
+
+def test_rows_stay_in_the_order_given():
+    report = example_report()
+    report["results"].reverse()
+    nodeids = [row["nodeid"] for row in json.loads(to_json(report))["results"]]
+    assert nodeids[0] == "tests/test_rag.py::test_relevance_golden_set"
+
+
+def test_input_is_not_modified():
+    report = example_report()
+    before = copy.deepcopy(report)
+    to_json(report)
+    assert report == before
+    assert report["summary"]["judge"]["seconds"] == 1.2345678
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_refused(bad):
+    report = example_report()
+    report["results"][0]["score"] = bad
+    with pytest.raises(ValueError, match="non-finite"):
+        to_json(report)
+
+
+def test_non_json_types_are_refused():
+    report = example_report()
+    report["results"][0]["score"] = {1.0}
+    with pytest.raises(TypeError, match="plain JSON types"):
+        to_json(report)
+
+
+def test_sort_results_by_nodeid_metric_method_stat():
+    rows = [
+        {"nodeid": "b", "metric": "context_recall", "method": None, "stat": "score", "tag": 1},
+        {"nodeid": "a", "metric": "context_relevance", "method": "sentence", "stat": "score", "tag": 2},
+        {"nodeid": "a", "metric": "context_relevance", "method": "graded", "stat": "score", "tag": 3},
+        {"nodeid": "a", "metric": "context_relevance", "method": None, "stat": "score", "tag": 4},
+        {"nodeid": "a", "metric": "context_precision", "method": None, "stat": "score", "tag": 5},
+        {"nodeid": "a", "metric": "context_precision", "method": None, "stat": "mean", "tag": 6},
+    ]
+    assert [row["tag"] for row in sort_results(rows)] == [6, 5, 4, 3, 2, 1]
+
+
+def test_sort_results_is_stable_for_ties():
+    rows = [{"nodeid": "a", "metric": "m", "method": None, "stat": "score", "tag": i} for i in range(5)]
+    assert [row["tag"] for row in sort_results(reversed(rows))] == [4, 3, 2, 1, 0]
+
+
+def test_sort_results_of_a_report_in_random_order_matches_the_plugin_order():
+    report = example_report()
+    shuffled = [report["results"][2], report["results"][0], report["results"][1]]
+    assert sort_results(shuffled) == report["results"]
+
+
+def test_write_text_atomic_creates_parents_and_writes_exact_text(tmp_path):
+    target = tmp_path / "deep" / "er" / "report.json"
+    text = to_json(example_report())
+    assert write_text_atomic(target, text) == target
+    assert target.read_bytes() == text.encode("utf-8")
+    assert os.listdir(target.parent) == ["report.json"]
+
+
+def test_write_text_atomic_replaces_and_keeps_newlines(tmp_path):
+    target = tmp_path / "r.md"
+    target.write_text("old")
+    write_text_atomic(str(target), "a\nb\n")
+    assert target.read_bytes() == b"a\nb\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
+def test_write_text_atomic_makes_a_readable_file(tmp_path):
+    target = tmp_path / "r.html"
+    write_text_atomic(target, "x")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def test_write_text_atomic_failure_keeps_the_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
+    target = tmp_path / "r.json"
+    target.write_text("old")
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        write_text_atomic(target, "new")
+    monkeypatch.undo()
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["r.json"]
