@@ -20,7 +20,10 @@ from .results import MetricResult
 from .sample import RagSample, as_samples
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+    "<=": operator.le,
+    "<": operator.lt,
 }
 
 
@@ -47,7 +50,9 @@ class TestScope:
         return [c for c in self.checks if not c.compared]
 
 
-current_test: contextvars.ContextVar[TestScope | None] = contextvars.ContextVar("ragmetrics_test", default=None)
+current_test: contextvars.ContextVar[TestScope | None] = contextvars.ContextVar(
+    "ragmetrics_test", default=None
+)
 
 
 def _threshold(value: object) -> float:
@@ -78,6 +83,7 @@ class _Comparable:
     value: float
 
     def _compare(self, op: str, other: object) -> bool:
+        __tracebackhide__ = True  # the failure is in the user's test line, not in here
         threshold = _threshold(other)
         passed = _OPS[op](self.value, threshold)
         self._record(op, threshold, passed)
@@ -86,15 +92,19 @@ class _Comparable:
         return True
 
     def __ge__(self, other: object) -> bool:
+        __tracebackhide__ = True
         return self._compare(">=", other)
 
     def __gt__(self, other: object) -> bool:
+        __tracebackhide__ = True
         return self._compare(">", other)
 
     def __le__(self, other: object) -> bool:
+        __tracebackhide__ = True
         return self._compare("<=", other)
 
     def __lt__(self, other: object) -> bool:
+        __tracebackhide__ = True
         return self._compare("<", other)
 
     def __float__(self) -> float:
@@ -205,21 +215,23 @@ class ScoreCheck(_Comparable):
         if scope is None:
             return
         first = self.results[0]
-        scope.record({
-            "nodeid": scope.nodeid,
-            "metric": first.metric,
-            "method": first.method,
-            "stat": stat,
-            "score": value,
-            "op": op,
-            "threshold": threshold,
-            "passed": passed,
-            "cached": all(r.cached for r in self.results),
-            "judge_calls": sum(r.judge_calls for r in self.results),
-            "explanation": first.explanation if self.single else self._failure_or_summary(stat, value),
-            "samples": [r.to_json() for r in self.results],
-            "where": list(self.where) if self.where else None,
-        })
+        scope.record(
+            {
+                "nodeid": scope.nodeid,
+                "metric": first.metric,
+                "method": first.method,
+                "stat": stat,
+                "score": value,
+                "op": op,
+                "threshold": threshold,
+                "passed": passed,
+                "cached": all(r.cached for r in self.results),
+                "judge_calls": sum(r.judge_calls for r in self.results),
+                "explanation": first.explanation if self.single else self._failure_or_summary(stat, value),
+                "samples": [r.to_json() for r in self.results],
+                "where": list(self.where) if self.where else None,
+            }
+        )
 
     def _failure_or_summary(self, stat: str, value: float) -> str:
         worst = min(self.results, key=lambda r: (r.score, str(r.sample_id)))
@@ -245,8 +257,9 @@ class Stat(_Comparable):
         return self.check.failure_message(self.stat, self.value, op, threshold)
 
 
-def _make_check(samples: RagSample | Sequence[RagSample], metric: str, method: str | None,
-                evaluator: Any, depth: int = 2) -> ScoreCheck:
+def _make_check(
+    samples: RagSample | Sequence[RagSample], metric: str, method: str | None, evaluator: Any, depth: int = 2
+) -> ScoreCheck:
     frame = sys._getframe(depth)
     where = (frame.f_code.co_filename, frame.f_lineno)
     batch, single = as_samples(samples)
@@ -272,7 +285,9 @@ def _with_ids(samples: list[RagSample]) -> list[RagSample]:
     return [s if s.id is not None else dataclasses.replace(s, id=f"#{i}") for i, s in enumerate(samples)]
 
 
-def assert_context_precision(samples: RagSample | Sequence[RagSample], *, evaluator: Any = None) -> ScoreCheck:
+def assert_context_precision(
+    samples: RagSample | Sequence[RagSample], *, evaluator: Any = None
+) -> ScoreCheck:
     """Judge context precision; compare the result with a threshold: ``... >= 0.7``."""
     return _make_check(samples, "context_precision", None, evaluator)
 
@@ -282,13 +297,15 @@ def assert_context_recall(samples: RagSample | Sequence[RagSample], *, evaluator
     return _make_check(samples, "context_recall", None, evaluator)
 
 
-def assert_context_relevance(samples: RagSample | Sequence[RagSample], method: str | None = None, *,
-                             evaluator: Any = None) -> ScoreCheck:
+def assert_context_relevance(
+    samples: RagSample | Sequence[RagSample], method: str | None = None, *, evaluator: Any = None
+) -> ScoreCheck:
     """Judge context relevance (``method``: graded, sentence or binary); compare with a threshold."""
     return _make_check(samples, "context_relevance", method, evaluator)
 
 
-def assert_metric(samples: RagSample | Sequence[RagSample], metric: str, method: str | None = None, *,
-                  evaluator: Any = None) -> ScoreCheck:
+def assert_metric(
+    samples: RagSample | Sequence[RagSample], metric: str, method: str | None = None, *, evaluator: Any = None
+) -> ScoreCheck:
     """The same for any registered metric, including custom ones: ``assert_metric(s, "my_metric") >= 0.5``."""
     return _make_check(samples, metric, method, evaluator)

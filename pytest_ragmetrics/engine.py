@@ -83,7 +83,9 @@ def parse_metric_spec(spec: str | tuple[str, str | None]) -> tuple[str, str | No
         return spec[0], spec[1]
     match = _METRIC_SPEC.match(spec)
     if not match:
-        raise ValueError(f"metric must look like 'context_recall' or 'context_relevance[graded]'; got {spec!r}")
+        raise ValueError(
+            f"metric must look like 'context_recall' or 'context_relevance[graded]'; got {spec!r}"
+        )
     return match.group(1), match.group(2)
 
 
@@ -104,7 +106,9 @@ class EvaluationResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "samples": {sid: {name: r.to_json() for name, r in rs.items()} for sid, rs in self.results.items()},
+            "samples": {
+                sid: {name: r.to_json() for name, r in rs.items()} for sid, rs in self.results.items()
+            },
             "aggregates": self.aggregates,
         }
 
@@ -126,6 +130,25 @@ class _Context:
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         return await self._evaluator.judge.judge(request)
+
+
+class _CountingJudge:
+    """Counts calls, tokens and time for a judge that keeps no figures of its own (a scripted one)."""
+
+    def __init__(self, inner: Judge, stats: JudgeStats) -> None:
+        self.inner = inner
+        self.stats = stats
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        with self.stats.timer():
+            answer = await self.inner.judge(request)
+        self.stats.record_call(answer.usage)
+        return answer
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
 
 
 class Evaluator:
@@ -199,12 +222,17 @@ class Evaluator:
         return self._metrics
 
     def _make_inner_judge(self) -> Judge:
-        if self._judge_override is not None:
-            return self._judge_override
-        judge = self.hook.pytest_ragmetrics_make_judge(settings=self.settings)
+        judge = self._judge_override
         if judge is None:
-            raise ConfigError("no judge: every pytest_ragmetrics_make_judge implementation returned None")
-        return judge  # type: ignore[no-any-return]
+            judge = self.hook.pytest_ragmetrics_make_judge(settings=self.settings)
+            if judge is None:
+                raise ConfigError("no judge: every pytest_ragmetrics_make_judge implementation returned None")
+        from .judge.stats import JudgeStats
+
+        if isinstance(getattr(judge, "stats", None), JudgeStats):
+            judge.stats = self.stats  # type: ignore[union-attr]  # it counts calls, retries, re-asks itself
+            return judge
+        return _CountingJudge(judge, self.stats)
 
     @property
     def cache_dir(self) -> str:
@@ -220,8 +248,11 @@ class Evaluator:
 
                 store = JudgmentStore(self.settings.store_dir) if self.settings.store_dir else None
                 self._cached_judge = CachedJudge(
-                    self._make_inner_judge, mode=self.settings.cache, cache_dir=self.cache_dir,
-                    store=store, stats=self.stats,
+                    self._make_inner_judge,
+                    mode=self.settings.cache,
+                    cache_dir=self.cache_dir,
+                    store=store,
+                    stats=self.stats,
                 )
             return self._cached_judge
 
@@ -229,7 +260,9 @@ class Evaluator:
         try:
             return self.metrics[name]
         except KeyError:
-            raise ValueError(f"unknown metric {name!r}; registered: {', '.join(sorted(self.metrics))}") from None
+            raise ValueError(
+                f"unknown metric {name!r}; registered: {', '.join(sorted(self.metrics))}"
+            ) from None
 
     # -- scoring -----------------------------------------------------------------------------
     async def _score(self, sample: RagSample, name: str, method: str | None) -> MetricResult:
@@ -239,7 +272,9 @@ class Evaluator:
         method = check_method(metric, method)
         return await metric.score(sample, method, _Context(self))
 
-    async def _score_many(self, samples: Sequence[RagSample], name: str, method: str | None) -> list[MetricResult]:
+    async def _score_many(
+        self, samples: Sequence[RagSample], name: str, method: str | None
+    ) -> list[MetricResult]:
         return list(await asyncio.gather(*(self._score(s, name, method) for s in samples)))
 
     async def ascore(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
@@ -250,22 +285,28 @@ class Evaluator:
         """Score one sample, blocking until the judge has answered."""
         return self.runner.run(self._score(sample, metric, method))
 
-    def score_many(self, samples: Sequence[RagSample], metric: str, method: str | None = None) -> list[MetricResult]:
+    def score_many(
+        self, samples: Sequence[RagSample], metric: str, method: str | None = None
+    ) -> list[MetricResult]:
         """Score several samples concurrently (bounded by the judge's concurrency)."""
         return self.runner.run(self._score_many(samples, metric, method))
 
-    async def ascore_many(self, samples: Sequence[RagSample], metric: str,
-                          method: str | None = None) -> list[MetricResult]:
+    async def ascore_many(
+        self, samples: Sequence[RagSample], metric: str, method: str | None = None
+    ) -> list[MetricResult]:
         return await self.runner.arun(self._score_many(samples, metric, method))
 
-    async def _evaluate(self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]]) -> EvaluationResult:
+    async def _evaluate(
+        self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]]
+    ) -> EvaluationResult:
         ids = _sample_ids(samples)
         names = []
         for name, method in specs:
             metric = self.metric(name)
             method = check_method(metric, method) or (
                 (self.settings.relevance_method if name == "context_relevance" else metric.default_method)
-                if metric.methods else None
+                if metric.methods
+                else None
             )
             names.append((name, method, f"{name}[{method}]" if method else name))
         jobs = [self._score(s, name, method) for s in samples for name, method, _ in names]
@@ -277,14 +318,16 @@ class Evaluator:
         aggregates = {label: aggregate(results[sid][label].score for sid in ids) for _, _, label in names}
         return EvaluationResult(list(samples), results, aggregates)
 
-    async def aevaluate(self, samples: Iterable[RagSample],
-                        metrics: Sequence[str | tuple[str, str | None]] | None = None) -> EvaluationResult:
+    async def aevaluate(
+        self, samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None = None
+    ) -> EvaluationResult:
         """Async twin of :meth:`evaluate` for code already running inside an event loop."""
         batch, specs = _evaluate_args(samples, metrics)
         return await self.runner.arun(self._evaluate(batch, specs))
 
-    def evaluate(self, samples: Iterable[RagSample],
-                 metrics: Sequence[str | tuple[str, str | None]] | None = None) -> EvaluationResult:
+    def evaluate(
+        self, samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None = None
+    ) -> EvaluationResult:
         """Judge every (sample, metric) concurrently; per-sample results plus aggregates (n, mean, min, max)."""
         batch, specs = _evaluate_args(samples, metrics)
         return self.runner.run(self._evaluate(batch, specs))
@@ -310,8 +353,9 @@ class Evaluator:
 DEFAULT_METRICS = ("context_precision", "context_recall", "context_relevance[graded]")
 
 
-def _evaluate_args(samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None
-                   ) -> tuple[list[RagSample], list[tuple[str, str | None]]]:
+def _evaluate_args(
+    samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None
+) -> tuple[list[RagSample], list[tuple[str, str | None]]]:
     batch, _ = as_samples(list(samples))
     specs = [parse_metric_spec(m) for m in (metrics or DEFAULT_METRICS)]
     return batch, specs
@@ -361,20 +405,28 @@ def context_recall(sample: RagSample, *, evaluator: Evaluator | None = None) -> 
     return (evaluator or get_evaluator()).score(sample, "context_recall")
 
 
-def context_relevance(sample: RagSample, method: str | None = None, *,
-                      evaluator: Evaluator | None = None) -> MetricResult:
+def context_relevance(
+    sample: RagSample, method: str | None = None, *, evaluator: Evaluator | None = None
+) -> MetricResult:
     """Relevance of the chunks to the question; ``method`` is graded (default), sentence or binary."""
     return (evaluator or get_evaluator()).score(sample, "context_relevance", method)
 
 
-def evaluate(samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None = None,
-             *, evaluator: Evaluator | None = None) -> EvaluationResult:
+def evaluate(
+    samples: Iterable[RagSample],
+    metrics: Sequence[str | tuple[str, str | None]] | None = None,
+    *,
+    evaluator: Evaluator | None = None,
+) -> EvaluationResult:
     """Judge ``samples`` on ``metrics`` (default: precision, recall, graded relevance) concurrently."""
     return (evaluator or get_evaluator()).evaluate(samples, metrics)
 
 
-async def aevaluate(samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None = None,
-                    *, evaluator: Evaluator | None = None) -> EvaluationResult:
+async def aevaluate(
+    samples: Iterable[RagSample],
+    metrics: Sequence[str | tuple[str, str | None]] | None = None,
+    *,
+    evaluator: Evaluator | None = None,
+) -> EvaluationResult:
     """Async twin of :func:`evaluate`."""
     return await (evaluator or get_evaluator()).aevaluate(samples, metrics)
-

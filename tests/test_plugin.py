@@ -1,0 +1,471 @@
+"""The pytest plugin through real pytest runs (pytester), judged over HTTP by the fake judge server."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# In-process pytester runs drop modules first imported inside them; importing the package's modules
+# here keeps one copy of each class (RagSample...) for the outer and the inner runs.
+import pytest_ragmetrics.assertions
+import pytest_ragmetrics.engine
+import pytest_ragmetrics.judge.cache
+import pytest_ragmetrics.judge.openai_judge
+import pytest_ragmetrics.judge.store
+import pytest_ragmetrics.loaders
+import pytest_ragmetrics.metrics.builtin
+import pytest_ragmetrics.report.html
+import pytest_ragmetrics.report.markdown
+import pytest_ragmetrics.report.terminal
+import pytest_ragmetrics.text  # noqa: F401
+from pytest_ragmetrics.testing import FakeJudgeServer
+
+pytest_plugins = ["pytester"]
+
+
+def keyword_judge(body):
+    """A judge that decides by keywords: chunks about Paris or Europe are useful and relevant."""
+    payload = json.loads(body["messages"][-1]["content"])
+    schema_name = body["response_format"]["json_schema"]["name"]
+    good = ("Paris", "Europe")
+    if schema_name == "context_precision":
+        useful = any(w in payload["chunk"] for w in good)
+        return {"reason": "names Paris or Europe" if useful else "off topic", "useful": useful}
+    if schema_name == "context_recall":
+        joined = " ".join(payload["contexts"].values())
+        out = {}
+        for i, sentence in payload["reference_sentences"].items():
+            ok = all(w in joined for w in good if w in sentence)
+            out[f"sentence_{i}"] = {"reason": "found" if ok else "no context says so", "attributed": ok}
+        return out
+    if schema_name == "context_relevance_sentences":
+        chosen = [int(i) for i, s in payload["sentences"].items() if any(w in s for w in good)]
+        return {"reason": "keyword sentences", "relevant_sentences": chosen}
+    rating = 2 if "Paris" in payload["chunk"] else 1 if "Europe" in payload["chunk"] else 0
+    return {"reason": f"rating {rating}", "rating": rating}
+
+
+SAMPLES = '''
+from pytest_ragmetrics import RagSample
+
+GOOD = RagSample("Where is France and what is its capital?",
+                 ["France is in Western Europe.", "Paris is the capital of France."],
+                 ground_truth="France is in Western Europe. Its capital is Paris.", id="good")
+PARTIAL = RagSample("Where is France and what is its capital?",
+                    ["The cuisine is famous.", "France is in Western Europe."],
+                    ground_truth="France is in Western Europe. Its capital is Paris.", id="partial")
+'''
+
+
+@pytest.fixture
+def judge_server(monkeypatch):
+    with FakeJudgeServer(keyword_judge) as server:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        monkeypatch.delenv("NO_COLOR", raising=False)
+        yield server
+
+
+@pytest.fixture
+def project(pytester, judge_server):
+    pytester.makepyfile(samples=SAMPLES)
+    pytester.makeini("[pytest]\n")
+    return pytester
+
+
+def test_help_lists_the_options_in_one_group(pytester):
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines([
+        "*retrieval metrics judged by an LLM*",
+        "*--rag-report*",
+        "*--rag-report-json=PATH*",
+        "*--rag-report-md=PATH*",
+        "*--rag-report-html=PATH*",
+        "*--rag-judge-model=NAME*",
+        "*--rag-concurrency=N*",
+        "*--rag-cache=MODE*",
+        "*--rag-cache-dir=PATH*",
+        "*--rag-store-dir=PATH*",
+        "*--rag-gate=GATE*",
+    ])
+    result.stdout.fnmatch_lines(["*rag_gates (linelist)*"])
+
+
+def test_disabled_plugin_gives_a_clean_run(pytester):
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest("-p", "no:ragmetrics", "--strict-markers")
+    result.assert_outcomes(passed=1)
+    assert "ragmetrics" not in result.stdout.str()
+    assert pytester.runpytest("-p", "no:ragmetrics", "--rag-report").ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_unused_plugin_imports_no_heavy_package(pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    code = textwrap.dedent("""
+        import sys, pytest
+        rc = pytest.main(["-q", "-p", "no:cacheprovider", "test_plain.py"])
+        print("HEAVY", sorted(m for m in ("openai", "nltk", "diskcache", "httpx", "httpx2") if m in sys.modules))
+        sys.exit(rc)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=pytester.path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "HEAVY []" in out.stdout
+
+
+def test_marker_is_registered_for_strict_markers(pytester):
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.ragmetrics(judge_model="m")
+        def test_marked():
+            pass
+    """)
+    pytester.runpytest("--strict-markers").assert_outcomes(passed=1)
+
+
+def test_threshold_assertions_pass_and_fail_with_a_readable_block(project, judge_server):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_precision, assert_context_recall, assert_context_relevance
+        from samples import GOOD, PARTIAL
+
+        def test_good():
+            assert_context_recall(GOOD) >= 0.8
+            assert assert_context_precision(GOOD) >= 0.7
+            assert_context_relevance(GOOD, method="graded") >= 0.5
+
+        def test_partial_recall():
+            assert_context_recall(PARTIAL) >= 0.8
+
+        def test_partial_precision():
+            assert assert_context_precision(PARTIAL) > 0.9
+    """)
+    result = project.runpytest("--rag-report")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*context_recall of sample 'partial' = 0.500, expected >= 0.8",
+        "*why: reference sentence 2 'Its capital is Paris.' is not supported by any context: no context says so",
+        "*reference sentence 2 [[]not supported] 'Its capital is Paris.'",
+    ])
+    result.stdout.fnmatch_lines([
+        "*context_precision of sample 'partial' = 0.500, expected > 0.9",
+        "*chunk 1 (rank 1) is not useful for the reference: off topic; the first useful chunk is at rank 2",
+    ])
+    result.stdout.fnmatch_lines(["*ragmetrics report*", "*partial_recall*context_recall*0.500*>= 0.8*FAIL*"])
+    assert judge_server.request_count > 0
+
+
+def test_second_run_makes_no_judge_request_and_reports_cached(project, judge_server):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall, assert_context_relevance
+        from samples import GOOD
+
+        def test_good():
+            assert_context_recall(GOOD) >= 0.8
+            assert_context_relevance(GOOD, method="binary") >= 0.5
+    """)
+    project.runpytest("--rag-report").assert_outcomes(passed=1)
+    first = judge_server.request_count
+    assert first == 3  # recall: 1 request; binary relevance: 1 per chunk
+    result = project.runpytest("--rag-report")
+    result.assert_outcomes(passed=1)
+    assert judge_server.request_count == first
+    result.stdout.fnmatch_lines(["*context_recall*1.000*>= 0.8*PASS*cached*", "*0 calls, 3 cache hits*"])
+
+
+def test_dataset_level_assertions_list_the_worst_samples(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD, PARTIAL
+
+        def test_mean():
+            assert_context_recall([GOOD, PARTIAL]) >= 0.75
+
+        def test_min():
+            assert_context_recall([GOOD, PARTIAL]).min() >= 0.6
+
+        def test_quantile_and_pass_rate():
+            check = assert_context_recall([GOOD, PARTIAL])
+            assert check.quantile(0.5) >= 0.75
+            assert check.pass_rate(0.8) >= 0.5
+    """)
+    result = project.runpytest()
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*context_recall min over 2 samples = 0.500, expected >= 0.6",
+        "*worst samples:",
+        "*- partial: 0.500  reference sentence 2*",
+    ])
+
+
+def test_a_result_never_compared_warns_with_file_and_line(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_forgot_threshold():
+            assert_context_recall(GOOD)
+    """)
+    result = project.runpytest("-W", "always")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*test_rag.py:5*RagMetricsWarning: context_recall result was never compared*"])
+
+
+def test_gates_fail_the_session_and_say_by_how_much(project):
+    project.makeini("""
+        [pytest]
+        rag_gates =
+            context_recall mean >= 0.9
+            context_relevance[graded] mean >= 0.5
+    """)
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall, assert_context_relevance
+        from samples import GOOD, PARTIAL
+
+        def test_recall():
+            assert_context_recall([GOOD, PARTIAL]) >= 0.5
+            assert_context_relevance([GOOD, PARTIAL], method="graded") >= 0.1
+    """)
+    result = project.runpytest("--rag-report")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*FAIL*context_recall mean >= 0.9*value 0.750*margin -0.150*"])
+    result.stdout.fnmatch_lines(["*PASS*context_relevance[[]graded] mean >= 0.5*"])
+
+
+def test_gates_without_the_report_still_print_the_failure(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import PARTIAL
+
+        def test_recall():
+            assert_context_recall(PARTIAL) >= 0.5
+    """)
+    result = project.runpytest("--rag-gate", "context_recall mean >= 0.9")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ragmetrics gate failed: context_recall mean >= 0.9*"])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--rag-gate", "context_recall average >= 0.9"], "*invalid ragmetrics gate*context_recall average >= 0.9*"),
+    (["--rag-cache", "sometimes"], "*cache must be one of readwrite, replay, refresh, off; got 'sometimes'*"),
+    (["--rag-concurrency", "zero"], "*--rag-concurrency must be an integer; got 'zero'*"),
+    (["--rag-gate", "context_magic mean >= 0.1"], "*unknown metric 'context_magic'*"),
+])
+def test_bad_configuration_is_a_usage_error_without_traceback(pytester, args, message):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_precedence_ini_then_env_then_cli(pytester, monkeypatch):
+    pytester.makeini("[pytest]\nrag_judge_model = from-ini\nrag_cache = off\n")
+    pytester.makepyfile("""
+        from pytest_ragmetrics.plugin import state_key
+        def test_model(request):
+            print("MODEL", request.config.stash[state_key].settings.judge_model)
+    """)
+    assert "MODEL from-ini" in pytester.runpytest("-s").stdout.str()
+    monkeypatch.setenv("RAGMETRICS_JUDGE_MODEL", "from-env")
+    assert "MODEL from-env" in pytester.runpytest("-s").stdout.str()
+    assert "MODEL from-cli" in pytester.runpytest("-s", "--rag-judge-model", "from-cli").stdout.str()
+
+
+def test_config_fixture_and_marker_override_per_test(project, judge_server):
+    project.makeconftest("""
+        import pytest
+        @pytest.fixture
+        def ragmetrics_config():
+            return {"judge_model": "fixture-model"}
+    """)
+    project.makepyfile(test_rag="""
+        import pytest
+        from pytest_ragmetrics import assert_context_relevance
+        from samples import GOOD
+
+        def test_fixture_model():
+            assert_context_relevance(GOOD) >= 0.5
+
+        @pytest.mark.ragmetrics(judge_model="marker-model", method="binary")
+        def test_marker_model():
+            assert_context_relevance(GOOD) >= 0.5
+    """)
+    project.runpytest().assert_outcomes(passed=2)
+    seen = {(r.body["model"], r.body["response_format"]["json_schema"]["name"]) for r in judge_server.requests}
+    assert seen == {("fixture-model", "context_relevance_graded"),
+                    ("marker-model", "context_relevance_sentences")}
+
+
+def test_marker_arguments_are_validated(pytester):
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.ragmetrics(judge_modle="x")
+        def test_typo():
+            pass
+    """)
+    result = pytester.runpytest()
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*unknown @pytest.mark.ragmetrics argument(s) judge_modle*"])
+
+
+def test_marker_samples_parametrize_rag_sample(project):
+    (project.path / "golden.jsonl").write_text(
+        '{"id": "g1", "question": "Where is France?", "contexts": ["France is in Western Europe."], '
+        '"ground_truth": "France is in Western Europe."}\n'
+        '{"id": "g2", "question": "Capital?", "contexts": ["Paris is the capital."], '
+        '"ground_truth": "Paris is the capital."}\n'
+    )
+    project.makepyfile(test_rag="""
+        import pytest
+        from pytest_ragmetrics import assert_context_recall
+
+        @pytest.mark.ragmetrics(samples="golden.jsonl")
+        def test_recall(rag_sample):
+            assert_context_recall(rag_sample) >= 1.0
+    """)
+    result = project.runpytest("-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_recall[[]g1[]] PASSED*", "*test_recall[[]g2[]] PASSED*"])
+
+
+def test_replay_miss_fails_the_test_and_says_how_to_record(project, judge_server):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_recall():
+            assert_context_recall(GOOD) >= 0.8
+    """)
+    result = project.runpytest("--rag-cache=replay")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*JudgmentNotRecorded*context_recall of sample 'good'*"])
+    assert judge_server.request_count == 0
+
+
+def test_no_api_key_is_a_clear_error(project, judge_server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_recall():
+            assert_context_recall(GOOD) >= 0.8
+    """)
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*OPENAI_API_KEY*"])
+    assert judge_server.request_count == 0
+
+
+def _rag_tests(project):
+    project.makepyfile(test_rag="""
+        import pytest
+        from pytest_ragmetrics import assert_context_precision, assert_context_recall, assert_context_relevance
+        from samples import GOOD, PARTIAL
+
+        @pytest.mark.parametrize("sample", [GOOD, PARTIAL], ids=["good", "partial"])
+        def test_recall(sample):
+            assert_context_recall(sample) >= 0.5
+
+        @pytest.mark.parametrize("sample", [GOOD, PARTIAL], ids=["good", "partial"])
+        def test_precision(sample):
+            assert_context_precision(sample) >= 0.5
+
+        def test_relevance():
+            assert_context_relevance([GOOD, PARTIAL], method="sentence") >= 0.4
+    """)
+
+
+def test_json_report_is_stable_between_runs(project):
+    """Once judged, every run of the same judgments writes the same bytes."""
+    _rag_tests(project)
+    project.runpytest("--rag-report-json=out/cold.json").assert_outcomes(passed=5)
+    project.runpytest("--rag-report-json=out/a.json").assert_outcomes(passed=5)
+    project.runpytest("--rag-report-json=out/b.json").assert_outcomes(passed=5)
+    a = (project.path / "out" / "a.json").read_text()
+    assert a == (project.path / "out" / "b.json").read_text()
+    report = json.loads(a)
+    assert report["version"] == 1
+    rows = report["results"]
+    assert [r["nodeid"] for r in rows] == sorted(r["nodeid"] for r in rows)
+    partial = next(r for r in rows if r["nodeid"].endswith("test_recall[partial]"))
+    assert partial["score"] == 0.5 and partial["op"] == ">=" and partial["threshold"] == 0.5
+    assert partial["samples"][0]["verdicts"][1]["reason"] == "no context says so"
+    metrics = {(m["metric"], m["method"]): m for m in report["summary"]["metrics"]}
+    assert metrics[("context_recall", None)]["n"] == 2
+    assert metrics[("context_recall", None)]["mean"] == 0.75
+
+
+def test_markdown_report_and_github_step_summary(project, monkeypatch):
+    _rag_tests(project)
+    summary = project.path / "step_summary.md"
+    summary.write_text("# earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    project.runpytest("--rag-report-md=report.md", "--rag-github-summary").assert_outcomes(passed=5)
+    markdown = (project.path / "report.md").read_text()
+    assert "context\\_recall" in markdown
+    text = summary.read_text()
+    assert text.startswith("# earlier step\n") and markdown.strip() in text
+
+
+def test_html_report_is_written_and_escapes_contexts(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import RagSample, assert_context_relevance
+
+        def test_markup():
+            s = RagSample("Where is Paris?", ["<script>alert('x')</script> Paris is in France."], id="xss")
+            assert_context_relevance(s) >= 0.5
+    """)
+    project.runpytest("--rag-report-html=report.html").assert_outcomes(passed=1)
+    html = (project.path / "report.html").read_text()
+    assert "&lt;script&gt;alert(" in html and "<script>alert(" not in html
+
+
+def test_junitxml_carries_scores_thresholds_and_outcomes(project):
+    _rag_tests(project)
+    project.runpytest("--junitxml=junit.xml").assert_outcomes(passed=5)
+    xml = (project.path / "junit.xml").read_text()
+    assert '<property name="ragmetrics.1.context_recall.score" value="0.5" />' in xml
+    assert '<property name="ragmetrics.1.context_recall.threshold" value="&gt;= 0.5" />' in xml
+    assert '<property name="ragmetrics.1.context_recall.passed" value="true" />' in xml
+
+
+def test_report_header_names_judge_and_cache(project):
+    project.makepyfile("def test_x():\n    pass\n")
+    result = project.runpytest("--rag-report", "--rag-judge-model=judge-x")
+    result.stdout.fnmatch_lines(["ragmetrics: judge judge-x, cache readwrite*"])
+
+
+def test_quiet_report_shows_only_failing_rows(project):
+    _rag_tests(project)
+    project.makepyfile(test_fail="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import PARTIAL
+
+        def test_fails():
+            assert_context_recall(PARTIAL) >= 0.9
+    """)
+    result = project.runpytest("--rag-report", "-q")
+    out = result.stdout.str()
+    assert "test_fails" in out.split("ragmetrics report")[1]
+    assert "test_recall[good]" not in out.split("ragmetrics report")[1]
+
+
+@pytest.mark.parametrize("extra", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_gates_and_report_merge_across_workers(project, extra):
+    _rag_tests(project)
+    result = project.runpytest_subprocess(
+        "--rag-report", "--rag-report-json=report.json", "--rag-gate", "context_recall mean >= 0.7",
+        "--rag-gate", "context_precision min >= 0.6", "-p", "xdist", *extra,
+    )
+    result.assert_outcomes(passed=5)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the precision gate fails: partial scores 0.5
+    report = json.loads((project.path / "report.json").read_text())
+    assert len(report["results"]) == 5
+    gates = {g["spec"]: g for g in report["summary"]["gates"]}
+    assert gates["context_recall mean >= 0.7"]["passed"] and gates["context_recall mean >= 0.7"]["n"] == 2
+    assert not gates["context_precision min >= 0.6"]["passed"]
+    assert report["summary"]["judge"]["calls"] > 0
+    result.stdout.fnmatch_lines(["*ragmetrics report*", "*FAIL*context_precision min >= 0.6*"])
