@@ -134,7 +134,10 @@ def _request(
         model=params.model,
         messages=(
             {"role": "system", "content": prompt.system},
-            {"role": "user", "content": json.dumps(_user_payload(kind, inputs), ensure_ascii=False, indent=1)},
+            {
+                "role": "user",
+                "content": json.dumps(_user_payload(kind, inputs), ensure_ascii=False, indent=1),
+            },
         ),
         schema_name=kind,
         schema=schema,
@@ -174,11 +177,18 @@ def precision_request(
 
 
 def recall_request(
-    question: str, contexts: Sequence[str], reference_sentences: Sequence[str], params: JudgeParams,
+    question: str,
+    contexts: Sequence[str],
+    reference_sentences: Sequence[str],
+    params: JudgeParams,
     label: str = "",
 ) -> JudgeRequest:
     """Which reference sentences can be attributed to the contexts taken together?"""
-    inputs = {"question": question, "contexts": list(contexts), "reference_sentences": list(reference_sentences)}
+    inputs = {
+        "question": question,
+        "contexts": list(contexts),
+        "reference_sentences": list(reference_sentences),
+    }
     verdict = _object({"reason": _reason(), "attributed": {"type": "boolean"}})
     schema = _object({f"sentence_{i}": verdict for i in range(1, len(reference_sentences) + 1)})
     return _request(RECALL, inputs, schema, params, label)

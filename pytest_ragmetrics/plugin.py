@@ -72,8 +72,13 @@ class RunState:
 
             if self.runner is None:
                 self.runner = LoopRunner()
-            evaluator = Evaluator(settings, hook=self.config.hook, stats=self.stats, runner=self.runner,
-                                  default_cache_dir=self.default_cache_dir())
+            evaluator = Evaluator(
+                settings,
+                hook=self.config.hook,
+                stats=self.stats,
+                runner=self.runner,
+                default_cache_dir=self.default_cache_dir(),
+            )
             self.evaluators[settings] = evaluator
         return evaluator
 
@@ -103,10 +108,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             else:
                 kwargs["metavar"] = option.metavar
             group.addoption(option.cli_name, **kwargs)
-        parser.addini(option.ini_name, option.help + f" (env {option.env_name})", type=option.ini_type,  # type: ignore[arg-type]
-                      default=None)
-    group.addoption("--rag-gate", dest="rag_gates", action="append", default=None, metavar="GATE",
-                    help="aggregate gate, e.g. 'context_recall mean >= 0.8'; repeatable; replaces rag_gates")
+        parser.addini(
+            option.ini_name,
+            option.help + f" (env {option.env_name})",
+            type=option.ini_type,  # type: ignore[arg-type]
+            default=None,
+        )
+    group.addoption(
+        "--rag-gate",
+        dest="rag_gates",
+        action="append",
+        default=None,
+        metavar="GATE",
+        help="aggregate gate, e.g. 'context_recall mean >= 0.8'; repeatable; replaces rag_gates",
+    )
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -195,9 +210,15 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     from .report.terminal import header_line
 
     s = state.settings
-    return header_line({"model": s.judge_model, "cache_mode": s.cache,
-                        "cache_dir": s.cache_dir or state.default_cache_dir(), "store_dir": s.store_dir},
-                       config.rootpath)
+    return header_line(
+        {
+            "model": s.judge_model,
+            "cache_mode": s.cache,
+            "cache_dir": s.cache_dir or state.default_cache_dir(),
+            "store_dir": s.store_dir,
+        },
+        config.rootpath,
+    )
 
 
 # --- marker, fixtures ----------------------------------------------------------------------------
@@ -218,7 +239,9 @@ def _validate_marker(mark: pytest.Mark, where: str) -> None:
     from .settings import OPTIONS_BY_NAME, resolve
 
     if mark.args:
-        raise pytest.UsageError(f"{where}: @pytest.mark.ragmetrics takes keyword arguments only, got {mark.args!r}")
+        raise pytest.UsageError(
+            f"{where}: @pytest.mark.ragmetrics takes keyword arguments only, got {mark.args!r}"
+        )
     unknown = sorted(set(mark.kwargs) - set(OPTIONS_BY_NAME) - set(_MARKER_KEYS_EXTRA))
     if unknown:
         raise pytest.UsageError(
@@ -246,8 +269,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if samples_path is None:
         return
     if "rag_sample" not in metafunc.fixturenames:
-        raise pytest.UsageError(f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the "
-                                "rag_sample fixture")
+        raise pytest.UsageError(
+            f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the rag_sample fixture"
+        )
     from .loaders import load_samples
 
     path = Path(samples_path)
@@ -257,7 +281,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     try:
         samples = load_samples(path)
     except (OSError, ValueError) as exc:
-        raise pytest.UsageError(f"{where}: @pytest.mark.ragmetrics(samples={samples_path!r}): {exc}") from None
+        raise pytest.UsageError(
+            f"{where}: @pytest.mark.ragmetrics(samples={samples_path!r}): {exc}"
+        ) from None
     metafunc.parametrize("rag_sample", samples, ids=[s.id or str(i) for i, s in enumerate(samples)])
 
 
@@ -291,8 +317,11 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
         overrides.update(fixture_request.getfixturevalue("ragmetrics_config") or {})
     overrides.update(_marker_settings(item))
     try:
-        settings = _absolute(state.settings.replace(**overrides), item.config.rootpath) if overrides \
+        settings = (
+            _absolute(state.settings.replace(**overrides), item.config.rootpath)
+            if overrides
             else state.settings
+        )
     except ConfigError as exc:
         raise pytest.UsageError(f"{item.nodeid}: ragmetrics settings: {exc}") from None
     return state.evaluator(settings)
@@ -334,7 +363,9 @@ def _warn_unused(scope: TestScope) -> None:
                 f"{check.name} result was never compared with a threshold "
                 f"({os.path.basename(filename)}:{lineno}); write e.g. `assert_...(sample) >= 0.8`"
             ),
-            RagMetricsWarning, filename, lineno,
+            RagMetricsWarning,
+            filename,
+            lineno,
         )
 
 
@@ -394,7 +425,9 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         state.used_keys.update(data["used_keys"])
         if data.get("store_keys") is not None:
             state.store_keys_seen = True
-            state.unused_store_entries = sorted(set(state.unused_store_entries or []) | set(data["store_keys"]))
+            state.unused_store_entries = sorted(
+                set(state.unused_store_entries or []) | set(data["store_keys"])
+            )
 
 
 # --- the end of the run --------------------------------------------------------------------------
@@ -407,7 +440,9 @@ def _close(state: RunState) -> None:
             state.used_keys.update(judge.used_keys)
             if judge.store is not None:
                 state.store_keys_seen = True
-                state.unused_store_entries = sorted(set(state.unused_store_entries or []) | set(judge.store.keys()))
+                state.unused_store_entries = sorted(
+                    set(state.unused_store_entries or []) | set(judge.store.keys())
+                )
         evaluator.close()
     if state.runner is not None:
         state.runner.close()
@@ -487,8 +522,9 @@ def build_report(state: RunState) -> dict[str, Any]:
     s = state.settings
     metrics = [
         {"metric": metric, "method": method, **aggregate(values)}
-        for (metric, method), values in sorted(_per_sample_scores(state.rows).items(),
-                                               key=lambda kv: (kv[0][0], kv[0][1] or ""))
+        for (metric, method), values in sorted(
+            _per_sample_scores(state.rows).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
+        )
     ]
     judge = {
         "model": s.judge_model,
@@ -564,5 +600,7 @@ class _ReporterWriter:
     def line(self, s: str = "", **markup: bool) -> None:
         self._reporter.write_line(s, **markup)
 
-    def sep(self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool) -> None:
+    def sep(
+        self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool
+    ) -> None:
         self._reporter.write_sep(sepchar, title, **markup)

@@ -120,7 +120,9 @@ class MetricResult:
     def __hash__(self) -> int:
         return hash(self.score)
 
-    def _arith(op: Callable[[float, float], float], reflected: bool = False) -> Callable[[MetricResult, object], float]:  # type: ignore[misc]
+    def _arith(
+        op: Callable[[float, float], float], reflected: bool = False
+    ) -> Callable[[MetricResult, object], float]:  # type: ignore[misc]
         def apply(self: MetricResult, other: object) -> float:
             value = _as_float(other)
             return op(value, self.score) if reflected else op(self.score, value)

@@ -30,8 +30,10 @@ class RagSample:
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str):
-            raise TypeError(f"RagSample.question must be a str, got {type(self.question).__name__}: "
-                            f"{_show(self.question)}")
+            raise TypeError(
+                f"RagSample.question must be a str, got {type(self.question).__name__}: "
+                f"{_show(self.question)}"
+            )
         if not self.question.strip():
             raise ValueError(f"RagSample.question must be a non-empty str, got {_show(self.question)}")
         contexts = self.contexts
@@ -42,23 +44,28 @@ class RagSample:
             )
         for i, chunk in enumerate(contexts):
             if not isinstance(chunk, str):
-                raise TypeError(f"RagSample.contexts[{i}] must be a str, got {type(chunk).__name__}: "
-                                f"{_show(chunk)}")
+                raise TypeError(
+                    f"RagSample.contexts[{i}] must be a str, got {type(chunk).__name__}: {_show(chunk)}"
+                )
         object.__setattr__(self, "contexts", tuple(contexts))
         for name in ("ground_truth", "answer"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                raise TypeError(f"RagSample.{name} must be a str or None, got {type(value).__name__}: "
-                                f"{_show(value)}")
+                raise TypeError(
+                    f"RagSample.{name} must be a str or None, got {type(value).__name__}: {_show(value)}"
+                )
         if self.id is not None and not isinstance(self.id, str):
             if isinstance(self.id, int) and not isinstance(self.id, bool):
                 object.__setattr__(self, "id", str(self.id))
             else:
-                raise TypeError(f"RagSample.id must be a str or None, got {type(self.id).__name__}: "
-                                f"{_show(self.id)}")
+                raise TypeError(
+                    f"RagSample.id must be a str or None, got {type(self.id).__name__}: {_show(self.id)}"
+                )
         if not isinstance(self.metadata, Mapping):
-            raise TypeError(f"RagSample.metadata must be a mapping, got {type(self.metadata).__name__}: "
-                            f"{_show(self.metadata)}")
+            raise TypeError(
+                f"RagSample.metadata must be a mapping, got {type(self.metadata).__name__}: "
+                f"{_show(self.metadata)}"
+            )
 
     @property
     def reference(self) -> str | None:
@@ -95,8 +102,9 @@ def as_samples(value: RagSample | Sequence[RagSample]) -> tuple[list[RagSample],
     if isinstance(value, RagSample):
         return [value], True
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise TypeError(f"expected a RagSample or a list of RagSample, got {type(value).__name__}: "
-                        f"{_show(value)}")
+        raise TypeError(
+            f"expected a RagSample or a list of RagSample, got {type(value).__name__}: {_show(value)}"
+        )
     samples = list(value)
     for i, s in enumerate(samples):
         if not isinstance(s, RagSample):

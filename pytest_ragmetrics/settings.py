@@ -158,46 +158,112 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("report", _flag, "print the ragmetrics report (scores, verdicts, gates, judge cost) at the end",
-           flag=True, ini_type="bool"),
+    Option(
+        "report",
+        _flag,
+        "print the ragmetrics report (scores, verdicts, gates, judge cost) at the end",
+        flag=True,
+        ini_type="bool",
+    ),
     Option("report_json", _optional_text, "write the report as JSON to PATH", "PATH"),
     Option("report_md", _optional_text, "write the report as Markdown to PATH", "PATH"),
     Option("report_html", _optional_text, "write a self-contained HTML report to PATH", "PATH"),
-    Option("github_summary", _flag, "append the Markdown report to $GITHUB_STEP_SUMMARY when it is set",
-           flag=True, ini_type="bool"),
+    Option(
+        "github_summary",
+        _flag,
+        "append the Markdown report to $GITHUB_STEP_SUMMARY when it is set",
+        flag=True,
+        ini_type="bool",
+    ),
     Option("judge_model", _text, "judge model name; part of every cache key", "NAME"),
-    Option("judge_base_url", _optional_text,
-           "base URL of an OpenAI-compatible server (default: the SDK's OPENAI_BASE_URL, else OpenAI)", "URL"),
-    Option("judge_provider", _choice(PROVIDERS), "openai, or azure (Azure OpenAI, configured by the SDK's "
-           "AZURE_OPENAI_* / OPENAI_API_VERSION variables)", "NAME", choices=PROVIDERS),
-    Option("relevance_models", _names, "comma-separated judge models whose graded relevance ratings are "
-           "averaged (default: the judge model)", "NAMES"),
-    Option("relevance_method", _choice(RELEVANCE_METHODS), "default method of assert_context_relevance",
-           "METHOD", choices=RELEVANCE_METHODS),
-    Option("response_format", _choice(RESPONSE_FORMATS), "json_schema (strict structured outputs), or "
-           "json_object / text for servers without them", "FORMAT", choices=RESPONSE_FORMATS),
-    Option("temperature", _number(float, 0.0), "judge temperature (graded relevance uses "
-           "graded_temperature)", "FLOAT"),
+    Option(
+        "judge_base_url",
+        _optional_text,
+        "base URL of an OpenAI-compatible server (default: the SDK's OPENAI_BASE_URL, else OpenAI)",
+        "URL",
+    ),
+    Option(
+        "judge_provider",
+        _choice(PROVIDERS),
+        "openai, or azure (Azure OpenAI, configured by the SDK's "
+        "AZURE_OPENAI_* / OPENAI_API_VERSION variables)",
+        "NAME",
+        choices=PROVIDERS,
+    ),
+    Option(
+        "relevance_models",
+        _names,
+        "comma-separated judge models whose graded relevance ratings are averaged (default: the judge model)",
+        "NAMES",
+    ),
+    Option(
+        "relevance_method",
+        _choice(RELEVANCE_METHODS),
+        "default method of assert_context_relevance",
+        "METHOD",
+        choices=RELEVANCE_METHODS,
+    ),
+    Option(
+        "response_format",
+        _choice(RESPONSE_FORMATS),
+        "json_schema (strict structured outputs), or json_object / text for servers without them",
+        "FORMAT",
+        choices=RESPONSE_FORMATS,
+    ),
+    Option(
+        "temperature",
+        _number(float, 0.0),
+        "judge temperature (graded relevance uses graded_temperature)",
+        "FLOAT",
+    ),
     Option("graded_temperature", _number(float, 0.0), "judge temperature for graded relevance", "FLOAT"),
     Option("seed", _number(int, optional=True), "seed sent to the judge ('none' to send none)", "INT"),
-    Option("judge_n", _number(int, 1), "judge samples per judgment (self-consistency: majority vote, "
-           "mean rating)", "N"),
+    Option(
+        "judge_n",
+        _number(int, 1),
+        "judge samples per judgment (self-consistency: majority vote, mean rating)",
+        "N",
+    ),
     Option("concurrency", _number(int, 1), "judge requests in flight at once", "N"),
     Option("timeout", _number(float, 0.001), "seconds before one judge request times out", "SECONDS"),
     Option("max_retries", _number(int, 0), "retries on 429, 5xx, timeouts and connection errors", "N"),
     Option("max_reasks", _number(int, 0), "re-asks when an answer does not fit the schema", "N"),
-    Option("cache", _choice(CACHE_MODES), "readwrite: use recorded judgments, judge the rest; replay: never "
-           "call the judge; refresh: judge everything again; off: judge, store nothing", "MODE",
-           choices=CACHE_MODES),
-    Option("cache_dir", _optional_text, "local judgment cache (default: ragmetrics in pytest's cache "
-           "directory)", "PATH"),
-    Option("store_dir", _optional_text, "judgment store to commit: one JSON file per judgment (off by "
-           "default)", "PATH"),
-    Option("price_input", _number(float, 0.0, optional=True), "USD per million prompt tokens, for the cost "
-           "figure", "USD"),
+    Option(
+        "cache",
+        _choice(CACHE_MODES),
+        "readwrite: use recorded judgments, judge the rest; replay: never "
+        "call the judge; refresh: judge everything again; off: judge, store nothing",
+        "MODE",
+        choices=CACHE_MODES,
+    ),
+    Option(
+        "cache_dir",
+        _optional_text,
+        "local judgment cache (default: ragmetrics in pytest's cache directory)",
+        "PATH",
+    ),
+    Option(
+        "store_dir",
+        _optional_text,
+        "judgment store to commit: one JSON file per judgment (off by default)",
+        "PATH",
+    ),
+    Option(
+        "price_input",
+        _number(float, 0.0, optional=True),
+        "USD per million prompt tokens, for the cost figure",
+        "USD",
+    ),
     Option("price_output", _number(float, 0.0, optional=True), "USD per million completion tokens", "USD"),
-    Option("gates", _lines, "aggregate gates, one per line, e.g. 'context_recall mean >= 0.8' (CLI: "
-           "repeatable --rag-gate; env: separated by ';')", "GATE", ini_type="linelist", cli=False),
+    Option(
+        "gates",
+        _lines,
+        "aggregate gates, one per line, e.g. 'context_recall mean >= 0.8' (CLI: "
+        "repeatable --rag-gate; env: separated by ';')",
+        "GATE",
+        ini_type="linelist",
+        cli=False,
+    ),
 )
 
 OPTIONS_BY_NAME: Mapping[str, Option] = {o.name: o for o in OPTIONS}
@@ -236,7 +302,9 @@ def resolve(
             option = OPTIONS_BY_NAME.get(name)
             shown = _SOURCE_NAMES[layer](option) if option else name
             if option is None:
-                raise ConfigError(f"unknown ragmetrics setting {name!r}; known: {', '.join(sorted(OPTIONS_BY_NAME))}")
+                raise ConfigError(
+                    f"unknown ragmetrics setting {name!r}; known: {', '.join(sorted(OPTIONS_BY_NAME))}"
+                )
             if raw is None:
                 continue
             values[name] = option.convert(raw, shown)

@@ -66,9 +66,12 @@ class _Tally:
         return answer
 
 
-def _nothing_retrieved(metric: str, method: str | None, sample: RagSample, mode: str | None = None) -> MetricResult:
-    return MetricResult(0.0, metric, method, (), "nothing was retrieved: the sample has no contexts",
-                        sample.id, mode)
+def _nothing_retrieved(
+    metric: str, method: str | None, sample: RagSample, mode: str | None = None
+) -> MetricResult:
+    return MetricResult(
+        0.0, metric, method, (), "nothing was retrieved: the sample has no contexts", sample.id, mode
+    )
 
 
 def _label(sample: RagSample, metric: str, what: str = "") -> str:
@@ -105,20 +108,39 @@ class ContextPrecision:
             text = ctx.normalize(chunk)
             if not text:
                 return Verdict("chunk", rank, chunk, 0.0, "not useful", "empty chunk", rank)
-            request = J.precision_request(question, ref, reference_kind, text, params,
-                                          _label(sample, self.name, f"chunk {rank}"))
+            request = J.precision_request(
+                question, ref, reference_kind, text, params, _label(sample, self.name, f"chunk {rank}")
+            )
             answer = tally.add(await ctx.judge(request))
             useful, reason = J.combine_boolean(answer.choices, "useful")
-            return Verdict("chunk", rank, chunk, 1.0 if useful else 0.0, "useful" if useful else "not useful",
-                           reason, rank, cached=answer.cached)
+            return Verdict(
+                "chunk",
+                rank,
+                chunk,
+                1.0 if useful else 0.0,
+                "useful" if useful else "not useful",
+                reason,
+                rank,
+                cached=answer.cached,
+            )
 
         verdicts = await asyncio.gather(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
         score = P.average_precision([v.value >= 1.0 for v in verdicts])
         explanation = P.explain_precision(verdicts)
         if mode:
             explanation += " (judged against the answer: the sample has no ground_truth)"
-        return MetricResult(score, self.name, None, tuple(verdicts), explanation, sample.id, mode,
-                            tally.calls == 0, tally.calls, tally.usage)
+        return MetricResult(
+            score,
+            self.name,
+            None,
+            tuple(verdicts),
+            explanation,
+            sample.id,
+            mode,
+            tally.calls == 0,
+            tally.calls,
+            tally.usage,
+        )
 
 
 class ContextRecall:
@@ -135,26 +157,47 @@ class ContextRecall:
         if not sentences:
             raise ValueError(f"context_recall: the ground_truth of sample {sample.label!r} has no sentences")
         if not sample.contexts:
-            verdicts = tuple(Verdict("reference sentence", i, s, 0.0, "not supported", "nothing was retrieved")
-                             for i, s in enumerate(sentences, start=1))
-            return MetricResult(0.0, self.name, None, verdicts,
-                                "nothing was retrieved: the sample has no contexts", sample.id)
+            verdicts = tuple(
+                Verdict("reference sentence", i, s, 0.0, "not supported", "nothing was retrieved")
+                for i, s in enumerate(sentences, start=1)
+            )
+            return MetricResult(
+                0.0, self.name, None, verdicts, "nothing was retrieved: the sample has no contexts", sample.id
+            )
         s = ctx.settings
         params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
         contexts = [ctx.normalize(c) for c in sample.contexts]
-        request = J.recall_request(ctx.normalize(sample.question), contexts, sentences, params,
-                                   _label(sample, self.name))
+        request = J.recall_request(
+            ctx.normalize(sample.question), contexts, sentences, params, _label(sample, self.name)
+        )
         tally = _Tally()
         answer = tally.add(await ctx.judge(request))
         decided = J.combine_recall(answer.choices, len(sentences))
         verdicts = tuple(
-            Verdict("reference sentence", i, text, 1.0 if ok else 0.0, "supported" if ok else "not supported",
-                    reason, cached=answer.cached)
+            Verdict(
+                "reference sentence",
+                i,
+                text,
+                1.0 if ok else 0.0,
+                "supported" if ok else "not supported",
+                reason,
+                cached=answer.cached,
+            )
             for i, (text, (ok, reason)) in enumerate(zip(sentences, decided), start=1)
         )
         score = R.recall_score([v.value >= 1.0 for v in verdicts])
-        return MetricResult(score, self.name, None, verdicts, R.explain_recall(verdicts), sample.id,
-                            None, tally.calls == 0, tally.calls, tally.usage)
+        return MetricResult(
+            score,
+            self.name,
+            None,
+            verdicts,
+            R.explain_recall(verdicts),
+            sample.id,
+            None,
+            tally.calls == 0,
+            tally.calls,
+            tally.usage,
+        )
 
 
 class ContextRelevance:
@@ -183,15 +226,18 @@ class ContextRelevance:
             sentences = [t for t in (ctx.normalize(x) for x in ctx.split(chunk)) if t]
             if not sentences:
                 return [], (), "empty chunk", True
-            request = J.sentences_request(question, sentences, params, _label(sample, "context_relevance",
-                                                                              f"chunk {rank}"))
+            request = J.sentences_request(
+                question, sentences, params, _label(sample, "context_relevance", f"chunk {rank}")
+            )
             answer = tally.add(await ctx.judge(request))
             chosen, reason = J.combine_sentences(answer.choices)
             return sentences, chosen, reason, answer.cached
 
         judged = await asyncio.gather(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
         verdicts: list[Verdict] = []
-        for rank, (chunk, (sentences, chosen, reason, cached)) in enumerate(zip(sample.contexts, judged), start=1):
+        for rank, (chunk, (sentences, chosen, reason, cached)) in enumerate(
+            zip(sample.contexts, judged), start=1
+        ):
             extracted = tuple(sentences[n - 1] for n in chosen)
             if method == "binary":
                 value = 1.0 if chosen else 0.0
@@ -208,8 +254,18 @@ class ContextRelevance:
             totals = [len(sentences) for sentences, _, _, _ in judged]
             score = REL.sentence_score(selected, totals)
             explanation = REL.explain_sentence(verdicts, sum(selected), sum(totals))
-        return MetricResult(score, self.name, method, tuple(verdicts), explanation, sample.id, None,
-                            tally.calls == 0, tally.calls, tally.usage)
+        return MetricResult(
+            score,
+            self.name,
+            method,
+            tuple(verdicts),
+            explanation,
+            sample.id,
+            None,
+            tally.calls == 0,
+            tally.calls,
+            tally.usage,
+        )
 
     async def _graded(self, sample: RagSample, ctx: ScoringContext) -> MetricResult:
         s = ctx.settings
@@ -230,17 +286,25 @@ class ContextRelevance:
 
         chunks = list(enumerate(sample.contexts, start=1))
         ratings = await asyncio.gather(*(one(rank, chunk, m) for m in models for rank, chunk in chunks))
-        per_model = {m: list(ratings[i * len(chunks):(i + 1) * len(chunks)]) for i, m in enumerate(models)}
+        per_model = {m: list(ratings[i * len(chunks) : (i + 1) * len(chunks)]) for i, m in enumerate(models)}
         verdicts: list[Verdict] = []
         for position, (rank, chunk) in enumerate(chunks):
             by_model = {m: per_model[m][position] for m in models}
             mean_rating = sum(r for r, _, _ in by_model.values()) / len(models)
             reason = by_model[models[0]][1]
-            verdicts.append(Verdict(
-                "chunk", rank, chunk, mean_rating / 2, REL.rating_label(mean_rating), reason, rank,
-                cached=all(c for _, _, c in by_model.values()),
-                models={m: r / 2 for m, (r, _, _) in by_model.items()} if len(models) > 1 else None,
-            ))
+            verdicts.append(
+                Verdict(
+                    "chunk",
+                    rank,
+                    chunk,
+                    mean_rating / 2,
+                    REL.rating_label(mean_rating),
+                    reason,
+                    rank,
+                    cached=all(c for _, _, c in by_model.values()),
+                    models={m: r / 2 for m, (r, _, _) in by_model.items()} if len(models) > 1 else None,
+                )
+            )
         model_scores = {m: REL.graded_score([r for r, _, _ in per_model[m]]) for m in models}
         score = sum(model_scores.values()) / len(models)
         explanation = REL.explain_graded(verdicts)
@@ -248,9 +312,19 @@ class ContextRelevance:
             shown = ", ".join(f"{m} {v:.2f}" for m, v in model_scores.items())
             spread = max(model_scores.values()) - min(model_scores.values())
             explanation += f" (judges: {shown}; spread {spread:.2f})"
-        return MetricResult(min(1.0, max(0.0, score)), self.name, "graded", tuple(verdicts), explanation,
-                            sample.id, None, tally.calls == 0, tally.calls, tally.usage,
-                            model_scores if len(models) > 1 else None)
+        return MetricResult(
+            min(1.0, max(0.0, score)),
+            self.name,
+            "graded",
+            tuple(verdicts),
+            explanation,
+            sample.id,
+            None,
+            tally.calls == 0,
+            tally.calls,
+            tally.usage,
+            model_scores if len(models) > 1 else None,
+        )
 
 
 def builtin_metrics() -> list[Metric]:
@@ -268,4 +342,3 @@ def check_method(metric: Metric, method: str | None) -> str | None:
     if method not in metric.methods:
         raise ValueError(f"{metric.name}: method must be one of {', '.join(metric.methods)}; got {method!r}")
     return method
-

@@ -35,7 +35,8 @@ def explain_precision(verdicts: Sequence[Verdict]) -> str:
     if not misranked:
         return f"all {len(useful_ranks)} useful chunks are ranked before any chunk that is not useful"
     parts = [
-        f"chunk {v.index} (rank {v.rank}) is not useful for the reference" + (f": {v.reason}" if v.reason else "")
+        f"chunk {v.index} (rank {v.rank}) is not useful for the reference"
+        + (f": {v.reason}" if v.reason else "")
         for v in misranked
     ]
     first_useful = min(r for r in useful_ranks if r is not None)
