@@ -313,6 +313,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Idle keep-alive connections are dropped after this, so handler threads do not linger.
     timeout = 30
+    # Headers and body go out in separate writes; with Nagle's algorithm and the client's delayed
+    # ACKs each response could stall ~40 ms, which would swamp the latency tests want to measure.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -272,7 +272,7 @@ class CachedJudge:
             else:
                 self._disable_cache("cannot write to it", exc)
 
-    def _record(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> JudgeAnswer:
+    async def _record(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> JudgeAnswer:
         # Cheap insurance: whatever the inner judge is, nothing unvalidated is ever recorded.
         if len(answer.choices) != request.n:
             raise InvalidJudgeAnswer(
@@ -283,6 +283,13 @@ class CachedJudge:
             validate_answer(request, choice)
         if self.mode == "off":
             return answer
+        # File and SQLite writes take ~1 ms; in a worker thread they do not stall the event loop
+        # while 30 other judge requests are waiting for their responses.
+        await asyncio.to_thread(self._write_both, request, key, answer)
+        self._remember(key, answer)
+        return answer
+
+    def _write_both(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
         self._write_disk(request, key, answer)
         if self.store is not None:
             try:
@@ -293,8 +300,6 @@ class CachedJudge:
                     f"cannot write to the judgment store at {self.store.directory} ({exc}); "
                     "new judgments are not being recorded for replay",
                 )
-        self._remember(key, answer)
-        return answer
 
     # --- the Judge protocol ----------------------------------------------------------------------
 
@@ -337,7 +342,7 @@ class CachedJudge:
         self._inflight[key] = future
         try:
             answer = await self._inner_judge().judge(request)
-            answer = self._record(request, key, answer)
+            answer = await self._record(request, key, answer)
         except asyncio.CancelledError:
             future.cancel()
             raise

@@ -358,13 +358,18 @@ class OpenAIJudge:
     async def _create(self, client: AsyncOpenAI, request: JudgeRequest, params: dict[str, Any]) -> Any:
         """One chat completion, with counted retries on transient failures."""
         import openai
+        from openai.types.chat import ChatCompletion
 
         label = request.label or request.kind
         attempt = 0
         while True:
             retry_after: float | None = None
             try:
-                return await client.chat.completions.create(**params)
+                # The SDK's generic post() (its documented way to make custom requests) rather than
+                # chat.completions.create(): create() deep-copies and type-transforms the whole
+                # JSON schema on every call, which cost ~1.4 ms of event-loop time per request and
+                # kept a 32-way batch from overlapping. The params are plain JSON already.
+                return await client.post("/chat/completions", cast_to=ChatCompletion, body=params)
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 if status != 429 and status < 500 and status != 408:

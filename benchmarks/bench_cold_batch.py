@@ -1,0 +1,133 @@
+"""A cold batch: N distinct judgments through CachedJudge(readwrite) + OpenAIJudge over real HTTP.
+
+The FakeJudgeServer answers every request after a fixed latency (default 200 ms). With concurrency C
+the ideal wall time is N x latency / C; the printed ratio (wall / ideal) should be at most 1.2.
+
+By default the server runs in a child process, as a real judge would (its handler threads then do not
+compete with the client for this interpreter's GIL); ``--in-process`` runs it in a thread instead.
+
+    python benchmarks/bench_cold_batch.py [--requests 320] [--latency 0.2] [--concurrency 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pytest_ragmetrics.judge.base import JudgeRequest
+from pytest_ragmetrics.judge.cache import CachedJudge
+from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
+from pytest_ragmetrics.judge.stats import JudgeStats
+from pytest_ragmetrics.judge.store import JudgmentStore
+from pytest_ragmetrics.testing import FakeJudgeServer
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}},
+    "required": ["reason", "useful"],
+    "additionalProperties": False,
+}
+
+SERVER_SCRIPT = """
+import sys, time
+from pytest_ragmetrics.testing import FakeJudgeServer
+with FakeJudgeServer(latency=float(sys.argv[1])) as server:
+    print(server.base_url, flush=True)
+    sys.stdin.read()  # serve until the parent closes our stdin
+"""
+
+
+def make_requests(count: int) -> list[JudgeRequest]:
+    return [
+        JudgeRequest(
+            kind="context_precision",
+            prompt_version="1",
+            model="judge-model",
+            messages=(
+                {"role": "system", "content": "You judge whether a retrieved chunk is useful."},
+                {"role": "user", "content": f"Question: capital of France?\nChunk {i}: Paris is ..."},
+            ),
+            schema_name="chunk_verdict",
+            schema=SCHEMA,
+            inputs={"question": "capital of France?", "chunk": f"Chunk {i}: Paris is ..."},
+            label=f"bench[{i}]",
+        )
+        for i in range(count)
+    ]
+
+
+async def batch(base_url: str, requests: list[JudgeRequest], concurrency: int, tmp: Path) -> JudgeStats:
+    stats = JudgeStats()
+    judge = CachedJudge(
+        lambda: OpenAIJudge(api_key="sk-bench", base_url=base_url, concurrency=concurrency, stats=stats),
+        mode="readwrite",
+        cache_dir=tmp / "cache",
+        store=JudgmentStore(tmp / "judgments"),
+        stats=stats,
+    )
+    try:
+        await asyncio.gather(*(judge.judge(r) for r in requests))
+    finally:
+        await judge.aclose()
+    return stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=320)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--in-process", action="store_true", help="run the fake server in a thread")
+    args = parser.parse_args()
+    requests = make_requests(args.requests)
+
+    child: subprocess.Popen[str] | None = None
+    server: FakeJudgeServer | None = None
+    if args.in_process:
+        server = FakeJudgeServer(latency=args.latency).start()
+        base_url = server.base_url
+    else:
+        child = subprocess.Popen(
+            [sys.executable, "-c", SERVER_SCRIPT, str(args.latency)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        base_url = child.stdout.readline().strip()
+    try:
+        # Warm up imports (openai is imported on first use) so they are not timed.
+        import openai  # noqa: F401
+
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            stats = asyncio.run(batch(base_url, requests, args.concurrency, Path(tmp)))
+            wall = time.perf_counter() - start
+            stored = len(JudgmentStore(Path(tmp) / "judgments"))
+    finally:
+        if server is not None:
+            server.stop()
+        if child is not None:
+            assert child.stdin is not None
+            child.stdin.close()
+            child.wait(timeout=10)
+
+    ideal = stats.calls * args.latency / args.concurrency
+    print(f"server:       {'thread in this process' if args.in_process else 'child process'}")
+    print(
+        f"requests:     {args.requests}  judge calls: {stats.calls}  "
+        f"retries: {stats.retries}  stored: {stored}"
+    )
+    print(f"latency:      {args.latency * 1000:.0f} ms  concurrency: {args.concurrency}")
+    print(f"wall time:    {wall:.2f} s")
+    print(f"ideal:        {ideal:.2f} s  (calls x latency / concurrency)")
+    print(f"ratio:        {wall / ideal:.2f}  (target <= 1.2)")
+
+
+if __name__ == "__main__":
+    main()
