@@ -142,6 +142,11 @@ def _resolve(data: Any, default_id: str | None) -> dict[str, Any]:
     for field in ("question", "contexts"):
         picked = _pick(data, field)
         if picked is None:
+            if field == "contexts":
+                # A golden set usually holds questions and references only: the retriever under
+                # test supplies the contexts (``sample.with_contexts(retrieve(sample.question))``).
+                kwargs[field] = ()
+                continue
             names = ", ".join(repr(name) for name in FIELD_ALIASES[field])
             raise _FieldError(f"missing field {field!r} (accepted names: {names})", field, ValueError)
         key, value = picked
@@ -208,8 +213,9 @@ def sample_kwargs(data: Mapping[str, Any], *, default_id: str | None = None) -> 
     """Map a dict in our, RAGAS or NVIDIA-style field names to :class:`RagSample` keyword arguments.
 
     See the module docstring for the accepted names. ``default_id`` is used when the data has no id.
-    Raises ``TypeError`` for a non-mapping or a value of the wrong type, ``ValueError`` for a missing
-    question or contexts (listing the accepted names), an empty question, or two names for one field
+    Missing contexts load as an empty tuple (a golden set without retrieval results). Raises
+    ``TypeError`` for a non-mapping or a value of the wrong type, ``ValueError`` for a missing
+    question (listing the accepted names), an empty question, or two names for one field
     with different values. Messages name the key as written in ``data``.
     """
     try:

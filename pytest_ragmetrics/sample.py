@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,10 @@ class RagSample:
                 f"RagSample.metadata must be a mapping, got {type(self.metadata).__name__}: "
                 f"{_show(self.metadata)}"
             )
+
+    def with_contexts(self, contexts: Sequence[str]) -> RagSample:
+        """A copy with ``contexts`` replaced: fill a golden-set question with what your retriever returns."""
+        return dataclasses.replace(self, contexts=contexts)  # type: ignore[arg-type]  # validated, made a tuple
 
     @property
     def reference(self) -> str | None:

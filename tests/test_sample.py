@@ -226,7 +226,6 @@ def test_from_dict_same_contexts_as_list_and_tuple_do_not_conflict():
     ("data", "field", "names"),
     [
         ({"contexts": []}, "question", "'question', 'user_input', 'userInput'"),
-        ({"question": "q"}, "contexts", "'contexts', 'retrieved_contexts', 'retrievedContexts'"),
         ({"question": None, "contexts": []}, "question", "'question', 'user_input', 'userInput'"),
     ],
 )
