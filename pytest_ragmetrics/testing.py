@@ -359,7 +359,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.path,
                 body,
                 self._headers(),
-                authorization=self.headers.get("Authorization"),
+                authorization=self.headers.get("Authorization") or self.headers.get("api-key"),
                 received_at=time.time(),
             )
         )
@@ -373,7 +373,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(action.status, action.body or b"", action.headers)
                 return
             path = self.path.split("?", 1)[0].rstrip("/")
-            if not (path.endswith("/v1/chat/completions") or path == "/chat/completions"):
+            # /v1/chat/completions, /chat/completions and Azure's
+            # /openai/deployments/<model>/chat/completions are all the same endpoint here.
+            if not path.endswith("/chat/completions"):
                 self._not_found()
                 return
             if not isinstance(body, dict):

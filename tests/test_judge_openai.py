@@ -316,6 +316,22 @@ def test_a_judge_serves_two_event_loops_with_a_client_each(fake_judge_server):
     assert fake_judge_server.request_count == 2
 
 
+def test_azure_endpoint_uses_the_deployment_path_and_api_key_header(fake_judge_server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    judge = OpenAIJudge(
+        api_key="azure-key",
+        azure_endpoint=f"http://127.0.0.1:{fake_judge_server.port}",
+        api_version="2024-10-21",
+        max_retries=0,
+    )
+    [answer] = run_judge(judge, make_request())
+    assert answer.choices
+    [sent] = fake_judge_server.requests
+    assert sent.path.startswith("/openai/deployments/judge-model/chat/completions")
+    assert "api-version=2024-10-21" in sent.path
+    assert sent.authorization == "azure-key"
+
+
 def test_bad_settings_raise_config_error():
     with pytest.raises(ConfigError, match="response format"):
         OpenAIJudge(response_format="yaml")  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from .stats import JudgeStats
 from .store import JudgmentStore, atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover
-    import diskcache
+    import diskcache  # type: ignore[import-untyped]  # diskcache ships no type information
 
 CacheMode = Literal["readwrite", "replay", "refresh", "off"]
 CACHE_MODES: tuple[CacheMode, ...] = ("readwrite", "replay", "refresh", "off")
@@ -227,7 +227,7 @@ class CachedJudge:
                 raise ValueError("entry does not conform to the schema")
         except (ValueError, KeyError, TypeError):
             # A stale or foreign entry is a miss; drop it so it is replaced by a good one.
-            with contextlib.suppress(errors):
+            with contextlib.suppress(*errors):
                 cache.delete(key)
             return None
         return answer

@@ -399,7 +399,7 @@ class OpenAIJudge:
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(retry_after, MAX_RETRY_AFTER)
-        base = min(self.retry_backoff * (2 ** (attempt - 1)), MAX_BACKOFF)
+        base: float = min(self.retry_backoff * 2.0 ** (attempt - 1), MAX_BACKOFF)
         # Jitter spreads the retries of many concurrent requests hitting the same rate limit.
         return base * (0.75 + random.random() * 0.5)
 
