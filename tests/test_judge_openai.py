@@ -218,6 +218,16 @@ def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
         run_judge(make_judge(fake_judge_server, max_retries=2), make_request())
 
 
+@pytest.mark.parametrize("body", [{}, [1, 2], "<html>bad gateway</html>"])
+def test_a_200_that_is_not_a_chat_completion_is_retried(fake_judge_server, body):
+    fake_judge_server.fail_next(200, body=body)
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices
+    assert stats.retries == 1
+    assert stats.reasks == 0
+
+
 def test_invalid_answer_is_reasked_with_the_error_then_accepted(fake_judge_server):
     answers = iter([{"reason": "r", "useful": "yes"}, {"reason": "r", "useful": True}])
     fake_judge_server.responder = lambda body: next(answers)

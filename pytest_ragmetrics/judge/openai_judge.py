@@ -369,14 +369,22 @@ class OpenAIJudge:
                 # chat.completions.create(): create() deep-copies and type-transforms the whole
                 # JSON schema on every call, which cost ~1.4 ms of event-loop time per request and
                 # kept a 32-way batch from overlapping. The params are plain JSON already.
-                return await client.post("/chat/completions", cast_to=ChatCompletion, body=params)
+                response = await client.post("/chat/completions", cast_to=ChatCompletion, body=params)
+                if isinstance(response, ChatCompletion) and isinstance(
+                    getattr(response, "choices", None), list
+                ):
+                    return response
+                # A 200 with JSON that is not a chat completion (a proxy's error page, `{}`):
+                # a flaky server, not an invalid judgment, so retried rather than re-asked.
+                what = "malformed response body (not a chat completion)"
+                last: BaseException | None = None
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 if status != 429 and status < 500 and status != 408:
                     raise JudgeUnavailable(self._rejected_message(status, exc, params, label)) from exc
                 retry_after = retry_after_seconds(dict(exc.response.headers))
                 what = f"HTTP {status}" + (" (rate limited)" if status == 429 else "")
-                last: BaseException = exc
+                last = exc
             except openai.APITimeoutError as exc:
                 what = f"timed out after {self.timeout:g}s"
                 last = exc
