@@ -27,6 +27,10 @@ _EXPORTS: dict[str, str] = {
     "assert_context_precision": "assertions",
     "assert_context_recall": "assertions",
     "assert_context_relevance": "assertions",
+    "assert_metric": "assertions",
+    "ScoreCheck": "assertions",
+    "SampleLoadError": "loaders",
+    "RagMetricsWarning": "judge.cache",
     "JudgeRequest": "judge.base",
     "JudgeAnswer": "judge.base",
     "Judge": "judge.base",
@@ -59,7 +63,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .assertions import assert_context_precision, assert_context_recall, assert_context_relevance
+    from .assertions import (
+        ScoreCheck,
+        assert_context_precision,
+        assert_context_recall,
+        assert_context_relevance,
+        assert_metric,
+    )
     from .engine import (
         EvaluationResult,
         Evaluator,
@@ -79,7 +89,8 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from .hookspecs import hookimpl
     from .judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge, Usage
-    from .loaders import load_samples
+    from .judge.cache import RagMetricsWarning
+    from .loaders import SampleLoadError, load_samples
     from .results import MetricResult, Verdict
     from .sample import RagSample
     from .settings import Settings
