@@ -359,3 +359,76 @@ def test_unknown_mode_is_a_config_error(dirs):
 
     with pytest.raises(ConfigError, match="replay"):
         CachedJudge(lambda: pytest.fail("judge created"), mode="sometimes")  # type: ignore[arg-type]
+
+
+# --- JudgeStats (the run's counters, fed by the judge and the cache) -------------------------------
+
+
+def test_stats_cost_uses_prices_per_million_tokens():
+    from pytest_ragmetrics.judge.base import Usage
+
+    stats = JudgeStats()
+    stats.record_call(Usage(2_000_000, 500_000))
+    assert stats.cost(0.15, 0.60) == pytest.approx(0.3 + 0.3)
+    assert stats.cost(None, 0.60) is None
+
+
+def test_stats_merge_adds_another_processes_figures():
+    from pytest_ragmetrics.judge.base import Usage
+
+    worker = JudgeStats()
+    worker.record_call(Usage(10, 2))
+    worker.record_cache_hit(Usage(5, 1))
+    worker.record_store_hit(Usage(3, 1))
+    worker.record_retry()
+    worker.record_reask()
+    worker.record_error()
+    worker.record_seconds(1.5)
+    controller = JudgeStats()
+    controller.record_call(Usage(1, 1))
+    controller.merge_json(json.loads(json.dumps(worker.to_json())))
+    assert controller.to_json() == {
+        "calls": 2,
+        "cache_hits": 1,
+        "store_hits": 1,
+        "prompt_tokens": 11,
+        "completion_tokens": 3,
+        "tokens_saved": 10,
+        "retries": 1,
+        "reasks": 1,
+        "errors": 1,
+        "seconds": 1.5,
+    }
+    controller.merge_json({"calls": True, "bogus": 3})  # a bool is not a count; unknown keys ignored
+    assert controller.calls == 2
+
+
+def test_stats_timer_counts_overlapping_waits_once():
+    stats = JudgeStats()
+
+    async def wait() -> None:
+        with stats.timer():
+            await asyncio.sleep(0.1)
+
+    async def go() -> None:
+        await asyncio.gather(*(wait() for _ in range(10)))
+
+    asyncio.run(go())
+    assert 0.09 <= stats.seconds < 0.5
+
+
+def test_stats_counting_is_thread_safe():
+    import threading
+
+    stats = JudgeStats()
+
+    def work() -> None:
+        for _ in range(5000):
+            stats.record_retry()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert stats.retries == 20_000
