@@ -163,7 +163,7 @@ def test_xfail_comparisons_do_not_fail_the_run():
     report["summary"]["gates"] = []
     text = to_markdown(report)
     assert text.splitlines()[0] == (
-        "## ✅ ragmetrics: 2 of 3 comparisons passed, 1 failed as expected (xfail)"
+        "## ✅ ragmetrics: 2 of 3 comparisons passed (1 in xfail tests failed as expected)"
     )
     assert "### Failing comparisons" not in text
 

@@ -201,21 +201,32 @@ def test_unpriced_judge_cache_off_and_clean_store():
     assert "prune" not in text
 
 
-def test_long_nodeids_are_shortened_to_fit():
+def test_long_nodeids_are_grouped_under_their_file_and_shortened_to_fit():
     report = example_report()
-    long_id = (
-        "tests/integration/retrieval/test_rag_pipeline.py::test_recall_on_the_golden_set[" + "x" * 80 + "]"
-    )
+    long_id = "tests/integration/retrieval/test_rag_pipeline.py::test_recall_golden_set[" + "x" * 80 + "]"
     report["results"][1]["nodeid"] = long_id
     lines = render(report, width=100)
+    table = lines[2 : lines.index(next(line for line in lines if " metrics " in line))]
+    assert table[0] == "tests/test_rag.py"
+    assert table[1].startswith("  test_precision[q2]  ")
+    assert table[2] == "tests/integration/retrieval/test_rag_pipeline.py"
+    failing = table[3]
+    assert failing.startswith("  test_reca")
+    assert "..." in failing.split()[0]
+    assert failing.split()[0].endswith("xxxx]")
+    assert table[5] == "tests/test_rag.py"  # the file heading comes back when the file changes
+    assert table[6].startswith("  test_relevance_golden_set  ")
     rows = [line for line in lines if line.endswith(("cached", "judged"))]
     assert len(rows) == 3
     assert all(len(line) <= 100 for line in rows)
-    failing = _row(lines, "judged")
-    assert "..." in failing
-    assert failing.split()[0].endswith("xxxx]")
-    # Once one id loses its directories, all of them do, so the column reads evenly.
-    assert _row(lines, "test_precision").startswith("test_rag.py::test_precision[q2]")
+
+
+def test_ids_that_fit_are_shown_whole_without_file_headings():
+    lines = render(example_report(), width=120)
+    assert "tests/test_rag.py" not in lines
+    assert _row(lines, "test_relevance_golden_set").startswith(
+        "tests/test_rag.py::test_relevance_golden_set  "
+    )
 
 
 def test_markup_colours_failing_rows_red_and_passing_rows_green():

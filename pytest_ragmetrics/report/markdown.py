@@ -67,19 +67,20 @@ def _headline(report: Mapping[str, Any]) -> str:
     parts = []
     if result["comparisons"]:
         if result["comparisons_failed"]:
-            parts.append(f"{result['comparisons_failed']} of {result['comparisons']} comparisons failed")
+            text = f"{result['comparisons_failed']} of {result['comparisons']} comparisons failed"
         elif result["comparisons_xfailed"]:
             passed = result["comparisons"] - result["comparisons_xfailed"]
-            parts.append(f"{passed} of {result['comparisons']} comparisons passed")
+            text = f"{passed} of {result['comparisons']} comparisons passed"
         else:
-            parts.append(f"all {result['comparisons']} comparisons passed")
+            text = f"all {result['comparisons']} comparisons passed"
+        if result["comparisons_xfailed"]:
+            text += f" ({result['comparisons_xfailed']} in xfail tests failed as expected)"
+        parts.append(text)
     if result["gates"]:
         if result["gates_failed"]:
             parts.append(f"{result['gates_failed']} of {result['gates']} gates failed")
         else:
             parts.append(f"all {result['gates']} gates passed")
-    if result["comparisons_xfailed"]:
-        parts.append(f"{result['comparisons_xfailed']} failed as expected (xfail)")
     mark = PASS_MARK if result["passed"] else FAIL_MARK
     return f"## {mark} ragmetrics: " + ", ".join(parts)
 
@@ -187,7 +188,7 @@ def _judge(summary: Mapping[str, Any]) -> list[str]:
     unused = summary.get("unused_store_entries") or 0
     if unused:
         rows.append(["unused store entries", f"{format_count(unused)} (remove with `{PRUNE_COMMAND}`)"])
-    return ["### Judge", "", *_table(["Figure", "Value"], "lr", rows), ""]
+    return ["### Judge", "", *_table(["Figure", "Value"], "ll", rows), ""]
 
 
 def to_markdown(report: Mapping[str, Any], *, max_failures: int = DEFAULT_MAX_FAILURES) -> str:

@@ -30,7 +30,14 @@ from .model import (
     row_status,
 )
 
-__all__ = ["PRUNE_COMMAND", "TITLE", "LineWriter", "header_line", "render_terminal", "shorten_nodeid"]
+__all__ = [
+    "PRUNE_COMMAND",
+    "TITLE",
+    "LineWriter",
+    "header_line",
+    "render_terminal",
+    "shorten_nodeid",
+]
 
 #: Title of the section in pytest's terminal summary.
 TITLE = "ragmetrics report"
@@ -176,13 +183,24 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
     # The test id gets whatever the other columns leave of the terminal width.
     others = sum(max(len(r[i]) for r in [header, *cells]) for i in range(1, len(header)))
     test_width = max(_MIN_TEST_WIDTH, width - others - len(_GAP) * (len(header) - 1))
-    # Rows read best when their ids look alike: once one id must lose its directories, all do.
-    trim = any(len(cell[0]) > test_width for cell in cells)
+    # Ids too long for the column: group rows under a heading per file and show only the test part,
+    # rather than cutting file names, which would hide the part that tells files apart.
+    grouped = any(len(cell[0]) > test_width for cell in cells)
+    files: list[str | None] = []
     for cell in cells:
-        cell[0] = shorten_nodeid(_drop_directories(cell[0]) if trim else cell[0], test_width)
+        path, sep, rest = cell[0].partition("::")
+        files.append(path if grouped and sep else None)
+        if grouped and sep:
+            cell[0] = "  " + shorten_nodeid(rest, test_width - 2)
+        else:
+            cell[0] = shorten_nodeid(cell[0], test_width)
     lines = _columns([header, *cells], right={2})
     tw.line(lines[0], bold=True)
-    for row, line in zip(shown, lines[1:], strict=True):
+    current_file: str | None = None
+    for row, line, file in zip(shown, lines[1:], files, strict=True):
+        if file is not None and file != current_file:
+            tw.line(file, bold=True)
+        current_file = file
         passed = bool(row.get("passed"))
         fails = row_fails(row)
         tw.line(line, green=passed, red=fails, yellow=not passed and not fails)
@@ -257,19 +275,25 @@ def _judge_parts(judge: Mapping[str, Any]) -> list[str]:
     return parts
 
 
-def _storage_line(judge: Mapping[str, Any]) -> str | None:
+def _storage_line(judge: Mapping[str, Any], rootdir: str | os.PathLike[str] | None) -> str | None:
     parts = []
     if judge.get("cache_mode"):
         cache = f"cache {judge['cache_mode']}"
         if judge.get("cache_dir") and judge["cache_mode"] != "off":
-            cache += f" at {judge['cache_dir']}"
+            cache += f" at {_display_path(judge['cache_dir'], rootdir)}"
         parts.append(cache)
     if judge.get("store_dir"):
-        parts.append(f"judgment store {judge['store_dir']}")
+        parts.append(f"judgment store {_display_path(judge['store_dir'], rootdir)}")
     return ", ".join(parts) or None
 
 
-def render_terminal(report: Mapping[str, Any], tw: LineWriter, verbosity: int = 0) -> None:
+def render_terminal(
+    report: Mapping[str, Any],
+    tw: LineWriter,
+    verbosity: int = 0,
+    *,
+    rootdir: str | os.PathLike[str] | None = None,
+) -> None:
     """Write the ``ragmetrics report`` section of pytest's terminal summary.
 
     One aligned row per comparison (test, metric[method] and statistic, score, threshold,
@@ -277,6 +301,7 @@ def render_terminal(report: Mapping[str, Any], tw: LineWriter, verbosity: int = 
     figures, cache and store locations, and a hint when the judgment store holds unused entries.
     ``verbosity`` is pytest's (``config.get_verbosity()``): below 0 only failing comparisons are
     listed; 1 explains every comparison, not just failing ones; 2 adds each sample's verdicts.
+    Cache and store paths inside ``rootdir`` are shown relative to it.
     """
     check_version(report)
     summary: Mapping[str, Any] = report.get("summary") or {}
@@ -301,7 +326,7 @@ def render_terminal(report: Mapping[str, Any], tw: LineWriter, verbosity: int = 
     if judge:
         for line in _wrap(_judge_parts(judge), width):
             tw.line(line)
-        storage = _storage_line(judge)
+        storage = _storage_line(judge, rootdir)
         if storage:
             tw.line(storage)
     if unused:
