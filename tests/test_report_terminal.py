@@ -307,3 +307,15 @@ def test_header_line_shows_paths_relative_to_rootdir(tmp_path):
     )
     outside = {"model": "m", "cache_mode": "readwrite", "cache_dir": "/var/cache/rm"}
     assert header_line(outside, rootdir=tmp_path) == "ragmetrics: judge m, cache readwrite (/var/cache/rm)"
+
+
+def test_cache_and_store_paths_relative_to_rootdir(tmp_path):
+    report = example_report()
+    report["summary"]["judge"].update(
+        cache_dir=str(tmp_path / ".cache"), store_dir=str(tmp_path / "judgments")
+    )
+    out = io.StringIO()
+    tw = TerminalWriter(file=out)
+    tw.fullwidth = 200
+    render_terminal(report, tw, 0, rootdir=tmp_path)
+    assert "cache readwrite at .cache, judgment store judgments\n" in out.getvalue()
