@@ -235,7 +235,8 @@ class ScoreCheck(_Comparable):
 
     def _failure_or_summary(self, stat: str, value: float) -> str:
         worst = min(self.results, key=lambda r: (r.score, str(r.sample_id)))
-        return f"{stat} {value:.3f} over {len(self.results)} samples; lowest {worst.sample_id}: {worst.score:.3f}"
+        n = len(self.results)
+        return f"{stat} {value:.3f} over {n} samples; lowest {worst.sample_id}: {worst.score:.3f}"
 
 
 class Stat(_Comparable):

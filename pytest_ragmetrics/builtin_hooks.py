@@ -3,12 +3,13 @@ the judge or the splitter, and add metrics beside the built-in ones."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from .judge.base import Judge
+    from .judge.openai_judge import ResponseFormat
     from .metrics.builtin import Metric
     from .settings import Settings
     from .text import Splitter
@@ -32,7 +33,7 @@ def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
         max_retries=settings.max_retries,
         max_reasks=settings.max_reasks,
         concurrency=settings.concurrency,
-        response_format=settings.response_format,
+        response_format=cast("ResponseFormat", settings.response_format),
     )
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import re
 import threading
 from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .errors import ConfigError
 from .metrics.builtin import Metric, check_method
@@ -24,7 +25,7 @@ from .settings import Settings, from_env
 
 if TYPE_CHECKING:
     from .judge.base import Judge, JudgeAnswer, JudgeRequest
-    from .judge.cache import CachedJudge
+    from .judge.cache import CachedJudge, CacheMode
     from .judge.stats import JudgeStats
     from .text import Splitter
 
@@ -249,7 +250,7 @@ class Evaluator:
                 store = JudgmentStore(self.settings.store_dir) if self.settings.store_dir else None
                 self._cached_judge = CachedJudge(
                     self._make_inner_judge,
-                    mode=self.settings.cache,
+                    mode=cast("CacheMode", self.settings.cache),  # validated by the settings
                     cache_dir=self.cache_dir,
                     store=store,
                     stats=self.stats,
@@ -328,7 +329,7 @@ class Evaluator:
     def evaluate(
         self, samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None = None
     ) -> EvaluationResult:
-        """Judge every (sample, metric) concurrently; per-sample results plus aggregates (n, mean, min, max)."""
+        """Judge every (sample, metric) concurrently: per-sample results and (n, mean, min, max)."""
         batch, specs = _evaluate_args(samples, metrics)
         return self.runner.run(self._evaluate(batch, specs))
 
@@ -336,10 +337,8 @@ class Evaluator:
         """Close the judge's client and the cache; stop the event loop if this evaluator owns it."""
         judge, self._cached_judge = self._cached_judge, None
         if judge is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is already gone: nothing left to close
                 self.runner.run(judge.aclose())
-            except RuntimeError:
-                pass
         if self._owns_runner:
             self.runner.close()
 

@@ -51,7 +51,7 @@ def pytest_ragmetrics_make_splitter(settings: Settings) -> Splitter | None:
 
 
 @hookspec
-def pytest_ragmetrics_metrics() -> list[Metric]:
+def pytest_ragmetrics_metrics() -> list[Metric] | None:
     """Return metrics to register (objects following the ``Metric`` protocol).
 
     Every implementation's metrics are collected; a name registered twice is an error.

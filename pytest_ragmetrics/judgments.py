@@ -221,7 +221,7 @@ def _majority(votes: Sequence[bool]) -> bool:
 
 
 def _reason_for(choices: Sequence[Mapping[str, Any]], agrees: Sequence[bool]) -> str:
-    for choice, ok in zip(choices, agrees):
+    for choice, ok in zip(choices, agrees, strict=True):
         if ok:
             return str(choice.get("reason", ""))
     return str(choices[0].get("reason", "")) if choices else ""

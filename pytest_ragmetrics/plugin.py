@@ -7,6 +7,7 @@ Disable it with ``-p no:ragmetrics``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Generator, Iterator
@@ -473,10 +474,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.used_keys and full_run and state.settings.cache != "off":
         from .judge.cache import write_last_run_keys
 
-        try:
+        with contextlib.suppress(OSError):  # only `cache prune` reads it; never fail a run over it
             write_last_run_keys(state.settings.cache_dir or state.default_cache_dir(), state.used_keys)
-        except OSError:
-            pass
     if state.gates:
         from .gates import evaluate_gates
 
@@ -585,7 +584,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         failed = [g for g in state.gate_results if not g["passed"]]
         for gate in failed:
             terminalreporter.write_line(
-                f"ragmetrics gate failed: {gate['spec']} (value {gate['value']}, margin {gate.get('margin')})",
+                f"ragmetrics gate failed: {gate['spec']} "
+                f"(value {gate['value']}, margin {gate.get('margin')})",
                 red=True,
             )
 

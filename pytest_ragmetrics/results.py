@@ -55,6 +55,23 @@ def _as_float(other: object) -> float:
     return float(other)
 
 
+def _comparison(op: Callable[[float, float], bool]) -> Callable[[MetricResult, object], bool]:
+    def compare(self: MetricResult, other: object) -> bool:
+        return op(self.score, _as_float(other))
+
+    return compare
+
+
+def _arithmetic(
+    op: Callable[[float, float], float], reflected: bool = False
+) -> Callable[[MetricResult, object], float]:
+    def apply(self: MetricResult, other: object) -> float:
+        value = _as_float(other)
+        return op(value, self.score) if reflected else op(self.score, value)
+
+    return apply
+
+
 @dataclass(frozen=True, eq=False)
 class MetricResult:
     """A metric's score for one sample, with the verdicts behind it and a short explanation.
@@ -99,16 +116,10 @@ class MetricResult:
     def __round__(self, ndigits: int | None = None) -> float:
         return round(self.score, ndigits)
 
-    def _cmp(op: Callable[[float, float], bool]) -> Callable[[MetricResult, object], bool]:  # type: ignore[misc]
-        def compare(self: MetricResult, other: object) -> bool:
-            return op(self.score, _as_float(other))
-
-        return compare
-
-    __lt__ = _cmp(operator.lt)
-    __le__ = _cmp(operator.le)
-    __gt__ = _cmp(operator.gt)
-    __ge__ = _cmp(operator.ge)
+    __lt__ = _comparison(operator.lt)
+    __le__ = _comparison(operator.le)
+    __gt__ = _comparison(operator.gt)
+    __ge__ = _comparison(operator.ge)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, MetricResult):
@@ -120,24 +131,14 @@ class MetricResult:
     def __hash__(self) -> int:
         return hash(self.score)
 
-    def _arith(
-        op: Callable[[float, float], float], reflected: bool = False
-    ) -> Callable[[MetricResult, object], float]:  # type: ignore[misc]
-        def apply(self: MetricResult, other: object) -> float:
-            value = _as_float(other)
-            return op(value, self.score) if reflected else op(self.score, value)
-
-        return apply
-
-    __add__ = _arith(operator.add)
-    __radd__ = _arith(operator.add, reflected=True)
-    __sub__ = _arith(operator.sub)
-    __rsub__ = _arith(operator.sub, reflected=True)
-    __mul__ = _arith(operator.mul)
-    __rmul__ = _arith(operator.mul, reflected=True)
-    __truediv__ = _arith(operator.truediv)
-    __rtruediv__ = _arith(operator.truediv, reflected=True)
-    del _cmp, _arith
+    __add__ = _arithmetic(operator.add)
+    __radd__ = _arithmetic(operator.add, reflected=True)
+    __sub__ = _arithmetic(operator.sub)
+    __rsub__ = _arithmetic(operator.sub, reflected=True)
+    __mul__ = _arithmetic(operator.mul)
+    __rmul__ = _arithmetic(operator.mul, reflected=True)
+    __truediv__ = _arithmetic(operator.truediv)
+    __rtruediv__ = _arithmetic(operator.truediv, reflected=True)
 
     def __repr__(self) -> str:
         sample = f", sample={self.sample_id!r}" if self.sample_id is not None else ""

@@ -268,7 +268,7 @@ OPTIONS: tuple[Option, ...] = (
 
 OPTIONS_BY_NAME: Mapping[str, Option] = {o.name: o for o in OPTIONS}
 _FIELDS = {f.name for f in dataclasses.fields(Settings)}
-assert _FIELDS == set(OPTIONS_BY_NAME), _FIELDS ^ set(OPTIONS_BY_NAME)
+assert set(OPTIONS_BY_NAME) == _FIELDS, _FIELDS ^ set(OPTIONS_BY_NAME)
 
 _SOURCE_NAMES = {
     "ini": lambda o: o.ini_name,

@@ -103,7 +103,7 @@ class _OrthoContext(dict[str, int]):
 def _build_tokenizer() -> Any:
     """A ``PunktSentenceTokenizer`` from our parameters; loads no NLTK data and downloads nothing."""
     # nltk is a large import; do it only when text is first split. nltk ships no type information.
-    from nltk.tokenize.punkt import (  # type: ignore[import-untyped]
+    from nltk.tokenize.punkt import (
         PunktLanguageVars,
         PunktParameters,
         PunktSentenceTokenizer,

@@ -87,7 +87,9 @@ def test_recall_names_the_unsupported_reference_sentence(evaluator):
     result = evaluator.score(sample, "context_recall")
     assert result.score == 0.5
     assert [v.text for v in result.verdicts] == ["France is in Western Europe.", "Its capital is Paris."]
-    assert "reference sentence 2 'Its capital is Paris.' is not supported by any context" in result.explanation
+    assert (
+        "reference sentence 2 'Its capital is Paris.' is not supported by any context" in result.explanation
+    )
 
 
 def test_recall_is_one_request_for_all_contexts(evaluator, judge):
@@ -111,7 +113,7 @@ def test_sentence_and_binary_relevance_share_one_judgment_per_chunk(evaluator, j
 def test_graded_relevance_rates_each_chunk(evaluator):
     result = evaluator.score(SAMPLE, "context_relevance", "graded")
     assert result.score == pytest.approx((0 + 0.5 + 1) / 3)
-    assert [v.label for v in result.verdicts][0].startswith("0/2 (not relevant)")
+    assert result.verdicts[0].label.startswith("0/2 (not relevant)")
     assert "chunk 1 (rank 1) rated 0/2" in result.explanation
 
 
@@ -137,9 +139,13 @@ def test_graded_relevance_averages_several_judge_models(tmp_path):
 
 def test_no_contexts_scores_zero_without_a_judge_call(evaluator, judge):
     empty = RagSample("q?", [], ground_truth="A fact.", id="empty")
-    for metric, method in [("context_precision", None), ("context_recall", None),
-                           ("context_relevance", "graded"), ("context_relevance", "sentence"),
-                           ("context_relevance", "binary")]:
+    for metric, method in [
+        ("context_precision", None),
+        ("context_recall", None),
+        ("context_relevance", "graded"),
+        ("context_relevance", "sentence"),
+        ("context_relevance", "binary"),
+    ]:
         result = evaluator.score(empty, metric, method)
         assert result.score == 0.0
         assert "nothing was retrieved" in result.explanation
@@ -182,12 +188,19 @@ def test_unknown_metric_and_method_are_clear_errors(evaluator):
 
 def test_invalid_judge_answer_raises_instead_of_scoring():
     judge = ScriptedJudge(lambda r: {"reason": "x", "useful": "yes"})
-    with Evaluator(Settings(cache="off"), judge=judge) as ev, pytest.raises(InvalidJudgeAnswer, match="useful"):
+    with (
+        Evaluator(Settings(cache="off"), judge=judge) as ev,
+        pytest.raises(InvalidJudgeAnswer, match="useful"),
+    ):
         ev.score(SAMPLE, "context_precision")
 
 
 def test_self_consistency_takes_the_majority():
-    answers = [{"reason": "a", "useful": True}, {"reason": "b", "useful": False}, {"reason": "c", "useful": True}]
+    answers = [
+        {"reason": "a", "useful": True},
+        {"reason": "b", "useful": False},
+        {"reason": "c", "useful": True},
+    ]
     judge = ScriptedJudge(lambda r: answers)
     with Evaluator(Settings(cache="off", judge_n=3), judge=judge) as ev:
         result = ev.score(RagSample("q?", [PARIS], ground_truth="x"), "context_precision")

@@ -16,16 +16,26 @@ EXAMPLE = ROOT / "example_project"
 @pytest.fixture
 def fresh_example(tmp_path):
     target = tmp_path / "example_project"
-    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns(".pytest_cache", "__pycache__", ".ragmetrics_cache"))
+    shutil.copytree(
+        EXAMPLE, target, ignore=shutil.ignore_patterns(".pytest_cache", "__pycache__", ".ragmetrics_cache")
+    )
     return target
 
 
 def run_example(cwd, *args, **env):
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI", "RAGMETRICS_"))}
+    environ = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI", "RAGMETRICS_"))
+    }
     environ.update(env)
     environ.pop("PYTEST_ADDOPTS", None)
-    return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd, env=environ, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_example_project_passes_offline_from_the_committed_judgments(fresh_example):

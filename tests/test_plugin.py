@@ -47,7 +47,7 @@ def keyword_judge(body):
     return {"reason": f"rating {rating}", "rating": rating}
 
 
-SAMPLES = '''
+SAMPLES = """
 from pytest_ragmetrics import RagSample
 
 GOOD = RagSample("Where is France and what is its capital?",
@@ -56,7 +56,7 @@ GOOD = RagSample("Where is France and what is its capital?",
 PARTIAL = RagSample("Where is France and what is its capital?",
                     ["The cuisine is famous.", "France is in Western Europe."],
                     ground_truth="France is in Western Europe. Its capital is Paris.", id="partial")
-'''
+"""
 
 
 @pytest.fixture
@@ -77,19 +77,21 @@ def project(pytester, judge_server):
 
 def test_help_lists_the_options_in_one_group(pytester):
     result = pytester.runpytest("--help")
-    result.stdout.fnmatch_lines([
-        "*retrieval metrics judged by an LLM*",
-        "*--rag-report*",
-        "*--rag-report-json=PATH*",
-        "*--rag-report-md=PATH*",
-        "*--rag-report-html=PATH*",
-        "*--rag-judge-model=NAME*",
-        "*--rag-concurrency=N*",
-        "*--rag-cache=MODE*",
-        "*--rag-cache-dir=PATH*",
-        "*--rag-store-dir=PATH*",
-        "*--rag-gate=GATE*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*retrieval metrics judged by an LLM*",
+            "*--rag-report*",
+            "*--rag-report-json=PATH*",
+            "*--rag-report-md=PATH*",
+            "*--rag-report-html=PATH*",
+            "*--rag-judge-model=NAME*",
+            "*--rag-concurrency=N*",
+            "*--rag-cache=MODE*",
+            "*--rag-cache-dir=PATH*",
+            "*--rag-store-dir=PATH*",
+            "*--rag-gate=GATE*",
+        ]
+    )
     result.stdout.fnmatch_lines(["*rag_gates (linelist)*"])
 
 
@@ -125,7 +127,8 @@ def test_marker_is_registered_for_strict_markers(pytester):
 
 
 def test_threshold_assertions_pass_and_fail_with_a_readable_block(project, judge_server):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_precision, assert_context_recall, assert_context_relevance
         from samples import GOOD, PARTIAL
 
@@ -139,31 +142,38 @@ def test_threshold_assertions_pass_and_fail_with_a_readable_block(project, judge
 
         def test_partial_precision():
             assert assert_context_precision(PARTIAL) > 0.9
-    """)
+    """
+    )
     result = project.runpytest("--rag-report")
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines([
-        "*context_recall of sample 'partial' = 0.500, expected >= 0.8",
-        "*why: reference sentence 2 'Its capital is Paris.' is not supported by any context: no context says so",
-        "*reference sentence 2 [[]not supported] 'Its capital is Paris.'",
-    ])
-    result.stdout.fnmatch_lines([
-        "*context_precision of sample 'partial' = 0.500, expected > 0.9",
-        "*chunk 1 (rank 1) is not useful for the reference: off topic; the first useful chunk is at rank 2",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*context_recall of sample 'partial' = 0.500, expected >= 0.8",
+            "*why: reference sentence 2 'Its capital is Paris.' is not supported by any context: no context says so",
+            "*reference sentence 2 [[]not supported] 'Its capital is Paris.'",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*context_precision of sample 'partial' = 0.500, expected > 0.9",
+            "*chunk 1 (rank 1) is not useful for the reference: off topic; the first useful chunk is at rank 2",
+        ]
+    )
     result.stdout.fnmatch_lines(["*ragmetrics report*", "*partial_recall*context_recall*0.500*>= 0.8*FAIL*"])
     assert judge_server.request_count > 0
 
 
 def test_second_run_makes_no_judge_request_and_reports_cached(project, judge_server):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall, assert_context_relevance
         from samples import GOOD
 
         def test_good():
             assert_context_recall(GOOD) >= 0.8
             assert_context_relevance(GOOD, method="binary") >= 0.5
-    """)
+    """
+    )
     project.runpytest("--rag-report").assert_outcomes(passed=1)
     first = judge_server.request_count
     assert first == 3  # recall: 1 request; binary relevance: 1 per chunk
@@ -174,7 +184,8 @@ def test_second_run_makes_no_judge_request_and_reports_cached(project, judge_ser
 
 
 def test_dataset_level_assertions_list_the_worst_samples(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD, PARTIAL
 
@@ -188,27 +199,34 @@ def test_dataset_level_assertions_list_the_worst_samples(project):
             check = assert_context_recall([GOOD, PARTIAL])
             assert check.quantile(0.5) >= 0.75
             assert check.pass_rate(0.8) >= 0.5
-    """)
+    """
+    )
     result = project.runpytest()
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines([
-        "*context_recall min over 2 samples = 0.500, expected >= 0.6",
-        "*worst samples:",
-        "*- partial: 0.500  reference sentence 2*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*context_recall min over 2 samples = 0.500, expected >= 0.6",
+            "*worst samples:",
+            "*- partial: 0.500  reference sentence 2*",
+        ]
+    )
 
 
 def test_a_result_never_compared_warns_with_file_and_line(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
         def test_forgot_threshold():
             assert_context_recall(GOOD)
-    """)
+    """
+    )
     result = project.runpytest("-W", "always")
     result.assert_outcomes(passed=1, warnings=1)
-    result.stdout.fnmatch_lines(["*test_rag.py:5*RagMetricsWarning: context_recall result was never compared*"])
+    result.stdout.fnmatch_lines(
+        ["*test_rag.py:5*RagMetricsWarning: context_recall result was never compared*"]
+    )
 
 
 def test_gates_fail_the_session_and_say_by_how_much(project):
@@ -218,14 +236,16 @@ def test_gates_fail_the_session_and_say_by_how_much(project):
             context_recall mean >= 0.9
             context_relevance[graded] mean >= 0.5
     """)
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall, assert_context_relevance
         from samples import GOOD, PARTIAL
 
         def test_recall():
             assert_context_recall([GOOD, PARTIAL]) >= 0.5
             assert_context_relevance([GOOD, PARTIAL], method="graded") >= 0.1
-    """)
+    """
+    )
     result = project.runpytest("--rag-report")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -234,24 +254,35 @@ def test_gates_fail_the_session_and_say_by_how_much(project):
 
 
 def test_gates_without_the_report_still_print_the_failure(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import PARTIAL
 
         def test_recall():
             assert_context_recall(PARTIAL) >= 0.5
-    """)
+    """
+    )
     result = project.runpytest("--rag-gate", "context_recall mean >= 0.9")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*ragmetrics gate failed: context_recall mean >= 0.9*"])
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--rag-gate", "context_recall average >= 0.9"], "*invalid ragmetrics gate*context_recall average >= 0.9*"),
-    (["--rag-cache", "sometimes"], "*cache must be one of readwrite, replay, refresh, off; got 'sometimes'*"),
-    (["--rag-concurrency", "zero"], "*--rag-concurrency must be an integer; got 'zero'*"),
-    (["--rag-gate", "context_magic mean >= 0.1"], "*unknown metric 'context_magic'*"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--rag-gate", "context_recall average >= 0.9"],
+            "*invalid ragmetrics gate*context_recall average >= 0.9*",
+        ),
+        (
+            ["--rag-cache", "sometimes"],
+            "*cache must be one of readwrite, replay, refresh, off; got 'sometimes'*",
+        ),
+        (["--rag-concurrency", "zero"], "*--rag-concurrency must be an integer; got 'zero'*"),
+        (["--rag-gate", "context_magic mean >= 0.1"], "*unknown metric 'context_magic'*"),
+    ],
+)
 def test_bad_configuration_is_a_usage_error_without_traceback(pytester, args, message):
     pytester.makepyfile("def test_x():\n    pass\n")
     result = pytester.runpytest(*args)
@@ -280,7 +311,8 @@ def test_config_fixture_and_marker_override_per_test(project, judge_server):
         def ragmetrics_config():
             return {"judge_model": "fixture-model"}
     """)
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         import pytest
         from pytest_ragmetrics import assert_context_relevance
         from samples import GOOD
@@ -291,11 +323,16 @@ def test_config_fixture_and_marker_override_per_test(project, judge_server):
         @pytest.mark.ragmetrics(judge_model="marker-model", method="binary")
         def test_marker_model():
             assert_context_relevance(GOOD) >= 0.5
-    """)
+    """
+    )
     project.runpytest().assert_outcomes(passed=2)
-    seen = {(r.body["model"], r.body["response_format"]["json_schema"]["name"]) for r in judge_server.requests}
-    assert seen == {("fixture-model", "context_relevance_graded"),
-                    ("marker-model", "context_relevance_sentences")}
+    seen = {
+        (r.body["model"], r.body["response_format"]["json_schema"]["name"]) for r in judge_server.requests
+    }
+    assert seen == {
+        ("fixture-model", "context_relevance_graded"),
+        ("marker-model", "context_relevance_sentences"),
+    }
 
 
 def test_marker_arguments_are_validated(pytester):
@@ -317,27 +354,31 @@ def test_marker_samples_parametrize_rag_sample(project):
         '{"id": "g2", "question": "Capital?", "contexts": ["Paris is the capital."], '
         '"ground_truth": "Paris is the capital."}\n'
     )
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         import pytest
         from pytest_ragmetrics import assert_context_recall
 
         @pytest.mark.ragmetrics(samples="golden.jsonl")
         def test_recall(rag_sample):
             assert_context_recall(rag_sample) >= 1.0
-    """)
+    """
+    )
     result = project.runpytest("-v")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_recall[[]g1[]] PASSED*", "*test_recall[[]g2[]] PASSED*"])
 
 
 def test_replay_miss_fails_the_test_and_says_how_to_record(project, judge_server):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
         def test_recall():
             assert_context_recall(GOOD) >= 0.8
-    """)
+    """
+    )
     result = project.runpytest("--rag-cache=replay")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*JudgmentNotRecorded*context_recall of sample 'good'*"])
@@ -346,13 +387,15 @@ def test_replay_miss_fails_the_test_and_says_how_to_record(project, judge_server
 
 def test_no_api_key_is_a_clear_error(project, judge_server, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
         def test_recall():
             assert_context_recall(GOOD) >= 0.8
-    """)
+    """
+    )
     result = project.runpytest()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*OPENAI_API_KEY*"])
@@ -360,7 +403,8 @@ def test_no_api_key_is_a_clear_error(project, judge_server, monkeypatch):
 
 
 def _rag_tests(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         import pytest
         from pytest_ragmetrics import assert_context_precision, assert_context_recall, assert_context_relevance
         from samples import GOOD, PARTIAL
@@ -375,7 +419,8 @@ def _rag_tests(project):
 
         def test_relevance():
             assert_context_relevance([GOOD, PARTIAL], method="sentence") >= 0.4
-    """)
+    """
+    )
 
 
 def test_json_report_is_stable_between_runs(project):
@@ -411,13 +456,15 @@ def test_markdown_report_and_github_step_summary(project, monkeypatch):
 
 
 def test_html_report_is_written_and_escapes_contexts(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import RagSample, assert_context_relevance
 
         def test_markup():
             s = RagSample("Where is Paris?", ["<script>alert('x')</script> Paris is in France."], id="xss")
             assert_context_relevance(s) >= 0.5
-    """)
+    """
+    )
     project.runpytest("--rag-report-html=report.html").assert_outcomes(passed=1)
     html = (project.path / "report.html").read_text()
     assert "&lt;script&gt;alert(" in html and "<script>alert(" not in html
@@ -440,13 +487,15 @@ def test_report_header_names_judge_and_cache(project):
 
 def test_quiet_report_shows_only_failing_rows(project):
     _rag_tests(project)
-    project.makepyfile(test_fail="""
+    project.makepyfile(
+        test_fail="""
         from pytest_ragmetrics import assert_context_recall
         from samples import PARTIAL
 
         def test_fails():
             assert_context_recall(PARTIAL) >= 0.9
-    """)
+    """
+    )
     result = project.runpytest("--rag-report", "-q")
     out = result.stdout.str()
     assert "test_fails" in out.split("ragmetrics report")[1]
@@ -457,8 +506,15 @@ def test_quiet_report_shows_only_failing_rows(project):
 def test_gates_and_report_merge_across_workers(project, extra):
     _rag_tests(project)
     result = project.runpytest_subprocess(
-        "--rag-report", "--rag-report-json=report.json", "--rag-gate", "context_recall mean >= 0.7",
-        "--rag-gate", "context_precision min >= 0.6", "-p", "xdist", *extra,
+        "--rag-report",
+        "--rag-report-json=report.json",
+        "--rag-gate",
+        "context_recall mean >= 0.7",
+        "--rag-gate",
+        "context_precision min >= 0.6",
+        "-p",
+        "xdist",
+        *extra,
     )
     result.assert_outcomes(passed=5)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the precision gate fails: partial scores 0.5

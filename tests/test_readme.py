@@ -29,8 +29,10 @@ def test_readme_main_command_runs_the_example_project_report():
 
 @pytest.mark.parametrize("option", OPTIONS, ids=lambda o: o.name)
 def test_configuration_table_lists_every_setting(option):
-    row = next((line for line in README.splitlines() if f"`{option.ini_name}`" in line and line.startswith("|")),
-               None)
+    row = next(
+        (line for line in README.splitlines() if f"`{option.ini_name}`" in line and line.startswith("|")),
+        None,
+    )
     assert row is not None, f"README configuration table has no row for {option.ini_name}"
     assert f"`{option.env_name}`" in row
     assert (option.cli_name if option.cli else "--rag-gate") in row

@@ -25,7 +25,9 @@ PRECISION_VECTORS = [
 ]
 
 
-@pytest.mark.parametrize(("verdicts", "expected"), PRECISION_VECTORS, ids=[str(v) for v, _ in PRECISION_VECTORS])
+@pytest.mark.parametrize(
+    ("verdicts", "expected"), PRECISION_VECTORS, ids=[str(v) for v, _ in PRECISION_VECTORS]
+)
 def test_context_precision_vectors(verdicts, expected):
     assert average_precision([bool(v) for v in verdicts]) == float(expected)
 
@@ -40,7 +42,9 @@ def test_seed_worked_example_follows_the_formula_not_the_text():
     assert average_precision([False, True]) == 0.5
 
 
-@pytest.mark.parametrize(("verdicts", "expected"), [([1, 0], 0.5), ([1, 1, 0, 0], 0.5), ([1, 1, 1], 1.0), ([0], 0.0)])
+@pytest.mark.parametrize(
+    ("verdicts", "expected"), [([1, 0], 0.5), ([1, 1, 0, 0], 0.5), ([1, 1, 1], 1.0), ([0], 0.0)]
+)
 def test_context_recall_vectors(verdicts, expected):
     assert recall_score([bool(v) for v in verdicts]) == expected
 
@@ -50,7 +54,9 @@ def test_context_recall_without_sentences_is_an_error_not_nan():
         recall_score([])
 
 
-@pytest.mark.parametrize(("ratings", "expected"), [([2, 0], 0.5), ([2, 1, 0], 0.5), ([2, 2], 1.0), ([1], 0.5), ([], 0.0)])
+@pytest.mark.parametrize(
+    ("ratings", "expected"), [([2, 0], 0.5), ([2, 1, 0], 0.5), ([2, 2], 1.0), ([1], 0.5), ([], 0.0)]
+)
 def test_graded_relevance_vectors(ratings, expected):
     assert graded_score(ratings) == expected
 

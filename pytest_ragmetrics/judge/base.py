@@ -132,7 +132,7 @@ class Judge(Protocol):
     """What the engine needs from a judge. Implementations must validate answers against the schema."""
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
-        """Return a validated answer for ``request`` or raise :class:`~pytest_ragmetrics.errors.JudgeError`."""
+        """Return a validated answer for ``request``, or raise a ``JudgeError``."""
         ...
 
 
@@ -187,9 +187,8 @@ def schema_errors(schema: Mapping[str, Any], value: Any, path: str = "$") -> lis
     elif expected == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
             errors.append(f"{path}: expected a number, got {value!r}")
-    elif expected == "boolean":
-        if not isinstance(value, bool):
-            errors.append(f"{path}: expected true or false, got {value!r}")
+    elif expected == "boolean" and not isinstance(value, bool):
+        errors.append(f"{path}: expected true or false, got {value!r}")
     return errors
 
 

@@ -36,7 +36,7 @@ from .stats import JudgeStats
 from .store import JudgmentStore, atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover
-    import diskcache  # type: ignore[import-untyped]  # diskcache ships no type information
+    import diskcache  # diskcache ships no type information
 
 CacheMode = Literal["readwrite", "replay", "refresh", "off"]
 CACHE_MODES: tuple[CacheMode, ...] = ("readwrite", "replay", "refresh", "off")

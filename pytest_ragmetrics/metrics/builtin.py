@@ -183,7 +183,7 @@ class ContextRecall:
                 reason,
                 cached=answer.cached,
             )
-            for i, (text, (ok, reason)) in enumerate(zip(sentences, decided), start=1)
+            for i, (text, (ok, reason)) in enumerate(zip(sentences, decided, strict=True), start=1)
         )
         score = R.recall_score([v.value >= 1.0 for v in verdicts])
         return MetricResult(
@@ -236,7 +236,7 @@ class ContextRelevance:
         judged = await asyncio.gather(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
         verdicts: list[Verdict] = []
         for rank, (chunk, (sentences, chosen, reason, cached)) in enumerate(
-            zip(sample.contexts, judged), start=1
+            zip(sample.contexts, judged, strict=True), start=1
         ):
             extracted = tuple(sentences[n - 1] for n in chosen)
             if method == "binary":
