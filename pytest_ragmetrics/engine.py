@@ -12,7 +12,8 @@ import concurrent.futures
 import contextlib
 import re
 import threading
-from collections.abc import Coroutine, Iterable, Sequence
+import time
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -35,10 +36,15 @@ T = TypeVar("T")
 class LoopRunner:
     """A daemon thread running one asyncio event loop; coroutines are submitted from any thread."""
 
-    def __init__(self) -> None:
+    #: Seconds between calls of :attr:`on_wait` while :meth:`run` waits.
+    wait_interval = 0.25
+
+    def __init__(self, on_wait: Callable[[float], None] | None = None) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        #: Called with the seconds waited so far while a blocking :meth:`run` waits (progress display).
+        self.on_wait = on_wait
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -57,7 +63,18 @@ class LoopRunner:
         if self._thread is not None and threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("LoopRunner.run() called from its own event loop; await the coroutine instead")
-        return self.submit(coro).result()
+        future = self.submit(coro)
+        started = time.monotonic()
+        try:
+            while True:
+                try:
+                    return future.result(timeout=self.wait_interval if self.on_wait else None)
+                except concurrent.futures.TimeoutError:
+                    if self.on_wait is not None:
+                        self.on_wait(time.monotonic() - started)
+        except BaseException:
+            future.cancel()  # Ctrl-C or a failing progress display: stop judging for this call
+            raise
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await ``coro`` on the background loop from another event loop."""

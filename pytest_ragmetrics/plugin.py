@@ -72,7 +72,7 @@ class RunState:
             from .engine import Evaluator, LoopRunner
 
             if self.runner is None:
-                self.runner = LoopRunner()
+                self.runner = LoopRunner(on_wait=None if _is_worker(self.config) else _Progress(self))
             evaluator = Evaluator(
                 settings,
                 hook=self.config.hook,
@@ -604,3 +604,40 @@ class _ReporterWriter:
         self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool
     ) -> None:
         self._reporter.write_sep(sepchar, title, **markup)
+
+
+class _Progress:
+    """Shows that a long cold run is judging: a line every few seconds once a wait passes one second.
+
+    A warm run answers from the cache in milliseconds and never gets here.
+    """
+
+    after = 1.0
+    every = 2.0
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.last = 0.0
+
+    def __call__(self, waited: float) -> None:
+        import time
+
+        now = time.monotonic()
+        if waited < self.after or now - self.last < self.every:
+            return
+        self.last = now
+        config = self.state.config
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None or config.get_verbosity() < -1:
+            return
+        stats = self.state.stats
+        line = (
+            f"ragmetrics: judging... {stats.calls} judge calls answered, "
+            f"{stats.cache_hits + stats.store_hits} from cache or store ({waited:.0f}s in this test)"
+        )
+        if capture is None:
+            reporter.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
