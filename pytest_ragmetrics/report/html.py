@@ -69,7 +69,8 @@ tbody.result.fail tr.main td:first-child { box-shadow: inset 3px 0 var(--bad); }
 tbody.result.pass tr.main td:first-child { box-shadow: inset 3px 0 var(--ok); }
 tbody.result.xfail tr.main td:first-child { box-shadow: inset 3px 0 var(--warn); }
 summary { cursor: pointer; color: var(--muted); }
-.test { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; word-break: break-all; }
+.test { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; overflow-wrap: anywhere;
+  min-width: 20em; }
 table.verdicts { margin: 0.25rem 0 0.5rem; font-size: 0.92em; }
 table.verdicts tr.weak td { background: rgba(207, 34, 46, 0.07); }
 dl.figures { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
@@ -150,6 +151,11 @@ _CSP = (
 def _e(value: Any) -> str:
     """Escape anything for HTML text or a quoted attribute."""
     return escape("" if value is None else str(value), quote=True)
+
+
+def _breakable_nodeid(nodeid: str) -> str:
+    """The escaped node id, with a line-break opportunity after each ``::``."""
+    return "::<wbr>".join(_e(part) for part in nodeid.split("::"))
 
 
 def _num_attr(value: Any) -> str:
@@ -286,7 +292,7 @@ def _result(index: int, row: Mapping[str, Any]) -> str:
     data = " ".join(f'data-{key}="{_e(value)}"' for key, value in attrs.items())
     main = (
         '<tr class="main">'
-        f'<td class="test">{_e(row.get("nodeid", "?"))}</td><td>{_e(label)}</td>'
+        f'<td class="test">{_breakable_nodeid(str(row.get("nodeid", "?")))}</td><td>{_e(label)}</td>'
         f'<td class="num">{_e(format_score(row.get("score")))}</td>'
         f'<td class="num">{_e(format_threshold(row.get("op"), row.get("threshold")))}</td>'
         f'<td class="{_STATUS_CLASS[css]}">{status}</td><td>{judge}</td></tr>'
