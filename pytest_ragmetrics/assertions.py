@@ -8,14 +8,13 @@ statement and inside ``assert``. Given a list of samples the mean is compared; `
 
 from __future__ import annotations
 
-import contextvars
 import math
 import operator
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from ._scope import current_test
 from .results import MetricResult
 from .sample import RagSample, as_samples
 
@@ -25,34 +24,6 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
     "<": operator.lt,
 }
-
-
-@dataclass
-class TestScope:
-    """The pytest test currently running: its evaluator (built on first use, with the test's marker
-    and ``ragmetrics_config`` settings), where comparisons are recorded, and the checks made."""
-
-    __test__ = False  # not a test class, whatever pytest's collection rules say
-
-    nodeid: str
-    make_evaluator: Callable[[], Any]
-    record: Callable[[dict[str, Any]], None]
-    checks: list[ScoreCheck] = field(default_factory=list)
-    _evaluator: Any = None
-
-    @property
-    def evaluator(self) -> Any:
-        if self._evaluator is None:
-            self._evaluator = self.make_evaluator()
-        return self._evaluator
-
-    def unused_checks(self) -> list[ScoreCheck]:
-        return [c for c in self.checks if not c.compared]
-
-
-current_test: contextvars.ContextVar[TestScope | None] = contextvars.ContextVar(
-    "ragmetrics_test", default=None
-)
 
 
 def _threshold(value: object) -> float:

@@ -400,7 +400,7 @@ _default_lock = threading.Lock()
 def get_evaluator() -> Evaluator:
     """The current pytest test's evaluator, else a process-wide one configured from the environment."""
     global _default
-    from .assertions import current_test
+    from ._scope import current_test
 
     scope = current_test.get()
     if scope is not None:

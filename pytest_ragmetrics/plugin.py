@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from .assertions import TestScope
+    from ._scope import TestScope
     from .engine import Evaluator, LoopRunner
     from .gates import Gate
     from .judge.stats import JudgeStats
@@ -50,6 +50,7 @@ class RunState:
     deselected: bool = False
     gate_results: list[dict[str, Any]] = field(default_factory=list)
     configured: bool = False
+    final_report: dict[str, Any] | None = None
     tests: dict[str, int] = field(default_factory=lambda: {"passed": 0, "failed": 0})
 
     @property
@@ -161,7 +162,6 @@ def _absolute(settings: Settings, root: Path) -> Settings:
 def pytest_configure(config: pytest.Config) -> None:
     from . import builtin_hooks
     from .errors import ConfigError
-    from .gates import parse_gates
     from .settings import resolve
 
     config.addinivalue_line("markers", _MARKER_HELP)
@@ -170,7 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
     ini, cli = _ini_values(config), _cli_values(config)
     try:
         settings = _absolute(resolve(ini=ini, env=os.environ, cli=cli), config.rootpath)
-        gates = parse_gates(settings.gates, *_metric_names(config))
+        gates = _parse_gates(config, settings.gates) if settings.gates else []
     except ConfigError as exc:
         raise pytest.UsageError(f"ragmetrics: {exc}") from None
     state = RunState(config, settings, gates)
@@ -182,26 +182,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[state_key] = state
 
 
-def _metric_names(config: pytest.Config) -> tuple[set[str], dict[str, tuple[str, ...]]]:
-    """Metric names a gate may use. Custom metrics are asked for only when a gate needs them."""
-    names = {"context_precision", "context_recall", "context_relevance"}
-    methods: dict[str, tuple[str, ...]] = {"context_relevance": ("graded", "sentence", "binary")}
-    raw = config.getoption("rag_gates") or config.getini("rag_gates") or os.environ.get("RAGMETRICS_GATES")
-    if raw and any(line.split()[0].split("[")[0] not in names for line in _gate_lines(raw)):
+def _parse_gates(config: pytest.Config, lines: tuple[str, ...]) -> list[Gate]:
+    from .gates import BUILTIN_METRICS, DEFAULT_METHODS, parse_gates
+
+    names = set(BUILTIN_METRICS)
+    methods = {name: tuple(m) for name, m in DEFAULT_METHODS.items()}
+    if any(line.split()[0].split("[")[0] not in names for line in lines):
+        # A gate names a custom metric: only then ask the hooks which metrics exist.
         for batch in config.hook.pytest_ragmetrics_metrics():
             for metric in batch or ():
                 names.add(metric.name)
                 if metric.methods:
                     methods[metric.name] = tuple(metric.methods)
-    return names, methods
-
-
-def _gate_lines(raw: Any) -> Iterator[str]:
-    lines = raw.replace(";", "\n").splitlines() if isinstance(raw, str) else raw
-    for line in lines:
-        line = str(line).split("#", 1)[0].strip()
-        if line:
-            yield line
+    return parse_gates(lines, names, methods)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -333,7 +326,7 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    from .assertions import TestScope, current_test
+    from ._scope import TestScope, current_test
 
     rows: list[dict[str, Any]] = []
     item.stash[_rows_key] = rows
@@ -355,6 +348,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def _warn_unused(scope: TestScope) -> None:
+    if not scope.checks:
+        return
     from .judge.cache import RagMetricsWarning
 
     for check in scope.unused_checks():
@@ -461,13 +456,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     finally:
         if _CONFIG and _CONFIG[-1] is config:
             _CONFIG.pop()
+    used = bool(state.rows or state.evaluators or state.worker_stats)
     if _is_worker(config):
+        if not used:
+            return
         config.workeroutput["ragmetrics"] = {  # type: ignore[attr-defined]
             "stats": state.stats.to_json(),
             "used_keys": sorted(state.used_keys),
             "store_keys": state.unused_store_entries if state.store_keys_seen else None,
         }
         return
+    s = state.settings
+    if not (used or state.gates or s.report or s.report_json or s.report_md or s.report_html):
+        return  # the plugin was not used in this run: build nothing, import nothing
     if state.store_keys_seen and state.unused_store_entries is not None:
         state.unused_store_entries = sorted(set(state.unused_store_entries) - state.used_keys)
     full_run = not state.deselected and session.exitstatus in (0, 1) and not session.shouldstop
@@ -485,7 +486,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report = build_report(state)
     config.hook.pytest_ragmetrics_report(report=report)
     _write_reports(state, report)
-    state.final_report = report  # type: ignore[attr-defined]
+    state.final_report = report
 
 
 def _per_sample_scores(rows: list[dict[str, Any]]) -> dict[tuple[str, str | None], list[float]]:
@@ -573,21 +574,24 @@ def _write_reports(state: RunState, report: dict[str, Any]) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(state_key, None)
-    report = getattr(state, "final_report", None) if state is not None else None
+    report = state.final_report if state is not None else None
     if report is None or _is_worker(config):
         return
     if state is not None and state.settings.report:
         from .report.terminal import render_terminal
 
-        render_terminal(report, _ReporterWriter(terminalreporter), verbosity=config.get_verbosity())
+        render_terminal(
+            report, _ReporterWriter(terminalreporter), verbosity=config.get_verbosity(), rootdir=config.rootpath
+        )
     elif state is not None and state.gate_results:
-        failed = [g for g in state.gate_results if not g["passed"]]
-        for gate in failed:
-            terminalreporter.write_line(
-                f"ragmetrics gate failed: {gate['spec']} "
-                f"(value {gate['value']}, margin {gate.get('margin')})",
-                red=True,
-            )
+        from .report.model import format_margin, format_score
+
+        for gate in state.gate_results:
+            if not gate["passed"]:
+                why = gate.get("reason") or (
+                    f"value {format_score(gate['value'])}, margin {format_margin(gate.get('margin'))}"
+                )
+                terminalreporter.write_line(f"ragmetrics gate failed: {gate['spec']} ({why})", red=True)
 
 
 class _ReporterWriter:

@@ -1,0 +1,45 @@
+"""The pytest test currently running, as seen by the assertion helpers.
+
+Its own tiny module (stdlib only) because the plugin sets it around every test, including in suites
+that never use ragmetrics: importing the assertion machinery there would cost every such run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .assertions import ScoreCheck
+
+
+class TestScope:
+    """One running test: its evaluator (built on first use, with the test's marker and
+    ``ragmetrics_config`` settings), where comparisons are recorded, and the checks made."""
+
+    __test__ = False  # not a test class, whatever pytest's collection rules say
+    __slots__ = ("_evaluator", "checks", "make_evaluator", "nodeid", "record")
+
+    def __init__(
+        self, nodeid: str, make_evaluator: Callable[[], Any], record: Callable[[dict[str, Any]], None]
+    ) -> None:
+        self.nodeid = nodeid
+        self.make_evaluator = make_evaluator
+        self.record = record
+        self.checks: list[ScoreCheck] = []
+        self._evaluator: Any = None
+
+    @property
+    def evaluator(self) -> Any:
+        if self._evaluator is None:
+            self._evaluator = self.make_evaluator()
+        return self._evaluator
+
+    def unused_checks(self) -> list[ScoreCheck]:
+        return [c for c in self.checks if not c.compared]
+
+
+current_test: contextvars.ContextVar[TestScope | None] = contextvars.ContextVar(
+    "ragmetrics_test", default=None
+)
