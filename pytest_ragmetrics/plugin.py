@@ -581,7 +581,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         from .report.terminal import render_terminal
 
         render_terminal(
-            report, _ReporterWriter(terminalreporter), verbosity=config.get_verbosity(), rootdir=config.rootpath
+            report,
+            _ReporterWriter(terminalreporter),
+            verbosity=config.get_verbosity(),
+            rootdir=config.rootpath,
         )
     elif state is not None and state.gate_results:
         from .report.model import format_margin, format_score
