@@ -159,7 +159,7 @@ def test_threshold_assertions_pass_and_fail_with_a_readable_block(project, judge
             "*chunk 1 (rank 1) is not useful for the reference: off topic; the first useful chunk is at rank 2",
         ]
     )
-    result.stdout.fnmatch_lines(["*ragmetrics report*", "*partial_recall*context_recall*0.500*>= 0.8*FAIL*"])
+    result.stdout.fnmatch_lines(["*ragmetrics report*", "FAIL*0.500*>= 0.8*context_recall*judged*test_partial_recall"])
     assert judge_server.request_count > 0
 
 
@@ -180,7 +180,7 @@ def test_second_run_makes_no_judge_request_and_reports_cached(project, judge_ser
     result = project.runpytest("--rag-report")
     result.assert_outcomes(passed=1)
     assert judge_server.request_count == first
-    result.stdout.fnmatch_lines(["*context_recall*1.000*>= 0.8*PASS*cached*", "*0 calls, 3 cache hits*"])
+    result.stdout.fnmatch_lines(["PASS*1.000*>= 0.8*context_recall*cached*test_good", "*0 calls, 3 cache hits*"])
 
 
 def test_dataset_level_assertions_list_the_worst_samples(project):

@@ -79,25 +79,5 @@ an xfail test and no gate failed.
 Floats are written to JSON rounded to 6 decimals; NaN and infinities are refused everywhere.
 """
 
-from __future__ import annotations
-
-from .html import to_html
-from .json_report import sort_results, to_json, write_text_atomic
-from .markdown import escape_markdown, to_markdown
-from .model import SCHEMA_VERSION, RunReport, outcome
-from .terminal import header_line, render_terminal, shorten_nodeid
-
-__all__ = [
-    "SCHEMA_VERSION",
-    "RunReport",
-    "escape_markdown",
-    "header_line",
-    "outcome",
-    "render_terminal",
-    "shorten_nodeid",
-    "sort_results",
-    "to_html",
-    "to_json",
-    "to_markdown",
-    "write_text_atomic",
-]
+# The renderers live in their submodules (``report.terminal``, ``report.json_report``, ...) and are
+# imported one by one where needed: writing a JSON file should not pay for the HTML renderer.

@@ -36,17 +36,12 @@ __all__ = [
     "LineWriter",
     "header_line",
     "render_terminal",
-    "shorten_nodeid",
 ]
 
 #: Title of the section in pytest's terminal summary.
 TITLE = "ragmetrics report"
 
 
-_ELLIPSIS = "..."
-_MIN_TEST_WIDTH = 24
-# Fewer characters of a file name than this say nothing; shorten the middle of the id instead.
-_MIN_FILE_CHARS = 6
 _GAP = "  "
 
 
@@ -58,36 +53,6 @@ class LineWriter(Protocol):
     def sep(
         self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool
     ) -> None: ...
-
-
-def shorten_nodeid(nodeid: str, width: int) -> str:
-    """``nodeid`` in at most ``width`` characters.
-
-    First the file's directories go (``tests/rag/test_x.py::t`` -> ``test_x.py::t``), then the end of
-    the file name (``test_x...::t``); if the test id alone is too long, its middle is replaced by
-    ``...``, keeping the end, where parametrize ids tell rows apart.
-    """
-    if len(nodeid) <= width:
-        return nodeid
-    nodeid = _drop_directories(nodeid)
-    if len(nodeid) <= width:
-        return nodeid
-    path, sep, rest = nodeid.partition("::")
-    tail = sep + rest
-    keep = width - len(tail) - len(_ELLIPSIS)
-    if sep and keep >= _MIN_FILE_CHARS:
-        # The whole test id (function and parametrize id) fits: cut the file name short instead.
-        return path[:keep] + _ELLIPSIS + tail
-    if width <= len(_ELLIPSIS):
-        return nodeid[-width:] if width > 0 else ""
-    room = width - len(_ELLIPSIS)
-    head = room // 3
-    return nodeid[:head] + _ELLIPSIS + nodeid[len(nodeid) - (room - head) :]
-
-
-def _drop_directories(nodeid: str) -> str:
-    path, sep, rest = nodeid.partition("::")
-    return path.rsplit("/", 1)[-1] + sep + rest
 
 
 def _plural(count: Any, singular: str, plural: str | None = None) -> str:
@@ -168,33 +133,31 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
     if not shown:
         tw.line(f"no failing comparisons among {len(rows)}", green=True)
         return
+    # The test id comes last and is never cut: the columns before it are short and aligned, and a
+    # long parametrized id stays readable (it may run past the terminal's edge, as pytest's own do).
     cells = [
         [
-            row.get("nodeid", "?"),
-            comparison_label(row),
+            row_status(row),
             format_score(row.get("score")),
             format_threshold(row.get("op"), row.get("threshold")),
-            row_status(row),
+            comparison_label(row),
             "cached" if row.get("cached") else "judged",
+            row.get("nodeid", "?"),
         ]
         for row in shown
     ]
-    header = ["test", "comparison", "score", "threshold", "result", "judge"]
-    # The test id gets whatever the other columns leave of the terminal width.
-    others = sum(max(len(r[i]) for r in [header, *cells]) for i in range(1, len(header)))
-    test_width = max(_MIN_TEST_WIDTH, width - others - len(_GAP) * (len(header) - 1))
-    # Ids too long for the column: group rows under a heading per file and show only the test part,
-    # rather than cutting file names, which would hide the part that tells files apart.
-    grouped = any(len(cell[0]) > test_width for cell in cells)
+    header = ["result", "score", "threshold", "comparison", "judge", "test"]
+    others = sum(max(len(r[i]) for r in [header, *cells]) for i in range(len(header) - 1))
+    room = width - others - len(_GAP) * (len(header) - 1)
+    # Ids too long for the room left: head each file's rows with the file, and show the test part.
+    grouped = any(len(cell[-1]) > room for cell in cells)
     files: list[str | None] = []
     for cell in cells:
-        path, sep, rest = cell[0].partition("::")
+        path, sep, rest = cell[-1].partition("::")
         files.append(path if grouped and sep else None)
         if grouped and sep:
-            cell[0] = "  " + shorten_nodeid(rest, test_width - 2)
-        else:
-            cell[0] = shorten_nodeid(cell[0], test_width)
-    lines = _columns([header, *cells], right={2})
+            cell[-1] = rest
+    lines = _columns([header, *cells], right={1})
     tw.line(lines[0], bold=True)
     current_file: str | None = None
     for row, line, file in zip(shown, lines[1:], files, strict=True):
