@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from judge_requests import make_request
 
 from pytest_ragmetrics.errors import InvalidJudgeAnswer, JudgmentNotRecorded
 from pytest_ragmetrics.judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge
@@ -29,28 +30,7 @@ from pytest_ragmetrics.judge.stats import JudgeStats
 from pytest_ragmetrics.judge.store import JudgmentStore
 from pytest_ragmetrics.testing import FakeJudgeServer
 
-SCHEMA = {
-    "type": "object",
-    "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}},
-    "required": ["reason", "useful"],
-    "additionalProperties": False,
-}
 SECRET_KEY = "sk-test-NEVER-ON-DISK-8c1f"
-
-
-def make_request(i: int = 0, **overrides: Any) -> JudgeRequest:
-    fields: dict[str, Any] = {
-        "kind": "context_precision",
-        "prompt_version": "1",
-        "model": "judge-model",
-        "messages": ({"role": "user", "content": f"Is chunk {i} useful?"},),
-        "schema_name": "chunk_verdict",
-        "schema": SCHEMA,
-        "inputs": {"question": "q", "chunk": f"chunk {i}"},
-        "label": f"test_rag[sample-{i}] chunk 1",
-    }
-    fields.update(overrides)
-    return JudgeRequest(**fields)
 
 
 class Dirs:
@@ -67,6 +47,7 @@ def dirs(tmp_path: Path) -> Dirs:
 def cached_judge(
     server: FakeJudgeServer | None, dirs: Dirs, mode: str = "readwrite", **judge_kwargs: Any
 ) -> CachedJudge:
+
     stats = JudgeStats()
 
     def make_inner() -> Judge:

@@ -10,38 +10,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from judge_requests import make_request
 
 from pytest_ragmetrics.__main__ import default_cli_cache_dir, main
-from pytest_ragmetrics.judge.base import JudgeRequest, ScriptedJudge
+from pytest_ragmetrics.judge.base import ScriptedJudge
 from pytest_ragmetrics.judge.cache import CachedJudge, write_last_run_keys
 from pytest_ragmetrics.judge.store import JudgmentStore
-
-SCHEMA = {
-    "type": "object",
-    "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}},
-    "required": ["reason", "useful"],
-    "additionalProperties": False,
-}
-
-
-def make_request(i: int, model: str = "judge-a") -> JudgeRequest:
-    return JudgeRequest(
-        kind="context_precision",
-        prompt_version="1",
-        model=model,
-        messages=({"role": "user", "content": f"chunk {i}?"},),
-        schema_name="chunk_verdict",
-        schema=SCHEMA,
-        inputs={"chunk": f"chunk {i}"},
-        label=f"sample[{i}]",
-    )
 
 
 @pytest.fixture
 def populated(tmp_path: Path) -> dict[str, Any]:
     """A cache and a store holding 3 judgments of judge-a and 2 of judge-b."""
     cache_dir, store_dir = tmp_path / "cache", tmp_path / "judgments"
-    requests = [make_request(i) for i in range(3)] + [make_request(i, "judge-b") for i in range(2)]
+    requests = [make_request(i, model="judge-a") for i in range(3)] + [
+        make_request(i, model="judge-b") for i in range(2)
+    ]
     judge = CachedJudge(
         lambda: ScriptedJudge(lambda r: {"reason": "r", "useful": True}),
         cache_dir=cache_dir,

@@ -10,37 +10,13 @@ import time
 from typing import Any
 
 import pytest
+from judge_requests import SCHEMA, make_request
 
 from pytest_ragmetrics.errors import ConfigError, InvalidJudgeAnswer, JudgeUnavailable
 from pytest_ragmetrics.judge.base import JudgeRequest
 from pytest_ragmetrics.judge.openai_judge import OpenAIJudge, parse_json_answer, retry_after_seconds
 from pytest_ragmetrics.judge.stats import JudgeStats
 from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value
-
-SCHEMA = {
-    "type": "object",
-    "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}},
-    "required": ["reason", "useful"],
-    "additionalProperties": False,
-}
-
-
-def make_request(i: int = 0, **overrides: Any) -> JudgeRequest:
-    fields: dict[str, Any] = {
-        "kind": "context_precision",
-        "prompt_version": "1",
-        "model": "judge-model",
-        "messages": (
-            {"role": "system", "content": "You judge retrieved chunks."},
-            {"role": "user", "content": f"Is chunk {i} useful to answer the question?"},
-        ),
-        "schema_name": "chunk_verdict",
-        "schema": SCHEMA,
-        "inputs": {"question": "q", "chunk": f"chunk {i}"},
-        "label": f"test_sample[{i}] chunk 1",
-    }
-    fields.update(overrides)
-    return JudgeRequest(**fields)
 
 
 def make_judge(server: FakeJudgeServer, **kwargs: Any) -> OpenAIJudge:
@@ -157,7 +133,7 @@ def test_exhausted_retries_raise_judge_unavailable_saying_what_happened(fake_jud
     assert "HTTP 503" in message
     assert "3 attempt(s)" in message
     assert fake_judge_server.base_url in message
-    assert "test_sample[0] chunk 1" in message
+    assert "test_rag[sample-0] chunk 1" in message
     assert fake_judge_server.request_count == 3
     assert stats.retries == 2
     assert stats.errors == 1
@@ -248,7 +224,7 @@ def test_exhausted_reasks_raise_invalid_judge_answer_naming_the_label(fake_judge
     stats = JudgeStats()
     with pytest.raises(InvalidJudgeAnswer) as info:
         run_judge(make_judge(fake_judge_server, max_reasks=2, stats=stats), make_request())
-    assert "test_sample[0] chunk 1" in str(info.value)
+    assert "test_rag[sample-0] chunk 1" in str(info.value)
     assert "no JSON object" in str(info.value)
     assert fake_judge_server.request_count == 3
     assert stats.reasks == 2

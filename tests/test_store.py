@@ -8,32 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from judge_requests import make_request
 
-from pytest_ragmetrics.judge.base import JudgeAnswer, JudgeRequest, Usage
+from pytest_ragmetrics.judge.base import JudgeAnswer, Usage
 from pytest_ragmetrics.judge.cache import RagMetricsWarning
 from pytest_ragmetrics.judge.store import JudgmentStore
-
-SCHEMA = {
-    "type": "object",
-    "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}},
-    "required": ["reason", "useful"],
-    "additionalProperties": False,
-}
-
-
-def make_request(i: int = 0, **overrides: Any) -> JudgeRequest:
-    fields: dict[str, Any] = {
-        "kind": "context_precision",
-        "prompt_version": "1",
-        "model": "judge-model",
-        "messages": ({"role": "user", "content": f"chunk {i}?"},),
-        "schema_name": "chunk_verdict",
-        "schema": SCHEMA,
-        "inputs": {"question": "Où est Paris ?", "chunk": f"chunk {i}"},
-        "label": f"sample[{i}]",
-    }
-    fields.update(overrides)
-    return JudgeRequest(**fields)
 
 
 def make_answer(useful: bool = True) -> JudgeAnswer:
