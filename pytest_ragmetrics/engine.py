@@ -274,6 +274,11 @@ class Evaluator:
                 )
             return self._cached_judge
 
+    @property
+    def built_judge(self) -> CachedJudge | None:
+        """The cached judge if anything has been judged yet, else None (nothing is built)."""
+        return self._cached_judge
+
     def metric(self, name: str) -> Metric:
         try:
             return self.metrics[name]

@@ -32,7 +32,7 @@ _MARKER_HELP = (
 _MARKER_KEYS_EXTRA = ("samples", "method")
 
 
-@dataclass
+@dataclass(eq=False)  # registered as a plugin: identity, not field equality
 class RunState:
     """Per-run state, kept in ``config.stash``."""
 
@@ -66,6 +66,33 @@ class RunState:
         if cache is not None:
             return str(cache.mkdir("ragmetrics"))
         return str(self.config.rootpath / ".ragmetrics_cache")
+
+    # -- hooks of this run: the state is registered as a plugin for its session ------------------
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        if items:
+            self.deselected = True  # a partial run: its used judgments say nothing about the store
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        rows = getattr(report, "ragmetrics", None)
+        if rows and report.when == "call":
+            # Comparisons in an xfail test (a deliberately broken retriever, say) are reported but
+            # kept out of aggregates and gates.
+            xfail = hasattr(report, "wasxfail")
+            self.rows.extend({**row, "xfail": xfail} for row in rows)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist: a worker finished; take its judge figures and the judgments it used."""
+        data = (getattr(node, "workeroutput", None) or {}).get("ragmetrics")
+        if data:
+            self.worker_stats.append(data["stats"])
+            self.used_keys.update(data["used_keys"])
+            if data.get("store_keys") is not None:
+                self.add_store_keys(data["store_keys"])
+
+    def add_store_keys(self, keys: Any) -> None:
+        self.store_keys_seen = True
+        self.unused_store_entries = sorted(set(self.unused_store_entries or []) | set(keys))
 
     def evaluator(self, settings: Settings) -> Evaluator:
         evaluator = self.evaluators.get(settings)
@@ -180,6 +207,13 @@ def pytest_configure(config: pytest.Config) -> None:
         or any(k.startswith("RAGMETRICS_") for k in os.environ)
     )
     config.stash[state_key] = state
+    config.pluginmanager.register(state, "ragmetrics-run")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(state_key, None)
+    if state is not None and config.pluginmanager.is_registered(state):
+        config.pluginmanager.unregister(state)
 
 
 def _parse_gates(config: pytest.Config, lines: tuple[str, ...]) -> list[Gate]:
@@ -376,34 +410,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    rows = getattr(report, "ragmetrics", None)
-    if rows and report.when == "call":
-        config = _config_of(report)
-        if config is not None:
-            # Comparisons in an xfail test (a deliberately broken retriever, say) are reported but
-            # kept out of aggregates and gates.
-            xfail = hasattr(report, "wasxfail")
-            _state(config).rows.extend({**row, "xfail": xfail} for row in rows)
-
-
-_CONFIG: list[pytest.Config] = []  # the running config, for hooks that are not given it
-
-
-def _config_of(report: Any) -> pytest.Config | None:
-    return _CONFIG[-1] if _CONFIG else None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _CONFIG.append(session.config)
-
-
-def pytest_deselected(items: list[pytest.Item]) -> None:
-    if items and _CONFIG:
-        _state(_CONFIG[-1]).deselected = True
-
-
 # --- xdist: workers send their judge figures to the controller -----------------------------------
 
 
@@ -411,34 +417,16 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    output = getattr(node, "workeroutput", None) or {}
-    data = output.get("ragmetrics")
-    if data and _CONFIG:
-        state = _state(_CONFIG[-1])
-        state.worker_stats.append(data["stats"])
-        state.used_keys.update(data["used_keys"])
-        if data.get("store_keys") is not None:
-            state.store_keys_seen = True
-            state.unused_store_entries = sorted(
-                set(state.unused_store_entries or []) | set(data["store_keys"])
-            )
-
-
 # --- the end of the run --------------------------------------------------------------------------
 
 
 def _close(state: RunState) -> None:
     for evaluator in state.evaluators.values():
-        judge = evaluator._cached_judge
+        judge = evaluator.built_judge
         if judge is not None:
             state.used_keys.update(judge.used_keys)
             if judge.store is not None:
-                state.store_keys_seen = True
-                state.unused_store_entries = sorted(
-                    set(state.unused_store_entries or []) | set(judge.store.keys())
-                )
+                state.add_store_keys(judge.store.keys())
         evaluator.close()
     if state.runner is not None:
         state.runner.close()
@@ -451,11 +439,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash.get(state_key, None)
     if state is None:
         return
-    try:
-        _close(state)
-    finally:
-        if _CONFIG and _CONFIG[-1] is config:
-            _CONFIG.pop()
+    _close(state)
     used = bool(state.rows or state.evaluators or state.worker_stats)
     if _is_worker(config):
         if not used:
