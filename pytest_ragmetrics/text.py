@@ -54,13 +54,16 @@ _ORTHO_MID_LC = 1 << 5
 _LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 # List and heading markers at the start of a line; applied repeatedly, so "> - item" loses both.
 _MARKER = re.compile(
+    # Bullets, dashes, headings, quotes and task boxes are markers even alone on a line ...
     r"(?:[-*+\u2022\u25e6\u25aa\u25ab\u2023\u25cf\u25cb\u25a0\u25a1\u2013\u2014\u00b7]"  # bullets, dashes
     r"|\#{1,6}|>"  # Markdown heading, block quote
-    r"|\d{1,3}[.)]|\(\d{1,3}\)"  # 1.  2)  (3)
-    r"|[a-z][.)]|\([A-Za-z]\)"  # a.  b)  (C)
-    r"|[ivx]{1,5}[.)]|\([ivx]{1,5}\)"  # iv.  (ii)
     r"|\[[ xX]\]"  # task-list box
     r")(?:\s+|$)"
+    # ... but "42." or "b." alone on a line is the sentence itself: numbering needs text after it.
+    r"|(?:\d{1,3}[.)]|\(\d{1,3}\)"  # 1.  2)  (3)
+    r"|[a-z][.)]|\([A-Za-z]\)"  # a.  b)  (C)
+    r"|[ivx]{1,5}[.)]|\([ivx]{1,5}\)"  # iv.  (ii)
+    r")\s+(?=\S)"
 )
 _CONTINUES_LINE = re.compile(r"[^\W\d_]")  # a letter; the caller checks it is lower case
 _LEADING_CONTINUATION = ",;:)]}"
