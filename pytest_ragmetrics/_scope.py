@@ -40,6 +40,10 @@ class TestScope:
         return [c for c in self.checks if not c.compared]
 
 
+#: Set by the pytest plugin for its session: the configured evaluator for judging done outside a test
+#: (a session fixture, a helper thread), so it follows the run's settings rather than the defaults.
+session_evaluator: Callable[[], Any] | None = None
+
 current_test: contextvars.ContextVar[TestScope | None] = contextvars.ContextVar(
     "ragmetrics_test", default=None
 )

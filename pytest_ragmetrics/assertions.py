@@ -198,6 +198,7 @@ class ScoreCheck(_Comparable):
                 "passed": passed,
                 "cached": all(r.cached for r in self.results),
                 "judge_calls": sum(r.judge_calls for r in self.results),
+            "judges": sorted({judge for r in self.results for judge in r.judges}),
                 "explanation": first.explanation if self.single else self._failure_or_summary(stat, value),
                 "samples": [r.to_json() for r in self.results],
                 "where": list(self.where) if self.where else None,

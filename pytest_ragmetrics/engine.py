@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
+import hashlib
+import json
 import re
 import threading
 import time
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ._aio import gather_or_cancel
 from .errors import ConfigError
 from .metrics.builtin import Metric, check_method
 from .results import MetricResult, aggregate
@@ -293,12 +297,19 @@ class Evaluator:
             raise TypeError(f"expected a RagSample, got {type(sample).__name__}")
         metric = self.metric(name)
         method = check_method(metric, method)
-        return await metric.score(sample, method, _Context(self))
+        result = await metric.score(sample, method, _Context(self))
+        s = self.settings
+        judges = (
+            s.models_for_graded
+            if result.metric == "context_relevance" and result.method == "graded"
+            else (s.judge_model,)
+        )
+        return dataclasses.replace(result, judges=judges, sample_key=_sample_key(sample))
 
     async def _score_many(
         self, samples: Sequence[RagSample], name: str, method: str | None
     ) -> list[MetricResult]:
-        return list(await asyncio.gather(*(self._score(s, name, method) for s in samples)))
+        return list(await gather_or_cancel(*(self._score(s, name, method) for s in samples)))
 
     async def ascore(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
         """Score one sample (awaitable from any event loop)."""
@@ -333,7 +344,7 @@ class Evaluator:
             )
             names.append((name, method, f"{name}[{method}]" if method else name))
         jobs = [self._score(s, name, method) for s in samples for name, method, _ in names]
-        flat = await asyncio.gather(*jobs)
+        flat = await gather_or_cancel(*jobs)
         results: dict[str, dict[str, MetricResult]] = {}
         it = iter(flat)
         for sid in ids:
@@ -382,6 +393,11 @@ def _evaluate_args(
     return batch, specs
 
 
+def _sample_key(sample: RagSample) -> str:
+    material = [sample.question, list(sample.contexts), sample.ground_truth, sample.answer]
+    return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
 def _sample_ids(samples: Sequence[RagSample]) -> list[str]:
     ids: list[str] = []
     seen: set[str] = set()
@@ -405,11 +421,13 @@ _default_lock = threading.Lock()
 def get_evaluator() -> Evaluator:
     """The current pytest test's evaluator, else a process-wide one configured from the environment."""
     global _default
-    from ._scope import current_test
+    from . import _scope
 
-    scope = current_test.get()
+    scope = _scope.current_test.get()
     if scope is not None:
         return scope.evaluator  # type: ignore[no-any-return]
+    if _scope.session_evaluator is not None:
+        return _scope.session_evaluator()  # type: ignore[no-any-return]
     with _default_lock:
         if _default is None:
             _default = Evaluator()

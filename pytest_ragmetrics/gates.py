@@ -13,8 +13,8 @@ Statistics (see :func:`compute_stat`): ``mean``, ``min``, ``max``, ``median`` (=
 ``quantile(q)`` with ``0 <= q <= 1``, ``pNN`` (= ``quantile(NN/100)``), and ``pass_rate(<op> <x>)``,
 the fraction of samples whose score satisfies ``<op> <x>``. Operators: ``>=``, ``>``, ``<=``, ``<``.
 
-A gate without ``[method]`` pools every score recorded for its metric, whatever the method; a gate
-with one looks only at scores recorded with that method.
+A metric with methods (``context_relevance``) needs one in a gate, ``context_relevance[graded]``:
+the methods score on different scales, so their scores are never pooled.
 
 Everything here is pure arithmetic over plain floats: no pytest, no judge. Malformed gates raise
 :class:`~pytest_ragmetrics.errors.ConfigError`, which the plugin turns into ``pytest.UsageError``.
@@ -177,6 +177,10 @@ def parse_gate(
     if metric not in metrics:
         known = ", ".join(sorted(metrics)) or "(none)"
         raise fail(f"unknown metric {metric!r} (known metrics: {known})")
+    if method is None and method_table.get(metric):
+        # Pooling graded ratings with sentence shares would mix three scales into one number.
+        choices = " or ".join(f"{metric}[{m}]" for m in sorted(method_table[metric]))
+        raise fail(f"{metric} needs a method: write {choices}")
     if method is not None:
         allowed = method_table.get(metric)
         if not allowed:
@@ -287,16 +291,8 @@ def aggregate(scores: Iterable[float]) -> dict[str, Any]:
 def _scores_for(
     gate: Gate, per_sample_scores: Mapping[tuple[str, str | None], Sequence[float]]
 ) -> list[float]:
-    if gate.method is not None:
-        return list(per_sample_scores.get((gate.metric, gate.method), ()))
-    # No method named: pool the metric's scores over every method, in a stable order.
-    pooled: list[float] = []
-    for (metric, _method), scores in sorted(
-        per_sample_scores.items(), key=lambda item: (item[0][0], item[0][1] or "")
-    ):
-        if metric == gate.metric:
-            pooled.extend(scores)
-    return pooled
+    # A metric with methods always names one in a gate (parse_gate), so this is an exact lookup.
+    return list(per_sample_scores.get((gate.metric, gate.method), ()))
 
 
 def evaluate_gates(

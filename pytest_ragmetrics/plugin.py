@@ -30,6 +30,8 @@ _MARKER_HELP = (
     "judge_model='gpt-4o'; samples=PATH parametrizes the rag_sample fixture with a golden set"
 )
 _MARKER_KEYS_EXTRA = ("samples", "method")
+#: Settings of the run as a whole (reports, gates): a marker or ragmetrics_config cannot change them.
+RUN_WIDE = frozenset({"report", "report_json", "report_md", "report_html", "github_summary", "gates"})
 
 
 @dataclass(eq=False)  # registered as a plugin: identity, not field equality
@@ -74,7 +76,7 @@ class RunState:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         rows = getattr(report, "ragmetrics", None)
-        if rows and report.when == "call":
+        if rows:
             # Comparisons in an xfail test (a deliberately broken retriever, say) are reported but
             # kept out of aggregates and gates.
             xfail = hasattr(report, "wasxfail")
@@ -114,6 +116,7 @@ class RunState:
 
 state_key = pytest.StashKey[RunState]()
 _rows_key = pytest.StashKey[list[dict[str, Any]]]()
+_recorded_key = pytest.StashKey[list[dict[str, Any]]]()
 _scope_key = pytest.StashKey["TestScope"]()
 
 
@@ -208,9 +211,15 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[state_key] = state
     config.pluginmanager.register(state, "ragmetrics-run")
+    from . import _scope
+
+    _scope.session_evaluator = lambda: state.evaluator(state.settings)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    from . import _scope
+
+    _scope.session_evaluator = None
     state = config.stash.get(state_key, None)
     if state is not None and config.pluginmanager.is_registered(state):
         config.pluginmanager.unregister(state)
@@ -270,6 +279,12 @@ def _validate_marker(mark: pytest.Mark, where: str) -> None:
         raise pytest.UsageError(
             f"{where}: @pytest.mark.ragmetrics takes keyword arguments only, got {mark.args!r}"
         )
+    run_wide = sorted(set(mark.kwargs) & RUN_WIDE)
+    if run_wide:
+        raise pytest.UsageError(
+            f"{where}: @pytest.mark.ragmetrics: {', '.join(run_wide)} applies to the whole run; "
+            "set it on the command line or in the ini file"
+        )
     unknown = sorted(set(mark.kwargs) - set(OPTIONS_BY_NAME) - set(_MARKER_KEYS_EXTRA))
     if unknown:
         raise pytest.UsageError(
@@ -291,14 +306,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not marks:
         return
     where = metafunc.definition.nodeid
-    for mark in marks:
-        _validate_marker(mark, where)
     samples_path = next((m.kwargs["samples"] for m in marks if "samples" in m.kwargs), None)
     if samples_path is None:
         return
     if "rag_sample" not in metafunc.fixturenames:
-        raise pytest.UsageError(
-            f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the rag_sample fixture"
+        pytest.fail(
+            f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the rag_sample fixture",
+            pytrace=False,
         )
     from .loaders import load_samples
 
@@ -309,10 +323,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     try:
         samples = load_samples(path)
     except (OSError, ValueError) as exc:
-        raise pytest.UsageError(
-            f"{where}: @pytest.mark.ragmetrics(samples={samples_path!r}): {exc}"
-        ) from None
+        pytest.fail(f"{where}: @pytest.mark.ragmetrics(samples={samples_path!r}): {exc}", pytrace=False)
     metafunc.parametrize("rag_sample", samples, ids=[s.id or str(i) for i, s in enumerate(samples)])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Validated here, not in pytest_generate_tests, so a bad argument is a usage error (exit 4)
+    # rather than a collection error with a traceback.
+    seen: set[int] = set()
+    for item in items:
+        for mark in item.iter_markers("ragmetrics"):
+            if id(mark) not in seen:
+                seen.add(id(mark))
+                _validate_marker(mark, item.nodeid)
 
 
 @pytest.fixture
@@ -343,6 +366,14 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
     fixture_request = getattr(item, "_request", None)
     if fixture_request is not None:
         overrides.update(fixture_request.getfixturevalue("ragmetrics_config") or {})
+        if "method" in overrides:
+            overrides["relevance_method"] = overrides.pop("method")
+        run_wide = sorted(set(overrides) & RUN_WIDE)
+        if run_wide:
+            raise pytest.UsageError(
+                f"{item.nodeid}: ragmetrics_config: {', '.join(run_wide)} applies to the whole run; set it "
+                "on the command line or in the ini file"
+            )
     overrides.update(_marker_settings(item))
     try:
         settings = (
@@ -359,26 +390,43 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    """Make the test's evaluator and recorder current for its setup, call and teardown."""
     from ._scope import TestScope, current_test
 
     rows: list[dict[str, Any]] = []
     item.stash[_rows_key] = rows
 
     def record(row: dict[str, Any]) -> None:
+        if row.get("where"):
+            filename, line = row["where"]
+            row["where"] = [_shown(filename, _state(item.config)), line]
         rows.append(row)
-        prefix = f"ragmetrics.{len(rows)}.{row['metric']}" + (f"[{row['method']}]" if row["method"] else "")
+        n = len(item.stash[_recorded_key]) + len(rows)
+        prefix = f"ragmetrics.{n}.{row['metric']}" + (f"[{row['method']}]" if row["method"] else "")
         item.user_properties.append((f"{prefix}.{row['stat']}", f"{row['score']:.6g}"))
         item.user_properties.append((f"{prefix}.threshold", f"{row['op']} {row['threshold']:g}"))
         item.user_properties.append((f"{prefix}.passed", "true" if row["passed"] else "false"))
 
+    item.stash[_recorded_key] = []
     scope = TestScope(item.nodeid, lambda: _evaluator_for(item), record)
+    item.stash[_scope_key] = scope
     token = current_test.set(scope)
     try:
         return (yield)
     finally:
         current_test.reset(token)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    result = yield
+    # Only after a test body that passed: when it failed, that failure is the news, and under
+    # filterwarnings=error a warning here would replace it.
+    scope = item.stash.get(_scope_key, None)
+    if scope is not None:
         _warn_unused(scope)
+    return result
 
 
 def _warn_unused(scope: TestScope) -> None:
@@ -402,11 +450,13 @@ def _warn_unused(scope: TestScope) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
-    if call.when == "call":
-        rows = item.stash.get(_rows_key, None)
-        if rows:
-            # Plain data on the report travels to the xdist controller with it.
-            report.ragmetrics = rows
+    rows = item.stash.get(_rows_key, None)
+    if rows:
+        # Plain data on the report travels to the xdist controller with it. Comparisons made in a
+        # fixture go with the setup or teardown report of the phase that made them.
+        report.ragmetrics = list(rows)
+        item.stash[_recorded_key].extend(rows)
+        rows.clear()
     return report
 
 
@@ -455,8 +505,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return  # the plugin was not used in this run: build nothing, import nothing
     if state.store_keys_seen and state.unused_store_entries is not None:
         state.unused_store_entries = sorted(set(state.unused_store_entries) - state.used_keys)
-    full_run = not state.deselected and session.exitstatus in (0, 1) and not session.shouldstop
-    if state.used_keys and full_run and state.settings.cache != "off":
+    # Only a complete, passing run knows every judgment the suite needs: a failing test stops at its
+    # first failed comparison and never asks for the judgments after it, so `cache prune` must not
+    # learn from such a run.
+    complete = not state.deselected and session.exitstatus == pytest.ExitCode.OK and not session.shouldstop
+    if state.used_keys and complete and state.settings.cache != "off":
         from .judge.cache import write_last_run_keys
 
         with contextlib.suppress(OSError):  # only `cache prune` reads it; never fail a run over it
@@ -465,6 +518,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from .gates import evaluate_gates
 
         state.gate_results = evaluate_gates(state.gates, _per_sample_scores(state.rows))
+        if _partial_run(state):
+            # `pytest -k x` or `pytest tests/test_one.py`: a gate over a metric this selection never
+            # scored says nothing about it. A full run still fails such a gate.
+            for gate in state.gate_results:
+                if gate["value"] is None:
+                    gate.update(
+                        passed=True, skipped=True, reason=f"not evaluated: {gate['reason']} (partial run)"
+                    )
         if any(not g["passed"] for g in state.gate_results) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     report = build_report(state)
@@ -473,25 +534,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state.final_report = report
 
 
+def _partial_run(state: RunState) -> bool:
+    """Tests were deselected (-k, -m, --lf), or paths / node ids were named on the command line."""
+    args_source = getattr(state.config, "args_source", None)
+    explicit = args_source is not None and args_source == pytest.Config.ArgsSource.ARGS
+    return state.deselected or explicit
+
+
 def _per_sample_scores(rows: list[dict[str, Any]]) -> dict[tuple[str, str | None], list[float]]:
     """Every distinct evaluation's score per (metric, method), for aggregates and gates.
 
     A sample scored in several comparisons (a per-sample test and a dataset test, or the mean and the
-    min of one list) counts once: evaluations are told apart by sample id and score.
+    min of one list) counts once: samples are told apart by their content, whatever their ids.
     """
-    seen: set[tuple[str, str | None, str, float]] = set()
+    seen: set[tuple[str, str | None, str]] = set()
     scores: dict[tuple[str, str | None], list[float]] = {}
     for row in rows:
         if row.get("xfail"):
             continue
         for i, sample in enumerate(row["samples"]):
-            sid = sample.get("id")
-            score = float(sample["score"])
-            key = (row["metric"], row["method"], f"{row['nodeid']}#{i}" if sid is None else str(sid), score)
-            if key in seen:
+            key = sample.get("key") or f"{row['nodeid']}#{i}"
+            if (row["metric"], row["method"], key) in seen:
                 continue
-            seen.add(key)
-            scores.setdefault((row["metric"], row["method"]), []).append(score)
+            seen.add((row["metric"], row["method"], key))
+            scores.setdefault((row["metric"], row["method"]), []).append(float(sample["score"]))
     return scores
 
 
@@ -510,11 +576,12 @@ def build_report(state: RunState) -> dict[str, Any]:
             _per_sample_scores(state.rows).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
         )
     ]
+    used_models = sorted({judge for row in state.rows for judge in row.get("judges") or ()})
     judge = {
-        "model": s.judge_model,
+        "model": ", ".join(used_models) or s.judge_model,
         "cache_mode": s.cache,
-        "cache_dir": None if s.cache == "off" else (s.cache_dir or state.default_cache_dir()),
-        "store_dir": s.store_dir,
+        "cache_dir": None if s.cache == "off" else _shown(s.cache_dir or state.default_cache_dir(), state),
+        "store_dir": _shown(s.store_dir, state) if s.store_dir else None,
         **stats.to_json(),
         "cost": stats.cost(s.price_input, s.price_output),
     }
@@ -532,6 +599,14 @@ def build_report(state: RunState) -> dict[str, Any]:
             "comparisons": tests,
         },
     }
+
+
+def _shown(path: str, state: RunState) -> str:
+    """A path relative to the rootdir when inside it, so reports read the same on every checkout."""
+    try:
+        return Path(path).resolve().relative_to(state.config.rootpath.resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _write_reports(state: RunState, report: dict[str, Any]) -> None:

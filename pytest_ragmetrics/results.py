@@ -91,9 +91,14 @@ class MetricResult:
     judge_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     models: Mapping[str, float] | None = None
+    #: The judge models whose verdicts the score is made of (filled in by the engine).
+    judges: tuple[str, ...] = ()
+    #: A digest of the sample's content (question, contexts, references), telling samples apart
+    #: in aggregates whatever their ids (filled in by the engine).
+    sample_key: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.score, (int, float)) or math.isnan(self.score):
+        if isinstance(self.score, bool) or not isinstance(self.score, (int, float)) or math.isnan(self.score):
             raise ValueError(f"{self.name}: score must be a number in [0, 1], got {self.score!r}")
         if not 0.0 <= self.score <= 1.0:
             raise ValueError(f"{self.name}: score must be in [0, 1], got {self.score!r}")
@@ -115,6 +120,18 @@ class MetricResult:
 
     def __round__(self, ndigits: int | None = None) -> float:
         return round(self.score, ndigits)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.score, spec)
+
+    def __neg__(self) -> float:
+        return -self.score
+
+    def __pos__(self) -> float:
+        return self.score
+
+    def __abs__(self) -> float:
+        return abs(self.score)
 
     __lt__ = _comparison(operator.lt)
     __le__ = _comparison(operator.le)
@@ -139,6 +156,8 @@ class MetricResult:
     __rmul__ = _arithmetic(operator.mul, reflected=True)
     __truediv__ = _arithmetic(operator.truediv)
     __rtruediv__ = _arithmetic(operator.truediv, reflected=True)
+    __pow__ = _arithmetic(operator.pow)
+    __rpow__ = _arithmetic(operator.pow, reflected=True)
 
     def __repr__(self) -> str:
         sample = f", sample={self.sample_id!r}" if self.sample_id is not None else ""
@@ -158,6 +177,8 @@ class MetricResult:
             "cached": self.cached,
             "verdicts": [v.to_json() for v in self.verdicts],
             "models": dict(self.models) if self.models else None,
+            "judges": list(self.judges),
+            "key": self.sample_key,
         }
 
 

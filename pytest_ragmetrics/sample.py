@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 
@@ -67,6 +68,15 @@ class RagSample:
                 f"RagSample.metadata must be a mapping, got {type(self.metadata).__name__}: "
                 f"{_show(self.metadata)}"
             )
+        # A read-only copy: the sample stays immutable, and the caller's dict is not shared.
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # mappingproxy cannot be pickled or deep-copied; rebuild from plain values instead.
+        return (
+            type(self),
+            (self.question, self.contexts, self.ground_truth, self.answer, self.id, dict(self.metadata)),
+        )
 
     def with_contexts(self, contexts: Sequence[str]) -> RagSample:
         """A copy with ``contexts`` replaced: fill a golden-set question with what your retriever returns."""

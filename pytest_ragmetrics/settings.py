@@ -54,6 +54,13 @@ class Settings:
     github_summary: bool = False
     gates: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # Built directly or by resolve(): either way every value passes the same checks.
+        for option in OPTIONS:
+            value = getattr(self, option.name)
+            if value is not None or option.name not in _OPTIONAL:
+                object.__setattr__(self, option.name, option.convert(value, f"Settings.{option.name}"))
+
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied and validated (unknown names are a :class:`ConfigError`)."""
         return resolve(base=self, overrides=changes, source="override")
@@ -67,7 +74,7 @@ class Settings:
 
 
 def _text(value: Any, name: str) -> str:
-    text = str(value).strip()
+    text = "" if value is None else str(value).strip()
     if not text:
         raise ConfigError(f"{name} must not be empty")
     return text
@@ -121,8 +128,8 @@ def _flag(value: Any, name: str) -> bool:
 
 def _names(value: Any, name: str) -> tuple[str, ...]:
     items = value.replace("\n", ",").split(",") if isinstance(value, str) else list(value)
-    out = tuple(str(i).strip() for i in items if str(i).strip())
-    return out
+    # Each name once, in order: a model listed twice would count twice in the average.
+    return tuple(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
 
 
 def _lines(value: Any, name: str) -> tuple[str, ...]:
@@ -267,6 +274,20 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 OPTIONS_BY_NAME: Mapping[str, Option] = {o.name: o for o in OPTIONS}
+# Settings whose None means "not set" (the rest must hold a value).
+_OPTIONAL = frozenset(
+    {
+        "judge_base_url",
+        "cache_dir",
+        "store_dir",
+        "price_input",
+        "price_output",
+        "seed",
+        "report_json",
+        "report_md",
+        "report_html",
+    }
+)
 _FIELDS = {f.name for f in dataclasses.fields(Settings)}
 assert set(OPTIONS_BY_NAME) == _FIELDS, _FIELDS ^ set(OPTIONS_BY_NAME)
 

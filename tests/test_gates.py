@@ -233,18 +233,17 @@ def test_gate_with_empty_score_list_fails():
     assert (row["passed"], row["value"], row["n"]) == (False, None, 0)
 
 
-def test_gate_with_method_reads_only_that_method_and_without_pools_all_methods():
+def test_gate_with_method_reads_only_that_method():
     scores = {
         ("context_relevance", "graded"): [1.0, 0.5],
         ("context_relevance", "binary"): [0.0],
         ("context_recall", None): [0.1],
     }
-    graded, binary, pooled, sentence = evaluate_gates(
+    graded, binary, sentence = evaluate_gates(
         parse_gates(
             [
                 "context_relevance[graded] mean >= 0.7",
                 "context_relevance[binary] mean >= 0.7",
-                "context_relevance mean >= 0.7",
                 "context_relevance[sentence] mean >= 0.7",
             ]
         ),
@@ -252,9 +251,14 @@ def test_gate_with_method_reads_only_that_method_and_without_pools_all_methods()
     )
     assert (graded["value"], graded["n"], graded["passed"]) == (0.75, 2, True)
     assert (binary["value"], binary["n"], binary["passed"]) == (0.0, 1, False)
-    assert (pooled["value"], pooled["n"]) == (0.5, 3)
     assert sentence["value"] is None
     assert "context_relevance[sentence]" in sentence["reason"]
+
+
+def test_a_metric_with_methods_needs_one_in_a_gate():
+    """Pooling graded ratings with sentence shares would mix three scales."""
+    with pytest.raises(ConfigError, match=r"context_relevance needs a method: write context_relevance\[binary\]"):
+        parse_gate("context_relevance mean >= 0.7")
 
 
 def test_evaluate_gates_keeps_gate_order_and_accepts_hand_built_gates():

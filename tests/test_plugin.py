@@ -343,8 +343,21 @@ def test_marker_arguments_are_validated(pytester):
             pass
     """)
     result = pytester.runpytest()
-    assert result.ret != 0
-    result.stdout.fnmatch_lines(["*unknown @pytest.mark.ragmetrics argument(s) judge_modle*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_typo: unknown @pytest.mark.ragmetrics argument(s) judge_modle*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_marker_refuses_run_wide_settings(pytester):
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.ragmetrics(report_json="x.json")
+        def test_report_per_test():
+            pass
+    """)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*report_json applies to the whole run*"])
 
 
 def test_marker_samples_parametrize_rag_sample(project):
@@ -542,3 +555,132 @@ def test_progress_is_shown_while_a_cold_run_judges_and_not_on_a_warm_run(project
     warm = project.runpytest("--rag-concurrency=1")
     warm.assert_outcomes(passed=1)
     assert "ragmetrics: judging" not in warm.stdout.str()
+
+
+def test_judging_in_a_fixture_follows_the_run_configuration(project, judge_server):
+    """Outside the test body (a session fixture) the run's settings apply, not just the environment."""
+    project.makeini("[pytest]\nrag_cache = replay\n")
+    project.makepyfile(test_rag="""
+        import pytest
+        from pytest_ragmetrics import JudgmentNotRecorded, evaluate
+        from samples import GOOD
+
+        @pytest.fixture(scope="session")
+        def scores():
+            with pytest.raises(JudgmentNotRecorded):
+                evaluate([GOOD], ["context_recall"])
+            return "replayed"
+
+        def test_uses_fixture(scores):
+            assert scores == "replayed"
+    """)
+    project.runpytest().assert_outcomes(passed=1)
+    assert judge_server.request_count == 0
+
+
+def test_samples_without_ids_in_different_tests_are_not_merged(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import RagSample, assert_context_recall
+
+        def make(q):
+            return RagSample(q, ["France is in Western Europe."], ground_truth="France is in Western Europe.")
+
+        def test_a():
+            assert_context_recall([make("Where is France?"), make("Which continent?")]) >= 0.5
+
+        def test_b():
+            assert_context_recall([make("Where is it?"), make("Which region?")]) >= 0.5
+    """)
+    project.runpytest("--rag-report-json=r.json").assert_outcomes(passed=2)
+    metrics = json.loads((project.path / "r.json").read_text())["summary"]["metrics"]
+    assert metrics == [{"metric": "context_recall", "method": None, "n": 4, "mean": 1.0, "min": 1.0, "max": 1.0}]
+
+
+def test_unused_result_warning_never_hides_the_real_failure(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_crashes():
+            check = assert_context_recall(GOOD)
+            raise ValueError("retriever crashed")
+    """)
+    result = project.runpytest("-W", "error::pytest_ragmetrics.RagMetricsWarning")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_rag.py::test_crashes - ValueError: retriever crashed"])
+    assert "RagMetricsWarning" not in result.stdout.str()
+
+
+def test_report_names_the_judge_models_actually_used(project):
+    project.makeconftest("""
+        import pytest
+        @pytest.fixture
+        def ragmetrics_config():
+            return {"judge_model": "judge-from-fixture"}
+    """)
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_recall():
+            assert_context_recall(GOOD) >= 0.5
+    """)
+    project.runpytest("--rag-report-json=r.json").assert_outcomes(passed=1)
+    report = json.loads((project.path / "r.json").read_text())
+    assert report["summary"]["judge"]["model"] == "judge-from-fixture"
+    assert report["results"][0]["judges"] == ["judge-from-fixture"]
+
+
+def test_report_paths_are_relative_to_the_rootdir(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_recall():
+            assert_context_recall(GOOD) >= 0.5
+    """)
+    project.runpytest("--rag-report-json=r.json", "--rag-store-dir=judgments").assert_outcomes(passed=1)
+    report = json.loads((project.path / "r.json").read_text())
+    assert report["results"][0]["where"] == ["test_rag.py", 5]
+    assert report["summary"]["judge"]["cache_dir"] == ".pytest_cache/d/ragmetrics"
+    assert report["summary"]["judge"]["store_dir"] == "judgments"
+
+
+def test_gates_over_metrics_a_partial_run_never_scored_are_skipped(project):
+    project.makeini("[pytest]\nrag_gates =\n    context_recall mean >= 0.9\n    context_precision mean >= 0.5\n")
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_recall():
+            assert_context_recall(GOOD) >= 0.5
+
+        def test_plain():
+            pass
+    """)
+    full = project.runpytest("--rag-report")
+    assert full.ret == pytest.ExitCode.TESTS_FAILED  # precision was never scored: a full run fails the gate
+    full.stdout.fnmatch_lines(["FAIL*context_precision mean >= 0.5*no recorded evaluations*"])
+    partial = project.runpytest("--rag-report", "-k", "recall")
+    assert partial.ret == pytest.ExitCode.OK
+    partial.stdout.fnmatch_lines(["SKIP*context_precision mean >= 0.5*not evaluated*partial run*"])
+    named = project.runpytest("--rag-report", "test_rag.py::test_plain")
+    assert named.ret == pytest.ExitCode.OK
+
+
+def test_a_failing_run_does_not_teach_prune_which_judgments_are_unused(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_precision, assert_context_recall
+        from samples import GOOD
+
+        def test_two_metrics():
+            assert_context_precision(GOOD) >= THRESHOLD
+            assert_context_recall(GOOD) >= 0.5
+    """.replace("THRESHOLD", "0.5"))
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=1)
+    record = project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run_used_keys.json"
+    assert len(json.loads(record.read_text())["keys"]) == 3  # 2 precision chunks + 1 recall
+    record.unlink()
+    (project.path / "test_rag.py").write_text((project.path / "test_rag.py").read_text().replace(">= 0.5\n", ">= 1.5\n", 1))
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(failed=1)
+    assert not record.exists()

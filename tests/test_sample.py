@@ -276,3 +276,21 @@ def test_sample_kwargs_returns_ragsample_keyword_arguments():
     )
     assert kwargs == {"question": "q", "contexts": ("c",), "answer": "a", "id": "i", "metadata": {"x": 1}}
     assert RagSample(**kwargs).id == "i"
+
+
+def test_metadata_is_a_read_only_copy():
+    given = {"source": "wiki"}
+    sample = RagSample("q?", ["c"], metadata=given)
+    given["source"] = "changed"
+    assert sample.metadata["source"] == "wiki"
+    with pytest.raises(TypeError):
+        sample.metadata["source"] = "x"  # type: ignore[index]
+
+
+def test_samples_survive_deepcopy_and_pickle():
+    import copy
+    import pickle
+
+    sample = RagSample("q?", ["c"], ground_truth="g", id="s1", metadata={"k": [1]})
+    for clone in (copy.deepcopy(sample), pickle.loads(pickle.dumps(sample))):
+        assert clone == sample and clone.metadata == {"k": [1]} and clone.id == "s1"

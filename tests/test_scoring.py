@@ -113,3 +113,26 @@ def test_metric_result_refuses_nan_and_out_of_range(bad):
 def test_aggregate_of_nothing_is_explicit_not_nan():
     assert aggregate([]) == {"n": 0, "mean": None, "min": None, "max": None}
     assert aggregate([0.5, 1.0, 0.0]) == {"n": 3, "mean": 0.5, "min": 0.0, "max": 1.0}
+
+
+def test_metric_result_formats_and_negates_like_a_float():
+    r = MetricResult(0.5, "context_recall")
+    assert f"{r:.2f}" == "0.50" and f"{r}" == "0.5"
+    assert -r == -0.5 and +r == 0.5 and abs(r) == 0.5 and r**2 == 0.25 and 2**r == 2**0.5
+
+
+def test_metric_result_refuses_a_bool_score():
+    with pytest.raises(ValueError, match="score must be a number"):
+        MetricResult(True, "context_recall")
+
+
+def test_settings_built_directly_are_validated():
+    from pytest_ragmetrics import ConfigError, Settings
+
+    with pytest.raises(ConfigError, match=r"Settings\.judge_n must be at least 1"):
+        Settings(judge_n=0)
+    with pytest.raises(ConfigError, match=r"Settings\.relevance_method must be one of graded, sentence, binary"):
+        Settings(relevance_method="bogus")
+    with pytest.raises(ConfigError, match=r"Settings\.temperature must be a number"):
+        Settings(temperature=float("nan"))
+    assert Settings(relevance_models=("big", "small", "big")).relevance_models == ("big", "small")

@@ -6,10 +6,10 @@ metrics follow the same :class:`Metric` protocol and register through ``pytest_r
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .. import judgments as J
+from .._aio import gather_or_cancel
 from ..judge.base import JudgeAnswer, JudgeRequest, Usage
 from ..results import MetricResult, Verdict
 from . import precision as P
@@ -124,7 +124,7 @@ class ContextPrecision:
                 cached=answer.cached,
             )
 
-        verdicts = await asyncio.gather(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
+        verdicts = await gather_or_cancel(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
         score = P.average_precision([v.value >= 1.0 for v in verdicts])
         explanation = P.explain_precision(verdicts)
         if mode:
@@ -233,7 +233,7 @@ class ContextRelevance:
             chosen, reason = J.combine_sentences(answer.choices)
             return sentences, chosen, reason, answer.cached
 
-        judged = await asyncio.gather(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
+        judged = await gather_or_cancel(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
         verdicts: list[Verdict] = []
         for rank, (chunk, (sentences, chosen, reason, cached)) in enumerate(
             zip(sample.contexts, judged, strict=True), start=1
@@ -285,7 +285,7 @@ class ContextRelevance:
             return rating, reason, answer.cached
 
         chunks = list(enumerate(sample.contexts, start=1))
-        ratings = await asyncio.gather(*(one(rank, chunk, m) for m in models for rank, chunk in chunks))
+        ratings = await gather_or_cancel(*(one(rank, chunk, m) for m in models for rank, chunk in chunks))
         per_model = {m: list(ratings[i * len(chunks) : (i + 1) * len(chunks)]) for i, m in enumerate(models)}
         verdicts: list[Verdict] = []
         for position, (rank, chunk) in enumerate(chunks):

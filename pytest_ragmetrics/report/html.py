@@ -204,10 +204,11 @@ def _gates(gates: list[Mapping[str, Any]]) -> str:
     rows = []
     for gate in gates:
         passed = bool(gate.get("passed"))
+        status = "SKIP" if gate.get("skipped") else "PASS" if passed else "FAIL"
         note = f' <span class="bad">{_e(gate["reason"])}</span>' if gate.get("reason") else ""
         rows.append(
             f'<tr class="{"pass" if passed else "fail"}">'
-            f'<td class="{"ok" if passed else "bad"}">{"PASS" if passed else "FAIL"}</td>'
+            f'<td class="{"ok" if passed else "bad"}">{status}</td>'
             f"<td><code>{_e(gate.get('spec', ''))}</code>{note}</td>"
             f'<td class="num">{_e(format_score(gate.get("value")))}</td>'
             f'<td class="num">{_e(format_count(gate.get("n", 0)))}</td>'

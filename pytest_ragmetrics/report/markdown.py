@@ -93,7 +93,7 @@ def _gates(gates: list[Mapping[str, Any]]) -> list[str]:
             margin = f"{margin} ({escape_markdown(gate['reason'])})"
         rows.append(
             [
-                PASS_MARK if gate.get("passed") else FAIL_MARK,
+                "⏭️" if gate.get("skipped") else PASS_MARK if gate.get("passed") else FAIL_MARK,
                 escape_markdown(gate.get("spec", "")),
                 format_score(gate.get("value")),
                 format_count(gate.get("n", 0)),

@@ -206,10 +206,13 @@ def _render_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
                 f"n={format_count(gate.get('n', 0))}",
                 f"margin {format_margin(gate.get('margin'))}",
             ]
-        cells.append(["PASS" if gate.get("passed") else "FAIL", str(gate.get("spec", "?")), *detail])
+        status = "SKIP" if gate.get("skipped") else "PASS" if gate.get("passed") else "FAIL"
+        cells.append([status, str(gate.get("spec", "?")), *detail])
     for gate, line in zip(gates, _columns(cells, right=set()), strict=True):
         passed = bool(gate.get("passed"))
-        tw.line(line, green=passed, red=not passed)
+        tw.line(
+            line, green=passed and not gate.get("skipped"), yellow=bool(gate.get("skipped")), red=not passed
+        )
 
 
 def _judge_parts(judge: Mapping[str, Any]) -> list[str]:
