@@ -198,7 +198,7 @@ class ScoreCheck(_Comparable):
                 "passed": passed,
                 "cached": all(r.cached for r in self.results),
                 "judge_calls": sum(r.judge_calls for r in self.results),
-            "judges": sorted({judge for r in self.results for judge in r.judges}),
+                "judges": sorted({judge for r in self.results for judge in r.judges}),
                 "explanation": first.explanation if self.single else self._failure_or_summary(stat, value),
                 "samples": [r.to_json() for r in self.results],
                 "where": list(self.where) if self.where else None,
@@ -233,6 +233,7 @@ class Stat(_Comparable):
 def _make_check(
     samples: RagSample | Sequence[RagSample], metric: str, method: str | None, evaluator: Any, depth: int = 2
 ) -> ScoreCheck:
+    __tracebackhide__ = True
     frame = sys._getframe(depth)
     where = (frame.f_code.co_filename, frame.f_lineno)
     batch, single = as_samples(samples)
@@ -262,11 +263,13 @@ def assert_context_precision(
     samples: RagSample | Sequence[RagSample], *, evaluator: Any = None
 ) -> ScoreCheck:
     """Judge context precision; compare the result with a threshold: ``... >= 0.7``."""
+    __tracebackhide__ = True
     return _make_check(samples, "context_precision", None, evaluator)
 
 
 def assert_context_recall(samples: RagSample | Sequence[RagSample], *, evaluator: Any = None) -> ScoreCheck:
     """Judge context recall; compare the result with a threshold: ``... >= 0.8``."""
+    __tracebackhide__ = True
     return _make_check(samples, "context_recall", None, evaluator)
 
 
@@ -274,6 +277,7 @@ def assert_context_relevance(
     samples: RagSample | Sequence[RagSample], method: str | None = None, *, evaluator: Any = None
 ) -> ScoreCheck:
     """Judge context relevance (``method``: graded, sentence or binary); compare with a threshold."""
+    __tracebackhide__ = True
     return _make_check(samples, "context_relevance", method, evaluator)
 
 
@@ -281,4 +285,5 @@ def assert_metric(
     samples: RagSample | Sequence[RagSample], metric: str, method: str | None = None, *, evaluator: Any = None
 ) -> ScoreCheck:
     """The same for any registered metric, including custom ones: ``assert_metric(s, "my_metric") >= 0.5``."""
+    __tracebackhide__ = True
     return _make_check(samples, metric, method, evaluator)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._aio import gather_or_cancel
-from .errors import ConfigError
+from .errors import ConfigError, RagMetricsError
 from .metrics.builtin import Metric, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
@@ -67,6 +67,7 @@ class LoopRunner:
         if self._thread is not None and threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("LoopRunner.run() called from its own event loop; await the coroutine instead")
+        __tracebackhide__ = True
         future = self.submit(coro)
         started = time.monotonic()
         try:
@@ -76,6 +77,10 @@ class LoopRunner:
                 except concurrent.futures.TimeoutError:
                     if self.on_wait is not None:
                         self.on_wait(time.monotonic() - started)
+        except RagMetricsError as exc:
+            # Our own errors say everything in their message; the frames of the judging thread
+            # (cache, engine, asyncio) would only bury it. Other exceptions keep their traceback.
+            raise exc.with_traceback(None) from None
         except BaseException:
             future.cancel()  # Ctrl-C or a failing progress display: stop judging for this call
             raise
@@ -317,12 +322,14 @@ class Evaluator:
 
     def score(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
         """Score one sample, blocking until the judge has answered."""
+        __tracebackhide__ = True
         return self.runner.run(self._score(sample, metric, method))
 
     def score_many(
         self, samples: Sequence[RagSample], metric: str, method: str | None = None
     ) -> list[MetricResult]:
         """Score several samples concurrently (bounded by the judge's concurrency)."""
+        __tracebackhide__ = True
         return self.runner.run(self._score_many(samples, metric, method))
 
     async def ascore_many(

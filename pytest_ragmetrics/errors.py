@@ -11,6 +11,10 @@ class ConfigError(RagMetricsError, ValueError):
     """A setting has a value we cannot use; the message names the setting and the accepted values."""
 
 
+class InvalidSample(RagMetricsError, ValueError):
+    """A sample cannot be scored on a metric (no reference for recall, say); names the sample."""
+
+
 class JudgeError(RagMetricsError):
     """The judge could not produce a usable judgment."""
 

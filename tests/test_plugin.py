@@ -396,6 +396,9 @@ def test_replay_miss_fails_the_test_and_says_how_to_record(project, judge_server
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*JudgmentNotRecorded*context_recall of sample 'good'*"])
     assert judge_server.request_count == 0
+    # The message is the whole story: no frames from the judging thread, the engine or asyncio.
+    out = result.stdout.str()
+    assert "judge/cache.py" not in out and "concurrent/futures" not in out and "engine.py" not in out
 
 
 def test_no_api_key_is_a_clear_error(project, judge_server, monkeypatch):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .. import judgments as J
 from .._aio import gather_or_cancel
+from ..errors import ConfigError, InvalidSample
 from ..judge.base import JudgeAnswer, JudgeRequest, Usage
 from ..results import MetricResult, Verdict
 from . import precision as P
@@ -84,7 +85,7 @@ def _require_reference(sample: RagSample, metric: str) -> tuple[str, str]:
     if metric == J.PRECISION and sample.answer is not None and sample.answer.strip():
         return sample.answer, "answer"
     needs = "a ground_truth (or an answer)" if metric == J.PRECISION else "a ground_truth (reference answer)"
-    raise ValueError(f"{metric} needs {needs}; sample {sample.label!r} has none")
+    raise InvalidSample(f"{metric} needs {needs}; sample {sample.label!r} has none")
 
 
 class ContextPrecision:
@@ -155,7 +156,9 @@ class ContextRecall:
         sentences = [ctx.normalize(s) for s in ctx.split(reference)]
         sentences = [s for s in sentences if s]
         if not sentences:
-            raise ValueError(f"context_recall: the ground_truth of sample {sample.label!r} has no sentences")
+            raise InvalidSample(
+                f"context_recall: the ground_truth of sample {sample.label!r} has no sentences"
+            )
         if not sample.contexts:
             verdicts = tuple(
                 Verdict("reference sentence", i, s, 0.0, "not supported", "nothing was retrieved")
@@ -335,10 +338,12 @@ def check_method(metric: Metric, method: str | None) -> str | None:
     """Validate ``method`` for ``metric`` and fill in the default; raise a clear ValueError otherwise."""
     if not metric.methods:
         if method is not None:
-            raise ValueError(f"{metric.name} has no methods; got method={method!r}")
+            raise ConfigError(f"{metric.name} has no methods; got method={method!r}")
         return None
     if method is None:
         return None  # resolved against settings when scoring
     if method not in metric.methods:
-        raise ValueError(f"{metric.name}: method must be one of {', '.join(metric.methods)}; got {method!r}")
+        raise InvalidSample(
+            f"{metric.name}: method must be one of {', '.join(metric.methods)}; got {method!r}"
+        )
     return method
