@@ -24,7 +24,14 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 def test_readme_main_command_runs_the_example_project_report():
-    assert "pip install -e . && cd example_project && pytest --rag-report" in code_blocks("bash")[0]
+    assert any(
+        b.strip() == "pip install -e . && cd example_project && pytest --rag-report" for b in code_blocks("bash")
+    )
+
+
+def test_readme_starts_from_a_virtual_environment():
+    """PEP 668 systems refuse `pip install` outside one: the first command makes it."""
+    assert code_blocks("bash")[0].strip() == "python3 -m venv .venv && . .venv/bin/activate"
 
 
 @pytest.mark.parametrize("option", OPTIONS, ids=lambda o: o.name)
