@@ -1,6 +1,6 @@
 """What the installed plugin costs a pytest run that never uses it.
 
-Prints the import time of the plugin module (pytest already imported) and the median wall time of a
+Prints the import time of the plugin module (pytest already imported) and the median CPU time of a
 trivial 200-test suite with the plugin enabled and with ``-p no:ragmetrics``. Target: at most 20 ms.
 
     python benchmarks/bench_plugin_overhead.py [--runs 21]

@@ -81,6 +81,13 @@ class _Comparable:
     def __float__(self) -> float:
         return float(self.value)
 
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (int, float)):
+            raise TypeError("compare a ragmetrics check with >=, >, <= or <, e.g. `... >= 0.8`; == is not a threshold")
+        return NotImplemented
+
+    __hash__ = object.__hash__
+
     def __bool__(self) -> bool:
         raise TypeError("compare a ragmetrics check with a threshold, e.g. `assert_context_recall(s) >= 0.8`")
 

@@ -687,3 +687,26 @@ def test_a_failing_run_does_not_teach_prune_which_judgments_are_unused(project):
     (project.path / "test_rag.py").write_text((project.path / "test_rag.py").read_text().replace(">= 0.5\n", ">= 1.5\n", 1))
     project.runpytest("--rag-store-dir=judgments").assert_outcomes(failed=1)
     assert not record.exists()
+
+
+def test_under_xdist_failures_warnings_and_junit_properties_reach_the_controller(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_precision, assert_context_recall
+        from samples import GOOD, PARTIAL
+
+        def test_passes():
+            assert_context_recall(GOOD) >= 0.8
+
+        def test_fails():
+            assert_context_recall(PARTIAL) >= 0.8
+
+        def test_forgets():
+            assert_context_precision(GOOD)
+    """)
+    result = project.runpytest_subprocess("-n", "2", "-p", "xdist", "--junitxml=junit.xml", "-W", "always")
+    result.assert_outcomes(passed=2, failed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*context_recall of sample 'partial' = 0.500, expected >= 0.8"])
+    result.stdout.fnmatch_lines(["*test_rag.py:11*RagMetricsWarning: context_precision result was never compared*"])
+    xml = (project.path / "junit.xml").read_text()
+    assert '<property name="ragmetrics.1.context_recall.passed" value="false" />' in xml
+    assert '<property name="ragmetrics.1.context_recall.score" value="1" />' in xml

@@ -136,3 +136,11 @@ def test_settings_built_directly_are_validated():
     with pytest.raises(ConfigError, match=r"Settings\.temperature must be a number"):
         Settings(temperature=float("nan"))
     assert Settings(relevance_models=("big", "small", "big")).relevance_models == ("big", "small")
+
+
+def test_a_check_compared_with_equals_says_to_use_a_threshold_operator():
+    from pytest_ragmetrics.assertions import ScoreCheck
+
+    check = ScoreCheck([MetricResult(0.5, "context_recall")], single=True, where=None)
+    with pytest.raises(TypeError, match="== is not a threshold"):
+        check == 0.5  # noqa: B015
