@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +153,83 @@ def test_n_mismatch_is_a_miss(tmp_path):
     store.put(request, make_answer())
     with pytest.warns(RagMetricsWarning, match="expected 2"):
         assert store.get(request) is None
+
+
+GOOD_CHOICES = [{"reason": "r", "useful": True}]
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        ("oops", "the answer is a string, not an object"),
+        ([1], "the answer is an array, not an object"),
+        ({"usage": {}}, "the answer has no 'choices'"),
+        ({"choices": "abc"}, "'choices' is a string, not an array"),
+        ({"choices": [1]}, "choice 0 is a number, not an object"),
+        (
+            {"choices": GOOD_CHOICES, "usage": [1]},
+            "'usage' is an array, not an object",
+        ),
+        ({"choices": GOOD_CHOICES, "usage": 5}, "'usage' is a number, not an object"),
+        ({"choices": GOOD_CHOICES, "usage": {"prompt_tokens": "abc"}}, "'usage.prompt_tokens' is 'abc'"),
+        (
+            {"choices": GOOD_CHOICES, "usage": {"completion_tokens": True}},
+            "'usage.completion_tokens' is True",
+        ),
+        ({"choices": GOOD_CHOICES, "usage": {"prompt_tokens": -3}}, "'usage.prompt_tokens' is -3"),
+        ({"choices": GOOD_CHOICES, "model": 5}, "'model' is a number, not a string"),
+        ({"choices": GOOD_CHOICES, "judged_at": None}, "'judged_at' is null, not a string"),
+    ],
+)
+def test_hand_edited_answer_of_the_wrong_json_type_is_a_miss_with_one_warning(tmp_path, answer, why):
+    store = JudgmentStore(tmp_path)
+    request = make_request()
+    path = store.put(request, make_answer())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["answer"] = answer
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.warns(RagMetricsWarning) as record:
+        assert store.get(request) is None
+        assert store.get(request) is None
+    [warning] = [str(w.message) for w in record]
+    assert str(path) in warning
+    assert "malformed" in warning
+    assert why in warning
+    with pytest.raises(ValueError, match=re.escape(why)):
+        JudgeAnswer.from_json(answer, source="store")
+
+
+def test_from_json_accepts_what_to_json_writes_and_missing_optional_fields():
+    answer = make_answer()
+    assert JudgeAnswer.from_json(answer.to_json(), source="cache") == JudgeAnswer(
+        choices=answer.choices,
+        usage=answer.usage,
+        model=answer.model,
+        judged_at=answer.judged_at,
+        source="cache",
+    )
+    minimal = JudgeAnswer.from_json({"choices": GOOD_CHOICES, "usage": None}, source="store")
+    assert minimal.usage == Usage() and minimal.model == "" and minimal.judged_at == ""
+
+
+@pytest.mark.parametrize(
+    ("replay", "then"), [(True, "replay treats"), (False, "judged again"), (None, "missing")]
+)
+def test_store_warning_says_what_happens_next(tmp_path, replay, then):
+    store = JudgmentStore(tmp_path)
+    request = make_request()
+    store.put(request, make_answer()).write_text("{", encoding="utf-8")
+    with pytest.warns(RagMetricsWarning, match=then):
+        assert store.get(request, replay=replay) is None
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_store_files_get_normal_permissions_for_committed_files(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        path = JudgmentStore(tmp_path).put(make_request(), make_answer())
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temp file left

@@ -105,6 +105,7 @@ class JudgeAnswer:
         return self.source != "judge"
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON form written to the cache and the judgment store (``source`` is not part of it)."""
         return {
             "choices": [dict(c) for c in self.choices],
             "usage": {
@@ -116,15 +117,66 @@ class JudgeAnswer:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: Source) -> JudgeAnswer:
-        usage = data.get("usage") or {}
+    def from_json(cls, data: Any, source: Source) -> JudgeAnswer:
+        """Rebuild an answer written by :meth:`to_json`.
+
+        ``data`` comes from files people can edit by hand, so every field's JSON type is checked;
+        anything else raises :class:`ValueError` saying which field is wrong (never an
+        ``AttributeError`` from deep inside). The choices are not checked against a schema here: the
+        caller knows the request.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"the answer is {_json_type(data)}, not an object")
+        if "choices" not in data:
+            raise ValueError("the answer has no 'choices'")
+        choices = data["choices"]
+        if not isinstance(choices, list):
+            raise ValueError(f"'choices' is {_json_type(choices)}, not an array")
+        for i, choice in enumerate(choices):
+            if not isinstance(choice, Mapping):
+                raise ValueError(f"choice {i} is {_json_type(choice)}, not an object")
+        usage = data.get("usage")
+        if usage is None:
+            usage = {}
+        if not isinstance(usage, Mapping):
+            raise ValueError(f"'usage' is {_json_type(usage)}, not an object")
+        tokens: list[int] = []
+        for name in ("prompt_tokens", "completion_tokens"):
+            count = usage.get(name, 0)
+            # bool is an int in Python, and a negative count is no count.
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"'usage.{name}' is {count!r}, not a token count")
+            tokens.append(count)
+        text: dict[str, str] = {}
+        for name in ("model", "judged_at"):
+            value = data.get(name, "")
+            if not isinstance(value, str):
+                raise ValueError(f"{name!r} is {_json_type(value)}, not a string")
+            text[name] = value
         return cls(
-            choices=tuple(data["choices"]),
-            usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
-            model=str(data.get("model", "")),
-            judged_at=str(data.get("judged_at", "")),
+            choices=tuple(choices),
+            usage=Usage(tokens[0], tokens[1]),
+            model=text["model"],
+            judged_at=text["judged_at"],
             source=source,
         )
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type of ``value`` with its article, for messages about hand-edited files."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"a {type(value).__name__}"
 
 
 @runtime_checkable

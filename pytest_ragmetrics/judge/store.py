@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 import threading
 import warnings
 from pathlib import Path
@@ -31,10 +31,29 @@ def dump_stable(value: Any) -> str:
     return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
+def _create_temp(directory: Path, name: str) -> tuple[int, str]:
+    """Create a new, empty temporary file next to ``name`` in ``directory``; returns (fd, path).
+
+    Not :func:`tempfile.mkstemp`: that creates files readable by their owner only (0600), and store
+    files are committed and shared. ``os.open`` with 0666 lets the umask decide (0644 usually), like
+    any file a user creates; O_EXCL still guarantees the name is ours.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        tmp = str(directory / f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # pragma: no cover - 48 random bits make a clash vanishingly rare
+            continue
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so readers see the old or the new file, never half of one."""
+    """Write ``text`` to ``path`` so readers see the old or the new file, never half of one.
+
+    The file gets the permissions of any new file (0666 minus the umask), not a private 0600.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(path.parent, path.name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
@@ -81,57 +100,75 @@ class JudgmentStore:
             if _is_key(p.stem) and p.parent.name == p.stem[:2]
         }
 
-    def _warn(self, key: str, why: str) -> None:
+    def _warn(self, key: str, why: str, replay: bool | None) -> None:
         from .cache import RagMetricsWarning
 
         with self._lock:
             if key in self._warned:
                 return
             self._warned.add(key)
+        # Say what happens next: only a run that may call the judge will replace the file.
+        if replay is None:
+            then = "treating it as missing"
+        elif replay:
+            then = "replay treats the judgment as not recorded"
+        else:
+            then = "it will be judged again and the file rewritten"
         warnings.warn(
-            f"ignoring judgment store file {self.path_for(key)}: {why}; it will be judged again",
+            f"ignoring judgment store file {self.path_for(key)}: {why}; {then}",
             RagMetricsWarning,
             stacklevel=3,
         )
 
-    def read_json(self, key: str) -> dict[str, Any] | None:
-        """The raw content of a store file, or ``None`` when it is missing or unreadable."""
+    def read_json(self, key: str, *, replay: bool | None = None) -> dict[str, Any] | None:
+        """The raw content of a store file, or ``None`` when it is missing or unreadable.
+
+        ``replay`` only words the warning about an unreadable file (see :meth:`get`).
+        """
         path = self.path_for(key)
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:
-            self._warn(key, f"cannot read it ({exc})")
+            self._warn(key, f"cannot read it ({exc})", replay)
             return None
         try:
             data = json.loads(text)
         except ValueError as exc:
-            self._warn(key, f"it is not valid JSON ({exc})")
+            self._warn(key, f"it is not valid JSON ({exc})", replay)
             return None
         if not isinstance(data, dict):
-            self._warn(key, "it does not hold a JSON object")
+            self._warn(key, "it does not hold a JSON object", replay)
             return None
         return data
 
-    def get(self, request: JudgeRequest) -> JudgeAnswer | None:
-        """The stored answer to ``request`` (``source="store"``), or ``None``."""
+    def get(self, request: JudgeRequest, *, replay: bool | None = None) -> JudgeAnswer | None:
+        """The stored answer to ``request`` (``source="store"``), or ``None``.
+
+        A damaged file (unreadable, wrong JSON types, not fitting the request's schema) is ``None``
+        with one warning per file. ``replay`` words that warning: ``True`` when nothing will judge
+        the request again, ``False`` when the judge will, ``None`` when unknown.
+        """
         key = request.cache_key()
-        data = self.read_json(key)
+        data = self.read_json(key, replay=replay)
         if data is None:
+            return None
+        if "answer" not in data:
+            self._warn(key, "its answer is malformed (the file has no 'answer')", replay)
             return None
         try:
             answer = JudgeAnswer.from_json(data["answer"], source="store")
-        except (KeyError, TypeError, ValueError) as exc:
-            self._warn(key, f"its answer is malformed ({type(exc).__name__}: {exc})")
+        except ValueError as exc:
+            self._warn(key, f"its answer is malformed ({exc})", replay)
             return None
         if len(answer.choices) != request.n:
-            self._warn(key, f"it holds {len(answer.choices)} answer(s), expected {request.n}")
+            self._warn(key, f"it holds {len(answer.choices)} answer(s), expected {request.n}", replay)
             return None
         for choice in answer.choices:
             errors = schema_errors(request.schema, choice)
             if errors:
-                self._warn(key, "its answer does not conform to the schema: " + "; ".join(errors[:3]))
+                self._warn(key, "its answer does not conform to the schema: " + "; ".join(errors[:3]), replay)
                 return None
         return answer
 
