@@ -413,3 +413,196 @@ def test_stats_counting_is_thread_safe():
     for thread in threads:
         thread.join()
     assert stats.retries == 20_000
+
+
+# --- the store is filled from cache hits too ----------------------------------------------------------
+
+
+def test_adding_a_store_later_records_what_the_cache_serves(fake_judge_server, dirs):
+    requests = [make_request(i) for i in range(4)]
+    no_store = CachedJudge(
+        lambda: OpenAIJudge(api_key="sk-dummy", base_url=fake_judge_server.base_url),
+        cache_dir=dirs.cache,
+    )
+    run(no_store, *requests)
+    assert fake_judge_server.request_count == 4
+    assert not dirs.store.exists()
+
+    # The same run again, now with --rag-store-dir: every answer comes from the cache...
+    with_store = cached_judge(None, dirs)
+    answers = run(with_store, *requests, *requests)
+    assert {a.source for a in answers} == {"cache"}
+    assert fake_judge_server.request_count == 4
+    # ...and is recorded in the store, so CI can replay from the store alone.
+    store = JudgmentStore(dirs.store)
+    assert store.keys() == {r.cache_key() for r in requests}
+    for request, answer in zip(requests, answers[:4], strict=True):
+        stored = store.get(request)
+        assert stored is not None and stored.choices == answer.choices
+    dirs.cache = dirs.cache.parent / "ci-has-no-cache"
+    replayed = run(cached_judge(None, dirs, mode="replay"), *requests)
+    assert [a.source for a in replayed] == ["store"] * 4
+
+
+def test_replay_never_writes_the_store_from_the_cache(dirs):
+    request = make_request()
+    fill = CachedJudge(lambda: ScriptedJudge(lambda r: {"reason": "r", "useful": True}), cache_dir=dirs.cache)
+    run(fill, request)
+    [answer] = run(cached_judge(None, dirs, mode="replay"), request)
+    assert answer.source == "cache"
+    assert not dirs.store.exists()
+
+
+# --- damaged cache entries -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "oops",
+        {"choices": "abc"},
+        {"choices": [{"reason": "r", "useful": True}], "usage": [1]},
+        {"choices": [{"reason": "r", "useful": True}], "usage": {"prompt_tokens": "many"}},
+        {"choices": [{"reason": "r", "useful": True}], "model": 5},
+    ],
+)
+def test_a_cache_entry_of_the_wrong_json_type_is_a_miss_with_one_warning(fake_judge_server, dirs, answer):
+    import diskcache
+
+    requests = [make_request(1), make_request(2)]
+    with diskcache.Cache(str(dirs.cache)) as cache:
+        for request in requests:
+            key = request.cache_key()
+            cache.set(key, json.dumps({"key": key, "model": "judge-model", "answer": answer}))
+
+    with pytest.raises(JudgmentNotRecorded), pytest.warns(RagMetricsWarning) as record:
+        run(cached_judge(None, dirs, mode="replay"), requests[0])
+    assert len(record) == 1
+    assert "damaged entry" in str(record[0].message)
+    assert "replay treats it as not recorded" in str(record[0].message)
+
+    judge = cached_judge(fake_judge_server, dirs)
+    with pytest.warns(RagMetricsWarning, match="damaged entry") as record:
+        answers = run(judge, *requests)
+    assert len(record) == 1
+    assert [a.source for a in answers] == ["judge", "judge"]
+    # The damaged entries were replaced by good ones.
+    assert [a.source for a in run(cached_judge(None, dirs, mode="replay"), *requests)] == ["cache"] * 2
+
+
+def test_store_warnings_say_what_happens_next_in_each_mode(fake_judge_server, dirs):
+    request = make_request()
+    run(cached_judge(fake_judge_server, dirs), request)
+    path = JudgmentStore(dirs.store).path_for(request.cache_key())
+    path.write_text('{"answer": "oops"}\n', encoding="utf-8")
+    dirs.cache = dirs.cache.parent / "no-cache"
+
+    with pytest.raises(JudgmentNotRecorded), pytest.warns(RagMetricsWarning) as record:
+        run(cached_judge(None, dirs, mode="replay"), request)
+    [warning] = [str(w.message) for w in record]
+    assert str(path) in warning
+    assert "replay treats the judgment as not recorded" in warning
+    assert "judged again" not in warning
+
+    with pytest.warns(RagMetricsWarning) as record:
+        [answer] = run(cached_judge(fake_judge_server, dirs), request)
+    [warning] = [str(w.message) for w in record]
+    assert "it will be judged again" in warning
+    assert answer.source == "judge"
+    assert JudgmentStore(dirs.store).get(request) is not None  # rewritten
+
+
+def test_the_cache_disabled_warning_names_the_cache_dir_to_clear(fake_judge_server, tmp_path):
+    dirs = Dirs(tmp_path / "dir with space")
+    dirs.cache.mkdir(parents=True)
+    (dirs.cache / "cache.db").write_bytes(b"this is not a sqlite database" * 100)
+    with pytest.warns(RagMetricsWarning, match="cannot be used") as record:
+        run(cached_judge(fake_judge_server, dirs), make_request())
+    message = str(record[0].message)
+    assert f"python -m pytest_ragmetrics cache clear --cache-dir '{dirs.cache}'" in message
+
+
+# --- bounded concurrency for any inner judge -----------------------------------------------------------
+
+
+class SlowJudge:
+    """A custom judge (as a plugin hook could return) that does not limit its own concurrency."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.calls = 0
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        self.calls += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.02)
+        finally:
+            self.in_flight -= 1
+        return JudgeAnswer(choices=({"reason": "slow", "useful": True},))
+
+
+@pytest.mark.parametrize("mode", ["readwrite", "refresh", "off"])
+def test_concurrency_bounds_a_custom_judge(dirs, mode):
+    inner = SlowJudge()
+    judge = CachedJudge(lambda: inner, mode=mode, cache_dir=dirs.cache, concurrency=4)  # type: ignore[arg-type]
+    answers = run(judge, *(make_request(i) for i in range(40)))
+    assert len(answers) == 40
+    assert inner.calls == 40
+    assert inner.max_in_flight == 4
+
+
+def test_without_a_bound_a_custom_judge_gets_everything_at_once(dirs):
+    inner = SlowJudge()
+    run(CachedJudge(lambda: inner, cache_dir=dirs.cache), *(make_request(i) for i in range(40)))
+    assert inner.max_in_flight == 40
+
+
+def test_concurrency_works_on_two_event_loops_in_turn(dirs):
+    inner = SlowJudge()
+    judge = CachedJudge(lambda: inner, mode="off", concurrency=2)
+    for start in (0, 10):
+
+        async def go(start: int = start) -> None:
+            await asyncio.gather(*(judge.judge(make_request(start + i)) for i in range(10)))
+
+        asyncio.run(go())
+    assert inner.calls == 20
+    assert inner.max_in_flight == 2
+    assert len(judge._semaphores) <= 1  # the first loop's semaphore was dropped with its loop
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_bad_concurrency_is_a_config_error(bad):
+    from pytest_ragmetrics.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="concurrency"):
+        CachedJudge(lambda: pytest.fail("judge created"), concurrency=bad)
+
+
+# --- mode off: nothing on disk, but one judgment per request and run ---------------------------------
+
+
+def test_off_judges_a_repeated_request_once_per_run(fake_judge_server, dirs):
+    request = make_request()
+    judge = cached_judge(fake_judge_server, dirs, mode="off")
+
+    async def go() -> list[JudgeAnswer]:
+        try:
+            # One after the other, as sentence and binary relevance ask for the same chunk.
+            return [await judge.judge(request), await judge.judge(request)]
+        finally:
+            await judge.aclose()
+
+    first, second = asyncio.run(go())
+    assert fake_judge_server.request_count == 1
+    assert second.choices == first.choices
+    assert judge.stats.calls == 1
+    assert judge.stats.cache_hits == 1
+    assert not dirs.cache.exists()
+    assert not dirs.store.exists()
+    # A new run judges again: the memory is the run's only.
+    run(cached_judge(fake_judge_server, dirs, mode="off"), request)
+    assert fake_judge_server.request_count == 2

@@ -145,3 +145,41 @@ def test_module_runs_as_a_program(populated):
     )
     assert result.returncode == 0, result.stderr
     assert "entries: 5" in result.stdout
+
+
+def test_after_prune_a_readwrite_run_restores_what_it_uses_so_replay_works(populated, capsys):
+    """Prune after a partial record, then a full readwrite run served from the cache: CI must replay."""
+    write_last_run_keys(populated["cache"], populated["keys"][:2])
+    base = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
+    assert cli(*base) == 0
+    assert "deleted 3 of 5 store entries" in capsys.readouterr().out
+
+    requests = [make_request(i, model="judge-a") for i in range(3)] + [
+        make_request(i, model="judge-b") for i in range(2)
+    ]
+    readwrite = CachedJudge(
+        lambda: pytest.fail("every answer is in the cache"),
+        cache_dir=populated["cache"],
+        store=JudgmentStore(populated["store"]),
+    )
+    assert {a.source for a in run_all(readwrite, requests)} == {"cache"}
+    assert JudgmentStore(populated["store"]).keys() == set(populated["keys"])
+
+    # CI: a fresh checkout has the committed store and no cache.
+    replay = CachedJudge(
+        lambda: pytest.fail("replay never judges"),
+        mode="replay",
+        cache_dir=None,
+        store=JudgmentStore(populated["store"]),
+    )
+    assert [a.source for a in run_all(replay, requests)] == ["store"] * 5
+
+
+def run_all(judge: CachedJudge, requests: list[Any]) -> list[Any]:
+    async def go() -> list[Any]:
+        try:
+            return [await judge.judge(request) for request in requests]
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(go())

@@ -7,7 +7,11 @@ modes:
 ``replay``     never call the judge; a judgment in neither cache nor store raises
                :class:`~pytest_ragmetrics.errors.JudgmentNotRecorded`. What CI without a key runs.
 ``refresh``    always ask the judge (once per request and run), overwrite cache and store.
-``off``        always ask the judge, read and write nothing.
+``off``        ask the judge (once per request and run), read and write nothing on disk.
+
+Whatever serves an answer, in ``readwrite`` and ``refresh`` the judgment store ends up holding it: a
+cache hit for a key the store lacks (a store added later, an entry pruned) is copied into the store,
+so the store can always replay what the last run used.
 
 The disk cache is a :mod:`diskcache` SQLite database shared safely by threads and by processes
 (pytest-xdist workers). It only ever saves money: when it is corrupt, locked or unwritable, one
@@ -22,6 +26,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shlex
 import sqlite3
 import threading
 import warnings
@@ -113,6 +118,8 @@ class CachedJudge:
     API key). ``cache_dir`` is the local disk cache (``None``: none); ``store`` the committed
     :class:`~pytest_ragmetrics.judge.store.JudgmentStore` (``None``: none). Every answer served or
     written is recorded in :attr:`used_keys`. Concurrent requests with the same key are judged once.
+    ``concurrency`` bounds the calls to the inner judge in flight (per event loop; ``None``: no
+    bound), so a judge from a plugin hook that does not limit itself cannot open a thousand requests.
     """
 
     def __init__(
@@ -124,9 +131,12 @@ class CachedJudge:
         store: JudgmentStore | None = None,
         stats: JudgeStats | None = None,
         memory_entries: int = MEMORY_ENTRIES,
+        concurrency: int | None = None,
     ) -> None:
         if mode not in CACHE_MODES:
             raise ConfigError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
+        if concurrency is not None and (isinstance(concurrency, bool) or concurrency < 1):
+            raise ConfigError(f"judge concurrency must be at least 1, got {concurrency}")
         self._make_inner = make_inner
         self._inner: Judge | None = None
         self.mode: CacheMode = mode
@@ -142,6 +152,11 @@ class CachedJudge:
         self._warned: set[str] = set()
         self._inflight: dict[str, asyncio.Future[JudgeAnswer]] = {}
         self._judged_this_run: set[str] = set()
+        self.concurrency = concurrency
+        # asyncio primitives belong to the loop they are first used in: one semaphore per loop.
+        self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+        # Keys the store is known to hold (read or written this run), so a hit costs no stat().
+        self._in_store: set[str] = set()
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -166,7 +181,8 @@ class CachedJudge:
             "cache-disabled",
             f"the judgment cache at {self.cache_dir} cannot be used ({self._cache_problem}); "
             "continuing without it. Delete the directory or run "
-            "`python -m pytest_ragmetrics cache clear` to start a fresh cache.",
+            f"`python -m pytest_ragmetrics cache clear --cache-dir {shlex.quote(str(self.cache_dir))}` "
+            "to start a fresh cache.",
         )
 
     def _disk(self) -> diskcache.Cache | None:
@@ -191,6 +207,27 @@ class CachedJudge:
         if self._inner is None:
             self._inner = self._make_inner()
         return self._inner
+
+    def _semaphore(self) -> asyncio.Semaphore | None:
+        """This loop's bound on calls to the inner judge, or ``None`` when unbounded."""
+        if self.concurrency is None:
+            return None
+        loop = asyncio.get_running_loop()
+        semaphore = self._semaphores.get(loop)
+        if semaphore is None:
+            with self._lock:
+                # Semaphores of loops that are gone can never be used again; forget them.
+                for old in [old for old in self._semaphores if old.is_closed()]:
+                    del self._semaphores[old]
+                semaphore = self._semaphores.setdefault(loop, asyncio.Semaphore(self.concurrency))
+        return semaphore
+
+    async def _ask_inner(self, request: JudgeRequest) -> JudgeAnswer:
+        semaphore = self._semaphore()
+        if semaphore is None:
+            return await self._inner_judge().judge(request)
+        async with semaphore:
+            return await self._inner_judge().judge(request)
 
     def _remember(self, key: str, answer: JudgeAnswer) -> None:
         memory = self._memory
@@ -219,16 +256,30 @@ class CachedJudge:
         try:
             record = json.loads(raw) if isinstance(raw, (str, bytes)) else None
             if not isinstance(record, dict) or record.get("key") != key:
-                raise ValueError("entry does not belong to this key")
+                raise ValueError("the entry does not belong to this key")
+            if "answer" not in record:
+                raise ValueError("the entry has no answer")
+            # from_json checks every JSON type: a damaged entry is a ValueError, not an AttributeError.
             answer = JudgeAnswer.from_json(record["answer"], source="cache")
             if len(answer.choices) != request.n or any(
                 schema_errors(request.schema, c) for c in answer.choices
             ):
-                raise ValueError("entry does not conform to the schema")
-        except (ValueError, KeyError, TypeError):
-            # A stale or foreign entry is a miss; drop it so it is replaced by a good one.
+                raise ValueError("the entry does not conform to the schema")
+        except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors too
+            # A damaged entry is a miss; drop it so it is replaced by a good one.
             with contextlib.suppress(*errors):
                 cache.delete(key)
+            then = (
+                "replay treats it as not recorded unless the judgment store has it"
+                if self.mode == "replay"
+                else "the judgment store or the judge answers instead"
+            )
+            self._warn_once(
+                "cache-entry",
+                f"dropped a damaged entry of the judgment cache at {self.cache_dir} "
+                f"({request.label or request.kind}: {exc}); {then}. Further damaged entries are "
+                "dropped silently.",
+            )
             return None
         return answer
 
@@ -245,13 +296,40 @@ class CachedJudge:
             self.stats.record_cache_hit(answer.usage)
             return answer
         if self.store is not None:
-            answer = self.store.get(request)
+            answer = self.store.get(request, replay=self.mode == "replay")
             if answer is not None:
+                self._in_store.add(key)
                 self.stats.record_store_hit(answer.usage)
                 self._write_disk(request, key, answer)
                 self._remember(key, answer)
                 return answer
         return None
+
+    def _store_lacks(self, key: str) -> bool:
+        """True when this run should copy a served answer into the store: it writes, and lacks it.
+
+        Checked once per key and run (a ``stat``). A file that exists is trusted here: reading and
+        validating it on every cache hit would double the cost of a warm run. A damaged file is
+        reported and rewritten when a cache miss reads it, or by ``--rag-cache=refresh``.
+        """
+        store = self.store
+        if store is None or self.mode not in ("readwrite", "refresh") or key in self._in_store:
+            return False
+        self._in_store.add(key)  # before any await: concurrent hits of one key copy it once
+        return key not in store
+
+    def _write_store(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
+        store = self.store
+        if store is None:
+            return
+        try:
+            store.put(request, answer)
+        except OSError as exc:
+            self._warn_once(
+                "store-unwritable",
+                f"cannot write to the judgment store at {store.directory} ({exc}); "
+                "new judgments are not being recorded for replay",
+            )
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -281,25 +359,18 @@ class CachedJudge:
             )
         for choice in answer.choices:
             validate_answer(request, choice)
-        if self.mode == "off":
-            return answer
-        # File and SQLite writes take ~1 ms; in a worker thread they do not stall the event loop
-        # while 30 other judge requests are waiting for their responses.
-        await asyncio.to_thread(self._write_both, request, key, answer)
+        if self.mode != "off":
+            # File and SQLite writes take ~1 ms; in a worker thread they do not stall the event loop
+            # while 30 other judge requests are waiting for their responses.
+            await asyncio.to_thread(self._write_both, request, key, answer)
+            self._in_store.add(key)
+        # Also in "off": within one run, sentence and binary relevance share one judgment per chunk.
         self._remember(key, answer)
         return answer
 
     def _write_both(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
         self._write_disk(request, key, answer)
-        if self.store is not None:
-            try:
-                self.store.put(request, answer)
-            except OSError as exc:
-                self._warn_once(
-                    "store-unwritable",
-                    f"cannot write to the judgment store at {self.store.directory} ({exc}); "
-                    "new judgments are not being recorded for replay",
-                )
+        self._write_store(request, answer)
 
     # --- the Judge protocol ----------------------------------------------------------------------
 
@@ -321,12 +392,19 @@ class CachedJudge:
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         """Serve ``request`` according to :attr:`mode`."""
         key = request.cache_key()
-        read = self.mode in ("readwrite", "replay") or (
-            self.mode == "refresh" and key in self._judged_this_run
-        )
-        if read:
+        if self.mode == "off":
+            # Nothing on disk is read, but what this run already judged is not paid for twice.
+            answer = self._memory.get(key)
+            if answer is not None:
+                self.stats.record_cache_hit(answer.usage)
+                self.used_keys.add(key)
+                return answer
+        elif self.mode != "refresh" or key in self._judged_this_run:
             answer = self.lookup(request)
             if answer is not None:
+                if self._store_lacks(key):
+                    # Off the event loop, like every other write.
+                    await asyncio.to_thread(self._write_store, request, answer)
                 self.used_keys.add(key)
                 return answer
         if self.mode == "replay":
@@ -341,7 +419,7 @@ class CachedJudge:
         future: asyncio.Future[JudgeAnswer] = loop.create_future()
         self._inflight[key] = future
         try:
-            answer = await self._inner_judge().judge(request)
+            answer = await self._ask_inner(request)
             answer = await self._record(request, key, answer)
         except asyncio.CancelledError:
             future.cancel()
