@@ -7,6 +7,7 @@ import email.utils
 import json
 import threading
 import time
+import traceback
 from typing import Any
 
 import pytest
@@ -365,3 +366,233 @@ def test_conforming_value_takes_the_most_positive_verdict():
         },
     }
     assert conforming_value(schema) == {"score": 2, "labels": ["a", "b"], "ok": True}
+
+
+# --- responses of the wrong shape -------------------------------------------------------------------
+
+
+def completion_body(choices: Any = None, **fields: Any) -> bytes:
+    """A chat completion as a server would send it, with ``fields`` replacing the normal values."""
+    if choices is None:
+        choices = [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": json.dumps({"reason": "r", "useful": True})},
+                "finish_reason": "stop",
+            }
+        ]
+    body: dict[str, Any] = {
+        "id": "chatcmpl-shape",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "judge-model",
+        "choices": choices,
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+    }
+    body.update(fields)
+    return json.dumps(body).encode()
+
+
+def with_content(content: Any) -> bytes:
+    return completion_body(
+        [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]
+    )
+
+
+WRONG_SHAPES = {
+    "choices of strings": completion_body(["hi"]),
+    "choices of numbers": completion_body([1]),
+    "message is a string": completion_body([{"index": 0, "message": "hi", "finish_reason": "stop"}]),
+    "usage is a number": completion_body(usage=5),
+    "usage is an array": completion_body(usage=[1]),
+    "token count is text": completion_body(usage={"prompt_tokens": "abc", "completion_tokens": 1}),
+    "choices is an object": completion_body({"0": "hi"}),
+    "model is an object": completion_body(model={"name": "judge"}),
+}
+
+
+@pytest.mark.parametrize("body", list(WRONG_SHAPES.values()), ids=list(WRONG_SHAPES))
+def test_a_chat_completion_of_the_wrong_shape_is_retried_as_a_malformed_body(fake_judge_server, body):
+    fake_judge_server.malformed_next(body=body)
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices == ({"reason": "fake judge", "useful": True},)
+    assert stats.retries == 1
+    assert stats.reasks == 0
+    assert stats.errors == 0
+    assert fake_judge_server.request_count == 2
+
+
+@pytest.mark.parametrize("body", list(WRONG_SHAPES.values()), ids=list(WRONG_SHAPES))
+def test_a_server_that_keeps_sending_the_wrong_shape_is_unavailable(fake_judge_server, body):
+    fake_judge_server.malformed_next(body=body, times=3)
+    stats = JudgeStats()
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server, max_retries=2, stats=stats), make_request())
+    message = str(info.value)
+    assert "malformed response body" in message
+    assert "test_rag[sample-0] chunk 1" in message
+    assert "gave up after 3 attempt(s)" in message
+    assert stats.retries == 2
+    assert stats.errors == 1
+
+
+@pytest.mark.parametrize("content", [{"reason": "r", "useful": True}, 42, ["r", True]])
+def test_content_that_is_not_text_is_reasked(fake_judge_server, content):
+    fake_judge_server.malformed_next(body=with_content(content))
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices == ({"reason": "fake judge", "useful": True},)
+    assert stats.reasks == 1
+    assert stats.retries == 0
+    followup = fake_judge_server.requests[1].body["messages"]
+    assert followup[-2] == {"role": "assistant", "content": json.dumps(content)}
+    assert "not text" in followup[-1]["content"]
+
+
+def test_content_that_is_never_text_is_an_invalid_answer_naming_the_label(fake_judge_server):
+    fake_judge_server.malformed_next(body=with_content({"useful": True}), times=2)
+    stats = JudgeStats()
+    with pytest.raises(InvalidJudgeAnswer) as info:
+        run_judge(make_judge(fake_judge_server, max_reasks=1, stats=stats), make_request())
+    assert "test_rag[sample-0] chunk 1" in str(info.value)
+    assert "the content is a dict, not text" in str(info.value)
+    assert stats.errors == 1
+
+
+# --- errors users see: one clear message, no SDK traceback -----------------------------------------
+
+
+def assert_no_sdk_traceback(error: BaseException) -> None:
+    assert error.__cause__ is None
+    assert error.__suppress_context__
+    printed = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    assert "_base_client" not in printed
+    assert "httpx" not in printed
+
+
+def test_exhausted_retries_hide_the_sdk_traceback_but_keep_the_cause(fake_judge_server):
+    import openai
+
+    fake_judge_server.fail_next(503, times=3)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server, max_retries=2), make_request())
+    assert_no_sdk_traceback(info.value)
+    assert isinstance(info.value.cause, openai.InternalServerError)  # type: ignore[attr-defined]
+    message = str(info.value)
+    assert f"the LLM judge at {fake_judge_server.base_url}" in message
+    assert "HTTP 503" in message
+    assert "gave up after 3 attempt(s)" in message
+
+
+def test_a_rejected_request_hides_the_sdk_traceback_but_keeps_the_cause(fake_judge_server):
+    import openai
+
+    fake_judge_server.fail_next(401)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server), make_request())
+    assert_no_sdk_traceback(info.value)
+    assert isinstance(info.value.cause, openai.AuthenticationError)  # type: ignore[attr-defined]
+    message = str(info.value)
+    assert fake_judge_server.base_url in message
+    assert "HTTP 401, not retried" in message
+    assert "OPENAI_API_KEY" in message
+
+
+def test_connection_errors_hide_the_sdk_traceback_but_keep_the_cause():
+    import openai
+
+    with FakeJudgeServer() as server:
+        base_url = server.base_url
+    judge = OpenAIJudge(api_key="sk-dummy", base_url=base_url, max_retries=1, retry_backoff=0.01)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(judge, make_request())
+    assert_no_sdk_traceback(info.value)
+    assert isinstance(info.value.cause, openai.APIConnectionError)  # type: ignore[attr-defined]
+    assert "connection error" in str(info.value)
+    assert "gave up after 2 attempt(s)" in str(info.value)
+
+
+def test_no_api_key_message_explains_replay_and_the_store(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(OpenAIJudge(), make_request())
+    message = str(info.value)
+    assert "--rag-cache=replay" in message
+    assert "RAGMETRICS_CACHE=replay" in message
+    assert "--rag-store-dir" in message
+    assert "judgment store" in message
+
+
+# --- Azure -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_azure_env(monkeypatch):
+    for name in (
+        "AZURE_OPENAI_ENDPOINT",
+        "OPENAI_API_VERSION",
+        "AZURE_OPENAI_API_KEY",
+        "AZURE_OPENAI_AD_TOKEN",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    # A real OpenAI key in the environment must never go to api.openai.com for an Azure judge.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-must-not-be-sent")
+    return monkeypatch
+
+
+@pytest.mark.parametrize("endpoint", [None, ""])
+def test_azure_without_an_endpoint_is_a_config_error(no_azure_env, endpoint):
+    no_azure_env.setenv("OPENAI_API_VERSION", "2024-10-21")
+    with pytest.raises(ConfigError) as info:
+        OpenAIJudge(model="judge-model", azure=True, azure_endpoint=endpoint)
+    message = str(info.value)
+    assert "AZURE_OPENAI_ENDPOINT" in message
+    assert "--rag-judge-base-url" in message
+    assert "OPENAI_API_VERSION" not in message
+
+
+def test_azure_without_an_api_version_is_a_config_error(no_azure_env, fake_judge_server):
+    with pytest.raises(ConfigError) as info:
+        OpenAIJudge(azure=True, azure_endpoint=f"http://127.0.0.1:{fake_judge_server.port}")
+    assert "OPENAI_API_VERSION" in str(info.value)
+    assert "AZURE_OPENAI_ENDPOINT" not in str(info.value)
+    assert fake_judge_server.request_count == 0
+
+
+def test_azure_with_nothing_configured_names_both_settings(no_azure_env):
+    with pytest.raises(ConfigError, match=r"AZURE_OPENAI_ENDPOINT.*OPENAI_API_VERSION"):
+        OpenAIJudge(azure=True)
+
+
+def test_azure_takes_endpoint_version_and_key_from_the_environment(no_azure_env, fake_judge_server):
+    no_azure_env.setenv("AZURE_OPENAI_ENDPOINT", f"http://127.0.0.1:{fake_judge_server.port}")
+    no_azure_env.setenv("OPENAI_API_VERSION", "2024-10-21")
+    no_azure_env.setenv("AZURE_OPENAI_API_KEY", "azure-env-key")
+    judge = OpenAIJudge(azure=True, max_retries=0)
+    assert judge.has_credentials()
+    [answer] = run_judge(judge, make_request())
+    assert answer.choices
+    [sent] = fake_judge_server.requests
+    assert sent.path.startswith("/openai/deployments/judge-model/chat/completions")
+    assert "api-version=2024-10-21" in sent.path
+    assert sent.authorization == "azure-env-key"
+
+
+def test_azure_without_an_azure_key_does_not_use_the_openai_key(no_azure_env, fake_judge_server):
+    no_azure_env.setenv("OPENAI_API_VERSION", "2024-10-21")
+    judge = OpenAIJudge(azure=True, azure_endpoint=f"http://127.0.0.1:{fake_judge_server.port}")
+    assert not judge.has_credentials()
+    with pytest.raises(JudgeUnavailable, match="AZURE_OPENAI_API_KEY"):
+        run_judge(judge, make_request())
+    assert fake_judge_server.request_count == 0
+
+
+def test_azure_with_a_base_url_is_a_config_error(no_azure_env):
+    with pytest.raises(ConfigError, match="azure_endpoint"):
+        OpenAIJudge(
+            azure=True,
+            azure_endpoint="https://x.openai.azure.com",
+            api_version="2024-10-21",
+            base_url="https://elsewhere/v1",
+        )

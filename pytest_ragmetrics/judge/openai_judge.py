@@ -2,9 +2,12 @@
 
 Retries are done here rather than by the SDK (whose ``max_retries`` is set to 0) so that every retry is
 counted in :class:`~pytest_ragmetrics.judge.stats.JudgeStats` and failures surface as one clear
-:class:`~pytest_ragmetrics.errors.JudgeUnavailable` instead of an SDK traceback. Answers are parsed
-tolerantly (code fences, JSON inside prose) and validated against the request's schema; invalid answers
-are re-asked a bounded number of times.
+:class:`~pytest_ragmetrics.errors.JudgeUnavailable` instead of an SDK traceback: these errors are raised
+``from None`` (pytest would otherwise print every frame of the SDK's HTTP stack above our one line),
+and the SDK's exception stays available as their ``cause`` attribute for debugging. A 200 response
+whose JSON is not shaped like a chat completion counts as a transport failure and is retried. Answers
+are parsed tolerantly (code fences, JSON inside prose) and validated against the request's schema;
+invalid answers are re-asked a bounded number of times.
 
 ``openai`` is imported on first use only: importing this module stays cheap.
 """
@@ -21,9 +24,9 @@ import re
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ..errors import ConfigError, InvalidJudgeAnswer, JudgeUnavailable
+from ..errors import ConfigError, InvalidJudgeAnswer, JudgeError, JudgeUnavailable
 from .base import JudgeAnswer, JudgeRequest, Usage, schema_errors, utc_now
 from .stats import JudgeStats
 
@@ -39,11 +42,71 @@ MAX_BACKOFF = 20.0
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
+_REPLAY_HINT = (
+    "or, to use recorded judgments without calling the judge, run with --rag-cache=replay "
+    "(RAGMETRICS_CACHE=replay); replay needs the judgments recorded in the judgment store directory "
+    "(--rag-store-dir), committed by a run that had a key"
+)
+
 NO_KEY_MESSAGE = (
     "no API key for the LLM judge: set OPENAI_API_KEY (and OPENAI_BASE_URL or --rag-judge-base-url "
-    "to use another OpenAI-compatible server), or run with --rag-cache=replay against recorded "
-    "judgments"
+    f"to use another OpenAI-compatible server), {_REPLAY_HINT}"
 )
+
+NO_AZURE_KEY_MESSAGE = (
+    "no API key for the Azure OpenAI judge: set AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN), "
+    + _REPLAY_HINT
+)
+
+_Error = TypeVar("_Error", bound=JudgeError)
+
+
+def with_cause(error: _Error, cause: BaseException | None) -> _Error:
+    """``error`` carrying the low-level exception behind it as ``error.cause``.
+
+    Raise the result ``from None``: the message already says what happened, and a chained SDK
+    exception would make pytest print hundreds of lines of HTTP-client frames before it.
+    """
+    # Set on the instance: the error classes are shared with code that has no underlying exception.
+    error.cause = cause  # type: ignore[attr-defined]
+    return error
+
+
+def completion_shape_problem(response: Any) -> str | None:
+    """Why ``response`` (as the SDK built it, unvalidated) is not a usable chat completion, or None.
+
+    The SDK builds its response objects without validating them, so a server or proxy answering a
+    200 with JSON of the wrong shape (``"choices": ["hi"]``, ``"usage": 5``) would otherwise surface
+    as an ``AttributeError`` deep inside the parsing. A non-string ``content`` is not checked here:
+    that is an invalid answer, re-asked, not a broken response.
+    """
+    from openai.types.chat import ChatCompletion, ChatCompletionMessage
+    from openai.types.chat.chat_completion import Choice
+    from openai.types.completion_usage import CompletionUsage
+
+    if not isinstance(response, ChatCompletion):
+        return "not a chat completion"
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list):
+        return "'choices' is not an array"
+    for i, choice in enumerate(choices):
+        if not isinstance(choice, Choice):
+            return f"choice {i} is not an object"
+        message = getattr(choice, "message", None)
+        if message is not None and not isinstance(message, ChatCompletionMessage):
+            return f"the message of choice {i} is not an object"
+    usage = getattr(response, "usage", None)
+    if usage is not None:
+        if not isinstance(usage, CompletionUsage):
+            return "'usage' is not an object"
+        for name in ("prompt_tokens", "completion_tokens"):
+            count = getattr(usage, name, None)
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+                return f"'usage.{name}' is {count!r}, not a token count"
+    model = getattr(response, "model", None)
+    if model is not None and not isinstance(model, str):
+        return "'model' is not a string"
+    return None
 
 
 def parse_json_answer(text: str) -> Any:
@@ -117,8 +180,12 @@ class OpenAIJudge:
     """A :class:`~pytest_ragmetrics.judge.base.Judge` that asks an OpenAI-compatible server.
 
     ``model`` is used when a request names none. ``api_key`` and ``base_url`` default to the SDK's own
-    environment variables (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``); with ``azure_endpoint`` the Azure
-    client is used (``AZURE_OPENAI_API_KEY``, ``OPENAI_API_VERSION``). ``timeout`` is per HTTP
+    environment variables (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``). With ``azure=True`` (or an
+    ``azure_endpoint``) the Azure client is used: the endpoint is ``azure_endpoint`` or
+    ``AZURE_OPENAI_ENDPOINT``, the API version ``api_version`` or ``OPENAI_API_VERSION``, the key
+    ``api_key`` or ``AZURE_OPENAI_API_KEY``; a missing endpoint or version is a
+    :class:`~pytest_ragmetrics.errors.ConfigError` at construction, before any network activity (never
+    a silent fall-back to api.openai.com with the wrong key). ``timeout`` is per HTTP
     request; ``max_retries`` transport retries (429, 5xx, timeouts, connection errors) with backoff;
     ``max_reasks`` re-asks after an answer that does not fit the schema; ``concurrency`` bounds the
     requests in flight. ``response_format`` is ``"json_schema"`` (strict structured output),
@@ -132,6 +199,7 @@ class OpenAIJudge:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
+        azure: bool = False,
         azure_endpoint: str | None = None,
         api_version: str | None = None,
         timeout: float = 60.0,
@@ -150,6 +218,12 @@ class OpenAIJudge:
             raise ConfigError(f"judge concurrency must be at least 1, got {concurrency}")
         if max_retries < 0 or max_reasks < 0:
             raise ConfigError("judge max_retries and max_reasks must not be negative")
+        # An explicit endpoint still means Azure, as it always did.
+        self.azure = bool(azure or azure_endpoint)
+        if self.azure:
+            azure_endpoint = azure_endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
+            api_version = api_version or os.environ.get("OPENAI_API_VERSION") or None
+            _check_azure(azure_endpoint, api_version, base_url)
         self.model = model
         # Kept in memory only; never written anywhere, and left out of repr().
         self._api_key = api_key
@@ -180,7 +254,7 @@ class OpenAIJudge:
         """True when an API key (or, for Azure, a key or AD token) is configured."""
         if self._api_key:
             return True
-        if self.azure_endpoint:
+        if self.azure:
             return bool(os.environ.get("AZURE_OPENAI_API_KEY") or os.environ.get("AZURE_OPENAI_AD_TOKEN"))
         return bool(os.environ.get("OPENAI_API_KEY"))
 
@@ -191,12 +265,16 @@ class OpenAIJudge:
             return existing
         # Checked before the SDK is even imported: no key means no network activity at all.
         if not self.has_credentials():
-            raise JudgeUnavailable(NO_KEY_MESSAGE)
+            raise JudgeUnavailable(NO_AZURE_KEY_MESSAGE if self.azure else NO_KEY_MESSAGE)
         import openai
 
         # The SDK's own retries are off: ours are counted and produce one readable error.
         client: AsyncOpenAI
-        if self.azure_endpoint:
+        if self.azure:
+            # Checked again here (cheap) in case the attributes were changed after construction:
+            # the SDK's own check would surface as a bare ValueError.
+            _check_azure(self.azure_endpoint, self.api_version, self.base_url)
+            assert self.azure_endpoint is not None  # for mypy: _check_azure raised otherwise
             client = openai.AsyncAzureOpenAI(
                 api_key=self._api_key,
                 azure_endpoint=self.azure_endpoint,
@@ -289,6 +367,7 @@ class OpenAIJudge:
         label = request.label or request.kind
         usage = Usage()
         for attempt in range(self.max_reasks + 1):
+            # _create only returns responses whose shape completion_shape_problem() accepted.
             response = await self._create(client, request, self._params(request, messages))
             if response.usage is not None:
                 spent = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
@@ -335,11 +414,17 @@ class OpenAIJudge:
         if len(got) != request.n:
             problems.append(f"expected {request.n} choice(s), got {len(got)}")
         for i, choice in enumerate(got):
-            content = choice.message.content if choice.message is not None else None
+            content = getattr(choice.message, "content", None) if choice.message is not None else None
             where = f"choice {i}" if request.n > 1 else "answer"
             if content is None:
                 refusal = getattr(choice.message, "refusal", None)
                 problems.append(f"{where} has no content" + (f" (refusal: {refusal})" if refusal else ""))
+                continue
+            if not isinstance(content, str):
+                # A server that put the JSON object itself (or a number) where the text belongs:
+                # the answer is not what was asked for, so it is re-asked like any invalid answer.
+                problems.append(f"{where}: the content is a {type(content).__name__}, not text")
+                bad_content = bad_content or json.dumps(content, default=str)
                 continue
             try:
                 value = parse_json_answer(content)
@@ -370,18 +455,19 @@ class OpenAIJudge:
                 # JSON schema on every call, which cost ~1.4 ms of event-loop time per request and
                 # kept a 32-way batch from overlapping. The params are plain JSON already.
                 response = await client.post("/chat/completions", cast_to=ChatCompletion, body=params)
-                if isinstance(response, ChatCompletion) and isinstance(
-                    getattr(response, "choices", None), list
-                ):
+                problem = completion_shape_problem(response)
+                if problem is None:
                     return response
-                # A 200 with JSON that is not a chat completion (a proxy's error page, `{}`):
-                # a flaky server, not an invalid judgment, so retried rather than re-asked.
-                what = "malformed response body (not a chat completion)"
+                # A 200 with JSON that is not a chat completion (a proxy's error page, `{}`,
+                # `"choices": ["hi"]`): a flaky server, not an invalid judgment, so retried rather
+                # than re-asked.
+                what = f"malformed response body ({problem})"
                 last: BaseException | None = None
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 if status != 429 and status < 500 and status != 408:
-                    raise JudgeUnavailable(self._rejected_message(status, exc, params, label)) from exc
+                    message = self._rejected_message(status, exc, params, label)
+                    raise with_cause(JudgeUnavailable(message), exc) from None
                 retry_after = retry_after_seconds(dict(exc.response.headers))
                 what = f"HTTP {status}" + (" (rate limited)" if status == 429 else "")
                 last = exc
@@ -396,10 +482,11 @@ class OpenAIJudge:
                 what = f"malformed response body ({type(exc).__name__})"
                 last = exc
             if attempt >= self.max_retries:
-                raise JudgeUnavailable(
+                message = (
                     f"the LLM judge at {self.endpoint} is unavailable for {label}: {what}; "
                     f"gave up after {attempt + 1} attempt(s)"
-                ) from last
+                )
+                raise with_cause(JudgeUnavailable(message), last) from None
             attempt += 1
             self.stats.record_retry()
             await asyncio.sleep(self._backoff(attempt, retry_after))
@@ -413,7 +500,9 @@ class OpenAIJudge:
 
     def _rejected_message(self, status: int, exc: Any, params: Mapping[str, Any], label: str) -> str:
         detail = getattr(exc, "message", "") or str(exc)
-        prefix = f"the LLM judge at {self.endpoint} rejected the request for {label} (HTTP {status})"
+        prefix = (
+            f"the LLM judge at {self.endpoint} rejected the request for {label} (HTTP {status}, not retried)"
+        )
         if status == 401:
             return f"{prefix}: the API key was not accepted; check OPENAI_API_KEY. {detail}"
         if status == 403:
@@ -429,3 +518,23 @@ class OpenAIJudge:
                 "use the json_object or text response format."
             )
         return f"{prefix}: {detail}"
+
+
+def _check_azure(endpoint: str | None, api_version: str | None, base_url: str | None) -> None:
+    """Raise :class:`ConfigError` naming what to set when the Azure settings are incomplete."""
+    missing = []
+    if not endpoint:
+        missing.append(
+            "the endpoint (--rag-judge-base-url or AZURE_OPENAI_ENDPOINT, "
+            "e.g. https://<resource>.openai.azure.com)"
+        )
+    if not api_version:
+        missing.append("the API version (OPENAI_API_VERSION, e.g. 2024-10-21)")
+    if missing:
+        raise ConfigError("the Azure OpenAI judge needs " + " and ".join(missing))
+    if base_url:
+        # The SDK would build its own URL from the endpoint and ignore or reject this one.
+        raise ConfigError(
+            f"the Azure OpenAI judge takes an endpoint, not a base URL ({base_url!r}): "
+            "pass it as azure_endpoint"
+        )
