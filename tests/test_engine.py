@@ -283,3 +283,12 @@ def test_prompt_text_is_pinned_to_its_version(kind):
     prompt = J.PROMPTS[kind]
     digest = hashlib.sha256(prompt.system.encode()).hexdigest()[:8]
     assert (prompt.version, digest) == PROMPT_DIGESTS[kind]
+
+
+def test_binary_relevance_quotes_the_chunk_text_verbatim(evaluator, judge):
+    """The judge sees normalized (NFC) text; the extracted sentence is the chunk's own (here NFD)."""
+    decomposed = "The Cafe\u0301 de Flore is in Europe."
+    chunk = f"{WINE} {decomposed}"
+    result = evaluator.score(RagSample(SAMPLE.question, [chunk], id="nfd"), "context_relevance", "binary")
+    assert judge.requests[0].inputs["sentences"][1] == "The Caf\u00e9 de Flore is in Europe."
+    assert result.verdicts[0].extracted == (decomposed,)

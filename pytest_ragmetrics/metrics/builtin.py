@@ -226,15 +226,19 @@ class ContextRelevance:
         tally = _Tally()
 
         async def one(rank: int, chunk: str) -> tuple[list[str], tuple[int, ...], str, bool]:
-            sentences = [t for t in (ctx.normalize(x) for x in ctx.split(chunk)) if t]
-            if not sentences:
+            # The judge sees normalized sentences; the verdict quotes the chunk's own text.
+            pairs = [(raw, text) for raw in ctx.split(chunk) if (text := ctx.normalize(raw))]
+            if not pairs:
                 return [], (), "empty chunk", True
             request = J.sentences_request(
-                question, sentences, params, _label(sample, "context_relevance", f"chunk {rank}")
+                question,
+                [text for _, text in pairs],
+                params,
+                _label(sample, "context_relevance", f"chunk {rank}"),
             )
             answer = tally.add(await ctx.judge(request))
             chosen, reason = J.combine_sentences(answer.choices)
-            return sentences, chosen, reason, answer.cached
+            return [raw for raw, _ in pairs], chosen, reason, answer.cached
 
         judged = await gather_or_cancel(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
         verdicts: list[Verdict] = []
