@@ -128,7 +128,8 @@ class FakeJudgeServer:
     * ``responder(body) -> dict | str`` gives each choice's content (a dict is sent as JSON, a
       string raw, e.g. prose or a malformed answer); it is called once per choice;
     * :meth:`fail_next` answers the next requests with an HTTP error (e.g. 429 with Retry-After);
-    * :meth:`malformed_next` answers with a 200 whose body is not JSON;
+    * :meth:`malformed_next` answers with a 200 and a raw body: not JSON by default, or any bytes
+      given (e.g. valid JSON of the wrong shape);
     * :meth:`hang_next` holds the next requests for longer than the client's timeout;
     * :meth:`delay` adds latency to every request (requests are served concurrently);
     * ``reported_model`` overrides the model named in responses.
@@ -227,7 +228,7 @@ class FakeJudgeServer:
                 self._actions.append(_Action("status", status, dict(headers or {}), raw))
 
     def malformed_next(self, body: bytes = b'{"id": "chatcmpl-broken", "choices": [', times: int = 1) -> None:
-        """Answer the next ``times`` requests with status 200 and a body that is not valid JSON."""
+        """Answer the next ``times`` requests with status 200 and ``body`` as is (default: not JSON)."""
         with self._lock:
             for _ in range(times):
                 self._actions.append(_Action("malformed", 200, {}, body))
