@@ -83,7 +83,9 @@ class _Comparable:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (int, float)):
-            raise TypeError("compare a ragmetrics check with >=, >, <= or <, e.g. `... >= 0.8`; == is not a threshold")
+            raise TypeError(
+                "compare a ragmetrics check with >=, >, <= or <, e.g. `... >= 0.8`; == is not a threshold"
+            )
         return NotImplemented
 
     __hash__ = object.__hash__

@@ -17,18 +17,16 @@ if TYPE_CHECKING:
 
 @hookimpl(trylast=True)
 def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
-    import os
-
     from .judge.openai_judge import OpenAIJudge
 
     azure = settings.judge_provider == "azure"
     return OpenAIJudge(
         model=settings.judge_model,
         base_url=None if azure else settings.judge_base_url,
-        # Azure: the endpoint from settings or the SDK's own variable; key and version from the SDK's.
-        azure_endpoint=(settings.judge_base_url or os.environ.get("AZURE_OPENAI_ENDPOINT") or "")
-        if azure
-        else None,
+        # Azure: the endpoint from the base-URL setting or AZURE_OPENAI_ENDPOINT, the version from
+        # OPENAI_API_VERSION, the key from AZURE_OPENAI_API_KEY (the SDK's own variables).
+        azure=azure,
+        azure_endpoint=settings.judge_base_url if azure else None,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
         max_reasks=settings.max_reasks,

@@ -280,6 +280,7 @@ class Evaluator:
                     cache_dir=self.cache_dir,
                     store=store,
                     stats=self.stats,
+                    concurrency=self.settings.concurrency,
                 )
             return self._cached_judge
 

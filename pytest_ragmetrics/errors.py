@@ -16,7 +16,13 @@ class InvalidSample(RagMetricsError, ValueError):
 
 
 class JudgeError(RagMetricsError):
-    """The judge could not produce a usable judgment."""
+    """The judge could not produce a usable judgment.
+
+    ``cause`` keeps the low-level exception (from the HTTP client, say) for debugging; it is not
+    chained, so a test failure shows our message rather than the SDK's traceback.
+    """
+
+    cause: BaseException | None = None
 
 
 class InvalidJudgeAnswer(JudgeError):

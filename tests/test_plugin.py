@@ -710,3 +710,19 @@ def test_under_xdist_failures_warnings_and_junit_properties_reach_the_controller
     xml = (project.path / "junit.xml").read_text()
     assert '<property name="ragmetrics.1.context_recall.passed" value="false" />' in xml
     assert '<property name="ragmetrics.1.context_recall.score" value="1" />' in xml
+
+
+def test_azure_provider_without_endpoint_or_version_says_what_to_set(project, judge_server, monkeypatch):
+    for name in ("AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION", "RAGMETRICS_JUDGE_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_recall():
+            assert_context_recall(GOOD) >= 0.8
+    """)
+    result = project.runpytest("--rag-judge-provider=azure")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ConfigError*AZURE_OPENAI_ENDPOINT*"])
+    assert judge_server.request_count == 0

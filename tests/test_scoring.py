@@ -143,4 +143,4 @@ def test_a_check_compared_with_equals_says_to_use_a_threshold_operator():
 
     check = ScoreCheck([MetricResult(0.5, "context_recall")], single=True, where=None)
     with pytest.raises(TypeError, match="== is not a threshold"):
-        check == 0.5  # noqa: B015
+        check == 0.5

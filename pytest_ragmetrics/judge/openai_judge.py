@@ -68,7 +68,7 @@ def with_cause(error: _Error, cause: BaseException | None) -> _Error:
     exception would make pytest print hundreds of lines of HTTP-client frames before it.
     """
     # Set on the instance: the error classes are shared with code that has no underlying exception.
-    error.cause = cause  # type: ignore[attr-defined]
+    error.cause = cause
     return error
 
 
