@@ -6,6 +6,7 @@ metrics follow the same :class:`Metric` protocol and register through ``pytest_r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .. import judgments as J
@@ -65,6 +66,23 @@ class _Tally:
             self.calls += 1
             self.usage = self.usage + answer.usage
         return answer
+
+    def result(
+        self,
+        sample: RagSample,
+        metric: str,
+        method: str | None,
+        score: float,
+        verdicts: Sequence[Verdict],
+        explanation: str,
+        mode: str | None = None,
+        models: dict[str, float] | None = None,
+    ) -> MetricResult:
+        """The metric's result, with what judging it cost."""
+        return MetricResult(
+            score, metric, method, tuple(verdicts), explanation, sample.id, mode,
+            cached=self.calls == 0, judge_calls=self.calls, usage=self.usage, models=models,
+        )  # fmt: skip
 
 
 def _nothing_retrieved(
@@ -130,18 +148,7 @@ class ContextPrecision:
         explanation = P.explain_precision(verdicts)
         if mode:
             explanation += " (judged against the answer: the sample has no ground_truth)"
-        return MetricResult(
-            score,
-            self.name,
-            None,
-            tuple(verdicts),
-            explanation,
-            sample.id,
-            mode,
-            tally.calls == 0,
-            tally.calls,
-            tally.usage,
-        )
+        return tally.result(sample, self.name, None, score, verdicts, explanation, mode)
 
 
 class ContextRecall:
@@ -189,18 +196,7 @@ class ContextRecall:
             for i, (text, (ok, reason)) in enumerate(zip(sentences, decided, strict=True), start=1)
         )
         score = R.recall_score([v.value >= 1.0 for v in verdicts])
-        return MetricResult(
-            score,
-            self.name,
-            None,
-            verdicts,
-            R.explain_recall(verdicts),
-            sample.id,
-            None,
-            tally.calls == 0,
-            tally.calls,
-            tally.usage,
-        )
+        return tally.result(sample, self.name, None, score, verdicts, R.explain_recall(verdicts))
 
 
 class ContextRelevance:
@@ -261,18 +257,7 @@ class ContextRelevance:
             totals = [len(sentences) for sentences, _, _, _ in judged]
             score = REL.sentence_score(selected, totals)
             explanation = REL.explain_sentence(verdicts, sum(selected), sum(totals))
-        return MetricResult(
-            score,
-            self.name,
-            method,
-            tuple(verdicts),
-            explanation,
-            sample.id,
-            None,
-            tally.calls == 0,
-            tally.calls,
-            tally.usage,
-        )
+        return tally.result(sample, self.name, method, score, verdicts, explanation)
 
     async def _graded(self, sample: RagSample, ctx: ScoringContext) -> MetricResult:
         s = ctx.settings
@@ -319,18 +304,14 @@ class ContextRelevance:
             shown = ", ".join(f"{m} {v:.2f}" for m, v in model_scores.items())
             spread = max(model_scores.values()) - min(model_scores.values())
             explanation += f" (judges: {shown}; spread {spread:.2f})"
-        return MetricResult(
-            min(1.0, max(0.0, score)),
+        return tally.result(
+            sample,
             self.name,
             "graded",
-            tuple(verdicts),
+            min(1.0, max(0.0, score)),
+            verdicts,
             explanation,
-            sample.id,
-            None,
-            tally.calls == 0,
-            tally.calls,
-            tally.usage,
-            model_scores if len(models) > 1 else None,
+            models=model_scores if len(models) > 1 else None,
         )
 
 
