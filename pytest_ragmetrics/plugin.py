@@ -261,14 +261,20 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 # --- marker, fixtures ----------------------------------------------------------------------------
 
 
-def _marker_settings(item: pytest.Item) -> dict[str, Any]:
-    changes: dict[str, Any] = {}
-    for mark in reversed(list(item.iter_markers("ragmetrics"))):  # closest marker wins
-        changes.update(mark.kwargs)
-    changes.pop("samples", None)
+def _setting_changes(given: dict[str, Any]) -> dict[str, Any]:
+    """Marker or ragmetrics_config arguments as setting changes: ``method`` is the relevance method,
+    ``samples`` is not a setting (it parametrizes ``rag_sample``)."""
+    changes = {k: v for k, v in given.items() if k != "samples"}
     if "method" in changes:
         changes["relevance_method"] = changes.pop("method")
     return changes
+
+
+def _marker_settings(item: pytest.Item) -> dict[str, Any]:
+    given: dict[str, Any] = {}
+    for mark in reversed(list(item.iter_markers("ragmetrics"))):  # closest marker wins
+        given.update(mark.kwargs)
+    return _setting_changes(given)
 
 
 def _validate_marker(mark: pytest.Mark, where: str) -> None:
@@ -291,12 +297,8 @@ def _validate_marker(mark: pytest.Mark, where: str) -> None:
             f"{where}: unknown @pytest.mark.ragmetrics argument(s) {', '.join(unknown)}; use samples, method "
             f"or a setting name: {', '.join(sorted(OPTIONS_BY_NAME))}"
         )
-    kwargs = dict(mark.kwargs)
-    kwargs.pop("samples", None)
-    if "method" in kwargs:
-        kwargs["relevance_method"] = kwargs.pop("method")
     try:
-        resolve(overrides=kwargs)
+        resolve(overrides=_setting_changes(dict(mark.kwargs)))
     except ConfigError as exc:
         raise pytest.UsageError(f"{where}: @pytest.mark.ragmetrics: {exc}") from None
 
@@ -365,9 +367,7 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
     overrides: dict[str, Any] = {}
     fixture_request = getattr(item, "_request", None)
     if fixture_request is not None:
-        overrides.update(fixture_request.getfixturevalue("ragmetrics_config") or {})
-        if "method" in overrides:
-            overrides["relevance_method"] = overrides.pop("method")
+        overrides.update(_setting_changes(fixture_request.getfixturevalue("ragmetrics_config") or {}))
         run_wide = sorted(set(overrides) & RUN_WIDE)
         if run_wide:
             raise pytest.UsageError(
