@@ -14,7 +14,8 @@ kind                            one request per                             answ
 
 The user message is a JSON document, so text inside a chunk is always a JSON string value and can
 never pass itself off as instructions or close a delimiter. Every prompt has a version that is part of
-the cache key: change a prompt, bump its version (``tests/test_judgments.py`` pins the texts).
+the cache key: change a prompt or how its inputs are rendered, bump its version
+(``tests/test_engine.py`` pins both).
 """
 
 from __future__ import annotations
@@ -93,10 +94,10 @@ class Prompt:
 
 
 PROMPTS: Mapping[str, Prompt] = {
-    PRECISION: Prompt("precision-1", _PRECISION_PROMPT),
-    RECALL: Prompt("recall-1", _RECALL_PROMPT),
-    SENTENCES: Prompt("sentences-1", _SENTENCES_PROMPT),
-    GRADED: Prompt("graded-1", _GRADED_PROMPT),
+    PRECISION: Prompt("precision-2", _PRECISION_PROMPT),
+    RECALL: Prompt("recall-2", _RECALL_PROMPT),
+    SENTENCES: Prompt("sentences-2", _SENTENCES_PROMPT),
+    GRADED: Prompt("graded-2", _GRADED_PROMPT),
 }
 
 
@@ -136,7 +137,9 @@ def _request(
             {"role": "system", "content": prompt.system},
             {
                 "role": "user",
-                "content": json.dumps(_user_payload(kind, inputs), ensure_ascii=False, indent=1),
+                # Compact JSON: the C encoder, many times faster than an indented dump, and no less
+                # clear to a model. The rendering is part of the prompt: change it, bump the versions.
+                "content": json.dumps(_user_payload(kind, inputs), ensure_ascii=False),
             },
         ),
         schema_name=kind,
