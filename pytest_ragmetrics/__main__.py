@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,6 +33,55 @@ def default_cli_cache_dir(cwd: Path | None = None) -> Path:
     if (base / ".pytest_cache").is_dir():
         return base / ".pytest_cache" / "d" / "ragmetrics"
     return base / ".ragmetrics_cache"
+
+
+def configured_dirs(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """``cache_dir`` and ``store_dir`` as the plugin would see them when pytest runs in ``cwd``.
+
+    Read from the pytest configuration file in ``cwd`` (pytest.ini, .pytest.ini, pyproject.toml,
+    tox.ini, setup.cfg: the first that configures pytest, as pytest picks it) and then from
+    ``RAGMETRICS_CACHE_DIR`` / ``RAGMETRICS_STORE_DIR``. Relative paths in the file are relative to it.
+    """
+    base = cwd or Path.cwd()
+    env = os.environ if environ is None else environ
+    found: dict[str, Path] = {}
+    ini = _pytest_ini_values(base)
+    for name in ("cache_dir", "store_dir"):
+        value = env.get(f"RAGMETRICS_{name.upper()}") or ini.get(f"rag_{name}")
+        if value:
+            found[name] = Path(value) if Path(value).is_absolute() else base / value
+    return found
+
+
+def _pytest_ini_values(base: Path) -> dict[str, str]:
+    import configparser
+
+    for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
+        path = base / name
+        if not path.is_file():
+            continue
+        if name == "pyproject.toml":
+            try:
+                import tomllib  # type: ignore[import-not-found,unused-ignore]
+            except ImportError:  # Python 3.10: no TOML reader in the standard library
+                continue
+            try:
+                table = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            options = table.get("tool", {}).get("pytest", {}).get("ini_options")
+            if isinstance(options, dict):
+                return {k: str(v) for k, v in options.items() if isinstance(v, (str, int, float))}
+            continue
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path, encoding="utf-8")
+        except configparser.Error:
+            continue
+        section = {"setup.cfg": "tool:pytest", "tox.ini": "pytest"}.get(name, "pytest")
+        if parser.has_section(section):
+            return dict(parser.items(section))
+    return {}
 
 
 def _human_size(size: int) -> str:
@@ -59,15 +109,17 @@ def _parser() -> argparse.ArgumentParser:
             "--cache-dir",
             type=Path,
             default=None,
-            help="local judgment cache (default: .pytest_cache/d/ragmetrics if .pytest_cache exists "
-            "here, else .ragmetrics_cache)",
+            help="local judgment cache (default: rag_cache_dir of the pytest configuration here, "
+            "RAGMETRICS_CACHE_DIR, else .pytest_cache/d/ragmetrics if .pytest_cache exists here, "
+            "else .ragmetrics_cache)",
         )
         sub.add_argument(
             "--store-dir",
             type=Path,
             default=None,
             required=store_required,
-            help="committed judgment store directory",
+            help="committed judgment store directory (default: rag_store_dir of the pytest "
+            "configuration here, or RAGMETRICS_STORE_DIR)",
         )
 
     stats = actions.add_parser("stats", help="entries, size and models in the cache; unused store entries")
@@ -76,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     clear = actions.add_parser("clear", help="empty the local cache (the judgment store is not touched)")
     common(clear)
     prune = actions.add_parser("prune", help="delete store entries the last full run did not use")
-    common(prune, store_required=True)
+    common(prune)
     prune.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
     return parser
 
@@ -178,8 +230,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help (0) and usage errors (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    configured = configured_dirs()
     if args.cache_dir is None:
-        args.cache_dir = default_cli_cache_dir()
+        args.cache_dir = configured.get("cache_dir") or default_cli_cache_dir()
+    if args.store_dir is None:
+        args.store_dir = configured.get("store_dir")
+    if args.action == "prune" and args.store_dir is None:
+        print(
+            "error: no judgment store to prune: pass --store-dir, or set rag_store_dir in the pytest "
+            "configuration of this directory",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     handlers = {"stats": _stats, "clear": _clear, "prune": _prune}
     return handlers[args.action](args, sys.stdout, sys.stderr)
 

@@ -122,9 +122,7 @@ def test_prune_refuses_without_a_record_of_a_full_run(populated, capsys):
     assert len(JudgmentStore(populated["store"])) == 5
 
 
-@pytest.mark.parametrize(
-    "args", [[], ["cache"], ["cache", "purge"], ["cache", "prune"], ["cache", "stats", "--bogus"]]
-)
+@pytest.mark.parametrize("args", [[], ["cache"], ["cache", "purge"], ["cache", "stats", "--bogus"]])
 def test_usage_errors_exit_2(args, capsys):
     assert main(args) == 2
     assert "usage:" in capsys.readouterr().err
@@ -183,3 +181,46 @@ def run_all(judge: CachedJudge, requests: list[Any]) -> list[Any]:
             await judge.aclose()
 
     return asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    ("filename", "text"),
+    [
+        (
+            "pyproject.toml",
+            '[tool.pytest.ini_options]\nrag_store_dir = "judgments"\nrag_cache_dir = "cache"\n',
+        ),
+        ("pytest.ini", "[pytest]\nrag_store_dir = judgments\nrag_cache_dir = cache\n"),
+        ("setup.cfg", "[tool:pytest]\nrag_store_dir = judgments\nrag_cache_dir = cache\n"),
+    ],
+)
+def test_directories_come_from_the_pytest_configuration_here(populated, capsys, monkeypatch, filename, text):
+    """`cache prune` with no flags prunes the store the test suite configures."""
+    if filename == "pyproject.toml" and sys.version_info < (3, 11):
+        pytest.skip("reading pyproject.toml needs tomllib (Python 3.11+)")
+    root = populated["store"].parent
+    (root / filename).write_text(text)
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("RAGMETRICS_STORE_DIR", raising=False)
+    monkeypatch.delenv("RAGMETRICS_CACHE_DIR", raising=False)
+    write_last_run_keys(populated["cache"], populated["keys"][:1])
+    assert cli("cache", "prune", "--dry-run") == 0
+    assert "would delete 4 of 5 store entries" in capsys.readouterr().out
+
+
+def test_environment_overrides_the_configuration_file(populated, capsys, monkeypatch, tmp_path):
+    (populated["store"].parent / "pytest.ini").write_text("[pytest]\nrag_store_dir = elsewhere\n")
+    monkeypatch.chdir(populated["store"].parent)
+    monkeypatch.setenv("RAGMETRICS_STORE_DIR", str(populated["store"]))
+    monkeypatch.setenv("RAGMETRICS_CACHE_DIR", str(populated["cache"]))
+    assert cli("cache", "stats") == 0
+    out = capsys.readouterr().out
+    assert f"store: {populated['store']}\n  entries: 5" in out
+    assert f"cache: {populated['cache']}\n  entries: 5" in out
+
+
+def test_prune_without_any_store_says_how_to_name_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAGMETRICS_STORE_DIR", raising=False)
+    assert cli("cache", "prune") == 2
+    assert "pass --store-dir, or set rag_store_dir" in capsys.readouterr().err
