@@ -9,21 +9,14 @@ statement and inside ``assert``. Given a list of samples the mean is compared; `
 from __future__ import annotations
 
 import math
-import operator
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ._scope import current_test
+from .gates import compare
 from .results import MetricResult
 from .sample import RagSample, as_samples
-
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge,
-    ">": operator.gt,
-    "<=": operator.le,
-    "<": operator.lt,
-}
 
 
 def _threshold(value: object) -> float:
@@ -56,7 +49,8 @@ class _Comparable:
     def _compare(self, op: str, other: object) -> bool:
         __tracebackhide__ = True  # the failure is in the user's test line, not in here
         threshold = _threshold(other)
-        passed = _OPS[op](self.value, threshold)
+        # The same float-noise tolerance as the gates: a mean of 0.7999999999999999 meets >= 0.8.
+        passed = compare(self.value, op, threshold)
         self._record(op, threshold, passed)
         if not passed:
             raise AssertionError(self._failure(op, threshold))
@@ -146,7 +140,7 @@ class ScoreCheck(_Comparable):
     def pass_rate(self, threshold: float) -> Stat:
         """Share of samples whose score is at least ``threshold``."""
         t = _threshold(threshold)
-        rate = sum(1 for r in self.results if r.score >= t) / len(self.results)
+        rate = sum(1 for r in self.results if compare(r.score, ">=", t)) / len(self.results)
         return Stat(self, f"pass_rate(>={t:g})", rate)
 
     def __repr__(self) -> str:

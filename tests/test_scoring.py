@@ -144,3 +144,13 @@ def test_a_check_compared_with_equals_says_to_use_a_threshold_operator():
     check = ScoreCheck([MetricResult(0.5, "context_recall")], single=True, where=None)
     with pytest.raises(TypeError, match="== is not a threshold"):
         check == 0.5
+
+
+def test_checks_tolerate_float_noise_like_the_gates():
+    from pytest_ragmetrics.assertions import ScoreCheck
+
+    results = [MetricResult(s, "context_recall", sample_id=str(i)) for i, s in enumerate([0.7, 0.8, 0.9])]
+    check = ScoreCheck(results, single=False, where=None)
+    assert check.value != 0.8  # (0.7 + 0.8 + 0.9) / 3 is 0.7999999999999999 in floats
+    assert check >= 0.8
+    assert check.pass_rate(0.8) >= 2 / 3
