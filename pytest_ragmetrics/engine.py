@@ -27,6 +27,7 @@ from .metrics.builtin import Metric, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
 from .settings import Settings, from_env
+from .text import normalize_text  # stdlib only at import: nltk loads when a splitter is first built
 
 if TYPE_CHECKING:
     from .judge.base import Judge, JudgeAnswer, JudgeRequest
@@ -151,8 +152,6 @@ class _Context:
         return self._evaluator.splitter(text)
 
     def normalize(self, text: str) -> str:
-        from .text import normalize_text
-
         return normalize_text(text)
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
@@ -342,22 +341,15 @@ class Evaluator:
         self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]]
     ) -> EvaluationResult:
         ids = _sample_ids(samples)
-        names = []
         for name, method in specs:
-            metric = self.metric(name)
-            method = check_method(metric, method) or (
-                (self.settings.relevance_method if name == "context_relevance" else metric.default_method)
-                if metric.methods
-                else None
-            )
-            names.append((name, method, f"{name}[{method}]" if method else name))
-        jobs = [self._score(s, name, method) for s in samples for name, method, _ in names]
-        flat = await gather_or_cancel(*jobs)
-        results: dict[str, dict[str, MetricResult]] = {}
-        it = iter(flat)
-        for sid in ids:
-            results[sid] = {label: next(it) for _, _, label in names}
-        aggregates = {label: aggregate(results[sid][label].score for sid in ids) for _, _, label in names}
+            check_method(self.metric(name), method)  # fail before judging anything
+        jobs = [self._score(s, name, method) for s in samples for name, method in specs]
+        flat = iter(await gather_or_cancel(*jobs))
+        # Keyed by each result's own name, so a method a metric chose itself (the configured
+        # default) is spelled out: "context_relevance[graded]".
+        results = {sid: {r.name: r for r in (next(flat) for _ in specs)} for sid in ids}
+        labels = list(results[ids[0]])
+        aggregates = {label: aggregate(results[sid][label].score for sid in ids) for label in labels}
         return EvaluationResult(list(samples), results, aggregates)
 
     async def aevaluate(
