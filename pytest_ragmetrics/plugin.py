@@ -8,6 +8,7 @@ Disable it with ``-p no:ragmetrics``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import warnings
 from collections.abc import Generator
@@ -47,13 +48,12 @@ class RunState:
     _stats: JudgeStats | None = None
     worker_stats: list[dict[str, Any]] = field(default_factory=list)
     used_keys: set[str] = field(default_factory=set)
-    unused_store_entries: list[str] | None = None
-    store_keys_seen: bool = False
+    #: Keys held by the judgment store(s) this run used (None: no store); unused = these - used_keys.
+    store_keys: set[str] | None = None
     deselected: bool = False
     gate_results: list[dict[str, Any]] = field(default_factory=list)
     configured: bool = False
     final_report: dict[str, Any] | None = None
-    tests: dict[str, int] = field(default_factory=lambda: {"passed": 0, "failed": 0})
 
     @property
     def stats(self) -> JudgeStats:
@@ -93,8 +93,11 @@ class RunState:
                 self.add_store_keys(data["store_keys"])
 
     def add_store_keys(self, keys: Any) -> None:
-        self.store_keys_seen = True
-        self.unused_store_entries = sorted(set(self.unused_store_entries or []) | set(keys))
+        self.store_keys = (self.store_keys or set()) | set(keys)
+
+    @property
+    def unused_store_entries(self) -> list[str]:
+        return sorted((self.store_keys or set()) - self.used_keys)
 
     def evaluator(self, settings: Settings) -> Evaluator:
         evaluator = self.evaluators.get(settings)
@@ -116,7 +119,6 @@ class RunState:
 
 state_key = pytest.StashKey[RunState]()
 _rows_key = pytest.StashKey[list[dict[str, Any]]]()
-_recorded_key = pytest.StashKey[list[dict[str, Any]]]()
 _scope_key = pytest.StashKey["TestScope"]()
 
 
@@ -394,21 +396,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Make the test's evaluator and recorder current for its setup, call and teardown."""
     from ._scope import TestScope, current_test
 
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []  # recorded since the last report of this test's phases
     item.stash[_rows_key] = rows
+    numbers = itertools.count(1)
 
     def record(row: dict[str, Any]) -> None:
         if row.get("where"):
             filename, line = row["where"]
             row["where"] = [_shown(filename, _state(item.config)), line]
         rows.append(row)
-        n = len(item.stash[_recorded_key]) + len(rows)
-        prefix = f"ragmetrics.{n}.{row['metric']}" + (f"[{row['method']}]" if row["method"] else "")
+        prefix = f"ragmetrics.{next(numbers)}.{row['metric']}" + (
+            f"[{row['method']}]" if row["method"] else ""
+        )
         item.user_properties.append((f"{prefix}.{row['stat']}", f"{row['score']:.6g}"))
         item.user_properties.append((f"{prefix}.threshold", f"{row['op']} {row['threshold']:g}"))
         item.user_properties.append((f"{prefix}.passed", "true" if row["passed"] else "false"))
 
-    item.stash[_recorded_key] = []
     scope = TestScope(item.nodeid, lambda: _evaluator_for(item), record)
     item.stash[_scope_key] = scope
     token = current_test.set(scope)
@@ -448,14 +451,13 @@ def _warn_unused(scope: TestScope) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, Any, Any]:
     report = yield
     rows = item.stash.get(_rows_key, None)
     if rows:
         # Plain data on the report travels to the xdist controller with it. Comparisons made in a
         # fixture go with the setup or teardown report of the phase that made them.
         report.ragmetrics = list(rows)
-        item.stash[_recorded_key].extend(rows)
         rows.clear()
     return report
 
@@ -497,14 +499,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         config.workeroutput["ragmetrics"] = {  # type: ignore[attr-defined]
             "stats": state.stats.to_json(),
             "used_keys": sorted(state.used_keys),
-            "store_keys": state.unused_store_entries if state.store_keys_seen else None,
+            "store_keys": sorted(state.store_keys) if state.store_keys is not None else None,
         }
         return
     s = state.settings
     if not (used or state.gates or s.report or s.report_json or s.report_md or s.report_html):
         return  # the plugin was not used in this run: build nothing, import nothing
-    if state.store_keys_seen and state.unused_store_entries is not None:
-        state.unused_store_entries = sorted(set(state.unused_store_entries) - state.used_keys)
     # Only a complete, passing run knows every judgment the suite needs: a failing test stops at its
     # first failed comparison and never asks for the judgments after it, so `cache prune` must not
     # learn from such a run.
@@ -595,7 +595,7 @@ def build_report(state: RunState) -> dict[str, Any]:
             "metrics": metrics,
             "gates": state.gate_results,
             "judge": judge,
-            "unused_store_entries": len(state.unused_store_entries or []),
+            "unused_store_entries": len(state.unused_store_entries),
             "comparisons": tests,
         },
     }
