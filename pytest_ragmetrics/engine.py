@@ -394,7 +394,13 @@ def _evaluate_args(
 
 
 def _sample_key(sample: RagSample) -> str:
-    material = [sample.question, list(sample.contexts), sample.ground_truth, sample.answer]
+    material: list[Any] = [sample.question, list(sample.contexts), sample.ground_truth, sample.answer]
+    grades = sample.reference_context_ids
+    if sample.context_ids is not None or grades is not None or sample.reference_contexts is not None:
+        # Labels change label scores, so they tell samples apart; unlabelled samples keep their keys.
+        ids = None if sample.context_ids is None else list(sample.context_ids)
+        refs = None if sample.reference_contexts is None else list(sample.reference_contexts)
+        material += [ids, None if grades is None else sorted(grades.items()), refs]
     return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
 

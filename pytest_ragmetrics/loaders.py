@@ -7,8 +7,14 @@ question        ``question``, ``user_input`` (RAGAS), ``userInput`` (NVIDIA-styl
 contexts        ``contexts``, ``retrieved_contexts`` (RAGAS), ``retrievedContexts``
 ground_truth    ``ground_truth``, ``reference`` (RAGAS, NVIDIA-style), ``ground_truths``
 answer          ``answer``, ``response`` (RAGAS, NVIDIA-style)
+context_ids     ``context_ids``, ``retrieved_context_ids`` (RAGAS)
+reference_...   ``reference_context_ids``, ``reference_contexts`` (RAGAS names)
 id, metadata    ``id``, ``metadata``
 ==============  =====================================================================
+
+Retrieved contexts may also be given as objects holding a text and an id, as LangChain and
+LlamaIndex hold them: ``{"page_content": ..., "metadata": {"id": ...}}`` or ``{"text": ..., "id": ...}``
+(see :func:`split_retrieved`); their ids become ``context_ids``.
 
 ``ground_truths`` is the list form of old RAGAS datasets: its first item becomes the ground truth, and
 when it holds more than one, the whole list is also kept in ``metadata["ground_truths"]`` so nothing is
@@ -32,7 +38,14 @@ from .errors import RagMetricsError
 if TYPE_CHECKING:  # pragma: no cover
     from .sample import RagSample
 
-__all__ = ["FIELD_ALIASES", "SUPPORTED_EXTENSIONS", "SampleLoadError", "load_samples", "sample_kwargs"]
+__all__ = [
+    "FIELD_ALIASES",
+    "SUPPORTED_EXTENSIONS",
+    "SampleLoadError",
+    "load_samples",
+    "sample_kwargs",
+    "split_retrieved",
+]
 
 #: Our field name -> every key accepted for it, ours first.
 FIELD_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -41,6 +54,9 @@ FIELD_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "contexts": ("contexts", "retrieved_contexts", "retrievedContexts"),
         "ground_truth": ("ground_truth", "reference", "ground_truths"),
         "answer": ("answer", "response"),
+        "context_ids": ("context_ids", "retrieved_context_ids"),
+        "reference_context_ids": ("reference_context_ids",),
+        "reference_contexts": ("reference_contexts",),
         "id": ("id",),
         "metadata": ("metadata",),
     }
@@ -50,7 +66,9 @@ FIELD_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".jsonl", ".json", ".csv")
 
 _KNOWN_KEYS = frozenset(key for names in FIELD_ALIASES.values() for key in names)
-_LIST_KEYS = frozenset({*FIELD_ALIASES["contexts"], "ground_truths"})
+_LIST_KEYS = frozenset(
+    {*FIELD_ALIASES["contexts"], *FIELD_ALIASES["context_ids"], "ground_truths", "reference_contexts"}
+)
 
 
 class SampleLoadError(RagMetricsError, ValueError):
@@ -139,22 +157,32 @@ def _resolve(data: Any, default_id: str | None) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise _FieldError(f"expected a mapping (dict) for a sample, got {_preview(data)}", None, TypeError)
     kwargs: dict[str, Any] = {}
-    for field in ("question", "contexts"):
-        picked = _pick(data, field)
-        if picked is None:
-            if field == "contexts":
-                # A golden set usually holds questions and references only: the retriever under
-                # test supplies the contexts (``sample.with_contexts(retrieve(sample.question))``).
-                kwargs[field] = ()
-                continue
-            names = ", ".join(repr(name) for name in FIELD_ALIASES[field])
-            raise _FieldError(f"missing field {field!r} (accepted names: {names})", field, ValueError)
-        key, value = picked
-        kwargs[field] = _check(field, key, value)
-    for field in ("ground_truth", "answer", "id"):
+    picked = _pick(data, "question")
+    if picked is None:
+        names = ", ".join(repr(name) for name in FIELD_ALIASES["question"])
+        raise _FieldError(f"missing field 'question' (accepted names: {names})", "question", ValueError)
+    kwargs["question"] = _check("question", *picked)
+    for field in ("ground_truth", "answer", "id", "context_ids", "reference_contexts"):
         picked = _pick(data, field)
         if picked is not None:
             kwargs[field] = _check(field, *picked)
+    picked = _pick(data, "contexts")
+    # A golden set usually holds questions and references only: the retriever under test
+    # supplies the contexts (``sample.with_contexts(retrieve(sample.question))``).
+    kwargs["contexts"], carried = _split(picked[1], picked[0]) if picked is not None else ((), None)
+    if picked is not None and carried is not None:
+        given = _pick(data, "context_ids")
+        if given is not None and kwargs["context_ids"] != carried:
+            raise _FieldError(
+                f"fields {picked[0]!r} and {given[0]!r} both give the context ids but differ: "
+                f"{_preview(list(carried))} vs {_preview(given[1])}; keep only one",
+                given[0],
+                ValueError,
+            )
+        kwargs["context_ids"] = carried
+    picked = _pick(data, "reference_context_ids")
+    if picked is not None:
+        kwargs["reference_context_ids"] = _check_grades(*picked)
     if kwargs.get("id") is None and default_id is not None:
         kwargs["id"] = default_id
 
@@ -188,13 +216,14 @@ def _check(field: str, key: str, value: Any) -> Any:
             message = f"field {key!r}: expected a non-empty str, got {_preview(value)}"
             raise _FieldError(message, key, ValueError)
         return value
-    if field == "contexts":
+    if field in ("context_ids", "reference_contexts"):
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
             raise _FieldError(f"field {key!r}: expected a list of str, got {_preview(value)}", key, TypeError)
-        for i, chunk in enumerate(value):
-            if not isinstance(chunk, str):
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                hint = "; write ids as strings" if field == "context_ids" and isinstance(item, int) else ""
                 raise _FieldError(
-                    f"field {key!r}: item {i} must be a str, got {_preview(chunk)}", key, TypeError
+                    f"field {key!r}: item {i} must be a str, got {_preview(item)}{hint}", key, TypeError
                 )
         return tuple(value)
     if field == "id":
@@ -207,6 +236,107 @@ def _check(field: str, key: str, value: Any) -> Any:
     if not isinstance(value, str):
         raise _FieldError(f"field {key!r}: expected a str, got {_preview(value)}", key, TypeError)
     return value
+
+
+def _check_grades(key: str, value: Any) -> Any:
+    """Relevant ids: a list of str ids, or an object id -> non-negative int grade."""
+    if isinstance(value, Mapping):
+        for id_, grade in value.items():
+            if isinstance(grade, bool) or not isinstance(grade, int):
+                raise _FieldError(
+                    f"field {key!r}: the grade of {id_!r} must be an int (0 = not relevant, 1, 2... = "
+                    f"more relevant), got {_preview(grade)}",
+                    key,
+                    TypeError,
+                )
+            if grade < 0:
+                message = f"field {key!r}: the grade of {id_!r} must be non-negative, got {grade}"
+                raise _FieldError(message, key, ValueError)
+        return dict(value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise _FieldError(
+            f"field {key!r}: expected a list of ids or an object id -> grade, got {_preview(value)}",
+            key,
+            TypeError,
+        )
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            hint = "; write ids as strings" if isinstance(item, int) else ""
+            raise _FieldError(
+                f"field {key!r}: item {i} must be a str, got {_preview(item)}{hint}", key, TypeError
+            )
+        if item in value[:i]:
+            raise _FieldError(f"field {key!r}: id {item!r} is listed twice", key, ValueError)
+    return tuple(value)
+
+
+#: Keys holding a retrieved item's text, and its id (``metadata.id`` is tried after ``id``).
+_TEXT_KEYS = ("page_content", "text")
+_ID_KEY = "id"
+
+
+def _item_field(item: Any, name: str) -> Any:
+    if isinstance(item, Mapping):
+        return item.get(name)
+    return getattr(item, name, None)
+
+
+def _split_item(item: Any, i: int, key: str) -> tuple[str, str | None]:
+    if isinstance(item, str):
+        return item, None
+    text = next((t for name in _TEXT_KEYS if (t := _item_field(item, name)) is not None), None)
+    if text is None:
+        # An object that looks like no retrieved item (a number, None, bytes): the plain message.
+        looks = isinstance(item, Mapping) or hasattr(item, "metadata")
+        expected = "a str, or an object with 'page_content' or 'text';" if looks else "a str,"
+        raise _FieldError(f"field {key!r}: item {i} must be {expected} got {_preview(item)}", key, TypeError)
+    if not isinstance(text, str):
+        raise _FieldError(
+            f"field {key!r}: the text of item {i} must be a str, got {_preview(text)}", key, TypeError
+        )
+    found = _item_field(item, _ID_KEY)
+    if found is None:
+        metadata = _item_field(item, "metadata")
+        found = metadata.get(_ID_KEY) if isinstance(metadata, Mapping) else None
+    if found is not None and not isinstance(found, str):
+        raise _FieldError(
+            f"field {key!r}: the id of item {i} must be a str, got {_preview(found)}; write ids as strings",
+            key,
+            TypeError,
+        )
+    return text, found
+
+
+def _split(value: Any, key: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
+        raise _FieldError(f"field {key!r}: expected a list of str, got {_preview(value)}", key, TypeError)
+    pairs = [_split_item(item, i, key) for i, item in enumerate(value)]
+    with_id = [i for i, (_, found) in enumerate(pairs) if found is not None]
+    if not with_id:
+        return tuple(text for text, _ in pairs), None
+    if len(with_id) != len(pairs):
+        missing = next(i for i, (_, found) in enumerate(pairs) if found is None)
+        raise _FieldError(
+            f"field {key!r}: item {with_id[0]} carries an id but item {missing} does not; give every "
+            "retrieved item an id, or none",
+            key,
+            ValueError,
+        )
+    return tuple(text for text, _ in pairs), tuple(found for _, found in pairs if found is not None)
+
+
+def split_retrieved(items: Any, field: str = "contexts") -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """Texts and ids of retrieved items, best first: ``(texts, ids)``, ids None when no item has one.
+
+    An item is a str (a chunk without id), or a mapping or object with the text in ``page_content`` or
+    ``text`` and the id in ``id`` or ``metadata["id"]``: LangChain's ``Document`` and
+    ``{"page_content": ..., "metadata": {"id": ...}}``, LlamaIndex-style ``{"text": ..., "id": ...}``.
+    Either every item has an id or none does. Raises ``TypeError``/``ValueError`` naming ``field``.
+    """
+    try:
+        return _split(items, field)
+    except _FieldError as exc:
+        raise exc.kind(str(exc)) from None
 
 
 def sample_kwargs(data: Mapping[str, Any], *, default_id: str | None = None) -> dict[str, Any]:
@@ -387,6 +517,17 @@ def _csv_records(text: str, name: str) -> Iterator[_Record]:
 
 
 def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
+    if column in FIELD_ALIASES["reference_context_ids"]:
+        try:
+            return json.loads(cell, strict=False)
+        except json.JSONDecodeError:
+            raise SampleLoadError(
+                f"{where}: field {column!r}: expected a JSON array of ids or a JSON object id -> grade, "
+                f"got {_preview(cell)}",
+                file=name,
+                line=line,
+                field=column,
+            ) from None
     if column in _LIST_KEYS or column == "metadata":
         expected = "a JSON object" if column == "metadata" else "a JSON array of strings"
         try:

@@ -19,6 +19,15 @@ class RagSample:
     """One evaluation sample: the question, the retrieved contexts (chunks, best first), and optionally
     the reference answer (``ground_truth``) and the generated ``answer``.
 
+    Labels for the retrieval metrics that need no judge (``ndcg@5``, ``recall@3``...):
+
+    * ``context_ids``: the id of each retrieved chunk, parallel to ``contexts`` (same length, same
+      order, each id once).
+    * ``reference_context_ids``: the relevant ids, as a list (each is relevant, grade 1) or a mapping
+      id -> grade (a non-negative int; 0 means judged not relevant). Stored as a read-only mapping.
+    * ``reference_contexts``: reference texts, for golden sets without ids; a retrieved chunk counts
+      as relevant when it matches one (see :mod:`pytest_ragmetrics.metrics.labels`).
+
     Immutable and validated on construction; a wrong value raises ``TypeError`` or ``ValueError`` naming
     the field and showing what was given.
     """
@@ -29,6 +38,9 @@ class RagSample:
     answer: str | None = None
     id: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    context_ids: tuple[str, ...] | None = None
+    reference_context_ids: Mapping[str, int] | None = field(default=None, hash=False)
+    reference_contexts: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str):
@@ -70,17 +82,59 @@ class RagSample:
             )
         # A read-only copy: the sample stays immutable, and the caller's dict is not shared.
         object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+        if self.context_ids is not None:
+            ids = _ids("context_ids", self.context_ids)
+            if len(ids) != len(self.contexts):
+                raise ValueError(
+                    f"RagSample.context_ids has {len(ids)} id(s) but contexts has {len(self.contexts)} "
+                    "chunk(s); context_ids must give the id of each retrieved chunk, in the same order"
+                )
+            object.__setattr__(self, "context_ids", ids)
+        if self.reference_context_ids is not None:
+            object.__setattr__(self, "reference_context_ids", _grades(self.reference_context_ids))
+        if self.reference_contexts is not None:
+            object.__setattr__(
+                self, "reference_contexts", _texts("reference_contexts", self.reference_contexts)
+            )
 
     def __reduce__(self) -> tuple[Any, ...]:
         # mappingproxy cannot be pickled or deep-copied; rebuild from plain values instead.
+        grades = self.reference_context_ids
         return (
             type(self),
-            (self.question, self.contexts, self.ground_truth, self.answer, self.id, dict(self.metadata)),
+            (
+                self.question,
+                self.contexts,
+                self.ground_truth,
+                self.answer,
+                self.id,
+                dict(self.metadata),
+                self.context_ids,
+                None if grades is None else dict(grades),
+                self.reference_contexts,
+            ),
         )
 
-    def with_contexts(self, contexts: Sequence[str]) -> RagSample:
-        """A copy with ``contexts`` replaced: fill a golden-set question with what your retriever returns."""
-        return dataclasses.replace(self, contexts=contexts)  # type: ignore[arg-type]  # validated, made a tuple
+    def with_contexts(self, contexts: Sequence[Any], ids: Sequence[str] | None = None) -> RagSample:
+        """A copy with ``contexts`` replaced: fill a golden-set question with what your retriever returns.
+
+        ``contexts`` holds the chunks best first, as str or as objects carrying a text and an id
+        (``{"page_content": ..., "metadata": {"id": ...}}``, ``{"text": ..., "id": ...}``, or objects
+        with those attributes, such as LangChain documents); their ids become ``context_ids``. ``ids``
+        gives the ids explicitly. Without either, the copy has no ``context_ids``.
+        """
+        from .loaders import split_retrieved
+
+        texts, found = split_retrieved(contexts, "contexts")
+        if ids is not None:
+            checked = _ids("context_ids", ids)
+            if found is not None and found != checked:
+                raise ValueError(
+                    f"RagSample.with_contexts: ids={_show(list(checked))} differ from the ids the "
+                    f"contexts carry, {_show(list(found))}; give the ids one way"
+                )
+            found = checked
+        return dataclasses.replace(self, contexts=texts, context_ids=found)
 
     @property
     def reference(self) -> str | None:
@@ -110,6 +164,77 @@ class RagSample:
         from .loaders import sample_kwargs
 
         return cls(**sample_kwargs(data, default_id=default_id))
+
+
+def _ids(name: str, value: Any) -> tuple[str, ...]:
+    """A ranking of ids: a list or tuple of distinct non-empty str."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(
+            f"RagSample.{name} must be a list or tuple of str, got {type(value).__name__}: {_show(value)}"
+        )
+    seen: dict[str, int] = {}
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise TypeError(
+                f"RagSample.{name}[{i}] must be a str, got {type(item).__name__}: {_show(item)}"
+                + (
+                    "; write ids as strings so retrieved and reference ids compare exactly"
+                    if isinstance(item, int)
+                    else ""
+                )
+            )
+        if not item.strip():
+            raise ValueError(f"RagSample.{name}[{i}] must be a non-empty str, got {_show(item)}")
+        if item in seen:
+            why = (
+                "a ranking holds each id once (when ids name documents rather than chunks, keep each "
+                "document's best-ranked chunk)"
+                if name == "context_ids"
+                else "list each relevant id once"
+            )
+            raise ValueError(
+                f"RagSample.{name}: id {_show(item)} appears twice (items {seen[item]} and {i}); {why}"
+            )
+        seen[item] = i
+    return tuple(value)
+
+
+def _grades(value: Any) -> Mapping[str, int]:
+    """Relevant ids as a list (grade 1 each) or a mapping id -> non-negative int grade."""
+    name = "reference_context_ids"
+    if isinstance(value, Mapping):
+        grades: dict[str, int] = {}
+        for key, grade in value.items():
+            if not isinstance(key, str) or not key.strip():
+                raise TypeError(
+                    f"RagSample.{name} keys must be non-empty str ids, got {type(key).__name__}: {_show(key)}"
+                )
+            if isinstance(grade, bool) or not isinstance(grade, int):
+                raise TypeError(
+                    f"RagSample.{name}[{key!r}] must be an int grade (0 = not relevant, 1, 2... = more "
+                    f"relevant), got {type(grade).__name__}: {_show(grade)}"
+                )
+            if grade < 0:
+                raise ValueError(f"RagSample.{name}[{key!r}] must be a non-negative grade, got {grade}")
+            grades[key] = grade
+        return MappingProxyType(grades)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(
+            f"RagSample.{name} must be a list of relevant ids or a mapping id -> grade, "
+            f"got {type(value).__name__}: {_show(value)}"
+        )
+    return MappingProxyType(dict.fromkeys(_ids(name, value), 1))
+
+
+def _texts(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(
+            f"RagSample.{name} must be a list or tuple of str, got {type(value).__name__}: {_show(value)}"
+        )
+    for i, text in enumerate(value):
+        if not isinstance(text, str):
+            raise TypeError(f"RagSample.{name}[{i}] must be a str, got {type(text).__name__}: {_show(text)}")
+    return tuple(value)
 
 
 def as_samples(value: RagSample | Sequence[RagSample]) -> tuple[list[RagSample], bool]:

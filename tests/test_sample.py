@@ -165,11 +165,11 @@ def test_from_dict_unknown_keys_merge_with_explicit_metadata():
             "question": "q",
             "contexts": [],
             "source": "wiki",
-            "reference_contexts": ["r"],
+            "multi_responses": ["r"],
             "metadata": {"lang": "en"},
         }
     )
-    assert sample.metadata == {"source": "wiki", "reference_contexts": ["r"], "lang": "en"}
+    assert sample.metadata == {"source": "wiki", "multi_responses": ["r"], "lang": "en"}
 
 
 def test_from_dict_metadata_conflict_is_an_error():
