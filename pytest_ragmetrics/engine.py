@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -102,19 +101,19 @@ class LoopRunner:
             loop.close()
 
 
-_METRIC_SPEC = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?:\[\s*(\w+)\s*\])?\s*$")
-
-
 def parse_metric_spec(spec: str | tuple[str, str | None]) -> tuple[str, str | None]:
-    """``"context_relevance[graded]"`` or ``("context_relevance", "graded")`` -> (name, method)."""
+    """``"context_relevance[graded]"`` or ``("context_relevance", "graded")`` -> (metric, method).
+
+    The syntax is :func:`pytest_ragmetrics.specs.parse_metric_name`'s; ``ndcg@5`` -> ``("ndcg@5", None)``.
+    """
     if isinstance(spec, tuple):
         return spec[0], spec[1]
-    match = _METRIC_SPEC.match(spec)
-    if not match:
-        raise ValueError(
-            f"metric must look like 'context_recall' or 'context_relevance[graded]'; got {spec!r}"
-        )
-    return match.group(1), match.group(2)
+    from .specs import parse_metric_name
+
+    try:
+        return parse_metric_name(spec).key
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
 
 
 @dataclass

@@ -29,6 +29,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .specs import (
+    BUILTIN_CATALOG,
+    COMPARISON_OPS,
+    MetricCatalog,
+    format_metric,
+    format_number,
+    gate_lines,
+    parse_gate_line,
+)
 
 __all__ = [
     "BUILTIN_METRICS",
@@ -47,15 +56,12 @@ __all__ = [
 ]
 
 #: Metrics shipped with the package; the plugin adds custom registered metrics to this set.
-BUILTIN_METRICS: frozenset[str] = frozenset({"context_precision", "context_recall", "context_relevance"})
+BUILTIN_METRICS: frozenset[str] = frozenset(BUILTIN_CATALOG.methods)
 
 #: Which metrics take a ``[method]`` and which methods they accept.
 DEFAULT_METHODS: Mapping[str, frozenset[str]] = {
-    "context_relevance": frozenset({"graded", "sentence", "binary"}),
+    name: frozenset(methods) for name, methods in BUILTIN_CATALOG.methods.items() if methods
 }
-
-#: Comparison operators a gate (or ``pass_rate``) may use.
-COMPARISON_OPS: tuple[str, ...] = (">=", ">", "<=", "<")
 
 #: The expected form, quoted in every parse error.
 GATE_FORM = (
@@ -69,16 +75,6 @@ GATE_FORM = (
 _EPSILON = 1e-9
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_GATE_RE = re.compile(
-    r"""^\s*
-    (?P<metric>[A-Za-z_][A-Za-z0-9_.-]*)
-    \s*(?:\[\s*(?P<method>[^\]]*?)\s*\])?
-    \s+(?P<stat>[A-Za-z_]\w*(?:\s*\([^)]*\))?)
-    \s*(?P<op>>=|<=|>|<|==|!=|=)
-    \s*(?P<threshold>\S+)
-    \s*$""",
-    re.VERBOSE,
-)
 _QUANTILE_RE = re.compile(rf"^quantile\(\s*(?P<q>{_NUMBER})\s*\)$")
 _PERCENTILE_RE = re.compile(r"^p(?P<p>\d{1,3})$")
 _PASS_RATE_RE = re.compile(rf"^pass_rate\(\s*(?P<op>>=|<=|>|<)\s*(?P<x>{_NUMBER})\s*\)$")
@@ -91,6 +87,7 @@ class Gate:
     ``stat`` is in canonical form (``mean``, ``min``, ``max``, ``quantile(0.1)``,
     ``pass_rate(>=0.8)``), the same spelling result rows use for aggregate comparisons. ``spec`` is
     the line as the user wrote it, runs of whitespace collapsed, e.g. ``context_recall mean >= 0.80``.
+    ``metric`` is the metric as result rows name it (``context_recall``, ``ndcg@5``).
     """
 
     metric: str
@@ -104,20 +101,6 @@ class Gate:
     def key(self) -> tuple[str, str | None]:
         """The ``(metric, method)`` pair this gate reads scores for."""
         return (self.metric, self.method)
-
-
-def format_number(value: float) -> str:
-    """Shortest text that reads back as ``value``: ``0.8``, ``1``, ``0.125``."""
-    if float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
-
-
-def _parse_number(text: str) -> float | None:
-    if not re.fullmatch(_NUMBER, text):
-        return None
-    value = float(text)
-    return value if math.isfinite(value) else None
 
 
 def normalize_stat(stat: str) -> str:
@@ -149,62 +132,53 @@ def normalize_stat(stat: str) -> str:
     )
 
 
+def _catalog(
+    known_metrics: Collection[str] | MetricCatalog | None, methods: Mapping[str, Collection[str]] | None
+) -> MetricCatalog:
+    if isinstance(known_metrics, MetricCatalog):
+        return known_metrics
+    if known_metrics is None and methods is None:
+        return BUILTIN_CATALOG
+    names = BUILTIN_METRICS if known_metrics is None else known_metrics
+    method_table = DEFAULT_METHODS if methods is None else methods
+    return MetricCatalog({name: tuple(sorted(method_table.get(name, ()))) for name in names})
+
+
 def parse_gate(
     line: str,
-    known_metrics: Collection[str] | None = None,
+    known_metrics: Collection[str] | MetricCatalog | None = None,
     methods: Mapping[str, Collection[str]] | None = None,
 ) -> Gate:
     """Parse one gate line such as ``context_recall mean >= 0.80``.
 
-    ``known_metrics`` are the metric names a gate may name (default: :data:`BUILTIN_METRICS`; the
-    plugin passes built-ins plus custom registered metrics). ``methods`` maps each metric that takes
-    a ``[method]`` to the methods it accepts (default: :data:`DEFAULT_METHODS`).
+    ``known_metrics`` is a :class:`~pytest_ragmetrics.specs.MetricCatalog` or the metric names a
+    gate may name (default: the built-in metrics; the plugin passes the catalog of every registered
+    metric). ``methods`` maps each metric that takes a ``[method]`` to the methods it accepts.
 
     Raises :class:`ConfigError` naming the line and the expected form when it does not parse, or
     when the metric, method, statistic, operator or threshold is not one we can use.
     """
-    metrics = BUILTIN_METRICS if known_metrics is None else known_metrics
-    method_table = DEFAULT_METHODS if methods is None else methods
-
-    def fail(why: str) -> ConfigError:
-        return ConfigError(f"invalid ragmetrics gate {line.strip()!r}: {why}; {GATE_FORM}")
-
-    match = _GATE_RE.match(line)
-    if match is None:
-        raise fail("cannot parse it")
-    metric = match["metric"]
-    method = match["method"]
-    if metric not in metrics:
-        known = ", ".join(sorted(metrics)) or "(none)"
-        raise fail(f"unknown metric {metric!r} (known metrics: {known})")
-    if method is None and method_table.get(metric):
-        # Pooling graded ratings with sentence shares would mix three scales into one number.
-        choices = " or ".join(f"{metric}[{m}]" for m in sorted(method_table[metric]))
-        raise fail(f"{metric} needs a method: write {choices}")
-    if method is not None:
-        allowed = method_table.get(metric)
-        if not allowed:
-            raise fail(f"metric {metric!r} takes no [method]")
-        if method not in allowed:
-            raise fail(f"unknown method {method!r} for {metric} (use one of: {', '.join(sorted(allowed))})")
-    op = match["op"]
-    if op not in COMPARISON_OPS:
-        raise fail(f"unsupported operator {op!r}")
-    threshold = _parse_number(match["threshold"])
-    if threshold is None:
-        raise fail(f"threshold {match['threshold']!r} is not a finite number")
+    parsed = parse_gate_line(line, what="gate", form=GATE_FORM)
     try:
-        stat = normalize_stat(match["stat"])
+        subject = _catalog(known_metrics, methods).check(parsed.subject, require_method=True)
+        stat = normalize_stat(parsed.stat)
     except ConfigError as exc:
-        raise fail(str(exc)) from None
-    # The spec is what the user wrote (so they can find it in their config), whitespace tidied.
-    spec = " ".join(line.split())
-    return Gate(metric=metric, method=method, stat=stat, op=op, threshold=threshold, spec=spec)
+        raise parsed.error(str(exc)) from None
+    if parsed.condition is not None:
+        raise parsed.error("'at ...' conditions belong to regression gates, not aggregate gates")
+    return Gate(
+        metric=subject.metric,
+        method=subject.method,
+        stat=stat,
+        op=parsed.op,
+        threshold=parsed.threshold,
+        spec=parsed.spec,
+    )
 
 
 def parse_gates(
     text_or_lines: str | Iterable[str],
-    known_metrics: Collection[str] | None = None,
+    known_metrics: Collection[str] | MetricCatalog | None = None,
     methods: Mapping[str, Collection[str]] | None = None,
 ) -> list[Gate]:
     """Parse gates from ini ``linelist`` values or a block of text, one gate per line.
@@ -213,15 +187,7 @@ def parse_gates(
     comments (from ``#`` to the end of the line) are skipped. Arguments after the first as for
     :func:`parse_gate`.
     """
-    # A gate never contains ';', so it can stand for a newline where newlines are awkward.
-    lines = text_or_lines.replace(";", "\n").splitlines() if isinstance(text_or_lines, str) else text_or_lines
-    gates: list[Gate] = []
-    for raw in lines:
-        # A gate never contains '#', so everything from the first one on is a comment.
-        line = raw.split("#", 1)[0].strip()
-        if line:
-            gates.append(parse_gate(line, known_metrics, methods))
-    return gates
+    return [parse_gate(line, known_metrics, methods) for line in gate_lines(text_or_lines)]
 
 
 def compare(value: float, op: str, threshold: float) -> bool:
@@ -298,23 +264,29 @@ def _scores_for(
 def evaluate_gates(
     gates: Iterable[Gate],
     per_sample_scores: Mapping[tuple[str, str | None], Sequence[float]],
+    *,
+    partial: bool = False,
 ) -> list[dict[str, Any]]:
     """Evaluate ``gates`` against every per-sample score of the run, keyed by ``(metric, method)``.
 
     Returns one ``summary["gates"]`` row per gate, in order: ``spec``, ``metric``, ``method``,
     ``stat``, ``op``, ``threshold``, ``value``, ``n``, ``passed``, ``margin`` (``value - threshold``)
     and ``reason`` (``None``, or why the gate failed without a value). A gate whose metric has no
-    recorded scores fails with ``value`` ``None``: a gate that checked nothing must not pass.
+    recorded scores fails with ``value`` ``None``: a gate that checked nothing must not pass, unless
+    the run was ``partial`` (``pytest -k x`` or named test paths): then a gate over a metric that
+    selection never scored says nothing about it, and is reported as skipped (``skipped: True``).
     """
     rows: list[dict[str, Any]] = []
     for gate in gates:
         scores = _scores_for(gate, per_sample_scores)
         value = compute_stat(gate.stat, scores)
-        label = gate.metric if gate.method is None else f"{gate.metric}[{gate.method}]"
+        label = format_metric(gate.metric, gate.method)
         if value is None:
             passed = False
             margin = None
             reason: str | None = f"no recorded evaluations of {label} in this run"
+            if partial:
+                passed, reason = True, f"not evaluated: {reason} (partial run)"
         else:
             # 12 decimals: drop float noise (0.7999999999999999) without touching real differences.
             value = round(value, 12) + 0.0  # + 0.0 turns -0.0 into 0.0
@@ -334,6 +306,7 @@ def evaluate_gates(
                 "passed": passed,
                 "margin": margin,
                 "reason": reason,
+                **({"skipped": True} if value is None and partial else {}),
             }
         )
     return rows

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from .gates import Gate
     from .judge.stats import JudgeStats
     from .settings import Settings
+    from .specs import MetricCatalog
 
-REPORT_VERSION = 1
 _MARKER_HELP = (
     "ragmetrics(samples=PATH, method=METHOD, **settings): per-test ragmetrics settings, e.g. "
     "judge_model='gpt-4o'; samples=PATH parametrizes the rag_sample fixture with a golden set"
@@ -228,18 +228,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _parse_gates(config: pytest.Config, lines: tuple[str, ...]) -> list[Gate]:
-    from .gates import BUILTIN_METRICS, DEFAULT_METHODS, parse_gates
+    from .gates import parse_gates
 
-    names = set(BUILTIN_METRICS)
-    methods = {name: tuple(m) for name, m in DEFAULT_METHODS.items()}
-    if any(line.split()[0].split("[")[0] not in names for line in lines):
-        # A gate names a custom metric: only then ask the hooks which metrics exist.
-        for batch in config.hook.pytest_ragmetrics_metrics():
-            for metric in batch or ():
-                names.add(metric.name)
-                if metric.methods:
-                    methods[metric.name] = tuple(metric.methods)
-    return parse_gates(lines, names, methods)
+    return parse_gates(lines, _catalog(config, lines))
+
+
+def _catalog(config: pytest.Config, lines: tuple[str, ...]) -> MetricCatalog:
+    """The metrics gate-like ``lines`` may name; the hooks are asked only when a line names a custom one."""
+    from .specs import BUILTIN_CATALOG, MetricCatalog, subject_names
+
+    if subject_names(lines) <= BUILTIN_CATALOG.methods.keys():
+        return BUILTIN_CATALOG
+    registered = [m for batch in config.hook.pytest_ragmetrics_metrics() for m in batch or ()]
+    return BUILTIN_CATALOG.merged(MetricCatalog.of(registered))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -516,21 +517,28 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             write_last_run_keys(state.settings.cache_dir or state.default_cache_dir(), state.used_keys)
     if state.gates:
         from .gates import evaluate_gates
+        from .report.build import per_sample_scores
 
-        state.gate_results = evaluate_gates(state.gates, _per_sample_scores(state.rows))
-        if _partial_run(state):
-            # `pytest -k x` or `pytest tests/test_one.py`: a gate over a metric this selection never
-            # scored says nothing about it. A full run still fails such a gate.
-            for gate in state.gate_results:
-                if gate["value"] is None:
-                    gate.update(
-                        passed=True, skipped=True, reason=f"not evaluated: {gate['reason']} (partial run)"
-                    )
+        state.gate_results = evaluate_gates(
+            state.gates, per_sample_scores(state.rows), partial=_partial_run(state)
+        )
         if any(not g["passed"] for g in state.gate_results) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    report = build_report(state)
+    from .report.build import build_report, write_reports
+
+    for data in state.worker_stats:
+        state.stats.merge_json(data)
+    report = build_report(
+        state.rows,
+        settings=state.settings,
+        stats=state.stats,
+        gate_results=state.gate_results,
+        unused_store_entries=len(state.unused_store_entries),
+        shown=lambda path: _shown(path, state),
+        default_cache_dir=state.default_cache_dir(),
+    )
     config.hook.pytest_ragmetrics_report(report=report)
-    _write_reports(state, report)
+    write_reports(report, state.settings)
     state.final_report = report
 
 
@@ -541,94 +549,12 @@ def _partial_run(state: RunState) -> bool:
     return state.deselected or explicit
 
 
-def _per_sample_scores(rows: list[dict[str, Any]]) -> dict[tuple[str, str | None], list[float]]:
-    """Every distinct evaluation's score per (metric, method), for aggregates and gates.
-
-    A sample scored in several comparisons (a per-sample test and a dataset test, or the mean and the
-    min of one list) counts once: samples are told apart by their content, whatever their ids.
-    """
-    seen: set[tuple[str, str | None, str]] = set()
-    scores: dict[tuple[str, str | None], list[float]] = {}
-    for row in rows:
-        if row.get("xfail"):
-            continue
-        for i, sample in enumerate(row["samples"]):
-            key = sample.get("key") or f"{row['nodeid']}#{i}"
-            if (row["metric"], row["method"], key) in seen:
-                continue
-            seen.add((row["metric"], row["method"], key))
-            scores.setdefault((row["metric"], row["method"]), []).append(float(sample["score"]))
-    return scores
-
-
-def build_report(state: RunState) -> dict[str, Any]:
-    """The plain-JSON run report that every renderer reads (see ``pytest_ragmetrics.report``)."""
-    from .gates import aggregate
-    from .report.json_report import sort_results
-
-    stats = state.stats
-    for data in state.worker_stats:
-        stats.merge_json(data)
-    s = state.settings
-    metrics = [
-        {"metric": metric, "method": method, **aggregate(values)}
-        for (metric, method), values in sorted(
-            _per_sample_scores(state.rows).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
-        )
-    ]
-    used_models = sorted({judge for row in state.rows for judge in row.get("judges") or ()})
-    judge = {
-        "model": ", ".join(used_models) or s.judge_model,
-        "cache_mode": s.cache,
-        "cache_dir": None if s.cache == "off" else _shown(s.cache_dir or state.default_cache_dir(), state),
-        "store_dir": _shown(s.store_dir, state) if s.store_dir else None,
-        **stats.to_json(),
-        "cost": stats.cost(s.price_input, s.price_output),
-    }
-    tests = {"passed": 0, "failed": 0}
-    for row in state.rows:
-        tests["passed" if row["passed"] else "failed"] += 1
-    return {
-        "version": REPORT_VERSION,
-        "results": [dict(r) for r in sort_results(state.rows)],
-        "summary": {
-            "metrics": metrics,
-            "gates": state.gate_results,
-            "judge": judge,
-            "unused_store_entries": len(state.unused_store_entries),
-            "comparisons": tests,
-        },
-    }
-
-
 def _shown(path: str, state: RunState) -> str:
     """A path relative to the rootdir when inside it, so reports read the same on every checkout."""
     try:
         return Path(path).resolve().relative_to(state.config.rootpath.resolve()).as_posix()
     except ValueError:
         return str(path)
-
-
-def _write_reports(state: RunState, report: dict[str, Any]) -> None:
-    from .report.json_report import to_json, write_text_atomic
-
-    s = state.settings
-    if s.report_json:
-        write_text_atomic(s.report_json, to_json(report))
-    if s.report_md or (s.github_summary and os.environ.get("GITHUB_STEP_SUMMARY")):
-        from .report.markdown import to_markdown
-
-        text = to_markdown(report)
-        if s.report_md:
-            write_text_atomic(s.report_md, text)
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if s.github_summary and summary:
-            with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-    if s.report_html:
-        from .report.html import to_html
-
-        write_text_atomic(s.report_html, to_html(report))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

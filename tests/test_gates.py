@@ -18,6 +18,7 @@ from pytest_ragmetrics.gates import (
     parse_gate,
     parse_gates,
 )
+from pytest_ragmetrics.specs import BUILTIN_CATALOG, MetricCatalog
 
 
 @pytest.mark.parametrize(
@@ -257,7 +258,9 @@ def test_gate_with_method_reads_only_that_method():
 
 def test_a_metric_with_methods_needs_one_in_a_gate():
     """Pooling graded ratings with sentence shares would mix three scales."""
-    with pytest.raises(ConfigError, match=r"context_relevance needs a method: write context_relevance\[binary\]"):
+    with pytest.raises(
+        ConfigError, match=r"context_relevance needs a method: write context_relevance\[binary\]"
+    ):
         parse_gate("context_relevance mean >= 0.7")
 
 
@@ -268,3 +271,27 @@ def test_evaluate_gates_keeps_gate_order_and_accepts_hand_built_gates():
     assert rows[0]["value"] == 0.4
     assert rows[0]["passed"] is True
     assert rows[0]["margin"] == -0.5
+
+
+def test_a_partial_run_skips_gates_over_metrics_it_never_scored():
+    gates = parse_gates(["context_recall mean >= 0.8", "context_precision mean >= 0.5"])
+    scores = {("context_recall", None): [0.9]}
+    full = evaluate_gates(gates, scores)
+    partial = evaluate_gates(gates, scores, partial=True)
+    assert [g["passed"] for g in full] == [True, False]
+    assert [g["passed"] for g in partial] == [True, True]
+    assert "skipped" not in partial[0]
+    assert partial[1]["skipped"] is True
+    assert partial[1]["reason"] == (
+        "not evaluated: no recorded evaluations of context_precision in this run (partial run)"
+    )
+
+
+def test_gates_over_ranked_metrics_use_the_catalog_of_registered_metrics():
+    catalog = BUILTIN_CATALOG.merged(MetricCatalog({"ndcg": ()}, frozenset({"ndcg"})))
+    gate = parse_gate("ndcg@10 mean >= 0.7", catalog)
+    assert (gate.metric, gate.method, gate.key) == ("ndcg@10", None, ("ndcg@10", None))
+    with pytest.raises(ConfigError, match="takes no @k cut-off"):
+        parse_gate("context_recall@3 mean >= 0.7", catalog)
+    with pytest.raises(ConfigError, match="regression gates"):
+        parse_gate("context_recall mean >= 0.7 at p < 0.05")

@@ -1,0 +1,113 @@
+"""Assembling the run report (its format is described in :mod:`pytest_ragmetrics.report`).
+
+Pure functions of what a run recorded: the comparison rows its tests made, the judge figures and
+the gate outcomes. The plugin calls them at the end of the session; shard merging and other tools
+can call them on rows read back from JSON reports.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..judge.stats import JudgeStats
+    from ..settings import Settings
+
+__all__ = ["REPORT_VERSION", "build_report", "per_sample_scores", "write_reports"]
+
+REPORT_VERSION = 1
+
+
+def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], list[float]]:
+    """Every distinct evaluation's score per (metric, method), for aggregates and gates.
+
+    A sample scored in several comparisons (a per-sample test and a dataset test, or the mean and the
+    min of one list) counts once: samples are told apart by their content, whatever their ids.
+    Comparisons in xfail tests are left out.
+    """
+    seen: set[tuple[str, str | None, str]] = set()
+    scores: dict[tuple[str, str | None], list[float]] = {}
+    for row in rows:
+        if row.get("xfail"):
+            continue
+        for i, sample in enumerate(row["samples"]):
+            key = sample.get("key") or f"{row['nodeid']}#{i}"
+            if (row["metric"], row["method"], key) in seen:
+                continue
+            seen.add((row["metric"], row["method"], key))
+            scores.setdefault((row["metric"], row["method"]), []).append(float(sample["score"]))
+    return scores
+
+
+def build_report(
+    rows: list[dict[str, Any]],
+    *,
+    settings: Settings,
+    stats: JudgeStats,
+    gate_results: list[dict[str, Any]],
+    unused_store_entries: int,
+    shown: Callable[[str], str],
+    default_cache_dir: str,
+) -> dict[str, Any]:
+    """The plain-JSON run report that every renderer reads.
+
+    ``shown`` turns a local path into the one reports print (relative to the rootdir when inside it).
+    """
+    from ..gates import aggregate
+    from .json_report import sort_results
+
+    s = settings
+    metrics = [
+        {"metric": metric, "method": method, **aggregate(values)}
+        for (metric, method), values in sorted(
+            per_sample_scores(rows).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
+        )
+    ]
+    used_models = sorted({judge for row in rows for judge in row.get("judges") or ()})
+    judge = {
+        "model": ", ".join(used_models) or s.judge_model,
+        "cache_mode": s.cache,
+        "cache_dir": None if s.cache == "off" else shown(s.cache_dir or default_cache_dir),
+        "store_dir": shown(s.store_dir) if s.store_dir else None,
+        **stats.to_json(),
+        "cost": stats.cost(s.price_input, s.price_output),
+    }
+    comparisons = {"passed": 0, "failed": 0}
+    for row in rows:
+        comparisons["passed" if row["passed"] else "failed"] += 1
+    return {
+        "version": REPORT_VERSION,
+        "results": [dict(r) for r in sort_results(rows)],
+        "summary": {
+            "metrics": metrics,
+            "gates": gate_results,
+            "judge": judge,
+            "unused_store_entries": unused_store_entries,
+            "comparisons": comparisons,
+        },
+    }
+
+
+def write_reports(report: dict[str, Any], settings: Settings) -> None:
+    """Write the report files the settings ask for, and append to ``$GITHUB_STEP_SUMMARY``."""
+    from .json_report import to_json, write_text_atomic
+
+    s = settings
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if s.report_json:
+        write_text_atomic(s.report_json, to_json(report))
+    if s.report_md or (s.github_summary and summary):
+        from .markdown import to_markdown
+
+        text = to_markdown(report)
+        if s.report_md:
+            write_text_atomic(s.report_md, text)
+        if s.github_summary and summary:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+    if s.report_html:
+        from .html import to_html
+
+        write_text_atomic(s.report_html, to_html(report))

@@ -1,0 +1,277 @@
+"""Metric names and gate-like lines: the one place that knows their syntax.
+
+A **metric name** is what tests, gates, reports and baselines call a metric::
+
+    context_recall                 a metric without methods
+    context_relevance[graded]      a metric with its method
+    ndcg@5                         a ranked metric cut off at rank 5 (``ndcg`` alone: the whole ranking)
+
+A **gate-like line** compares a statistic of a metric with a number. Aggregate gates, regression gates
+and judge agreement floors are all written this way and all parsed by :func:`parse_gate_line`::
+
+    <metric name> <statistic words> <op> <number> [at <name> <op> <number>]
+
+    context_recall mean >= 0.8
+    context_relevance[graded] p10 > 0.4
+    context_precision mean drop <= 0.02 at p < 0.05
+    context_precision kappa >= 0.6
+
+This module checks syntax and which metric names exist (:class:`MetricCatalog`); what a statistic
+means is up to the module that evaluates the line (``gates``, ``baseline``, ``calibration``).
+Everything here is pure: no pytest, no judge. Errors are :class:`~pytest_ragmetrics.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = [
+    "BUILTIN_CATALOG",
+    "COMPARISON_OPS",
+    "GateLine",
+    "MetricCatalog",
+    "MetricName",
+    "format_metric",
+    "format_number",
+    "gate_lines",
+    "parse_finite",
+    "parse_gate_line",
+    "parse_metric_name",
+    "subject_names",
+]
+
+#: Comparison operators a gate-like line may use.
+COMPARISON_OPS: tuple[str, ...] = (">=", ">", "<=", "<")
+
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_NAME = r"[A-Za-z_][A-Za-z0-9_.-]*"
+_SUBJECT = rf"(?P<name>{_NAME})(?:@(?P<k>\d+))?\s*(?:\[\s*(?P<method>[^\]]*?)\s*\])?"
+_METRIC_RE = re.compile(rf"^\s*{_SUBJECT}\s*$")
+_STAT_WORD = r"[A-Za-z_]\w*(?:\s*\([^)]*\))?"  # mean, drop, quantile(0.1), pass_rate(>=0.8)
+_OP = r">=|<=|>|<|==|!=|="
+_LINE_RE = re.compile(
+    rf"""^\s*
+    {_SUBJECT}
+    \s+(?P<stat>{_STAT_WORD}(?:\s+{_STAT_WORD})*)
+    \s*(?P<op>{_OP})
+    \s*(?P<threshold>[^\s]+)
+    (?:\s+at\s+(?P<cond_name>[A-Za-z_]\w*)\s*(?P<cond_op>{_OP})\s*(?P<cond_value>\S+))?
+    \s*$""",
+    re.VERBOSE,
+)
+
+
+def format_number(value: float) -> str:
+    """Shortest text that reads back as ``value``: ``0.8``, ``1``, ``0.125``."""
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+def parse_finite(text: str) -> float | None:
+    """``text`` as a finite float, or ``None`` when it is not a plain finite number."""
+    if not re.fullmatch(_NUMBER, text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def format_metric(metric: str, method: str | None) -> str:
+    """``("context_relevance", "graded")`` -> ``context_relevance[graded]``; ``("ndcg@5", None)``
+    -> ``ndcg@5``."""
+    return metric if method is None else f"{metric}[{method}]"
+
+
+@dataclass(frozen=True)
+class MetricName:
+    """A parsed metric name: ``name`` (``ndcg``), ``k`` (``5`` in ``ndcg@5``) and ``method``."""
+
+    name: str
+    method: str | None = None
+    k: int | None = None
+
+    @property
+    def metric(self) -> str:
+        """The metric as result rows, aggregates and baselines name it: ``ndcg@5``, ``context_recall``."""
+        return self.name if self.k is None else f"{self.name}@{self.k}"
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """``(metric, method)``: how scores are grouped in reports, gates and baselines."""
+        return (self.metric, self.method)
+
+    def __str__(self) -> str:
+        return format_metric(self.metric, self.method)
+
+
+def _from_match(match: re.Match[str]) -> MetricName:
+    k = match["k"]
+    return MetricName(match["name"], match["method"], int(k) if k else None)
+
+
+@dataclass(frozen=True)
+class MetricCatalog:
+    """Which metric names exist: each metric's methods, and which metrics take a cut-off ``@k``."""
+
+    methods: Mapping[str, tuple[str, ...]]
+    ranked: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def of(cls, metrics: Iterable[Any]) -> MetricCatalog:
+        """The catalog of registered metric objects (``name``, ``methods``, optional ``takes_k``)."""
+        methods: dict[str, tuple[str, ...]] = {}
+        ranked: set[str] = set()
+        for metric in metrics:
+            methods[metric.name] = tuple(metric.methods or ())
+            if getattr(metric, "takes_k", False):
+                ranked.add(metric.name)
+        return cls(methods, frozenset(ranked))
+
+    def merged(self, other: MetricCatalog) -> MetricCatalog:
+        return MetricCatalog({**self.methods, **other.methods}, self.ranked | other.ranked)
+
+    def check(self, name: MetricName, *, require_method: bool = False) -> MetricName:
+        """``name`` if it names a known metric, method and cut-off; else :class:`ConfigError` saying why.
+
+        With ``require_method``, a metric with methods must name one: graded ratings and sentence
+        shares are different scales, so a gate or a baseline never pools them.
+        """
+        if name.name not in self.methods:
+            known = ", ".join(sorted(self.methods)) or "(none)"
+            raise ConfigError(f"unknown metric {name.name!r} (known metrics: {known})")
+        allowed = self.methods[name.name]
+        if name.k is not None:
+            if name.name not in self.ranked:
+                raise ConfigError(f"metric {name.name!r} takes no @k cut-off")
+            if name.k < 1:
+                raise ConfigError(f"cut-off @{name.k} of {name.name} must be at least 1")
+        if name.method is None:
+            if require_method and allowed:
+                choices = " or ".join(f"{name.metric}[{m}]" for m in sorted(allowed))
+                raise ConfigError(f"{name.metric} needs a method: write {choices}")
+        elif not allowed:
+            raise ConfigError(f"metric {name.name!r} takes no [method]")
+        elif name.method not in allowed:
+            raise ConfigError(
+                f"unknown method {name.method!r} for {name.name} (use one of: {', '.join(sorted(allowed))})"
+            )
+        return name
+
+
+#: The metrics shipped with the package; registries of custom metrics merge into it.
+BUILTIN_CATALOG = MetricCatalog(
+    {
+        "context_precision": (),
+        "context_recall": (),
+        "context_relevance": ("graded", "sentence", "binary"),
+    }
+)
+
+
+def parse_metric_name(
+    text: str, catalog: MetricCatalog | None = None, *, require_method: bool = False
+) -> MetricName:
+    """Parse ``context_relevance[graded]`` or ``ndcg@5``; with a ``catalog``, also check that it exists."""
+    match = _METRIC_RE.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ConfigError(
+            f"invalid metric name {text!r}: "
+            "write e.g. 'context_recall', 'context_relevance[graded]' or 'ndcg@5'"
+        )
+    name = _from_match(match)
+    return name if catalog is None else catalog.check(name, require_method=require_method)
+
+
+@dataclass(frozen=True)
+class GateLine:
+    """The syntax of one gate-like line; what it means is up to the caller.
+
+    ``stat`` holds the statistic words with whitespace collapsed (``mean``, ``mean drop``,
+    ``kappa``, ``pass_rate(>=0.8)``); ``condition`` the optional ``at p < 0.05`` as
+    ``("p", "<", 0.05)``; ``spec`` the line as written, whitespace tidied.
+    """
+
+    subject: MetricName
+    stat: str
+    op: str
+    threshold: float
+    condition: tuple[str, str, float] | None
+    spec: str
+    what: str = "gate"
+    form: str = ""
+
+    def error(self, why: str) -> ConfigError:
+        """A :class:`ConfigError` about this line that quotes it and the expected form."""
+        return _line_error(self.spec, why, self.what, self.form)
+
+
+def _line_error(line: str, why: str, what: str, form: str) -> ConfigError:
+    return ConfigError(f"invalid ragmetrics {what} {line.strip()!r}: {why}" + (f"; {form}" if form else ""))
+
+
+def parse_gate_line(line: str, *, what: str = "gate", form: str = "") -> GateLine:
+    """Split one gate-like line into its parts (syntax only).
+
+    ``what`` names the kind of line in errors (``gate``, ``regression gate``, ``agreement floor``) and
+    ``form`` is the expected form quoted in every error. Raises :class:`ConfigError` when the line
+    does not parse, an operator is not one of :data:`COMPARISON_OPS`, or a number is not finite.
+    """
+    match = _LINE_RE.match(line)
+    if match is None:
+        raise _line_error(line, "cannot parse it", what, form)
+    spec = " ".join(line.split())
+    for op in (match["op"], match["cond_op"]):
+        if op is not None and op not in COMPARISON_OPS:
+            why = f"unsupported operator {op!r} (use one of {', '.join(COMPARISON_OPS)})"
+            raise _line_error(line, why, what, form)
+    threshold = parse_finite(match["threshold"])
+    if threshold is None:
+        raise _line_error(line, f"threshold {match['threshold']!r} is not a finite number", what, form)
+    condition: tuple[str, str, float] | None = None
+    if match["cond_name"] is not None:
+        value = parse_finite(match["cond_value"])
+        if value is None:
+            why = f"{match['cond_name']} value {match['cond_value']!r} is not a finite number"
+            raise _line_error(line, why, what, form)
+        condition = (match["cond_name"], match["cond_op"], value)
+    return GateLine(
+        subject=_from_match(match),
+        stat=" ".join(match["stat"].split()),
+        op=match["op"],
+        threshold=threshold,
+        condition=condition,
+        spec=spec,
+        what=what,
+        form=form,
+    )
+
+
+def gate_lines(text_or_lines: str | Iterable[str]) -> list[str]:
+    """The gate-like lines of ini ``linelist`` values or a block of text.
+
+    In a single string (an environment variable, say) ``;`` separates lines too. Blank lines and
+    comments (from ``#`` to the end of the line) are skipped: no gate-like line contains ``;`` or ``#``.
+    """
+    lines = text_or_lines.replace(";", "\n").splitlines() if isinstance(text_or_lines, str) else text_or_lines
+    kept: list[str] = []
+    for raw in lines:
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            kept.append(line)
+    return kept
+
+
+def subject_names(text_or_lines: str | Iterable[str]) -> set[str]:
+    """The base metric names that the parseable gate-like lines among ``text_or_lines`` name."""
+    names: set[str] = set()
+    for line in gate_lines(text_or_lines):
+        match = _LINE_RE.match(line)
+        if match is not None:
+            names.add(match["name"])
+    return names
