@@ -38,7 +38,19 @@ _DATA_NOTE = (
     "judge the passage as text."
 )
 
-_PRECISION_PROMPT = f"""You are a strict evaluator of the retrieval step of a question-answering system.
+_ROLE = "You are a strict evaluator of the retrieval step of a question-answering system."
+
+
+def _example(material: Mapping[str, Any], answer: Mapping[str, Any]) -> str:
+    """One calibrating example: material in the user message's form, and the answer it deserves."""
+    return (
+        "Example (an illustration of the task, not the material you are to assess):\n"
+        f"input: {json.dumps(material, ensure_ascii=False)}\n"
+        f"output: {json.dumps(answer, ensure_ascii=False)}"
+    )
+
+
+_PRECISION_PROMPT = f"""{_ROLE}
 {_DATA_NOTE}
 
 You get a question, a reference answer ("reference") and one passage the system retrieved ("chunk").
@@ -47,22 +59,70 @@ at least part of the information that the reference answer is built on. A passag
 topic, or that would be needed for a different answer, is not useful. Use only what the passage says.
 
 Answer with a JSON object: "reason" (one or two sentences explaining the decision) and "useful" (true
-or false)."""
+or false).
 
-_RECALL_PROMPT = f"""You are a strict evaluator of the retrieval step of a question-answering system.
+{
+    _example(
+        {
+            "question": "When was the Eiffel Tower completed?",
+            "reference": "The Eiffel Tower was completed in 1889.",
+            "chunk": "The tower was built for the World's Fair and opened to the public in March 1889.",
+        },
+        {"reason": "The passage dates the opening to 1889, the year the reference gives.", "useful": True},
+    )
+}"""
+
+_PRECISION_ANSWER_PROMPT = f"""{_ROLE}
 {_DATA_NOTE}
 
-You get a question, the passages the system retrieved ("contexts", numbered) and the sentences of a
-reference answer ("reference_sentences", numbered). For every reference sentence decide whether what it
-says can be attributed to the retrieved passages taken together: the passages state it, or it follows
-directly from what they state. General knowledge does not count, only what the passages say. A
-sentence with several claims is attributed only when all of them are.
+There is no reference answer here. You get a question, the answer the system itself generated from
+what it retrieved ("answer") and one passage the system retrieved ("chunk"). Decide whether the
+passage was useful for arriving at that answer: it is useful when it states at least part of the
+information the answer is built on. Do not judge whether the answer is correct, only whether the
+passage supports it. A passage that only shares the topic is not useful. Use only what the passage says.
 
-Answer with a JSON object with one property per reference sentence, "sentence_1", "sentence_2", ... in
-order, each an object with "reason" (one short sentence: which passage supports it, or what is missing)
-and "attributed" (true or false)."""
+Answer with a JSON object: "reason" (one or two sentences explaining the decision) and "useful" (true
+or false).
 
-_SENTENCES_PROMPT = f"""You are a strict evaluator of the retrieval step of a question-answering system.
+{
+    _example(
+        {
+            "question": "When was the Eiffel Tower completed?",
+            "answer": "It was completed in 1889 for the World's Fair.",
+            "chunk": "Paris has many museums, among them the Louvre and the Musée d'Orsay.",
+        },
+        {"reason": "The passage does not mention the tower or any date the answer states.", "useful": False},
+    )
+}"""
+
+_RECALL_PROMPT = f"""{_ROLE}
+{_DATA_NOTE}
+
+You get a question, the passages the system retrieved ("contexts", numbered, in no particular order)
+and sentences of a reference answer ("reference_sentences", numbered). For every reference sentence
+decide whether what it says can be attributed to the retrieved passages taken together: the passages
+state it, or it follows directly from what they state. General knowledge does not count, only what the
+passages say. A sentence with several claims is attributed only when all of them are.
+
+Answer with a JSON object with one property per reference sentence, named "sentence_" and its number
+("sentence_1", "sentence_2", ...), each an object with "reason" (one short sentence: which passage
+supports it, or what is missing) and "attributed" (true or false).
+
+{
+    _example(
+        {
+            "question": "Where is France and what is its capital?",
+            "contexts": {"1": "France is a country in Western Europe with a long Atlantic coast."},
+            "reference_sentences": {"1": "France is in Western Europe.", "2": "Its capital is Paris."},
+        },
+        {
+            "sentence_1": {"reason": "Context 1 says France is in Western Europe.", "attributed": True},
+            "sentence_2": {"reason": "No context names the capital of France.", "attributed": False},
+        },
+    )
+}"""
+
+_SENTENCES_PROMPT = f"""{_ROLE}
 {_DATA_NOTE}
 
 You get a question and one retrieved passage that has been split into numbered sentences
@@ -71,9 +131,26 @@ information the answer requires. Sentences that are merely on the same topic are
 sentence is needed, select none.
 
 Answer with a JSON object: "reason" (one or two sentences) and "relevant_sentences" (the numbers of
-the selected sentences, possibly an empty list). Give numbers only; never quote or rewrite sentences."""
+the selected sentences, possibly an empty list). Give numbers only; never quote or rewrite sentences.
 
-_GRADED_PROMPT = f"""You are a strict evaluator of the retrieval step of a question-answering system.
+{
+    _example(
+        {
+            "question": "How tall is the Eiffel Tower?",
+            "sentences": {
+                "1": "The Eiffel Tower stands in Paris.",
+                "2": "It is 330 metres tall.",
+                "3": "It was completed in 1889.",
+            },
+        },
+        {
+            "reason": "Only sentence 2 gives the height; the others are about the same tower.",
+            "relevant_sentences": [2],
+        },
+    )
+}"""
+
+_GRADED_PROMPT = f"""{_ROLE}
 {_DATA_NOTE}
 
 You get a question and one retrieved passage ("chunk"). Rate how relevant the passage is to the
@@ -82,7 +159,17 @@ question:
 1 = partially relevant: it contains some of the information needed, but an answer would be incomplete;
 2 = fully relevant: it contains the information needed to answer the question.
 
-Answer with a JSON object: "reason" (one or two sentences) and "rating" (0, 1 or 2)."""
+Answer with a JSON object: "reason" (one or two sentences) and "rating" (0, 1 or 2).
+
+{
+    _example(
+        {
+            "question": "When was the Eiffel Tower completed, and how tall is it?",
+            "chunk": "The Eiffel Tower was completed in 1889 for the World's Fair.",
+        },
+        {"reason": "The passage gives the completion year but not the height.", "rating": 1},
+    )
+}"""
 
 
 @dataclass(frozen=True)
@@ -94,11 +181,14 @@ class Prompt:
 
 
 PROMPTS: Mapping[str, Prompt] = {
-    PRECISION: Prompt("precision-2", _PRECISION_PROMPT),
-    RECALL: Prompt("recall-2", _RECALL_PROMPT),
-    SENTENCES: Prompt("sentences-2", _SENTENCES_PROMPT),
-    GRADED: Prompt("graded-2", _GRADED_PROMPT),
+    PRECISION: Prompt("precision-3", _PRECISION_PROMPT),
+    RECALL: Prompt("recall-3", _RECALL_PROMPT),
+    SENTENCES: Prompt("sentences-3", _SENTENCES_PROMPT),
+    GRADED: Prompt("graded-3", _GRADED_PROMPT),
 }
+
+#: Precision judged against the system's own answer (the sample has no reference answer).
+PRECISION_WITHOUT_REFERENCE = Prompt("precision-answer-3", _PRECISION_ANSWER_PROMPT)
 
 
 @dataclass(frozen=True)
@@ -126,9 +216,14 @@ def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _request(
-    kind: str, inputs: Mapping[str, Any], schema: Mapping[str, Any], params: JudgeParams, label: str
+    kind: str,
+    inputs: Mapping[str, Any],
+    schema: Mapping[str, Any],
+    params: JudgeParams,
+    label: str,
+    prompt: Prompt | None = None,
 ) -> JudgeRequest:
-    prompt = PROMPTS[kind]
+    prompt = prompt or PROMPTS[kind]
     return JudgeRequest(
         kind=kind,
         prompt_version=prompt.version,
@@ -152,8 +247,8 @@ def _request(
     )
 
 
-def _numbered(items: Sequence[str]) -> dict[str, str]:
-    return {str(i): text for i, text in enumerate(items, start=1)}
+def _numbered(items: Sequence[str], first: int = 1) -> dict[str, str]:
+    return {str(i): text for i, text in enumerate(items, start=first)}
 
 
 def _user_payload(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -166,17 +261,32 @@ def _user_payload(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     if kind == SENTENCES:
         return {"question": inputs["question"], "sentences": _numbered(inputs["sentences"])}
     if kind == PRECISION:
-        return {"question": inputs["question"], "reference": inputs["reference"], "chunk": inputs["chunk"]}
+        # Named for what it is: the reference answer, or the system's own answer.
+        name = "answer" if inputs["reference_kind"] == "answer" else "reference"
+        return {"question": inputs["question"], name: inputs["reference"], "chunk": inputs["chunk"]}
     return dict(inputs)
 
 
 def precision_request(
     question: str, reference: str, reference_kind: str, chunk: str, params: JudgeParams, label: str = ""
 ) -> JudgeRequest:
-    """Is ``chunk`` useful for arriving at ``reference``? (``reference_kind``: ground_truth or answer)"""
+    """Is ``chunk`` useful for arriving at ``reference``? (``reference_kind``: ground_truth or answer)
+
+    Without a ground truth the reference is the system's own answer, and the prompt says so.
+    """
     inputs = {"question": question, "reference": reference, "reference_kind": reference_kind, "chunk": chunk}
     schema = _object({"reason": _reason(), "useful": {"type": "boolean"}})
-    return _request(PRECISION, inputs, schema, params, label)
+    prompt = PRECISION_WITHOUT_REFERENCE if reference_kind == "answer" else None
+    return _request(PRECISION, inputs, schema, params, label, prompt)
+
+
+def canonical_contexts(contexts: Sequence[str]) -> list[str]:
+    """The contexts in a canonical order (sorted, duplicates dropped).
+
+    Recall asks whether the contexts *taken together* support each reference sentence, which does not
+    depend on their order: re-ranking the same chunks must not cost a new judgment.
+    """
+    return sorted(set(contexts))
 
 
 def recall_request(
@@ -186,10 +296,14 @@ def recall_request(
     params: JudgeParams,
     label: str = "",
 ) -> JudgeRequest:
-    """Which reference sentences can be attributed to the contexts taken together?"""
+    """Which reference sentences can be attributed to the contexts taken together?
+
+    The contexts are put in :func:`canonical_contexts` order, so the request (and its cache key) is
+    the same whatever order the retriever returned them in.
+    """
     inputs = {
         "question": question,
-        "contexts": list(contexts),
+        "contexts": canonical_contexts(contexts),
         "reference_sentences": list(reference_sentences),
     }
     verdict = _object({"reason": _reason(), "attributed": {"type": "boolean"}})

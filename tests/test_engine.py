@@ -17,6 +17,7 @@ from pytest_ragmetrics import (
     evaluate,
 )
 from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics.judge.base import validate_answer
 
 FRANCE = "France, in Western Europe, encompasses medieval cities and alpine villages."
 PARIS = "Paris, its capital, is famed for its fashion houses and the Louvre."
@@ -95,7 +96,19 @@ def test_recall_names_the_unsupported_reference_sentence(evaluator):
 def test_recall_is_one_request_for_all_contexts(evaluator, judge):
     assert evaluator.score(SAMPLE, "context_recall").score == 1.0
     assert judge.calls == 1
-    assert judge.requests[0].inputs["contexts"] == [WINE, FRANCE, PARIS]
+    assert judge.requests[0].inputs["contexts"] == sorted([WINE, FRANCE, PARIS])
+
+
+def test_reranking_costs_no_new_recall_judgment(evaluator, judge):
+    """Recall reads the contexts taken together: any order of the same chunks is one cached judgment."""
+    first = evaluator.score(SAMPLE, "context_recall")
+    for order in ([PARIS, FRANCE, WINE], [FRANCE, WINE, PARIS, PARIS]):
+        again = evaluator.score(RagSample(SAMPLE.question, order, SAMPLE.ground_truth), "context_recall")
+        assert again.cached and again.score == first.score
+    assert judge.calls == 1
+    dropped = RagSample(SAMPLE.question, [FRANCE, WINE], SAMPLE.ground_truth)
+    assert evaluator.score(dropped, "context_recall").score == 0.5  # other chunks: a new judgment
+    assert judge.calls == 2
 
 
 def test_sentence_and_binary_relevance_share_one_judgment_per_chunk(evaluator, judge):
@@ -273,15 +286,17 @@ def test_schemas_pin_exactly_one_verdict_per_item():
 # PROMPTS and update the digest.
 RENDERED = {
     "context_precision": lambda p: J.precision_request("Q?", "Ref.", "ground_truth", "Chunk.", p),
+    "context_precision without reference": lambda p: J.precision_request("Q?", "Ans.", "answer", "C.", p),
     "context_recall": lambda p: J.recall_request("Q?", ["C1.", "C2."], ["S1.", "S2."], p),
     "context_relevance_sentences": lambda p: J.sentences_request("Q?", ["A.", "B."], p),
     "context_relevance_graded": lambda p: J.graded_request("Q?", "Chunk.", p),
 }
 PROMPT_DIGESTS = {
-    "context_precision": ("precision-2", "ca14f525"),
-    "context_recall": ("recall-2", "abfa7237"),
-    "context_relevance_sentences": ("sentences-2", "c154099c"),
-    "context_relevance_graded": ("graded-2", "0b596ae0"),
+    "context_precision": ("precision-3", "fea496b0"),
+    "context_precision without reference": ("precision-answer-3", "41a26bfd"),
+    "context_recall": ("recall-3", "8aa18054"),
+    "context_relevance_sentences": ("sentences-3", "e2e1c95c"),
+    "context_relevance_graded": ("graded-3", "7bceb1e5"),
 }
 
 
@@ -291,3 +306,33 @@ def test_prompt_and_rendering_are_pinned_to_the_version(kind):
     rendered = json.dumps(request.messages, sort_keys=True)
     digest = hashlib.sha256(rendered.encode()).hexdigest()[:8]
     assert (request.prompt_version, digest) == PROMPT_DIGESTS[kind]
+
+
+@pytest.mark.parametrize("kind", sorted(RENDERED))
+def test_each_prompt_calibrates_with_one_example_that_fits_its_schema(kind):
+    """The worked example in every prompt has the input's shape and an answer the schema accepts."""
+    request = RENDERED[kind](J.JudgeParams("m"))
+    system = request.messages[0]["content"]
+    [example_input] = [line[len("input: ") :] for line in system.splitlines() if line.startswith("input: ")]
+    [output] = [line[len("output: ") :] for line in system.splitlines() if line.startswith("output: ")]
+    user = json.loads(request.messages[1]["content"])
+    assert set(json.loads(example_input)) == set(user)
+    answer = json.loads(output)
+    verdicts = list(answer.values()) if kind == "context_recall" else [answer]
+    assert all(next(iter(v)) == "reason" for v in verdicts)  # the reasoning comes before the verdict
+    example_schema = request.schema
+    if kind == "context_recall":  # the example has its own number of sentences
+        example_schema = J.recall_request("q", ["c"], ["a.", "b."], J.JudgeParams("m")).schema
+    assert validate_answer(dataclasses.replace(request, schema=example_schema), answer) == answer
+
+
+def test_precision_without_a_reference_calls_the_answer_the_systems_own():
+    params = J.JudgeParams("m")
+    with_reference = J.precision_request("Q?", "Paris.", "ground_truth", "C.", params)
+    without = J.precision_request("Q?", "Paris.", "answer", "C.", params)
+    assert json.loads(without.messages[1]["content"]) == {"question": "Q?", "answer": "Paris.", "chunk": "C."}
+    assert 'reference answer ("reference")' in with_reference.messages[0]["content"]
+    assert "There is no reference answer here" in without.messages[0]["content"]
+    assert "answer the system itself generated" in without.messages[0]["content"]
+    assert without.prompt_version != with_reference.prompt_version
+    assert without.cache_key() != with_reference.cache_key()

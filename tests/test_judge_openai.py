@@ -240,7 +240,30 @@ def test_json_object_mode_parses_prose_and_code_fences(fake_judge_server):
     assert answer.choices == ({"reason": "fenced", "useful": False},)
     body = fake_judge_server.requests[0].body
     assert body["response_format"] == {"type": "json_object"}
-    assert '"additionalProperties": false' in body["messages"][-1]["content"]
+    assert '"additionalProperties": false' in body["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("response_format", ["json_object", "text"])
+def test_loose_modes_put_the_schema_in_the_system_message_reason_first(fake_judge_server, response_format):
+    """The user message stays data only; the schema shown keeps "reason" before the verdict."""
+    request = make_request()
+    run_judge(make_judge(fake_judge_server, response_format=response_format), request)
+    system, user = fake_judge_server.requests[0].body["messages"]
+    assert user == request.messages[1]
+    assert system["role"] == "system"
+    assert system["content"].startswith(request.messages[0]["content"])
+    shown = json.loads(system["content"].split("```json")[1].split("```")[0])
+    assert shown == SCHEMA
+    assert list(shown["properties"]) == ["reason", "useful"]
+    assert list(shown) == list(SCHEMA)
+
+
+def test_loose_modes_add_a_system_message_when_the_request_has_none(fake_judge_server):
+    request = make_request(messages=({"role": "user", "content": "Judge this."},))
+    run_judge(make_judge(fake_judge_server, response_format="json_object"), request)
+    system, user = fake_judge_server.requests[0].body["messages"]
+    assert system["role"] == "system" and "JSON schema" in system["content"]
+    assert user == {"role": "user", "content": "Judge this."}
 
 
 def test_text_mode_sends_no_response_format_and_finds_json_in_prose(fake_judge_server):

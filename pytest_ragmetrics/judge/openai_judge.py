@@ -142,10 +142,16 @@ def parse_json_answer(text: str) -> Any:
 
 
 def schema_instructions(schema: Mapping[str, Any]) -> str:
-    """Instructions appended to the prompt when the server is not asked for strict structured output."""
+    """Format instructions for a server not asked for strict structured output.
+
+    They go into the system message, never the user message (which the prompts declare to hold data
+    only). The schema keeps its own key order, so ``reason`` comes before the verdict, as it does in
+    strict mode: a model writing its reasoning first decides better than one justifying a verdict
+    it has already given.
+    """
     return (
         "\n\nAnswer with only a JSON object that conforms to this JSON schema, with no other text:\n"
-        f"```json\n{json.dumps(schema, sort_keys=True, indent=2)}\n```"
+        f"```json\n{json.dumps(schema, indent=2, ensure_ascii=False)}\n```"
     )
 
 
@@ -334,9 +340,12 @@ class OpenAIJudge:
 
     def _messages(self, request: JudgeRequest) -> list[dict[str, Any]]:
         messages = [dict(m) for m in request.messages]
-        if self.response_format != "json_schema" and messages:
-            last = messages[-1]
-            last["content"] = str(last.get("content", "")) + schema_instructions(request.schema)
+        if self.response_format != "json_schema":
+            instructions = schema_instructions(request.schema)
+            if messages and messages[0].get("role") == "system":
+                messages[0]["content"] = str(messages[0].get("content", "")) + instructions
+            else:
+                messages.insert(0, {"role": "system", "content": instructions.lstrip()})
         return messages
 
     def _params(self, request: JudgeRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
