@@ -145,7 +145,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(
             option.ini_name,
             option.help + f" (env {option.env_name})",
-            type=option.ini_type,  # type: ignore[arg-type]
+            type=_ini_type(option.ini_type),  # type: ignore[arg-type]
             default=None,
         )
     group.addoption(
@@ -164,12 +164,33 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
+#: pytest parses (and --help shows) "int" and "float" ini keys from 8.4 on; before, numbers are strings.
+_NUMERIC_INI = getattr(pytest, "version_tuple", (0,)) >= (8, 4)
+
+
+_INI_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "linelist": "lines"}
+
+
+def _ini_type(kind: str | None) -> str:
+    return kind if kind and (_NUMERIC_INI or kind not in ("int", "float")) else "string"
+
+
 def _ini_values(config: pytest.Config) -> dict[str, Any]:
+    from .errors import ConfigError
     from .settings import OPTIONS
 
-    # Registered with default None, so an unset key reads as None (a set `false` stays False).
-    values = {option.name: config.getini(option.ini_name) for option in OPTIONS}
-    return {name: value for name, value in values.items() if value is not None}
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        try:
+            # Registered with default None, so an unset key reads as None (a set `false` stays False);
+            # pytest < 8 returns [] for it instead.
+            value = config.getini(option.ini_name)
+        except (TypeError, ValueError) as exc:  # pytest's own int/float/bool parsing of the ini value
+            expected = _INI_WORDS.get(_ini_type(option.ini_type), "text")
+            raise ConfigError(f"{option.ini_name} must be {expected} ({exc})") from None
+        if value is not None and value != []:
+            values[option.name] = value
+    return values
 
 
 def _cli_values(config: pytest.Config) -> dict[str, Any]:
@@ -199,8 +220,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
     if not config.pluginmanager.is_registered(builtin_hooks):
         config.pluginmanager.register(builtin_hooks, "ragmetrics-builtins")
-    ini, cli = _ini_values(config), _cli_values(config)
     try:
+        ini, cli = _ini_values(config), _cli_values(config)
         settings = _absolute(resolve(ini=ini, env=os.environ, cli=cli), config.rootpath)
         gates = _parse_gates(config, settings.gates) if settings.gates else []
     except ConfigError as exc:

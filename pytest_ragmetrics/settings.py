@@ -112,6 +112,8 @@ def _number(kind: type, low: float | None = None, optional: bool = False) -> Cal
             raise ConfigError(f"{name} must be at least {low:g}; got {value!r}")
         return number
 
+    # Numbers are typed in the ini file where pytest can (see Option.ini_type).
+    convert.ini_type = "int" if kind is int else "float"  # type: ignore[attr-defined]
     return convert
 
 
@@ -145,11 +147,17 @@ class Option:
     convert: Callable[[Any, str], Any]
     help: str
     metavar: str | None = None
-    ini_type: str = "string"
+    #: The ini type pytest parses and shows in --help: string, bool, linelist, or for numbers int and
+    #: float (pytest >= 8.4; older versions read them as strings). Default: the converter's, else string.
+    ini_type: str | None = None
     flag: bool = False
     cli: bool = True
     env: bool = True
     choices: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.ini_type is None:
+            object.__setattr__(self, "ini_type", getattr(self.convert, "ini_type", "string"))
 
     @property
     def cli_name(self) -> str:
@@ -224,7 +232,13 @@ OPTIONS: tuple[Option, ...] = (
         "FLOAT",
     ),
     Option("graded_temperature", _number(float, 0.0), "judge temperature for graded relevance", "FLOAT"),
-    Option("seed", _number(int, optional=True), "seed sent to the judge ('none' to send none)", "INT"),
+    Option(
+        "seed",
+        _number(int, optional=True),
+        "seed sent to the judge ('none' to send none)",
+        "INT",
+        ini_type="string",  # an integer or the word none
+    ),
     Option(
         "judge_n",
         _number(int, 1),

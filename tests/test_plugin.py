@@ -95,6 +95,58 @@ def test_help_lists_the_options_in_one_group(pytester):
     result.stdout.fnmatch_lines(["*rag_gates (linelist)*"])
 
 
+NUMERIC_INI = pytest.version_tuple >= (8, 4)
+
+
+def test_help_shows_ini_keys_with_their_types(pytester):
+    result = pytester.runpytest("--help")
+    number, integer = ("float", "int") if NUMERIC_INI else ("string", "string")
+    result.stdout.fnmatch_lines(
+        [
+            "*rag_report (bool)*",
+            "*rag_judge_model (string)*",
+            f"*rag_temperature ({number})*",
+            "*rag_seed (string)*",  # an integer or the word none
+            f"*rag_concurrency ({integer})*",
+            f"*rag_timeout ({number})*",
+            f"*rag_price_input ({number})*",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("rag_concurrency = many", "rag_concurrency must be an integer*many*"),
+        ("rag_timeout = soon", "rag_timeout must be a number*soon*"),
+        ("rag_concurrency = 0", "rag_concurrency must be at least 1; got*0*"),
+        ("rag_report = maybe", "rag_report must be true or false*maybe*"),
+    ],
+)
+def test_bad_ini_value_is_a_usage_error_naming_the_key(pytester, line, message):
+    pytester.makeini(f"[pytest]\n{line}\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*ragmetrics: {message}"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_numeric_ini_values_reach_the_settings(pytester):
+    pytester.makeini(
+        "[pytest]\nrag_concurrency = 3\nrag_timeout = 2.5\nrag_seed = none\nrag_price_input = 0.15\n"
+    )
+    pytester.makeconftest("""
+        def pytest_sessionstart(session):
+            from pytest_ragmetrics.plugin import state_key
+            s = session.config.stash[state_key].settings
+            print("SETTINGS", s.concurrency, s.timeout, s.seed, s.price_input)
+    """)
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest("-s")
+    result.stdout.fnmatch_lines(["SETTINGS 3 2.5 None 0.15"])
+
+
 def test_disabled_plugin_gives_a_clean_run(pytester):
     pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
     result = pytester.runpytest("-p", "no:ragmetrics", "--strict-markers")
