@@ -12,6 +12,11 @@ kind                            one request per                             answ
 ``context_relevance_graded``    (question, chunk)                           ``rating``: 0, 1 or 2
 ==============================  ==========================================  ==============================
 
+Every schema stays within the strictest provider limits (:mod:`.judge.limits`) whatever the input
+size: a reference of more than :data:`RECALL_WINDOW` sentences, or a chunk of more than
+:data:`SENTENCE_WINDOW` sentences, is judged in windows numbered as in the whole text, and their
+verdicts are joined.
+
 The user message is a JSON document, so text inside a chunk is always a JSON string value and can
 never pass itself off as instructions or close a delimiter. Every prompt has a version that is part of
 the cache key: change a prompt or how its inputs are rendered, bump its version
@@ -256,10 +261,10 @@ def _user_payload(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return {
             "question": inputs["question"],
             "contexts": _numbered(inputs["contexts"]),
-            "reference_sentences": _numbered(inputs["reference_sentences"]),
+            "reference_sentences": _numbered(inputs["reference_sentences"], _first(inputs)),
         }
     if kind == SENTENCES:
-        return {"question": inputs["question"], "sentences": _numbered(inputs["sentences"])}
+        return {"question": inputs["question"], "sentences": _numbered(inputs["sentences"], _first(inputs))}
     if kind == PRECISION:
         # Named for what it is: the reference answer, or the system's own answer.
         name = "answer" if inputs["reference_kind"] == "answer" else "reference"
@@ -289,36 +294,108 @@ def canonical_contexts(contexts: Sequence[str]) -> list[str]:
     return sorted(set(contexts))
 
 
+#: Reference sentences judged in one recall request: 3 schema properties each, so a window of 30
+#: stays within the strictest provider limit of 100 properties (see :mod:`.judge.limits`).
+RECALL_WINDOW = 30
+#: Chunk sentences judged in one sentence-selection request: one enum value each, well within the
+#: strictest limit of 500 enum values and 15,000 characters of names and values.
+SENTENCE_WINDOW = 200
+
+
+def windows(count: int, size: int) -> list[tuple[int, int]]:
+    """``(first, last)`` 1-based inclusive ranges of at most ``size`` items covering ``count`` items."""
+    return [(first, min(first + size - 1, count)) for first in range(1, count + 1, size)]
+
+
+def _first(inputs: Mapping[str, Any]) -> int:
+    return int(inputs.get("first_sentence", 1))
+
+
 def recall_request(
     question: str,
     contexts: Sequence[str],
     reference_sentences: Sequence[str],
     params: JudgeParams,
     label: str = "",
+    first: int = 1,
 ) -> JudgeRequest:
     """Which reference sentences can be attributed to the contexts taken together?
 
     The contexts are put in :func:`canonical_contexts` order, so the request (and its cache key) is
-    the same whatever order the retriever returned them in.
+    the same whatever order the retriever returned them in. ``first`` is the number of the first of
+    ``reference_sentences`` in the whole reference (a window of a long one, see
+    :func:`recall_requests`).
     """
-    inputs = {
+    inputs: dict[str, Any] = {
         "question": question,
         "contexts": canonical_contexts(contexts),
         "reference_sentences": list(reference_sentences),
     }
+    if first != 1:
+        inputs["first_sentence"] = first
     verdict = _object({"reason": _reason(), "attributed": {"type": "boolean"}})
-    schema = _object({f"sentence_{i}": verdict for i in range(1, len(reference_sentences) + 1)})
+    numbers = range(first, first + len(reference_sentences))
+    schema = _object({f"sentence_{i}": verdict for i in numbers})
     return _request(RECALL, inputs, schema, params, label)
 
 
+def recall_requests(
+    question: str,
+    contexts: Sequence[str],
+    reference_sentences: Sequence[str],
+    params: JudgeParams,
+    label: str = "",
+) -> list[JudgeRequest]:
+    """One :func:`recall_request` per window of at most :data:`RECALL_WINDOW` reference sentences.
+
+    A reference of up to that many sentences is one request; a longer one is judged in windows whose
+    verdicts are joined, so every request's schema stays within every provider's limits.
+    """
+    spans = windows(len(reference_sentences), RECALL_WINDOW)
+    return [
+        recall_request(
+            question,
+            contexts,
+            reference_sentences[first - 1 : last],
+            params,
+            label if len(spans) == 1 else f"{label}, reference sentences {first}-{last}",
+            first,
+        )
+        for first, last in spans
+    ]
+
+
 def sentences_request(
-    question: str, sentences: Sequence[str], params: JudgeParams, label: str = ""
+    question: str, sentences: Sequence[str], params: JudgeParams, label: str = "", first: int = 1
 ) -> JudgeRequest:
-    """Which of the chunk's numbered sentences are needed to answer the question?"""
-    inputs = {"question": question, "sentences": list(sentences)}
-    numbers = {"type": "integer", "enum": list(range(1, len(sentences) + 1))}
+    """Which of the chunk's numbered sentences are needed to answer the question?
+
+    ``first`` is the number of the first of ``sentences`` in the whole chunk (a window of a long
+    chunk, see :func:`sentences_requests`).
+    """
+    inputs: dict[str, Any] = {"question": question, "sentences": list(sentences)}
+    if first != 1:
+        inputs["first_sentence"] = first
+    numbers = {"type": "integer", "enum": list(range(first, first + len(sentences)))}
     schema = _object({"reason": _reason(), "relevant_sentences": {"type": "array", "items": numbers}})
     return _request(SENTENCES, inputs, schema, params, label)
+
+
+def sentences_requests(
+    question: str, sentences: Sequence[str], params: JudgeParams, label: str = ""
+) -> list[JudgeRequest]:
+    """One :func:`sentences_request` per window of at most :data:`SENTENCE_WINDOW` chunk sentences."""
+    spans = windows(len(sentences), SENTENCE_WINDOW)
+    return [
+        sentences_request(
+            question,
+            sentences[first - 1 : last],
+            params,
+            label if len(spans) == 1 else f"{label}, sentences {first}-{last}",
+            first,
+        )
+        for first, last in spans
+    ]
 
 
 def graded_request(question: str, chunk: str, params: JudgeParams, label: str = "") -> JudgeRequest:
@@ -351,10 +428,12 @@ def combine_boolean(choices: Sequence[Mapping[str, Any]], field: str) -> tuple[b
     return decided, _reason_for(choices, [v == decided for v in votes])
 
 
-def combine_recall(choices: Sequence[Mapping[str, Any]], count: int) -> list[tuple[bool, str]]:
-    """Per reference sentence: (attributed by majority, a reason that agrees)."""
+def combine_recall(
+    choices: Sequence[Mapping[str, Any]], count: int, first: int = 1
+) -> list[tuple[bool, str]]:
+    """Per reference sentence ``first`` .. ``first + count - 1``: (attributed by majority, a reason)."""
     out: list[tuple[bool, str]] = []
-    for i in range(1, count + 1):
+    for i in range(first, first + count):
         out.append(combine_boolean([c[f"sentence_{i}"] for c in choices], "attributed"))
     return out
 

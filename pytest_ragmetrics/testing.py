@@ -19,14 +19,25 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-__all__ = ["FakeJudgeServer", "RecordedRequest", "conforming_value", "fake_judge_server"]
+from .judge.limits import AZURE_OPENAI, OPENAI, STRICTEST, SchemaLimits, limit_problems
+
+__all__ = [
+    "AZURE_OPENAI",
+    "OPENAI",
+    "STRICTEST",
+    "FakeJudgeServer",
+    "RecordedRequest",
+    "SchemaLimits",
+    "conforming_value",
+    "fake_judge_server",
+]
 
 #: ``responder(body)`` returns one choice's content: a dict (sent as JSON) or a raw string.
 Responder = Callable[[dict[str, Any]], "dict[str, Any] | str"]
@@ -134,6 +145,16 @@ class FakeJudgeServer:
     * :meth:`delay` adds latency to every request (requests are served concurrently);
     * ``reported_model`` overrides the model named in responses.
 
+    Emulating real servers:
+
+    * ``schema_limits`` (e.g. :data:`AZURE_OPENAI`) rejects a ``json_schema`` request whose schema
+      exceeds the limits as Azure OpenAI does: HTTP 400 with an ``invalid_request_error`` body naming
+      the limit;
+    * ``response_formats`` lists the response format types the server supports (``text`` is sending
+      none); a request for another is rejected with ``unsupported_status``: 500 with a bare
+      internal-server-error body as llama-cpp-python's server answers ``json_schema``, 400 with an
+      OpenAI-style ``invalid_request_error``, or 422 with a FastAPI-style validation error.
+
     ``requests`` lists what was received (``body`` parsed as JSON when possible).
     """
 
@@ -143,10 +164,18 @@ class FakeJudgeServer:
         *,
         latency: float = 0.0,
         reported_model: str | None = None,
+        schema_limits: SchemaLimits | None = None,
+        response_formats: Collection[str] = ("json_schema", "json_object", "text"),
+        unsupported_status: int = 400,
     ) -> None:
         self.responder: Responder = responder or default_responder
         self.latency = latency
         self.reported_model = reported_model
+        self.schema_limits = schema_limits
+        self.response_formats = frozenset(response_formats)
+        if unsupported_status not in (400, 422, 500):
+            raise ValueError(f"unsupported_status must be 400, 422 or 500, got {unsupported_status}")
+        self.unsupported_status = unsupported_status
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._actions: deque[_Action] = deque()
@@ -267,6 +296,23 @@ class FakeJudgeServer:
         if seconds > 0:
             self._stopping.wait(seconds)
 
+    def _rejection(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """The status and error body a real server of the emulated kind would answer, or None."""
+        response_format = body.get("response_format")
+        kind = response_format.get("type") if isinstance(response_format, Mapping) else "text"
+        if kind not in self.response_formats:
+            return self.unsupported_status, _unsupported_body(self.unsupported_status, str(kind))
+        if kind == "json_schema" and self.schema_limits is not None:
+            spec = response_format.get("json_schema") if isinstance(response_format, Mapping) else None
+            schema = spec.get("schema") if isinstance(spec, Mapping) else None
+            problems = limit_problems(schema if isinstance(schema, Mapping) else {}, self.schema_limits)
+            if problems:
+                name = spec.get("name", "") if isinstance(spec, Mapping) else ""
+                message = f"Invalid schema for response_format '{name}': " + "; ".join(problems) + "."
+                error = {"message": message, "type": "invalid_request_error", "param": "response_format"}
+                return 400, {"error": {**error, "code": None}}
+        return None
+
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
         n = body.get("n") or 1
         choices = []
@@ -300,6 +346,34 @@ class FakeJudgeServer:
             },
             "system_fingerprint": "fake",
         }
+
+
+def _unsupported_body(status: int, kind: str) -> dict[str, Any]:
+    """What servers without a response format answer, by status (the shapes real servers use)."""
+    if status == 500:
+        # llama-cpp-python's server: an unhandled error, its message says nothing useful.
+        return {"error": {"message": "Internal Server Error", "type": "internal_server_error"}}
+    if status == 422:
+        # A FastAPI server validating the request body against its own model.
+        return {
+            "detail": [
+                {
+                    "type": "literal_error",
+                    "loc": ["body", "response_format", "type"],
+                    "msg": "Input should be 'text' or 'json_object'",
+                    "input": kind,
+                }
+            ]
+        }
+    message = f"Invalid parameter: 'response_format' of type '{kind}' is not supported with this model."
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "response_format",
+            "code": None,
+        }
+    }
 
 
 class _Server(ThreadingHTTPServer):
@@ -384,6 +458,10 @@ class _Handler(BaseHTTPRequestHandler):
                     400,
                     {"error": {"message": "request body is not a JSON object", "type": "invalid_request"}},
                 )
+                return
+            rejection = fake._rejection(body)
+            if rejection is not None:
+                self._send_json(*rejection)
                 return
             self._send_json(200, fake._completion(body))
         except (BrokenPipeError, ConnectionResetError):

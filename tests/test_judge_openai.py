@@ -158,6 +158,17 @@ def test_bad_request_suggests_a_looser_response_format(fake_judge_server):
         run_judge(make_judge(fake_judge_server), make_request())
 
 
+def test_a_bad_request_for_another_reason_quotes_the_server_without_a_format_hint(fake_judge_server):
+    """The hint names the real cause: here the server's own message, nothing about response formats."""
+    error = {"error": {"message": "This model's maximum context length is 8192 tokens.", "type": "x"}}
+    fake_judge_server.fail_next(400, body=error)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server), make_request())
+    message = str(info.value)
+    assert message.endswith("(HTTP 400, not retried): This model's maximum context length is 8192 tokens.")
+    assert "response format" not in message
+
+
 def test_timeout_is_retried_then_reported(fake_judge_server):
     fake_judge_server.hang_next(seconds=3.0)
     stats = JudgeStats()

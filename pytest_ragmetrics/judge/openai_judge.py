@@ -155,6 +155,40 @@ def schema_instructions(schema: Mapping[str, Any]) -> str:
     )
 
 
+#: A server's complaint that a schema is too large for it (OpenAI and Azure word it this way): the
+#: word "schema" and, after it, a word about a limit ("maximum context length" alone is not this).
+_SCHEMA_LIMIT = re.compile(
+    r"schema\b.*\b(too many|exceed|maximum|at most|limit|nest(ed|ing)|levels)", re.IGNORECASE
+)
+#: A server's complaint that it does not support a response format at all.
+_UNSUPPORTED_FORMAT = re.compile(
+    r"response_format|response format|json_schema|json_object|structured output|grammar", re.IGNORECASE
+)
+#: How much of a server's own error message to quote.
+MAX_SERVER_MESSAGE = 500
+
+
+def server_message(exc: Any) -> str:
+    """The server's own words from an SDK status error: its ``error.message``, else its body.
+
+    Quoted in what the user sees, shortened to :data:`MAX_SERVER_MESSAGE` characters.
+    """
+    body = getattr(exc, "body", None)
+    message: Any = None
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if not isinstance(message, str) or not message.strip():
+            message = json.dumps(body, ensure_ascii=False, default=str)
+    elif isinstance(body, str) and body.strip():
+        message = body
+    if not isinstance(message, str) or not message.strip():
+        message = str(getattr(exc, "message", "") or exc)
+    message = " ".join(message.split())
+    if len(message) > MAX_SERVER_MESSAGE:
+        message = message[: MAX_SERVER_MESSAGE - 1] + "…"
+    return str(message)
+
+
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
     """Seconds to wait as requested by ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
     if not headers:
@@ -508,7 +542,7 @@ class OpenAIJudge:
         return base * (0.75 + random.random() * 0.5)
 
     def _rejected_message(self, status: int, exc: Any, params: Mapping[str, Any], label: str) -> str:
-        detail = getattr(exc, "message", "") or str(exc)
+        detail = server_message(exc)
         prefix = (
             f"the LLM judge at {self.endpoint} rejected the request for {label} (HTTP {status}, not retried)"
         )
@@ -521,11 +555,19 @@ class OpenAIJudge:
                 f"{prefix}: model {params.get('model')!r} or the endpoint was not found; check the "
                 f"model name and the base URL. {detail}"
             )
-        if status in (400, 422) and self.response_format == "json_schema":
-            return (
-                f"{prefix}: {detail}. If this server does not support strict JSON-schema output, "
-                "use the json_object or text response format."
-            )
+        if status in (400, 422) and "response_format" in params:
+            if _SCHEMA_LIMIT.search(detail):
+                return (
+                    f"{prefix}: the server says the answer schema exceeds its limits: {detail}. Every "
+                    "schema sent stays within the documented limits of OpenAI and Azure OpenAI, so this "
+                    "server's are stricter; the json_object response format sends no schema to check."
+                )
+            if _UNSUPPORTED_FORMAT.search(detail):
+                kind = params["response_format"].get("type")
+                return (
+                    f"{prefix}: the server does not support the {kind} response format: {detail}. "
+                    "Use the json_object or text response format with this server."
+                )
         return f"{prefix}: {detail}"
 
 

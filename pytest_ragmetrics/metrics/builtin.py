@@ -177,12 +177,19 @@ class ContextRecall:
         s = ctx.settings
         params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
         contexts = [ctx.normalize(c) for c in sample.contexts]
-        request = J.recall_request(
+        requests = J.recall_requests(
             ctx.normalize(sample.question), contexts, sentences, params, _label(sample, self.name)
         )
         tally = _Tally()
-        answer = tally.add(await ctx.judge(request))
-        decided = J.combine_recall(answer.choices, len(sentences))
+        answers = await gather_or_cancel(*(ctx.judge(r) for r in requests))
+        decided: list[tuple[bool, str, bool]] = []
+        for request, answer in zip(requests, answers, strict=True):
+            tally.add(answer)
+            count = len(request.inputs["reference_sentences"])
+            first = int(request.inputs.get("first_sentence", 1))
+            decided += [
+                (ok, why, answer.cached) for ok, why in J.combine_recall(answer.choices, count, first)
+            ]
         verdicts = tuple(
             Verdict(
                 "reference sentence",
@@ -191,9 +198,9 @@ class ContextRecall:
                 1.0 if ok else 0.0,
                 "supported" if ok else "not supported",
                 reason,
-                cached=answer.cached,
+                cached=cached,
             )
-            for i, (text, (ok, reason)) in enumerate(zip(sentences, decided, strict=True), start=1)
+            for i, (text, (ok, reason, cached)) in enumerate(zip(sentences, decided, strict=True), start=1)
         )
         score = R.recall_score([v.value >= 1.0 for v in verdicts])
         return tally.result(sample, self.name, None, score, verdicts, R.explain_recall(verdicts))
@@ -226,15 +233,18 @@ class ContextRelevance:
             pairs = [(raw, text) for raw in ctx.split(chunk) if (text := ctx.normalize(raw))]
             if not pairs:
                 return [], (), "empty chunk", True
-            request = J.sentences_request(
+            requests = J.sentences_requests(
                 question,
                 [text for _, text in pairs],
                 params,
                 _label(sample, "context_relevance", f"chunk {rank}"),
             )
-            answer = tally.add(await ctx.judge(request))
-            chosen, reason = J.combine_sentences(answer.choices)
-            return [raw for raw, _ in pairs], chosen, reason, answer.cached
+            # A long chunk is judged in windows numbered as in the whole chunk: join their selections.
+            answers = [tally.add(a) for a in await gather_or_cancel(*(ctx.judge(r) for r in requests))]
+            picks = [J.combine_sentences(a.choices) for a in answers]
+            chosen = tuple(n for numbers, _ in picks for n in numbers)
+            reason = next((why for numbers, why in picks if numbers), picks[0][1])
+            return [raw for raw, _ in pairs], chosen, reason, all(a.cached for a in answers)
 
         judged = await gather_or_cancel(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
         verdicts: list[Verdict] = []
