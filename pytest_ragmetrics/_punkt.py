@@ -13,7 +13,7 @@ any set changes :data:`PARAMETERS_VERSION` and therefore the splitter's fingerpr
 from __future__ import annotations
 
 #: Bump whenever a set below, or a splitting rule in ``text.py``, changes the output.
-PARAMETERS_VERSION = "1"
+PARAMETERS_VERSION = "2"
 
 #: Words that end in a period but rarely end a sentence. Deliberately left out, because they are
 #: ordinary words that often end one in RAG corpora: ``in``, ``art``, ``tab``, ``app``, ``max``, ``ex``,
@@ -46,7 +46,11 @@ ABBREVIATIONS: frozenset[str] = frozenset(
         "incl", "excl", "esp", "resp", "misc", "avg", "nb",
         # References in papers, manuals, legal text.
         "fig", "figs", "eq", "eqs", "ref", "refs", "sect", "ch", "chap", "no", "nos", "vol",
-        "vols", "pp", "pg", "ed", "eds", "para", "paras", "ver",
+        "vols", "pp", "pg", "ed", "eds", "para", "paras", "ver", "n\u00b0", "n\u00ba", "nr", "tel", "ext",
+        # Titles and references in Spanish, French, German and Italian text, none an English word.
+        "sra", "srta", "sras", "lic", "ing", "dra", "arq", "ud", "uds", "n\u00fam", "p\u00e1g", "p\u00e1gs",
+        "p\u00e1rr", "p\u00e1rrf", "admon", "adm\u00f3n", "mme", "mlle", "bzw", "usw", "z.b", "d.h",
+        "u.a", "sig", "dott", "ecc",
     }
 )  # fmt: skip
 
@@ -69,6 +73,26 @@ SENTENCE_STARTERS: frozenset[str] = frozenset(
         "can", "could", "would", "should", "must", "not", "yes", "please", "because", "despite",
         "unless", "until", "once", "now", "still", "yet", "only", "according", "unlike", "following",
         "to", "see", "note", "first", "second", "third", "next", "later", "afterwards",
+        # Pronouns and determiners.
+        "him", "them", "us", "me", "mine", "nobody", "everyone", "everybody", "everything", "someone",
+        "somebody", "something", "anyone", "anybody", "anything", "nothing", "none", "neither", "either",
+        "few", "several", "much", "more", "less", "any", "whose", "whom", "whatever", "whoever",
+        # Conjunctions, prepositions and adverbs that open sentences.
+        "whereas", "whether", "nor", "about", "above", "across", "against", "along", "among",
+        "around", "behind", "below", "beneath", "beside", "besides", "between", "beyond", "into", "like",
+        "near", "over", "through", "throughout", "toward", "towards", "under", "upon", "within",
+        "without", "just", "even", "again", "already", "always", "never", "often", "sometimes",
+        "usually", "perhaps", "maybe", "probably", "possibly", "clearly", "certainly", "unfortunately",
+        "fortunately", "similarly", "likewise", "accordingly", "consequently", "subsequently",
+        "alternatively", "specifically", "generally", "typically", "currently", "recently",
+        "previously", "initially", "eventually", "ultimately", "overall", "lastly", "yesterday",
+        "tomorrow", "tonight", "hopefully", "basically", "actually", "rather", "regardless",
+        "anyway", "altogether", "elsewhere", "whenever", "wherever",
+        # Verbs that open sentences, instructions in manuals above all.
+        "let", "let's", "use", "run", "click", "select", "enter", "open", "close", "install", "add",
+        "remove", "set", "try", "call", "check", "make", "take", "keep", "go", "read", "write",
+        "ensure", "consider", "remember", "imagine", "suppose", "press", "type", "choose", "create",
+        "has", "have", "had", "being", "having", "getting", "using", "given",
     }
 )  # fmt: skip
 
@@ -76,3 +100,22 @@ SENTENCE_STARTERS: frozenset[str] = frozenset(
 #: (``... CSV, JSON, etc. Python 3.10 is required.``). Punkt has no notion of this, so ``text.py``
 #: applies it after Punkt.
 SENTENCE_FINAL_ABBREVIATIONS: frozenset[str] = frozenset({"etc"})
+
+#: Times of day. After one of them a capitalised word starts a new sentence (``... at 6 p.m. Mr. Smith
+#: then ...``) unless the time opens the sentence (``At 5 a.m. Mr. Smith went ...``) or the word is in
+#: :data:`TIME_QUALIFIERS`. Punkt alone would only break before a sentence starter.
+TIME_ABBREVIATIONS: frozenset[str] = frozenset({"a.m", "p.m"})
+
+#: Capitalised words that continue a time rather than start a sentence: ``9 a.m. Monday``,
+#: ``6 p.m. EST``.
+TIME_QUALIFIERS: frozenset[str] = frozenset(
+    {
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+        "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun",
+        "january", "february", "march", "april", "may", "june", "july", "august", "september",
+        "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+        "sept", "oct", "nov", "dec",
+        "utc", "gmt", "est", "edt", "cst", "cdt", "mst", "mdt", "pst", "pdt", "cet", "cest", "bst",
+        "ist", "jst", "aest", "eastern", "central", "mountain", "pacific", "local",
+    }
+)  # fmt: skip
