@@ -277,6 +277,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             "cache_mode": s.cache,
             "cache_dir": s.cache_dir or state.default_cache_dir(),
             "store_dir": s.store_dir,
+            "response_format": s.response_format,
         },
         config.rootpath,
     )

@@ -19,7 +19,7 @@ from typing import Any
 from .errors import ConfigError
 
 CACHE_MODES = ("readwrite", "replay", "refresh", "off")
-RESPONSE_FORMATS = ("json_schema", "json_object", "text")
+RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "text")
 PROVIDERS = ("openai", "azure")
 RELEVANCE_METHODS = ("graded", "sentence", "binary")
 
@@ -32,7 +32,7 @@ class Settings:
     judge_base_url: str | None = None
     judge_provider: str = "openai"
     relevance_models: tuple[str, ...] = ()
-    response_format: str = "json_schema"
+    response_format: str = "auto"
     temperature: float = 0.0
     graded_temperature: float = 0.1
     seed: int | None = 0
@@ -221,7 +221,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "response_format",
         _choice(RESPONSE_FORMATS),
-        "json_schema (strict structured outputs), or json_object / text for servers without them",
+        "auto: json_schema (strict structured outputs), falling back to json_object, then text, when the "
+        "server does not support it; or one of those three, with no fallback",
         "FORMAT",
         choices=RESPONSE_FORMATS,
     ),

@@ -83,7 +83,8 @@ def test_n_choices_are_all_returned(fake_judge_server):
 
 def test_concurrent_slow_requests_overlap_instead_of_queueing(fake_judge_server):
     fake_judge_server.delay(0.2)
-    judge = make_judge(fake_judge_server, concurrency=32)
+    # json_schema, not auto: auto sends its first request alone to find out the server's format.
+    judge = make_judge(fake_judge_server, concurrency=32, response_format="json_schema")
     start = time.perf_counter()
     answers = run_judge(judge, *(make_request(i) for i in range(32)))
     elapsed = time.perf_counter() - start
@@ -152,10 +153,14 @@ def test_client_errors_fail_at_once_with_a_clear_message(fake_judge_server, stat
     assert stats.retries == 0
 
 
-def test_bad_request_suggests_a_looser_response_format(fake_judge_server):
+def test_explicit_json_schema_on_a_server_without_it_fails_and_suggests_auto(fake_judge_server):
     fake_judge_server.fail_next(400, body={"error": {"message": "response_format not supported"}})
-    with pytest.raises(JudgeUnavailable, match="json_object or text response format"):
-        run_judge(make_judge(fake_judge_server), make_request())
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server, response_format="json_schema"), make_request())
+    message = str(info.value)
+    assert "does not support the json_schema response format: response_format not supported" in message
+    assert "--rag-response-format=auto" in message
+    assert fake_judge_server.request_count == 1
 
 
 def test_a_bad_request_for_another_reason_quotes_the_server_without_a_format_hint(fake_judge_server):

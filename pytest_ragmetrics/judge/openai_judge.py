@@ -33,7 +33,10 @@ from .stats import JudgeStats
 if TYPE_CHECKING:  # pragma: no cover
     from openai import AsyncOpenAI
 
-ResponseFormat = Literal["json_schema", "json_object", "text"]
+ResponseFormat = Literal["auto", "json_schema", "json_object", "text"]
+
+#: With ``auto``, the next format to try when the server does not support one.
+_FALLBACK: dict[str, str] = {"json_schema": "json_object", "json_object": "text"}
 
 #: Never wait longer than this for a server-requested Retry-After: a CI job should fail, not stall.
 MAX_RETRY_AFTER = 60.0
@@ -229,8 +232,12 @@ class OpenAIJudge:
     request; ``max_retries`` transport retries (429, 5xx, timeouts, connection errors) with backoff;
     ``max_reasks`` re-asks after an answer that does not fit the schema; ``concurrency`` bounds the
     requests in flight. ``response_format`` is ``"json_schema"`` (strict structured output),
-    ``"json_object"`` or ``"text"`` (the schema is then given in the prompt). ``retry_backoff`` is the
-    first backoff delay in seconds, doubled on each retry.
+    ``"json_object"`` or ``"text"`` (the schema is then given in the system message), or ``"auto"``:
+    strict structured output, falling back to ``json_object`` and then ``text`` when the server turns
+    the first structured request down as unsupported (an HTTP 400 or 422 saying so, or, as
+    llama-cpp-python's server answers, an HTTP 500 twice in a row). The format that worked is kept for
+    the rest of the run: :attr:`active_format`, with the reason in :attr:`fallback_reason`, and in
+    :attr:`stats`. ``retry_backoff`` is the first backoff delay in seconds, doubled on each retry.
     """
 
     def __init__(
@@ -246,13 +253,14 @@ class OpenAIJudge:
         max_retries: int = 4,
         max_reasks: int = 2,
         concurrency: int = 16,
-        response_format: ResponseFormat = "json_schema",
+        response_format: ResponseFormat = "auto",
         stats: JudgeStats | None = None,
         retry_backoff: float = 0.5,
     ) -> None:
-        if response_format not in ("json_schema", "json_object", "text"):
+        if response_format not in ("auto", "json_schema", "json_object", "text"):
             raise ConfigError(
-                f"judge response format {response_format!r} is not one of json_schema, json_object, text"
+                f"judge response format {response_format!r} is not one of "
+                "auto, json_schema, json_object, text"
             )
         if concurrency < 1:
             raise ConfigError(f"judge concurrency must be at least 1, got {concurrency}")
@@ -275,6 +283,14 @@ class OpenAIJudge:
         self.max_reasks = max_reasks
         self.concurrency = concurrency
         self.response_format: ResponseFormat = response_format
+        #: The format requests are sent with: the configured one, or with ``auto`` the one that works.
+        self.active_format: str = "json_schema" if response_format == "auto" else response_format
+        #: Why ``auto`` fell back from ``json_schema`` (the server's own words), or None.
+        self.fallback_reason: str | None = None
+        # With auto, the first structured request finds out which format the server supports; the
+        # others wait for it, so a server without json_schema is not asked 16 times at once.
+        self._format_settled = response_format != "auto"
+        self._probe_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self.stats = stats if stats is not None else JudgeStats()
         self.retry_backoff = retry_backoff
         # One client and semaphore per event loop: an HTTP connection pool and an asyncio primitive
@@ -287,6 +303,13 @@ class OpenAIJudge:
         return (
             f"OpenAIJudge(model={self.model!r}, base_url={where!r}, response_format={self.response_format!r})"
         )
+
+    @property
+    def format_description(self) -> str:
+        """The response format in use, for reports: ``json_object (the server does not support ...)``."""
+        if self.fallback_reason:
+            return f"{self.active_format} ({self.fallback_reason})"
+        return self.active_format
 
     # --- client ----------------------------------------------------------------------------------
 
@@ -367,14 +390,47 @@ class OpenAIJudge:
             client, semaphore = self._ensure_client()
             async with semaphore:
                 with self.stats.timer():
-                    return await self._judge(client, request)
+                    if not self._format_settled:
+                        async with self._probe_lock():
+                            if not self._format_settled:
+                                return await self._probe(client, request)
+                    answer = await self._judge(client, request, self.active_format)
+                    if self.stats.response_format is None:
+                        self.stats.record_response_format(self.active_format, self.fallback_reason)
+                    return answer
         except (JudgeUnavailable, InvalidJudgeAnswer):
             self.stats.record_error()
             raise
 
-    def _messages(self, request: JudgeRequest) -> list[dict[str, Any]]:
+    def _probe_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        with self._clients_lock:
+            lock = self._probe_locks.get(loop)
+            if lock is None:
+                lock = self._probe_locks[loop] = asyncio.Lock()
+            return lock
+
+    async def _probe(self, client: AsyncOpenAI, request: JudgeRequest) -> JudgeAnswer:
+        """Judge ``request`` in the first response format the server supports, and keep that format."""
+        mode = self.active_format
+        turned_down: list[str] = []
+        while True:
+            try:
+                answer = await self._judge(client, request, mode, probing=True)
+            except _FormatUnsupported as exc:
+                turned_down.append(f"{mode} ({exc.detail})")
+                mode = _FALLBACK[mode]
+                continue
+            self.active_format = mode
+            if turned_down:
+                self.fallback_reason = "the server turned down " + "; then ".join(turned_down)
+            self._format_settled = True
+            self.stats.record_response_format(self.active_format, self.fallback_reason)
+            return answer
+
+    def _messages(self, request: JudgeRequest, mode: str) -> list[dict[str, Any]]:
         messages = [dict(m) for m in request.messages]
-        if self.response_format != "json_schema":
+        if mode != "json_schema":
             instructions = schema_instructions(request.schema)
             if messages and messages[0].get("role") == "system":
                 messages[0]["content"] = str(messages[0].get("content", "")) + instructions
@@ -382,7 +438,7 @@ class OpenAIJudge:
                 messages.insert(0, {"role": "system", "content": instructions.lstrip()})
         return messages
 
-    def _params(self, request: JudgeRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def _params(self, request: JudgeRequest, messages: list[dict[str, Any]], mode: str) -> dict[str, Any]:
         model = request.model or self.model
         if not model:
             raise JudgeUnavailable(f"no judge model for {request.label or request.kind}: set a model")
@@ -396,22 +452,24 @@ class OpenAIJudge:
         if request.n != 1:
             # Only sent when needed: some OpenAI-compatible servers reject the parameter outright.
             params["n"] = request.n
-        if self.response_format == "json_schema":
+        if mode == "json_schema":
             params["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": request.schema_name, "strict": True, "schema": request.schema},
             }
-        elif self.response_format == "json_object":
+        elif mode == "json_object":
             params["response_format"] = {"type": "json_object"}
         return params
 
-    async def _judge(self, client: AsyncOpenAI, request: JudgeRequest) -> JudgeAnswer:
-        messages = self._messages(request)
+    async def _judge(
+        self, client: AsyncOpenAI, request: JudgeRequest, mode: str, probing: bool = False
+    ) -> JudgeAnswer:
+        messages = self._messages(request, mode)
         label = request.label or request.kind
         usage = Usage()
         for attempt in range(self.max_reasks + 1):
             # _create only returns responses whose shape completion_shape_problem() accepted.
-            response = await self._create(client, request, self._params(request, messages))
+            response = await self._create(client, request, self._params(request, messages, mode), probing)
             if response.usage is not None:
                 spent = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
             else:
@@ -483,13 +541,20 @@ class OpenAIJudge:
             choices.append(value)
         return choices, problems, bad_content
 
-    async def _create(self, client: AsyncOpenAI, request: JudgeRequest, params: dict[str, Any]) -> Any:
-        """One chat completion, with counted retries on transient failures."""
+    async def _create(
+        self, client: AsyncOpenAI, request: JudgeRequest, params: dict[str, Any], probing: bool = False
+    ) -> Any:
+        """One chat completion, with counted retries on transient failures.
+
+        While ``probing`` (``auto`` has not found the server's response format yet), a rejection that
+        says the response format is unsupported raises :class:`_FormatUnsupported` instead.
+        """
         import openai
         from openai.types.chat import ChatCompletion
 
         label = request.label or request.kind
         attempt = 0
+        server_errors = 0
         while True:
             retry_after: float | None = None
             try:
@@ -508,11 +573,17 @@ class OpenAIJudge:
                 last: BaseException | None = None
             except openai.APIStatusError as exc:
                 status = exc.status_code
+                detail = server_message(exc)
+                if probing and "response_format" in params:
+                    server_errors += status == 500
+                    last_try = attempt >= self.max_retries
+                    if _format_unsupported(status, detail, server_errors, last_try):
+                        raise _FormatUnsupported(f"HTTP {status}: {detail}") from None
                 if status != 429 and status < 500 and status != 408:
                     message = self._rejected_message(status, exc, params, label)
                     raise with_cause(JudgeUnavailable(message), exc) from None
                 retry_after = retry_after_seconds(dict(exc.response.headers))
-                what = f"HTTP {status}" + (" (rate limited)" if status == 429 else "")
+                what = f"HTTP {status}" + (" (rate limited)" if status == 429 else "") + f": {detail}"
                 last = exc
             except openai.APITimeoutError as exc:
                 what = f"timed out after {self.timeout:g}s"
@@ -566,9 +637,32 @@ class OpenAIJudge:
                 kind = params["response_format"].get("type")
                 return (
                     f"{prefix}: the server does not support the {kind} response format: {detail}. "
-                    "Use the json_object or text response format with this server."
+                    "With --rag-response-format=auto (the default) the judge falls back to a format "
+                    "the server supports."
                 )
         return f"{prefix}: {detail}"
+
+
+class _FormatUnsupported(Exception):
+    """The server turned down a response format as unsupported (only raised while probing)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _format_unsupported(status: int, detail: str, server_errors: int, last_try: bool) -> bool:
+    """Does this rejection of a structured request mean the server lacks the response format?
+
+    A 400 or 422 that speaks of the response format (and not of a schema over some limit: that one
+    is reported as it is); a 500 that speaks of it, or a second 500 in a row, or a 500 with no retry
+    left (llama-cpp-python's server answers ``json_schema`` with a bare HTTP 500).
+    """
+    if status in (400, 422):
+        return bool(_UNSUPPORTED_FORMAT.search(detail)) and not _SCHEMA_LIMIT.search(detail)
+    if status == 500:
+        return bool(_UNSUPPORTED_FORMAT.search(detail)) or server_errors >= 2 or last_try
+    return False
 
 
 def _check_azure(endpoint: str | None, api_version: str | None, base_url: str | None) -> None:

@@ -55,6 +55,9 @@ class JudgeStats:
         self.reasks = 0
         self.errors = 0
         self.seconds = 0.0
+        #: The response format the judge settled on (``auto`` finds it out), and why, if it fell back.
+        self.response_format: str | None = None
+        self.response_format_reason: str | None = None
         self._busy = 0
         self._busy_since = 0.0
 
@@ -84,6 +87,12 @@ class JudgeStats:
             self.store_hits += 1
             if usage is not None:
                 self.tokens_saved += usage.total_tokens
+
+    def record_response_format(self, response_format: str, reason: str | None = None) -> None:
+        """The judge found the response format the server supports (``reason``: why not a stricter one)."""
+        with self._lock:
+            self.response_format = response_format
+            self.response_format_reason = reason
 
     def record_retry(self) -> None:
         """A transport-level retry (rate limit, server error, timeout, connection error)."""
@@ -148,6 +157,9 @@ class JudgeStats:
         with self._lock:
             data: dict[str, Any] = {name: getattr(self, name) for name in _COUNTERS}
             data["seconds"] = round(self.seconds, 6)
+            if self.response_format is not None:
+                data["response_format"] = self.response_format
+                data["response_format_reason"] = self.response_format_reason
         return data
 
     def merge_json(self, data: Mapping[str, Any]) -> None:
@@ -161,3 +173,11 @@ class JudgeStats:
             seconds = data.get("seconds", 0.0)
             if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
                 self.seconds += float(seconds)
+            # Every worker finds out the same server's format; keep the first one reported, preferring
+            # one that fell back (its reason is what the user needs to see).
+            fmt, reason = data.get("response_format"), data.get("response_format_reason")
+            if isinstance(fmt, str) and (
+                self.response_format is None or (reason and not self.response_format_reason)
+            ):
+                self.response_format = fmt
+                self.response_format_reason = reason if isinstance(reason, str) else None

@@ -130,6 +130,10 @@ class JudgeSummary(TypedDict, total=False):
     errors: int
     seconds: float
     cost: float | None
+    #: The response format judge requests were sent with (``auto`` finds it out), when any was sent.
+    response_format: str | None
+    #: Why that format and not a stricter one: the server's rejections, or None.
+    response_format_reason: str | None
 
 
 class Summary(TypedDict, total=False):
@@ -297,7 +301,19 @@ def judge_figures(judge: Mapping[str, Any], *, include_timing: bool = True) -> l
     seconds = judge.get("seconds")
     if include_timing and isinstance(seconds, (int, float)):
         figures.append(("judge time", f"{seconds:.2f}s"))
+    described = response_format_text(judge)
+    if described:
+        figures.append(("response format", described))
     return figures
+
+
+def response_format_text(judge: Mapping[str, Any]) -> str | None:
+    """``json_object (the server turned down json_schema (HTTP 500: ...))``, or None when unknown."""
+    fmt = judge.get("response_format")
+    if not fmt:
+        return None
+    reason = judge.get("response_format_reason")
+    return f"{fmt} ({reason})" if reason else str(fmt)
 
 
 def example_report() -> dict[str, Any]:

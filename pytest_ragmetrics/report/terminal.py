@@ -26,6 +26,7 @@ from .model import (
     format_threshold,
     metric_label,
     outcome,
+    response_format_text,
     row_fails,
     row_status,
 )
@@ -238,6 +239,9 @@ def _judge_parts(judge: Mapping[str, Any]) -> list[str]:
     seconds = judge.get("seconds")
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
         parts.append(f"{seconds:.2f}s judging")
+    described = response_format_text(judge)
+    if described:
+        parts.append(f"response format {described}")
     return parts
 
 
@@ -317,8 +321,9 @@ def header_line(settings: Mapping[str, Any], rootdir: str | os.PathLike[str] | N
     """pytest's report header line, e.g.
     ``ragmetrics: judge gpt-4o-mini, cache readwrite (.pytest_cache/d/ragmetrics), store tests/judgments``.
 
-    ``settings`` has the keys of ``summary["judge"]``: ``model``, ``cache_mode``, ``cache_dir`` and
-    ``store_dir`` (missing or ``None`` ones are left out). Paths inside ``rootdir`` are shown relative
+    ``settings`` has the keys of ``summary["judge"]``: ``model``, ``cache_mode``, ``cache_dir``,
+    ``store_dir`` and the configured ``response_format`` (missing or ``None`` ones are left out, and so
+    is ``auto``, which the report resolves). Paths inside ``rootdir`` are shown relative
     to it.
     """
     parts = [f"judge {settings.get('model') or 'not configured'}"]
@@ -330,4 +335,7 @@ def header_line(settings: Mapping[str, Any], rootdir: str | os.PathLike[str] | N
         parts.append(cache)
     if settings.get("store_dir"):
         parts.append(f"store {_display_path(settings['store_dir'], rootdir)}")
+    fmt = settings.get("response_format")
+    if fmt and fmt != "auto":  # auto finds the format out while judging: the report says which
+        parts.append(f"response format {fmt}")
     return "ragmetrics: " + ", ".join(parts)
