@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import dataclasses
+import functools
 import hashlib
 import json
 import threading
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .text import Splitter
 
 T = TypeVar("T")
+_UNKNOWN = object()
 
 
 class LoopRunner:
@@ -150,11 +151,24 @@ class _Context:
     def split(self, text: str) -> list[str]:
         return self._evaluator.splitter(text)
 
+    @property
+    def splitter_fingerprint(self) -> str | None:
+        return self._evaluator.splitter_fingerprint
+
     def normalize(self, text: str) -> str:
-        return normalize_text(text)
+        return _normalize(text)
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         return await self._evaluator.judge.judge(request)
+
+    async def judge_many(
+        self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None = None
+    ) -> list[JudgeAnswer | None]:
+        return await self._evaluator.judge.judge_many(requests, skip)
+
+
+# Every metric of a sample normalizes the same question and chunks again: remember recent texts.
+_normalize = functools.lru_cache(maxsize=4096)(normalize_text)
 
 
 class _CountingJudge:
@@ -206,6 +220,7 @@ class Evaluator:
         self._default_cache_dir = default_cache_dir
         self._cached_judge: CachedJudge | None = None
         self._metrics: dict[str, Metric] | None = None
+        self._fingerprint: object = _UNKNOWN
         self._lock = threading.Lock()
 
     # -- lazily built parts ------------------------------------------------------------------
@@ -233,6 +248,14 @@ class Evaluator:
                 raise ConfigError("no sentence splitter: every pytest_ragmetrics_make_splitter returned None")
             self._splitter = splitter
         return self._splitter
+
+    @property
+    def splitter_fingerprint(self) -> str | None:
+        """The splitter's identity (its ``fingerprint``), or ``None`` for a splitter without one."""
+        if self._fingerprint is _UNKNOWN:
+            fingerprint = getattr(self.splitter, "fingerprint", None)
+            self._fingerprint = fingerprint if isinstance(fingerprint, str) and fingerprint else None
+        return cast("str | None", self._fingerprint)
 
     @property
     def metrics(self) -> dict[str, Metric]:
@@ -308,7 +331,10 @@ class Evaluator:
             if result.metric == "context_relevance" and result.method == "graded"
             else (s.judge_model,)
         )
-        return dataclasses.replace(result, judges=judges, sample_key=_sample_key(sample))
+        # dataclasses.replace() without validating the result again: a copy with two fields added.
+        completed = object.__new__(MetricResult)
+        completed.__dict__.update(result.__dict__, judges=judges, sample_key=_sample_key(sample))
+        return completed
 
     async def _score_many(
         self, samples: Sequence[RagSample], name: str, method: str | None
@@ -393,6 +419,18 @@ def _evaluate_args(
 
 
 def _sample_key(sample: RagSample) -> str:
+    try:
+        return _remembered_sample_key(sample)
+    except TypeError:  # a field that cannot be hashed: nothing to remember it by
+        return _compute_sample_key(sample)
+
+
+@functools.lru_cache(maxsize=1024)  # every metric of a sample asks again
+def _remembered_sample_key(sample: RagSample) -> str:
+    return _compute_sample_key(sample)
+
+
+def _compute_sample_key(sample: RagSample) -> str:
     material: list[Any] = [sample.question, list(sample.contexts), sample.ground_truth, sample.answer]
     grades = sample.reference_context_ids
     if sample.context_ids is not None or grades is not None or sample.reference_contexts is not None:

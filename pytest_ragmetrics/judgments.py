@@ -25,12 +25,13 @@ the cache key: change a prompt or how its inputs are rendered, bump its version
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .judge.base import JudgeRequest
+from .judge.base import DeferredRequest, JudgeRequest
 
 PRECISION = "context_precision"
 RECALL = "context_recall"
@@ -220,31 +221,80 @@ def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# One schema object per shape, shared by every request of that shape (and never mutated): requests
+# are built per judgment, and the cache key reuses the JSON of a schema it has seen.
+@functools.cache
+def _precision_schema() -> dict[str, Any]:
+    return _object({"reason": _reason(), "useful": {"type": "boolean"}})
+
+
+@functools.lru_cache(maxsize=256)
+def _recall_schema(first: int, count: int) -> dict[str, Any]:
+    verdict = _object({"reason": _reason(), "attributed": {"type": "boolean"}})
+    return _object({f"sentence_{i}": verdict for i in range(first, first + count)})
+
+
+@functools.lru_cache(maxsize=256)
+def _sentences_schema(first: int, count: int) -> dict[str, Any]:
+    numbers = {"type": "integer", "enum": list(range(first, first + count))}
+    return _object({"reason": _reason(), "relevant_sentences": {"type": "array", "items": numbers}})
+
+
+@functools.cache
+def _graded_schema() -> dict[str, Any]:
+    return _object({"reason": _reason(), "rating": {"type": "integer", "enum": [0, 1, 2]}})
+
+
+def _schema_for(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    if kind == PRECISION:
+        return _precision_schema()
+    if kind == RECALL:
+        return _recall_schema(_first(inputs), len(inputs["reference_sentences"]))
+    if kind == SENTENCES:
+        return _sentences_schema(_first(inputs), len(inputs["sentences"]))
+    return _graded_schema()
+
+
+def _prompt_for(kind: str, inputs: Mapping[str, Any]) -> Prompt:
+    if kind == PRECISION and inputs.get("reference_kind") == "answer":
+        return PRECISION_WITHOUT_REFERENCE
+    return PROMPTS[kind]
+
+
+def _messages(kind: str, inputs: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
+    return (
+        {"role": "system", "content": _prompt_for(kind, inputs).system},
+        {
+            "role": "user",
+            # Compact JSON: the C encoder, many times faster than an indented dump, and no less
+            # clear to a model. The rendering is part of the prompt: change it, bump the versions.
+            "content": json.dumps(_user_payload(kind, inputs), ensure_ascii=False),
+        },
+    )
+
+
 def _request(
     kind: str,
     inputs: Mapping[str, Any],
-    schema: Mapping[str, Any],
     params: JudgeParams,
     label: str,
-    prompt: Prompt | None = None,
+    *,
+    derive: Callable[[], Mapping[str, Any]] | None = None,
+    derived: tuple[str, ...] = (),
+    check_derived: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> JudgeRequest:
-    prompt = prompt or PROMPTS[kind]
-    return JudgeRequest(
+    # Deferred: the messages are rendered only for a judge call, never for a recorded answer.
+    return DeferredRequest(
         kind=kind,
-        prompt_version=prompt.version,
+        prompt_version=_prompt_for(kind, inputs).version,
         model=params.model,
-        messages=(
-            {"role": "system", "content": prompt.system},
-            {
-                "role": "user",
-                # Compact JSON: the C encoder, many times faster than an indented dump, and no less
-                # clear to a model. The rendering is part of the prompt: change it, bump the versions.
-                "content": json.dumps(_user_payload(kind, inputs), ensure_ascii=False),
-            },
-        ),
         schema_name=kind,
-        schema=schema,
-        inputs=inputs,
+        base_inputs=inputs,
+        schema_for=_schema_for,
+        render=_messages,
+        derive=derive,
+        derived=derived,
+        check_derived=check_derived,
         temperature=params.temperature,
         seed=params.seed,
         n=params.n,
@@ -280,9 +330,7 @@ def precision_request(
     Without a ground truth the reference is the system's own answer, and the prompt says so.
     """
     inputs = {"question": question, "reference": reference, "reference_kind": reference_kind, "chunk": chunk}
-    schema = _object({"reason": _reason(), "useful": {"type": "boolean"}})
-    prompt = PRECISION_WITHOUT_REFERENCE if reference_kind == "answer" else None
-    return _request(PRECISION, inputs, schema, params, label, prompt)
+    return _request(PRECISION, inputs, params, label)
 
 
 def canonical_contexts(contexts: Sequence[str]) -> list[str]:
@@ -333,10 +381,7 @@ def recall_request(
     }
     if first != 1:
         inputs["first_sentence"] = first
-    verdict = _object({"reason": _reason(), "attributed": {"type": "boolean"}})
-    numbers = range(first, first + len(reference_sentences))
-    schema = _object({f"sentence_{i}": verdict for i in numbers})
-    return _request(RECALL, inputs, schema, params, label)
+    return _request(RECALL, inputs, params, label)
 
 
 def recall_requests(
@@ -376,9 +421,7 @@ def sentences_request(
     inputs: dict[str, Any] = {"question": question, "sentences": list(sentences)}
     if first != 1:
         inputs["first_sentence"] = first
-    numbers = {"type": "integer", "enum": list(range(first, first + len(sentences)))}
-    schema = _object({"reason": _reason(), "relevant_sentences": {"type": "array", "items": numbers}})
-    return _request(SENTENCES, inputs, schema, params, label)
+    return _request(SENTENCES, inputs, params, label)
 
 
 def sentences_requests(
@@ -398,11 +441,62 @@ def sentences_requests(
     ]
 
 
+def chunk_sentences_request(
+    question: str,
+    chunk: str,
+    splitter: str,
+    split: Callable[[str], Sequence[str]],
+    params: JudgeParams,
+    label: str = "",
+    first: int = 1,
+) -> JudgeRequest:
+    """Which sentences of ``chunk`` (from sentence ``first`` on) are needed to answer the question?
+
+    Keyed on the question, the chunk, ``splitter`` (the identity of the splitter that ``split``
+    applies) and ``first``: the sentences are derived inputs, recorded with the answer, so a recorded
+    answer is found without splitting the chunk again. The request holds the chunk's window of at most
+    :data:`SENTENCE_WINDOW` sentences from ``first``, and ``sentence_count``, the chunk's number of
+    sentences (further windows follow when it is larger).
+    """
+
+    def derive() -> dict[str, Any]:
+        sentences = list(split(chunk))
+        return {
+            "sentences": sentences[first - 1 : first - 1 + SENTENCE_WINDOW],
+            "sentence_count": len(sentences),
+        }
+
+    inputs: dict[str, Any] = {"question": question, "chunk": chunk, "splitter": splitter}
+    if first != 1:
+        inputs["first_sentence"] = first
+    return _request(
+        SENTENCES,
+        inputs,
+        params,
+        label,
+        derive=derive,
+        derived=("sentences", "sentence_count"),
+        check_derived=_check_sentences,
+    )
+
+
+def _check_sentences(values: Mapping[str, Any]) -> None:
+    sentences, count = values["sentences"], values["sentence_count"]
+    if (
+        not isinstance(sentences, list)
+        or not sentences
+        or len(sentences) > SENTENCE_WINDOW
+        or not all(isinstance(s, str) and s for s in sentences)
+    ):
+        raise ValueError("'sentences' is not a list of 1 to SENTENCE_WINDOW sentences")
+    if isinstance(count, bool) or not isinstance(count, int) or count < len(sentences):
+        raise ValueError("'sentence_count' is not the number of the chunk's sentences")
+
+
 def graded_request(question: str, chunk: str, params: JudgeParams, label: str = "") -> JudgeRequest:
     """Rate the chunk's relevance to the question: 0, 1 or 2."""
     inputs = {"question": question, "chunk": chunk}
-    schema = _object({"reason": _reason(), "rating": {"type": "integer", "enum": [0, 1, 2]}})
-    return _request(GRADED, inputs, schema, params, label)
+    return _request(GRADED, inputs, params, label)
 
 
 # --- combining self-consistency samples ---------------------------------------------------------

@@ -28,6 +28,25 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# Canonical JSON of schema objects seen recently, by identity (the entry keeps its schema alive, so
+# the id cannot be reused while it is here). Built-in requests share one schema object per shape.
+_SCHEMA_JSON: dict[int, tuple[Mapping[str, Any], str]] = {}
+# The fixed parts of canonical key texts, by (kind, model, n, prompt version, seed, temperature).
+_KEY_PARTS: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+
+
+def _schema_json(schema: Mapping[str, Any]) -> str:
+    hit = _SCHEMA_JSON.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    text = _ENCODER.encode(schema)
+    if len(_SCHEMA_JSON) >= 256:
+        _SCHEMA_JSON.clear()
+    _SCHEMA_JSON[id(schema)] = (schema, text)
+    return text
+
+
 @dataclass(frozen=True)
 class JudgeRequest:
     """One judgment to be made by the judge.
@@ -35,6 +54,11 @@ class JudgeRequest:
     ``messages`` are the chat messages sent to the model; ``inputs`` are the normalized texts they
     were built from (question, reference sentences, chunk text), kept for the cache key and for the
     human-readable judgment store. ``label`` only names the request in error messages.
+
+    ``key_inputs``, when given, is what the cache key hashes instead of ``inputs`` and ``schema``:
+    the inputs everything else follows from. A chunk's sentence judgment is keyed on the chunk and
+    the splitter's identity, so finding its recorded answer needs no splitting; the inputs derived
+    from them (``derived``: the sentences) are recorded with the answer.
     """
 
     kind: str
@@ -48,10 +72,14 @@ class JudgeRequest:
     seed: int | None = 0
     n: int = 1
     label: str = field(default="", compare=False)
+    key_inputs: Mapping[str, Any] | None = None
+
+    #: Names of the ``inputs`` that follow from ``key_inputs`` (recorded with the answer).
+    derived: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def key_material(self) -> dict[str, Any]:
         """Everything that determines the answer, as a JSON-able dict."""
-        return {
+        material = {
             "format": KEY_FORMAT,
             "kind": self.kind,
             "prompt_version": self.prompt_version,
@@ -59,17 +87,153 @@ class JudgeRequest:
             "temperature": self.temperature,
             "seed": self.seed,
             "n": self.n,
-            "schema": self.schema,
-            "inputs": self.inputs,
         }
+        if self.key_inputs is not None:
+            material["inputs"] = self.key_inputs
+        else:
+            material["schema"] = self.schema
+            material["inputs"] = self.inputs
+        return material
 
     def cache_key(self) -> str:
         """A sha256 hex digest of :meth:`key_material`."""
         cached = self.__dict__.get("_key")
         if cached is None:
-            cached = hashlib.sha256(canonical_json(self.key_material()).encode("utf-8")).hexdigest()
+            cached = hashlib.sha256(self._canonical_key().encode("utf-8")).hexdigest()
             object.__setattr__(self, "_key", cached)
         return cached
+
+    def _canonical_key(self) -> str:
+        # canonical_json(self.key_material()), assembled by hand (tests check it is the same text):
+        # a warm run computes a key per judgment, and all but the inputs repeat from one to the next.
+        if self.key_inputs is not None:
+            inputs, schema = self.key_inputs, ""
+        else:
+            inputs, schema = self.inputs, ',"schema":' + _schema_json(self.schema)
+        head = (self.kind, self.model, self.n, self.prompt_version, self.seed, self.temperature)
+        parts = _KEY_PARTS.get(head)
+        if parts is None:
+            encode = _ENCODER.encode
+            parts = (
+                f'{{"format":{KEY_FORMAT},"inputs":',
+                f',"kind":{encode(self.kind)},"model":{encode(self.model)},"n":{encode(self.n)},'
+                f'"prompt_version":{encode(self.prompt_version)}',
+                f',"seed":{encode(self.seed)},"temperature":{encode(self.temperature)}}}',
+            )
+            if len(_KEY_PARTS) >= 256:
+                _KEY_PARTS.clear()
+            _KEY_PARTS[head] = parts
+        return parts[0] + _ENCODER.encode(inputs) + parts[1] + schema + parts[2]
+
+    def derived_inputs(self) -> dict[str, Any]:
+        """The derived inputs (see :attr:`derived`), to be recorded with the answer."""
+        return {name: self.inputs[name] for name in self.derived}
+
+    def provide(self, derived: Any) -> None:
+        """Take the derived inputs recorded with an answer instead of deriving them again.
+
+        Raises :class:`ValueError` when ``derived`` does not hold them. A request without
+        derived inputs needs nothing and ignores it.
+        """
+
+
+class DeferredRequest(JudgeRequest):
+    """A :class:`JudgeRequest` that builds its messages, schema and derived inputs when first needed.
+
+    A warm run finds nearly every answer recorded, and finding one takes only the cache key: the
+    chat messages (a JSON rendering) are built for a judge call only, and derived inputs (a chunk's
+    sentences) are computed only when no recorded answer brings them along (:meth:`provide`).
+
+    ``base_inputs`` are the inputs given up front; ``derive()`` returns the ones derived from them,
+    named by ``derived``. With ``derived`` the cache key is taken over ``base_inputs`` alone (they
+    become ``key_inputs``). ``schema_for(kind, inputs)`` and ``render(kind, inputs)`` build the schema
+    and the messages from the full inputs; ``check_derived(values)`` raises :class:`ValueError` for recorded
+    derived inputs that cannot be right.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if "messages" in kwargs:
+            # dataclasses.replace() passes every field: the result is an ordinary, complete request.
+            return JudgeRequest(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        prompt_version: str,
+        model: str,
+        schema_name: str,
+        base_inputs: Mapping[str, Any],
+        schema_for: Callable[[str, Mapping[str, Any]], Mapping[str, Any]],
+        render: Callable[[str, Mapping[str, Any]], tuple[Mapping[str, str], ...]],
+        derive: Callable[[], Mapping[str, Any]] | None = None,
+        derived: tuple[str, ...] = (),
+        check_derived: Callable[[Mapping[str, Any]], None] | None = None,
+        temperature: float = 0.0,
+        seed: int | None = 0,
+        n: int = 1,
+        label: str = "",
+    ) -> None:
+        # Not the dataclass __init__: messages, schema and inputs are properties here.
+        values = {
+            "kind": kind,
+            "prompt_version": prompt_version,
+            "model": model,
+            "schema_name": schema_name,
+            "temperature": temperature,
+            "seed": seed,
+            "n": n,
+            "label": label,
+            "key_inputs": base_inputs if derived else None,
+            "derived": derived,
+            "_base": base_inputs,
+            "_schema_for": schema_for,
+            "_render": render,
+            "_derive": derive,
+            "_check": check_derived,
+            "_full": None if derived else base_inputs,
+            "_schema": None,
+            "_messages": None,
+        }
+        self.__dict__.update(values)  # frozen: no __setattr__
+
+    # Read-only views of the dataclass fields they stand for.
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        full: Mapping[str, Any] | None = self.__dict__["_full"]
+        if full is None:
+            derive = self.__dict__["_derive"]
+            full = {**self.__dict__["_base"], **(derive() if derive is not None else {})}
+            object.__setattr__(self, "_full", full)
+        return full
+
+    @property
+    def schema(self) -> Mapping[str, Any]:
+        schema: Mapping[str, Any] | None = self.__dict__["_schema"]
+        if schema is None:
+            schema = self.__dict__["_schema_for"](self.kind, self.inputs)
+            object.__setattr__(self, "_schema", schema)
+        return schema
+
+    @property
+    def messages(self) -> tuple[Mapping[str, str], ...]:
+        messages: tuple[Mapping[str, str], ...] | None = self.__dict__["_messages"]
+        if messages is None:
+            messages = self.__dict__["_render"](self.kind, self.inputs)
+            object.__setattr__(self, "_messages", messages)
+        return messages
+
+    def provide(self, derived: Any) -> None:
+        if not self.derived or self.__dict__["_full"] is not None:
+            return
+        if not isinstance(derived, Mapping) or any(name not in derived for name in self.derived):
+            raise ValueError(f"the recorded answer lacks the derived inputs ({', '.join(self.derived)})")
+        values = {name: derived[name] for name in self.derived}
+        check = self.__dict__["_check"]
+        if check is not None:
+            check(values)
+        object.__setattr__(self, "_full", {**self.__dict__["_base"], **values})
 
 
 @dataclass(frozen=True)
@@ -98,6 +262,8 @@ class JudgeAnswer:
     model: str = ""
     judged_at: str = ""
     source: Source = "judge"
+    #: The request's derived inputs the answer was given for (see :attr:`JudgeRequest.derived`).
+    derived: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def cached(self) -> bool:
@@ -117,7 +283,7 @@ class JudgeAnswer:
         }
 
     @classmethod
-    def from_json(cls, data: Any, source: Source) -> JudgeAnswer:
+    def from_json(cls, data: Any, source: Source, derived: Mapping[str, Any] | None = None) -> JudgeAnswer:
         """Rebuild an answer written by :meth:`to_json`.
 
         ``data`` comes from files people can edit by hand, so every field's JSON type is checked;
@@ -159,6 +325,7 @@ class JudgeAnswer:
             model=text["model"],
             judged_at=text["judged_at"],
             source=source,
+            derived=derived,
         )
 
 
@@ -242,6 +409,70 @@ def schema_errors(schema: Mapping[str, Any], value: Any, path: str = "$") -> lis
     elif expected == "boolean" and not isinstance(value, bool):
         errors.append(f"{path}: expected true or false, got {value!r}")
     return errors
+
+
+def conforms(schema: Mapping[str, Any], value: Any) -> bool:
+    """``not schema_errors(schema, value)``, from a checker compiled once per schema object.
+
+    A warm run checks every cached answer it serves; :func:`schema_errors` builds messages nobody
+    reads when the answer is fine.
+    """
+    hit = _CHECKERS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        if len(_CHECKERS) >= 256:
+            _CHECKERS.clear()
+        hit = _CHECKERS[id(schema)] = (schema, _compile(schema))
+    return hit[1](value)
+
+
+_CHECKERS: dict[int, tuple[Mapping[str, Any], Callable[[Any], bool]]] = {}
+
+
+def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
+    """A function telling whether a value conforms to ``schema`` (the subset :func:`schema_errors` reads)."""
+    expected = schema.get("type")
+    checks: list[Callable[[Any], bool]] = []
+    if "enum" in schema:
+        enum = list(schema["enum"])
+        boolean = expected == "boolean"
+        # bool is an int in Python; True must not pass for an enum of [0, 1, 2].
+        checks.append(lambda v: v in enum and (boolean or not isinstance(v, bool)))
+    if expected == "object":
+        props: Mapping[str, Any] = schema.get("properties", {})
+        required = list(schema.get("required", []))
+        closed = schema.get("additionalProperties") is False
+        allowed = frozenset(props)
+        subs = [(name, _compile(sub)) for name, sub in props.items()]
+
+        def check_object(v: Any) -> bool:
+            if not isinstance(v, dict):
+                return False
+            if any(name not in v for name in required) or (closed and not allowed.issuperset(v)):
+                return False
+            return all(check(v[name]) for name, check in subs if name in v)
+
+        checks.append(check_object)
+    elif expected == "array":
+        items = schema.get("items")
+        item_check = _compile(items) if items is not None else None
+
+        def check_array(v: Any) -> bool:
+            if not isinstance(v, list):
+                return False
+            return item_check is None or all(item_check(item) for item in v)
+
+        checks.append(check_array)
+    elif expected == "string":
+        checks.append(lambda v: isinstance(v, str))
+    elif expected == "integer":
+        checks.append(lambda v: isinstance(v, int) and not isinstance(v, bool))
+    elif expected == "number":
+        checks.append(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == v)
+    elif expected == "boolean":
+        checks.append(lambda v: isinstance(v, bool))
+    if len(checks) == 1:
+        return checks[0]
+    return lambda v: all(check(v) for check in checks)
 
 
 def validate_answer(request: JudgeRequest, value: Any) -> Mapping[str, Any]:

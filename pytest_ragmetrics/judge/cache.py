@@ -31,12 +31,13 @@ import sqlite3
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._aio import gather_or_cancel
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgmentNotRecorded
-from .base import Judge, JudgeAnswer, JudgeRequest, schema_errors, utc_now, validate_answer
+from .base import Judge, JudgeAnswer, JudgeRequest, conforms, utc_now, validate_answer
 from .stats import JudgeStats
 from .store import JudgmentStore, atomic_write_text
 
@@ -259,11 +260,14 @@ class CachedJudge:
                 raise ValueError("the entry does not belong to this key")
             if "answer" not in record:
                 raise ValueError("the entry has no answer")
+            derived = None
+            if request.derived:
+                request.provide(record.get("derived"))
+                derived = request.derived_inputs()
             # from_json checks every JSON type: a damaged entry is a ValueError, not an AttributeError.
-            answer = JudgeAnswer.from_json(record["answer"], source="cache")
-            if len(answer.choices) != request.n or any(
-                schema_errors(request.schema, c) for c in answer.choices
-            ):
+            answer = JudgeAnswer.from_json(record["answer"], source="cache", derived=derived)
+            schema = request.schema
+            if len(answer.choices) != request.n or not all(conforms(schema, c) for c in answer.choices):
                 raise ValueError("the entry does not conform to the schema")
         except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors too
             # A damaged entry is a miss; drop it so it is replaced by a good one.
@@ -337,11 +341,10 @@ class CachedJudge:
         cache = self._disk()
         if cache is None:
             return
-        value = json.dumps(
-            {"key": key, "kind": request.kind, "model": request.model, "answer": answer.to_json()},
-            sort_keys=True,
-            ensure_ascii=False,
-        )
+        record = {"key": key, "kind": request.kind, "model": request.model, "answer": answer.to_json()}
+        if request.derived:
+            record["derived"] = request.derived_inputs()
+        value = json.dumps(record, sort_keys=True, ensure_ascii=False)
         try:
             cache.set(key, value)
         except _cache_errors() as exc:
@@ -359,6 +362,8 @@ class CachedJudge:
             )
         for choice in answer.choices:
             validate_answer(request, choice)
+        if request.derived:
+            answer = dataclasses.replace(answer, derived=request.derived_inputs())
         if self.mode != "off":
             # File and SQLite writes take ~1 ms; in a worker thread they do not stall the event loop
             # while 30 other judge requests are waiting for their responses.
@@ -389,24 +394,74 @@ class CachedJudge:
             "and --rag-cache=readwrite (or refresh), then commit the judgment store directory."
         )
 
-    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
-        """Serve ``request`` according to :attr:`mode`."""
+    def recorded(self, request: JudgeRequest) -> JudgeAnswer | None:
+        """The answer this run serves for ``request`` without asking the judge, or ``None``.
+
+        What :meth:`judge` serves first: in ``off`` mode what this run already judged, in
+        ``refresh`` mode what this run already refreshed, else a recorded answer (memory, disk
+        cache, store). Counts the hit; a request's derived inputs come with its answer.
+        """
         key = request.cache_key()
         if self.mode == "off":
             # Nothing on disk is read, but what this run already judged is not paid for twice.
             answer = self._memory.get(key)
             if answer is not None:
                 self.stats.record_cache_hit(answer.usage)
-                self.used_keys.add(key)
-                return answer
         elif self.mode != "refresh" or key in self._judged_this_run:
             answer = self.lookup(request)
-            if answer is not None:
-                if self._store_lacks(key):
-                    # Off the event loop, like every other write.
-                    await asyncio.to_thread(self._write_store, request, answer)
-                self.used_keys.add(key)
-                return answer
+        else:
+            return None
+        if answer is not None:
+            if answer.derived is not None:
+                request.provide(answer.derived)
+            self.used_keys.add(key)
+        return answer
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        """Serve ``request`` according to :attr:`mode`."""
+        answer = self.recorded(request)
+        if answer is not None:
+            if self._store_lacks(request.cache_key()):
+                # Off the event loop, like every other write.
+                await asyncio.to_thread(self._write_store, request, answer)
+            return answer
+        return await self._judge_unrecorded(request)
+
+    async def judge_many(
+        self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None = None
+    ) -> list[JudgeAnswer | None]:
+        """Serve several requests: the recorded ones at once, the others concurrently.
+
+        ``skip(request)`` is asked for each request that has no recorded answer; a request it
+        accepts is neither judged nor an error (its answer is ``None``). Needing no event-loop
+        task per recorded answer is what makes a warm run fast.
+        """
+        answers: list[JudgeAnswer | None] = []
+        copies: list[tuple[JudgeRequest, JudgeAnswer]] = []
+        missing: list[int] = []
+        for i, request in enumerate(requests):
+            answer = self.recorded(request)
+            if answer is None:
+                if skip is None or not skip(request):
+                    missing.append(i)
+            elif self._store_lacks(request.cache_key()):
+                copies.append((request, answer))
+            answers.append(answer)
+        if copies:
+            await asyncio.to_thread(self._write_stores, copies)
+        if missing:
+            judged = await gather_or_cancel(*(self._judge_unrecorded(requests[i]) for i in missing))
+            for i, answer in zip(missing, judged, strict=True):
+                answers[i] = answer
+        return answers
+
+    def _write_stores(self, pairs: Iterable[tuple[JudgeRequest, JudgeAnswer]]) -> None:
+        for request, answer in pairs:
+            self._write_store(request, answer)
+
+    async def _judge_unrecorded(self, request: JudgeRequest) -> JudgeAnswer:
+        """Ask the judge (once per key, however many ask at the same time); never in replay."""
+        key = request.cache_key()
         if self.mode == "replay":
             self.stats.record_error()
             raise self._not_recorded(request)
@@ -415,7 +470,10 @@ class CachedJudge:
         pending = self._inflight.get(key)
         if pending is not None and pending.get_loop() is loop:
             # The same judgment is already being asked for: wait for it instead of paying twice.
-            return await asyncio.shield(pending)
+            answer = await asyncio.shield(pending)
+            if answer.derived is not None:
+                request.provide(answer.derived)
+            return answer
         future: asyncio.Future[JudgeAnswer] = loop.create_future()
         self._inflight[key] = future
         try:

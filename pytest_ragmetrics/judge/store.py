@@ -9,6 +9,7 @@ what the judge said and why.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -165,6 +166,14 @@ class JudgmentStore:
         if len(answer.choices) != request.n:
             self._warn(key, f"it holds {len(answer.choices)} answer(s), expected {request.n}", replay)
             return None
+        if request.derived:
+            # A chunk's sentences are recorded with its judgment rather than split again.
+            try:
+                request.provide(data.get("inputs"))
+            except ValueError as exc:
+                self._warn(key, f"its inputs are malformed ({exc})", replay)
+                return None
+            answer = dataclasses.replace(answer, derived=request.derived_inputs())
         for choice in answer.choices:
             errors = schema_errors(request.schema, choice)
             if errors:

@@ -6,11 +6,10 @@ metrics follow the same :class:`Metric` protocol and register through ``pytest_r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .. import judgments as J
-from .._aio import gather_or_cancel
 from ..errors import ConfigError, InvalidSample
 from ..judge.base import JudgeAnswer, JudgeRequest, Usage
 from ..results import MetricResult, Verdict
@@ -36,8 +35,23 @@ class ScoringContext(Protocol):
         """The normalized form of a text that is sent to the judge and hashed into cache keys."""
         ...
 
+    @property
+    def splitter_fingerprint(self) -> str | None:
+        """The splitter's identity when it has one: sentence judgments are keyed on it."""
+        ...
+
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         """Answer ``request`` through the cache, the judgment store and the judge."""
+        ...
+
+    async def judge_many(
+        self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None = None
+    ) -> list[JudgeAnswer | None]:
+        """Answer several requests: recorded ones at once, the others concurrently.
+
+        ``skip(request)`` is asked for each one without a recorded answer; when it says yes the
+        request is not judged and its answer is ``None``.
+        """
         ...
 
 
@@ -122,28 +136,33 @@ class ContextPrecision:
         params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
         question, ref = ctx.normalize(sample.question), ctx.normalize(reference)
         tally = _Tally()
-
-        async def one(rank: int, chunk: str) -> Verdict:
-            text = ctx.normalize(chunk)
-            if not text:
-                return Verdict("chunk", rank, chunk, 0.0, "not useful", "empty chunk", rank)
-            request = J.precision_request(
+        requests = {
+            rank: J.precision_request(
                 question, ref, reference_kind, text, params, _label(sample, self.name, f"chunk {rank}")
             )
-            answer = tally.add(await ctx.judge(request))
-            useful, reason = J.combine_boolean(answer.choices, "useful")
-            return Verdict(
-                "chunk",
-                rank,
-                chunk,
-                1.0 if useful else 0.0,
-                "useful" if useful else "not useful",
-                reason,
-                rank,
-                cached=answer.cached,
+            for rank, chunk in enumerate(sample.contexts, start=1)
+            if (text := ctx.normalize(chunk))
+        }
+        answers = dict(zip(requests, await ctx.judge_many(list(requests.values())), strict=True))
+        verdicts: list[Verdict] = []
+        for rank, chunk in enumerate(sample.contexts, start=1):
+            answer = answers.get(rank)
+            if answer is None:
+                verdicts.append(Verdict("chunk", rank, chunk, 0.0, "not useful", "empty chunk", rank))
+                continue
+            useful, reason = J.combine_boolean(tally.add(answer).choices, "useful")
+            verdicts.append(
+                Verdict(
+                    "chunk",
+                    rank,
+                    chunk,
+                    1.0 if useful else 0.0,
+                    "useful" if useful else "not useful",
+                    reason,
+                    rank,
+                    cached=answer.cached,
+                )
             )
-
-        verdicts = await gather_or_cancel(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
         score = P.average_precision([v.value >= 1.0 for v in verdicts])
         explanation = P.explain_precision(verdicts)
         if mode:
@@ -181,9 +200,10 @@ class ContextRecall:
             ctx.normalize(sample.question), contexts, sentences, params, _label(sample, self.name)
         )
         tally = _Tally()
-        answers = await gather_or_cancel(*(ctx.judge(r) for r in requests))
+        answers = await ctx.judge_many(requests)
         decided: list[tuple[bool, str, bool]] = []
         for request, answer in zip(requests, answers, strict=True):
+            assert answer is not None  # nothing is skipped
             tally.add(answer)
             count = len(request.inputs["reference_sentences"])
             first = int(request.inputs.get("first_sentence", 1))
@@ -222,31 +242,73 @@ class ContextRelevance:
         return await self._sentences(sample, method, ctx)
 
     async def _sentences(self, sample: RagSample, method: str, ctx: ScoringContext) -> MetricResult:
-        # "sentence" and "binary" read the same judgment: one request per chunk serves both methods.
+        # "sentence" and "binary" read the same judgment: one request per chunk serves both methods
+        # (a long chunk is judged in windows numbered as in the whole chunk; their picks are joined).
         s = ctx.settings
         params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
         question = ctx.normalize(sample.question)
+        fingerprint = ctx.splitter_fingerprint
         tally = _Tally()
 
-        async def one(rank: int, chunk: str) -> tuple[list[str], tuple[int, ...], str, bool]:
-            # The judge sees normalized sentences; the verdict quotes the chunk's own text.
-            pairs = [(raw, text) for raw in ctx.split(chunk) if (text := ctx.normalize(raw))]
-            if not pairs:
-                return [], (), "empty chunk", True
-            requests = J.sentences_requests(
-                question,
-                [text for _, text in pairs],
-                params,
-                _label(sample, "context_relevance", f"chunk {rank}"),
-            )
-            # A long chunk is judged in windows numbered as in the whole chunk: join their selections.
-            answers = [tally.add(a) for a in await gather_or_cancel(*(ctx.judge(r) for r in requests))]
+        def split(text: str) -> list[str]:
+            return [sentence for raw in ctx.split(text) if (sentence := ctx.normalize(raw))]
+
+        def label_of(rank: int, what: str = "") -> str:
+            return _label(sample, "context_relevance", f"chunk {rank}{what}")
+
+        texts = {
+            rank: text
+            for rank, chunk in enumerate(sample.contexts, start=1)
+            if (text := ctx.normalize(chunk))
+        }
+        windows: dict[int, list[JudgeRequest]] = {}
+        for rank, text in texts.items():
+            if fingerprint is not None:
+                # Keyed on the chunk and the splitter: a recorded answer brings its sentences along.
+                request = J.chunk_sentences_request(
+                    question, text, fingerprint, split, params, label_of(rank)
+                )
+                windows[rank] = [request]
+            elif sentences := split(text):
+                windows[rank] = J.sentences_requests(question, sentences, params, label_of(rank))
+
+        def nothing_to_judge(request: JudgeRequest) -> bool:
+            return not request.inputs["sentences"]  # a chunk of markers and punctuation only
+
+        firsts = [requests[0] for requests in windows.values()]
+        answered: dict[int, list[JudgeAnswer]] = {}
+        for rank, answer in zip(list(windows), await ctx.judge_many(firsts, nothing_to_judge), strict=True):
+            if answer is None:
+                del windows[rank]
+                continue
+            answered[rank] = [answer]
+            count = windows[rank][0].inputs.get("sentence_count", 0)
+            if fingerprint is not None and count > J.SENTENCE_WINDOW:
+                # The first window tells how many sentences the chunk has: the windows after it.
+                for first, last in J.windows(count, J.SENTENCE_WINDOW)[1:]:
+                    what = label_of(rank, f", sentences {first}-{last}")
+                    windows[rank].append(
+                        J.chunk_sentences_request(
+                            question, texts[rank], fingerprint, split, params, what, first
+                        )
+                    )
+        rest = [(rank, request) for rank, requests in windows.items() for request in requests[1:]]
+        if rest:
+            for (rank, _), answer in zip(rest, await ctx.judge_many([r for _, r in rest]), strict=True):
+                assert answer is not None  # nothing is skipped
+                answered[rank].append(answer)
+
+        judged: list[tuple[list[str], tuple[int, ...], str, bool]] = []
+        for rank, chunk in enumerate(sample.contexts, start=1):
+            if rank not in windows:
+                judged.append(([], (), "empty chunk", True))
+                continue
+            answers = [tally.add(answer) for answer in answered[rank]]
             picks = [J.combine_sentences(a.choices) for a in answers]
             chosen = tuple(n for numbers, _ in picks for n in numbers)
             reason = next((why for numbers, why in picks if numbers), picks[0][1])
-            return [raw for raw, _ in pairs], chosen, reason, all(a.cached for a in answers)
-
-        judged = await gather_or_cancel(*(one(i, c) for i, c in enumerate(sample.contexts, start=1)))
+            sentences = [sentence for request in windows[rank] for sentence in request.inputs["sentences"]]
+            judged.append((_quoted(chunk, sentences, ctx), chosen, reason, all(a.cached for a in answers)))
         verdicts: list[Verdict] = []
         for rank, (chunk, (sentences, chosen, reason, cached)) in enumerate(
             zip(sample.contexts, judged, strict=True), start=1
@@ -275,19 +337,26 @@ class ContextRelevance:
         question = ctx.normalize(sample.question)
         tally = _Tally()
 
-        async def one(rank: int, chunk: str, model: str) -> tuple[float, str, bool]:
-            text = ctx.normalize(chunk)
-            if not text:
-                return 0.0, "empty chunk", True
-            params = J.JudgeParams(model, s.graded_temperature, s.seed, s.judge_n)
-            what = f"chunk {rank}" + (f", judge {model}" if len(models) > 1 else "")
-            request = J.graded_request(question, text, params, _label(sample, "context_relevance", what))
-            answer = tally.add(await ctx.judge(request))
-            rating, reason = J.combine_rating(answer.choices)
-            return rating, reason, answer.cached
-
         chunks = list(enumerate(sample.contexts, start=1))
-        ratings = await gather_or_cancel(*(one(rank, chunk, m) for m in models for rank, chunk in chunks))
+        texts = [ctx.normalize(chunk) for _, chunk in chunks]
+        requests: dict[tuple[str, int], JudgeRequest] = {}
+        for model in models:
+            params = J.JudgeParams(model, s.graded_temperature, s.seed, s.judge_n)
+            for (rank, _), text in zip(chunks, texts, strict=True):
+                if text:
+                    what = f"chunk {rank}" + (f", judge {model}" if len(models) > 1 else "")
+                    label = _label(sample, "context_relevance", what)
+                    requests[model, rank] = J.graded_request(question, text, params, label)
+        answers = dict(zip(requests, await ctx.judge_many(list(requests.values())), strict=True))
+        ratings: list[tuple[float, str, bool]] = []
+        for model in models:
+            for rank, _ in chunks:
+                answer = answers.get((model, rank))
+                if answer is None:
+                    ratings.append((0.0, "empty chunk", True))
+                    continue
+                rating, reason = J.combine_rating(tally.add(answer).choices)
+                ratings.append((rating, reason, answer.cached))
         per_model = {m: list(ratings[i * len(chunks) : (i + 1) * len(chunks)]) for i, m in enumerate(models)}
         verdicts: list[Verdict] = []
         for position, (rank, chunk) in enumerate(chunks):
@@ -323,6 +392,20 @@ class ContextRelevance:
             explanation,
             models=model_scores if len(models) > 1 else None,
         )
+
+
+def _quoted(chunk: str, sentences: list[str], ctx: ScoringContext) -> list[str]:
+    """The chunk's own sentences that the judge saw in normalized form, for quoting in verdicts.
+
+    A chunk already in normalized form is quoted as judged. Otherwise (decomposed accents, CRLF line
+    ends, trailing spaces) its own split is used when it matches the judged sentences one to one.
+    """
+    if ctx.normalize(chunk) == chunk:
+        return sentences
+    own = ctx.split(chunk)
+    if len(own) == len(sentences) and all(ctx.normalize(a) == b for a, b in zip(own, sentences, strict=True)):
+        return own
+    return sentences
 
 
 def builtin_metrics() -> list[Metric]:

@@ -1,0 +1,152 @@
+"""A cold pytest suite against a slow judge: how close one test per sample gets to the concurrency bound.
+
+A golden set of N samples (three chunks of four sentences each), one test per sample checking the five
+metric methods (ten distinct judge requests per sample), run by ``pytest`` in a child process against
+a FakeJudgeServer (another child process) that answers every request after a fixed latency. The bound
+is calls x latency / concurrency; the printed ratio is wall time over it (target: at most 1.5).
+Scenarios (``--scenario``, repeatable; default all):
+
+``golden``         ``@pytest.mark.ragmetrics(samples="golden.jsonl")``: the contexts are in the file;
+                   a first run with an empty cache.
+``model-change``   the same suite rerun with another judge model: every judgment is new, and the
+                   previous run's plan is known.
+``retriever``      the test body calls the retriever (a function building the contexts); a first run
+                   with an empty cache, with ``-n 0`` and with each ``--workers`` count (pytest-xdist).
+``retriever-rerun`` that suite rerun with another judge model (one process).
+
+    python benchmarks/bench_cold_suite.py [--samples 100] [--latency 0.2] [--concurrency 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _workload import FIVE_ASSERTIONS, IMPORTS, write_golden
+
+SERVER_SCRIPT = """
+import sys
+from pytest_ragmetrics.testing import FakeJudgeServer
+with FakeJudgeServer(latency=float(sys.argv[1])) as server:
+    print(server.base_url, flush=True)
+    sys.stdin.read()  # serve until the parent closes our stdin
+"""
+
+GOLDEN_TEST = f"""import pytest
+{IMPORTS}
+
+@pytest.mark.ragmetrics(samples="golden.jsonl")
+def test_golden(rag_sample):
+{FIVE_ASSERTIONS}"""
+
+RETRIEVER_TEST = f"""import json
+import pytest
+from pytest_ragmetrics import RagSample
+{IMPORTS}
+GOLDEN = [json.loads(line) for line in open("golden.jsonl", encoding="utf-8")]
+
+
+def retrieve(question):
+    # Stands in for a real retriever: the contexts are only known once the test body runs.
+    entry = next(e for e in GOLDEN if e["question"] == question)
+    return entry["contexts"]
+
+
+@pytest.mark.parametrize("entry", GOLDEN, ids=[e["id"] for e in GOLDEN])
+def test_retrieval(entry):
+    rag_sample = RagSample(entry["question"], retrieve(entry["question"]),
+                           ground_truth=entry["ground_truth"], id=entry["id"])
+{FIVE_ASSERTIONS}"""
+
+
+def run_pytest(root: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict[str, object]]:
+    report = root / "report.json"
+    report.unlink(missing_ok=True)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", f"--rag-report-json={report}", *args],
+        cwd=root, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"pytest failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return wall, json.loads(report.read_text())["summary"]["judge"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--workers", type=int, action="append", help="xdist worker counts (default 8, 16)")
+    parser.add_argument("--scenario", action="append",
+                        choices=("golden", "model-change", "retriever", "retriever-rerun"))  # fmt: skip
+    args = parser.parse_args()
+    scenarios = args.scenario or ["golden", "model-change", "retriever", "retriever-rerun"]
+    workers = args.workers or [8, 16]
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER_SCRIPT, str(args.latency)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert server.stdout is not None and server.stdin is not None
+    base_url = server.stdout.readline().strip()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "OPENAI_API_KEY": "sk-bench",
+        "RAGMETRICS_JUDGE_BASE_URL": base_url,
+        "RAGMETRICS_CONCURRENCY": str(args.concurrency),
+    }
+    print(f"{args.samples} samples x 5 methods, judge latency {args.latency * 1000:.0f} ms, "
+          f"concurrency {args.concurrency}, cpus {os.cpu_count()}")  # fmt: skip
+
+    def show(name: str, wall: float, judge: dict[str, object]) -> None:
+        calls = int(judge["calls"])  # type: ignore[call-overload]
+        bound = calls * args.latency / args.concurrency
+        ratio = f"{wall / bound:.2f}" if bound else "n/a"
+        print(f"{name:<28} {wall:7.2f} s  {calls:5d} calls  bound {bound:6.2f} s  ratio {ratio}")
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for kind in ("golden", "retriever"):
+                wanted = [s for s in scenarios if s.startswith(kind)] + (
+                    ["model-change"] if kind == "golden" and "model-change" in scenarios else []
+                )
+                if not wanted:
+                    continue
+                root = Path(tmp) / kind
+                root.mkdir()
+                write_golden(root / "golden.jsonl", args.samples)
+                (root / "pytest.ini").write_text("[pytest]\n")
+                (root / f"test_{kind}.py").write_text(GOLDEN_TEST if kind == "golden" else RETRIEVER_TEST)
+                first = ["--rag-judge-model=judge-a", "--rag-cache-dir=cache-a"]
+                if kind == "golden":
+                    show("golden set, cold", *run_pytest(root, first, env))
+                    if "model-change" in scenarios:
+                        rerun = ["--rag-judge-model=judge-b", "--rag-cache-dir=cache-a"]
+                        show("golden set, model changed", *run_pytest(root, rerun, env))
+                    continue
+                if "retriever" in scenarios:
+                    for n in [0, *workers]:
+                        cache = f"--rag-cache-dir=cache-n{n}"
+                        extra = ["-n", str(n)] if n else []
+                        wall, judge = run_pytest(root, ["--rag-judge-model=judge-a", cache, *extra], env)
+                        show(f"retriever in body, -n {n}", wall, judge)
+                if "retriever-rerun" in scenarios:
+                    if "retriever" not in scenarios:
+                        run_pytest(root, [*first[:1], "--rag-cache-dir=cache-n0"], env)
+                    rerun = ["--rag-judge-model=judge-b", "--rag-cache-dir=cache-n0"]
+                    show("retriever, model changed", *run_pytest(root, rerun, env))
+    finally:
+        server.stdin.close()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

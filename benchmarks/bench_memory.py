@@ -1,0 +1,89 @@
+"""Peak memory (RSS) of judging a large golden set through ``evaluate()``, cold and warm.
+
+10,000 samples (three chunks of four sentences each) on the three default metrics (precision, recall,
+graded relevance), each phase in a fresh child process: ``cold`` judges everything with a judge that
+answers instantly and keeps nothing, writing a real diskcache; ``warm`` answers everything from that
+cache, as a rerun does. Bound: at most 150 MB peak RSS at 10,000 samples. The figure for an empty
+evaluation (imports only) is printed beside it.
+
+    python benchmarks/bench_memory.py [--samples 10000] [--methods default|five]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+CHILD = """
+import json, resource, sys, time
+sys.path.insert(0, {bench_dir!r})
+from _workload import FIVE_METHODS, answer, make_samples
+from pytest_ragmetrics import Evaluator, Settings
+from pytest_ragmetrics.judge.base import JudgeAnswer, utc_now
+
+class Instant:
+    # Answers at once and keeps nothing (a ScriptedJudge keeps every request it saw).
+    async def judge(self, request):
+        return JudgeAnswer(choices=(answer(request),), model="instant", judged_at=utc_now())
+
+class Never:
+    async def judge(self, request):
+        raise AssertionError("a warm run must not call the judge")
+
+phase, count, methods, cache_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+metrics = list(FIVE_METHODS) if methods == "five" else None
+samples = make_samples(count)
+start = time.perf_counter()
+if count:
+    with Evaluator(Settings(cache_dir=cache_dir), judge=Instant() if phase == "cold" else Never()) as ev:
+        result = ev.evaluate(samples, metrics)
+        calls = ev.stats.calls
+        hits = ev.stats.cache_hits
+else:
+    import pytest_ragmetrics.engine, pytest_ragmetrics.judge.cache  # noqa: F401  the imports alone
+    calls = hits = 0
+peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"peak_mb": peak_kb / 1024, "seconds": time.perf_counter() - start,
+                  "calls": calls, "hits": hits}}))
+"""
+
+
+def run(phase: str, count: int, methods: str, cache_dir: str) -> dict[str, float]:
+    bench_dir = os.path.dirname(os.path.abspath(__file__))
+    code = CHILD.format(bench_dir=bench_dir)
+    done = subprocess.run(
+        [sys.executable, "-c", code, phase, str(count), methods, cache_dir],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"{phase} run failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--methods", choices=("default", "five"), default="default")
+    args = parser.parse_args()
+    bound = 150.0 * args.samples / 10_000
+    with tempfile.TemporaryDirectory() as tmp:
+        base = run("cold", 0, args.methods, tmp)
+        print(f"imports only:  peak RSS {base['peak_mb']:.0f} MB")
+        for phase in ("cold", "warm"):
+            figures = run(phase, args.samples, args.methods, tmp)
+            print(
+                f"{phase}:{' ' * (13 - len(phase))}peak RSS {figures['peak_mb']:.0f} MB for {args.samples:,} "
+                f"samples ({args.methods} metrics; {figures['calls']:,} judge calls, {figures['hits']:,} "
+                f"cache hits, {figures['seconds']:.1f} s)  bound {bound:.0f} MB: ratio "
+                f"{figures['peak_mb'] / bound:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

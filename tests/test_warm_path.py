@@ -1,0 +1,230 @@
+"""The warm path: recorded answers are found from cheap keys, without splitting or rendering again,
+and give exactly the results the judge's own answers gave."""
+
+import dataclasses
+import json
+import warnings
+
+import diskcache
+import pytest
+
+from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
+from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics.judge.base import JudgeRequest, canonical_json, conforms, schema_errors
+from pytest_ragmetrics.judge.cache import RagMetricsWarning
+from pytest_ragmetrics.text import default_splitter
+from tests.judge_requests import make_request
+
+FIVE = [
+    "context_precision",
+    "context_recall",
+    "context_relevance[graded]",
+    "context_relevance[sentence]",
+    "context_relevance[binary]",
+]
+
+SAMPLES = [
+    RagSample(
+        "Where is France and what is its capital?",
+        [
+            "The country is renowned for its wines. It has a rich cuisine.",
+            "France is in Western Europe. Its capital is Paris.",
+            "Cafe\u0301s line the boulevards.\r\nParis is the capital.  ",  # not in normalized form
+        ],
+        ground_truth="France is in Western Europe. Its capital is Paris.",
+        id="france",
+    ),
+    RagSample(
+        "What is the storage limit?",
+        ["The limit is 5 GB. It applies to every plan. Older plans keep 2 GB.", "- * -"],
+        ground_truth="The limit is 5 GB.",
+        id="storage",
+    ),
+]
+
+
+def verdicts(request):
+    """Answers that depend on the inputs, so a wrong pairing of answer and request shows."""
+    inputs = request.inputs
+    if request.kind == J.PRECISION:
+        return {"reason": "names it", "useful": "capital" in inputs["chunk"] or "limit" in inputs["chunk"]}
+    if request.kind == J.RECALL:
+        joined = " ".join(inputs["contexts"])
+        return {
+            f"sentence_{i}": {"reason": f"sentence {i}", "attributed": sentence.split()[1] in joined}
+            for i, sentence in enumerate(inputs["reference_sentences"], start=1)
+        }
+    if request.kind == J.SENTENCES:
+        chosen = [i for i, s in enumerate(inputs["sentences"], start=1) if "capital" in s or "GB" in s]
+        return {"reason": f"{len(chosen)} needed", "relevant_sentences": chosen}
+    return {"reason": "rated", "rating": 2 if "capital" in inputs["chunk"] else 0}
+
+
+def never(request):
+    raise AssertionError(f"a warm run must not call the judge ({request.label})")
+
+
+class CountingSplitter:
+    """The default splitter, counting the texts it splits."""
+
+    def __init__(self, fingerprint=True):
+        self.texts = []
+        if fingerprint:
+            self.fingerprint = default_splitter().fingerprint
+
+    def __call__(self, text):
+        self.texts.append(text)
+        return default_splitter()(text)
+
+
+def comparable(result):
+    """Everything in the results except whether each came from the judge or a recording."""
+    data = result.to_json()
+    for scores in data["samples"].values():
+        for score in scores.values():
+            score.pop("cached")
+    return data
+
+
+@pytest.mark.parametrize("fingerprint", [True, False], ids=["splitter-with-fingerprint", "plain-splitter"])
+def test_cache_and_store_replays_give_the_judges_results_exactly(tmp_path, fingerprint):
+    settings = Settings(cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store"))
+    with Evaluator(settings, judge=ScriptedJudge(verdicts), splitter=CountingSplitter(fingerprint)) as ev:
+        cold = ev.evaluate(SAMPLES, FIVE)
+        again = ev.evaluate(SAMPLES, FIVE)  # from memory
+    with Evaluator(settings, judge=ScriptedJudge(never), splitter=CountingSplitter(fingerprint)) as ev:
+        from_cache = ev.evaluate(SAMPLES, FIVE)
+    replay = Settings(cache="replay", cache_dir=str(tmp_path / "empty"), store_dir=str(tmp_path / "store"))
+    with Evaluator(replay, judge=ScriptedJudge(never), splitter=CountingSplitter(fingerprint)) as ev:
+        from_store = ev.evaluate(SAMPLES, FIVE)
+    expected = comparable(cold)
+    assert comparable(again) == comparable(from_cache) == comparable(from_store) == expected
+    # The verdicts quote the chunks' own text, not their normalized form.
+    quoted = expected["samples"]["france"]["context_relevance[binary]"]["verdicts"][2]["extracted"]
+    assert quoted == ["Paris is the capital."]
+    chunk = expected["samples"]["france"]["context_relevance[sentence]"]["verdicts"][2]
+    assert chunk["verdict"] == "1/2 sentences needed"
+    assert expected["samples"]["storage"]["context_relevance[sentence]"]["verdicts"][1]["reason"] == (
+        "empty chunk"
+    )
+
+
+def test_a_warm_rerun_splits_no_chunk(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store"))
+    sentence_methods = ["context_relevance[sentence]", "context_relevance[binary]"]
+    splitter = CountingSplitter()
+    with Evaluator(settings, judge=ScriptedJudge(verdicts), splitter=splitter) as ev:
+        ev.evaluate(SAMPLES, sentence_methods)
+    assert SAMPLES[1].contexts[0] in splitter.texts  # the cold run split it to ask the judge
+    for where in (
+        settings,
+        Settings(cache="replay", cache_dir=str(tmp_path / "none"), store_dir=settings.store_dir),
+    ):
+        splitter = CountingSplitter()
+        with Evaluator(where, judge=ScriptedJudge(never), splitter=splitter) as ev:
+            ev.evaluate(SAMPLES, sentence_methods)
+        # Split again: the chunk not in normalized form (to quote its own sentences) and the one
+        # without sentences (no judgment records that). No chunk with a recorded judgment.
+        assert sorted(set(splitter.texts)) == sorted([SAMPLES[0].contexts[2], "- * -"])
+
+
+def test_sentence_judgments_are_keyed_on_the_chunk_and_the_splitter(tmp_path):
+    params = J.JudgeParams("m")
+    request = J.chunk_sentences_request("q?", "A. B.", "punkt-x", lambda t: ["A.", "B."], params)
+    other_splitter = J.chunk_sentences_request("q?", "A. B.", "punkt-y", lambda t: ["A.", "B."], params)
+    assert request.key_inputs == {"question": "q?", "chunk": "A. B.", "splitter": "punkt-x"}
+    assert request.cache_key() != other_splitter.cache_key()
+    assert request.inputs["sentences"] == ["A.", "B."]  # what the judge is shown, numbered
+    assert request.schema["properties"]["relevant_sentences"]["items"]["enum"] == [1, 2]
+    assert json.loads(request.messages[1]["content"])["sentences"] == {"1": "A.", "2": "B."}
+
+
+def recorded_requests():
+    params = J.JudgeParams("m", temperature=0.1, seed=None, n=3)
+    return [
+        make_request(1),
+        J.precision_request("Q?", "Ref.", "ground_truth", "Chunk \u00e9.", params),
+        J.precision_request("Q?", "Answer.", "answer", "Chunk.", params),
+        J.recall_request("Q?", ["C2.", "C1."], ["S1.", "S2."], params),
+        J.sentences_request("Q?", ["A.", "B."], params),
+        J.chunk_sentences_request("Q?", "A. B.", "punkt-1", lambda t: ["A.", "B."], params),
+        J.graded_request("Q?", "Chunk.", J.JudgeParams("m")),
+    ]
+
+
+@pytest.mark.parametrize("request_", recorded_requests(), ids=lambda r: f"{r.kind}-{r.prompt_version}")
+def test_the_key_text_is_the_canonical_json_of_the_key_material(request_):
+    assert request_._canonical_key() == canonical_json(request_.key_material())
+    # A complete copy (what dataclasses.replace gives) has the same key.
+    copy = dataclasses.replace(request_, label="elsewhere")
+    assert type(copy) is JudgeRequest
+    assert copy.cache_key() == request_.cache_key()
+    assert copy.messages == request_.messages and copy.schema == request_.schema
+
+
+def test_damaged_recorded_sentences_are_a_cache_miss(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    sample = SAMPLES[1]
+    with Evaluator(settings, judge=ScriptedJudge(verdicts)) as ev:
+        first = ev.score(sample, "context_relevance", "sentence")
+    with diskcache.Cache(str(tmp_path / "cache")) as cache:
+        for key in list(cache.iterkeys()):
+            record = json.loads(cache[key])
+            record["derived"] = {"sentences": "not a list"}
+            cache[key] = json.dumps(record)
+    judge = ScriptedJudge(verdicts)
+    with Evaluator(settings, judge=judge) as ev, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = ev.score(sample, "context_relevance", "sentence")
+    assert judge.calls == 1 and again.score == first.score
+    assert any(issubclass(w.category, RagMetricsWarning) and "damaged" in str(w.message) for w in caught)
+
+
+def test_a_chunk_without_sentences_is_not_judged_even_in_replay(tmp_path):
+    settings = Settings(cache="replay", cache_dir=str(tmp_path / "cache"))
+    sample = RagSample("What is it?", ["- * -"], ground_truth="It.", id="empty")
+    with Evaluator(settings, judge=ScriptedJudge(never)) as ev:
+        result = ev.score(sample, "context_relevance", "binary")
+    assert result.score == 0.0 and result.verdicts[0].reason == "empty chunk"
+
+
+SCHEMAS = [
+    J._precision_schema(),
+    J._recall_schema(2),
+    J._sentences_schema(3),
+    J._graded_schema(),
+    {"type": "number"},
+    {"type": "boolean", "enum": [True]},
+    {"type": ["string", "null"]},
+    {"type": "array"},
+]
+VALUES = [
+    {"reason": "r", "useful": True},
+    {"reason": "r", "useful": 1},
+    {"reason": "r"},
+    {"reason": "r", "useful": False, "extra": 1},
+    {"sentence_1": {"reason": "r", "attributed": True}, "sentence_2": {"reason": "r", "attributed": False}},
+    {"sentence_1": {"reason": "r", "attributed": True}, "sentence_2": {"reason": 3, "attributed": False}},
+    {"reason": "r", "relevant_sentences": [1, 3]},
+    {"reason": "r", "relevant_sentences": [4]},
+    {"reason": "r", "relevant_sentences": [True]},
+    {"reason": "r", "relevant_sentences": (1,)},
+    {"reason": "r", "rating": 2},
+    {"reason": "r", "rating": 2.0},
+    {"reason": "r", "rating": True},
+    {"reason": "r", "rating": 3},
+    1.5,
+    float("nan"),
+    True,
+    False,
+    "text",
+    None,
+    [1, "a"],
+    [],
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: canonical_json(s)[:40])
+def test_the_compiled_check_agrees_with_schema_errors(schema):
+    for value in VALUES:
+        assert conforms(schema, value) == (not schema_errors(schema, value)), value
