@@ -46,16 +46,17 @@ SAMPLES = [
 def verdicts(request):
     """Answers that depend on the inputs, so a wrong pairing of answer and request shows."""
     inputs = request.inputs
+    first = inputs.get("first_sentence", 1)
     if request.kind == J.PRECISION:
         return {"reason": "names it", "useful": "capital" in inputs["chunk"] or "limit" in inputs["chunk"]}
     if request.kind == J.RECALL:
         joined = " ".join(inputs["contexts"])
         return {
             f"sentence_{i}": {"reason": f"sentence {i}", "attributed": sentence.split()[1] in joined}
-            for i, sentence in enumerate(inputs["reference_sentences"], start=1)
+            for i, sentence in enumerate(inputs["reference_sentences"], start=first)
         }
     if request.kind == J.SENTENCES:
-        chosen = [i for i, s in enumerate(inputs["sentences"], start=1) if "capital" in s or "GB" in s]
+        chosen = [i for i, s in enumerate(inputs["sentences"], start=first) if "capital" in s or "GB" in s]
         return {"reason": f"{len(chosen)} needed", "relevant_sentences": chosen}
     return {"reason": "rated", "rating": 2 if "capital" in inputs["chunk"] else 0}
 
@@ -190,8 +191,9 @@ def test_a_chunk_without_sentences_is_not_judged_even_in_replay(tmp_path):
 
 SCHEMAS = [
     J._precision_schema(),
-    J._recall_schema(2),
-    J._sentences_schema(3),
+    J._recall_schema(1, 2),
+    J._recall_schema(31, 2),
+    J._sentences_schema(1, 3),
     J._graded_schema(),
     {"type": "number"},
     {"type": "boolean", "enum": [True]},
@@ -228,3 +230,19 @@ VALUES = [
 def test_the_compiled_check_agrees_with_schema_errors(schema):
     for value in VALUES:
         assert conforms(schema, value) == (not schema_errors(schema, value)), value
+
+
+def test_a_long_chunk_is_judged_in_windows_and_rerun_without_splitting(tmp_path):
+    chunk = " ".join(f"Fact number {i} is about GB limits." for i in range(1, 451))
+    sample = RagSample("What is the storage limit?", [chunk], ground_truth="It is 5 GB.", id="long")
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    judge = ScriptedJudge(verdicts)
+    with Evaluator(settings, judge=judge) as ev:
+        cold = ev.score(sample, "context_relevance", "sentence")
+    firsts = [r.inputs.get("first_sentence", 1) for r in judge.requests]
+    assert firsts == [1, J.SENTENCE_WINDOW + 1, 2 * J.SENTENCE_WINDOW + 1]
+    assert cold.verdicts[0].label == "450/450 sentences needed"
+    splitter = CountingSplitter()
+    with Evaluator(settings, judge=ScriptedJudge(never), splitter=splitter) as ev:
+        warm = ev.score(sample, "context_relevance", "sentence")
+    assert splitter.texts == [] and warm.to_json() == {**cold.to_json(), "cached": True}
