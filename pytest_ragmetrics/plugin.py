@@ -234,6 +234,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[state_key] = state
     config.pluginmanager.register(state, "ragmetrics-run")
+    writes_pytest_html = config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)
+    if writes_pytest_html and not _is_worker(config):
+        from .pytest_html_scores import PytestHtmlScores
+
+        config.pluginmanager.register(PytestHtmlScores(), "ragmetrics-pytest-html")
     from . import _scope
 
     _scope.session_evaluator = lambda: state.evaluator(state.settings)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -37,7 +37,7 @@ from .model import (
     row_status,
 )
 
-__all__ = ["SORT_KEYS", "to_html"]
+__all__ = ["SORT_KEYS", "comparison_cell", "test_fragment", "to_html"]
 
 #: Column keys the results table sorts by (``#sort=<key>-<dir>``).
 SORT_KEYS: tuple[str, ...] = ("test", "comparison", "score", "threshold", "result", "judge")
@@ -394,3 +394,37 @@ def to_html(
         parts.append(_judge(summary, include_timing))
     parts.append(f"<script>{_JS}</script></body></html>")
     return "\n".join(parts) + "\n"
+
+
+def comparison_cell(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One test's comparisons in a line each (``FAIL context_recall 0.500 >= 0.8``), escaped, for a
+    table cell of another report (pytest-html's results table)."""
+    lines = []
+    for row in rows:
+        css = "pass" if row.get("passed") else "fail" if row_fails(row) else "xfail"
+        threshold = format_threshold(row.get("op"), row.get("threshold"))
+        lines.append(
+            f'<span class="{_STATUS_CLASS[css]}">{row_status(row)}</span> {_e(comparison_label(row))} '
+            f"{_e(format_score(row.get('score')))} {_e(threshold)}"
+        )
+    return "<br>".join(lines)
+
+
+def test_fragment(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One test's comparisons as an HTML fragment for another report (pytest-html's extras): each
+    comparison's outcome and explanation, then every sample's verdicts and the judge's reasons.
+
+    Everything is escaped as in :func:`to_html`; the fragment has no script and no style sheet.
+    """
+    parts = ['<div class="ragmetrics">']
+    for row in rows:
+        parts.append(
+            f"<p><strong>{_e(row_status(row))}</strong> {_e(comparison_label(row))} = "
+            f"{_e(format_score(row.get('score')))}, expected "
+            f"{_e(format_threshold(row.get('op'), row.get('threshold')))}"
+            + (f": {_e(row['explanation'])}" if row.get("explanation") else "")
+            + "</p>"
+        )
+        parts.extend(_sample(sample) for sample in row.get("samples") or [])
+    parts.append("</div>")
+    return "".join(parts)
