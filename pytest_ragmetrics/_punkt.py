@@ -13,7 +13,7 @@ any set changes :data:`PARAMETERS_VERSION` and therefore the splitter's fingerpr
 from __future__ import annotations
 
 #: Bump whenever a set below, or a splitting rule in ``text.py``, changes the output.
-PARAMETERS_VERSION = "2"
+PARAMETERS_VERSION = "3"
 
 #: Words that end in a period but rarely end a sentence. Deliberately left out, because they are
 #: ordinary words that often end one in RAG corpora: ``in``, ``art``, ``tab``, ``app``, ``max``, ``ex``,
@@ -100,6 +100,27 @@ SENTENCE_STARTERS: frozenset[str] = frozenset(
 #: (``... CSV, JSON, etc. Python 3.10 is required.``). Punkt has no notion of this, so ``text.py``
 #: applies it after Punkt.
 SENTENCE_FINAL_ABBREVIATIONS: frozenset[str] = frozenset({"etc"})
+
+#: Abbreviations that often close a sentence: places, company suffixes, name suffixes, degrees. After
+#: one of them a title (:data:`TITLES`) starts a new sentence (``... signed with Hale & Co. Mr. Ross
+#: then ...``, ``... back in the U.S. Dr. Lee ...``), which Punkt alone would not see.
+CLOSING_ABBREVIATIONS: frozenset[str] = frozenset(
+    {
+        "u.s", "u.s.a", "u.k", "u.n", "e.u", "d.c", "n.y", "n.j", "l.a",
+        "inc", "ltd", "co", "corp", "llc", "plc", "bros",
+        "jr", "sr", "esq", "ph.d", "m.d", "b.a", "b.s", "m.a", "m.s", "b.sc", "m.sc", "d.phil", "ll.b",
+        "ll.m", "m.b.a",
+    }
+)  # fmt: skip
+
+#: Titles before a name; see :data:`CLOSING_ABBREVIATIONS`.
+TITLES: frozenset[str] = frozenset(
+    {
+        "mr", "mrs", "ms", "mx", "messrs", "mmes", "dr", "drs", "prof", "profs", "rev", "hon", "gen", "lt",
+        "col", "capt", "sgt", "maj", "adm", "gov", "sen", "rep", "pres", "sra", "srta", "lic", "dra",
+        "mme", "mlle",
+    }
+)  # fmt: skip
 
 #: Times of day. After one of them a capitalised word starts a new sentence (``... at 6 p.m. Mr. Smith
 #: then ...``) unless the time opens the sentence (``At 5 a.m. Mr. Smith went ...``) or the word is in

@@ -31,7 +31,8 @@ How text is split (:class:`PunktSplitter`):
     sentence (``"This is fine." she said``, ``(see above.) and then``).
   - A single letter or a number abbreviation before a number does not (``p. 55``, ``No. 5``,
     ``N°. 12``); ``etc.`` before any capitalised word does; so does ``a.m.``/``p.m.`` unless the time
-    opens the sentence or a weekday, month or time zone follows.
+    opens the sentence or a weekday, month or time zone follows; so does a place, company or degree
+    abbreviation before a title (``Hale & Co. Mr. Ross``).
   - Ellipses (``...``, ``…``, ``. . .``) end a sentence only before a sentence opener; a four-dot
     ellipsis (``....``, ``. . . .``) before any capitalised word, and ``word. . . . Next`` ends after
     ``word.``. ``[...]`` never ends one. A word starting with ``¿`` or ``¡`` starts a new sentence.
@@ -52,6 +53,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 import threading
 import unicodedata
@@ -131,6 +133,8 @@ _PARAMETER_SETS = (
     "SENTENCE_FINAL_ABBREVIATIONS",
     "TIME_ABBREVIATIONS",
     "TIME_QUALIFIERS",
+    "CLOSING_ABBREVIATIONS",
+    "TITLES",
 )
 
 
@@ -274,7 +278,7 @@ class PunktSplitter:
         if mark[-1] in _CJK_TERMINATORS:
             if mark == "\uff0e" and text[begin - 1 : begin].isdigit() and text[after].isdigit():
                 return None  # ３．２９: a full-width decimal point
-            if not closed and _open_cjk_brackets(text, start, begin):
+            if not closed and _open_cjk_brackets(text, sentence_start, begin):
                 return None  # 《摔跤吧！爸爸》: inside a title or a quotation
             if closed and nxt == after and text[after].isalnum():
                 return None  # 「…。」と言った: the quotation is part of the sentence
@@ -324,8 +328,15 @@ class PunktSplitter:
 
     def _punkt_verdict(self, token: str, next_word: str) -> bool:
         """Whether the period ending Punkt token ``token`` ends a sentence when ``next_word`` follows."""
-        if token[:-1].lower() in _punkt.SENTENCE_FINAL_ABBREVIATIONS and _first_letter_is_upper(next_word):
+        kind = token[:-1].lower()
+        if kind in _punkt.SENTENCE_FINAL_ABBREVIATIONS and _first_letter_is_upper(next_word):
             return True  # CSV, JSON, etc. Python 3.10 is required.
+        if (
+            kind in _punkt.CLOSING_ABBREVIATIONS
+            and _first_letter_is_upper(next_word)
+            and next_word.rstrip(".").lower() in _punkt.TITLES
+        ):
+            return True  # ... signed with Hale & Co. Mr. Ross then ...
         if len(token) == 2 and token[0].isalpha() and next_word[:1].isdigit():
             return False  # p. 55, Table B. 2
         tokenizer = self._get_tokenizer()
@@ -438,7 +449,9 @@ def _flattened_list(text: str, start: int, end: int) -> list[tuple[int, int]] | 
     """The items of a list flattened onto the line ``text[start:end]``, as (marker start, text start).
 
     The first marker opens the line or follows a colon; the others repeat its bullet or count up from
-    it in the same style (``1)``, ``2)``, ``3)`` or ``a.``, ``b.``). None if the line is no such list.
+    it in the same style (``1)``, ``2)``, ``3)`` or ``a.``, ``b.``), and no item but the last ends with
+    a comma, a semicolon or "and"/"or" (that is an enumeration within a sentence). None if the line
+    is no such list.
     """
     markers = list(_LIST_MARKER.finditer(text, start, end))
     if len(markers) < 2:
@@ -461,6 +474,10 @@ def _flattened_list(text: str, start: int, end: int) -> list[tuple[int, int]] | 
                 chain = candidate
     if len(chain) < 2:
         return None
+    for marker, following in itertools.pairwise(chain):
+        words = text[marker.end() : following.start()].split()
+        if not words or words[-1].endswith((",", ";")) or words[-1].lower() in ("and", "or", "nor"):
+            return None  # an enumeration inside a sentence: "(1) BM25, (2) DPR and (3) ColBERT"
     return [(marker.start(), marker.end()) for marker in chain]
 
 

@@ -176,9 +176,18 @@ def test_single_letter_and_number_abbreviations_before_a_number_do_not_end_sente
         ),
         ("This is Harold Jr.'s car.", ["This is Harold Jr.'s car."]),
         ("Hola Srta. Vidal. Soy el Lic. Ortega.", ["Hola Srta. Vidal.", "Soy el Lic. Ortega."]),
+        (
+            "The deal went to Hale & Co. Mr. Ross signed it.",
+            ["The deal went to Hale & Co.", "Mr. Ross signed it."],
+        ),
+        (
+            "He returned to the U.S. Dr. Lee met him there.",
+            ["He returned to the U.S.", "Dr. Lee met him there."],
+        ),
+        ("Ask Prof. Dr. Ross about it.", ["Ask Prof. Dr. Ross about it."]),
     ],
 )
-def test_an_abbreviation_ends_a_sentence_only_before_a_sentence_opener(text, expected):
+def test_an_abbreviation_ends_a_sentence_only_before_a_sentence_opener_or_a_title(text, expected):
     assert split_sentences(text) == expected
 
 
@@ -338,6 +347,12 @@ def test_a_list_flattened_onto_one_line_splits_into_items_that_keep_their_marker
         pytest.param("1) Mix it 3) Bake it", ["Mix it 3) Bake it"], id="not-counting-up"),
         pytest.param("A. Smith and B. Jones met.", ["A. Smith and B. Jones met."], id="initials"),
         pytest.param("1. Mix it 2) Bake it", ["Mix it 2) Bake it"], id="mixed-styles"),
+        pytest.param(
+            "We compared three models: (1) BM25, (2) DPR and (3) ColBERT.",
+            ["We compared three models: (1) BM25, (2) DPR and (3) ColBERT."],
+            id="enumeration-in-a-sentence",
+        ),
+        pytest.param("Pick: a) tea or b) coffee", ["Pick: a) tea or b) coffee"], id="enumeration-with-or"),
     ],
 )
 def test_markers_that_do_not_form_a_list_are_ordinary_text(text, expected):
@@ -537,7 +552,15 @@ def test_fingerprint_is_stable_and_tracks_the_parameters(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "name", ["SENTENCE_STARTERS", "SENTENCE_FINAL_ABBREVIATIONS", "TIME_ABBREVIATIONS", "TIME_QUALIFIERS"]
+    "name",
+    [
+        "SENTENCE_STARTERS",
+        "SENTENCE_FINAL_ABBREVIATIONS",
+        "TIME_ABBREVIATIONS",
+        "TIME_QUALIFIERS",
+        "CLOSING_ABBREVIATIONS",
+        "TITLES",
+    ],
 )
 def test_fingerprint_covers_every_parameter_set(monkeypatch, name):
     fingerprint = PunktSplitter().fingerprint
