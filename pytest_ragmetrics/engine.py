@@ -221,6 +221,7 @@ class Evaluator:
         self._cached_judge: CachedJudge | None = None
         self._metrics: dict[str, Metric] | None = None
         self._fingerprint: object = _UNKNOWN
+        self._cut: dict[str, Metric] = {}  # "ndcg@5" -> the ndcg family cut at 5
         self._lock = threading.Lock()
 
     # -- lazily built parts ------------------------------------------------------------------
@@ -311,12 +312,29 @@ class Evaluator:
         return self._cached_judge
 
     def metric(self, name: str) -> Metric:
+        """The registered metric ``name``; ``ndcg@5`` is the ``ndcg`` family's ``at(5)``."""
+        found = self.metrics.get(name) or self._cut.get(name)
+        if found is not None:
+            return found
+        from .specs import MetricCatalog, parse_metric_name
+
         try:
-            return self.metrics[name]
-        except KeyError:
-            raise ValueError(
-                f"unknown metric {name!r}; registered: {', '.join(sorted(self.metrics))}"
-            ) from None
+            parsed = parse_metric_name(name)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        family = self.metrics.get(parsed.name)
+        if family is None or parsed.method is not None:
+            raise ValueError(f"unknown metric {name!r}; registered: {', '.join(sorted(self.metrics))}")
+        try:
+            MetricCatalog.of([family]).check(parsed)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        at = getattr(family, "at", None)
+        if parsed.k is None or at is None:
+            raise ValueError(f"metric {parsed.name!r} takes @k but has no at(k) method to cut it off")
+        cut: Metric = at(parsed.k)
+        self._cut[name] = cut
+        return cut
 
     # -- scoring -----------------------------------------------------------------------------
     async def _score(self, sample: RagSample, name: str, method: str | None) -> MetricResult:
@@ -325,9 +343,15 @@ class Evaluator:
         metric = self.metric(name)
         method = check_method(metric, method)
         result = await metric.score(sample, method, _Context(self))
+        return self._finish(metric, sample, result)
+
+    def _finish(self, metric: Metric, sample: RagSample, result: MetricResult) -> MetricResult:
+        """``result`` with the judge models it rests on and the sample's content key."""
         s = self.settings
         judges = (
-            s.models_for_graded
+            ()
+            if not getattr(metric, "uses_judge", True)
+            else s.models_for_graded
             if result.metric == "context_relevance" and result.method == "graded"
             else (s.judge_model,)
         )
@@ -339,6 +363,15 @@ class Evaluator:
     async def _score_many(
         self, samples: Sequence[RagSample], name: str, method: str | None
     ) -> list[MetricResult]:
+        metric = self.metric(name)
+        now = getattr(metric, "score_now", None)
+        if now is not None and not getattr(metric, "uses_judge", True):
+            # Pure arithmetic (label metrics): nothing to wait for, so no task per sample.
+            check_method(metric, method)
+            for sample in samples:
+                if not isinstance(sample, RagSample):
+                    raise TypeError(f"expected a RagSample, got {type(sample).__name__}")
+            return [self._finish(metric, sample, now(sample)) for sample in samples]
         return list(await gather_or_cancel(*(self._score(s, name, method) for s in samples)))
 
     async def ascore(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
@@ -368,11 +401,10 @@ class Evaluator:
         ids = _sample_ids(samples)
         for name, method in specs:
             check_method(self.metric(name), method)  # fail before judging anything
-        jobs = [self._score(s, name, method) for s in samples for name, method in specs]
-        flat = iter(await gather_or_cancel(*jobs))
+        columns = await gather_or_cancel(*(self._score_many(samples, name, method) for name, method in specs))
         # Keyed by each result's own name, so a method a metric chose itself (the configured
         # default) is spelled out: "context_relevance[graded]".
-        results = {sid: {r.name: r for r in (next(flat) for _ in specs)} for sid in ids}
+        results = {sid: {column[i].name: column[i] for column in columns} for i, sid in enumerate(ids)}
         labels = list(results[ids[0]])
         aggregates = {label: aggregate(results[sid][label].score for sid in ids) for label in labels}
         return EvaluationResult(list(samples), results, aggregates)

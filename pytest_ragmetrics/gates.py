@@ -8,6 +8,7 @@ A gate is one line of the ``rag_gates`` ini option (or ``--rag-gate``)::
     context_precision min >= 0.5
     context_relevance[graded] p10 > 0.4
     context_recall pass_rate(>=0.8) >= 0.9
+    ndcg@10 mean >= 0.7
 
 Statistics (see :func:`compute_stat`): ``mean``, ``min``, ``max``, ``median`` (= ``quantile(0.5)``),
 ``quantile(q)`` with ``0 <= q <= 1``, ``pNN`` (= ``quantile(NN/100)``), and ``pass_rate(<op> <x>)``,
@@ -65,8 +66,9 @@ DEFAULT_METHODS: Mapping[str, frozenset[str]] = {
 
 #: The expected form, quoted in every parse error.
 GATE_FORM = (
-    "expected '<metric>[<method>] <stat> <op> <threshold>', e.g. 'context_recall mean >= 0.80' or "
-    "'context_relevance[graded] p10 > 0.4'; stat is one of mean, min, max, median, pNN, quantile(q), "
+    "expected '<metric>[<method>] <stat> <op> <threshold>', e.g. 'context_recall mean >= 0.80', "
+    "'context_relevance[graded] p10 > 0.4' or 'ndcg@10 mean >= 0.7'; stat is one of mean, min, max, "
+    "median, pNN, quantile(q), "
     "pass_rate(>=x); op is one of >=, >, <=, <"
 )
 

@@ -96,6 +96,9 @@ class MetricResult:
     #: A digest of the sample's content (question, contexts, references), telling samples apart
     #: in aggregates whatever their ids (filled in by the engine).
     sample_key: str | None = None
+    #: Label metrics: whether any labelled id was among the retrieved ids (None: not applicable).
+    #: False in most samples means the labels look stale (the corpus was re-chunked or re-indexed).
+    labels_found: bool | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.score, bool) or not isinstance(self.score, (int, float)) or math.isnan(self.score):
@@ -179,7 +182,7 @@ class MetricResult:
             "models": dict(self.models) if self.models else None,
             "judges": list(self.judges),
             "key": self.sample_key,
-        }
+        } | ({} if self.labels_found is None else {"labels_found": self.labels_found})
 
 
 def aggregate(scores: Iterable[float]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from .errors import ConfigError
 __all__ = [
     "BUILTIN_CATALOG",
     "COMPARISON_OPS",
+    "LABEL_METRICS",
     "GateLine",
     "MetricCatalog",
     "MetricName",
@@ -164,13 +165,19 @@ class MetricCatalog:
         return name
 
 
+#: Retrieval metrics computed from labels, with no judge (``pytest_ragmetrics.metrics.labels``); each
+#: takes a cut-off: ``ndcg@5``, ``recall@3``, or ``ndcg`` for the whole ranking.
+LABEL_METRICS: tuple[str, ...] = ("hit_rate", "recall", "precision", "mrr", "ndcg", "average_precision")
+
 #: The metrics shipped with the package; registries of custom metrics merge into it.
 BUILTIN_CATALOG = MetricCatalog(
     {
         "context_precision": (),
         "context_recall": (),
         "context_relevance": ("graded", "sentence", "binary"),
-    }
+        **dict.fromkeys(LABEL_METRICS, ()),
+    },
+    frozenset(LABEL_METRICS),
 )
 
 

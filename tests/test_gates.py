@@ -88,7 +88,9 @@ def test_parse_gate_rejects_malformed_lines_naming_the_line_and_the_form(line, w
 
 def test_unknown_metric_error_lists_the_known_metrics():
     with pytest.raises(
-        ConfigError, match=r"known metrics: context_precision, context_recall, context_relevance"
+        ConfigError,
+        match=r"known metrics: average_precision, context_precision, context_recall, context_relevance, "
+        r"hit_rate, mrr, ndcg, precision, recall\)",
     ):
         parse_gate("faithfulness mean >= 0.8")
 
@@ -295,3 +297,13 @@ def test_gates_over_ranked_metrics_use_the_catalog_of_registered_metrics():
         parse_gate("context_recall@3 mean >= 0.7", catalog)
     with pytest.raises(ConfigError, match="regression gates"):
         parse_gate("context_recall mean >= 0.7 at p < 0.05")
+
+
+def test_label_metric_gates_take_a_cut_off():
+    gate = parse_gate("ndcg@10 mean >= 0.7")
+    assert (gate.metric, gate.method, gate.stat) == ("ndcg@10", None, "mean")
+    assert parse_gate("mrr p10 > 0.2").key == ("mrr", None)
+    with pytest.raises(ConfigError, match=r"metric 'context_recall' takes no @k cut-off"):
+        parse_gate("context_recall@3 mean >= 0.5")
+    with pytest.raises(ConfigError, match=r"metric 'recall' takes no \[method\]"):
+        parse_gate("recall@3[graded] mean >= 0.5")

@@ -13,6 +13,7 @@ from .. import judgments as J
 from ..errors import ConfigError, InvalidSample
 from ..judge.base import JudgeAnswer, JudgeRequest, Usage
 from ..results import MetricResult, Verdict
+from . import labels as LABELS
 from . import precision as P
 from . import recall as R
 from . import relevance as REL
@@ -57,7 +58,13 @@ class ScoringContext(Protocol):
 
 @runtime_checkable
 class Metric(Protocol):
-    """A metric the engine can compute. ``methods`` is empty for metrics without variants."""
+    """A metric the engine can compute. ``methods`` is empty for metrics without variants.
+
+    Optional attributes: ``takes_k = True`` with a method ``at(k) -> Metric`` for a ranked metric
+    whose name takes a cut-off (``ndcg@5`` is the registered ``ndcg``'s ``at(5)``, named ``ndcg@5``);
+    ``uses_judge = False`` for a metric that never asks the judge (its results list no judge model,
+    and reports say "no judge").
+    """
 
     name: str
     methods: tuple[str, ...]
@@ -408,8 +415,51 @@ def _quoted(chunk: str, sentences: list[str], ctx: ScoringContext) -> list[str]:
     return sentences
 
 
+class LabelMetric:
+    """A retrieval metric computed from labels, with no judge: ``ndcg``, ``recall@3``...
+
+    Registered once per family (``ndcg``); ``takes_k`` says the name accepts a cut-off, and
+    :meth:`at` gives the metric cut at rank ``k`` (``ndcg@5``). See :mod:`.labels` for the
+    definitions (trec_eval's) and how samples are labelled.
+    """
+
+    methods: tuple[str, ...] = ()
+    default_method: str | None = None
+    takes_k = True
+    #: Never asks the judge: results carry no judge model, and reports say "no judge".
+    uses_judge = False
+
+    def __init__(self, family: str, k: int | None = None) -> None:
+        if family not in LABELS.FAMILIES:
+            raise ConfigError(f"unknown label metric {family!r}; known: {', '.join(LABELS.FAMILIES)}")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ConfigError(f"cut-off @{k} of {family} must be an int of at least 1")
+        self.family = family
+        self.k = k
+        self.name = family if k is None else f"{family}@{k}"
+
+    def at(self, k: int) -> LabelMetric:
+        """This metric cut off at rank ``k``."""
+        return LabelMetric(self.family, k)
+
+    def score_now(self, sample: RagSample) -> MetricResult:
+        """Score ``sample`` synchronously (pure arithmetic over its labels)."""
+        return LABELS.label_result(sample, self.family, self.k, self.name)
+
+    async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
+        return self.score_now(sample)
+
+    def __repr__(self) -> str:
+        return f"LabelMetric({self.name!r})"
+
+
+def label_metrics() -> list[Metric]:
+    """The label metric families, each accepting ``@k``."""
+    return [LabelMetric(family) for family in LABELS.FAMILIES]
+
+
 def builtin_metrics() -> list[Metric]:
-    return [ContextPrecision(), ContextRecall(), ContextRelevance()]
+    return [ContextPrecision(), ContextRecall(), ContextRelevance(), *label_metrics()]
 
 
 def check_method(metric: Metric, method: str | None) -> str | None:
