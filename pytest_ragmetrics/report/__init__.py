@@ -32,6 +32,9 @@ renderers read everything with defaults, so a report missing them still renders.
         to score.
     ``cached`` (bool)
         Every judgment behind the comparison came from the cache or the judgment store.
+    ``judges`` (list of str), ``judge_calls`` (int)
+        The judge models the scores rest on, and the calls made for them. An empty ``judges`` list
+        means no judge was involved (label metrics such as ``ndcg@5``): reports say ``no judge``.
     ``explanation`` (str | None)
         One line a person can act on, e.g. ``reference sentence 2 'Its capital is Paris.' is not
         supported by any context``.
@@ -44,7 +47,8 @@ renderers read everything with defaults, so a report missing them still renders.
         when several judge models graded relevance) and ``verdicts``, a list of ``{"item"
         ("reference sentence" | "chunk" | "sentence"), "index" (int), "rank" (int | None), "text"
         (str), "verdict" (str, e.g. "not supported", "useful", "2/2"), "value" (float, 0..1),
-        "reason" (str | None)}``.
+        "reason" (str | None)}``. Label metrics add ``labels_found`` (bool): whether any retrieved
+        id is labelled at all.
 
 ``summary`` (dict)
 
@@ -61,9 +65,14 @@ renderers read everything with defaults, so a report missing them still renders.
     ``judge`` (dict)
         ``model``, ``cache_mode``, ``cache_dir``, ``store_dir`` (str | None); counters ``calls``,
         ``cache_hits``, ``store_hits``, ``prompt_tokens``, ``completion_tokens``, ``tokens_saved``,
-        ``retries``, ``reasks``, ``errors`` (int, as in ``JudgeStats.to_json``); ``seconds`` (float,
+        ``retries``, ``reasks``, ``errors`` (int, as in ``JudgeStats.to_json``); ``model`` is ``None``
+        when every comparison was scored without a judge; ``seconds`` (float,
         wall time; left out of the JSON file unless timing is asked for, so that files are
         reproducible); ``cost`` (float | None: ``None`` when the model has no configured price).
+    ``labels`` (dict, *optional*)
+        Present when label metrics scored samples by id: ``samples`` (distinct samples that
+        retrieved something), ``not_found`` (those where no retrieved id is labelled at all) and
+        ``stale`` (bool: most of at least three samples, so the labels look stale).
     ``unused_store_entries`` (int)
         Judgment store entries no test used in this run (prune with
         ``python -m pytest_ragmetrics cache prune``).

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..judge.stats import JudgeStats
     from ..settings import Settings
 
-__all__ = ["REPORT_VERSION", "build_report", "per_sample_scores", "write_reports"]
+__all__ = ["REPORT_VERSION", "build_report", "label_summary", "per_sample_scores", "write_reports"]
 
 REPORT_VERSION = 1
 
@@ -66,8 +66,10 @@ def build_report(
         )
     ]
     used_models = sorted({judge for row in rows for judge in row.get("judges") or ()})
+    # Every comparison scored from labels: no judge model to name (the figures still say 0 calls).
+    no_judge = bool(rows) and all(row.get("judges") == [] for row in rows)
     judge = {
-        "model": ", ".join(used_models) or s.judge_model,
+        "model": None if no_judge else ", ".join(used_models) or s.judge_model,
         "cache_mode": s.cache,
         "cache_dir": None if s.cache == "off" else shown(s.cache_dir or default_cache_dir),
         "store_dir": shown(s.store_dir) if s.store_dir else None,
@@ -86,8 +88,34 @@ def build_report(
             "judge": judge,
             "unused_store_entries": unused_store_entries,
             "comparisons": comparisons,
+            **({"labels": labels} if (labels := label_summary(rows)) else {}),
         },
     }
+
+
+#: Below this many labelled samples, a collapse is not called stale labels: too few to tell.
+STALE_MIN_SAMPLES = 3
+
+
+def label_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Whether the labels of label-metric samples met what was retrieved, or None without such samples.
+
+    ``samples`` counts distinct samples (by content) that retrieved something and were scored from
+    label ids; ``not_found`` those where no retrieved id is labelled at all. ``stale`` is true when
+    that is most of them (and at least :data:`STALE_MIN_SAMPLES` were scored): after a re-chunking
+    or re-indexing every id changes, and the scores collapse because the labels, not retrieval, broke.
+    """
+    found: dict[str, bool] = {}
+    for row in rows:
+        for i, sample in enumerate(row.get("samples") or ()):
+            flag = sample.get("labels_found")
+            if flag is not None:
+                found.setdefault(sample.get("key") or f"{row.get('nodeid')}#{i}", bool(flag))
+    if not found:
+        return None
+    missing = sum(1 for flag in found.values() if not flag)
+    stale = len(found) >= STALE_MIN_SAMPLES and missing * 2 > len(found)
+    return {"samples": len(found), "not_found": missing, "stale": stale}
 
 
 def write_reports(report: dict[str, Any], settings: Settings) -> None:

@@ -31,8 +31,10 @@ from .model import (
     format_score,
     format_threshold,
     judge_figures,
+    judge_status,
     metric_label,
     outcome,
+    report_notes,
     row_fails,
     row_status,
 )
@@ -51,6 +53,8 @@ h1 { font-size: 1.5rem; margin: 0 0 0.25rem; }
 h2 { font-size: 1.15rem; margin: 1.75rem 0 0.5rem; }
 h4 { margin: 0.75rem 0 0.25rem; }
 .headline { margin: 0 0 1rem; color: var(--muted); }
+.note { margin: 0 0 1rem; padding: 0.5rem 0.8rem; border-left: 4px solid var(--muted);
+  background: var(--card); }
 .ok { color: var(--ok); } .bad { color: var(--bad); } .warn { color: var(--warn); }
 .cards { display: flex; flex-wrap: wrap; gap: 0.75rem; }
 .card { background: var(--card); border-radius: 8px; padding: 0.6rem 0.9rem; min-width: 8rem; }
@@ -279,7 +283,7 @@ def _result(index: int, row: Mapping[str, Any]) -> str:
     status = row_status(row)
     css = "pass" if passed else "fail" if row_fails(row) else "xfail"
     label = comparison_label(row)
-    judge = "cached" if row.get("cached") else "judged"
+    judge = judge_status(row)
     attrs = {
         "index": str(index),
         "test": str(row.get("nodeid", "")),
@@ -383,6 +387,7 @@ def to_html(
         f'<header><h1 class="{status}">{_e(title)}</h1><p class="headline" id="headline">{_e(headline)}</p>'
         "</header>",
         _cards(report),
+        *(f'<p class="note">{_e(note)}</p>' for note in report_notes(report)),
     ]
     if summary.get("gates"):
         parts.append(_gates(summary["gates"]))

@@ -22,6 +22,7 @@ from .model import (
     judge_figures,
     metric_label,
     outcome,
+    report_notes,
     row_fails,
 )
 
@@ -201,6 +202,7 @@ def to_markdown(report: Mapping[str, Any], *, max_failures: int = DEFAULT_MAX_FA
     summary: Mapping[str, Any] = report.get("summary") or {}
     rows: list[Mapping[str, Any]] = list(report.get("results") or [])
     lines = [_headline(report), ""]
+    lines += [f"> {escape_markdown(note)}\n" for note in report_notes(report)]
     tests = summary.get("tests") or {}
     if tests:
         lines += [

@@ -16,6 +16,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "GateRow",
     "JudgeSummary",
+    "LabelSummary",
     "MetricSummary",
     "Outcome",
     "ResultRow",
@@ -32,8 +33,10 @@ __all__ = [
     "format_score",
     "format_threshold",
     "judge_figures",
+    "judge_status",
     "metric_label",
     "outcome",
+    "report_notes",
     "row_fails",
     "row_status",
 ]
@@ -80,6 +83,8 @@ class ResultRow(TypedDict, total=False):
     threshold: float
     passed: bool
     cached: bool
+    judge_calls: int
+    judges: list[str]
     explanation: str | None
     samples: list[SampleResult]
     xfail: bool
@@ -136,12 +141,21 @@ class JudgeSummary(TypedDict, total=False):
     response_format_reason: str | None
 
 
+class LabelSummary(TypedDict, total=False):
+    """How label metrics' labels met what was retrieved (present only when such samples were scored)."""
+
+    samples: int
+    not_found: int
+    stale: bool
+
+
 class Summary(TypedDict, total=False):
     """Run-wide figures."""
 
     metrics: list[MetricSummary]
     gates: list[GateRow]
     judge: JudgeSummary
+    labels: LabelSummary
     unused_store_entries: int
     tests: dict[str, int]
     comparisons: dict[str, int]
@@ -197,6 +211,30 @@ def row_status(row: Mapping[str, Any]) -> str:
     if row.get("xfail"):
         return "XPASS" if passed else "XFAIL"
     return "PASS" if passed else "FAIL"
+
+
+def judge_status(row: Mapping[str, Any]) -> str:
+    """The judge column of a comparison: ``judged``, ``cached``, or ``no judge`` (label metrics)."""
+    if row.get("judges") == [] and not row.get("judge_calls"):
+        return "no judge"
+    return "cached" if row.get("cached") else "judged"
+
+
+def report_notes(report: Mapping[str, Any]) -> list[str]:
+    """Notes on the run as a whole that every renderer shows: no judge used, stale labels."""
+    summary = _summary(report)
+    labels = summary.get("labels") or {}
+    notes = []
+    judge = summary.get("judge") or {}
+    if _rows(report) and judge and judge.get("model") is None and not judge.get("calls"):
+        notes.append("no judge used: every comparison was scored from labels, at no cost")
+    if labels.get("stale"):
+        notes.append(
+            f"labels look stale: in {labels.get('not_found')} of {labels.get('samples')} labelled samples "
+            "no retrieved id is labelled at all; if the corpus was re-chunked or re-indexed, the ids "
+            "changed: update reference_context_ids (label scores of 0 here say nothing about retrieval)"
+        )
+    return notes
 
 
 def outcome(report: Mapping[str, Any]) -> Outcome:

@@ -24,8 +24,10 @@ from .model import (
     format_margin,
     format_score,
     format_threshold,
+    judge_status,
     metric_label,
     outcome,
+    report_notes,
     response_format_text,
     row_fails,
     row_status,
@@ -142,7 +144,7 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
             format_score(row.get("score")),
             format_threshold(row.get("op"), row.get("threshold")),
             comparison_label(row),
-            "cached" if row.get("cached") else "judged",
+            judge_status(row),
             row.get("nodeid", "?"),
         ]
         for row in shown
@@ -283,6 +285,8 @@ def render_terminal(
         _render_results(tw, rows, verbosity, width)
     else:
         tw.line("no ragmetrics comparisons recorded")
+    for note in report_notes(report):
+        tw.line(note, yellow=note.startswith("labels look stale"))
     if summary.get("metrics"):
         tw.sep("-", "metrics")
         _render_metrics(tw, summary["metrics"])
