@@ -2,13 +2,15 @@
 
     python expected_scores.py
 
-Computed straight from labels.json and the metric definitions, so the thresholds in tests/ can be
-checked by hand; the plugin's report should show the same numbers when it replays judgments/.
+Computed straight from labels.json, the golden set's reference_context_ids and the metric
+definitions, so the thresholds in tests/ can be checked by hand; the plugin's report should show the
+same numbers when it replays judgments/.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from statistics import mean
@@ -56,6 +58,21 @@ def average_precision(useful: list[bool]) -> float:
     return total / hits if hits else 0.0
 
 
+def label_scores(doc_ids: list[str], grades: dict[str, int]) -> dict[str, float]:
+    """The label metrics at k = 3 (the whole ranking) from the golden set's reference_context_ids."""
+    relevant = [d for d in doc_ids if grades.get(d, 0) > 0]
+    dcg = sum(grades.get(d, 0) / math.log2(rank + 1) for rank, d in enumerate(doc_ids, start=1))
+    ideal = sorted(grades.values(), reverse=True)[: len(doc_ids)]
+    idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, start=1))
+    first = next((rank for rank, d in enumerate(doc_ids, start=1) if grades.get(d, 0) > 0), None)
+    return {
+        "hit@1": float(bool(doc_ids) and grades.get(doc_ids[0], 0) > 0),
+        "recall@3": len(relevant) / sum(1 for g in grades.values() if g > 0),
+        "mrr": 1 / first if first else 0.0,
+        "ndcg@3": dcg / idcg,
+    }
+
+
 def scores(qid: str, doc_ids: list[str], labels: dict, split) -> dict[str, float]:
     lab = labels[qid]
     texts = {d.id: d.text for d in load_corpus()}
@@ -77,7 +94,11 @@ def table() -> dict[str, dict[str, dict[str, float]]]:
     golden = [json.loads(line) for line in (HERE / "golden.jsonl").read_text().splitlines() if line.strip()]
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, fn in (("bm25", retrieve_ids), ("weak", retrieve_weak_ids)):
-        out[name] = {g["id"]: scores(g["id"], fn(g["question"]), labels, split) for g in golden}
+        out[name] = {
+            g["id"]: scores(g["id"], ids, labels, split) | label_scores(ids, g["reference_context_ids"])
+            for g in golden
+            for ids in [fn(g["question"])]
+        }
     return out
 
 
@@ -86,15 +107,20 @@ def main() -> None:
     golden = [json.loads(line) for line in (HERE / "golden.jsonl").read_text().splitlines() if line.strip()]
     for name, rows in table().items():
         fn = retrieve_ids if name == "bm25" else retrieve_weak_ids
-        print(f"\n{name}:  id   recall precision graded sentence binary  retrieved")
+        print(
+            f"\n{name}:  id   recall precision graded sentence binary "
+            "| hit@1 recall@3  mrr  ndcg@3  retrieved"
+        )
         for g in golden:
             r = rows[g["id"]]
             ids = fn(g["question"])
             print(
                 f"       {g['id']}  {r['recall']:.3f}  {r['precision']:.3f}    {r['graded']:.3f}  "
-                f"{r['sentence']:.3f}    {r['binary']:.3f}   {ids}"
+                f"{r['sentence']:.3f}    {r['binary']:.3f}  | {r['hit@1']:.0f}     {r['recall@3']:.3f}  "
+                f"{r['mrr']:.3f} {r['ndcg@3']:.3f}   {ids}"
             )
-        for m in ("recall", "precision", "graded", "sentence", "binary"):
+        judged = ("recall", "precision", "graded", "sentence", "binary")
+        for m in (*judged, "hit@1", "recall@3", "mrr", "ndcg@3"):
             vals = sorted(r[m] for r in rows.values())
             n = len(vals)
             # quantile with linear interpolation (numpy's default)

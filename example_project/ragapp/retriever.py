@@ -114,14 +114,19 @@ def _index() -> BM25:
     return BM25(load_corpus())
 
 
+def retrieve_docs(question: str, k: int = 3) -> list[Doc]:
+    """The ``k`` best documents for ``question``, best first: each has an ``id`` and a ``text``."""
+    return _index().top(question, k)
+
+
 def retrieve_ids(question: str, k: int = 3) -> list[str]:
     """Ids of the ``k`` best documents for ``question``, best first."""
-    return [d.id for d in _index().top(question, k)]
+    return [d.id for d in retrieve_docs(question, k)]
 
 
 def retrieve(question: str, k: int = 3) -> list[str]:
     """Texts of the ``k`` best documents for ``question``, best first (what the RAG prompt gets)."""
-    return [d.text for d in _index().top(question, k)]
+    return [d.text for d in retrieve_docs(question, k)]
 
 
 # --- a deliberately weakened retriever ------------------------------------------------------------
@@ -130,13 +135,17 @@ def retrieve(question: str, k: int = 3) -> list[str]:
 # so nothing crashes; only the retrieval metrics notice.
 
 
+def retrieve_weak_docs(question: str, k: int = 3) -> list[Doc]:
+    """Like :func:`retrieve_docs`, but only the first content word of the question is searched for."""
+    first = tokenize(question)[:1]
+    return _index().top(" ".join(first), k)
+
+
 def retrieve_weak_ids(question: str, k: int = 3) -> list[str]:
     """Like :func:`retrieve_ids`, but only the first content word of the question is searched for."""
-    first = tokenize(question)[:1]
-    return [d.id for d in _index().top(" ".join(first), k)]
+    return [d.id for d in retrieve_weak_docs(question, k)]
 
 
 def retrieve_weak(question: str, k: int = 3) -> list[str]:
     """Like :func:`retrieve`, but only the first content word of the question is searched for."""
-    by_id = {d.id: d.text for d in load_corpus()}
-    return [by_id[i] for i in retrieve_weak_ids(question, k)]
+    return [d.text for d in retrieve_weak_docs(question, k)]

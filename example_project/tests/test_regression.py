@@ -4,7 +4,7 @@
 "keyword extraction" step could introduce). Every check below is expected to fail, and ``strict=True``
 turns an unexpected pass into a failure: if these start passing, the checks have lost their teeth.
 Expected scores (python expected_scores.py): recall mean 0.467, precision min 0.0, graded relevance
-p10 0.0, recall pass rate 0.467.
+p10 0.0, recall pass rate 0.467; from the labelled ids, ndcg@3 mean 0.360 and mrr min 0.0.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pytest_ragmetrics import (
     assert_context_precision,
     assert_context_recall,
     assert_context_relevance,
+    assert_metric,
 )
 
 pytestmark = pytest.mark.xfail(
@@ -39,3 +40,11 @@ def test_weak_graded_relevance_p10(weak_samples: list[RagSample]) -> None:
 
 def test_weak_recall_pass_rate(weak_samples: list[RagSample]) -> None:
     assert assert_context_recall(weak_samples).pass_rate(0.8) >= 0.75
+
+
+def test_weak_ndcg_mean(weak_samples: list[RagSample]) -> None:
+    assert assert_metric(weak_samples, "ndcg@3") >= 0.85
+
+
+def test_weak_mrr_min(weak_samples: list[RagSample]) -> None:
+    assert assert_metric(weak_samples, "mrr").min() >= 0.5
