@@ -44,12 +44,18 @@ class LoopRunner:
     #: Seconds between calls of :attr:`on_wait` while :meth:`run` waits.
     wait_interval = 0.25
 
-    def __init__(self, on_wait: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_wait: Callable[[float], None] | None = None,
+        on_wait_end: Callable[[], None] | None = None,
+    ) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        #: Called with the seconds waited so far while a blocking :meth:`run` waits (progress display).
+        #: Called with the seconds waited so far while a blocking :meth:`run` waits (progress display),
+        #: and :attr:`on_wait_end` once such a wait is over.
         self.on_wait = on_wait
+        self.on_wait_end = on_wait_end
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -71,12 +77,14 @@ class LoopRunner:
         __tracebackhide__ = True
         future = self.submit(coro)
         started = time.monotonic()
+        waited = False
         try:
             while True:
                 try:
                     return future.result(timeout=self.wait_interval if self.on_wait else None)
                 except concurrent.futures.TimeoutError:
                     if self.on_wait is not None:
+                        waited = True
                         self.on_wait(time.monotonic() - started)
         except RagMetricsError as exc:
             # Our own errors say everything in their message; the frames of the judging thread
@@ -85,6 +93,9 @@ class LoopRunner:
         except BaseException:
             future.cancel()  # Ctrl-C or a failing progress display: stop judging for this call
             raise
+        finally:
+            if waited and self.on_wait_end is not None:
+                self.on_wait_end()
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await ``coro`` on the background loop from another event loop."""

@@ -105,7 +105,11 @@ class RunState:
             from .engine import Evaluator, LoopRunner
 
             if self.runner is None:
-                self.runner = LoopRunner(on_wait=None if _is_worker(self.config) else _Progress(self))
+                progress = _progress(self)
+                self.runner = LoopRunner(
+                    on_wait=progress.waiting if progress else None,
+                    on_wait_end=progress.done if progress else None,
+                )
             evaluator = Evaluator(
                 settings,
                 hook=self.config.hook,
@@ -234,6 +238,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[state_key] = state
     config.pluginmanager.register(state, "ragmetrics-run")
+    if config.pluginmanager.has_plugin("dsession"):  # the xdist controller: workers report progress
+        from .progress import ControllerProgress
+
+        config.pluginmanager.register(ControllerProgress(config), "ragmetrics-progress")
     writes_pytest_html = config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)
     if writes_pytest_html and not _is_worker(config):
         from .pytest_html_scores import PytestHtmlScores
@@ -625,38 +633,15 @@ class _ReporterWriter:
         self._reporter.write_sep(sepchar, title, **markup)
 
 
-class _Progress:
-    """Shows that a long cold run is judging: a line every few seconds once a wait passes one second.
+def _progress(state: RunState) -> Any:
+    """What shows judging progress in this process: the terminal, or the xdist controller via a file."""
+    from .progress import WORKER_INPUT_KEY, LocalProgress, WorkerProgress
 
-    A warm run answers from the cache in milliseconds and never gets here.
-    """
-
-    after = 1.0
-    every = 2.0
-
-    def __init__(self, state: RunState) -> None:
-        self.state = state
-        self.last = 0.0
-
-    def __call__(self, waited: float) -> None:
-        import time
-
-        now = time.monotonic()
-        if waited < self.after or now - self.last < self.every:
-            return
-        self.last = now
-        config = self.state.config
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        capture = config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None or config.get_verbosity() < -1:
-            return
-        stats = self.state.stats
-        line = (
-            f"ragmetrics: judging... {stats.calls} judge calls answered, "
-            f"{stats.cache_hits + stats.store_hits} from cache or store ({waited:.0f}s in this test)"
-        )
-        if capture is None:
-            reporter.write_line(line)
-            return
-        with capture.global_and_fixture_disabled():
-            reporter.write_line(line)
+    live = state.stats.live
+    workerinput = getattr(state.config, "workerinput", None)
+    if workerinput is None:
+        return LocalProgress(state.config, live)
+    directory = workerinput.get(WORKER_INPUT_KEY)
+    if not directory:
+        return None
+    return WorkerProgress(directory, str(workerinput.get("workerid", os.getpid())), live)

@@ -595,23 +595,6 @@ def test_gates_and_report_merge_across_workers(project, extra):
     result.stdout.fnmatch_lines(["*ragmetrics report*", "*FAIL*context_precision min >= 0.6*"])
 
 
-def test_progress_is_shown_while_a_cold_run_judges_and_not_on_a_warm_run(project, judge_server):
-    judge_server.delay(0.5)
-    project.makepyfile(test_rag="""
-        from pytest_ragmetrics import RagSample, assert_context_relevance
-
-        def test_slow():
-            chunks = [f"Paris fact number {i}." for i in range(6)]
-            assert_context_relevance(RagSample("Where is Paris?", chunks, id="slow"), method="graded") >= 0.5
-    """)
-    cold = project.runpytest("--rag-concurrency=1")
-    cold.assert_outcomes(passed=1)
-    cold.stdout.fnmatch_lines(["ragmetrics: judging... * judge calls answered*"])
-    warm = project.runpytest("--rag-concurrency=1")
-    warm.assert_outcomes(passed=1)
-    assert "ragmetrics: judging" not in warm.stdout.str()
-
-
 def test_judging_in_a_fixture_follows_the_run_configuration(project, judge_server):
     """Outside the test body (a session fixture) the run's settings apply, not just the environment."""
     project.makeini("[pytest]\nrag_cache = replay\n")

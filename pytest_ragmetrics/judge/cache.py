@@ -225,10 +225,11 @@ class CachedJudge:
 
     async def _ask_inner(self, request: JudgeRequest) -> JudgeAnswer:
         semaphore = self._semaphore()
-        if semaphore is None:
-            return await self._inner_judge().judge(request)
-        async with semaphore:
-            return await self._inner_judge().judge(request)
+        with self.stats.call_in_flight():
+            if semaphore is None:
+                return await self._inner_judge().judge(request)
+            async with semaphore:
+                return await self._inner_judge().judge(request)
 
     def _remember(self, key: str, answer: JudgeAnswer) -> None:
         memory = self._memory

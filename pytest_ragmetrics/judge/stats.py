@@ -60,6 +60,9 @@ class JudgeStats:
         self.response_format_reason: str | None = None
         self._busy = 0
         self._busy_since = 0.0
+        # Live figures for the progress display (not reported): judge calls asked for and finished.
+        self._calls_started = 0
+        self._calls_finished = 0
 
     def __repr__(self) -> str:
         return f"JudgeStats({self.to_json()})"
@@ -132,6 +135,23 @@ class JudgeStats:
                 self._busy -= 1
                 if self._busy == 0:
                     self.seconds += time.perf_counter() - self._busy_since
+
+    @contextmanager
+    def call_in_flight(self) -> Iterator[None]:
+        """Count a judge call, from when it is asked for (perhaps waiting for a free slot) until it is
+        answered or fails, for :meth:`live`."""
+        with self._lock:
+            self._calls_started += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._calls_finished += 1
+
+    def live(self) -> tuple[int, int]:
+        """``(finished, asked for)``: judge calls of this process so far, for progress displays."""
+        with self._lock:
+            return self._calls_finished, self._calls_started
 
     # --- reporting -----------------------------------------------------------------------------
 
