@@ -559,6 +559,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         )
         if any(not g["passed"] for g in state.gate_results) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        _junit_gate_properties(config, state.gate_results)
     from .report.build import build_report, write_reports
 
     for data in state.worker_stats:
@@ -575,6 +576,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config.hook.pytest_ragmetrics_report(report=report)
     write_reports(report, state.settings)
     state.final_report = report
+
+
+def _junit_gate_properties(config: pytest.Config, gates: list[dict[str, Any]]) -> None:
+    """Gate outcomes as test-suite properties of ``--junitxml``, as ``record_testsuite_property``
+    would add them; they are known only now, before the junitxml plugin writes its file."""
+    xml = next(
+        (p for p in config.pluginmanager.get_plugins() if callable(getattr(p, "add_global_property", None))),
+        None,
+    )
+    if xml is None:
+        return
+    for number, gate in enumerate(gates, start=1):
+        prefix = f"ragmetrics.gate.{number}"
+        value = gate.get("value")
+        xml.add_global_property(f"{prefix}.spec", gate["spec"])
+        xml.add_global_property(f"{prefix}.value", "n/a" if value is None else f"{value:.6g}")
+        xml.add_global_property(f"{prefix}.n", str(gate.get("n", 0)))
+        outcome = "skipped" if gate.get("skipped") else "true" if gate["passed"] else "false"
+        xml.add_global_property(f"{prefix}.passed", outcome)
+        if gate.get("margin") is not None:
+            xml.add_global_property(f"{prefix}.margin", f"{gate['margin']:+.6g}")
 
 
 def _partial_run(state: RunState) -> bool:

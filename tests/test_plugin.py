@@ -547,6 +547,36 @@ def test_junitxml_carries_scores_thresholds_and_outcomes(project):
     assert '<property name="ragmetrics.1.context_recall.passed" value="true" />' in xml
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["serial", "xdist"])
+def test_junitxml_carries_gate_outcomes_as_suite_properties(project, xdist):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD, PARTIAL
+
+        def test_good():
+            assert_context_recall(GOOD) >= 0.5
+
+        def test_partial():
+            assert_context_recall(PARTIAL) >= 0.5
+    """)
+    result = project.runpytest_subprocess(
+        "--junitxml=junit.xml",
+        "--rag-gate=context_recall mean >= 0.7",
+        "--rag-gate=context_recall min >= 0.9",
+        *xdist,
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the second gate fails
+    suite = (project.path / "junit.xml").read_text().split("<testcase")[0]
+    assert '<property name="ragmetrics.gate.1.spec" value="context_recall mean &gt;= 0.7" />' in suite
+    assert '<property name="ragmetrics.gate.1.value" value="0.75" />' in suite
+    assert '<property name="ragmetrics.gate.1.n" value="2" />' in suite
+    assert '<property name="ragmetrics.gate.1.passed" value="true" />' in suite
+    assert '<property name="ragmetrics.gate.1.margin" value="+0.05" />' in suite
+    assert '<property name="ragmetrics.gate.2.spec" value="context_recall min &gt;= 0.9" />' in suite
+    assert '<property name="ragmetrics.gate.2.passed" value="false" />' in suite
+    assert '<property name="ragmetrics.gate.2.margin" value="-0.4" />' in suite
+
+
 def test_report_header_names_judge_and_cache(project):
     project.makepyfile("def test_x():\n    pass\n")
     result = project.runpytest("--rag-report", "--rag-judge-model=judge-x")
