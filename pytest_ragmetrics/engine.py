@@ -158,23 +158,31 @@ class _Context:
     def __init__(self, evaluator: Evaluator) -> None:
         self._evaluator = evaluator
         self.settings = evaluator.settings
+        #: What the score was made with, for telling whether two runs' scores can be compared.
+        self.prompt_versions: set[str] = set()
+        self.split_used = False
 
     def split(self, text: str) -> list[str]:
+        self.split_used = True
         return self._evaluator.splitter(text)
 
     @property
     def splitter_fingerprint(self) -> str | None:
+        # A judgment keyed on the splitter depends on it even when its sentences come recorded.
+        self.split_used = True
         return self._evaluator.splitter_fingerprint
 
     def normalize(self, text: str) -> str:
         return _normalize(text)
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        self.prompt_versions.add(request.prompt_version)
         return await self._evaluator.judge.judge(request)
 
     async def judge_many(
         self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None = None
     ) -> list[JudgeAnswer | None]:
+        self.prompt_versions.update(request.prompt_version for request in requests)
         return await self._evaluator.judge.judge_many(requests, skip)
 
 
@@ -353,11 +361,15 @@ class Evaluator:
             raise TypeError(f"expected a RagSample, got {type(sample).__name__}")
         metric = self.metric(name)
         method = check_method(metric, method)
-        result = await metric.score(sample, method, _Context(self))
-        return self._finish(metric, sample, result)
+        ctx = _Context(self)
+        result = await metric.score(sample, method, ctx)
+        return self._finish(metric, sample, result, ctx)
 
-    def _finish(self, metric: Metric, sample: RagSample, result: MetricResult) -> MetricResult:
-        """``result`` with the judge models it rests on and the sample's content key."""
+    def _finish(
+        self, metric: Metric, sample: RagSample, result: MetricResult, ctx: _Context | None = None
+    ) -> MetricResult:
+        """``result`` with the judge models it rests on, the sample's content keys and, from ``ctx``,
+        the prompt versions and splitter it was made with."""
         s = self.settings
         judges = (
             ()
@@ -366,9 +378,16 @@ class Evaluator:
             if result.metric == "context_relevance" and result.method == "graded"
             else (s.judge_model,)
         )
-        # dataclasses.replace() without validating the result again: a copy with two fields added.
+        # dataclasses.replace() without validating the result again: a copy with fields added.
         completed = object.__new__(MetricResult)
-        completed.__dict__.update(result.__dict__, judges=judges, sample_key=_sample_key(sample))
+        completed.__dict__.update(
+            result.__dict__,
+            judges=judges,
+            sample_key=_sample_key(sample),
+            reference_key=_reference_key(sample),
+            prompt_versions=tuple(sorted(ctx.prompt_versions)) if ctx else (),
+            splitter=splitter_identity(self.splitter) if ctx and ctx.split_used else None,
+        )
         return completed
 
     async def _score_many(
@@ -482,6 +501,25 @@ def _compute_sample_key(sample: RagSample) -> str:
         refs = None if sample.reference_contexts is None else list(sample.reference_contexts)
         material += [ids, None if grades is None else sorted(grades.items()), refs]
     return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
+def _reference_key(sample: RagSample) -> str:
+    # What the sample asks and what counts as the right answer, not what was retrieved: two runs of
+    # one golden question match on this however differently they retrieved. The answer stands in for
+    # a missing reference, as it does for context precision.
+    reference = sample.ground_truth if sample.ground_truth is not None else sample.answer
+    material = [sample.question, reference]
+    return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
+def splitter_identity(splitter: Any) -> str:
+    """A name for a sentence splitter that changes when its output can: the default Punkt splitter's
+    fingerprint of its shipped parameters, else the splitter's module and qualified name."""
+    fingerprint = getattr(splitter, "fingerprint", None)
+    if isinstance(fingerprint, str) and fingerprint:
+        return fingerprint
+    target = splitter if callable(splitter) and hasattr(splitter, "__qualname__") else type(splitter)
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
 
 
 def _sample_ids(samples: Sequence[RagSample]) -> list[str]:

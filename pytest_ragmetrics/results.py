@@ -99,6 +99,13 @@ class MetricResult:
     #: Label metrics: whether any labelled id was among the retrieved ids (None: not applicable).
     #: False in most samples means the labels look stale (the corpus was re-chunked or re-indexed).
     labels_found: bool | None = None
+    #: A digest of the sample's question and reference (the answer when it has none), matching one
+    #: golden question across runs however it was retrieved (filled in by the engine).
+    reference_key: str | None = None
+    #: The prompt versions of the judgments behind the score (filled in by the engine).
+    prompt_versions: tuple[str, ...] = ()
+    #: The sentence splitter's identity when the metric split text (filled in by the engine).
+    splitter: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.score, bool) or not isinstance(self.score, (int, float)) or math.isnan(self.score):
@@ -182,6 +189,9 @@ class MetricResult:
             "models": dict(self.models) if self.models else None,
             "judges": list(self.judges),
             "key": self.sample_key,
+            "reference_key": self.reference_key,
+            "prompt_versions": list(self.prompt_versions),
+            "splitter": self.splitter,
         } | ({} if self.labels_found is None else {"labels_found": self.labels_found})
 
 

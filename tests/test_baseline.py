@@ -1,0 +1,263 @@
+"""Comparing a run with a baseline: matching, statistics, comparability, regression gates.
+
+Runs are scored by the real engine with a scripted judge: a chunk is useful (and relevant) when it
+says "good", so the contexts given to each sample decide its scores exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from pytest_ragmetrics import judgments
+from pytest_ragmetrics.baseline import baseline_form, compare_reports, find_metric, load_report, run_scores
+from pytest_ragmetrics.engine import Evaluator
+from pytest_ragmetrics.errors import ConfigError
+from pytest_ragmetrics.judge.base import JudgeRequest, ScriptedJudge
+from pytest_ragmetrics.report.json_report import to_json
+from pytest_ragmetrics.sample import RagSample
+from pytest_ragmetrics.settings import Settings
+
+GOOD, BAD = "This chunk is good.", "This chunk is off topic."
+#: Contexts giving context precision 1.0, 0.5 and 0.0.
+TOP, SECOND, NONE = [GOOD, BAD], [BAD, GOOD], [BAD, BAD]
+
+
+def script(request: JudgeRequest) -> dict[str, Any]:
+    payload = json.loads(request.messages[-1]["content"])
+    if request.kind == judgments.PRECISION:
+        return {
+            "reason": "says good" if "good" in payload["chunk"] else "no",
+            "useful": "good" in payload["chunk"],
+        }
+    if request.kind == judgments.RECALL:
+        joined = " ".join(payload["contexts"].values())
+        return {
+            f"sentence_{i}": {"reason": "r", "attributed": "good" in joined}
+            for i in payload["reference_sentences"]
+        }
+    if request.kind == judgments.SENTENCES:
+        chosen = [int(i) for i, text in payload["sentences"].items() if "good" in text]
+        return {"reason": "r", "relevant_sentences": chosen}
+    return {"reason": "r", "rating": 2 if "good" in payload["chunk"] else 0}
+
+
+def sample(sid: str, contexts: Sequence[str], question: str | None = None) -> RagSample:
+    return RagSample(
+        question or f"What does chunk {sid} say?",
+        list(contexts),
+        ground_truth=f"Chunk {sid} is good.",
+        id=sid,
+    )
+
+
+def run(
+    samples: Sequence[RagSample],
+    metrics: Sequence[tuple[str, str | None]] = (("context_precision", None),),
+    *,
+    judge_model: str = "scripted-model",
+) -> dict[str, Any]:
+    """A run report with one dataset-level comparison per metric, as the plugin records it."""
+    rows = []
+    with Evaluator(Settings(cache="off", judge_model=judge_model), judge=ScriptedJudge(script)) as evaluator:
+        for metric, method in metrics:
+            results = evaluator.score_many(samples, metric, method)
+            rows.append(
+                {
+                    "nodeid": f"tests/test_rag.py::test_{metric}",
+                    "metric": metric,
+                    "method": method,
+                    "stat": "mean",
+                    "score": sum(r.score for r in results) / len(results),
+                    "op": ">=",
+                    "threshold": 0.0,
+                    "passed": True,
+                    "judges": sorted({j for r in results for j in r.judges}),
+                    "samples": [r.to_json() for r in results],
+                }
+            )
+    return {"version": 1, "results": rows, "summary": {}}
+
+
+def golden(contexts: Sequence[Sequence[str]]) -> list[RagSample]:
+    return [sample(f"q{i + 1:02d}", c) for i, c in enumerate(contexts)]
+
+
+def precision(comparison: Mapping[str, Any]) -> Mapping[str, Any]:
+    entry = find_metric(comparison, "context_precision", None)
+    assert entry is not None
+    return entry
+
+
+BASE = golden([TOP] * 10 + [SECOND] * 5)
+
+
+def test_identical_runs_give_delta_zero_and_no_regression() -> None:
+    entry = precision(compare_reports(run(BASE), run(BASE)))
+    assert entry["comparable"] and entry["n"] == 15
+    assert entry["delta"] == 0.0 and entry["ci_low"] == 0.0 and entry["ci_high"] == 0.0
+    assert entry["p_value"] == 1.0
+    assert entry["verdict"] == "unchanged"
+    assert entry["regressed"] == [] and entry["improved"] == []
+    assert entry["baseline_mean"] == entry["current_mean"] == pytest.approx(25 / 30)
+
+
+def test_a_broad_drop_over_15_samples_is_significant() -> None:
+    current = golden([SECOND] * 10 + [NONE] * 5)  # every sample loses half a point
+    entry = precision(compare_reports(run(BASE), run(current)))
+    assert entry["n"] == 15
+    assert entry["delta"] == pytest.approx(-0.5)
+    assert entry["ci_low"] == entry["ci_high"] == pytest.approx(-0.5)  # every pair moved the same
+    assert entry["p_value"] == pytest.approx(2 / 2**15)  # exact: only all-negative or all-positive
+    assert entry["test"] == {"method": "exact", "permutations": 2**15, "seed": 0}
+    assert entry["verdict"] == "worse"
+    assert [s["id"] for s in entry["regressed"]] == ["q01", "q02", "q03", "q04", "q05"]
+    assert entry["max_drop"] == pytest.approx(0.5)
+
+
+def test_a_single_collapse_is_not_significant_but_is_the_largest_drop() -> None:
+    current = golden([NONE] + [TOP] * 9 + [SECOND] * 5)
+    entry = precision(compare_reports(run(BASE), run(current)))
+    assert entry["delta"] == pytest.approx(-1 / 15)
+    assert entry["p_value"] == 1.0
+    assert entry["verdict"] == "not significant"
+    assert entry["max_drop"] == pytest.approx(1.0)
+    assert entry["regressed"] == [{"id": "q01", "baseline": 1.0, "current": 0.0, "delta": -1.0}]
+    assert entry["ci_low"] < entry["delta"] <= entry["ci_high"] <= 0.0
+
+
+def test_improvements_are_listed_most_improved_first() -> None:
+    current = golden([TOP] * 12 + [SECOND] * 3)
+    entry = precision(compare_reports(run(BASE), run(current)))
+    assert entry["delta"] == pytest.approx(1 / 15)
+    assert [s["id"] for s in entry["improved"]] == ["q11", "q12"]
+
+
+def test_new_removed_and_changed_samples_are_counted_never_matched() -> None:
+    current = [
+        *golden([TOP] * 12)[:12],  # q13..q15 removed
+        sample("q16", TOP),  # new
+    ]
+    current[0] = sample("q01", NONE, question="A different question?")  # changed: another question
+    entry = precision(compare_reports(run(BASE), run(current)))
+    assert entry["new"] == ["q16"]
+    assert entry["removed"] == ["q13", "q14", "q15"]
+    assert entry["changed"] == ["q01"]
+    assert entry["n"] == 11  # q02..q12
+    assert entry["regressed"] == []  # q01 dropped to 0 but is a different test case
+
+
+def test_one_id_naming_two_evaluations_is_ambiguous_and_left_out() -> None:
+    twice = run(BASE)
+    twice["results"].append({**twice["results"][0], "nodeid": "tests/test_rag.py::test_other"})
+    twice["results"][1] = json.loads(json.dumps(twice["results"][1]))
+    twice["results"][1]["samples"] = twice["results"][1]["samples"][:1]
+    twice["results"][1]["samples"][0].update(key="another-retrieval", score=0.0)
+    entry = precision(compare_reports(run(BASE), twice))
+    assert entry["ambiguous"] == ["q01"]
+    assert entry["n"] == 14
+
+
+def test_xfail_comparisons_are_not_part_of_the_run() -> None:
+    current = run(BASE)
+    weak = run(golden([NONE] * 15))["results"][0]
+    current["results"].append({**weak, "nodeid": "tests/test_weak.py::test_weak", "xfail": True})
+    assert precision(compare_reports(run(BASE), current))["verdict"] == "unchanged"
+
+
+def test_another_judge_model_is_not_comparable() -> None:
+    entry = precision(compare_reports(run(BASE), run(BASE, judge_model="other-model")))
+    assert not entry["comparable"]
+    assert entry["verdict"] == "not comparable"
+    assert entry["reason"] == "judged by scripted-model in the baseline, other-model now"
+    assert entry["delta"] is None and entry["p_value"] is None
+
+
+def test_another_prompt_version_is_not_comparable(monkeypatch: pytest.MonkeyPatch) -> None:
+    baseline = run(BASE)
+    prompt = judgments.PROMPTS[judgments.PRECISION]
+    monkeypatch.setitem(
+        judgments.PROMPTS,  # type: ignore[arg-type]
+        judgments.PRECISION,
+        judgments.Prompt("precision-99", prompt.system),
+    )
+    entry = precision(compare_reports(baseline, run(BASE)))
+    assert not entry["comparable"]
+    assert entry["reason"] == f"prompt versions {prompt.version} in the baseline, precision-99 now"
+
+
+def test_another_sentence_splitter_is_not_comparable() -> None:
+    baseline = run(BASE, metrics=[("context_recall", None)])
+    current = json.loads(json.dumps(baseline))
+    for s in current["results"][0]["samples"]:
+        s["splitter"] = "conftest.one_sentence_per_line"
+    entry = find_metric(compare_reports(baseline, current), "context_recall", None)
+    assert entry is not None and not entry["comparable"]
+    assert "sentence splitter punkt-" in entry["reason"]
+    assert entry["reason"].endswith("conftest.one_sentence_per_line now")
+
+
+def test_each_relevance_method_is_compared_on_its_own() -> None:
+    metrics = [("context_relevance", "graded"), ("context_relevance", "binary")]
+    comparison = compare_reports(run(BASE, metrics), run(golden([SECOND] * 15), metrics))
+    labels = [m["label"] for m in comparison["metrics"]]
+    assert labels == ["context_relevance[binary]", "context_relevance[graded]"]
+    graded = find_metric(comparison, "context_relevance", "graded")
+    binary = find_metric(comparison, "context_relevance", "binary")
+    assert graded is not None and binary is not None
+    assert graded["delta"] == pytest.approx(0.0) and binary["delta"] == pytest.approx(0.0)
+
+
+def test_a_metric_scored_in_one_run_only_has_no_matched_samples() -> None:
+    comparison = compare_reports(run(BASE), run(BASE, [("context_recall", None)]))
+    assert precision(comparison)["verdict"] == "no matched samples"
+    assert precision(comparison)["removed"] == [s.id for s in BASE]
+    recall = find_metric(comparison, "context_recall", None)
+    assert recall is not None and len(recall["new"]) == 15
+
+
+def test_comparison_is_reproducible_byte_for_byte() -> None:
+    rng_like = [TOP, SECOND, NONE]
+    current = golden([rng_like[(i * 7) % 3] for i in range(40)])
+    baseline = golden([rng_like[(i * 5) % 3] for i in range(40)])
+    first = json.dumps(compare_reports(run(baseline), run(current)), sort_keys=True)
+    second = json.dumps(compare_reports(run(baseline), run(current)), sort_keys=True)
+    assert first == second
+    entry = precision(json.loads(first))
+    assert entry["test"]["method"] == "monte carlo"
+
+
+def test_baseline_form_is_the_same_bytes_for_the_same_judgments() -> None:
+    report = run(BASE)
+    report["summary"] = {"judge": {"model": "scripted-model", "calls": 3, "cache_hits": 0}, "baseline": {}}
+    again = json.loads(json.dumps(report))
+    again["summary"]["judge"].update(calls=0, cache_hits=3)
+    assert to_json(baseline_form(report)) == to_json(baseline_form(again))
+    assert "baseline" not in baseline_form(report)["summary"]
+
+
+def test_run_scores_reads_every_metric_and_sample() -> None:
+    scores = run_scores(run(BASE, [("context_precision", None), ("context_recall", None)]))
+    assert set(scores) == {("context_precision", None), ("context_recall", None)}
+    assert scores["context_precision", None].samples["q11"][0] == 0.5
+    assert scores["context_recall", None].splitters and scores["context_recall", None].prompt_versions
+
+
+def test_load_report_names_the_file_and_the_problem(tmp_path: Any) -> None:
+    path = tmp_path / "base.json"
+    with pytest.raises(ConfigError, match=r"baseline file '.*base.json' does not exist"):
+        load_report(path)
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ConfigError, match="is not JSON"):
+        load_report(path)
+    path.write_text('{"version": 7, "results": []}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="unsupported ragmetrics report version 7"):
+        load_report(path)
+    path.write_text('{"version": 1}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="no 'results' list"):
+        load_report(path)
+    path.write_text(to_json(run(BASE)), encoding="utf-8")
+    assert load_report(path)["results"]

@@ -1,0 +1,159 @@
+"""Paired statistics: checked against scipy and against enumeration by hand."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from pytest_ragmetrics.stats import bootstrap_ci, mean, percentile, sign_flip_p_value
+
+np = pytest.importorskip("numpy")
+scipy_stats = pytest.importorskip("scipy.stats")
+
+
+def _scipy_sign_flip(baseline: list[float], current: list[float], n_resamples: int) -> float:
+    result = scipy_stats.permutation_test(
+        (baseline, current),
+        lambda x, y, axis: np.mean(y - x, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=n_resamples,
+        alternative="two-sided",
+        random_state=np.random.default_rng(12345),
+    )
+    return float(result.pvalue)
+
+
+def _pairs(rng: random.Random, n: int, shift: float, grid: int = 8) -> tuple[list[float], list[float]]:
+    # Scores on a grid of 1/8: exactly representable, so scipy's float sums tie where ours do.
+    baseline = [rng.randint(0, grid) / grid for _ in range(n)]
+    current = [min(1.0, max(0.0, b + rng.choice((-2, -1, 0, 0, 1)) / grid + shift)) for b in baseline]
+    return baseline, current
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_exact_sign_flip_p_value_equals_scipy_exact_permutation_test(case: int) -> None:
+    rng = random.Random(case)
+    n = rng.randint(3, 12)
+    baseline, current = _pairs(rng, n, shift=rng.choice((0.0, -0.125, 0.125)))
+    differences = [c - b for b, c in zip(baseline, current, strict=True)]
+    ours = sign_flip_p_value(differences)
+    assert ours.method == "exact"
+    # With n_resamples >= 2**n scipy enumerates every pairing too: the two must agree exactly.
+    assert ours.p_value == pytest.approx(_scipy_sign_flip(baseline, current, 2**n), abs=1e-12)
+
+
+def test_exact_sign_flip_p_value_matches_enumeration_by_hand() -> None:
+    differences = [-0.5, -0.25, 0.0, 0.25, -1.0]
+    observed = abs(sum(differences))
+    sums = [
+        abs(sum(s * d for s, d in zip(signs, differences, strict=True)))
+        for signs in itertools.product((1, -1), repeat=5)
+    ]
+    expected = sum(1 for s in sums if s >= observed - 1e-12) / len(sums)
+    assert sign_flip_p_value(differences).p_value == pytest.approx(expected, abs=1e-15)
+    # The zero difference is left out: it has the same value under either sign.
+    assert sign_flip_p_value(differences).permutations == 16
+
+
+def test_monte_carlo_sign_flip_p_value_agrees_with_scipy_within_sampling_error() -> None:
+    rng = random.Random(7)
+    baseline, current = _pairs(rng, 60, shift=-0.03)
+    differences = [c - b for b, c in zip(baseline, current, strict=True)]
+    ours = sign_flip_p_value(differences, resamples=20000)
+    assert ours.method == "monte carlo"
+    theirs = _scipy_sign_flip(baseline, current, 20000)
+    # Two independent Monte Carlo estimates of the same p: the standard error of each is at most
+    # sqrt(p (1 - p) / 20000); four of the difference's standard errors is a generous bound.
+    se = math.sqrt(2 * theirs * (1 - theirs) / 20000) + 1e-4
+    assert abs(ours.p_value - theirs) <= 4 * se, (ours, theirs)
+    assert 0.0 < theirs < 1.0
+
+
+def test_sign_flip_detects_a_broad_drop_and_not_a_single_collapse() -> None:
+    broad = [-0.2] * 12 + [-0.1, 0.0, 0.05]
+    assert sign_flip_p_value(broad).p_value < 0.05
+    single = [0.0] * 14 + [-1.0]
+    # One sample moved: half of all sign assignments are as extreme as that.
+    assert sign_flip_p_value(single).p_value == 1.0
+
+
+def test_sign_flip_with_no_change_has_p_one() -> None:
+    assert sign_flip_p_value([0.0, 0.0, 0.0]) == (1.0, "exact", 1)
+    assert sign_flip_p_value([]).p_value == 1.0
+
+
+def test_float_noise_does_not_break_ties() -> None:
+    # 0.1 + 0.2 - 0.3 is 5.55e-17, not 0: the test treats it as the tie it is.
+    assert sign_flip_p_value([0.1 + 0.2 - 0.3, 0.0]).p_value == 1.0
+    thirds = [2 / 3 - 1 / 3, -1 / 3]
+    assert sign_flip_p_value(thirds).p_value == 1.0  # +1/3 and -1/3: every assignment as extreme
+
+
+def test_p_value_and_interval_are_reproducible_byte_for_byte() -> None:
+    rng = random.Random(3)
+    differences = [rng.uniform(-0.5, 0.3) for _ in range(40)]
+    assert repr(sign_flip_p_value(differences)) == repr(sign_flip_p_value(list(differences)))
+    assert repr(bootstrap_ci(differences)) == repr(bootstrap_ci(list(differences)))
+    assert bootstrap_ci(differences, seed=1) != bootstrap_ci(differences, seed=2)
+
+
+def test_bootstrap_interval_agrees_with_scipy_percentile_bootstrap() -> None:
+    rng = random.Random(11)
+    baseline, current = _pairs(rng, 40, shift=-0.05)
+    differences = [c - b for b, c in zip(baseline, current, strict=True)]
+    ours = bootstrap_ci(differences, resamples=20000)
+    theirs = scipy_stats.bootstrap(
+        (np.array(differences),),
+        np.mean,
+        confidence_level=0.95,
+        n_resamples=20000,
+        method="percentile",
+        random_state=np.random.default_rng(5),
+    ).confidence_interval
+    # Independent draws of the same bootstrap distribution: its 2.5% and 97.5% points agree to
+    # within a small fraction of the distribution's spread.
+    spread = float(np.std(differences)) / math.sqrt(len(differences))
+    assert ours.low == pytest.approx(theirs.low, abs=0.1 * spread)
+    assert ours.high == pytest.approx(theirs.high, abs=0.1 * spread)
+    assert ours.low < mean(differences) < ours.high
+
+
+def test_bootstrap_interval_matches_the_exact_bootstrap_distribution_for_tiny_n() -> None:
+    differences = [-0.5, 0.0, 0.25, -0.25]
+    n = len(differences)
+    # Every one of the n**n equally likely resamples, enumerated.
+    means = sorted(sum(pick) / n for pick in itertools.product(differences, repeat=n))
+    exact = (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
+    ours = bootstrap_ci(differences, resamples=40000)
+    assert ours.low == pytest.approx(exact[0], abs=0.02)
+    assert ours.high == pytest.approx(exact[1], abs=0.02)
+
+
+def test_bootstrap_of_constant_differences_is_that_value() -> None:
+    assert bootstrap_ci([0.0] * 5) == (0.0, 0.0)
+    assert bootstrap_ci([-0.25]) == (-0.25, -0.25)
+
+
+def test_percentile_is_numpys_default() -> None:
+    values = sorted(random.Random(2).random() for _ in range(17))
+    for q in (0.0, 0.025, 0.1, 0.5, 0.975, 1.0):
+        assert percentile(values, q) == pytest.approx(float(np.percentile(values, q * 100)), abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: bootstrap_ci([]), "at least one difference"),
+        (lambda: bootstrap_ci([0.1], confidence=1.0), "confidence"),
+        (lambda: bootstrap_ci([0.1, 0.2], resamples=0), "resamples"),
+        (lambda: sign_flip_p_value([float("nan")]), "finite"),
+        (lambda: mean([]), "no values"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_error(call: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()  # type: ignore[operator]
