@@ -49,6 +49,12 @@ renderers read everything with defaults, so a report missing them still renders.
         (str), "verdict" (str, e.g. "not supported", "useful", "2/2"), "value" (float, 0..1),
         "reason" (str | None)}``. Label metrics add ``labels_found`` (bool): whether any retrieved
         id is labelled at all.
+        *Optional*, what the score was made with and of: ``judges`` (judge models), ``key`` (a
+        digest of the sample's question, contexts and references), ``reference_key`` (a digest of
+        its question and reference only: the same golden question, however it was retrieved),
+        ``prompt_versions`` (of the judgments behind the score) and ``splitter`` (the sentence
+        splitter's identity, when the metric split text). A baseline comparison matches samples
+        and checks comparability with them (see :mod:`pytest_ragmetrics.baseline`).
 
 ``summary`` (dict)
 
