@@ -31,22 +31,33 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
-from .report.model import check_version, metric_label
+from .report.model import check_version, format_p
+from .specs import format_metric, format_number
 from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, sign_flip_p_value
 
+if TYPE_CHECKING:
+    from .specs import MetricCatalog
+
 __all__ = [
+    "REGRESSION_GATE_FORM",
+    "REGRESSION_STATS",
     "SIGNIFICANCE",
     "TOP_SAMPLES",
+    "RegressionGate",
     "RunScores",
     "baseline_form",
     "compare_reports",
+    "evaluate_regression_gates",
+    "find_metric",
     "load_report",
+    "parse_regression_gate",
+    "parse_regression_gates",
     "run_scores",
 ]
 
@@ -184,6 +195,7 @@ def compare_metric(
         "verdict": "not comparable" if reason else "no matched samples",
         "regressed": [],
         "improved": [],
+        "pairs": [],
         "new": new,
         "removed": removed,
         "changed": changed,
@@ -214,6 +226,7 @@ def compare_metric(
         verdict=_verdict(delta, test.p_value, moved),
         regressed=regressed,
         improved=improved[:top],
+        pairs=[_moved(*p) for p in pairs],
     )
     return out
 
@@ -238,7 +251,7 @@ def compare_reports(
     before, now = run_scores(baseline), run_scores(current)
     metrics = [
         {
-            "label": metric_label(*key),
+            "label": format_metric(*key),
             **compare_metric(
                 key[0],
                 key[1],
@@ -270,8 +283,17 @@ def find_metric(comparison: Mapping[str, Any], metric: str, method: str | None) 
 
 def baseline_form(report: Mapping[str, Any]) -> dict[str, Any]:
     """``report`` as a baseline file holds it: the same report, minus what differs between two runs of
-    the same judgments (the judge's counters and timing) and the comparison with an earlier baseline."""
+    the same judgments (the judge's counters and timing, whether each judgment was cached) and the
+    comparison with an earlier baseline."""
     out = dict(report)
+    # Whether a judgment came from the cache, the store or the judge is a fact of one run, not a score.
+    out["results"] = [
+        {
+            **{k: v for k, v in row.items() if k not in ("cached", "judge_calls")},
+            "samples": [{k: v for k, v in s.items() if k != "cached"} for s in row.get("samples") or ()],
+        }
+        for row in out.get("results") or ()
+    ]
     summary = dict(out.get("summary") or {})
     summary.pop("baseline", None)
     summary.pop("regression_gates", None)
@@ -307,9 +329,165 @@ def load_report(path: str | Path, what: str = "baseline") -> dict[str, Any]:
     return data
 
 
-def sample_lines(samples: Sequence[Mapping[str, Any]]) -> list[str]:
-    """``q03 1.000 -> 0.000 (-1.000)`` per moved sample, for messages and reports."""
-    return [
-        f"{s['id']} {s['baseline']:.3f} -> {s['current']:.3f} ({s['current'] - s['baseline']:+.3f})"
-        for s in samples
-    ]
+# --- regression gates ------------------------------------------------------------------------------
+
+#: The statistics a regression gate may bound.
+REGRESSION_STATS = ("mean drop", "any drop")
+#: The expected form, quoted in every parse error.
+REGRESSION_GATE_FORM = (
+    "expected '<metric>[<method>] mean drop <= <x> [at p < <alpha>]' or '<metric>[<method>] any drop "
+    "<= <x>', e.g. 'context_precision mean drop <= 0.02 at p < 0.05' or 'context_recall any drop <= 0.3'"
+)
+
+
+@dataclass(frozen=True)
+class RegressionGate:
+    """One parsed regression gate: how far ``metric[method]`` may fall below the baseline.
+
+    ``stat`` is ``mean drop`` (baseline mean minus current mean over matched samples) or ``any drop``
+    (the largest fall of one matched sample). With ``significance`` (``("<", 0.05)``), a mean drop
+    beyond the threshold fails only when the paired test's p satisfies it as well.
+    """
+
+    metric: str
+    method: str | None
+    stat: str
+    op: str
+    threshold: float
+    significance: tuple[str, float] | None
+    spec: str
+
+    @property
+    def label(self) -> str:
+        return format_metric(self.metric, self.method)
+
+
+def parse_regression_gate(line: str, catalog: MetricCatalog | None = None) -> RegressionGate:
+    """Parse one regression gate such as ``context_precision mean drop <= 0.02 at p < 0.05``.
+
+    ``catalog`` holds the metrics a gate may name (default: the built-in ones). Raises
+    :class:`ConfigError` quoting the line and the expected form when it is malformed.
+    """
+    from .specs import BUILTIN_CATALOG, parse_gate_line
+
+    parsed = parse_gate_line(line, what="regression gate", form=REGRESSION_GATE_FORM)
+    try:
+        subject = (catalog or BUILTIN_CATALOG).check(parsed.subject, require_method=True)
+    except ConfigError as exc:
+        raise parsed.error(str(exc)) from None
+    stat = parsed.stat.lower()
+    if stat not in REGRESSION_STATS:
+        raise parsed.error(f"unknown statistic {parsed.stat!r}: use 'mean drop' or 'any drop'")
+    if parsed.op not in ("<=", "<"):
+        raise parsed.error(f"a drop is bounded from above: use <= or <, not {parsed.op}")
+    if parsed.threshold < 0:
+        raise parsed.error(f"the drop tolerance {format_number(parsed.threshold)} is negative")
+    significance: tuple[str, float] | None = None
+    if parsed.condition is not None:
+        name, op, value = parsed.condition
+        if stat != "mean drop":
+            raise parsed.error("'at p ...' applies to 'mean drop' only: one sample's drop has no test")
+        if name != "p" or op not in ("<", "<="):
+            raise parsed.error(
+                f"the condition must bound the p-value, e.g. 'at p < 0.05', not 'at {name} {op}'"
+            )
+        if not 0.0 < value <= 1.0:
+            raise parsed.error(f"the significance level {format_number(value)} must be in (0, 1]")
+        significance = (op, value)
+    return RegressionGate(
+        metric=subject.metric,
+        method=subject.method,
+        stat=stat,
+        op=parsed.op,
+        threshold=parsed.threshold,
+        significance=significance,
+        spec=parsed.spec,
+    )
+
+
+def parse_regression_gates(
+    text_or_lines: str | Iterable[str], catalog: MetricCatalog | None = None
+) -> list[RegressionGate]:
+    """Parse regression gates, one per line (``;`` separates them in a single string)."""
+    from .specs import gate_lines
+
+    return [parse_regression_gate(line, catalog) for line in gate_lines(text_or_lines)]
+
+
+def evaluate_regression_gates(
+    gates: Iterable[RegressionGate], comparison: Mapping[str, Any] | None, *, partial: bool = False
+) -> list[dict[str, Any]]:
+    """Evaluate regression gates against a comparison (:func:`compare_reports`): the
+    ``summary.regression_gates`` rows.
+
+    Each row: ``spec``, ``metric``, ``method``, ``stat``, ``op``, ``threshold``, ``significance``
+    (``"p < 0.05"`` or None), ``value`` (the drop, None without matched samples), ``n``, ``delta``,
+    ``ci_low``, ``ci_high``, ``p_value``, ``passed``, ``margin`` (``value - threshold``), ``reason``
+    (why it failed without a value: not comparable, nothing matched), ``note`` (why a drop beyond the
+    threshold passed: not significant) and ``worst`` (the samples that fell most, as in the
+    comparison). A gate over a metric that is not comparable fails with the reason; one with no
+    matched samples fails, unless ``partial`` (a run of selected tests), where it is skipped.
+    """
+    from .gates import compare
+
+    rows: list[dict[str, Any]] = []
+    for gate in gates:
+        entry = find_metric(comparison or {}, gate.metric, gate.method) or {}
+        significance = (
+            f"p {gate.significance[0]} {format_number(gate.significance[1])}" if gate.significance else None
+        )
+        row: dict[str, Any] = {
+            "spec": gate.spec,
+            "metric": gate.metric,
+            "method": gate.method,
+            "stat": gate.stat,
+            "op": gate.op,
+            "threshold": gate.threshold,
+            "significance": significance,
+            "value": None,
+            "n": entry.get("n", 0),
+            "delta": entry.get("delta"),
+            "ci_low": entry.get("ci_low"),
+            "ci_high": entry.get("ci_high"),
+            "p_value": entry.get("p_value"),
+            "passed": False,
+            "margin": None,
+            "reason": None,
+            "note": None,
+            "worst": [],
+        }
+        rows.append(row)
+        if entry and not entry.get("comparable", True):
+            row["reason"] = f"{gate.label} is not comparable with the baseline: {entry.get('reason')}"
+            continue
+        if not entry or not entry.get("n") or entry.get("delta") is None:
+            row["reason"] = f"no samples of {gate.label} matched the baseline"
+            if partial:
+                row.update(passed=True, skipped=True, reason=f"not evaluated: {row['reason']} (partial run)")
+            continue
+        pairs = entry.get("pairs") or []
+        if gate.stat == "mean drop":
+            value = float(entry["baseline_mean"]) - float(entry["current_mean"])
+            worst = list(entry.get("regressed") or [])[:3]
+        else:
+            value = max([0.0, *(p["baseline"] - p["current"] for p in pairs)])
+            worst = sorted(
+                (p for p in pairs if not compare(p["baseline"] - p["current"], gate.op, gate.threshold)),
+                key=lambda p: (p["current"] - p["baseline"], p["id"]),
+            )[:3]
+        value = round(value, 12) + 0.0  # float noise off, -0.0 to 0.0, as aggregate gates do
+        within = compare(value, gate.op, gate.threshold)
+        passed = within
+        if not within and gate.significance is not None:
+            p_value = entry.get("p_value")
+            significant = p_value is not None and compare(p_value, *gate.significance)
+            if not significant:
+                passed = True
+                row["note"] = f"not significant: p = {format_p(p_value)}, the gate needs {significance}"
+        row.update(
+            value=value,
+            passed=passed,
+            margin=round(value - gate.threshold, 12) + 0.0,
+            worst=worst if not within else [],
+        )
+    return rows

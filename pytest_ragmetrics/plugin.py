@@ -20,6 +20,7 @@ import pytest
 
 if TYPE_CHECKING:
     from ._scope import TestScope
+    from .baseline import RegressionGate
     from .engine import Evaluator, LoopRunner
     from .gates import Gate
     from .judge.stats import JudgeStats
@@ -32,7 +33,19 @@ _MARKER_HELP = (
 )
 _MARKER_KEYS_EXTRA = ("samples", "method")
 #: Settings of the run as a whole (reports, gates): a marker or ragmetrics_config cannot change them.
-RUN_WIDE = frozenset({"report", "report_json", "report_md", "report_html", "github_summary", "gates"})
+RUN_WIDE = frozenset(
+    {
+        "report",
+        "report_json",
+        "report_md",
+        "report_html",
+        "github_summary",
+        "gates",
+        "baseline",
+        "save_baseline",
+        "regression_gates",
+    }
+)
 
 
 @dataclass(eq=False)  # registered as a plugin: identity, not field equality
@@ -52,6 +65,9 @@ class RunState:
     store_keys: set[str] | None = None
     deselected: bool = False
     gate_results: list[dict[str, Any]] = field(default_factory=list)
+    regression_gates: list[RegressionGate] = field(default_factory=list)
+    #: The baseline report this run is compared with (controller only).
+    baseline: dict[str, Any] | None = None
     configured: bool = False
     final_report: dict[str, Any] | None = None
 
@@ -146,20 +162,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             else:
                 kwargs["metavar"] = option.metavar
             group.addoption(option.cli_name, **kwargs)
+        if option.repeat:
+            group.addoption(
+                option.repeat,
+                dest="rag_" + option.name,
+                action="append",
+                default=None,
+                metavar=option.metavar,
+                help=f"{option.help}; replaces {option.ini_name}",
+            )
         parser.addini(
             option.ini_name,
             option.help + f" (env {option.env_name})",
             type=_ini_type(option.ini_type),  # type: ignore[arg-type]
             default=None,
         )
-    group.addoption(
-        "--rag-gate",
-        dest="rag_gates",
-        action="append",
-        default=None,
-        metavar="GATE",
-        help="aggregate gate, e.g. 'context_recall mean >= 0.8'; repeatable; replaces rag_gates",
-    )
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -200,15 +217,13 @@ def _ini_values(config: pytest.Config) -> dict[str, Any]:
 def _cli_values(config: pytest.Config) -> dict[str, Any]:
     from .settings import OPTIONS
 
-    values = {o.name: config.getoption("rag_" + o.name) for o in OPTIONS if o.cli}
-    values["gates"] = config.getoption("rag_gates")
-    return values
+    return {o.name: config.getoption("rag_" + o.name) for o in OPTIONS if o.cli or o.repeat}
 
 
 def _absolute(settings: Settings, root: Path) -> Settings:
     # Paths in configuration are relative to the rootdir (where the ini file is), wherever pytest runs.
     changes = {}
-    for name in ("cache_dir", "store_dir"):
+    for name in ("cache_dir", "store_dir", "baseline", "save_baseline"):
         value = getattr(settings, name)
         if value and not os.path.isabs(value):
             changes[name] = str(root / value)
@@ -228,9 +243,12 @@ def pytest_configure(config: pytest.Config) -> None:
         ini, cli = _ini_values(config), _cli_values(config)
         settings = _absolute(resolve(ini=ini, env=os.environ, cli=cli), config.rootpath)
         gates = _parse_gates(config, settings.gates) if settings.gates else []
+        regression_gates = _parse_regression_gates(config, settings.regression_gates)
+        # The comparison is made once, by the process that writes the report (never by xdist workers).
+        baseline = _load_baseline(settings) if not _is_worker(config) else None
     except ConfigError as exc:
         raise pytest.UsageError(f"ragmetrics: {exc}") from None
-    state = RunState(config, settings, gates)
+    state = RunState(config, settings, gates, regression_gates=regression_gates, baseline=baseline)
     state.configured = bool(
         any(v is not None for k, v in cli.items())
         or ini
@@ -265,6 +283,29 @@ def _parse_gates(config: pytest.Config, lines: tuple[str, ...]) -> list[Gate]:
     from .gates import parse_gates
 
     return parse_gates(lines, _catalog(config, lines))
+
+
+def _parse_regression_gates(config: pytest.Config, lines: tuple[str, ...]) -> list[RegressionGate]:
+    if not lines:
+        return []
+    from .baseline import parse_regression_gates
+
+    return parse_regression_gates(lines, _catalog(config, lines))
+
+
+def _load_baseline(settings: Settings) -> dict[str, Any] | None:
+    if settings.regression_gates and not settings.baseline:
+        from .errors import ConfigError
+
+        raise ConfigError(
+            "regression gates need a baseline to compare with: set --rag-baseline=PATH (ini rag_baseline, "
+            "env RAGMETRICS_BASELINE) to a report saved with --rag-save-baseline"
+        )
+    if not settings.baseline:
+        return None
+    from .baseline import load_report
+
+    return load_report(settings.baseline)
 
 
 def _catalog(config: pytest.Config, lines: tuple[str, ...]) -> MetricCatalog:
@@ -539,7 +580,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         }
         return
     s = state.settings
-    if not (used or state.gates or s.report or s.report_json or s.report_md or s.report_html):
+    wanted = state.gates or state.baseline is not None or s.save_baseline
+    if not (used or wanted or s.report or s.report_json or s.report_md or s.report_html):
         return  # the plugin was not used in this run: build nothing, import nothing
     # Only a complete, passing run knows every judgment the suite needs: a failing test stops at its
     # first failed comparison and never asks for the judgments after it, so `cache prune` must not
@@ -572,7 +614,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         unused_store_entries=len(state.unused_store_entries),
         shown=lambda path: _shown(path, state),
         default_cache_dir=state.default_cache_dir(),
+        baseline=state.baseline,
+        baseline_source=_shown(s.baseline, state) if s.baseline else None,
+        regression_gates=state.regression_gates,
+        partial=_partial_run(state),
     )
+    regression = report["summary"].get("regression_gates") or []
+    if any(not g["passed"] for g in regression) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     config.hook.pytest_ragmetrics_report(report=report)
     write_reports(report, state.settings)
     state.final_report = report
@@ -628,8 +677,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             verbosity=config.get_verbosity(),
             rootdir=config.rootpath,
         )
-    elif state is not None and state.gate_results:
-        from .report.model import format_margin, format_score
+    elif state is not None:
+        from .report.model import format_margin, format_score, regression_gate_detail
 
         for gate in state.gate_results:
             if not gate["passed"]:
@@ -637,6 +686,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                     f"value {format_score(gate['value'])}, margin {format_margin(gate.get('margin'))}"
                 )
                 terminalreporter.write_line(f"ragmetrics gate failed: {gate['spec']} ({why})", red=True)
+        for gate in report["summary"].get("regression_gates") or ():
+            if not gate["passed"]:
+                terminalreporter.write_line(
+                    f"ragmetrics regression gate failed: {gate['spec']} ({regression_gate_detail(gate)})",
+                    red=True,
+                )
 
 
 class _ReporterWriter:

@@ -53,6 +53,9 @@ class Settings:
     report_html: str | None = None
     github_summary: bool = False
     gates: tuple[str, ...] = ()
+    baseline: str | None = None
+    save_baseline: str | None = None
+    regression_gates: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Built directly or by resolve(): either way every value passes the same checks.
@@ -154,6 +157,8 @@ class Option:
     cli: bool = True
     env: bool = True
     choices: tuple[str, ...] = field(default=())
+    #: For a list of lines: the command-line flag that gives one line and may be repeated.
+    repeat: str | None = None
 
     def __post_init__(self) -> None:
         if self.ini_type is None:
@@ -285,6 +290,30 @@ OPTIONS: tuple[Option, ...] = (
         "GATE",
         ini_type="linelist",
         cli=False,
+        repeat="--rag-gate",
+    ),
+    Option(
+        "baseline",
+        _optional_text,
+        "compare the run with this baseline: a JSON report saved with --rag-save-baseline (or "
+        "--rag-report-json)",
+        "PATH",
+    ),
+    Option(
+        "save_baseline",
+        _optional_text,
+        "save this run as a baseline to PATH: the JSON report without its judge counters",
+        "PATH",
+    ),
+    Option(
+        "regression_gates",
+        _lines,
+        "regression gates against the baseline, one per line, e.g. 'context_precision mean drop <= 0.02 "
+        "at p < 0.05' (CLI: repeatable --rag-regression-gate; env: separated by ';')",
+        "GATE",
+        ini_type="linelist",
+        cli=False,
+        repeat="--rag-regression-gate",
     ),
 )
 
@@ -301,6 +330,8 @@ _OPTIONAL = frozenset(
         "report_json",
         "report_md",
         "report_html",
+        "baseline",
+        "save_baseline",
     }
 )
 _FIELDS = {f.name for f in dataclasses.fields(Settings)}

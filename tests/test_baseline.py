@@ -13,7 +13,16 @@ from typing import Any
 import pytest
 
 from pytest_ragmetrics import judgments
-from pytest_ragmetrics.baseline import baseline_form, compare_reports, find_metric, load_report, run_scores
+from pytest_ragmetrics.baseline import (
+    baseline_form,
+    compare_reports,
+    evaluate_regression_gates,
+    find_metric,
+    load_report,
+    parse_regression_gate,
+    parse_regression_gates,
+    run_scores,
+)
 from pytest_ragmetrics.engine import Evaluator
 from pytest_ragmetrics.errors import ConfigError
 from pytest_ragmetrics.judge.base import JudgeRequest, ScriptedJudge
@@ -261,3 +270,92 @@ def test_load_report_names_the_file_and_the_problem(tmp_path: Any) -> None:
         load_report(path)
     path.write_text(to_json(run(BASE)), encoding="utf-8")
     assert load_report(path)["results"]
+
+
+# --- regression gates ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "stat", "op", "threshold", "significance"),
+    [
+        ("context_precision mean drop <= 0.02", "mean drop", "<=", 0.02, None),
+        ("context_precision mean drop <= 0.02 at p < 0.05", "mean drop", "<=", 0.02, ("<", 0.05)),
+        ("context_recall any drop <= 0.3", "any drop", "<=", 0.3, None),
+        ("  context_recall   Mean  Drop < .1  at p<=0.01 ", "mean drop", "<", 0.1, ("<=", 0.01)),
+    ],
+)
+def test_regression_gates_parse(
+    line: str, stat: str, op: str, threshold: float, significance: tuple[str, float] | None
+) -> None:
+    gate = parse_regression_gate(line)
+    assert (gate.stat, gate.op, gate.threshold, gate.significance) == (stat, op, threshold, significance)
+
+
+def test_a_regression_gate_names_the_relevance_method() -> None:
+    gate = parse_regression_gate("context_relevance[graded] mean drop <= 0.05")
+    assert (gate.metric, gate.method, gate.label) == (
+        "context_relevance",
+        "graded",
+        "context_relevance[graded]",
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("context_precision mean rise <= 0.02", "unknown statistic 'mean rise'"),
+        ("context_precision mean drop >= 0.02", "use <= or <, not >="),
+        ("context_precision mean drop <= -0.1", "is negative"),
+        ("context_precision any drop <= 0.3 at p < 0.05", "applies to 'mean drop' only"),
+        ("context_precision mean drop <= 0.1 at q < 0.05", "must bound the p-value"),
+        ("context_precision mean drop <= 0.1 at p > 0.05", "must bound the p-value"),
+        ("context_precision mean drop <= 0.1 at p < 2", "must be in (0, 1]"),
+        ("context_relevance mean drop <= 0.1", "needs a method"),
+        ("no_such_metric mean drop <= 0.1", "unknown metric 'no_such_metric'"),
+        ("context_precision mean drop", "cannot parse it"),
+    ],
+)
+def test_malformed_regression_gates_say_why(line: str, why: str) -> None:
+    with pytest.raises(ConfigError, match="invalid ragmetrics regression gate") as info:
+        parse_regression_gate(line)
+    assert why in str(info.value)
+    assert "expected '<metric>[<method>] mean drop <= <x>" in str(info.value)
+
+
+def gate_rows(baseline: list[RagSample], current: list[RagSample], *lines: str) -> list[dict[str, Any]]:
+    comparison = compare_reports(run(baseline), run(current))
+    return evaluate_regression_gates(parse_regression_gates(list(lines)), comparison)
+
+
+def test_regression_gates_over_a_broad_drop_a_single_collapse_and_a_small_drop() -> None:
+    mean_sig = "context_precision mean drop <= 0.02 at p < 0.05"
+    any_drop = "context_precision any drop <= 0.3"
+    within = "context_precision mean drop <= 0.1"
+    broad = gate_rows(BASE, golden([SECOND] * 10 + [NONE] * 5), mean_sig, any_drop)
+    assert [g["passed"] for g in broad] == [False, False]
+    assert broad[0]["value"] == pytest.approx(0.5) and broad[0]["p_value"] < 0.05
+    assert [s["id"] for s in broad[0]["worst"]] == ["q01", "q02", "q03"]
+    single = gate_rows(BASE, golden([NONE] + [TOP] * 9 + [SECOND] * 5), mean_sig, any_drop, within)
+    assert [g["passed"] for g in single] == [True, False, True]
+    assert single[0]["note"] == "not significant: p = 1.0000, the gate needs p < 0.05"
+    assert single[1]["worst"] == [{"id": "q01", "baseline": 1.0, "current": 0.0, "delta": -1.0}]
+    same = gate_rows(BASE, BASE, mean_sig, any_drop)
+    assert [g["passed"] for g in same] == [True, True] and same[0]["value"] == 0.0
+
+
+def test_a_regression_gate_over_an_incomparable_or_unmatched_metric_fails_with_the_reason() -> None:
+    comparison = compare_reports(run(BASE), run(BASE, judge_model="other-model"))
+    (row,) = evaluate_regression_gates(
+        parse_regression_gates("context_precision mean drop <= 0.5"), comparison
+    )
+    assert not row["passed"] and row["value"] is None
+    assert row["reason"] == (
+        "context_precision is not comparable with the baseline: judged by scripted-model in the baseline, "
+        "other-model now"
+    )
+    (row,) = evaluate_regression_gates(parse_regression_gates("context_recall any drop <= 0.5"), comparison)
+    assert not row["passed"] and row["reason"] == "no samples of context_recall matched the baseline"
+    (row,) = evaluate_regression_gates(
+        parse_regression_gates("context_recall any drop <= 0.5"), comparison, partial=True
+    )
+    assert row["passed"] and row["skipped"]

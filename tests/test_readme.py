@@ -42,7 +42,7 @@ def test_configuration_table_lists_every_setting(option):
     )
     assert row is not None, f"README configuration table has no row for {option.ini_name}"
     assert f"`{option.env_name}`" in row
-    assert (option.cli_name if option.cli else "--rag-gate") in row
+    assert (option.cli_name if option.cli else option.repeat) in row
 
 
 def test_readme_hook_example_works(pytester):

@@ -8,14 +8,22 @@ can call them on rows read back from JSON reports.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..baseline import RegressionGate
     from ..judge.stats import JudgeStats
     from ..settings import Settings
 
-__all__ = ["REPORT_VERSION", "build_report", "label_summary", "per_sample_scores", "write_reports"]
+__all__ = [
+    "REPORT_VERSION",
+    "attach_baseline",
+    "build_report",
+    "label_summary",
+    "per_sample_scores",
+    "write_reports",
+]
 
 REPORT_VERSION = 1
 
@@ -50,11 +58,18 @@ def build_report(
     unused_store_entries: int,
     shown: Callable[[str], str],
     default_cache_dir: str,
+    baseline: Mapping[str, Any] | None = None,
+    baseline_source: str | None = None,
+    regression_gates: Sequence[RegressionGate] = (),
+    partial: bool = False,
 ) -> dict[str, Any]:
     """The plain-JSON run report that every renderer reads.
 
     ``shown`` turns a local path into the one reports print (relative to the rootdir when inside it).
+    With a ``baseline`` report, the comparison and the ``regression_gates`` are attached (see
+    :func:`attach_baseline`; ``partial`` as for gates).
     """
+    from .. import __version__
     from ..gates import aggregate
     from .json_report import sort_results
 
@@ -79,8 +94,9 @@ def build_report(
     comparisons = {"passed": 0, "failed": 0}
     for row in rows:
         comparisons["passed" if row["passed"] else "failed"] += 1
-    return {
+    report = {
         "version": REPORT_VERSION,
+        "plugin_version": __version__,
         "results": [dict(r) for r in sort_results(rows)],
         "summary": {
             "metrics": metrics,
@@ -91,6 +107,31 @@ def build_report(
             **({"labels": labels} if (labels := label_summary(rows)) else {}),
         },
     }
+    if baseline is not None:
+        attach_baseline(
+            report, baseline, source=baseline_source, regression_gates=regression_gates, partial=partial
+        )
+    return report
+
+
+def attach_baseline(
+    report: dict[str, Any],
+    baseline: Mapping[str, Any],
+    *,
+    source: str | None = None,
+    regression_gates: Sequence[RegressionGate] = (),
+    partial: bool = False,
+) -> dict[str, Any]:
+    """Compare ``report`` with ``baseline`` and add ``summary.baseline`` and, when there are regression
+    gates, ``summary.regression_gates`` (see :mod:`pytest_ragmetrics.baseline`). Returns ``report``."""
+    from ..baseline import compare_reports, evaluate_regression_gates
+
+    comparison = compare_reports(baseline, report, source=source)
+    summary = report.setdefault("summary", {})
+    summary["baseline"] = comparison
+    if regression_gates:
+        summary["regression_gates"] = evaluate_regression_gates(regression_gates, comparison, partial=partial)
+    return report
 
 
 #: Below this many labelled samples, a collapse is not called stale labels: too few to tell.
@@ -139,3 +180,7 @@ def write_reports(report: dict[str, Any], settings: Settings) -> None:
         from .html import to_html
 
         write_text_atomic(s.report_html, to_html(report))
+    if s.save_baseline:
+        from ..baseline import baseline_form
+
+        write_text_atomic(s.save_baseline, to_json(baseline_form(report)))

@@ -27,22 +27,27 @@ from .model import (
     check_version,
     comparison_label,
     format_count,
+    format_delta,
     format_margin,
+    format_p,
     format_score,
     format_threshold,
     judge_figures,
     judge_status,
     metric_label,
+    moved_samples,
     outcome,
+    regression_gate_detail,
     report_notes,
     row_fails,
     row_status,
+    sample_changes,
 )
 
 __all__ = ["SORT_KEYS", "comparison_cell", "test_fragment", "to_html"]
 
 #: Column keys the results table sorts by (``#sort=<key>-<dir>``).
-SORT_KEYS: tuple[str, ...] = ("test", "comparison", "score", "threshold", "result", "judge")
+SORT_KEYS: tuple[str, ...] = ("test", "comparison", "score", "threshold", "result", "judge", "delta")
 
 _CSS = """
 :root { color-scheme: light dark; --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; --line: #d0d7de;
@@ -278,7 +283,37 @@ def _sample(sample: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def _result(index: int, row: Mapping[str, Any]) -> str:
+#: ``(metric, method, sample id)`` -> (baseline score, current score) of every matched sample.
+_Pairs = Mapping[tuple[str, Any, str], tuple[float, float]]
+
+
+def _pairs(comparison: Mapping[str, Any] | None) -> _Pairs:
+    if not comparison:
+        return {}
+    return {
+        (str(m.get("metric")), m.get("method"), str(p.get("id"))): (p["baseline"], p["current"])
+        for m in comparison.get("metrics") or []
+        for p in m.get("pairs") or []
+    }
+
+
+def _row_delta(row: Mapping[str, Any], pairs: _Pairs) -> tuple[float | None, str]:
+    """The change of a comparison's samples since the baseline: the sample's own change, or the mean
+    change of those of its samples the baseline had."""
+    moved = [
+        pairs[key]
+        for sample in row.get("samples") or []
+        if (key := (str(row.get("metric")), row.get("method"), str(sample.get("id")))) in pairs
+    ]
+    if not moved:
+        return None, "new"
+    delta = sum(now - before for before, now in moved) / len(moved)
+    if len(moved) == 1:
+        return delta, f"{format_margin(delta)} (was {format_score(moved[0][0])})"
+    return delta, f"{format_margin(delta)} (mean of {len(moved)})"
+
+
+def _result(index: int, row: Mapping[str, Any], pairs: _Pairs | None = None) -> str:
     passed = bool(row.get("passed"))
     status = row_status(row)
     css = "pass" if passed else "fail" if row_fails(row) else "xfail"
@@ -294,24 +329,31 @@ def _result(index: int, row: Mapping[str, Any]) -> str:
         "result": {"fail": "0", "xfail": "1", "pass": "2"}[css],
         "judge": judge,
     }
+    delta_cell = ""
+    if pairs is not None:
+        delta, shown = _row_delta(row, pairs)
+        attrs["delta"] = _num_attr(delta)
+        css_delta = "bad" if delta is not None and delta < -1e-9 else "ok" if delta and delta > 1e-9 else ""
+        delta_cell = f'<td class="num {css_delta}">{_e(shown)}</td>'
     data = " ".join(f'data-{key}="{_e(value)}"' for key, value in attrs.items())
     main = (
         '<tr class="main">'
         f'<td class="test">{_breakable_nodeid(str(row.get("nodeid", "?")))}</td><td>{_e(label)}</td>'
         f'<td class="num">{_e(format_score(row.get("score")))}</td>'
         f'<td class="num">{_e(format_threshold(row.get("op"), row.get("threshold")))}</td>'
-        f'<td class="{_STATUS_CLASS[css]}">{status}</td><td>{judge}</td></tr>'
+        f'<td class="{_STATUS_CLASS[css]}">{status}</td><td>{judge}</td>{delta_cell}</tr>'
     )
     samples = row.get("samples") or []
     what = row.get("explanation") or f"{len(samples)} sample{'s' if len(samples) != 1 else ''}"
     body = "".join(_sample(sample) for sample in samples) or "<p>No per-sample details recorded.</p>"
     detail = (
-        f'<tr class="detail"><td colspan="6"><details><summary>{_e(what)}</summary>{body}</details></td></tr>'
+        f'<tr class="detail"><td colspan="{6 if pairs is None else 7}"><details>'
+        f"<summary>{_e(what)}</summary>{body}</details></td></tr>"
     )
     return f'<tbody class="result {css}" {data}>{main}{detail}</tbody>'
 
 
-def _results(rows: list[Mapping[str, Any]]) -> str:
+def _results(rows: list[Mapping[str, Any]], comparison: Mapping[str, Any] | None = None) -> str:
     columns = [
         ("test", "text", "Test", ""),
         ("comparison", "text", "Comparison", ""),
@@ -320,16 +362,84 @@ def _results(rows: list[Mapping[str, Any]]) -> str:
         ("result", "num", "Result", ""),
         ("judge", "text", "Judge", ""),
     ]
+    pairs = _pairs(comparison) if comparison else None
+    if pairs is not None:
+        columns.append(("delta", "num", "vs baseline", "num"))
     heads = "".join(
         f'<th data-key="{key}" data-type="{kind}" aria-sort="none"{f" class={css!r}" if css else ""}>'
         f'<button type="button">{title}</button></th>'
         for key, kind, title, css in columns
     )
-    bodies = "".join(_result(i, row) for i, row in enumerate(rows))
+    bodies = "".join(_result(i, row, pairs) for i, row in enumerate(rows))
     return (
         '<section id="results"><h2>Comparisons</h2>'
         '<p class="headline">Click a column to sort; open a row for its samples, verdicts and reasons.</p>'
         f'<table id="results-table"><thead><tr>{heads}</tr></thead>{bodies}</table></section>'
+    )
+
+
+def _baseline(comparison: Mapping[str, Any]) -> str:
+    metrics: list[Mapping[str, Any]] = list(comparison.get("metrics") or [])
+    rows = []
+    sections = []
+    for m in metrics:
+        label = str(m.get("label") or metric_label(str(m.get("metric", "?")), m.get("method")))
+        verdict = str(m.get("verdict", "?"))
+        css = "bad" if verdict in ("worse", "not comparable") else "ok" if verdict == "better" else ""
+        anchor = "baseline-" + "".join(ch if ch.isalnum() else "-" for ch in label)
+        rows.append(
+            f'<tr><td><a href="#{_e(anchor)}">{_e(label)}</a></td>'
+            f'<td class="num">{_e(format_count(m.get("n", 0)))}</td>'
+            f'<td class="num">{_e(format_score(m.get("baseline_mean")))}</td>'
+            f'<td class="num">{_e(format_score(m.get("current_mean")))}</td>'
+            f'<td class="num">{_e(format_delta(m))}</td>'
+            f'<td class="num">{_e(format_p(m.get("p_value")))}</td>'
+            f'<td class="{css}">{_e(verdict)}</td></tr>'
+        )
+        facts = [f"<p>{_e(m['reason'])}</p>"] if m.get("reason") else []
+        test = m.get("test") or {}
+        if test:
+            facts.append(
+                f"<p>Paired sign-flip permutation test ({_e(test.get('method'))}, "
+                f"{_e(format_count(test.get('permutations')))} sign assignments); "
+                f"{_e(format_count(m.get('n', 0)))} matched samples; largest single drop "
+                f"{_e(format_score(m.get('max_drop')))}.</p>"
+            )
+        changes = sample_changes(m, limit=50)
+        if changes:
+            facts.append(f"<p>Not compared: {_e(changes)}</p>")
+        for key, title in (("regressed", "Most regressed"), ("improved", "Most improved")):
+            if m.get(key):
+                items = "".join(f"<li>{_e(text)}</li>" for text in moved_samples(m[key]))
+                facts.append(f"<h4>{title}</h4><ul>{items}</ul>")
+        sections.append(f'<section id="{_e(anchor)}"><h3>{_e(label)}</h3>{"".join(facts)}</section>')
+    source = comparison.get("source")
+    intro = f'<p class="headline">Compared with <code>{_e(source)}</code>.</p>' if source else ""
+    return (
+        f'<section id="baseline"><h2>vs baseline</h2>{intro}<table><thead><tr><th>Metric</th>'
+        '<th class="num">n</th><th class="num">Baseline</th><th class="num">Current</th>'
+        '<th class="num">Delta [95% CI]</th><th class="num">p</th><th>Verdict</th></tr></thead><tbody>'
+        + "".join(rows)
+        + "</tbody></table>"
+        + "".join(sections)
+        + "</section>"
+    )
+
+
+def _regression_gates(gates: list[Mapping[str, Any]]) -> str:
+    rows = []
+    for gate in gates:
+        passed = bool(gate.get("passed"))
+        status = "SKIP" if gate.get("skipped") else "PASS" if passed else "FAIL"
+        rows.append(
+            f'<tr class="{"pass" if passed else "fail"}">'
+            f'<td class="{"ok" if passed else "bad"}">{status}</td>'
+            f"<td><code>{_e(gate.get('spec', ''))}</code></td>"
+            f"<td>{_e(regression_gate_detail(gate))}</td></tr>"
+        )
+    return (
+        '<section id="regression-gates"><h2>Regression gates</h2><table><thead><tr><th>Result</th>'
+        "<th>Gate</th><th>Detail</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>"
     )
 
 
@@ -391,10 +501,14 @@ def to_html(
     ]
     if summary.get("gates"):
         parts.append(_gates(summary["gates"]))
+    if summary.get("regression_gates"):
+        parts.append(_regression_gates(summary["regression_gates"]))
+    if summary.get("baseline"):
+        parts.append(_baseline(summary["baseline"]))
     if summary.get("metrics"):
         parts.append(_metrics(summary["metrics"]))
     if rows:
-        parts.append(_results(rows))
+        parts.append(_results(rows, summary.get("baseline")))
     if summary.get("judge") or summary.get("unused_store_entries"):
         parts.append(_judge(summary, include_timing))
     parts.append(f"<script>{_JS}</script></body></html>")

@@ -16,14 +16,18 @@ from .model import (
     check_version,
     comparison_label,
     format_count,
+    format_delta,
     format_margin,
+    format_p,
     format_score,
     format_threshold,
     judge_figures,
     metric_label,
+    moved_samples,
     outcome,
     report_notes,
     row_fails,
+    sample_changes,
 )
 
 __all__ = ["DEFAULT_MAX_FAILURES", "PRUNE_COMMAND", "escape_markdown", "to_markdown"]
@@ -102,6 +106,68 @@ def _gates(gates: list[Mapping[str, Any]]) -> list[str]:
             ]
         )
     return ["### Gates", "", *_table(["", "Gate", "Value", "n", "Margin"], "clrrl", rows), ""]
+
+
+def _baseline(comparison: Mapping[str, Any]) -> list[str]:
+    metrics: list[Mapping[str, Any]] = list(comparison.get("metrics") or [])
+    rows = []
+    for m in metrics:
+        verdict = escape_markdown(m.get("verdict", "?"))
+        if m.get("reason"):
+            verdict += f": {escape_markdown(m['reason'])}"
+        rows.append(
+            [
+                escape_markdown(m.get("label") or metric_label(str(m.get("metric", "?")), m.get("method"))),
+                format_count(m.get("n", 0)),
+                format_score(m.get("baseline_mean")),
+                format_score(m.get("current_mean")),
+                format_delta(m),
+                escape_markdown(format_p(m.get("p_value"))),
+                f"**{verdict}**" if m.get("verdict") in ("worse", "not comparable") else verdict,
+            ]
+        )
+    source = comparison.get("source")
+    title = "### vs baseline" + (f" `{source}`" if source and "`" not in str(source) else "")
+    lines = [
+        title,
+        "",
+        *_table(["Metric", "n", "Baseline", "Current", "Δ [95% CI]", "p", "Verdict"], "lrrrrrl", rows),
+        "",
+    ]
+    notes = []
+    for m in metrics:
+        label = escape_markdown(m.get("label") or m.get("metric", "?"))
+        if m.get("regressed"):
+            notes.append(
+                f"- most regressed {label}: " + escape_markdown(", ".join(moved_samples(m["regressed"])))
+            )
+        changes = sample_changes(m)
+        if changes:
+            notes.append(f"- {label}: {escape_markdown(changes)}")
+    return [*lines, *notes, ""] if notes else lines
+
+
+def _regression_gates(gates: list[Mapping[str, Any]]) -> list[str]:
+    rows = []
+    for gate in gates:
+        if gate.get("value") is None:
+            cells = [escape_markdown(gate.get("reason") or "no value"), "", "", ""]
+        else:
+            cells = [
+                format_score(gate.get("value")),
+                format_delta(gate),
+                escape_markdown(format_p(gate.get("p_value"))),
+                escape_markdown(", ".join(moved_samples(gate.get("worst") or []))),
+            ]
+        rows.append(
+            [
+                "⏭️" if gate.get("skipped") else PASS_MARK if gate.get("passed") else FAIL_MARK,
+                escape_markdown(gate.get("spec", "")),
+                *cells,
+            ]
+        )
+    header = ["", "Regression gate", "Drop", "Δ [95% CI]", "p", "Worst samples"]
+    return ["### Regression gates", "", *_table(header, "clrrrl", rows), ""]
 
 
 def _metrics(metrics: list[Mapping[str, Any]]) -> list[str]:
@@ -212,6 +278,10 @@ def to_markdown(report: Mapping[str, Any], *, max_failures: int = DEFAULT_MAX_FA
         ]
     if summary.get("gates"):
         lines += _gates(summary["gates"])
+    if summary.get("regression_gates"):
+        lines += _regression_gates(summary["regression_gates"])
+    if summary.get("baseline"):
+        lines += _baseline(summary["baseline"])
     if summary.get("metrics"):
         lines += _metrics(summary["metrics"])
     lines += _failures(rows, max_failures)

@@ -29,16 +29,21 @@ __all__ = [
     "example_report",
     "format_cost",
     "format_count",
+    "format_delta",
     "format_margin",
+    "format_p",
     "format_score",
     "format_threshold",
     "judge_figures",
     "judge_status",
     "metric_label",
+    "moved_samples",
     "outcome",
+    "regression_gate_detail",
     "report_notes",
     "row_fails",
     "row_status",
+    "sample_changes",
 ]
 
 #: The ``version`` this package writes and reads.
@@ -244,7 +249,8 @@ def outcome(report: Mapping[str, Any]) -> Outcome:
     with retrieval quality, and pytest already says so.
     """
     rows = _rows(report)
-    gates = _summary(report).get("gates") or []
+    # Regression gates (against a baseline) decide like aggregate gates.
+    gates = [*(_summary(report).get("gates") or []), *(_summary(report).get("regression_gates") or [])]
     tests = _summary(report).get("tests") or {}
     comparisons_failed = sum(1 for row in rows if row_fails(row))
     gates_failed = sum(1 for gate in gates if not gate.get("passed"))
@@ -286,6 +292,64 @@ def format_margin(value: float | None, digits: int = 3) -> str:
     text = f"{value:+.{digits}f}"
     # A margin that rounds to zero is neither ahead nor behind.
     return text.replace("-", "+") if float(text) == 0 else text
+
+
+def format_p(value: float | None) -> str:
+    """A p-value: ``0.0312``, ``<0.0001``, or ``n/a``."""
+    if value is None:
+        return "n/a"
+    return "<0.0001" if value < 0.0001 else f"{value:.4f}"
+
+
+def format_delta(entry: Mapping[str, Any]) -> str:
+    """A baseline comparison's delta with its interval: ``-0.120 [-0.180, -0.060]``, or ``n/a``."""
+    delta = entry.get("delta")
+    if delta is None:
+        return "n/a"
+    low, high = format_margin(entry.get("ci_low")), format_margin(entry.get("ci_high"))
+    return f"{format_margin(delta)} [{low}, {high}]"
+
+
+def moved_samples(samples: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``q03 1.000 -> 0.000 (-1.000)`` for each sample of a baseline comparison's most moved."""
+    return [
+        f"{s.get('id', '?')} {format_score(s.get('baseline'))} -> {format_score(s.get('current'))} "
+        f"({format_margin(s.get('delta'))})"
+        for s in samples
+    ]
+
+
+def sample_changes(entry: Mapping[str, Any], limit: int = 5) -> str | None:
+    """``1 new (q16), 3 removed (q13, q14, q15)``: the samples a comparison could not match, or None."""
+    parts = []
+    for key, word in (
+        ("new", "new"),
+        ("removed", "removed"),
+        ("changed", "changed question or reference"),
+        ("ambiguous", "ambiguous id"),
+    ):
+        ids = entry.get(key) or []
+        if ids:
+            shown = ", ".join(str(i) for i in ids[:limit]) + (", ..." if len(ids) > limit else "")
+            parts.append(f"{len(ids)} {word} ({shown})")
+    return ", ".join(parts) or None
+
+
+def regression_gate_detail(gate: Mapping[str, Any]) -> str:
+    """What a regression gate measured: ``drop 0.120, delta -0.120 [-0.180, -0.060], p 0.0001, n=15;
+    worst q03 1.000 -> 0.000 (-1.000)``, or why it has no value."""
+    if gate.get("value") is None:
+        return str(gate.get("reason") or "no value")
+    text = (
+        f"drop {format_score(gate.get('value'))}, delta {format_delta(gate)}, "
+        f"p {format_p(gate.get('p_value'))}, n={format_count(gate.get('n', 0))}"
+    )
+    if gate.get("note"):
+        text += f" ({gate['note']})"
+    worst = moved_samples(gate.get("worst") or [])
+    if worst:
+        text += "; worst " + ", ".join(worst)
+    return text
 
 
 def format_threshold(op: str | None, threshold: float | None) -> str:

@@ -21,16 +21,21 @@ from .model import (
     comparison_label,
     format_cost,
     format_count,
+    format_delta,
     format_margin,
+    format_p,
     format_score,
     format_threshold,
     judge_status,
     metric_label,
+    moved_samples,
     outcome,
+    regression_gate_detail,
     report_notes,
     response_format_text,
     row_fails,
     row_status,
+    sample_changes,
 )
 
 __all__ = [
@@ -218,6 +223,61 @@ def _render_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
         )
 
 
+def _render_baseline(tw: LineWriter, comparison: Mapping[str, Any], width: int) -> None:
+    """One row per metric (n, baseline, current, delta [CI], p, verdict), then what moved most."""
+    metrics: list[Mapping[str, Any]] = list(comparison.get("metrics") or [])
+    confidence = next((m.get("confidence") for m in metrics if m.get("confidence")), 0.95)
+    header = ["metric", "n", "baseline", "current", f"delta [{confidence:.0%} CI]", "p", "verdict"]
+    cells = [
+        [
+            str(m.get("label") or metric_label(str(m.get("metric", "?")), m.get("method"))),
+            format_count(m.get("n", 0)),
+            format_score(m.get("baseline_mean")),
+            format_score(m.get("current_mean")),
+            format_delta(m),
+            format_p(m.get("p_value")),
+            str(m.get("verdict", "?")),
+        ]
+        for m in metrics
+    ]
+    lines = _columns([header, *cells], right={1, 2, 3})
+    tw.line(lines[0], bold=True)
+    for entry, line in zip(metrics, lines[1:], strict=True):
+        verdict = entry.get("verdict")
+        tw.line(line, red=verdict in ("worse", "not comparable"), green=verdict == "better")
+        if entry.get("reason"):
+            tw.line(f"    {_one_line(entry['reason'])}", yellow=True)
+        changes = sample_changes(entry)
+        if changes:
+            tw.line(f"    {changes}")
+    regressed = [m for m in metrics if m.get("regressed")]
+    if regressed:
+        tw.line("most regressed samples", bold=True)
+        for entry in regressed:
+            label = str(entry.get("label") or entry.get("metric"))
+            for line in _wrap(
+                [
+                    f"{label}: " + ", ".join(moved_samples(entry["regressed"][:1])),
+                    *moved_samples(entry["regressed"][1:]),
+                ],
+                width,
+                indent="    ",
+            ):
+                tw.line("  " + line)
+
+
+def _render_regression_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
+    for gate in gates:
+        status = "SKIP" if gate.get("skipped") else "PASS" if gate.get("passed") else "FAIL"
+        passed = bool(gate.get("passed"))
+        tw.line(
+            f"{status}  {gate.get('spec', '?')}  {regression_gate_detail(gate)}",
+            green=passed and not gate.get("skipped"),
+            yellow=bool(gate.get("skipped")),
+            red=not passed,
+        )
+
+
 def _judge_parts(judge: Mapping[str, Any]) -> list[str]:
     prompt = judge.get("prompt_tokens") or 0
     completion = judge.get("completion_tokens") or 0
@@ -293,6 +353,14 @@ def render_terminal(
     if summary.get("gates"):
         tw.sep("-", "gates")
         _render_gates(tw, summary["gates"])
+    comparison = summary.get("baseline")
+    if comparison:
+        source = comparison.get("source")
+        tw.sep("-", f"vs baseline {source}" if source else "vs baseline")
+        _render_baseline(tw, comparison, width)
+    if summary.get("regression_gates"):
+        tw.sep("-", "regression gates")
+        _render_regression_gates(tw, summary["regression_gates"])
     judge = summary.get("judge")
     unused = summary.get("unused_store_entries") or 0
     if judge or unused:

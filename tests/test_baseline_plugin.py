@@ -1,0 +1,325 @@
+"""Baselines through real pytest runs: save, compare, regression gates, reports, xdist.
+
+The judge is scripted (a conftest hook returns a ScriptedJudge): a chunk is useful when it says
+"good", so the RETRIEVER environment variable decides every score exactly.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+# In-process pytester runs drop modules first imported inside them; import them here once.
+import pytest_ragmetrics.baseline
+import pytest_ragmetrics.engine
+import pytest_ragmetrics.report.build
+import pytest_ragmetrics.report.html
+import pytest_ragmetrics.report.markdown
+import pytest_ragmetrics.report.terminal
+import pytest_ragmetrics.stats  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+import json
+
+from pytest_ragmetrics import ScriptedJudge, hookimpl
+
+
+def script(request):
+    payload = json.loads(request.messages[-1]["content"])
+    if request.kind == "context_precision":
+        return {"reason": "r", "useful": "good" in payload["chunk"]}
+    joined = " ".join(payload["contexts"].values())
+    return {f"sentence_{i}": {"reason": "r", "attributed": "good" in joined}
+            for i in payload["reference_sentences"]}
+
+
+@hookimpl
+def pytest_ragmetrics_make_judge(settings):
+    return ScriptedJudge(script, model=settings.judge_model)
+"""
+
+TESTS = """
+import os
+
+import pytest
+
+from pytest_ragmetrics import RagSample, assert_context_precision, assert_context_recall
+
+GOOD, BAD = "This chunk is good.", "This chunk is off topic."
+TOP, SECOND, NONE = [GOOD, BAD], [BAD, GOOD], [BAD, BAD]
+
+
+def contexts(i):
+    mode = os.environ.get("RETRIEVER", "base")
+    base = TOP if i < 10 else SECOND
+    if mode == "broad":  # every sample loses half a point
+        return SECOND if i < 10 else NONE
+    if mode == "single":  # one sample collapses
+        return NONE if i == 0 else base
+    if mode == "slight":  # one sample loses half a point
+        return SECOND if i == 0 else base
+    return base
+
+
+SAMPLES = [
+    RagSample(f"What does chunk {i + 1} say?", contexts(i), ground_truth=f"Chunk {i + 1} is good.",
+              id=f"q{i + 1:02d}")
+    for i in range(15)
+]
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
+def test_precision(sample):
+    assert_context_precision(sample) >= 0.0
+
+
+def test_recall():
+    assert_context_recall(SAMPLES) >= 0.0
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    for name in ("RETRIEVER", "RAGMETRICS_BASELINE", "RAGMETRICS_REGRESSION_GATES", "RAGMETRICS_GATES"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_rag=TESTS)
+    pytester.makeini("[pytest]\nrag_cache = off\n")
+    return pytester
+
+
+def lit(pattern: str) -> str:
+    """``pattern`` for fnmatch_lines with its square brackets taken literally."""
+    return pattern.replace("[", "[[]")
+
+
+def save_baseline(project: pytest.Pytester, *args: str) -> None:
+    project.runpytest("--rag-save-baseline=base.json", *args).assert_outcomes(passed=16)
+    assert (project.path / "base.json").exists()
+
+
+def report_of(project: pytest.Pytester, path: str = "r.json") -> dict:
+    return json.loads((project.path / path).read_text(encoding="utf-8"))
+
+
+def test_an_identical_run_shows_no_change_and_passes_its_gates(project: pytest.Pytester) -> None:
+    save_baseline(project)
+    result = project.runpytest(
+        "--rag-baseline=base.json",
+        "--rag-regression-gate=context_precision mean drop <= 0.02",
+        "--rag-regression-gate=context_recall any drop <= 0.3",
+        "--rag-report",
+        "--rag-report-json=r.json",
+    )
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "*- vs baseline base.json -*",
+            lit("metric*n*baseline*current*delta [95% CI]*p*verdict"),
+            lit("context_precision*15*0.833*0.833*+0.000 [+0.000, +0.000]*1.0000*unchanged"),
+            "context_recall*15*1.000*1.000*+0.000*unchanged",
+            "*- regression gates -*",
+            lit(
+                "PASS  context_precision mean drop <= 0.02  drop 0.000, delta +0.000 [+0.000, +0.000], p 1.0000, n=15"
+            ),
+        ]
+    )
+    summary = report_of(project)["summary"]
+    assert [g["passed"] for g in summary["regression_gates"]] == [True, True]
+    assert summary["baseline"]["source"] == "base.json"
+
+
+def test_a_broad_drop_fails_the_significance_gated_gate_naming_delta_p_and_worst_samples(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_baseline(project)
+    monkeypatch.setenv("RETRIEVER", "broad")
+    result = project.runpytest(
+        "--rag-baseline=base.json", "--rag-regression-gate=context_precision mean drop <= 0.02 at p < 0.05"
+    )
+    assert result.ret == 1
+    result.assert_outcomes(passed=16)
+    result.stdout.fnmatch_lines(
+        [
+            lit(
+                "ragmetrics regression gate failed: context_precision mean drop <= 0.02 at p < 0.05 (drop 0.500, "
+                "delta -0.500 [-0.500, -0.500], p <0.0001, n=15; worst q01 1.000 -> 0.500 (-0.500), "
+                "q02 1.000 -> 0.500 (-0.500), q03 1.000 -> 0.500 (-0.500))"
+            )
+        ]
+    )
+
+
+def test_a_single_collapse_trips_any_drop_but_not_the_significance_gated_mean(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_baseline(project)
+    monkeypatch.setenv("RETRIEVER", "single")
+    result = project.runpytest(
+        "--rag-baseline=base.json",
+        "--rag-regression-gate=context_precision mean drop <= 0.02 at p < 0.05",
+        "--rag-regression-gate=context_precision any drop <= 0.3",
+        "--rag-report-json=r.json",
+    )
+    assert result.ret == 1
+    mean_gate, any_gate = report_of(project)["summary"]["regression_gates"]
+    assert mean_gate["passed"] and mean_gate["value"] == pytest.approx(1 / 15, abs=1e-6)
+    assert mean_gate["note"] == "not significant: p = 1.0000, the gate needs p < 0.05"
+    assert not any_gate["passed"] and any_gate["value"] == 1.0
+    assert [s["id"] for s in any_gate["worst"]] == ["q01"]
+    result.stdout.fnmatch_lines(
+        ["ragmetrics regression gate failed: context_precision any drop <= 0.3 *q01*"]
+    )
+    result.stdout.no_fnmatch_line("*regression gate failed: context_precision mean drop*")
+
+
+def test_a_drop_within_tolerance_passes(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    save_baseline(project)
+    monkeypatch.setenv("RETRIEVER", "slight")
+    result = project.runpytest(
+        "--rag-baseline=base.json",
+        "--rag-regression-gate=context_precision mean drop <= 0.05",
+        "--rag-regression-gate=context_precision any drop <= 0.5",
+    )
+    assert result.ret == 0
+
+
+def test_another_judge_model_fails_its_regression_gate_as_not_comparable(
+    project: pytest.Pytester,
+) -> None:
+    save_baseline(project, "--rag-judge-model=model-a")
+    result = project.runpytest(
+        "--rag-judge-model=model-b",
+        "--rag-baseline=base.json",
+        "--rag-regression-gate=context_recall mean drop <= 0.02",
+        "--rag-report",
+    )
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "context_recall*not comparable",
+            "    judged by model-a in the baseline, model-b now",
+            "FAIL  context_recall mean drop <= 0.02  context_recall is not comparable with the baseline: "
+            "judged by model-a in the baseline, model-b now",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--rag-baseline=base.json", "--rag-regression-gate=context_precision mean rise <= 0.1"],
+            "*invalid ragmetrics regression gate 'context_precision mean rise <= 0.1': unknown statistic*",
+        ),
+        (
+            ["--rag-baseline=base.json", "--rag-regression-gate=context_recall any drop <= 0.3 at p < 0.05"],
+            "*'at p ...' applies to 'mean drop' only*",
+        ),
+        (
+            ["--rag-baseline=base.json", "--rag-regression-gate=context_relevance mean drop <= 0.1"],
+            "*context_relevance needs a method*",
+        ),
+        (
+            ["--rag-regression-gate=context_recall mean drop <= 0.1"],
+            "*regression gates need a baseline to compare with: set --rag-baseline=PATH*",
+        ),
+        (["--rag-baseline=missing.json"], "*baseline file '*missing.json' does not exist*"),
+    ],
+)
+def test_bad_regression_configuration_is_a_usage_error(
+    project: pytest.Pytester, args: list[str], message: str
+) -> None:
+    (project.path / "base.json").write_text('{"version": 1, "results": []}', encoding="utf-8")
+    result = project.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_regression_gates_from_the_ini_file_and_the_environment(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_baseline(project)
+    monkeypatch.setenv("RETRIEVER", "broad")
+    project.makeini(
+        "[pytest]\nrag_cache = off\nrag_baseline = base.json\n"
+        "rag_regression_gates =\n    context_precision mean drop <= 0.6\n"
+    )
+    assert project.runpytest().ret == 0
+    monkeypatch.setenv(
+        "RAGMETRICS_REGRESSION_GATES", "context_recall any drop <= 1; context_precision any drop <= 0.1"
+    )
+    assert project.runpytest().ret == 1
+
+
+def test_saved_baselines_are_identical_bytes_from_a_cold_and_a_warm_cache(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\n")  # readwrite cache: the second run answers from it
+    project.runpytest("--rag-save-baseline=cold.json").assert_outcomes(passed=16)
+    project.runpytest("--rag-save-baseline=warm.json").assert_outcomes(passed=16)
+    cold = (project.path / "cold.json").read_bytes()
+    assert cold == (project.path / "warm.json").read_bytes()
+    data = json.loads(cold)
+    assert data["version"] == 1 and data["plugin_version"]
+    assert data["summary"]["judge"] == {"model": "gpt-4o-mini"}
+    sample = data["results"][0]["samples"][0]
+    assert {"reference_key", "prompt_versions", "splitter", "judges"} <= set(sample)
+
+
+def test_markdown_and_html_reports_show_the_comparison(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_baseline(project)
+    monkeypatch.setenv("RETRIEVER", "broad")
+    project.runpytest(
+        "--rag-baseline=base.json",
+        "--rag-regression-gate=context_precision mean drop <= 0.02 at p < 0.05",
+        "--rag-report-md=r.md",
+        "--rag-report-html=r.html",
+    )
+    markdown = (project.path / "r.md").read_text(encoding="utf-8")
+    assert "### vs baseline `base.json`" in markdown
+    assert (
+        "| context\\_precision | 15 | 0.833 | 0.333 | -0.500 [-0.500, -0.500] | &lt;0.0001 | **worse** |"
+        in markdown
+    )
+    assert "### Regression gates" in markdown
+    assert "1 of 1 gates failed" in markdown
+    html = (project.path / "r.html").read_text(encoding="utf-8")
+    assert '<section id="baseline"><h2>vs baseline</h2>' in html
+    assert '<section id="baseline-context-precision"><h3>context_precision</h3>' in html
+    assert "-0.500 (was 1.000)" in html  # the delta beside a single-sample comparison
+    assert '<section id="regression-gates">' in html
+
+
+def test_under_xdist_the_comparison_is_made_once_on_the_merged_results(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_baseline(project)
+    monkeypatch.setenv("RETRIEVER", "broad")
+    gate = "--rag-regression-gate=context_precision mean drop <= 0.02 at p < 0.05"
+    single = project.runpytest("--rag-baseline=base.json", gate, "--rag-report-json=one.json")
+    assert single.ret == 1
+    xdist = project.runpytest_subprocess(
+        "-n",
+        "2",
+        "-p",
+        "xdist",
+        "--rag-baseline=base.json",
+        gate,
+        "--rag-report-json=two.json",
+        "--rag-report",
+    )
+    assert xdist.ret == 1
+    assert (
+        report_of(project, "two.json")["summary"]["baseline"]
+        == report_of(project, "one.json")["summary"]["baseline"]
+    )
+    assert (
+        report_of(project, "two.json")["summary"]["regression_gates"]
+        == report_of(project, "one.json")["summary"]["regression_gates"]
+    )
+    assert xdist.stdout.str().count("vs baseline base.json") == 1
