@@ -1,10 +1,12 @@
-"""Command line: ``python -m pytest_ragmetrics cache stats|clear|prune`` (also ``pytest-ragmetrics``).
+"""Command line: ``python -m pytest_ragmetrics cache stats|clear|prune`` (also ``pytest-ragmetrics``),
+``baseline compare`` and ``report merge`` (see :mod:`pytest_ragmetrics.report.cli`).
 
 ``stats`` shows what the local judgment cache and the committed judgment store hold; ``clear`` empties
 the local cache (never the store); ``prune`` deletes store entries the last full test run did not use,
 so the committed store does not keep judgments of samples that no longer exist.
 
-Exit codes: 0 success, 1 the operation could not be done (the message says why), 2 usage errors.
+Exit codes of the cache commands: 0 success, 1 the operation could not be done (the message says
+why), 2 usage errors. The report commands exit like pytest: 0, 1 when a gate fails, 4 usage errors.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+# Commands over saved reports (``baseline compare``, ``report merge``); they exit like pytest.
+from .report.cli import COMMANDS as REPORT_COMMANDS
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -71,7 +76,12 @@ def _pytest_ini_values(base: Path) -> dict[str, str]:
                 continue
             options = table.get("tool", {}).get("pytest", {}).get("ini_options")
             if isinstance(options, dict):
-                return {k: str(v) for k, v in options.items() if isinstance(v, (str, int, float))}
+                # A list (rag_gates = [...]) reads as an ini linelist: one item per line.
+                return {
+                    k: "\n".join(map(str, v)) if isinstance(v, list) else str(v)
+                    for k, v in options.items()
+                    if isinstance(v, (str, int, float, list))
+                }
             continue
         parser = configparser.ConfigParser(interpolation=None)
         try:
@@ -96,7 +106,8 @@ def _human_size(size: int) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-ragmetrics",
-        description="Manage the pytest-ragmetrics judgment cache and judgment store.",
+        description="Manage the pytest-ragmetrics judgment cache and judgment store; compare and merge "
+        "JSON run reports.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -130,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
     prune = actions.add_parser("prune", help="delete store entries the last full run did not use")
     common(prune)
     prune.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    from .report.cli import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -229,7 +243,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help (0) and usage errors (2)
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+        code = int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+        words = list(sys.argv[1:] if argv is None else argv)
+        if code == EXIT_USAGE and words and words[0] in REPORT_COMMANDS:
+            return 4  # the report commands exit like pytest: 4 for usage errors
+        return code
+    if args.command in REPORT_COMMANDS:
+        from .report.cli import run
+
+        return run(args, _pytest_ini_values(Path.cwd()), sys.stdout, sys.stderr)
     configured = configured_dirs()
     if args.cache_dir is None:
         args.cache_dir = configured.get("cache_dir") or default_cli_cache_dir()

@@ -7,6 +7,7 @@ The judge is scripted (a conftest hook returns a ScriptedJudge): a chunk is usef
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -23,6 +24,7 @@ pytest_plugins = ["pytester"]
 
 CONFTEST = """
 import json
+import sys
 
 from pytest_ragmetrics import ScriptedJudge, hookimpl
 
@@ -323,3 +325,110 @@ def test_under_xdist_the_comparison_is_made_once_on_the_merged_results(
         == report_of(project, "one.json")["summary"]["regression_gates"]
     )
     assert xdist.stdout.str().count("vs baseline base.json") == 1
+
+
+def cli(project: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return project.run(sys.executable, "-m", "pytest_ragmetrics", *args)
+
+
+SHARD_A = "q01 or q02 or q03 or q04 or q05 or q06 or q07"
+REGRESSION_GATES = ("context_precision mean drop <= 0.02 at p < 0.05", "context_precision any drop <= 0.3")
+AGGREGATE_GATE = "context_precision mean >= 0.8"
+
+
+def test_two_shard_reports_merged_give_the_whole_runs_comparisons_and_gate_outcomes(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_baseline(project)
+    monkeypatch.setenv("RETRIEVER", "single")
+    regression_args = [f"--rag-regression-gate={g}" for g in REGRESSION_GATES]
+    whole = project.runpytest(
+        "--rag-baseline=base.json",
+        *regression_args,
+        f"--rag-gate={AGGREGATE_GATE}",
+        "--rag-report-json=whole.json",
+    )
+    assert whole.ret == 1
+    project.runpytest("-k", SHARD_A, "--rag-report-json=a.json").assert_outcomes(passed=7)
+    project.runpytest("-k", f"not ({SHARD_A})", "--rag-report-json=b.json").assert_outcomes(passed=9)
+    merged = cli(
+        project,
+        "report",
+        "merge",
+        "--output",
+        "merged.json",
+        "a.json",
+        "b.json",
+        "--baseline",
+        "base.json",
+        *[f"--regression-gate={g}" for g in REGRESSION_GATES],
+        f"--gate={AGGREGATE_GATE}",
+    )
+    assert merged.ret == whole.ret == 1
+    merged.stdout.fnmatch_lines(
+        ["merged 2 reports (16 comparisons, 0 failed) into merged.json", "*vs baseline*"]
+    )
+    one, two = report_of(project, "whole.json"), report_of(project, "merged.json")
+    assert two["results"] == one["results"]
+    for key in ("metrics", "gates", "baseline", "regression_gates"):
+        assert two["summary"][key] == one["summary"][key], key
+    assert [g["passed"] for g in two["summary"]["regression_gates"]] == [True, False]
+
+
+def test_baseline_compare_prints_the_comparison_and_exits_1_when_a_regression_gate_fails(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_baseline(project)
+    monkeypatch.setenv("RETRIEVER", "broad")
+    project.runpytest("--rag-report-json=current.json").assert_outcomes(passed=16)
+    result = cli(project, "baseline", "compare", "base.json", "current.json")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "*- vs baseline base.json -*",
+            lit("context_precision  15     0.833    0.333  -0.500 [-0.500, -0.500]  <0.0001  worse"),
+        ]
+    )
+    gate = "--regression-gate=context_precision mean drop <= 0.02 at p < 0.05"
+    result = cli(project, "baseline", "compare", "base.json", "current.json", gate)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["FAIL  context_precision mean drop <= 0.02 at p < 0.05  drop 0.500*worst q01*"]
+    )
+    # --gates reads the regression gates of the pytest configuration here.
+    project.makeini("[pytest]\nrag_cache = off\nrag_regression_gates = context_recall any drop <= 0.5\n")
+    result = cli(project, "baseline", "compare", "base.json", "current.json", "--gates")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["FAIL  context_recall any drop <= 0.5  drop 1.000*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["baseline", "compare", "base.json", "nope.json"], "error: report file 'nope.json' does not exist"),
+        (
+            ["baseline", "compare", "base.json", "base.json", "--regression-gate=x y <= 1"],
+            "*unknown metric 'x'*",
+        ),
+        (
+            [
+                "report",
+                "merge",
+                "--output",
+                "m.json",
+                "base.json",
+                "--regression-gate=context_recall any drop <= 1",
+            ],
+            "*regression gates need a baseline to compare with: pass --baseline PATH*",
+        ),
+        (["report", "merge", "base.json"], "*the following arguments are required: --output*"),
+    ],
+)
+def test_report_commands_exit_4_on_usage_errors(
+    project: pytest.Pytester, args: list[str], message: str
+) -> None:
+    (project.path / "base.json").write_text('{"version": 1, "results": []}', encoding="utf-8")
+    result = cli(project, *args)
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([message])
+    assert not (project.path / "m.json").exists()

@@ -20,7 +20,10 @@ __all__ = [
     "REPORT_VERSION",
     "attach_baseline",
     "build_report",
+    "comparison_counts",
     "label_summary",
+    "merge_reports",
+    "metric_summaries",
     "per_sample_scores",
     "write_reports",
 ]
@@ -49,6 +52,26 @@ def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str 
     return scores
 
 
+def metric_summaries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``summary.metrics``: n, mean, min and max per (metric, method) over every distinct evaluation."""
+    from ..gates import aggregate
+
+    return [
+        {"metric": metric, "method": method, **aggregate(values)}
+        for (metric, method), values in sorted(
+            per_sample_scores(rows).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
+        )
+    ]
+
+
+def comparison_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """``summary.comparisons``: how many comparisons passed and failed."""
+    counts = {"passed": 0, "failed": 0}
+    for row in rows:
+        counts["passed" if row.get("passed") else "failed"] += 1
+    return counts
+
+
 def build_report(
     rows: list[dict[str, Any]],
     *,
@@ -70,16 +93,10 @@ def build_report(
     :func:`attach_baseline`; ``partial`` as for gates).
     """
     from .. import __version__
-    from ..gates import aggregate
     from .json_report import sort_results
 
     s = settings
-    metrics = [
-        {"metric": metric, "method": method, **aggregate(values)}
-        for (metric, method), values in sorted(
-            per_sample_scores(rows).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
-        )
-    ]
+    metrics = metric_summaries(rows)
     used_models = sorted({judge for row in rows for judge in row.get("judges") or ()})
     # Every comparison scored from labels: no judge model to name (the figures still say 0 calls).
     no_judge = bool(rows) and all(row.get("judges") == [] for row in rows)
@@ -91,9 +108,7 @@ def build_report(
         **stats.to_json(),
         "cost": stats.cost(s.price_input, s.price_output),
     }
-    comparisons = {"passed": 0, "failed": 0}
-    for row in rows:
-        comparisons["passed" if row["passed"] else "failed"] += 1
+    comparisons = comparison_counts(rows)
     report = {
         "version": REPORT_VERSION,
         "plugin_version": __version__,
@@ -157,6 +172,70 @@ def label_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     missing = sum(1 for flag in found.values() if not flag)
     stale = len(found) >= STALE_MIN_SAMPLES and missing * 2 > len(found)
     return {"samples": len(found), "not_found": missing, "stale": stale}
+
+
+_JUDGE_COUNTERS = (
+    "calls",
+    "cache_hits",
+    "store_hits",
+    "prompt_tokens",
+    "completion_tokens",
+    "tokens_saved",
+    "retries",
+    "reasks",
+    "errors",
+)
+
+
+def _merged_judge(judges: list[Mapping[str, Any]]) -> dict[str, Any]:
+    models = sorted({m.strip() for j in judges for m in str(j.get("model") or "").split(",") if m.strip()})
+    merged: dict[str, Any] = {"model": ", ".join(models) or None}
+    for key in ("cache_mode", "cache_dir", "store_dir"):
+        merged[key] = next((j[key] for j in judges if j.get(key) is not None), None)
+    for key in _JUDGE_COUNTERS:
+        merged[key] = sum(int(j.get(key) or 0) for j in judges)
+    seconds = [j["seconds"] for j in judges if isinstance(j.get("seconds"), (int, float))]
+    if seconds:
+        merged["seconds"] = sum(seconds)
+    costs = [j.get("cost") for j in judges]
+    merged["cost"] = None if not costs or any(c is None for c in costs) else sum(costs)
+    return merged
+
+
+def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One run report from the reports of the shards of one run (a CI matrix, say).
+
+    Comparisons are pooled and sorted and the per-metric figures recomputed from them, exactly as the
+    whole run would have; the judge's figures are summed. The shards' own gate outcomes are dropped:
+    each saw only part of the run. Evaluate gates over the merged report instead (``report merge
+    --gates``). A shard cannot know which judgment store entries the others used, so
+    ``unused_store_entries`` is left out.
+    """
+    from .json_report import sort_results
+
+    rows = [dict(row) for report in reports for row in report.get("results") or ()]
+    versions = sorted({str(r["plugin_version"]) for r in reports if r.get("plugin_version")})
+    summaries = [r.get("summary") or {} for r in reports]
+    judges = [s["judge"] for s in summaries if isinstance(s.get("judge"), Mapping)]
+    summary: dict[str, Any] = {
+        "metrics": metric_summaries(rows),
+        "gates": [],
+        "comparisons": comparison_counts(rows),
+    }
+    if judges:
+        summary["judge"] = _merged_judge(judges)
+    labels = label_summary(rows)
+    if labels:
+        summary["labels"] = labels
+    tests = [s["tests"] for s in summaries if isinstance(s.get("tests"), Mapping)]
+    if tests:
+        summary["tests"] = {k: sum(int(t.get(k, 0)) for t in tests) for k in ("passed", "failed")}
+    merged: dict[str, Any] = {"version": REPORT_VERSION}
+    if versions:
+        merged["plugin_version"] = ", ".join(versions)
+    merged["results"] = [dict(r) for r in sort_results(rows)]
+    merged["summary"] = summary
+    return merged
 
 
 def write_reports(report: dict[str, Any], settings: Settings) -> None:

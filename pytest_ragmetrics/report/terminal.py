@@ -43,6 +43,7 @@ __all__ = [
     "TITLE",
     "LineWriter",
     "header_line",
+    "render_sections",
     "render_terminal",
 ]
 
@@ -319,6 +320,23 @@ def _storage_line(judge: Mapping[str, Any], rootdir: str | os.PathLike[str] | No
     return ", ".join(parts) or None
 
 
+def render_sections(report: Mapping[str, Any], tw: LineWriter) -> None:
+    """The gates, the comparison with the baseline and the regression gates, each under its separator
+    (the part of the report that ``python -m pytest_ragmetrics baseline compare`` prints too)."""
+    summary: Mapping[str, Any] = report.get("summary") or {}
+    if summary.get("gates"):
+        tw.sep("-", "gates")
+        _render_gates(tw, summary["gates"])
+    comparison = summary.get("baseline")
+    if comparison:
+        source = comparison.get("source")
+        tw.sep("-", f"vs baseline {source}" if source else "vs baseline")
+        _render_baseline(tw, comparison, _fullwidth(tw))
+    if summary.get("regression_gates"):
+        tw.sep("-", "regression gates")
+        _render_regression_gates(tw, summary["regression_gates"])
+
+
 def render_terminal(
     report: Mapping[str, Any],
     tw: LineWriter,
@@ -350,17 +368,7 @@ def render_terminal(
     if summary.get("metrics"):
         tw.sep("-", "metrics")
         _render_metrics(tw, summary["metrics"])
-    if summary.get("gates"):
-        tw.sep("-", "gates")
-        _render_gates(tw, summary["gates"])
-    comparison = summary.get("baseline")
-    if comparison:
-        source = comparison.get("source")
-        tw.sep("-", f"vs baseline {source}" if source else "vs baseline")
-        _render_baseline(tw, comparison, width)
-    if summary.get("regression_gates"):
-        tw.sep("-", "regression gates")
-        _render_regression_gates(tw, summary["regression_gates"])
+    render_sections(report, tw)
     judge = summary.get("judge")
     unused = summary.get("unused_store_entries") or 0
     if judge or unused:

@@ -1,0 +1,213 @@
+"""Commands over saved JSON reports: ``baseline compare`` and ``report merge``.
+
+``python -m pytest_ragmetrics baseline compare BASELINE CURRENT`` prints how the run that wrote
+CURRENT compares with BASELINE, and evaluates regression gates over the comparison.
+``python -m pytest_ragmetrics report merge --output MERGED IN [IN ...]`` merges the JSON reports of
+the shards of one run (a CI matrix) into the report the whole run would have written, and can
+evaluate the aggregate gates and the comparison with a baseline once, over the merged result.
+
+Both exit like pytest: 0 when everything evaluated passed, 1 when a gate failed (for ``merge``, also
+when a shard recorded a failing comparison), 4 for a usage error (a malformed gate, a regression gate
+without a baseline, a missing or unreadable report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import ConfigError
+
+__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_commands", "run"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+#: pytest's exit code for usage errors.
+EXIT_USAGE = 4
+#: The top-level commands this module handles.
+COMMANDS = ("baseline", "report")
+
+
+def _gate_arguments(sub: argparse.ArgumentParser, *, baseline: bool) -> None:
+    sub.add_argument(
+        "--gates",
+        action="store_true",
+        help="evaluate the gates configured for pytest here: rag_gates and rag_regression_gates"
+        + (", compared with rag_baseline" if baseline else "")
+        + " (pytest configuration file of this directory, or RAGMETRICS_* variables)",
+    )
+    sub.add_argument(
+        "--gate",
+        action="append",
+        metavar="GATE",
+        help="an aggregate gate, e.g. 'context_recall mean >= 0.8'; repeatable; replaces rag_gates",
+    )
+    sub.add_argument(
+        "--regression-gate",
+        action="append",
+        metavar="GATE",
+        help="a regression gate, e.g. 'context_precision mean drop <= 0.02 at p < 0.05'; repeatable; "
+        "replaces rag_regression_gates",
+    )
+    if baseline:
+        sub.add_argument(
+            "--baseline",
+            type=Path,
+            metavar="PATH",
+            help="compare the merged run with this baseline (a JSON report); replaces rag_baseline",
+        )
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``baseline compare`` and ``report merge`` to the ``add_subparsers()`` object ``commands``."""
+    baseline = commands.add_parser("baseline", help="compare a run's JSON report with a baseline")
+    actions = baseline.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    compare = actions.add_parser(
+        "compare", help="print how CURRENT compares with BASELINE; exit 1 when a regression gate fails"
+    )
+    compare.add_argument("baseline_path", metavar="BASELINE", type=Path, help="the baseline's JSON report")
+    compare.add_argument("current_path", metavar="CURRENT", type=Path, help="the JSON report of the run")
+    _gate_arguments(compare, baseline=False)
+    report = commands.add_parser("report", help="work with JSON run reports")
+    report_actions = report.add_subparsers(dest="action", metavar="ACTION")
+    report_actions.required = True
+    merge = report_actions.add_parser(
+        "merge", help="merge the JSON reports of a run's shards into one; optionally evaluate gates"
+    )
+    merge.add_argument("--output", "-o", type=Path, required=True, metavar="MERGED", help="merged report")
+    merge.add_argument("inputs", nargs="+", type=Path, metavar="IN", help="the shards' JSON reports")
+    _gate_arguments(merge, baseline=True)
+
+
+class _Writer:
+    """The renderers' line writer over a text stream (no colour)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.fullwidth = min(shutil.get_terminal_size((100, 24)).columns, 120)
+
+    def line(self, s: str = "", **markup: bool) -> None:
+        print(s, file=self.out)
+
+    def sep(
+        self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool
+    ) -> None:
+        width = fullwidth or self.fullwidth
+        print(f" {title} ".center(width, sepchar) if title else sepchar * width, file=self.out)
+
+
+def _configured(args: argparse.Namespace, ini: Mapping[str, str]) -> Any:
+    """The settings of the pytest configuration here (ini file, then RAGMETRICS_* variables)."""
+    from ..settings import OPTIONS, resolve
+
+    values = {o.name: ini[o.ini_name] for o in OPTIONS if o.ini_name in ini}
+    return resolve(ini=values, env=os.environ)
+
+
+def _catalog(reports: Iterable[Mapping[str, Any]]) -> Any:
+    """The metrics gates may name: the built-in ones and every metric the reports scored."""
+    from ..specs import BUILTIN_CATALOG, MetricCatalog, parse_metric_name
+
+    methods = {name: set(m) for name, m in BUILTIN_CATALOG.methods.items()}
+    ranked = set(BUILTIN_CATALOG.ranked)
+    for report in reports:
+        for row in report.get("results") or ():
+            try:
+                name = parse_metric_name(str(row.get("metric")))
+            except ConfigError:
+                continue
+            methods.setdefault(name.name, set())
+            if row.get("method"):
+                methods[name.name].add(str(row["method"]))
+            if name.k is not None:
+                ranked.add(name.name)
+    return MetricCatalog({n: tuple(sorted(m)) for n, m in methods.items()}, frozenset(ranked))
+
+
+def _gate_lines(args: argparse.Namespace, ini: Mapping[str, str]) -> tuple[Sequence[str], Sequence[str], Any]:
+    """(aggregate gate lines, regression gate lines, configured settings or None)."""
+    settings = _configured(args, ini) if args.gates else None
+    gates = args.gate or (settings.gates if settings else ())
+    regression = args.regression_gate or (settings.regression_gates if settings else ())
+    return gates, regression, settings
+
+
+def _render(report: Mapping[str, Any], out: TextIO) -> None:
+    from .terminal import render_sections
+
+    render_sections(report, _Writer(out))
+
+
+def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
+    from ..baseline import load_report, parse_regression_gates
+    from ..gates import evaluate_gates, parse_gates
+    from .build import attach_baseline, per_sample_scores
+    from .model import outcome
+
+    gate_lines, regression_lines, _ = _gate_lines(args, ini)
+    baseline = load_report(args.baseline_path, "baseline")
+    current = load_report(args.current_path, "report")
+    catalog = _catalog([baseline, current])
+    gates = parse_gates(gate_lines, catalog)
+    regression = parse_regression_gates(regression_lines, catalog)
+    summary = {
+        k: v for k, v in (current.get("summary") or {}).items() if k not in ("baseline", "regression_gates")
+    }
+    # Only the gates evaluated here decide; those the run evaluated itself are in its own report.
+    summary["gates"] = evaluate_gates(gates, per_sample_scores(current["results"])) if gates else []
+    current = {**current, "summary": summary}
+    attach_baseline(current, baseline, source=str(args.baseline_path), regression_gates=regression)
+    _render(current, out)
+    result = outcome({**current, "results": []})
+    return EXIT_OK if result["passed"] else EXIT_FAILED
+
+
+def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
+    from ..baseline import load_report, parse_regression_gates
+    from ..gates import evaluate_gates, parse_gates
+    from .build import attach_baseline, merge_reports, per_sample_scores
+    from .json_report import to_json, write_text_atomic
+    from .model import outcome
+
+    gate_lines, regression_lines, settings = _gate_lines(args, ini)
+    baseline_path = args.baseline or (Path(settings.baseline) if settings and settings.baseline else None)
+    if regression_lines and baseline_path is None:
+        raise ConfigError(
+            "regression gates need a baseline to compare with: pass --baseline PATH (or set rag_baseline "
+            "and use --gates)"
+        )
+    shards = [load_report(path, "report") for path in args.inputs]
+    baseline = load_report(baseline_path, "baseline") if baseline_path is not None else None
+    catalog = _catalog([*shards, *([baseline] if baseline else [])])
+    gates = parse_gates(gate_lines, catalog)
+    regression = parse_regression_gates(regression_lines, catalog)
+    merged = merge_reports(shards)
+    if gates:
+        merged["summary"]["gates"] = evaluate_gates(gates, per_sample_scores(merged["results"]))
+    if baseline is not None:
+        attach_baseline(merged, baseline, source=str(baseline_path), regression_gates=regression)
+    write_text_atomic(args.output, to_json(merged))
+    result = outcome(merged)
+    print(
+        f"merged {len(shards)} reports ({result['comparisons']} comparisons, "
+        f"{result['comparisons_failed']} failed) into {args.output}",
+        file=out,
+    )
+    _render(merged, out)
+    return EXIT_OK if result["passed"] else EXIT_FAILED
+
+
+def run(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    """Run ``baseline compare`` or ``report merge``; ``ini`` holds the pytest configuration's values."""
+    try:
+        if args.command == "baseline":
+            return _compare(args, ini, out)
+        return _merge(args, ini, out)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
