@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
+from .report.json_report import DEFAULT_NDIGITS
 from .report.model import check_version, format_p
 from .specs import format_metric, format_number
 from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, sign_flip_p_value
@@ -114,11 +115,13 @@ def run_scores(report: Mapping[str, Any]) -> RunScores:
                 metric.splitters.add(str(sample["splitter"]))
             evaluation = sample.get("key")
             if sid in metric.evaluations:
-                if metric.evaluations[sid] != evaluation or metric.samples[sid][0] != score:
+                if metric.evaluations[sid] != evaluation:
                     metric.ambiguous.add(sid)
                 continue
             metric.evaluations[sid] = evaluation
-            metric.samples[sid] = (float(score), sample.get("reference_key"))
+            # Rounded as the JSON report rounds them, so a live run and a saved baseline of the same
+            # judgments agree exactly.
+            metric.samples[sid] = (round(float(score), DEFAULT_NDIGITS), sample.get("reference_key"))
     for metric in scores.values():
         for sid in metric.ambiguous:
             metric.samples.pop(sid, None)
@@ -281,18 +284,29 @@ def find_metric(comparison: Mapping[str, Any], metric: str, method: str | None) 
     return None
 
 
+# What a baseline leaves out of a report: what differs between two runs of the same judgments (whether
+# a judgment was cached, the judge's counters), what only explains a score (verdicts with the chunk
+# texts and reasons, explanations, the line of the assertion), which would make a committed baseline
+# a hundred times larger than the scores it keeps.
+_RUN_ONLY_ROW = frozenset({"cached", "judge_calls", "explanation", "where"})
+_RUN_ONLY_SAMPLE = frozenset({"cached", "verdicts", "explanation"})
+
+
 def baseline_form(report: Mapping[str, Any]) -> dict[str, Any]:
-    """``report`` as a baseline file holds it: the same report, minus what differs between two runs of
-    the same judgments (the judge's counters and timing, whether each judgment was cached) and the
-    comparison with an earlier baseline."""
+    """``report`` as a baseline file holds it: the same report format, with the scores and what they
+    were made with, without what differs between two runs of the same judgments, without the
+    verdicts and explanations behind each score, without the comparisons of xfail tests, and
+    without the comparison with an earlier baseline."""
     out = dict(report)
-    # Whether a judgment came from the cache, the store or the judge is a fact of one run, not a score.
     out["results"] = [
         {
-            **{k: v for k, v in row.items() if k not in ("cached", "judge_calls")},
-            "samples": [{k: v for k, v in s.items() if k != "cached"} for s in row.get("samples") or ()],
+            **{k: v for k, v in row.items() if k not in _RUN_ONLY_ROW},
+            "samples": [
+                {k: v for k, v in s.items() if k not in _RUN_ONLY_SAMPLE} for s in row.get("samples") or ()
+            ],
         }
         for row in out.get("results") or ()
+        if not row.get("xfail")  # never compared: a deliberately broken retriever is not a baseline
     ]
     summary = dict(out.get("summary") or {})
     summary.pop("baseline", None)

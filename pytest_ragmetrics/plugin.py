@@ -303,6 +303,9 @@ def _load_baseline(settings: Settings) -> dict[str, Any] | None:
         )
     if not settings.baseline:
         return None
+    baseline = Path(settings.baseline)
+    if settings.save_baseline and not baseline.exists() and Path(settings.save_baseline) == baseline:
+        return None  # the first run of a new baseline: nothing to compare with yet, this run saves it
     from .baseline import load_report
 
     return load_report(settings.baseline)

@@ -68,3 +68,43 @@ def test_example_project_store_has_no_unused_entries(fresh_example):
     report = json.loads((fresh_example / "report.json").read_text())
     assert report["summary"]["unused_store_entries"] == 0
     assert report["summary"]["judge"]["calls"] == 0
+
+
+def test_example_project_compares_every_run_with_its_committed_baseline(fresh_example):
+    out = run_example(fresh_example, "--rag-report", "-p", "no:randomly")
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "vs baseline baseline.json" in out.stdout
+    assert re.search(
+        r"context_precision\s+15\s+0\.922\s+0\.922\s+\+0\.000 \[\+0\.000, \+0\.000\]\s+1\.0000\s+unchanged",
+        out.stdout,
+    )
+    assert "PASS  context_recall mean drop <= 0.02 at p < 0.05" in out.stdout
+
+
+def test_example_project_baseline_flags_the_weakened_retriever_as_a_significant_regression(fresh_example):
+    """The README's commands: the weak retriever's report compared with the committed baseline."""
+    out = run_example(fresh_example, "-q", "--rag-report-json=weak.json", EXAMPLE_RETRIEVER="weak")
+    assert out.returncode == 1
+    assert "ragmetrics regression gate failed: context_precision mean drop <= 0.02 at p < 0.05" in out.stdout
+    compare = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_ragmetrics",
+            "baseline",
+            "compare",
+            "baseline.json",
+            "weak.json",
+            "--gates",
+        ],
+        cwd=fresh_example,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert compare.returncode == 1, compare.stdout + compare.stderr
+    text = compare.stdout
+    for metric, p in (("context_precision", "0.0015"), ("context_recall", "0.0078")):
+        assert re.search(rf"^{metric}\s+15\s+.*\s{p}\s+worse$", text, re.M), text
+    assert "FAIL  context_precision mean drop <= 0.02 at p < 0.05  drop 0.600" in text
+    assert "FAIL  context_recall any drop <= 0.5  drop 1.000" in text

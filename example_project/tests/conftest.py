@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
@@ -31,17 +32,23 @@ def with_contexts(retriever: Callable[[str], list[Doc]], id_prefix: str = "") ->
     return [replace(s.with_contexts(retriever(s.question)), id=f"{id_prefix}{s.id}") for s in golden_set()]
 
 
+def retriever_under_test() -> Callable[[str], list[Doc]]:
+    """BM25; or, with ``EXAMPLE_RETRIEVER=weak``, the weakened retriever (to watch the committed
+    baseline catch it: see README.md)."""
+    return retrieve_weak_docs if os.environ.get("EXAMPLE_RETRIEVER") == "weak" else retrieve_docs
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # A test asking for `sample` runs once per golden question, named by its id (test_recall[q01]).
     if "sample" in metafunc.fixturenames:
-        samples = with_contexts(retrieve_docs)
+        samples = with_contexts(retriever_under_test())
         metafunc.parametrize("sample", samples, ids=[s.id for s in samples])
 
 
 @pytest.fixture(scope="session")
 def samples() -> list[RagSample]:
     """The whole golden set, retrieved with the production BM25 retriever."""
-    return with_contexts(retrieve_docs)
+    return with_contexts(retriever_under_test())
 
 
 @pytest.fixture(scope="session")
