@@ -14,6 +14,9 @@ renderers read everything with defaults, so a report missing them still renders.
 ``version`` (int)
     ``1``. Renderers raise ``ValueError`` for any other version.
 
+``plugin_version`` (str, *optional*)
+    The pytest-ragmetrics version that wrote the report.
+
 ``results`` (list): one row per recorded comparison (a threshold assertion), sorted with
 :func:`~pytest_ragmetrics.report.json_report.sort_results` by ``(nodeid, metric, method, stat)``.
 
@@ -87,9 +90,34 @@ renderers read everything with defaults, so a report missing them still renders.
     ``comparisons`` (dict, *optional*)
         ``{"passed": int, "failed": int}`` over ``results``; renderers derive their counts from
         ``results`` themselves (see :func:`~pytest_ragmetrics.report.model.outcome`).
+    ``baseline`` (dict, *optional*)
+        The comparison with a baseline report (``--rag-baseline``), from
+        :func:`pytest_ragmetrics.baseline.compare_reports`: ``source`` (the baseline's path),
+        ``plugin_version`` (``{"baseline", "current"}``) and ``metrics``, one entry per metric and
+        method scored in either run: ``metric``, ``method``, ``label``, ``comparable`` (bool) and
+        ``reason`` (why not), ``n`` (matched samples), ``baseline_mean``, ``current_mean``,
+        ``delta`` (current minus baseline), ``ci_low``, ``ci_high`` (the ``confidence`` interval of
+        the delta, paired bootstrap), ``p_value`` and ``test`` (``{"method": "exact" | "monte
+        carlo", "permutations", "seed"}``: the paired sign-flip permutation test), ``max_drop``,
+        ``verdict`` (``worse``, ``better``, ``not significant``, ``unchanged``, ``not comparable``,
+        ``no matched samples``), ``regressed`` and ``improved`` (the samples that moved most, each
+        ``{"id", "baseline", "current", "delta"}``), ``pairs`` (every matched sample, the same
+        way), and the ids that were not compared: ``new``, ``removed``, ``changed`` (question or
+        reference changed) and ``ambiguous`` (one id naming two evaluations in a run). The numbers
+        are ``None`` when the metric is not comparable or nothing matched.
+    ``regression_gates`` (list, *optional*)
+        From :func:`pytest_ragmetrics.baseline.evaluate_regression_gates`: ``spec``, ``metric``,
+        ``method``, ``stat`` (``mean drop`` or ``any drop``), ``op``, ``threshold``,
+        ``significance`` (``"p < 0.05"`` or ``None``), ``value`` (the drop, ``None`` without one),
+        ``n``, ``delta``, ``ci_low``, ``ci_high``, ``p_value``, ``passed``, ``margin``, ``reason``
+        (why it failed without a value), ``note`` (why a drop beyond the threshold passed),
+        ``worst`` (the samples that fell most) and ``skipped`` (*optional*, partial runs).
 
 A run *passes* (see :func:`~pytest_ragmetrics.report.model.outcome`) when no comparison outside
-an xfail test and no gate failed.
+an xfail test, no gate and no regression gate failed.
+
+A *baseline* is a report of this format; ``--rag-save-baseline`` writes it without what only one run
+knows or only explains a score (see :func:`pytest_ragmetrics.baseline.baseline_form`).
 
 Floats are written to JSON rounded to 6 decimals; NaN and infinities are refused everywhere.
 """
