@@ -68,8 +68,11 @@ def _pytest_ini_values(base: Path) -> dict[str, str]:
         if name == "pyproject.toml":
             try:
                 import tomllib  # type: ignore[import-not-found,unused-ignore]
-            except ImportError:  # Python 3.10: no TOML reader in the standard library
-                continue
+            except ImportError:  # Python 3.10: pytest itself reads pyproject.toml with tomli there
+                try:
+                    import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
+                except ImportError:
+                    continue
             try:
                 table = tomllib.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):

@@ -432,3 +432,36 @@ def test_report_commands_exit_4_on_usage_errors(
     assert result.ret == 4
     result.stderr.fnmatch_lines([message])
     assert not (project.path / "m.json").exists()
+
+
+def test_report_merge_gates_come_from_pyproject_lists(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_baseline(project)
+    monkeypatch.setenv("RETRIEVER", "slight")
+    project.runpytest("--rag-report-json=current.json").assert_outcomes(passed=16)
+    (project.path / "tox.ini").unlink()
+    project.makepyprojecttoml(
+        """
+        [tool.pytest.ini_options]
+        rag_cache = "off"
+        rag_baseline = "base.json"
+        rag_gates = ["context_precision mean >= 0.5"]
+        rag_regression_gates = [
+            "context_precision mean drop <= 0.05",
+            "context_precision any drop <= 0.25",
+        ]
+        """
+    )
+    result = cli(project, "report", "merge", "--output", "merged.json", "current.json", "--gates")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "PASS  context_precision mean >= 0.5*",
+            "*- vs baseline base.json -*",
+            "PASS  context_precision mean drop <= 0.05  drop 0.033*",
+            "FAIL  context_precision any drop <= 0.25  drop 0.500*worst q01 1.000 -> 0.500 (-0.500)",
+        ]
+    )
+    merged = report_of(project, "merged.json")["summary"]
+    assert [g["passed"] for g in merged["regression_gates"]] == [True, False]
