@@ -308,6 +308,19 @@ def labels_found(labels: SampleLabels) -> bool | None:
     return any(i in labels.grades for i in labels.ranking)
 
 
+def _verdict(
+    item: str, index: int, text: str, value: float, label: str, reason: str, rank: int | None = None
+) -> Verdict:
+    # Verdict(...) without the frozen dataclass's per-field setattr: a sample's ten or so verdicts
+    # are most of the cost of a label result, and these fields need no checking.
+    verdict = object.__new__(Verdict)
+    verdict.__dict__.update(
+        item=item, index=index, text=text, value=value, label=label, reason=reason, rank=rank,
+        extracted=(), cached=True, models=None,
+    )  # fmt: skip
+    return verdict
+
+
 def label_result(sample: RagSample, family: str, k: int | None, metric: str) -> MetricResult:
     """Score ``sample`` on the label metric ``family`` at cutoff ``k``; ``metric`` names it (``ndcg@5``)."""
     labels = sample_labels(sample, metric)
@@ -326,14 +339,14 @@ def label_result(sample: RagSample, family: str, k: int | None, metric: str) -> 
         reason = (
             f"matches {labels.references[i]!r}" if by_text and grade > 0 else ("" if by_text else f"id {i!r}")
         )
-        verdicts.append(Verdict("chunk", rank, text, 1.0 if grade > 0 else 0.0, label, reason, rank))
+        verdicts.append(_verdict("chunk", rank, text, 1.0 if grade > 0 else 0.0, label, reason, rank))
     found = {i for i in top if grades.get(i, 0) > 0}
     missed = [i for i, g in grades.items() if g > 0 and i not in found]
     where = "retrieved" if k is None else f"in the top {k}"
     item = "reference text" if by_text else "relevant id"
     for n, i in enumerate(missed, start=1):
         text = labels.references[i] if by_text else i
-        verdicts.append(Verdict(item, n, text, 0.0, f"not {where}", "" if by_text else f"grade {grades[i]}"))
+        verdicts.append(_verdict(item, n, text, 0.0, f"not {where}", "" if by_text else f"grade {grades[i]}"))
     total = len(found) + len(missed)
     ranks = [r for r, i in enumerate(top, start=1) if i in found]
     explanation = f"{len(found)} of {total} {item}s {where}"
