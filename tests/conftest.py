@@ -1,3 +1,16 @@
 """Shared test configuration: the fake OpenAI-compatible judge server fixture."""
 
+import importlib
+import pkgutil
+
+import pytest_ragmetrics
+
 pytest_plugins = ["pytest_ragmetrics.testing"]
+
+# pytester's in-process runs drop the modules first imported during a run when it ends. Importing
+# every module of the package now keeps one copy of each (one RagSample class) for the whole session,
+# whatever order the tests run in.
+# (pytest_ragmetrics.testing is left to pytest_plugins, which rewrites its asserts.)
+for _module in pkgutil.walk_packages(pytest_ragmetrics.__path__, "pytest_ragmetrics."):
+    if _module.name != "pytest_ragmetrics.testing":
+        importlib.import_module(_module.name)
