@@ -145,7 +145,7 @@ def answer(request: JudgeRequest) -> dict[str, Any]:
             numbers.append(matches[0])
         return {"reason": _reason(entry, "sentences"), "relevant_sentences": sorted(numbers)}
 
-    if kind == "context_recall":
+    if kind in ("context_recall", "context_recall_claims"):
         retrieved = [lab.doc_id(c) for c in inputs["contexts"]]
         support = lab.labels[qid]["reference_support"]
         given = [squash(s) for s in inputs["reference_sentences"]]
@@ -166,7 +166,12 @@ def answer(request: JudgeRequest) -> dict[str, Any]:
                 reason = "None of the retrieved contexts states this" + (
                     f"; only the article {elsewhere}, which was not retrieved, does." if elsewhere else "."
                 )
-            out[f"sentence_{i}"] = {"reason": reason, "attributed": bool(hits)}
+            if kind == "context_recall":
+                out[f"sentence_{i}"] = {"reason": reason, "attributed": bool(hits)}
+            else:
+                # Labelled per sentence: each reference sentence is labelled as one claim.
+                claim = {"claim": s["sentence"], "reason": reason, "attributed": bool(hits)}
+                out[f"sentence_{i}"] = {"claims": [claim]}
         return out
 
     raise HandLabelError(f"no hand labels for judge requests of kind {kind!r} (question {qid})")

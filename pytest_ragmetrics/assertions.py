@@ -270,16 +270,19 @@ def assert_context_precision(
     return _make_check(samples, "context_precision", None, evaluator)
 
 
-def assert_context_recall(samples: RagSample | Sequence[RagSample], *, evaluator: Any = None) -> ScoreCheck:
-    """Judge context recall; compare the result with a threshold: ``... >= 0.8``."""
+def assert_context_recall(
+    samples: RagSample | Sequence[RagSample], method: str | None = None, *, evaluator: Any = None
+) -> ScoreCheck:
+    """Judge context recall (``method``: sentence, the default, or claims); compare with a threshold:
+    ``... >= 0.8``."""
     __tracebackhide__ = True
-    return _make_check(samples, "context_recall", None, evaluator)
+    return _make_check(samples, "context_recall", method, evaluator)
 
 
 def assert_context_relevance(
     samples: RagSample | Sequence[RagSample], method: str | None = None, *, evaluator: Any = None
 ) -> ScoreCheck:
-    """Judge context relevance (``method``: graded, sentence or binary); compare with a threshold."""
+    """Judge context relevance (``method``: graded, sentence, binary or any); compare with a threshold."""
     __tracebackhide__ = True
     return _make_check(samples, "context_relevance", method, evaluator)
 

@@ -563,15 +563,18 @@ def context_precision(sample: RagSample, *, evaluator: Evaluator | None = None) 
     return (evaluator or get_evaluator()).score(sample, "context_precision")
 
 
-def context_recall(sample: RagSample, *, evaluator: Evaluator | None = None) -> MetricResult:
-    """Share of the reference's sentences that the retrieved contexts support."""
-    return (evaluator or get_evaluator()).score(sample, "context_recall")
+def context_recall(
+    sample: RagSample, method: str | None = None, *, evaluator: Evaluator | None = None
+) -> MetricResult:
+    """Share of the reference's sentences (``method="sentence"``, the default) or of their atomic
+    claims (``method="claims"``) that the retrieved contexts support."""
+    return (evaluator or get_evaluator()).score(sample, "context_recall", method)
 
 
 def context_relevance(
     sample: RagSample, method: str | None = None, *, evaluator: Evaluator | None = None
 ) -> MetricResult:
-    """Relevance of the chunks to the question; ``method`` is graded (default), sentence or binary."""
+    """Relevance of the chunks to the question; ``method`` is graded (default), sentence, binary or any."""
     return (evaluator or get_evaluator()).score(sample, "context_relevance", method)
 
 

@@ -143,7 +143,10 @@ def _catalog(
         return BUILTIN_CATALOG
     names = BUILTIN_METRICS if known_metrics is None else known_metrics
     method_table = DEFAULT_METHODS if methods is None else methods
-    return MetricCatalog({name: tuple(sorted(method_table.get(name, ()))) for name in names})
+    return MetricCatalog(
+        {name: tuple(sorted(method_table.get(name, ()))) for name in names},
+        plain={n: m for n, m in BUILTIN_CATALOG.plain.items() if n in names},
+    )
 
 
 def parse_gate(

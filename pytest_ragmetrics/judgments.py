@@ -8,14 +8,16 @@ kind                            one request per                             answ
 ==============================  ==========================================  ==============================
 ``context_precision``           (question, reference, chunk)                ``useful``: bool
 ``context_recall``              (question, all contexts, reference)         ``sentence_<i>.attributed``
+``context_recall_claims``       (question, all contexts, reference)         ``sentence_<i>.claims``:
+                                                                            [claim, attributed]
 ``context_relevance_sentences`` (question, chunk split into sentences)      ``relevant_sentences``: [int]
 ``context_relevance_graded``    (question, chunk)                           ``rating``: 0, 1 or 2
 ==============================  ==========================================  ==============================
 
 Every schema stays within the strictest provider limits (:mod:`.judge.limits`) whatever the input
-size: a reference of more than :data:`RECALL_WINDOW` sentences, or a chunk of more than
-:data:`SENTENCE_WINDOW` sentences, is judged in windows numbered as in the whole text, and their
-verdicts are joined.
+size: a reference of more than :data:`RECALL_WINDOW` sentences (:data:`CLAIMS_WINDOW` for claims), or
+a chunk of more than :data:`SENTENCE_WINDOW` sentences, is judged in windows numbered as in the whole
+text, and their verdicts are joined.
 
 The user message is a JSON document, so text inside a chunk is always a JSON string value and can
 never pass itself off as instructions or close a delimiter. Every prompt has a version that is part of
@@ -35,6 +37,7 @@ from .judge.base import DeferredRequest, JudgeRequest
 
 PRECISION = "context_precision"
 RECALL = "context_recall"
+CLAIMS = "context_recall_claims"
 SENTENCES = "context_relevance_sentences"
 GRADED = "context_relevance_graded"
 
@@ -128,6 +131,48 @@ supports it, or what is missing) and "attributed" (true or false).
     )
 }"""
 
+_CLAIMS_PROMPT = f"""{_ROLE}
+{_DATA_NOTE}
+
+You get a question, the passages the system retrieved ("contexts", numbered, in no particular order)
+and sentences of a reference answer ("reference_sentences", numbered). Break every reference sentence
+into its atomic claims: the separate statements it makes, each one short, self-contained and
+understandable without the others (replace pronouns by what they refer to). A sentence with one
+statement is one claim. Then decide for every claim whether it can be attributed to the retrieved
+passages taken together: the passages state it, or it follows directly from what they state. General
+knowledge does not count, only what the passages say.
+
+Answer with a JSON object with one property per reference sentence, named "sentence_" and its number
+("sentence_1", "sentence_2", ...), each an object with "claims": a list of objects, one per claim, in
+the order the sentence makes them, each with "claim" (the claim, in a few words), "reason" (one short
+sentence: which passage supports it, or what is missing) and "attributed" (true or false).
+
+{
+    _example(
+        {
+            "question": "Where is France and what is its capital?",
+            "contexts": {"1": "France is a country in Western Europe with a long Atlantic coast."},
+            "reference_sentences": {"1": "France is in Western Europe and its capital is Paris."},
+        },
+        {
+            "sentence_1": {
+                "claims": [
+                    {
+                        "claim": "France is in Western Europe.",
+                        "reason": "Context 1 says France is in Western Europe.",
+                        "attributed": True,
+                    },
+                    {
+                        "claim": "The capital of France is Paris.",
+                        "reason": "No context names the capital of France.",
+                        "attributed": False,
+                    },
+                ]
+            }
+        },
+    )
+}"""
+
 _SENTENCES_PROMPT = f"""{_ROLE}
 {_DATA_NOTE}
 
@@ -189,6 +234,7 @@ class Prompt:
 PROMPTS: Mapping[str, Prompt] = {
     PRECISION: Prompt("precision-3", _PRECISION_PROMPT),
     RECALL: Prompt("recall-3", _RECALL_PROMPT),
+    CLAIMS: Prompt("claims-1", _CLAIMS_PROMPT),
     SENTENCES: Prompt("sentences-3", _SENTENCES_PROMPT),
     GRADED: Prompt("graded-3", _GRADED_PROMPT),
 }
@@ -235,6 +281,13 @@ def _recall_schema(first: int, count: int) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=256)
+def _claims_schema(first: int, count: int) -> dict[str, Any]:
+    claim = _object({"claim": {"type": "string"}, "reason": _reason(), "attributed": {"type": "boolean"}})
+    verdict = _object({"claims": {"type": "array", "items": claim}})
+    return _object({f"sentence_{i}": verdict for i in range(first, first + count)})
+
+
+@functools.lru_cache(maxsize=256)
 def _sentences_schema(first: int, count: int) -> dict[str, Any]:
     numbers = {"type": "integer", "enum": list(range(first, first + count))}
     return _object({"reason": _reason(), "relevant_sentences": {"type": "array", "items": numbers}})
@@ -250,6 +303,8 @@ def _schema_for(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         return _precision_schema()
     if kind == RECALL:
         return _recall_schema(_first(inputs), len(inputs["reference_sentences"]))
+    if kind == CLAIMS:
+        return _claims_schema(_first(inputs), len(inputs["reference_sentences"]))
     if kind == SENTENCES:
         return _sentences_schema(_first(inputs), len(inputs["sentences"]))
     return _graded_schema()
@@ -307,7 +362,7 @@ def _numbered(items: Sequence[str], first: int = 1) -> dict[str, str]:
 
 
 def _user_payload(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    if kind == RECALL:
+    if kind in (RECALL, CLAIMS):
         return {
             "question": inputs["question"],
             "contexts": _numbered(inputs["contexts"]),
@@ -345,6 +400,9 @@ def canonical_contexts(contexts: Sequence[str]) -> list[str]:
 #: Reference sentences judged in one recall request: 3 schema properties each, so a window of 30
 #: stays within the strictest provider limit of 100 properties (see :mod:`.judge.limits`).
 RECALL_WINDOW = 30
+#: Reference sentences judged in one claims request: 5 schema properties each (sentence_<i>, claims,
+#: and claim, reason, attributed), so 20 stay within 100 properties; 4 levels of nesting.
+CLAIMS_WINDOW = 20
 #: Chunk sentences judged in one sentence-selection request: one enum value each, well within the
 #: strictest limit of 500 enum values and 15,000 characters of names and values.
 SENTENCE_WINDOW = 200
@@ -399,6 +457,51 @@ def recall_requests(
     spans = windows(len(reference_sentences), RECALL_WINDOW)
     return [
         recall_request(
+            question,
+            contexts,
+            reference_sentences[first - 1 : last],
+            params,
+            label if len(spans) == 1 else f"{label}, reference sentences {first}-{last}",
+            first,
+        )
+        for first, last in spans
+    ]
+
+
+def claims_request(
+    question: str,
+    contexts: Sequence[str],
+    reference_sentences: Sequence[str],
+    params: JudgeParams,
+    label: str = "",
+    first: int = 1,
+) -> JudgeRequest:
+    """Break each reference sentence into atomic claims and attribute each to the contexts.
+
+    Inputs, canonical context order and numbering are those of :func:`recall_request`.
+    """
+    inputs: dict[str, Any] = {
+        "question": question,
+        "contexts": canonical_contexts(contexts),
+        "reference_sentences": list(reference_sentences),
+    }
+    if first != 1:
+        inputs["first_sentence"] = first
+    return _request(CLAIMS, inputs, params, label)
+
+
+def claims_requests(
+    question: str,
+    contexts: Sequence[str],
+    reference_sentences: Sequence[str],
+    params: JudgeParams,
+    label: str = "",
+) -> list[JudgeRequest]:
+    """One :func:`claims_request` per window of at most :data:`CLAIMS_WINDOW` reference sentences:
+    a reference up to that long is one request per sample."""
+    spans = windows(len(reference_sentences), CLAIMS_WINDOW)
+    return [
+        claims_request(
             question,
             contexts,
             reference_sentences[first - 1 : last],
@@ -529,6 +632,27 @@ def combine_recall(
     out: list[tuple[bool, str]] = []
     for i in range(first, first + count):
         out.append(combine_boolean([c[f"sentence_{i}"] for c in choices], "attributed"))
+    return out
+
+
+def combine_claims(
+    choices: Sequence[Mapping[str, Any]], count: int, first: int = 1
+) -> list[list[tuple[str, bool, str]]]:
+    """Per reference sentence, its claims as ``(claim, attributed, reason)``.
+
+    Several choices may break a sentence into different claims, so claims cannot be voted on one by
+    one: the sentence takes the claims of the choice whose attributed share is closest to the mean
+    share over all choices (the first such choice on a tie), as ratings are combined.
+    """
+    out: list[list[tuple[str, bool, str]]] = []
+    for i in range(first, first + count):
+        per_choice = [list(c[f"sentence_{i}"]["claims"]) for c in choices]
+        shares = [sum(bool(x["attributed"]) for x in cl) / len(cl) if cl else 0.0 for cl in per_choice]
+        mean = sum(shares) / len(shares)
+        pick = min(range(len(shares)), key=lambda k: (abs(shares[k] - mean), k))
+        out.append(
+            [(str(x["claim"]), bool(x["attributed"]), str(x.get("reason", ""))) for x in per_choice[pick]]
+        )
     return out
 
 

@@ -21,7 +21,7 @@ from .errors import ConfigError
 CACHE_MODES = ("readwrite", "replay", "refresh", "off")
 RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "text")
 PROVIDERS = ("openai", "azure")
-RELEVANCE_METHODS = ("graded", "sentence", "binary")
+RELEVANCE_METHODS = ("graded", "sentence", "binary", "any")
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 A **metric name** is what tests, gates, reports and baselines call a metric::
 
-    context_recall                 a metric without methods
+    context_precision              a metric without methods
     context_relevance[graded]      a metric with its method
+    context_recall                 a metric whose plain name means one of its methods (sentence);
+    context_recall[claims]         its other method
     ndcg@5                         a ranked metric cut off at rank 5 (``ndcg`` alone: the whole ranking)
 
 A **gate-like line** compares a statistic of a metric with a number. Aggregate gates, regression gates
@@ -118,24 +120,36 @@ def _from_match(match: re.Match[str]) -> MetricName:
 
 @dataclass(frozen=True)
 class MetricCatalog:
-    """Which metric names exist: each metric's methods, and which metrics take a cut-off ``@k``."""
+    """Which metric names exist: each metric's methods, and which metrics take a cut-off ``@k``.
+
+    ``plain`` maps a metric with methods whose plain name means one of them (``context_recall``
+    means ``context_recall[sentence]``) to that method: its plain name needs no method anywhere,
+    and naming that method is the same as the plain name.
+    """
 
     methods: Mapping[str, tuple[str, ...]]
     ranked: frozenset[str] = field(default_factory=frozenset)
+    plain: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, metrics: Iterable[Any]) -> MetricCatalog:
-        """The catalog of registered metric objects (``name``, ``methods``, optional ``takes_k``)."""
+        """The catalog of registered metric objects (``name``, ``methods``, optional ``takes_k`` and
+        ``plain_method``)."""
         methods: dict[str, tuple[str, ...]] = {}
         ranked: set[str] = set()
+        plain: dict[str, str] = {}
         for metric in metrics:
             methods[metric.name] = tuple(metric.methods or ())
             if getattr(metric, "takes_k", False):
                 ranked.add(metric.name)
-        return cls(methods, frozenset(ranked))
+            if getattr(metric, "plain_method", None):
+                plain[metric.name] = str(metric.plain_method)
+        return cls(methods, frozenset(ranked), plain)
 
     def merged(self, other: MetricCatalog) -> MetricCatalog:
-        return MetricCatalog({**self.methods, **other.methods}, self.ranked | other.ranked)
+        return MetricCatalog(
+            {**self.methods, **other.methods}, self.ranked | other.ranked, {**self.plain, **other.plain}
+        )
 
     def check(self, name: MetricName, *, require_method: bool = False) -> MetricName:
         """``name`` if it names a known metric, method and cut-off; else :class:`ConfigError` saying why.
@@ -153,7 +167,7 @@ class MetricCatalog:
             if name.k < 1:
                 raise ConfigError(f"cut-off @{name.k} of {name.name} must be at least 1")
         if name.method is None:
-            if require_method and allowed:
+            if require_method and allowed and name.name not in self.plain:
                 choices = " or ".join(f"{name.metric}[{m}]" for m in sorted(allowed))
                 raise ConfigError(f"{name.metric} needs a method: write {choices}")
         elif not allowed:
@@ -162,6 +176,8 @@ class MetricCatalog:
             raise ConfigError(
                 f"unknown method {name.method!r} for {name.name} (use one of: {', '.join(sorted(allowed))})"
             )
+        elif name.method == self.plain.get(name.name):
+            return MetricName(name.name, None, name.k)
         return name
 
 
@@ -173,11 +189,12 @@ LABEL_METRICS: tuple[str, ...] = ("hit_rate", "recall", "precision", "mrr", "ndc
 BUILTIN_CATALOG = MetricCatalog(
     {
         "context_precision": (),
-        "context_recall": (),
-        "context_relevance": ("graded", "sentence", "binary"),
+        "context_recall": ("sentence", "claims"),
+        "context_relevance": ("graded", "sentence", "binary", "any"),
         **dict.fromkeys(LABEL_METRICS, ()),
     },
     frozenset(LABEL_METRICS),
+    plain={"context_recall": "sentence"},
 )
 
 

@@ -288,6 +288,7 @@ RENDERED = {
     "context_precision": lambda p: J.precision_request("Q?", "Ref.", "ground_truth", "Chunk.", p),
     "context_precision without reference": lambda p: J.precision_request("Q?", "Ans.", "answer", "C.", p),
     "context_recall": lambda p: J.recall_request("Q?", ["C1.", "C2."], ["S1.", "S2."], p),
+    "context_recall_claims": lambda p: J.claims_request("Q?", ["C1.", "C2."], ["S1.", "S2."], p),
     "context_relevance_sentences": lambda p: J.sentences_request("Q?", ["A.", "B."], p),
     "context_relevance_graded": lambda p: J.graded_request("Q?", "Chunk.", p),
 }
@@ -295,6 +296,7 @@ PROMPT_DIGESTS = {
     "context_precision": ("precision-3", "fea496b0"),
     "context_precision without reference": ("precision-answer-3", "41a26bfd"),
     "context_recall": ("recall-3", "8aa18054"),
+    "context_recall_claims": ("claims-1", "f55407c4"),
     "context_relevance_sentences": ("sentences-3", "e2e1c95c"),
     "context_relevance_graded": ("graded-3", "7bceb1e5"),
 }
@@ -319,10 +321,14 @@ def test_each_prompt_calibrates_with_one_example_that_fits_its_schema(kind):
     assert set(json.loads(example_input)) == set(user)
     answer = json.loads(output)
     verdicts = list(answer.values()) if kind == "context_recall" else [answer]
+    if kind == "context_recall_claims":
+        verdicts = [{k: v for k, v in c.items() if k != "claim"} for c in answer["sentence_1"]["claims"]]
     assert all(next(iter(v)) == "reason" for v in verdicts)  # the reasoning comes before the verdict
     example_schema = request.schema
     if kind == "context_recall":  # the example has its own number of sentences
         example_schema = J.recall_request("q", ["c"], ["a.", "b."], J.JudgeParams("m")).schema
+    if kind == "context_recall_claims":
+        example_schema = J.claims_request("q", ["c"], ["a."], J.JudgeParams("m")).schema
     assert validate_answer(dataclasses.replace(request, schema=example_schema), answer) == answer
 
 

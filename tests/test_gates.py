@@ -73,7 +73,7 @@ def test_gate_is_frozen():
         ("context_recall quantile(1.5) >= 0.8", "out of range"),
         ("context_recall pass_rate(0.8) >= 0.8", "unknown statistic"),
         ("context_recal mean >= 0.8", "unknown metric 'context_recal'"),
-        ("context_recall[graded] mean >= 0.8", "takes no [method]"),
+        ("context_precision[graded] mean >= 0.8", "takes no [method]"),
         ("context_relevance[fuzzy] mean >= 0.8", "unknown method 'fuzzy'"),
     ],
 )
@@ -261,7 +261,7 @@ def test_gate_with_method_reads_only_that_method():
 def test_a_metric_with_methods_needs_one_in_a_gate():
     """Pooling graded ratings with sentence shares would mix three scales."""
     with pytest.raises(
-        ConfigError, match=r"context_relevance needs a method: write context_relevance\[binary\]"
+        ConfigError, match=r"context_relevance needs a method: write context_relevance\[any\] or"
     ):
         parse_gate("context_relevance mean >= 0.7")
 

@@ -57,11 +57,11 @@ def test_the_catalog_knows_metrics_methods_and_cutoffs():
     with pytest.raises(ConfigError, match="at least 1"):
         parse_metric_name("ndcg@0", RANKED)
     with pytest.raises(ConfigError, match="takes no \\[method\\]"):
-        parse_metric_name("context_recall[graded]", RANKED)
+        parse_metric_name("context_precision[graded]", RANKED)
     with pytest.raises(ConfigError, match="unknown method 'fuzzy'"):
         parse_metric_name("context_relevance[fuzzy]", RANKED)
     assert parse_metric_name("context_relevance", RANKED).method is None
-    with pytest.raises(ConfigError, match="needs a method: write context_relevance\\[binary\\] or"):
+    with pytest.raises(ConfigError, match="needs a method: write context_relevance\\[any\\] or"):
         parse_metric_name("context_relevance", RANKED, require_method=True)
 
 

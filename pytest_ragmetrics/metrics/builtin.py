@@ -178,13 +178,22 @@ class ContextPrecision:
 
 
 class ContextRecall:
-    """Share of reference sentences attributable to the retrieved contexts (seed: RAGAS context recall)."""
+    """Share of the reference attributable to the retrieved contexts (RAGAS context recall).
+
+    ``sentence`` (the default, and what the plain name ``context_recall`` means): the share of
+    reference sentences, each attributed all or nothing. ``claims``: the judge breaks each reference
+    sentence into atomic claims and attributes each; the share of claims. Both are one request per
+    sample (per window of a long reference).
+    """
 
     name = "context_recall"
-    methods: tuple[str, ...] = ()
-    default_method: str | None = None
+    methods: tuple[str, ...] = ("sentence", "claims")
+    default_method: str | None = "sentence"
+    #: The plain name ``context_recall`` means the sentence method; its results carry no [method].
+    plain_method = "sentence"
 
     async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
+        shown_method = "claims" if method == "claims" else None
         reference, _ = _require_reference(sample, J.RECALL)
         sentences = [ctx.normalize(s) for s in ctx.split(reference)]
         sentences = [s for s in sentences if s]
@@ -198,15 +207,22 @@ class ContextRecall:
                 for i, s in enumerate(sentences, start=1)
             )
             return MetricResult(
-                0.0, self.name, None, verdicts, "nothing was retrieved: the sample has no contexts", sample.id
+                0.0,
+                self.name,
+                shown_method,
+                verdicts,
+                "nothing was retrieved: the sample has no contexts",
+                sample.id,
             )
         s = ctx.settings
         params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
         contexts = [ctx.normalize(c) for c in sample.contexts]
-        requests = J.recall_requests(
-            ctx.normalize(sample.question), contexts, sentences, params, _label(sample, self.name)
-        )
+        question = ctx.normalize(sample.question)
+        label = _label(sample, self.name if shown_method is None else f"{self.name}[claims]")
         tally = _Tally()
+        if shown_method == "claims":
+            return await self._claims(sample, question, contexts, sentences, params, label, ctx, tally)
+        requests = J.recall_requests(question, contexts, sentences, params, label)
         answers = await ctx.judge_many(requests)
         decided: list[tuple[bool, str, bool]] = []
         for request, answer in zip(requests, answers, strict=True):
@@ -232,12 +248,56 @@ class ContextRecall:
         score = R.recall_score([v.value >= 1.0 for v in verdicts])
         return tally.result(sample, self.name, None, score, verdicts, R.explain_recall(verdicts))
 
+    async def _claims(
+        self,
+        sample: RagSample,
+        question: str,
+        contexts: list[str],
+        sentences: list[str],
+        params: J.JudgeParams,
+        label: str,
+        ctx: ScoringContext,
+        tally: _Tally,
+    ) -> MetricResult:
+        requests = J.claims_requests(question, contexts, sentences, params, label)
+        answers = await ctx.judge_many(requests)
+        verdicts: list[Verdict] = []
+        number = 0
+        for request, answer in zip(requests, answers, strict=True):
+            assert answer is not None  # nothing is skipped
+            tally.add(answer)
+            window = request.inputs["reference_sentences"]
+            first = int(request.inputs.get("first_sentence", 1))
+            per_sentence = J.combine_claims(answer.choices, len(window), first)
+            for offset, (sentence, claims) in enumerate(zip(window, per_sentence, strict=True)):
+                where = f"reference sentence {first + offset}"
+                if not claims:
+                    # No claim is no evidence: the sentence counts as one claim that is not supported.
+                    claims = [(sentence, False, "the judge listed no claim for this sentence")]
+                for claim, ok, reason in claims:
+                    number += 1
+                    verdicts.append(
+                        Verdict(
+                            "reference claim",
+                            number,
+                            claim,
+                            1.0 if ok else 0.0,
+                            f"supported ({where})" if ok else f"not supported ({where})",
+                            reason,
+                            extracted=(sentence,),
+                            cached=answer.cached,
+                        )
+                    )
+        score = R.recall_score([v.value >= 1.0 for v in verdicts])
+        return tally.result(sample, self.name, "claims", score, verdicts, R.explain_claims(verdicts))
+
 
 class ContextRelevance:
-    """Relevance of the retrieved chunks to the question: graded (0–2), sentence share, or binary."""
+    """Relevance of the retrieved chunks to the question: graded (0–2), sentence share, binary per
+    chunk, or ``any``: 1 when any chunk holds a needed sentence (the question-level score)."""
 
     name = "context_relevance"
-    methods: tuple[str, ...] = ("graded", "sentence", "binary")
+    methods: tuple[str, ...] = ("graded", "sentence", "binary", "any")
     default_method: str | None = "graded"
 
     async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
@@ -249,7 +309,7 @@ class ContextRelevance:
         return await self._sentences(sample, method, ctx)
 
     async def _sentences(self, sample: RagSample, method: str, ctx: ScoringContext) -> MetricResult:
-        # "sentence" and "binary" read the same judgment: one request per chunk serves both methods
+        # "sentence", "binary" and "any" read the same judgment: one request per chunk serves all three
         # (a long chunk is judged in windows numbered as in the whole chunk; their picks are joined).
         s = ctx.settings
         params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
@@ -321,7 +381,7 @@ class ContextRelevance:
             zip(sample.contexts, judged, strict=True), start=1
         ):
             extracted = tuple(sentences[n - 1] for n in chosen)
-            if method == "binary":
+            if method in ("binary", "any"):
                 value = 1.0 if chosen else 0.0
                 label = "relevant" if chosen else "not relevant"
             else:
@@ -331,6 +391,9 @@ class ContextRelevance:
         if method == "binary":
             score = REL.binary_score([v.value >= 1.0 for v in verdicts])
             explanation = REL.explain_binary(verdicts)
+        elif method == "any":
+            score = REL.any_score([v.value >= 1.0 for v in verdicts])
+            explanation = REL.explain_any(verdicts)
         else:
             selected = [len(chosen) for _, chosen, _, _ in judged]
             totals = [len(sentences) for sentences, _, _, _ in judged]
@@ -463,7 +526,11 @@ def builtin_metrics() -> list[Metric]:
 
 
 def check_method(metric: Metric, method: str | None) -> str | None:
-    """Validate ``method`` for ``metric`` and fill in the default; raise a clear ValueError otherwise."""
+    """Validate ``method`` for ``metric``; raise a clear error otherwise.
+
+    The method a metric's plain name means (``context_recall[sentence]``) is returned as None, so its
+    results and aggregates are those of the plain name.
+    """
     if not metric.methods:
         if method is not None:
             raise ConfigError(f"{metric.name} has no methods; got method={method!r}")
@@ -474,4 +541,6 @@ def check_method(metric: Metric, method: str | None) -> str | None:
         raise InvalidSample(
             f"{metric.name}: method must be one of {', '.join(metric.methods)}; got {method!r}"
         )
+    if method == getattr(metric, "plain_method", None):
+        return None
     return method

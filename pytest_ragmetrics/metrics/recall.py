@@ -1,4 +1,4 @@
-"""Context recall: the share of reference sentences that the retrieved contexts support."""
+"""Context recall: the share of reference sentences, or of their claims, that the contexts support."""
 
 from __future__ import annotations
 
@@ -24,6 +24,22 @@ def explain_recall(verdicts: Sequence[Verdict]) -> str:
         for v in missing
     ]
     return "; ".join(parts)
+
+
+def explain_claims(verdicts: Sequence[Verdict]) -> str:
+    """Name the unsupported claims and the reference sentence each comes from."""
+    missing = [v for v in verdicts if v.value < 1.0]
+    if not missing:
+        return f"all {len(verdicts)} reference claims are supported by the contexts"
+    parts = [
+        f"claim {v.index} {_quote(v.text)}"
+        + (f" (of {_quote(v.extracted[0])})" if v.extracted and v.extracted[0] != v.text else "")
+        + " is not supported by any context"
+        + (f": {v.reason}" if v.reason else "")
+        for v in missing
+    ]
+    supported = len(verdicts) - len(missing)
+    return f"{supported} of {len(verdicts)} reference claims are supported; " + "; ".join(parts)
 
 
 def _quote(text: str, limit: int = 80) -> str:

@@ -1,4 +1,5 @@
-"""Context relevance, three ways: sentence share (RAGAS), binary per chunk (Haystack), graded 0–2 (NVIDIA)."""
+"""Context relevance: sentence share (RAGAS), binary per chunk (Haystack docs), graded 0–2 (NVIDIA-style),
+and ``any``, the question-level "is any chunk relevant" score read from the same per-chunk judgments."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ def sentence_score(selected: Sequence[int], totals: Sequence[int]) -> float:
 def binary_score(relevant: Sequence[bool]) -> float:
     """Share of chunks with at least one relevant sentence; 0.0 without chunks."""
     return sum(1 for r in relevant if r) / len(relevant) if relevant else 0.0
+
+
+def any_score(relevant: Sequence[bool]) -> float:
+    """1.0 when at least one chunk has a relevant sentence, else 0.0 (also without chunks)."""
+    return 1.0 if any(relevant) else 0.0
 
 
 def graded_score(ratings: Sequence[float]) -> float:
@@ -46,6 +52,16 @@ def explain_binary(verdicts: Sequence[Verdict]) -> str:
         f"chunk {v.index} (rank {v.rank}) has no sentence needed to answer the question{_because(v.reason)}"
         for v in empty
     )
+
+
+def explain_any(verdicts: Sequence[Verdict]) -> str:
+    relevant = [v for v in verdicts if v.value >= 1.0]
+    if relevant:
+        ranks = ", ".join(str(v.rank) for v in relevant)
+        return (
+            f"{len(relevant)} of {len(verdicts)} chunks contain a sentence needed to answer (ranks {ranks})"
+        )
+    return f"none of the {len(verdicts)} chunks contains a sentence needed to answer the question"
 
 
 _RATING_WORDS = {0: "not relevant", 1: "partially relevant", 2: "fully relevant"}
