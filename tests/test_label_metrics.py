@@ -181,3 +181,31 @@ def test_match_references_misleads_on_paraphrase_and_two_references_in_one_chunk
     assert matched == (None,)
     ranking, grades, _ = L.match_references(["Alpha. Beta."], ["alpha.", "beta."])
     assert L.recall(ranking, grades) == 0.5
+
+
+def test_a_script_scoring_only_label_metrics_never_imports_openai():
+    """evaluate() outside pytest: label metrics build no judge, so the openai package stays unloaded."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys
+        from pytest_ragmetrics import RagSample, evaluate
+
+        samples = [
+            RagSample("q1", ["a", "b"], id="s1", context_ids=["d1", "d2"], reference_context_ids={"d2": 2}),
+            RagSample("q2", ["c"], id="s2", reference_contexts=["c"]),
+        ]
+        result = evaluate(samples, metrics=["ndcg@5", "recall@1", "mrr"])
+        print(round(result.aggregates["ndcg@5"]["mean"], 6), result.aggregates["recall@1"]["mean"])
+        print(result["s2"]["mrr"].mode, result["s1"]["ndcg@5"].judges)
+        print("openai imported:", "openai" in sys.modules)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    # s1: the grade-2 id at rank 2, 2 / log2(3) / 2 = 0.63093; s2: matched by text at rank 1.
+    assert out.stdout.splitlines() == ["0.815465 0.5", "matched by text ()", "openai imported: False"]
