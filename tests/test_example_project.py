@@ -108,3 +108,4 @@ def test_example_project_baseline_flags_the_weakened_retriever_as_a_significant_
         assert re.search(rf"^{metric}\s+15\s+.*\s{p}\s+worse$", text, re.M), text
     assert "FAIL  context_precision mean drop <= 0.02 at p < 0.05  drop 0.600" in text
     assert "FAIL  context_recall any drop <= 0.5  drop 1.000" in text
+    assert "FAIL  ndcg@3 mean drop <= 0.02 at p < 0.05  drop 0.560" in text
