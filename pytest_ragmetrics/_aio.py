@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -23,3 +23,21 @@ async def gather_or_cancel(*awaitables: Awaitable[T]) -> list[T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+async def map_bounded(job: Callable[[int], Awaitable[T]], count: int, limit: int) -> list[T]:
+    """``[await job(i) for i in range(count)]`` with at most ``limit`` jobs running at a time.
+
+    A batch of 30,000 evaluations started all at once holds 30,000 coroutines, their requests and
+    their answers in memory together; ``limit`` workers taking the next job as one finishes keep
+    the judge just as busy and memory flat. The first failure cancels the rest.
+    """
+    results: list[Any] = [None] * count
+    indices = iter(range(count))  # shared by the workers: each index is taken once
+
+    async def worker() -> None:
+        for i in indices:
+            results[i] = await job(i)
+
+    await gather_or_cancel(*(worker() for _ in range(min(limit, count))))
+    return results

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._aio import gather_or_cancel
+from ._aio import gather_or_cancel, map_bounded
 from .errors import ConfigError, RagMetricsError
 from .metrics.builtin import Metric, check_method
 from .results import MetricResult, aggregate
@@ -378,17 +379,14 @@ class Evaluator:
             if result.metric == "context_relevance" and result.method == "graded"
             else (s.judge_model,)
         )
-        # dataclasses.replace() without validating the result again: a copy with fields added.
-        completed = object.__new__(MetricResult)
-        completed.__dict__.update(
-            result.__dict__,
+        return dataclasses.replace(
+            result,
             judges=judges,
             sample_key=_sample_key(sample),
             reference_key=_reference_key(sample),
             prompt_versions=tuple(sorted(ctx.prompt_versions)) if ctx else (),
             splitter=splitter_identity(self.splitter) if ctx and ctx.split_used else None,
         )
-        return completed
 
     async def _score_many(
         self, samples: Sequence[RagSample], name: str, method: str | None
@@ -402,7 +400,12 @@ class Evaluator:
                 if not isinstance(sample, RagSample):
                     raise TypeError(f"expected a RagSample, got {type(sample).__name__}")
             return [self._finish(metric, sample, now(sample)) for sample in samples]
-        return list(await gather_or_cancel(*(self._score(s, name, method) for s in samples)))
+        return await map_bounded(lambda i: self._score(samples[i], name, method), len(samples), self._jobs)
+
+    @property
+    def _jobs(self) -> int:
+        """Evaluations run at once: enough to keep every allowed judge call busy, no more."""
+        return max(64, 4 * (self.settings.concurrency or 16))
 
     async def ascore(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
         """Score one sample (awaitable from any event loop)."""

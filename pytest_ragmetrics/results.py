@@ -72,7 +72,7 @@ def _arithmetic(
     return apply
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class MetricResult:
     """A metric's score for one sample, with the verdicts behind it and a short explanation.
 

@@ -162,15 +162,53 @@ class _OrthoContext(dict[str, int]):
         return 0
 
 
+def _import_punkt() -> Any:
+    """``nltk.tokenize.punkt`` without the rest of nltk.
+
+    ``import nltk`` runs the package's ``__init__``, which imports nearly all of nltk, and scipy and
+    numpy with it when they are installed: over 100 MB and seconds, for a module that needs a few
+    small ones. Unless the process has imported nltk already, punkt is loaded with stand-ins for the
+    two packages around it, and everything loaded that way is taken out of ``sys.modules`` again: a
+    later ``import nltk`` anywhere gets the whole, ordinary package.
+    """
+    import importlib
+    import importlib.util
+    import sys
+    import types
+
+    if "nltk" in sys.modules:
+        return importlib.import_module("nltk.tokenize.punkt")
+    import _imp
+
+    _imp.acquire_lock()  # no other thread imports nltk while the stand-ins are in place
+    try:
+        before = set(sys.modules)
+        for name in ("nltk", "nltk.tokenize"):
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.submodule_search_locations is None:
+                raise ImportError(f"cannot find the {name} package")
+            package = types.ModuleType(name)
+            package.__path__ = list(spec.submodule_search_locations)
+            package.__spec__ = spec
+            sys.modules[name] = package
+        try:
+            return importlib.import_module("nltk.tokenize.punkt")
+        finally:
+            for name in set(sys.modules) - before:
+                if name == "nltk" or name.startswith("nltk."):
+                    del sys.modules[name]
+    finally:
+        _imp.release_lock()
+
+
 def _build_tokenizer() -> Any:
     """A ``PunktSentenceTokenizer`` from our parameters; loads no NLTK data and downloads nothing."""
     # nltk is a large import; do it only when text is first split. nltk ships no type information.
-    from nltk.tokenize.punkt import (
-        PunktLanguageVars,
-        PunktParameters,
-        PunktSentenceTokenizer,
-        PunktToken,
-    )
+    punkt = _import_punkt()
+    PunktLanguageVars: Any = punkt.PunktLanguageVars
+    PunktParameters: Any = punkt.PunktParameters
+    PunktSentenceTokenizer: Any = punkt.PunktSentenceTokenizer
+    PunktToken: Any = punkt.PunktToken
 
     class _LanguageVars(PunktLanguageVars):  # type: ignore[misc]
         """NLTK's English language variables, pinned to the values of nltk 3.9+.

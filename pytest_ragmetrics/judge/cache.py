@@ -7,7 +7,8 @@ modes:
 ``replay``     never call the judge; a judgment in neither cache nor store raises
                :class:`~pytest_ragmetrics.errors.JudgmentNotRecorded`. What CI without a key runs.
 ``refresh``    always ask the judge (once per request and run), overwrite cache and store.
-``off``        ask the judge (once per request and run), read and write nothing on disk.
+``off``        ask the judge, read and write nothing on disk; an answer is reused within the run while
+               it is among the last :data:`MEMORY_ENTRIES` answers.
 
 Whatever serves an answer, in ``readwrite`` and ``refresh`` the judgment store ends up holding it: a
 cache hit for a key the store lacks (a store added later, an entry pruned) is copied into the store,
@@ -51,8 +52,10 @@ CACHE_MODES: tuple[CacheMode, ...] = ("readwrite", "replay", "refresh", "off")
 LAST_RUN_FILE = "last_run_used_keys.json"
 #: Seconds a process waits for the SQLite lock before giving up on one cache operation.
 CACHE_TIMEOUT = 10.0
-#: Answers kept in memory per run in front of the disk cache.
-MEMORY_ENTRIES = 100_000
+#: Answers kept in memory per run in front of the disk cache (the oldest go first): enough for the
+#: judgments that one test or one batch of samples shares (sentence and binary relevance share one
+#: per chunk), without holding a large run's answers in memory.
+MEMORY_ENTRIES = 16_384
 
 
 class RagMetricsWarning(UserWarning):
@@ -109,7 +112,9 @@ def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
 
     # JSON text values need no pickling; the default eviction ("least-recently-stored", 1 GB) is kept
     # because a cache may lose entries: the committed store is the record.
-    return diskcache.Cache(str(cache_dir), timeout=CACHE_TIMEOUT)
+    # No memory-mapped reads: a warm run reads every entry once, and diskcache's default 64 MB map
+    # would hold them all in the process's memory; SQLite's own page cache (8 MB here) serves as well.
+    return diskcache.Cache(str(cache_dir), timeout=CACHE_TIMEOUT, sqlite_mmap_size=0, sqlite_cache_size=2**11)
 
 
 class CachedJudge:

@@ -1,0 +1,99 @@
+"""Memory stays flat on large runs: bounded fan-out, a bounded answer map, nltk without the rest of nltk."""
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
+from pytest_ragmetrics._aio import map_bounded
+from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, CachedJudge
+from tests.judge_requests import make_request
+
+
+def test_map_bounded_runs_at_most_limit_jobs_and_keeps_the_order():
+    running = peak = 0
+
+    async def job(i):
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.001 * (i % 3))
+        running -= 1
+        return i * i
+
+    assert asyncio.run(map_bounded(job, 50, 7)) == [i * i for i in range(50)]
+    assert peak == 7
+
+
+def test_map_bounded_stops_the_other_jobs_at_the_first_failure():
+    started = []
+
+    async def job(i):
+        started.append(i)
+        if i == 3:
+            raise ValueError("bad sample")
+        await asyncio.sleep(10)
+
+    with pytest.raises(ValueError, match="bad sample"):
+        asyncio.run(asyncio.wait_for(map_bounded(job, 1000, 4), timeout=5))
+    assert len(started) < 10  # the jobs after the failure never start
+
+
+def test_an_evaluation_keeps_a_bounded_number_of_samples_in_flight(monkeypatch):
+    in_flight = peak = 0
+    score = Evaluator._score
+
+    async def counting(self, *args):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            return await score(self, *args)
+        finally:
+            in_flight -= 1
+
+    class Slow:
+        async def judge(self, request):
+            await asyncio.sleep(0.001)
+            return await ScriptedJudge(lambda r: {"reason": "r", "rating": 1}).judge(request)
+
+    monkeypatch.setattr(Evaluator, "_score", counting)
+    samples = [RagSample(f"Question {i}?", [f"Chunk {i}."], id=str(i)) for i in range(400)]
+    with Evaluator(Settings(cache="off", concurrency=4), judge=Slow()) as ev:
+        result = ev.evaluate(samples, ["context_relevance[graded]"])
+    assert len(result.results) == 400
+    assert peak == ev._jobs == 64  # not one coroutine per sample at once, yet more than the judge's 4
+
+
+def test_the_answer_map_in_memory_is_bounded():
+    async def run(judge):
+        for i in range(40):
+            await judge.judge(make_request(i))
+
+    judge = CachedJudge(
+        lambda: ScriptedJudge(lambda r: {"reason": "r", "useful": True}), mode="off", memory_entries=8
+    )
+    asyncio.run(run(judge))
+    assert len(judge._memory) == 8
+    assert MEMORY_ENTRIES <= 20_000
+
+
+def test_splitting_loads_punkt_without_the_rest_of_nltk():
+    """nltk's package __init__ imports scipy and most of nltk; splitting needs none of it."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from pytest_ragmetrics.text import split_sentences
+        assert split_sentences("Dr. Smith came. He left.") == ["Dr. Smith came.", "He left."]
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("nltk", "scipy", "numpy"))
+        assert loaded == [], loaded
+        import nltk  # the whole, ordinary package is still there for anyone who imports it
+        assert nltk.tokenize.punkt.PunktSentenceTokenizer is not None
+        assert split_sentences("One. Two.") == ["One.", "Two."]
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
