@@ -126,7 +126,9 @@ def _catalog(reports: Iterable[Mapping[str, Any]]) -> Any:
                 methods[name.name].add(str(row["method"]))
             if name.k is not None:
                 ranked.add(name.name)
-    return MetricCatalog({n: tuple(sorted(m)) for n, m in methods.items()}, frozenset(ranked))
+    return MetricCatalog(
+        {n: tuple(sorted(m)) for n, m in methods.items()}, frozenset(ranked), BUILTIN_CATALOG.plain
+    )
 
 
 def _gate_lines(args: argparse.Namespace, ini: Mapping[str, str]) -> tuple[Sequence[str], Sequence[str], Any]:
