@@ -11,8 +11,9 @@ Everything here is pure data in, data out: no pytest, no judge, no files (except
 
 Matching. Per metric (``context_relevance`` per method), a run's per-sample scores are read from
 every comparison outside xfail tests, as the aggregates are. Samples are matched by id, and a
-matched sample's *reference key* (a digest of its question and reference) is checked: a sample whose
-question or reference changed is listed as changed, never compared. Samples only in the baseline are
+matched sample's *reference key* (a digest of its question, its reference and its relevance labels
+when it has them) is checked: a sample whose question, reference or labels changed is listed as
+changed, never compared. Samples only in the baseline are
 removed, samples only in this run are new. An id that names two different evaluations in one run
 (the same id with different contexts, say) is ambiguous and left out.
 

@@ -509,9 +509,14 @@ def _compute_sample_key(sample: RagSample) -> str:
 def _reference_key(sample: RagSample) -> str:
     # What the sample asks and what counts as the right answer, not what was retrieved: two runs of
     # one golden question match on this however differently they retrieved. The answer stands in for
-    # a missing reference, as it does for context precision.
+    # a missing reference, as it does for context precision; the labels are the reference of the
+    # label metrics (added only when present, so an unlabelled sample's key never changes).
     reference = sample.ground_truth if sample.ground_truth is not None else sample.answer
-    material = [sample.question, reference]
+    material: list[Any] = [sample.question, reference]
+    if sample.reference_context_ids is not None:
+        material.append(sorted(sample.reference_context_ids.items()))
+    if sample.reference_contexts is not None:
+        material.append(list(sample.reference_contexts))
     return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
 

@@ -6,6 +6,8 @@ says "good", so the contexts given to each sample decide its scores exactly.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -359,3 +361,28 @@ def test_a_regression_gate_over_an_incomparable_or_unmatched_metric_fails_with_t
         parse_regression_gates("context_recall any drop <= 0.5"), comparison, partial=True
     )
     assert row["passed"] and row["skipped"]
+
+
+def test_relabelled_samples_are_changed_not_compared() -> None:
+    """The labels are the reference of the label metrics: new labels make another test case."""
+    labelled = [
+        RagSample(
+            f"Which article answers {i}?",
+            [GOOD, BAD],
+            ground_truth="It is good.",
+            id=f"q{i}",
+            context_ids=["a", "b"],
+            reference_context_ids=["a"],
+        )
+        for i in range(3)
+    ]
+    relabelled = [labelled[0], *(dataclasses.replace(s, reference_context_ids=["b"]) for s in labelled[1:])]
+    metrics = [("mrr", None)]
+    entry = find_metric(compare_reports(run(labelled, metrics), run(relabelled, metrics)), "mrr", None)
+    assert entry is not None
+    assert entry["changed"] == ["q1", "q2"] and entry["n"] == 1
+    # An unlabelled sample's key is that of its question and reference alone, as in earlier baselines.
+    unlabelled = sample("q9", TOP)
+    material = json.dumps([unlabelled.question, unlabelled.ground_truth], ensure_ascii=False)
+    key = run([unlabelled])["results"][0]["samples"][0]["reference_key"]
+    assert key == hashlib.sha256(material.encode("utf-8")).hexdigest()[:16]

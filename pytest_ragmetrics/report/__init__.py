@@ -54,7 +54,8 @@ renderers read everything with defaults, so a report missing them still renders.
         id is labelled at all.
         *Optional*, what the score was made with and of: ``judges`` (judge models), ``key`` (a
         digest of the sample's question, contexts and references), ``reference_key`` (a digest of
-        its question and reference only: the same golden question, however it was retrieved),
+        its question, reference and relevance labels: the same golden question, however it was
+        retrieved),
         ``prompt_versions`` (of the judgments behind the score) and ``splitter`` (the sentence
         splitter's identity, when the metric split text). A baseline comparison matches samples
         and checks comparability with them (see :mod:`pytest_ragmetrics.baseline`).

@@ -325,7 +325,7 @@ def sample_changes(entry: Mapping[str, Any], limit: int = 5) -> str | None:
     for key, word in (
         ("new", "new"),
         ("removed", "removed"),
-        ("changed", "changed question or reference"),
+        ("changed", "changed question, reference or labels"),
         ("ambiguous", "ambiguous id"),
     ):
         ids = entry.get(key) or []
