@@ -75,10 +75,13 @@ renderers read everything with defaults, so a report missing them still renders.
     ``judge`` (dict)
         ``model``, ``cache_mode``, ``cache_dir``, ``store_dir`` (str | None); counters ``calls``,
         ``cache_hits``, ``store_hits``, ``prompt_tokens``, ``completion_tokens``, ``tokens_saved``,
-        ``retries``, ``reasks``, ``errors`` (int, as in ``JudgeStats.to_json``); ``model`` is ``None``
-        when every comparison was scored without a judge; ``seconds`` (float,
-        wall time; left out of the JSON file unless timing is asked for, so that files are
-        reproducible); ``cost`` (float | None: ``None`` when the model has no configured price).
+        ``retries``, ``reasks``, ``errors`` (int, as in ``JudgeStats.to_json``) and ``recorded``
+        (int: ``cache_hits + store_hits``, answers served from a recording); ``model`` is ``None``
+        when every comparison was scored without a judge; ``seconds`` (float, wall time).
+        ``seconds``, ``cache_hits`` and ``store_hits`` describe the machine (its clock, what its
+        cache held), not the judgments: the JSON file leaves them out unless timing is asked for,
+        so that two replays of the same judgments write the same bytes; ``cost`` (float | None:
+        ``None`` when the model has no configured price).
     ``labels`` (dict, *optional*)
         Present when label metrics scored samples by id: ``samples`` (distinct samples that
         retrieved something), ``not_found`` (those where no retrieved id is labelled at all) and

@@ -106,6 +106,9 @@ def build_report(
         "cache_dir": None if s.cache == "off" else shown(s.cache_dir or default_cache_dir),
         "store_dir": shown(s.store_dir) if s.store_dir else None,
         **stats.to_json(),
+        # Answers served from a recording, wherever it was found: the same on every machine that
+        # replays the same judgments (cache_hits and store_hits split it by what this machine had).
+        "recorded": stats.cache_hits + stats.store_hits,
         "cost": stats.cost(s.price_input, s.price_output),
     }
     comparisons = comparison_counts(rows)

@@ -37,6 +37,7 @@ from .model import (
     metric_label,
     moved_samples,
     outcome,
+    recorded_answers,
     regression_gate_detail,
     report_notes,
     row_fails,
@@ -198,7 +199,7 @@ def _cards(report: Mapping[str, Any]) -> str:
     if judge:
         figures = dict(judge_figures(judge))
         cards.append((figures["judge calls"], "judge calls", ""))
-        hits = (judge.get("cache_hits") or 0) + (judge.get("store_hits") or 0)
+        hits = recorded_answers(judge)
         cards.append((format_count(hits), "answers from cache or store", ""))
         if "cost" in figures:
             cards.append((figures["cost"], "judge cost", ""))

@@ -1,8 +1,9 @@
 """The machine-readable report (``--rag-report-json``): deterministic JSON of the run report.
 
 Two runs with the same judgments write byte-identical files, so the report can be committed, diffed
-and compared in CI: keys are sorted, floats rounded, and the judge's wall-clock ``seconds`` left out
-unless asked for.
+and compared in CI: keys are sorted, floats rounded, and what depends on the machine rather than on
+the judgments (:data:`LOCAL_FIGURES`: the judge's wall-clock ``seconds``, and how the recorded answers
+split between this machine's disk cache and the judgment store) is left out unless asked for.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from typing import Any
 
 from .model import check_version
 
-__all__ = ["DEFAULT_NDIGITS", "sort_results", "to_json", "write_text_atomic"]
+__all__ = ["DEFAULT_NDIGITS", "LOCAL_FIGURES", "sort_results", "to_json", "write_text_atomic"]
+
+#: ``summary.judge`` figures that describe this machine, not the run's judgments: two replays of the
+#: same store differ in them (the first finds answers in the store, the next in the cache it filled).
+#: ``recorded`` (their sum) stays.
+LOCAL_FIGURES = ("seconds", "cache_hits", "store_hits")
 
 #: Decimals kept for every float. Six is far below any meaningful score difference and far above
 #: the last-bit noise that differs between platforms' float summation orders.
@@ -67,15 +73,19 @@ def to_json(
 ) -> str:
     """Serialize a run report: sorted keys, indent 2, floats rounded to ``ndigits``, trailing newline.
 
-    Rows stay in the order given (sort them with :func:`sort_results` first). ``summary.judge.seconds``
-    is wall-clock time, different on every run, so it is omitted unless ``include_timing`` is true.
+    Rows stay in the order given (sort them with :func:`sort_results` first). The machine-local
+    figures of ``summary.judge`` (:data:`LOCAL_FIGURES`: wall-clock ``seconds``, ``cache_hits``,
+    ``store_hits``) are omitted unless ``include_timing`` is true.
     Raises ``ValueError`` for an unsupported ``version`` or a NaN/infinite number.
     """
     check_version(report)
     data = _normalized(report, ndigits)
     judge = (data.get("summary") or {}).get("judge")
     if not include_timing and isinstance(judge, dict):
-        judge.pop("seconds", None)
+        if "recorded" not in judge and ("cache_hits" in judge or "store_hits" in judge):
+            judge["recorded"] = (judge.get("cache_hits") or 0) + (judge.get("store_hits") or 0)
+        for name in LOCAL_FIGURES:
+            judge.pop(name, None)
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 

@@ -132,6 +132,9 @@ class JudgeSummary(TypedDict, total=False):
     calls: int
     cache_hits: int
     store_hits: int
+    #: Answers served from a recording (cache or store): ``cache_hits + store_hits``, and the one of
+    #: the three a JSON report file keeps (the split depends on the machine).
+    recorded: int
     prompt_tokens: int
     completion_tokens: int
     tokens_saved: int
@@ -377,14 +380,30 @@ def format_cost(cost: float | None) -> str | None:
     return f"${cost:.4g}" if cost >= 1e-4 else f"${cost:.2e}"
 
 
+def _recorded_figures(judge: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Cache and store hits; a report read back from a JSON file has only their sum."""
+    if "cache_hits" not in judge and "store_hits" not in judge and "recorded" in judge:
+        return [("recorded answers", format_count(judge.get("recorded") or 0))]
+    return [
+        ("cache hits", format_count(judge.get("cache_hits", 0))),
+        ("store hits", format_count(judge.get("store_hits", 0))),
+    ]
+
+
+def recorded_answers(judge: Mapping[str, Any]) -> int:
+    """Answers served from the cache or the store (the sum, when only that was kept)."""
+    if "cache_hits" in judge or "store_hits" in judge:
+        return int(judge.get("cache_hits") or 0) + int(judge.get("store_hits") or 0)
+    return int(judge.get("recorded") or 0)
+
+
 def judge_figures(judge: Mapping[str, Any], *, include_timing: bool = True) -> list[tuple[str, str]]:
     """The judge's figures as ``(label, text)`` pairs, in the order every renderer shows them."""
     prompt = judge.get("prompt_tokens") or 0
     completion = judge.get("completion_tokens") or 0
     figures: list[tuple[str, str]] = [
         ("judge calls", format_count(judge.get("calls", 0))),
-        ("cache hits", format_count(judge.get("cache_hits", 0))),
-        ("store hits", format_count(judge.get("store_hits", 0))),
+        *_recorded_figures(judge),
         (
             "tokens",
             f"{format_count(prompt + completion)} ({format_count(prompt)} prompt + "

@@ -279,14 +279,20 @@ def _render_regression_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> 
         )
 
 
+def _hit_parts(judge: Mapping[str, Any]) -> list[str]:
+    if "cache_hits" not in judge and "store_hits" not in judge and "recorded" in judge:
+        return [_plural(judge.get("recorded", 0), "recorded answer")]  # read back from a JSON file
+    hits = judge.get("cache_hits", 0), judge.get("store_hits", 0)
+    return [_plural(hits[0], "cache hit"), _plural(hits[1], "store hit")]
+
+
 def _judge_parts(judge: Mapping[str, Any]) -> list[str]:
     prompt = judge.get("prompt_tokens") or 0
     completion = judge.get("completion_tokens") or 0
     model = judge.get("model")
     parts = [
         (f"judge {model}: " if model else "judge: ") + _plural(judge.get("calls", 0), "call"),
-        _plural(judge.get("cache_hits", 0), "cache hit"),
-        _plural(judge.get("store_hits", 0), "store hit"),
+        *_hit_parts(judge),
         f"{_plural(prompt + completion, 'token')} ({format_count(prompt)} prompt + "
         f"{format_count(completion)} completion)",
         f"{_plural(judge.get('tokens_saved', 0), 'token')} saved",
