@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from ._aio import gather_or_cancel, map_bounded
 from .errors import ConfigError, RagMetricsError
@@ -76,7 +76,11 @@ class LoopRunner:
             coro.close()
             raise RuntimeError("LoopRunner.run() called from its own event loop; await the coroutine instead")
         __tracebackhide__ = True
-        future = self.submit(coro)
+        return self.wait(self.submit(coro))
+
+    def wait(self, future: concurrent.futures.Future[T]) -> T:
+        """Wait for a coroutine submitted earlier (see :meth:`run`)."""
+        __tracebackhide__ = True
         started = time.monotonic()
         waited = False
         try:
@@ -210,6 +214,19 @@ class _CountingJudge:
             await close()
 
 
+class ScoresAhead(Protocol):
+    """Holds results started before they were asked for (the pytest plugin's prefetching)."""
+
+    def claim(
+        self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
+    ) -> concurrent.futures.Future[MetricResult] | None:
+        """The future of this score if it was started ahead (it is handed out once), else ``None``.
+
+        Called for every single-sample score, so it also learns which scores a test asks for.
+        """
+        ...
+
+
 class Evaluator:
     """Computes metrics for samples with one configuration.
 
@@ -243,6 +260,8 @@ class Evaluator:
         self._fingerprint: object = _UNKNOWN
         self._cut: dict[str, Metric] = {}  # "ndcg@5" -> the ndcg family cut at 5
         self._lock = threading.Lock()
+        #: Results judged ahead of time, asked first by :meth:`score` (see :class:`ScoresAhead`).
+        self.ahead: ScoresAhead | None = None
 
     # -- lazily built parts ------------------------------------------------------------------
     @property
@@ -414,7 +433,18 @@ class Evaluator:
     def score(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
         """Score one sample, blocking until the judge has answered."""
         __tracebackhide__ = True
+        if self.ahead is not None:
+            # Judged ahead (the pytest plugin's prefetching): take that result instead.
+            future = self.ahead.claim(self, sample, metric, method)
+            if future is not None:
+                return self.runner.wait(future)
         return self.runner.run(self._score(sample, metric, method))
+
+    def submit_score(
+        self, sample: RagSample, metric: str, method: str | None = None
+    ) -> concurrent.futures.Future[MetricResult]:
+        """Start scoring one sample on the judging loop; the future holds the result (or the error)."""
+        return self.runner.submit(self._score(sample, metric, method))
 
     def score_many(
         self, samples: Sequence[RagSample], metric: str, method: str | None = None

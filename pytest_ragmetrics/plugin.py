@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .engine import Evaluator, LoopRunner
     from .gates import Gate
     from .judge.stats import JudgeStats
+    from .prefetch import Prefetcher
     from .settings import Settings
     from .specs import MetricCatalog
 
@@ -70,6 +71,9 @@ class RunState:
     baseline: dict[str, Any] | None = None
     configured: bool = False
     final_report: dict[str, Any] | None = None
+    prefetcher: Prefetcher | None = None
+    #: xdist: the scores each test asked for, from the workers (saved for the next run's prefetching).
+    worker_plans: dict[str, Any] = field(default_factory=dict)
 
     @property
     def stats(self) -> JudgeStats:
@@ -107,6 +111,7 @@ class RunState:
             self.used_keys.update(data["used_keys"])
             if data.get("store_keys") is not None:
                 self.add_store_keys(data["store_keys"])
+            self.worker_plans.update(data.get("plans") or {})
 
     def add_store_keys(self, keys: Any) -> None:
         self.store_keys = (self.store_keys or set()) | set(keys)
@@ -133,8 +138,19 @@ class RunState:
                 runner=self.runner,
                 default_cache_dir=self.default_cache_dir(),
             )
+            evaluator.ahead = self.prefetcher
             self.evaluators[settings] = evaluator
         return evaluator
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from .prefetch import Prefetcher, load_plans
+
+        self.prefetcher = Prefetcher(
+            self.settings, self.evaluator, load_plans(self.config), active=not _is_worker(self.config)
+        )
+        self.prefetcher.collected(session.items)
+        for evaluator in self.evaluators.values():
+            evaluator.ahead = self.prefetcher
 
 
 state_key = pytest.StashKey[RunState]()
@@ -495,10 +511,21 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     scope = TestScope(item.nodeid, lambda: _evaluator_for(item), record)
     item.stash[_scope_key] = scope
     token = current_test.set(scope)
+    prefetcher = _state(item.config).prefetcher
+    if prefetcher is not None:
+        prefetcher.before(item)  # the next tests' scores start while this one runs
     try:
         return (yield)
+    except BaseException:
+        if prefetcher is not None:
+            prefetcher.stop()  # Ctrl-C: nothing more is judged for tests that will not run
+        raise
     finally:
         current_test.reset(token)
+        if prefetcher is not None:
+            prefetcher.after(item)
+            if item.session.shouldfail or item.session.shouldstop:
+                prefetcher.stop()  # -x, --maxfail
 
 
 @pytest.hookimpl(wrapper=True)
@@ -571,6 +598,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash.get(state_key, None)
     if state is None:
         return
+    prefetcher = state.prefetcher
+    if prefetcher is not None:
+        prefetcher.stop()
     _close(state)
     used = bool(state.rows or state.evaluators or state.worker_stats)
     if _is_worker(config):
@@ -580,8 +610,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "stats": state.stats.to_json(),
             "used_keys": sorted(state.used_keys),
             "store_keys": sorted(state.store_keys) if state.store_keys is not None else None,
+            "plans": {k: [list(c) for c in v] for k, v in prefetcher.plans.items()} if prefetcher else {},
         }
         return
+    if prefetcher is not None or state.worker_plans:
+        from .prefetch import load_plans, save_plans
+
+        plans = {**state.worker_plans, **(prefetcher.plans if prefetcher is not None else {})}
+        save_plans(config, plans, prefetcher.previous if prefetcher is not None else load_plans(config))
     s = state.settings
     wanted = state.gates or state.baseline is not None or s.save_baseline
     if not (used or wanted or s.report or s.report_json or s.report_md or s.report_html):

@@ -1,0 +1,289 @@
+"""Judging ahead: the scores the next tests will ask for are started while the current one runs.
+
+A test asks for one score at a time and waits for it, so a suite of one test per sample keeps at most
+one metric's chunks in flight, whatever ``--rag-concurrency`` allows. The plugin knows more than one
+test does:
+
+* **the plan of a parametrized group**: the tests of ``@pytest.mark.ragmetrics(samples=...)`` differ
+  only in their ``rag_sample``. When the first of them has run, the scores it asked for on its sample
+  are started for the next tests of the group, each on its own sample;
+* **the plan of the last run**: every test's scores (metric, method, the settings that differ from
+  the run's, and the sample unless it was the test's ``rag_sample``) are kept in pytest's cache
+  (``config.cache``), and started for the next tests of the following run, so a rerun after a judge
+  model, prompt or refresh change judges at full concurrency from its first test.
+
+Scores are started for a window of tests ahead of the running one (as many tests as judge calls
+allowed at once, at least 8), on the shared judging loop, so every judge call still passes the
+concurrency bound. A test takes the result started for it instead of scoring again; results nobody
+took are dropped when their test ends. Nothing is started in replay mode (there is no judge to keep
+busy), nor under pytest-xdist workers (a worker does not know which tests it runs next). When the
+run stops early (``-x``, ``--maxfail``, Ctrl-C), everything started ahead is cancelled: what waits
+for the concurrency bound is never sent, only calls already in flight are paid.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import _scope
+
+if TYPE_CHECKING:
+    import pytest
+
+    from .engine import Evaluator
+    from .results import MetricResult
+    from .sample import RagSample
+    from .settings import Settings
+
+#: Where the plans of the last run live in pytest's cache.
+PLANS_KEY = "ragmetrics/plans"
+#: Tests whose plans are kept at most (the most recent run's).
+MAX_PLANS = 50_000
+#: Tests started ahead of the running one, at least (else as many as judge calls allowed at once).
+MIN_WINDOW = 8
+
+# One score a test asked for: metric, method, the settings that differ from the run's, and the
+# sample as JSON (None: the test's rag_sample).
+Call = tuple[str, "str | None", dict[str, Any], "dict[str, Any] | None"]
+
+
+def sample_to_json(sample: RagSample) -> dict[str, Any]:
+    """A sample's fields as JSON (metadata left out: it does not take part in scoring)."""
+    data: dict[str, Any] = {}
+    for f in dataclasses.fields(sample):
+        if f.name == "metadata":
+            continue
+        value = getattr(sample, f.name)
+        if isinstance(value, tuple):
+            value = list(value)
+        elif hasattr(value, "items"):
+            value = dict(value)
+        data[f.name] = value
+    return data
+
+
+def sample_from_json(data: Any) -> RagSample | None:
+    from .sample import RagSample
+
+    try:
+        return RagSample(**data)
+    except (TypeError, ValueError):
+        return None  # a plan written by another version, or edited: nothing to start
+
+
+def settings_diff(settings: Settings, base: Settings) -> dict[str, Any]:
+    """The settings that differ from the run's, as JSON."""
+    diff: dict[str, Any] = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if value != getattr(base, f.name):
+            diff[f.name] = list(value) if isinstance(value, tuple) else value
+    return diff
+
+
+def apply_diff(base: Settings, diff: dict[str, Any]) -> Settings | None:
+    from .errors import ConfigError
+
+    if not diff:
+        return base
+    changes = {name: tuple(v) if isinstance(v, list) else v for name, v in diff.items()}
+    try:
+        return base.replace(**changes)
+    except (ConfigError, TypeError, ValueError):
+        return None
+
+
+def _rag_sample(item: pytest.Item) -> RagSample | None:
+    callspec = getattr(item, "callspec", None)
+    sample = callspec.params.get("rag_sample") if callspec is not None else None
+    from .sample import RagSample
+
+    return sample if isinstance(sample, RagSample) else None
+
+
+def _group(item: pytest.Item) -> tuple[str, str] | None:
+    """Tests parametrized by ``rag_sample`` from one function: one group."""
+    if _rag_sample(item) is None:
+        return None
+    return (item.parent.nodeid if item.parent is not None else "", getattr(item, "originalname", item.name))
+
+
+class Prefetcher:
+    """Starts the scores the next tests will ask for; hands each test the results started for it.
+
+    ``evaluator_for(settings)`` gives the run's evaluator for some settings; ``settings`` are the
+    run's. ``plans`` are the last run's (from :func:`load_plans`); ``active`` is False where nothing
+    may be started (replay, xdist workers): plans are still learned and recorded.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        evaluator_for: Any,
+        plans: dict[str, list[Call]] | None = None,
+        *,
+        active: bool = True,
+    ) -> None:
+        self.settings = settings
+        self._evaluator_for = evaluator_for
+        self.previous = plans or {}
+        self.active = active and settings.cache != "replay"
+        self.window = max(MIN_WINDOW, settings.concurrency or MIN_WINDOW)
+        self._lock = threading.Lock()
+        self._items: Sequence[pytest.Item] = ()
+        self._positions: dict[str, int] = {}
+        self._started_to = 0  # items before this index have had their scores started
+        # (evaluator id, sample, metric, method) -> (item nodeid, future)
+        self._pending: dict[tuple[Any, ...], tuple[str, concurrent.futures.Future[MetricResult]]] = {}
+        self._groups: dict[tuple[str, str], list[tuple[Evaluator, str, str | None]]] = {}
+        #: The scores each test of this run asked for (recorded for the next run).
+        self.plans: dict[str, list[Call]] = {}
+        self._current: dict[str, list[tuple[Evaluator, RagSample, str, str | None]]] = {}
+        self.started = 0
+        self.claimed = 0
+
+    # --- the engine asks -----------------------------------------------------------------------
+    def claim(
+        self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
+    ) -> concurrent.futures.Future[MetricResult] | None:
+        scope = _scope.current_test.get()
+        if scope is not None:
+            self._current.setdefault(scope.nodeid, []).append((evaluator, sample, metric, method))
+        try:
+            key = (id(evaluator), sample, metric, method)
+            with self._lock:
+                entry = self._pending.pop(key, None)
+        except TypeError:  # a sample that cannot be hashed is never started ahead
+            return None
+        if entry is None or entry[1].cancelled():
+            return None
+        self.claimed += 1
+        return entry[1]
+
+    # --- pytest tells ---------------------------------------------------------------------------
+    def collected(self, items: Sequence[pytest.Item]) -> None:
+        self._items = items
+        self._positions = {item.nodeid: i for i, item in enumerate(items)}
+
+    def before(self, item: pytest.Item) -> None:
+        """``item`` starts: make sure the scores of the window after it have been started."""
+        if not self.active:
+            return
+        position = self._positions.get(item.nodeid)
+        if position is None:
+            return
+        end = min(len(self._items), position + 1 + self.window)
+        for i in range(max(self._started_to, position), end):
+            self._start(self._items[i])
+        self._started_to = max(self._started_to, end)
+
+    def after(self, item: pytest.Item) -> None:
+        """``item`` ended: learn its plan, drop what was started for it and not taken."""
+        calls = self._current.pop(item.nodeid, [])
+        own = _rag_sample(item)
+        if calls or item.nodeid in self.previous:
+            self.plans[item.nodeid] = self._plan(calls, own)
+        group = _group(item)
+        if group is not None and group not in self._groups and calls:
+            learned = [(ev, metric, method) for ev, s, metric, method in calls if s is own]
+            self._groups[group] = learned
+            if learned and self.active:
+                # The window was started before the group's plan was known: start it now.
+                position = self._positions.get(item.nodeid, -1)
+                for later in self._items[position + 1 : self._started_to]:
+                    if _group(later) == group and later.nodeid not in self.previous:
+                        self._start(later)
+        with self._lock:
+            stale = [key for key, (nodeid, _) in self._pending.items() if nodeid == item.nodeid]
+            futures = [self._pending.pop(key)[1] for key in stale]
+        for future in futures:
+            future.cancel()
+
+    def _plan(
+        self, calls: list[tuple[Evaluator, RagSample, str, str | None]], own: RagSample | None
+    ) -> list[Call]:
+        plan: list[Call] = []
+        for evaluator, sample, metric, method in calls:
+            data = None if sample is own else sample_to_json(sample)
+            plan.append((metric, method, settings_diff(evaluator.settings, self.settings), data))
+        return plan
+
+    def stop(self) -> None:
+        """The run stops (``-x``, ``--maxfail``, Ctrl-C, its end): cancel all that was started ahead."""
+        self.active = False
+        with self._lock:
+            futures = [future for _, future in self._pending.values()]
+            self._pending.clear()
+        for future in futures:
+            future.cancel()
+
+    # --- starting -------------------------------------------------------------------------------
+    def _predicted(self, item: pytest.Item) -> Iterable[tuple[Evaluator, RagSample, str, str | None]]:
+        own = _rag_sample(item)
+        previous = self.previous.get(item.nodeid)
+        if previous is not None:
+            for metric, method, diff, data in previous:
+                sample = own if data is None else sample_from_json(data)
+                settings = apply_diff(self.settings, diff)
+                if sample is not None and settings is not None:
+                    yield self._evaluator_for(settings), sample, metric, method
+            return
+        group = _group(item)
+        if group is not None and own is not None:
+            for evaluator, metric, method in self._groups.get(group, ()):
+                yield evaluator, own, metric, method
+
+    def _start(self, item: pytest.Item) -> None:
+        for evaluator, sample, metric, method in self._predicted(item):
+            if evaluator.settings.cache == "replay":
+                continue
+            try:
+                key = (id(evaluator), sample, metric, method)
+                with self._lock:
+                    if key in self._pending:
+                        continue
+                    self._pending[key] = (item.nodeid, evaluator.submit_score(sample, metric, method))
+            except TypeError:
+                continue
+            self.started += 1
+
+
+def load_plans(config: pytest.Config) -> dict[str, list[Call]]:
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return {}
+    data = cache.get(PLANS_KEY, None)
+    if not isinstance(data, dict):
+        return {}
+    plans: dict[str, list[Call]] = {}
+    for nodeid, calls in data.items():
+        if not isinstance(calls, list):
+            continue
+        good: list[Call] = []
+        for call in calls:
+            if (
+                isinstance(call, list)
+                and len(call) == 4
+                and isinstance(call[0], str)
+                and (call[1] is None or isinstance(call[1], str))
+                and isinstance(call[2], dict)
+                and (call[3] is None or isinstance(call[3], dict))
+            ):
+                good.append((call[0], call[1], call[2], call[3]))
+        plans[nodeid] = good
+    return plans
+
+
+def save_plans(config: pytest.Config, plans: dict[str, list[Call]], previous: dict[str, list[Call]]) -> None:
+    """Keep this run's plans, and the last run's for tests that did not run now."""
+    cache = getattr(config, "cache", None)
+    if cache is None or not plans:
+        return
+    merged = {**previous, **plans}
+    if len(merged) > MAX_PLANS:
+        merged = dict(list(merged.items())[-MAX_PLANS:])
+    cache.set(PLANS_KEY, {nodeid: [list(call) for call in calls] for nodeid, calls in merged.items()})

@@ -1,0 +1,131 @@
+"""Judging ahead: the next tests' scores start while one runs, within the concurrency bound, never in
+replay, and nothing more is sent once the run stops."""
+
+import json
+
+import pytest
+
+import pytest_ragmetrics.assertions
+import pytest_ragmetrics.engine
+import pytest_ragmetrics.judge.cache
+import pytest_ragmetrics.judge.openai_judge
+import pytest_ragmetrics.loaders
+import pytest_ragmetrics.metrics.builtin
+import pytest_ragmetrics.prefetch
+import pytest_ragmetrics.text  # noqa: F401
+from pytest_ragmetrics.testing import FakeJudgeServer
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def judge_server(monkeypatch):
+    with FakeJudgeServer(latency=0.2) as server:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        yield server
+
+
+def golden(count):
+    return "\n".join(
+        json.dumps(
+            {
+                "id": f"s{i}",
+                "question": f"What is the limit of plan {i}?",
+                "contexts": [f"Plan {i} has a limit of {i} GB.", f"Plan {i} costs {i} dollars."],
+                "ground_truth": f"The limit is {i} GB.",
+            }
+        )
+        for i in range(count)
+    )
+
+
+GOLDEN_TEST = """
+import pytest
+from pytest_ragmetrics import assert_context_precision, assert_context_relevance
+
+@pytest.mark.ragmetrics(samples="golden.jsonl")
+def test_golden(rag_sample):
+    assert_context_precision(rag_sample) >= THRESHOLD
+    assert_context_relevance(rag_sample, "graded") >= 0.5
+"""
+
+
+@pytest.fixture
+def project(pytester, judge_server):
+    pytester.makeini("[pytest]\n")
+    pytester.path.joinpath("golden.jsonl").write_text(golden(12))
+    pytester.makepyfile(test_golden=GOLDEN_TEST.replace("THRESHOLD", "0.5"))
+    return pytester
+
+
+def test_a_golden_set_is_judged_ahead_within_the_concurrency_bound(project, judge_server):
+    result = project.runpytest("--rag-concurrency=6", "-p", "no:randomly")
+    result.assert_outcomes(passed=12)
+    # Each test needs 4 calls (2 chunks x 2 metrics) and asks for 2 at a time: more in flight than
+    # that is judging ahead, and never more than the bound.
+    assert judge_server.request_count == 12 * 4
+    assert 2 < judge_server.max_in_flight <= 6
+
+
+def test_without_prefetching_a_test_waits_for_each_score(project, judge_server):
+    """The same suite against the same judge, one test at a time: what prefetching saves."""
+    project.makepyfile(
+        test_golden=GOLDEN_TEST.replace("THRESHOLD", "0.5").replace("(samples=", "(judge_n=1, samples=")
+    )
+    result = project.runpytest("--rag-concurrency=6", "-p", "no:randomly", "-k", "s0")
+    result.assert_outcomes(passed=1)
+    assert judge_server.max_in_flight == 2
+
+
+def test_nothing_is_judged_ahead_in_replay(project, judge_server):
+    project.runpytest("--rag-cache=replay", "--rag-concurrency=6").assert_outcomes(failed=12)
+    assert judge_server.request_count == 0
+
+
+def test_a_stopped_run_sends_nothing_for_the_tests_it_will_not_run(project, judge_server):
+    project.makepyfile(test_golden=GOLDEN_TEST.replace("THRESHOLD", "1.5"))  # the first test fails
+    project.path.joinpath("golden.jsonl").write_text(golden(40))
+    result = project.runpytest("-x", "--rag-concurrency=4", "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    # The failing test needed 2 calls before it failed; what was started ahead for the next tests is
+    # cancelled while it waits for the bound, so at most the 4 calls in flight were sent beyond.
+    assert judge_server.request_count <= 2 + 4 + 2
+
+
+RETRIEVER_TEST = """
+import pytest
+from pytest_ragmetrics import RagSample, assert_context_relevance
+
+def retrieve(i):
+    return [f"Plan {i} has a limit of {i} GB.", f"Plan {i} costs {i} dollars."]
+
+@pytest.mark.parametrize("i", range(10))
+def test_retrieved(i):
+    sample = RagSample(f"What is the limit of plan {i}?", retrieve(i), id=f"s{i}")
+    assert_context_relevance(sample, "graded") >= 0.5
+"""
+
+
+def test_a_rerun_after_a_model_change_judges_the_last_runs_plan_ahead(pytester, judge_server):
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_retrieved=RETRIEVER_TEST)
+    first = pytester.runpytest("--rag-concurrency=8", "--rag-judge-model=judge-a", "-p", "no:randomly")
+    first.assert_outcomes(passed=10)
+    assert judge_server.max_in_flight == 2  # the samples are only known inside the tests
+    judge_server.max_in_flight = 0
+    again = pytester.runpytest("--rag-concurrency=8", "--rag-judge-model=judge-b", "-p", "no:randomly")
+    again.assert_outcomes(passed=10)
+    assert judge_server.request_count == 40  # nothing judged twice
+    assert 2 < judge_server.max_in_flight <= 8
+
+
+def test_plans_are_recorded_under_xdist(pytester, judge_server):
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_retrieved=RETRIEVER_TEST)
+    pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-judge-model=judge-a").assert_outcomes(
+        passed=10
+    )
+    plans = json.loads(pytester.path.joinpath(".pytest_cache", "v", "ragmetrics", "plans").read_text())
+    assert len(plans) == 10
+    assert all(plan[0][:2] == ["context_relevance", "graded"] for plan in plans.values())
