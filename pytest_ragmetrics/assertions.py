@@ -166,6 +166,9 @@ class ScoreCheck(_Comparable):
                 lines.append(f"  - {v.item} {v.index}{where} [{v.label}] {_short(v.text, 70)!r}")
                 if v.reason:
                     lines.append(f"      judge: {_short(v.reason, 160)}")
+                if r.method == "sentence":
+                    picked = " ".join(repr(_short(text, 100)) for text in v.extracted) or "none"
+                    lines.append(f"      picked: {picked}")
             if len(bad) > 10:
                 lines.append(f"  ... and {len(bad) - 10} more")
         else:

@@ -69,6 +69,8 @@ class RunState:
     regression_gates: list[RegressionGate] = field(default_factory=list)
     #: The baseline report this run is compared with (controller only).
     baseline: dict[str, Any] | None = None
+    #: Tests stopped by a ragmetrics error (a judgment not recorded, the judge unavailable...).
+    errors: list[dict[str, Any]] = field(default_factory=list)
     configured: bool = False
     final_report: dict[str, Any] | None = None
     prefetcher: Prefetcher | None = None
@@ -101,6 +103,9 @@ class RunState:
             # kept out of aggregates and gates.
             xfail = hasattr(report, "wasxfail")
             self.rows.extend({**row, "xfail": xfail} for row in rows)
+        error = getattr(report, "ragmetrics_error", None)
+        if error:
+            self.errors.append(error)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -558,7 +563,7 @@ def _warn_unused(scope: TestScope) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, Any, Any]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     rows = item.stash.get(_rows_key, None)
     if rows:
@@ -566,6 +571,19 @@ def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, Any, Any]:
         # fixture go with the setup or teardown report of the phase that made them.
         report.ragmetrics = list(rows)
         rows.clear()
+    if call.excinfo is not None and item.stash.get(_scope_key, None) is not None:
+        from .errors import RagMetricsError
+
+        if call.excinfo.errisinstance(RagMetricsError):
+            # The test never got to its comparison: the report says so instead of staying silent.
+            message = str(call.excinfo.value).strip().splitlines()
+            report.ragmetrics_error = {
+                "nodeid": item.nodeid,
+                "when": call.when,
+                "error": call.excinfo.type.__name__,
+                "message": message[0] if message else "",
+                "xfail": hasattr(report, "wasxfail"),
+            }
     return report
 
 
@@ -602,7 +620,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if prefetcher is not None:
         prefetcher.stop()
     _close(state)
-    used = bool(state.rows or state.evaluators or state.worker_stats)
+    used = bool(state.rows or state.evaluators or state.worker_stats or state.errors)
     if _is_worker(config):
         if not used:
             return
@@ -651,6 +669,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         stats=state.stats,
         gate_results=state.gate_results,
         unused_store_entries=len(state.unused_store_entries),
+        errors=state.errors,
         shown=lambda path: _shown(path, state),
         default_cache_dir=state.default_cache_dir(),
         baseline=state.baseline,

@@ -44,7 +44,9 @@ def test_example_project_passes_offline_from_the_committed_judgments(fresh_examp
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     text = out.stdout
     assert re.search(r"\d+ passed, 6 xfailed", text)
-    assert re.search(r"PASS +0\.920 +>= 0\.85 +ndcg@3 mean +no judge +test_ndcg_mean", text)
+    # Passing comparisons are behind -v; the expected failures of the weakened retriever are listed.
+    assert re.search(r"\(\d+ passing comparisons not shown; -v lists them\)", text)
+    assert re.search(r"XFAIL +0\.360 +>= 0\.85 +ndcg@3 mean +no judge +test_weak_ndcg_mean", text)
     assert "PASS  ndcg@3 mean >= 0.85" in text
     assert "ragmetrics report" in text
     assert "PASS  context_recall mean >= 0.8" in text

@@ -69,7 +69,7 @@ def test_label_metrics_run_without_a_judge_and_show_in_every_report(no_judge, xd
     no_judge.makeini(
         "[pytest]\nrag_gates =\n    ndcg@5 mean >= 0.7\n    recall@2 min >= 0.5\n    mrr p10 >= 1\n"
     )
-    args = ["--rag-report", "--rag-report-json=r.json", "--rag-report-md=r.md", "--rag-report-html=r.html"]
+    args = ["-v", "--rag-report", "--rag-report-json=r.json", "--rag-report-md=r.md", "--rag-report-html=r.html"]
     if xdist:
         args = ["-n", "2", "-p", "xdist", *args]
     result = no_judge.runpytest_subprocess(*args)
@@ -222,7 +222,7 @@ def test_label_and_judged_metrics_side_by_side(pytester, monkeypatch):
                 assert_metric(SAMPLE, "hit_rate@1") >= 1.0
             """
         )
-        result = pytester.runpytest("--rag-report", "--rag-report-json=r.json")
+        result = pytester.runpytest("-v", "--rag-report", "--rag-report-json=r.json")
         result.assert_outcomes(passed=2)
         assert server.request_count == 1
     result.stdout.fnmatch_lines(["*hit_rate@1*no judge*test_labels"])
@@ -236,6 +236,6 @@ def test_the_readme_label_example_runs(no_judge):
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "context_ids=" in b)
     no_judge.makepyfile(test_readme_example=block)
-    result = no_judge.runpytest("--rag-report")
+    result = no_judge.runpytest("-v", "--rag-report")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["PASS*0.760*>= 0.75*ndcg@5*no judge*"])

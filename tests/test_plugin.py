@@ -229,7 +229,7 @@ def test_second_run_makes_no_judge_request_and_reports_cached(project, judge_ser
     project.runpytest("--rag-report").assert_outcomes(passed=1)
     first = judge_server.request_count
     assert first == 3  # recall: 1 request; binary relevance: 1 per chunk
-    result = project.runpytest("--rag-report")
+    result = project.runpytest("-v", "--rag-report")
     result.assert_outcomes(passed=1)
     assert judge_server.request_count == first
     result.stdout.fnmatch_lines(["PASS*1.000*>= 0.8*context_recall*cached*test_good", "*0 calls, 3 cache hits*"])
@@ -575,6 +575,61 @@ def test_junitxml_carries_gate_outcomes_as_suite_properties(project, xdist):
     assert '<property name="ragmetrics.gate.2.spec" value="context_recall min &gt;= 0.9" />' in suite
     assert '<property name="ragmetrics.gate.2.passed" value="false" />' in suite
     assert '<property name="ragmetrics.gate.2.margin" value="-0.4" />' in suite
+
+
+def test_sentence_relevance_failure_quotes_the_sentences_the_judge_picked(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import RagSample, assert_context_relevance
+
+        def test_sentences():
+            sample = RagSample("Where is France?", ["France is in Western Europe. The cuisine is famous."], id="s")
+            assert_context_relevance(sample, method="sentence") >= 0.9
+    """)
+    result = project.runpytest("--rag-report")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*context_relevance[[]sentence[]] of sample 's' = 0.500, expected >= 0.9",
+            "*- chunk 1 [[]1/2 sentences needed[]] 'France is in Western Europe. The cuisine is famous.'",
+            "*judge: keyword sentences",
+            "*picked: 'France is in Western Europe.'",
+        ]
+    )
+    # The report's failing row quotes the pick too.
+    result.stdout.fnmatch_lines(
+        ["FAIL*context_relevance[[]sentence[]]*", "*", "      chunk 1 picked 'France is in Western Europe.'"]
+    )
+
+
+def test_tests_stopped_by_a_ragmetrics_error_are_in_every_report(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_not_recorded():
+            assert_context_recall(GOOD) >= 0.5
+
+        def test_plain():
+            pass
+    """)
+    result = project.runpytest(
+        "--rag-cache=replay", "--rag-report", "--rag-report-json=r.json", "--rag-report-md=r.md",
+        "--rag-report-html=r.html",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1, passed=1)
+    text = result.stdout.str()
+    assert "no failing comparisons" not in text and "no ragmetrics comparisons recorded" not in text
+    result.stdout.fnmatch_lines(
+        ["*ragmetrics report*", "*- errors -*", "ERROR  test_rag.py::test_not_recorded: JudgmentNotRecorded: no recorded judgment for*"]
+    )
+    (error,) = json.loads((project.path / "r.json").read_text())["summary"]["errors"]
+    assert error["nodeid"] == "test_rag.py::test_not_recorded" and error["error"] == "JudgmentNotRecorded"
+    assert error["when"] == "call" and error["message"].startswith("no recorded judgment for")
+    markdown = (project.path / "r.md").read_text()
+    assert "1 test stopped by an error" in markdown.splitlines()[0]
+    assert "- test\\_rag.py::test\\_not\\_recorded: JudgmentNotRecorded: no recorded judgment" in markdown
+    html = (project.path / "r.html").read_text()
+    assert '<section id="errors">' in html and "1 test stopped by an error" in html
 
 
 def test_report_header_names_judge_and_cache(project):

@@ -253,7 +253,7 @@ def test_claims_gate_through_pytest(pytester, monkeypatch):
                 assert_context_recall(sample, method="claims") >= 0.5
             """
         )
-        result = pytester.runpytest("--rag-report")
+        result = pytester.runpytest("-v", "--rag-report")
     result.assert_outcomes(passed=1)
     assert result.ret == 1  # the second gate fails
     result.stdout.fnmatch_lines(  # [[] is a literal "[" in fnmatch

@@ -251,3 +251,14 @@ def test_browser_without_a_sort_hash_keeps_the_report_order(tmp_path):
     dom = _dump_dom(tmp_path, to_html(report))
     assert 'data-sorted="' not in dom
     assert [row["test"] for row in _result_rows(dom)] == [row["nodeid"] for row in report["results"]]
+
+
+def test_sentence_relevance_verdicts_quote_the_sentences_the_judge_picked():
+    report = example_report()
+    row = report["results"][0]
+    row.update(method="sentence", metric="context_relevance")
+    row["samples"][0]["verdicts"][0]["extracted"] = ["Paris is <b>in</b> France."]
+    page = to_html(report)
+    assert '<div class="picked">picked: <q>Paris is &lt;b&gt;in&lt;/b&gt; France.</q></div>' in page
+    assert page.count('<div class="picked">picked: none</div>') == 2  # the other two chunks
+    assert '<div class="picked">' not in to_html(example_report())  # other methods pick nothing

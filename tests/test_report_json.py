@@ -198,3 +198,16 @@ def test_write_text_atomic_failure_keeps_the_old_file_and_leaves_no_temp(tmp_pat
     monkeypatch.undo()
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_merged_shard_reports_keep_every_shards_errors():
+    from pytest_ragmetrics.report.build import merge_reports
+    from pytest_ragmetrics.report.model import outcome
+
+    first, second = example_report(), example_report()
+    error = {"nodeid": "tests/test_b.py::test_x", "when": "call", "error": "JudgmentNotRecorded",
+             "message": "no recorded judgment for ...", "xfail": False}  # fmt: skip
+    second["summary"]["errors"] = [error]
+    merged = merge_reports([first, second])
+    assert merged["summary"]["errors"] == [error]
+    assert outcome(merged)["errors"] == 1 and not outcome(merged)["passed"]

@@ -176,3 +176,18 @@ def test_empty_report():
 def test_unsupported_version_is_refused():
     with pytest.raises(ValueError, match="version"):
         to_markdown({"version": 99})
+
+
+def test_sentence_relevance_failures_quote_the_sentences_the_judge_picked():
+    report = example_report()
+    row = report["results"][1]
+    row.update(method="sentence", metric="context_relevance")
+    row["samples"][0]["verdicts"] = [
+        {"item": "chunk", "index": 1, "rank": 1, "text": "Paris is in France. It has a river.",
+         "verdict": "1/2 sentences needed", "value": 0.5, "reason": "the location", "extracted": ["Paris is in France."]},
+        {"item": "chunk", "index": 2, "rank": 2, "text": "Bread is *cheap*.",
+         "verdict": "0/1 sentences needed", "value": 0.0, "reason": "off topic"},
+    ]  # fmt: skip
+    text = to_markdown(report)
+    assert "**1/2 sentences needed** — the location; picked “Paris is in France.”" in text
+    assert "**0/1 sentences needed** — off topic; picked none" in text

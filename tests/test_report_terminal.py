@@ -44,7 +44,7 @@ def _row(lines: list[str], needle: str) -> str:
 
 
 def test_section_title_and_one_row_per_comparison():
-    lines = render(example_report())
+    lines = render(example_report(), verbosity=1)
     assert lines[0].startswith("=") and " ragmetrics report " in lines[0]
     assert lines[1].split() == ["result", "score", "threshold", "comparison", "judge", "test"]
     assert _row(lines, "test_precision[q2]").split() == [
@@ -57,7 +57,7 @@ def test_section_title_and_one_row_per_comparison():
 
 
 def test_columns_are_aligned():
-    lines = render(example_report())
+    lines = render(example_report(), verbosity=1)
     header = lines[1]
     rows = [line for line in lines if line.startswith(("PASS ", "FAIL ")) and "tests/" in line]
     assert len(rows) == 3
@@ -86,13 +86,48 @@ def test_default_verbosity_explains_failures_only():
     assert not any("the contexts never name the capital" in line for line in lines)
 
 
+def test_default_lists_what_did_not_pass_and_counts_the_passing_rows():
+    lines = render(example_report())
+    assert _row(lines, "test_recall[q1]").startswith("FAIL")
+    assert not any("test_precision[q2]" in line or "test_relevance_golden_set" in line for line in lines)
+    assert "(2 passing comparisons not shown; -v lists them)" in lines
+    assert any(line.startswith("FAIL  context_recall min >= 0.6") for line in lines)  # gates stay
+
+
+def _sentence_report() -> dict:
+    report = example_report()
+    row = report["results"][0]
+    row.update(metric="context_relevance", method="sentence", passed=False, score=0.25, threshold=0.5)
+    row["samples"][0]["verdicts"] = [
+        {"item": "chunk", "index": 1, "rank": 1, "text": "Paris is in France. It has a river.",
+         "verdict": "1/2 sentences needed", "value": 0.5, "reason": "the location", "extracted": ["Paris is in France."]},
+        {"item": "chunk", "index": 2, "rank": 2, "text": "Bread is cheap.",
+         "verdict": "0/1 sentences needed", "value": 0.0, "reason": "off topic", "extracted": []},
+    ]  # fmt: skip
+    return report
+
+
+def test_sentence_relevance_rows_quote_the_sentences_the_judge_picked():
+    lines = render(_sentence_report())  # a failing row: shown, with its picks
+    row = lines.index(_row(lines, "test_precision[q2]"))
+    assert lines[row + 2 : row + 4] == [
+        "      chunk 1 picked 'Paris is in France.'",
+        "      chunk 2 picked none",
+    ]
+    verbose = render(_sentence_report(), verbosity=2)
+    assert (
+        "        chunk 1 (rank 1) 'Paris is in France. It has a river.': 1/2 sentences needed - the location; "
+        "picked 'Paris is in France.'"
+    ) in verbose
+
+
 def test_quiet_shows_only_failing_rows_plus_aggregates_and_gates():
     lines = render(example_report(), verbosity=-1)
     text = "\n".join(lines)
     assert "test_recall[q1]" in text
     assert "test_precision" not in text
     assert "test_relevance_golden_set" not in text
-    assert "(2 other comparisons not shown; drop -q to see them)" in text
+    assert "(2 other comparisons not shown; -v lists them)" in text
     assert any(" metrics " in line for line in lines)
     assert any(line.startswith("FAIL  context_recall min >= 0.6") for line in lines)
 
@@ -101,7 +136,7 @@ def test_quiet_with_nothing_failing_says_so():
     report = example_report()
     report["results"] = [row for row in report["results"] if row["passed"]]
     lines = render(report, verbosity=-1)
-    assert "no failing comparisons among 2" in lines
+    assert "no failing comparisons among 2 (-v lists them)" in lines
 
 
 def test_verbose_explains_every_row():
@@ -206,25 +241,27 @@ def test_long_nodeids_are_grouped_under_their_file_and_never_cut():
     report = example_report()
     long_id = "tests/integration/retrieval/test_rag_pipeline.py::test_recall_golden_set[" + "x" * 80 + "]"
     report["results"][1]["nodeid"] = long_id
-    lines = render(report, width=100)
+    for row in report["results"]:
+        row["explanation"] = None
+    lines = render(report, width=100, verbosity=1)
     table = lines[2 : lines.index(next(line for line in lines if " metrics " in line))]
     assert table[0] == "tests/test_rag.py"
     assert table[1].endswith("  test_precision[q2]")
     assert table[2] == "tests/integration/retrieval/test_rag_pipeline.py"
     assert table[3].endswith("  test_recall_golden_set[" + "x" * 80 + "]")
-    assert table[5] == "tests/test_rag.py"  # the file heading comes back when the file changes
-    assert table[6].endswith("  test_relevance_golden_set")
+    assert table[4] == "tests/test_rag.py"  # the file heading comes back when the file changes
+    assert table[5].endswith("  test_relevance_golden_set")
 
 
 def test_ids_that_fit_are_shown_whole_without_file_headings():
-    lines = render(example_report(), width=120)
+    lines = render(example_report(), width=120, verbosity=1)
     assert "tests/test_rag.py" not in lines
     assert _row(lines, "test_relevance_golden_set").endswith("  tests/test_rag.py::test_relevance_golden_set")
 
 
 def test_markup_colours_failing_rows_red_and_passing_rows_green():
     tw = RecordingWriter()
-    render_terminal(example_report(), tw, 0)
+    render_terminal(example_report(), tw, 1)
     by_text = {text: markup for text, markup in tw.lines}
     failing = next(markup for text, markup in tw.lines if "test_recall[q1]" in text)
     passing = next(markup for text, markup in tw.lines if "test_precision[q2]" in text)

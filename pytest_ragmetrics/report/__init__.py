@@ -89,6 +89,11 @@ renderers read everything with defaults, so a report missing them still renders.
     ``unused_store_entries`` (int)
         Judgment store entries no test used in this run (prune with
         ``python -m pytest_ragmetrics cache prune``).
+    ``errors`` (list)
+        Tests a ragmetrics error stopped before their comparison (a judgment not recorded in replay
+        mode, the judge unavailable), sorted by test: ``nodeid``, ``when`` (setup, call, teardown),
+        ``error`` (the exception's class name), ``message`` (its first line), ``xfail`` (bool).
+        Any outside an xfail test fails the report.
     ``tests`` (dict, *optional*)
         ``{"passed": int, "failed": int}``: pytest's test outcomes.
     ``comparisons`` (dict, *optional*)

@@ -85,6 +85,7 @@ def build_report(
     baseline_source: str | None = None,
     regression_gates: Sequence[RegressionGate] = (),
     partial: bool = False,
+    errors: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The plain-JSON run report that every renderer reads.
 
@@ -121,6 +122,8 @@ def build_report(
             "gates": gate_results,
             "judge": judge,
             "unused_store_entries": unused_store_entries,
+            # Tests a ragmetrics error stopped before their comparison, in test order.
+            "errors": sorted(errors or [], key=lambda e: (e["nodeid"], e["when"])),
             "comparisons": comparisons,
             **({"labels": labels} if (labels := label_summary(rows)) else {}),
         },
@@ -230,6 +233,9 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     labels = label_summary(rows)
     if labels:
         summary["labels"] = labels
+    errors = [dict(e) for s in summaries for e in s.get("errors") or () if isinstance(e, Mapping)]
+    if errors:
+        summary["errors"] = sorted(errors, key=lambda e: (str(e.get("nodeid")), str(e.get("when"))))
     tests = [s["tests"] for s in summaries if isinstance(s.get("tests"), Mapping)]
     if tests:
         summary["tests"] = {k: sum(int(t.get(k, 0)) for t in tests) for k in ("passed", "failed")}

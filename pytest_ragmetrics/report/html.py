@@ -26,6 +26,8 @@ from .model import (
     PRUNE_COMMAND,
     check_version,
     comparison_label,
+    error_line,
+    error_rows,
     format_count,
     format_delta,
     format_margin,
@@ -37,6 +39,7 @@ from .model import (
     metric_label,
     moved_samples,
     outcome,
+    picked_sentences,
     recorded_answers,
     regression_gate_detail,
     report_notes,
@@ -86,6 +89,7 @@ table.verdicts tr.weak td { background: rgba(207, 34, 46, 0.07); }
 dl.figures { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
 dl.figures dt { color: var(--muted); } dl.figures dd { margin: 0; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
+.picked { color: var(--muted); margin-top: 0.2rem; }
 """
 
 # The sorter. It reads values from data-* attributes only; nothing from the report is in here.
@@ -249,7 +253,16 @@ def _metrics(metrics: list[Mapping[str, Any]]) -> str:
     )
 
 
-def _sample(sample: Mapping[str, Any]) -> str:
+def _picked(verdict: Mapping[str, Any], method: str | None) -> str:
+    """The sentences the judge picked from a chunk, quoted, under the chunk's text (sentence method)."""
+    if method != "sentence":
+        return ""
+    picked = picked_sentences(verdict)
+    quoted = " ".join(f"<q>{_e(s)}</q>" for s in picked) if picked else "none"
+    return f'<div class="picked">picked: {quoted}</div>'
+
+
+def _sample(sample: Mapping[str, Any], method: str | None = None) -> str:
     title = f"Sample {sample.get('id', '?')}: score {format_score(sample.get('score'))}"
     if sample.get("mode"):
         title += f" ({sample['mode']})"
@@ -270,7 +283,7 @@ def _sample(sample: Mapping[str, Any]) -> str:
                 f'<tr class="{"weak" if weak else "full"}"><td>{_e(v.get("item", ""))}</td>'
                 f'<td class="num">{_e(v.get("index", ""))}</td>'
                 f'<td class="num">{_e(v.get("rank") if v.get("rank") is not None else "")}</td>'
-                f"<td>{_e(v.get('text', ''))}</td><td>{_e(v.get('verdict', ''))}</td>"
+                f"<td>{_e(v.get('text', ''))}{_picked(v, method)}</td><td>{_e(v.get('verdict', ''))}</td>"
                 f'<td class="num">{_e(format_score(value, 2) if isinstance(value, (int, float)) else "")}'
                 "</td>"
                 f"<td>{_e(v.get('reason') or '')}</td></tr>"
@@ -346,7 +359,9 @@ def _result(index: int, row: Mapping[str, Any], pairs: _Pairs | None = None) -> 
     )
     samples = row.get("samples") or []
     what = row.get("explanation") or f"{len(samples)} sample{'s' if len(samples) != 1 else ''}"
-    body = "".join(_sample(sample) for sample in samples) or "<p>No per-sample details recorded.</p>"
+    body = "".join(_sample(sample, row.get("method")) for sample in samples) or (
+        "<p>No per-sample details recorded.</p>"
+    )
     detail = (
         f'<tr class="detail"><td colspan="{6 if pairs is None else 7}"><details>'
         f"<summary>{_e(what)}</summary>{body}</details></td></tr>"
@@ -476,10 +491,12 @@ def to_html(
     summary: Mapping[str, Any] = report.get("summary") or {}
     rows: list[Mapping[str, Any]] = list(report.get("results") or [])
     result = outcome(report)
-    if result["comparisons"] == 0 and result["gates"] == 0:
+    if result["comparisons"] == 0 and result["gates"] == 0 and not result["errors"]:
         headline = "No comparisons recorded."
     else:
         bits = []
+        if result["errors"]:
+            bits.append(f"{result['errors']} test{'s' if result['errors'] != 1 else ''} stopped by an error")
         if result["comparisons"]:
             bits.append(f"{result['comparisons_failed']} of {result['comparisons']} comparisons failed")
         if result["comparisons_xfailed"]:
@@ -500,6 +517,12 @@ def to_html(
         _cards(report),
         *(f'<p class="note">{_e(note)}</p>' for note in report_notes(report)),
     ]
+    if error_rows(report):
+        items = "".join(
+            f'<li class="{"warn" if e.get("xfail") else "bad"}">{_e(error_line(e))}</li>'
+            for e in error_rows(report)
+        )
+        parts.append(f'<section id="errors"><h2>Errors</h2><ul>{items}</ul></section>')
     if summary.get("gates"):
         parts.append(_gates(summary["gates"]))
     if summary.get("regression_gates"):
@@ -545,6 +568,6 @@ def test_fragment(rows: Sequence[Mapping[str, Any]]) -> str:
             + (f": {_e(row['explanation'])}" if row.get("explanation") else "")
             + "</p>"
         )
-        parts.extend(_sample(sample) for sample in row.get("samples") or [])
+        parts.extend(_sample(sample, row.get("method")) for sample in row.get("samples") or [])
     parts.append("</div>")
     return "".join(parts)

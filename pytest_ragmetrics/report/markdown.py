@@ -15,6 +15,8 @@ from .model import (
     PRUNE_COMMAND,
     check_version,
     comparison_label,
+    error_line,
+    error_rows,
     format_count,
     format_delta,
     format_margin,
@@ -25,6 +27,7 @@ from .model import (
     metric_label,
     moved_samples,
     outcome,
+    picked_sentences,
     report_notes,
     row_fails,
     sample_changes,
@@ -67,9 +70,11 @@ def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
 
 def _headline(report: Mapping[str, Any]) -> str:
     result = outcome(report)
-    if result["comparisons"] == 0 and result["gates"] == 0:
+    if result["comparisons"] == 0 and result["gates"] == 0 and not result["errors"]:
         return "## ragmetrics: no comparisons recorded"
     parts = []
+    if result["errors"]:
+        parts.append(f"{result['errors']} test{'s' if result['errors'] != 1 else ''} stopped by an error")
     if result["comparisons"]:
         if result["comparisons_failed"]:
             text = f"{result['comparisons_failed']} of {result['comparisons']} comparisons failed"
@@ -201,6 +206,9 @@ def _weak_verdicts(row: Mapping[str, Any]) -> list[str]:
             text += f": **{escape_markdown(verdict.get('verdict', '?'))}**"
             if verdict.get("reason"):
                 text += f" — {escape_markdown(verdict['reason'])}"
+            if row.get("method") == "sentence":
+                picked = picked_sentences(verdict)
+                text += "; picked " + (" ".join(f"“{escape_markdown(s)}”" for s in picked) or "none")
             lines.append(text)
     return lines
 
@@ -276,6 +284,8 @@ def to_markdown(report: Mapping[str, Any], *, max_failures: int = DEFAULT_MAX_FA
             f"{format_count(tests.get('failed', 0))} failed",
             "",
         ]
+    if error_rows(report):
+        lines += ["### Errors", "", *(f"- {escape_markdown(error_line(e))}" for e in error_rows(report)), ""]
     if summary.get("gates"):
         lines += _gates(summary["gates"])
     if summary.get("regression_gates"):

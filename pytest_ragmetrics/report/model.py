@@ -14,6 +14,7 @@ from ..gates import format_number
 __all__ = [
     "PRUNE_COMMAND",
     "SCHEMA_VERSION",
+    "ErrorRow",
     "GateRow",
     "JudgeSummary",
     "LabelSummary",
@@ -26,6 +27,8 @@ __all__ = [
     "Verdict",
     "check_version",
     "comparison_label",
+    "error_line",
+    "error_rows",
     "example_report",
     "format_cost",
     "format_count",
@@ -39,6 +42,7 @@ __all__ = [
     "metric_label",
     "moved_samples",
     "outcome",
+    "picked_sentences",
     "regression_gate_detail",
     "report_notes",
     "row_fails",
@@ -157,6 +161,16 @@ class LabelSummary(TypedDict, total=False):
     stale: bool
 
 
+class ErrorRow(TypedDict, total=False):
+    """A test that a ragmetrics error stopped before its comparison (e.g. a judgment not recorded)."""
+
+    nodeid: str
+    when: str
+    error: str
+    message: str
+    xfail: bool
+
+
 class Summary(TypedDict, total=False):
     """Run-wide figures."""
 
@@ -165,6 +179,7 @@ class Summary(TypedDict, total=False):
     judge: JudgeSummary
     labels: LabelSummary
     unused_store_entries: int
+    errors: list[ErrorRow]
     tests: dict[str, int]
     comparisons: dict[str, int]
 
@@ -186,6 +201,7 @@ class Outcome(TypedDict):
     comparisons_xfailed: int
     gates: int
     gates_failed: int
+    errors: int
     tests_passed: int
     tests_failed: int
 
@@ -257,16 +273,39 @@ def outcome(report: Mapping[str, Any]) -> Outcome:
     tests = _summary(report).get("tests") or {}
     comparisons_failed = sum(1 for row in rows if row_fails(row))
     gates_failed = sum(1 for gate in gates if not gate.get("passed"))
+    errors = sum(1 for error in error_rows(report) if not error.get("xfail"))
     return Outcome(
-        passed=comparisons_failed == 0 and gates_failed == 0,
+        passed=comparisons_failed == 0 and gates_failed == 0 and errors == 0,
         comparisons=len(rows),
         comparisons_failed=comparisons_failed,
         comparisons_xfailed=sum(1 for row in rows if row.get("xfail") and not row.get("passed")),
         gates=len(gates),
         gates_failed=gates_failed,
+        errors=errors,
         tests_passed=int(tests.get("passed", 0)),
         tests_failed=int(tests.get("failed", 0)),
     )
+
+
+def picked_sentences(verdict: Mapping[str, Any]) -> list[str]:
+    """The sentences the judge picked from a chunk (sentence and binary relevance), one line each."""
+    return [" ".join(str(s).split()) for s in verdict.get("extracted") or () if str(s).strip()]
+
+
+def error_rows(report: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    """Tests a ragmetrics error stopped before their comparison."""
+    return _summary(report).get("errors") or []
+
+
+def error_line(error: Mapping[str, Any]) -> str:
+    """``tests/test_x.py::test_a: JudgmentNotRecorded: no recorded judgment for ...``."""
+    where = str(error.get("nodeid", "?"))
+    if error.get("when") not in (None, "call"):
+        where += f" ({error['when']})"
+    text = f"{where}: {error.get('error', 'error')}"
+    if error.get("message"):
+        text += f": {' '.join(str(error['message']).split())}"
+    return text + (" (xfail)" if error.get("xfail") else "")
 
 
 def metric_label(metric: str, method: str | None) -> str:

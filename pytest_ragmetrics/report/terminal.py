@@ -19,6 +19,8 @@ from .model import (
     PRUNE_COMMAND,
     check_version,
     comparison_label,
+    error_line,
+    error_rows,
     format_cost,
     format_count,
     format_delta,
@@ -30,6 +32,7 @@ from .model import (
     metric_label,
     moved_samples,
     outcome,
+    picked_sentences,
     regression_gate_detail,
     report_notes,
     response_format_text,
@@ -113,7 +116,26 @@ def _verdict_line(verdict: Mapping[str, Any]) -> str:
     text += f": {verdict.get('verdict', '?')}"
     if verdict.get("reason"):
         text += f" - {_one_line(verdict['reason'])}"
+    picked = picked_sentences(verdict)
+    if picked:
+        text += "; picked " + " ".join(f"'{s}'" for s in picked)
     return text
+
+
+def _picked_lines(row: Mapping[str, Any]) -> list[str]:
+    """For a one-sample comparison of the sentence method: which sentences of each chunk the judge
+    picked, quoted (``-v``)."""
+    samples = row.get("samples") or []
+    if len(samples) != 1 or row.get("method") != "sentence":
+        return []
+    lines = []
+    for verdict in samples[0].get("verdicts") or []:
+        where = f"{verdict.get('item', 'item')} {verdict.get('index', '?')}"
+        picked = picked_sentences(verdict)
+        lines.append(
+            f"{where} picked " + " ".join(f"'{s}'" for s in picked) if picked else f"{where} picked none"
+        )
+    return lines
 
 
 def _one_line(text: Any) -> str:
@@ -138,9 +160,13 @@ def _sample_lines(row: Mapping[str, Any]) -> list[str]:
 
 
 def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: int, width: int) -> None:
-    shown = [row for row in rows if verbosity >= 0 or row_fails(row)]
+    # By default what needs a look (failures, and expected failures of xfail tests); -v lists every
+    # comparison, -q only the failures.
+    shown = [
+        row for row in rows if verbosity >= 1 or row_fails(row) or (verbosity == 0 and not row.get("passed"))
+    ]
     if not shown:
-        tw.line(f"no failing comparisons among {len(rows)}", green=True)
+        tw.line(f"no failing comparisons among {len(rows)} (-v lists them)", green=True)
         return
     # The test id comes last and is never cut: the columns before it are short and aligned, and a
     # long parametrized id stays readable (it may run past the terminal's edge, as pytest's own do).
@@ -178,12 +204,16 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
         tw.line(line, green=passed, red=fails, yellow=not passed and not fails)
         if row.get("explanation") and (not passed or verbosity >= 1):
             tw.line(f"    {_one_line(row['explanation'])}")
+        if verbosity == 1 or (verbosity < 1 and not passed):
+            for detail in _picked_lines(row):
+                tw.line(f"      {detail}")
         if verbosity >= 2:
             for detail in _sample_lines(row):
                 tw.line(f"      {detail}")
     hidden = len(rows) - len(shown)
     if hidden:
-        tw.line(f"({hidden} other comparisons not shown; drop -q to see them)")
+        what = "passing comparisons" if verbosity == 0 else "other comparisons"
+        tw.line(f"({hidden} {what} not shown; -v lists them)")
 
 
 def _render_metrics(tw: LineWriter, metrics: list[Mapping[str, Any]]) -> None:
@@ -352,11 +382,13 @@ def render_terminal(
 ) -> None:
     """Write the ``ragmetrics report`` section of pytest's terminal summary.
 
-    One aligned row per comparison (test, metric[method] and statistic, score, threshold,
-    PASS/FAIL, judged/cached), then per-metric aggregates, gates with their margins, the judge's
-    figures, cache and store locations, and a hint when the judgment store holds unused entries.
-    ``verbosity`` is pytest's (``config.get_verbosity()``): below 0 only failing comparisons are
-    listed; 1 explains every comparison, not just failing ones; 2 adds each sample's verdicts.
+    Aligned comparison rows (test, metric[method] and statistic, score, threshold, PASS/FAIL,
+    judged/cached), then per-metric aggregates, gates with their margins, the judge's figures, cache
+    and store locations, and a hint when the judgment store holds unused entries.
+    ``verbosity`` is pytest's (``config.get_verbosity()``): 0 lists the comparisons that did not
+    pass, explained (with the sentences the judge picked, for one-sample sentence relevance);
+    below 0 only the failing ones; 1 lists and explains every comparison; 2 adds each sample's
+    verdicts.
     Cache and store paths inside ``rootdir`` are shown relative to it.
     """
     check_version(report)
@@ -367,10 +399,16 @@ def render_terminal(
     tw.sep("=", TITLE, red=not result["passed"], green=result["passed"], bold=True)
     if rows:
         _render_results(tw, rows, verbosity, width)
-    else:
+    elif not error_rows(report):
         tw.line("no ragmetrics comparisons recorded")
     for note in report_notes(report):
         tw.line(note, yellow=note.startswith("labels look stale"))
+    if error_rows(report):
+        tw.sep("-", "errors")
+        for error in error_rows(report):
+            tw.line(
+                f"ERROR  {error_line(error)}", red=not error.get("xfail"), yellow=bool(error.get("xfail"))
+            )
     if summary.get("metrics"):
         tw.sep("-", "metrics")
         _render_metrics(tw, summary["metrics"])
