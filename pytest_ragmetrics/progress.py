@@ -111,6 +111,10 @@ class ProgressLine:
             self._last = now
             with self._uncaptured():
                 if file is None:
+                    tw = getattr(reporter, "_tw", None)
+                    if tw is not None and tw.width_of_current_line:
+                        # Under xdist the dots do not tell the reporter a line is open.
+                        reporter.write("\n")
                     reporter.write_line(text())
                     return
                 tw = reporter._tw

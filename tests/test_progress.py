@@ -116,7 +116,7 @@ def test_under_xdist_the_controller_shows_the_workers_progress(slow_project):
     slow_project.makepyfile(test_rag=SLOW_TEST.replace("CHUNKS", "6"))
     result = slow_project.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-concurrency=1")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["ragmetrics: judged */6 judge calls*"])
+    result.stdout.fnmatch_lines(["ragmetrics: judged */6 judge calls*"])  # on a line of its own
 
 
 def test_controller_adds_up_fresh_worker_files_and_ignores_broken_ones(tmp_path, pytester):
