@@ -3,7 +3,10 @@
 
 ``stats`` shows what the local judgment cache and the committed judgment store hold; ``clear`` empties
 the local cache (never the store); ``prune`` deletes store entries the last full test run did not use,
-so the committed store does not keep judgments of samples that no longer exist.
+so the committed store does not keep judgments of samples that no longer exist. A full run is one
+that covered the whole suite and passed (no named paths or node ids, no ``-k``/``-m``/``--lf``, no
+failure or ``-x`` stop). ``prune`` lists what it will delete and asks before deleting; ``--yes``
+skips the question, and without a terminal to ask in it deletes nothing unless ``--yes`` is given.
 
 Exit codes of the cache commands: 0 success, 1 the operation could not be done (the message says
 why), 2 usage errors. The report commands exit like pytest: 0, 1 when a gate fails, 4 usage errors.
@@ -144,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     prune = actions.add_parser("prune", help="delete store entries the last full run did not use")
     common(prune)
     prune.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    prune.add_argument(
+        "--yes", "-y", action="store_true", help="delete without asking (needed when not in a terminal)"
+    )
     from .report.cli import add_commands
 
     add_commands(commands)
@@ -216,7 +222,7 @@ def _clear(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _prune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | None = None) -> int:
     from .judge.cache import read_last_run_keys
     from .judge.store import JudgmentStore
 
@@ -224,7 +230,7 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if used is None:
         print(
             f"error: no record of a full test run in {args.cache_dir}; run the whole test suite "
-            "once (without -k or test selection), then prune",
+            "once (no named paths or node ids, no -k, -m or --lf) until it passes, then prune",
             file=err,
         )
         return EXIT_FAILED
@@ -232,11 +238,32 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not store.directory.is_dir():
         print(f"error: the judgment store {store.directory} does not exist", file=err)
         return EXIT_FAILED
-    removed = store.prune(used, dry_run=args.dry_run)
-    verb = "would delete" if args.dry_run else "deleted"
+    removed = store.prune(used, dry_run=True)
+    total = len(store.keys())
+    if not removed:
+        print(f"nothing to prune: the last full run used all {total} store entries", file=out)
+        return EXIT_OK
     for key in removed:
-        print(f"{verb} {store.path_for(key)}", file=out)
-    print(f"{verb} {len(removed)} of {len(removed) + len(store.keys() & used)} store entries", file=out)
+        print(f"{'would delete' if args.dry_run else 'to delete:'} {store.path_for(key)}", file=out)
+    if args.dry_run:
+        print(f"would delete {len(removed)} of {total} store entries", file=out)
+        return EXIT_OK
+    if not args.yes:
+        stdin = sys.stdin if stdin is None else stdin
+        if not (stdin is not None and stdin.isatty()):
+            print(
+                f"error: not deleting {len(removed)} of {total} store entries without confirmation; "
+                "run in a terminal to be asked, or pass --yes",
+                file=err,
+            )
+            return EXIT_USAGE
+        print(f"delete these {len(removed)} of {total} store entries? [y/N] ", end="", file=out, flush=True)
+        answer = stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            print("nothing deleted", file=out)
+            return EXIT_FAILED
+    deleted = store.prune(used)
+    print(f"deleted {len(deleted)} of {total} store entries", file=out)
     return EXIT_OK
 
 

@@ -65,6 +65,10 @@ class RunState:
     #: Keys held by the judgment store(s) this run used (None: no store); unused = these - used_keys.
     store_keys: set[str] | None = None
     deselected: bool = False
+    #: An xdist worker went down with an error: the judgments it used never reached this process.
+    worker_crashed: bool = False
+    #: Set at the end: the run covered the whole suite (see ``_run.covered_whole_suite``).
+    complete: bool = False
     gate_results: list[dict[str, Any]] = field(default_factory=list)
     regression_gates: list[RegressionGate] = field(default_factory=list)
     #: The baseline report this run is compared with (controller only).
@@ -99,6 +103,10 @@ class RunState:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         rows = getattr(report, "ragmetrics", None)
         if rows:
+            from ._run import counts
+
+            if not counts(report):
+                return  # an attempt a rerun plugin discarded: only the final attempt counts
             # Comparisons in an xfail test (a deliberately broken retriever, say) are reported but
             # kept out of aggregates and gates.
             xfail = hasattr(report, "wasxfail")
@@ -110,8 +118,11 @@ class RunState:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist: a worker finished; take its judge figures and the judgments it used."""
+        if error is not None:
+            self.worker_crashed = True
         data = (getattr(node, "workeroutput", None) or {}).get("ragmetrics")
         if data:
+            self.deselected = self.deselected or bool(data.get("deselected"))
             self.worker_stats.append(data["stats"])
             self.used_keys.update(data["used_keys"])
             if data.get("store_keys") is not None:
@@ -122,7 +133,13 @@ class RunState:
         self.store_keys = (self.store_keys or set()) | set(keys)
 
     @property
-    def unused_store_entries(self) -> list[str]:
+    def unused_store_entries(self) -> list[str] | None:
+        """Store entries this run did not use: what ``cache prune`` would delete after it.
+
+        ``None`` unless the run covered the whole suite: a partial run cannot tell.
+        """
+        if not self.complete:
+            return None
         return sorted((self.store_keys or set()) - self.used_keys)
 
     def evaluator(self, settings: Settings) -> Evaluator:
@@ -629,6 +646,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "used_keys": sorted(state.used_keys),
             "store_keys": sorted(state.store_keys) if state.store_keys is not None else None,
             "plans": {k: [list(c) for c in v] for k, v in prefetcher.plans.items()} if prefetcher else {},
+            "deselected": state.deselected,
         }
         return
     if prefetcher is not None or state.worker_plans:
@@ -640,11 +658,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     wanted = state.gates or state.baseline is not None or s.save_baseline
     if not (used or wanted or s.report or s.report_json or s.report_md or s.report_html):
         return  # the plugin was not used in this run: build nothing, import nothing
-    # Only a complete, passing run knows every judgment the suite needs: a failing test stops at its
-    # first failed comparison and never asks for the judgments after it, so `cache prune` must not
-    # learn from such a run.
-    complete = not state.deselected and session.exitstatus == pytest.ExitCode.OK and not session.shouldstop
-    if state.used_keys and complete and state.settings.cache != "off":
+    from ._run import covered_whole_suite
+
+    # Only a complete, passing run knows every judgment the suite needs; `cache prune` learns from
+    # no other.
+    state.complete = covered_whole_suite(
+        session, deselected=state.deselected, worker_crashed=state.worker_crashed
+    )
+    if state.complete and (state.used_keys or state.store_keys) and state.settings.cache != "off":
         from .judge.cache import write_last_run_keys
 
         with contextlib.suppress(OSError):  # only `cache prune` reads it; never fail a run over it
@@ -663,12 +684,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     for data in state.worker_stats:
         state.stats.merge_json(data)
+    unused = state.unused_store_entries
     report = build_report(
         state.rows,
         settings=state.settings,
         stats=state.stats,
         gate_results=state.gate_results,
-        unused_store_entries=len(state.unused_store_entries),
+        unused_store_entries=None if unused is None else len(unused),
         errors=state.errors,
         shown=lambda path: _shown(path, state),
         default_cache_dir=state.default_cache_dir(),
@@ -708,9 +730,9 @@ def _junit_gate_properties(config: pytest.Config, gates: list[dict[str, Any]]) -
 
 def _partial_run(state: RunState) -> bool:
     """Tests were deselected (-k, -m, --lf), or paths / node ids were named on the command line."""
-    args_source = getattr(state.config, "args_source", None)
-    explicit = args_source is not None and args_source == pytest.Config.ArgsSource.ARGS
-    return state.deselected or explicit
+    from ._run import selected_part
+
+    return selected_part(state.config, deselected=state.deselected)
 
 
 def _shown(path: str, state: RunState) -> str:

@@ -110,9 +110,64 @@ def test_prune_deletes_store_entries_the_last_run_did_not_use(populated, capsys)
     assert "would delete 3 of 5 store entries" in out
     assert len(JudgmentStore(populated["store"])) == 5
 
-    assert cli(*base) == 0
+    assert cli(*base, "--yes") == 0
     assert "deleted 3 of 5 store entries" in capsys.readouterr().out
     assert JudgmentStore(populated["store"]).keys() == set(keep)
+
+
+class _Terminal:
+    """A stdin that is a terminal and answers the prune question."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.asked = 0
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self) -> str:
+        self.asked += 1
+        return self.answer + "\n"
+
+
+@pytest.mark.parametrize(("answer", "deleted"), [("y", True), ("yes", True), ("n", False), ("", False)])
+def test_prune_lists_what_it_will_delete_and_asks_in_a_terminal(
+    populated, capsys, monkeypatch, answer, deleted
+):
+    write_last_run_keys(populated["cache"], populated["keys"][:2])
+    terminal = _Terminal(answer)
+    monkeypatch.setattr(sys, "stdin", terminal)
+    code = cli("cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"])
+    out = capsys.readouterr().out
+    assert terminal.asked == 1
+    assert "delete these 3 of 5 store entries? [y/N]" in out
+    for key in populated["keys"][2:]:
+        assert f"to delete: {JudgmentStore(populated['store']).path_for(key)}" in out
+    if deleted:
+        assert code == 0
+        assert "deleted 3 of 5 store entries" in out
+        assert len(JudgmentStore(populated["store"])) == 2
+    else:
+        assert code == 1
+        assert "nothing deleted" in out
+        assert len(JudgmentStore(populated["store"])) == 5
+
+
+def test_prune_without_a_terminal_deletes_nothing_unless_told_yes(populated, capsys, monkeypatch):
+    write_last_run_keys(populated["cache"], populated["keys"][:2])
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("y\n"))  # piped input: not a terminal
+    args = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
+    assert cli(*args) == 2
+    assert "pass --yes" in capsys.readouterr().err
+    assert len(JudgmentStore(populated["store"])) == 5
+    assert cli(*args, "-y") == 0
+    assert len(JudgmentStore(populated["store"])) == 2
+
+
+def test_prune_with_nothing_to_delete_says_so(populated, capsys):
+    write_last_run_keys(populated["cache"], populated["keys"])
+    assert cli("cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
+    assert "nothing to prune: the last full run used all 5 store entries" in capsys.readouterr().out
 
 
 def test_prune_refuses_without_a_record_of_a_full_run(populated, capsys):
@@ -149,7 +204,7 @@ def test_after_prune_a_readwrite_run_restores_what_it_uses_so_replay_works(popul
     """Prune after a partial record, then a full readwrite run served from the cache: CI must replay."""
     write_last_run_keys(populated["cache"], populated["keys"][:2])
     base = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
-    assert cli(*base) == 0
+    assert cli(*base, "--yes") == 0
     assert "deleted 3 of 5 store entries" in capsys.readouterr().out
 
     requests = [make_request(i, model="judge-a") for i in range(3)] + [

@@ -19,7 +19,7 @@ import pytest_ragmetrics.metrics.builtin
 import pytest_ragmetrics.report.html
 import pytest_ragmetrics.report.markdown
 import pytest_ragmetrics.report.terminal
-import pytest_ragmetrics.text  # noqa: F401
+import pytest_ragmetrics.text
 from pytest_ragmetrics.testing import FakeJudgeServer
 
 pytest_plugins = ["pytester"]
@@ -846,3 +846,91 @@ def test_azure_provider_without_endpoint_or_version_says_what_to_set(project, ju
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*ConfigError*AZURE_OPENAI_ENDPOINT*"])
     assert judge_server.request_count == 0
+
+
+FOUR_TESTS = """
+    from pytest_ragmetrics import RagSample, assert_context_precision
+    from samples import GOOD, PARTIAL
+
+    OTHER = RagSample("What is the capital of France?", ["Paris is the capital of France."],
+                      ground_truth="Paris.", id="other")
+    LAST = RagSample("Which continent is France in?", ["France is in Western Europe."],
+                     ground_truth="Europe.", id="last")
+
+    def test_one():
+        assert_context_precision(GOOD) >= 0.5
+
+    def test_two():
+        assert_context_precision(PARTIAL) >= 0.5
+
+    def test_three():
+        assert_context_precision(OTHER) >= 0.5
+
+    def test_four():
+        assert_context_precision(LAST) >= 0.5
+"""
+
+
+def _prune(project, *extra):
+    from pytest_ragmetrics.__main__ import main
+
+    cache = project.path / ".pytest_cache" / "d" / "ragmetrics"
+    return main(
+        ["cache", "prune", "--cache-dir", str(cache), "--store-dir", str(project.path / "judgments"), *extra]
+    )
+
+
+PARTIAL_RUNS = [
+    ["test_rag.py::test_one"],
+    ["test_rag.py"],
+    ["-k", "one"],
+    ["-m", "not slow"],
+    ["--deselect", "test_rag.py::test_two"],
+    ["--lf"],
+    ["-n", "2", "-p", "xdist", "-k", "one"],
+]
+
+
+def test_prune_learns_nothing_from_a_partial_run(project, capsys):
+    """Runs of part of the suite must not make `cache prune` delete what the rest of it needs."""
+    project.makepyfile(test_rag=FOUR_TESTS)
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
+    store = pytest_ragmetrics.judge.store.JudgmentStore(project.path / "judgments")
+    before = store.keys()
+    assert len(before) == 5  # test_one and test_two share a chunk
+    record = project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run_used_keys.json"
+    record.unlink()
+    for partial in PARTIAL_RUNS:
+        run = project.runpytest_subprocess if "-n" in partial else project.runpytest
+        result = run("--rag-store-dir=judgments", "--rag-report", *partial)
+        assert result.ret == pytest.ExitCode.OK, partial
+        assert "unused judgment store entries" not in result.stdout.str(), partial
+        assert not record.exists(), partial
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
+    assert _prune(project, "--yes") == 0
+    assert "nothing to prune" in capsys.readouterr().out
+    assert store.keys() == before
+    replay = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
+    replay.assert_outcomes(passed=4)
+
+
+def test_unused_line_follows_complete_runs_only_with_the_number_prune_deletes(project, capsys):
+    project.makepyfile(test_rag=FOUR_TESTS)
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
+    # The suite drops a test: its two judgments are no longer needed.
+    (project.path / "test_rag.py").write_text(
+        (project.path / "test_rag.py").read_text().replace("def test_two", "def _test_two")
+    )
+    partial = project.runpytest("--rag-store-dir=judgments", "--rag-report", "test_rag.py")
+    partial.assert_outcomes(passed=3)
+    assert "unused judgment store entries" not in partial.stdout.str()
+    stopped = project.runpytest("--rag-store-dir=judgments", "--rag-report", "-x", "-k", "not three")
+    assert "unused judgment store entries" not in stopped.stdout.str()
+    full = project.runpytest("--rag-store-dir=judgments", "--rag-report")
+    full.assert_outcomes(passed=3)
+    full.stdout.fnmatch_lines(["*1 unused judgment store entries; remove them with: *prune*"])
+    assert _prune(project, "--yes") == 0
+    assert "deleted 1 of 5 store entries" in capsys.readouterr().out
+    project.runpytest(
+        "--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty"
+    ).assert_outcomes(passed=3)

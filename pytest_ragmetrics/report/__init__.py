@@ -86,9 +86,10 @@ renderers read everything with defaults, so a report missing them still renders.
         Present when label metrics scored samples by id: ``samples`` (distinct samples that
         retrieved something), ``not_found`` (those where no retrieved id is labelled at all) and
         ``stale`` (bool: most of at least three samples, so the labels look stale).
-    ``unused_store_entries`` (int)
-        Judgment store entries no test used in this run (prune with
-        ``python -m pytest_ragmetrics cache prune``).
+    ``unused_store_entries`` (int | None)
+        Judgment store entries no test used in this run: what ``python -m pytest_ragmetrics cache
+        prune`` would delete after it. ``None`` after a run that did not cover the whole suite
+        (named paths or node ids, ``-k``, ``-m``, ``--lf``, a failure, a stop after ``-x``...).
     ``errors`` (list)
         Tests a ragmetrics error stopped before their comparison (a judgment not recorded in replay
         mode, the judge unavailable), sorted by test: ``nodeid``, ``when`` (setup, call, teardown),

@@ -78,7 +78,7 @@ def build_report(
     settings: Settings,
     stats: JudgeStats,
     gate_results: list[dict[str, Any]],
-    unused_store_entries: int,
+    unused_store_entries: int | None,
     shown: Callable[[str], str],
     default_cache_dir: str,
     baseline: Mapping[str, Any] | None = None,

@@ -178,7 +178,7 @@ class Summary(TypedDict, total=False):
     gates: list[GateRow]
     judge: JudgeSummary
     labels: LabelSummary
-    unused_store_entries: int
+    unused_store_entries: int | None
     errors: list[ErrorRow]
     tests: dict[str, int]
     comparisons: dict[str, int]
