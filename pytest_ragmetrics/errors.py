@@ -4,7 +4,19 @@ from __future__ import annotations
 
 
 class RagMetricsError(Exception):
-    """Base class for every error this package raises on purpose."""
+    """Base class for every error this package raises on purpose.
+
+    The message passes through :func:`~pytest_ragmetrics.redact.redact`: an error never shows a URL's
+    credentials, a configured API key or a bearer token, whatever text it quotes (a server's answer,
+    a base URL).
+    """
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            from .redact import redact
+
+            args = (redact(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class ConfigError(RagMetricsError, ValueError):

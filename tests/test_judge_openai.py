@@ -635,3 +635,68 @@ def test_azure_with_a_base_url_is_a_config_error(no_azure_env):
             api_version="2024-10-21",
             base_url="https://elsewhere/v1",
         )
+
+
+def run_each(judge: OpenAIJudge, *requests: JudgeRequest) -> list[BaseException]:
+    """Judge the requests one after the other; the error each one raised."""
+
+    async def go() -> list[BaseException]:
+        errors: list[BaseException] = []
+        try:
+            for request in requests:
+                try:
+                    await judge.judge(request)
+                except JudgeUnavailable as exc:
+                    errors.append(exc)
+        finally:
+            await judge.aclose()
+        return errors
+
+    return asyncio.run(go())
+
+
+def test_an_unreachable_judge_fails_the_remaining_judgments_at_once():
+    """Nothing listening: the first judgment runs the retry ladder, the others fail without it."""
+    with FakeJudgeServer() as server:
+        base_url = server.base_url
+    stats = JudgeStats()
+    judge = OpenAIJudge(api_key="sk-dummy", base_url=base_url, max_retries=2, retry_backoff=0.3, stats=stats)
+    start = time.perf_counter()
+    errors = run_each(judge, *(make_request(i) for i in range(6)))
+    elapsed = time.perf_counter() - start
+    assert len(errors) == 6
+    assert stats.retries == 2  # the first judgment's ladder only
+    assert stats.errors == 6
+    assert elapsed < 0.3 * 3 + 3.0  # one ladder (0.3 + 0.6 s of backoff, jittered), not six
+    assert "connection error" in str(errors[0])
+    first = str(errors[0])
+    for later in errors[1:]:
+        assert str(later).startswith(first)
+        assert "the remaining judgments of this run fail without asking" in str(later)
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_a_refused_key_or_model_is_asked_once_per_run(fake_judge_server, status):
+    fake_judge_server.fail_next(status, times=10)
+    judge = make_judge(fake_judge_server, model="judge-model")
+    errors = run_each(judge, *(make_request(i) for i in range(5)))
+    assert len(errors) == 5
+    assert fake_judge_server.request_count == 1  # never retried, never asked again
+    assert all(f"HTTP {status}" in str(e) for e in errors)
+
+
+def test_a_refused_model_does_not_stop_the_other_models(fake_judge_server):
+    fake_judge_server.fail_next(404)
+    judge = make_judge(fake_judge_server)
+    bad = make_request(0, model="no-such-model")
+    good = make_request(1, model="judge-model")
+    errors = run_each(judge, bad, make_request(2, model="no-such-model"), good)
+    assert len(errors) == 2
+    assert fake_judge_server.request_count == 2  # the first bad one and the good one
+
+
+def test_a_transient_outage_is_not_remembered(fake_judge_server):
+    fake_judge_server.fail_next(503, times=3)
+    judge = make_judge(fake_judge_server, max_retries=2)
+    errors = run_each(judge, make_request(0), make_request(1))
+    assert len(errors) == 1  # the second judgment is asked again, and answered

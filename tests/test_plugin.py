@@ -934,3 +934,35 @@ def test_unused_line_follows_complete_runs_only_with_the_number_prune_deletes(pr
     project.runpytest(
         "--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty"
     ).assert_outcomes(passed=3)
+
+
+def test_no_credential_reaches_the_output_or_the_reports(project, judge_server, monkeypatch):
+    secret = "hunter2-0123456789"
+    monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", judge_server.base_url.replace("//", f"//user:{secret}@"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-abcdefghijklmnop")
+    judge_server.fail_next(403, body={"error": {"message": "denied for Bearer sk-live-abcdefghijklmnop"}})
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_recall():
+            assert_context_recall(GOOD) >= 0.5
+    """)
+    result = project.runpytest("--rag-report", "--rag-report-json=r.json", "--rag-report-md=r.md")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str() + result.stderr.str()
+    assert "HTTP 403" in text
+    for path in ("r.json", "r.md"):
+        text += (project.path / path).read_text()
+    assert secret not in text
+    assert "abcdefghijklmnop" not in text
+
+
+def test_after_the_judge_refuses_the_key_the_other_tests_fail_at_once(project, judge_server):
+    judge_server.fail_next(401, times=50)
+    project.makepyfile(test_rag=FOUR_TESTS)
+    result = project.runpytest()
+    result.assert_outcomes(failed=4)
+    assert judge_server.request_count == 1
+    assert result.stdout.str().count("the API key was not accepted") >= 4
+    result.stdout.fnmatch_lines(["*the remaining judgments of this run fail without asking*"])

@@ -174,7 +174,9 @@ class CachedJudge:
             if topic in self._warned:
                 return
             self._warned.add(topic)
-        warnings.warn(message, RagMetricsWarning, stacklevel=4)
+        from ..redact import redact
+
+        warnings.warn(redact(message), RagMetricsWarning, stacklevel=4)
 
     def _disable_cache(self, what: str, exc: BaseException) -> None:
         self._cache_problem = f"{what}: {type(exc).__name__}: {exc}"

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeError, JudgeUnavailable
+from ..redact import add_secret, redact
 from .base import JudgeAnswer, JudgeRequest, Usage, schema_errors, utc_now
 from .stats import JudgeStats
 
@@ -273,8 +274,9 @@ class OpenAIJudge:
             api_version = api_version or os.environ.get("OPENAI_API_VERSION") or None
             _check_azure(azure_endpoint, api_version, base_url)
         self.model = model
-        # Kept in memory only; never written anywhere, and left out of repr().
+        # Kept in memory only; never written anywhere, left out of repr(), scrubbed from messages.
         self._api_key = api_key
+        add_secret(api_key)
         self.base_url = base_url
         self.azure_endpoint = azure_endpoint
         self.api_version = api_version
@@ -297,9 +299,12 @@ class OpenAIJudge:
         # belong to the loop they were first used in. The engine uses a single loop in practice.
         self._clients: dict[asyncio.AbstractEventLoop, tuple[AsyncOpenAI, asyncio.Semaphore]] = {}
         self._clients_lock = threading.Lock()
+        # Failures that no later request can get past (the judge unreachable, the key refused, the
+        # model unknown): keyed by model, "" for all models. Later requests fail at once with them.
+        self._fatal: dict[str, JudgeUnavailable] = {}
 
     def __repr__(self) -> str:
-        where = self.azure_endpoint or self.base_url or "OPENAI_BASE_URL/default"
+        where = redact(self.azure_endpoint or self.base_url or "OPENAI_BASE_URL/default")
         return (
             f"OpenAIJudge(model={self.model!r}, base_url={where!r}, response_format={self.response_format!r})"
         )
@@ -359,10 +364,10 @@ class OpenAIJudge:
 
     @property
     def endpoint(self) -> str:
-        """The base URL requests go to (for messages)."""
+        """The base URL requests go to, for messages: credentials in it are masked."""
         for client, _ in list(self._clients.values()):
-            return str(client.base_url)
-        return (
+            return redact(str(client.base_url))
+        return redact(
             self.azure_endpoint
             or self.base_url
             or os.environ.get("OPENAI_BASE_URL")
@@ -384,9 +389,30 @@ class OpenAIJudge:
 
     # --- judging ---------------------------------------------------------------------------------
 
+    def _known_failure(self, model: str | None) -> JudgeUnavailable | None:
+        """The failure every request for ``model`` will meet, when an earlier request found one."""
+        return self._fatal.get("") or self._fatal.get(model or "")
+
+    def _fail_fast(self, model: str | None) -> None:
+        known = self._known_failure(model)
+        if known is not None:
+            again = JudgeUnavailable(f"{known}; the remaining judgments of this run fail without asking")
+            raise with_cause(again, known.cause) from None
+
+    def _remember_failure(self, model: str, error: JudgeUnavailable) -> JudgeUnavailable:
+        with self._clients_lock:
+            self._fatal.setdefault(model, error)
+        return error
+
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
-        """Ask the judge, retrying transport failures and re-asking invalid answers."""
+        """Ask the judge, retrying transport failures and re-asking invalid answers.
+
+        Once the judge proved unreachable (connection errors on every attempt), refused the key
+        (HTTP 401) or the model (403, 404), every later request fails at once with that message
+        instead of paying the retries again.
+        """
         try:
+            self._fail_fast(request.model or self.model)
             client, semaphore = self._ensure_client()
             async with semaphore:
                 with self.stats.timer():
@@ -553,10 +579,14 @@ class OpenAIJudge:
         from openai.types.chat import ChatCompletion
 
         label = request.label or request.kind
+        model = str(params.get("model") or "")
         attempt = 0
         server_errors = 0
         while True:
             retry_after: float | None = None
+            unreachable = False
+            # A request that was waiting or retrying while another one found the judge dead stops.
+            self._fail_fast(model)
             try:
                 # The SDK's generic post() (its documented way to make custom requests) rather than
                 # chat.completions.create(): create() deep-copies and type-transforms the whole
@@ -581,7 +611,12 @@ class OpenAIJudge:
                         raise _FormatUnsupported(f"HTTP {status}: {detail}") from None
                 if status != 429 and status < 500 and status != 408:
                     message = self._rejected_message(status, exc, params, label)
-                    raise with_cause(JudgeUnavailable(message), exc) from None
+                    error = with_cause(JudgeUnavailable(message), exc)
+                    if status == 401:
+                        error = self._remember_failure("", error)  # the key: every model
+                    elif status in (403, 404):
+                        error = self._remember_failure(model, error)
+                    raise error from None
                 retry_after = retry_after_seconds(dict(exc.response.headers))
                 what = f"HTTP {status}" + (" (rate limited)" if status == 429 else "") + f": {detail}"
                 last = exc
@@ -591,6 +626,7 @@ class OpenAIJudge:
             except openai.APIConnectionError as exc:
                 what = f"connection error ({exc.__cause__ or exc})"
                 last = exc
+                unreachable = True
             except (openai.APIResponseValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
                 # A 200 whose body is not a chat completion: treat like a flaky server.
                 what = f"malformed response body ({type(exc).__name__})"
@@ -600,7 +636,10 @@ class OpenAIJudge:
                     f"the LLM judge at {self.endpoint} is unavailable for {label}: {what}; "
                     f"gave up after {attempt + 1} attempt(s)"
                 )
-                raise with_cause(JudgeUnavailable(message), last) from None
+                error = with_cause(JudgeUnavailable(message), last)
+                if unreachable:
+                    self._remember_failure("", error)
+                raise error from None
             attempt += 1
             self.stats.record_retry()
             await asyncio.sleep(self._backoff(attempt, retry_after))

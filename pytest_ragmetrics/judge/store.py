@@ -115,8 +115,10 @@ class JudgmentStore:
             then = "replay treats the judgment as not recorded"
         else:
             then = "it will be judged again and the file rewritten"
+        from ..redact import redact
+
         warnings.warn(
-            f"ignoring judgment store file {self.path_for(key)}: {why}; {then}",
+            redact(f"ignoring judgment store file {self.path_for(key)}: {why}; {then}"),
             RagMetricsWarning,
             stacklevel=3,
         )

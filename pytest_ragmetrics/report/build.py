@@ -92,6 +92,7 @@ def build_report(
     ``shown`` turns a local path into the one reports print (relative to the rootdir when inside it).
     With a ``baseline`` report, the comparison and the ``regression_gates`` are attached (see
     :func:`attach_baseline`; ``partial`` as for gates).
+    Every string passes through :func:`~pytest_ragmetrics.redact.redact`.
     """
     from .. import __version__
     from .json_report import sort_results
@@ -113,21 +114,26 @@ def build_report(
         "cost": stats.cost(s.price_input, s.price_output),
     }
     comparisons = comparison_counts(rows)
-    report = {
-        "version": REPORT_VERSION,
-        "plugin_version": __version__,
-        "results": [dict(r) for r in sort_results(rows)],
-        "summary": {
-            "metrics": metrics,
-            "gates": gate_results,
-            "judge": judge,
-            "unused_store_entries": unused_store_entries,
-            # Tests a ragmetrics error stopped before their comparison, in test order.
-            "errors": sorted(errors or [], key=lambda e: (e["nodeid"], e["when"])),
-            "comparisons": comparisons,
-            **({"labels": labels} if (labels := label_summary(rows)) else {}),
-        },
-    }
+    from ..redact import redact_json
+
+    # Judge reasons and error texts quote what servers said: no credential reaches a report.
+    report = redact_json(
+        {
+            "version": REPORT_VERSION,
+            "plugin_version": __version__,
+            "results": [dict(r) for r in sort_results(rows)],
+            "summary": {
+                "metrics": metrics,
+                "gates": gate_results,
+                "judge": judge,
+                "unused_store_entries": unused_store_entries,
+                # Tests a ragmetrics error stopped before their comparison, in test order.
+                "errors": sorted(errors or [], key=lambda e: (e["nodeid"], e["when"])),
+                "comparisons": comparisons,
+                **({"labels": labels} if (labels := label_summary(rows)) else {}),
+            },
+        }
+    )
     if baseline is not None:
         attach_baseline(
             report, baseline, source=baseline_source, regression_gates=regression_gates, partial=partial

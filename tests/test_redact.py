@@ -1,0 +1,110 @@
+"""No credential in any message: URL user-info, configured API keys, bearer tokens, sk- keys."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+
+import pytest
+from judge_requests import make_request
+
+from pytest_ragmetrics.errors import InvalidSample, JudgeUnavailable
+from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
+from pytest_ragmetrics.redact import add_secret, redact, redact_json
+
+KEY = "k3y-0f-the-judge-123456"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the LLM judge at http://user:" + KEY + "@judge.example/v1 is unavailable", KEY),
+        ("https://" + KEY + "@judge.example/v1", KEY),
+        ('{"error": "invalid Authorization: Bearer abc.def-ghi_jkl"}', "abc.def-ghi_jkl"),
+        ("header api-key: 0123456789abcdef was rejected", "0123456789abcdef"),
+        ('"api_key": "0123456789abcdef"', "0123456789abcdef"),
+        ("Incorrect API key provided: sk-proj-AbCdEf0123456789.", "sk-proj-AbCdEf0123456789"),
+    ],
+)
+def test_redact_masks_credentials(text, secret):
+    out = redact(text)
+    assert secret not in out
+    assert "***" in out
+
+
+def test_redact_masks_the_configured_key_values_wherever_they_appear(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-secret-987654")
+    out = redact(f"server said: key {KEY} and azure-secret-987654 are not valid")
+    assert out == "server said: key *** and *** are not valid"
+
+
+def test_redact_leaves_ordinary_text_alone(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "x")  # too short to be a key: not scrubbed everywhere
+    text = "context_recall of sample 'x' = 0.500 at http://127.0.0.1:8000/v1 (task-sk-1)"
+    assert redact(text) == text
+    assert redact("") == ""
+
+
+def test_redact_json_keeps_the_structure():
+    value = {"reason": "Bearer abcdefghijkl", "n": 3, "items": ["http://u:p4ssw0rd@h/", None]}
+    assert redact_json(value) == {"reason": "Bearer ***", "n": 3, "items": ["http://***@h/", None]}
+
+
+def test_every_package_error_is_redacted(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    assert KEY not in str(InvalidSample(f"sample mentions {KEY}"))
+
+
+def test_a_key_given_in_code_is_scrubbed_too():
+    add_secret("given-in-code-key-42")
+    assert redact("it was given-in-code-key-42") == "it was ***"
+
+
+def _judge_error(judge: OpenAIJudge) -> str:
+    async def go() -> str:
+        try:
+            await judge.judge(make_request())
+        except JudgeUnavailable as exc:
+            return str(exc)
+        finally:
+            await judge.aclose()
+        raise AssertionError("the judge answered")
+
+    return asyncio.run(go())
+
+
+def test_judge_errors_never_show_the_credentials_of_the_base_url(fake_judge_server, monkeypatch):
+    """OPENAI_BASE_URL=http://user:KEY@host/v1: every judge error used to print the key."""
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_judge_server.base_url.replace("//", f"//user:{KEY}@"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy-key-000")
+    fake_judge_server.fail_next(500, times=10)
+    message = _judge_error(OpenAIJudge("m", max_retries=1, retry_backoff=0.01))
+    assert "HTTP 500" in message
+    assert KEY not in message
+    assert "http://***@127.0.0.1" in message
+
+
+def test_a_server_error_echoing_the_authorization_header_is_scrubbed(fake_judge_server):
+    fake_judge_server.fail_next(
+        400, body={"error": {"message": f"bad request; headers: Authorization: Bearer {KEY}", "type": "x"}}
+    )
+    judge = OpenAIJudge("m", api_key=KEY, base_url=fake_judge_server.base_url, max_retries=0)
+    message = _judge_error(judge)
+    assert "HTTP 400" in message
+    assert KEY not in message
+
+
+def test_cache_warnings_are_redacted(tmp_path, monkeypatch):
+    from pytest_ragmetrics.judge.base import ScriptedJudge
+    from pytest_ragmetrics.judge.cache import CachedJudge, RagMetricsWarning
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    blocker = tmp_path / f"cache-{KEY}"
+    blocker.write_text("a file where the cache directory should be")
+    judge = CachedJudge(lambda: ScriptedJudge(lambda r: {"reason": "r", "useful": True}), cache_dir=blocker)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(judge.judge(make_request()))
+    messages = [str(w.message) for w in caught if issubclass(w.category, RagMetricsWarning)]
+    assert messages and all(KEY not in m for m in messages)
