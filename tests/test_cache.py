@@ -606,3 +606,59 @@ def test_off_judges_a_repeated_request_once_per_run(fake_judge_server, dirs):
     # A new run judges again: the memory is the run's only.
     run(cached_judge(fake_judge_server, dirs, mode="off"), request)
     assert fake_judge_server.request_count == 2
+
+
+def _edit_store_answer(dirs: Dirs, request: JudgeRequest, **changes: Any) -> None:
+    """A reviewed edit of a store file: the verdict is corrected by hand."""
+    path = JudgmentStore(dirs.store).path_for(request.cache_key())
+    data = json.loads(path.read_text())
+    data["answer"]["choices"][0].update(changes)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@pytest.mark.parametrize("mode", ["readwrite", "replay"])
+def test_an_edited_store_file_wins_over_the_warm_cache_and_corrects_it(fake_judge_server, dirs, mode):
+    """Local (warm cache) and CI (store only) must not disagree after a reviewed edit of the store."""
+    fake_judge_server.responder = lambda body: {"reason": "judge said so", "useful": True}
+    request = make_request()
+    [first] = run(cached_judge(fake_judge_server, dirs), request)
+    assert first.choices[0]["useful"] is True
+    _edit_store_answer(dirs, request, useful=False, reason="corrected in review")
+
+    local = cached_judge(None, dirs, mode=mode)
+    [answer] = run(local, request)
+    assert answer.choices[0] == {"useful": False, "reason": "corrected in review"}
+    assert local.stats.store_hits == 1 and local.stats.cache_hits == 0
+
+    # The cache itself was corrected: read without any store, it serves the reviewed answer.
+    cache_only = CachedJudge(lambda: pytest.fail("no judge"), mode="replay", cache_dir=dirs.cache)
+    [again] = run(cache_only, request)
+    assert again.choices[0]["useful"] is False
+    assert fake_judge_server.request_count == 1
+
+
+def test_an_unchanged_store_file_is_not_read_on_a_cache_hit(fake_judge_server, dirs, monkeypatch):
+    request = make_request()
+    run(cached_judge(fake_judge_server, dirs), request)
+    reads: list[str] = []
+    original = JudgmentStore.read_json
+
+    def counting(self: JudgmentStore, key: str, **kwargs: Any) -> Any:
+        reads.append(key)
+        return original(self, key, **kwargs)
+
+    monkeypatch.setattr(JudgmentStore, "read_json", counting)
+    warm = cached_judge(None, dirs)
+    [answer] = run(warm, request)
+    assert answer.source == "cache"
+    assert reads == []
+    # A touched but identical file (a fresh checkout) is read once, then trusted again.
+    path = JudgmentStore(dirs.store).path_for(request.cache_key())
+    path.write_text(path.read_text())
+    import os
+
+    os.utime(path, ns=(1, 1))
+    [answer] = run(cached_judge(None, dirs), request)
+    assert answer.source == "cache" and len(reads) == 1
+    [answer] = run(cached_judge(None, dirs), request)
+    assert len(reads) == 1

@@ -247,7 +247,8 @@ class CachedJudge:
 
     # --- reading ---------------------------------------------------------------------------------
 
-    def _from_disk(self, request: JudgeRequest, key: str) -> JudgeAnswer | None:
+    def _from_disk(self, request: JudgeRequest, key: str) -> tuple[JudgeAnswer, Any] | None:
+        """The cached answer and the stamp of the store file it matched (see :meth:`_reconcile`)."""
         cache = self._disk()
         if cache is None:
             return None
@@ -293,7 +294,28 @@ class CachedJudge:
                 "dropped silently.",
             )
             return None
-        return answer
+        return answer, record.get("store_stamp")
+
+    def _reconcile(self, request: JudgeRequest, key: str, answer: JudgeAnswer, stamp: Any) -> JudgeAnswer:
+        """The committed store is the source of truth: when its file changed since the cache entry
+        was written (a reviewed edit, a checkout) and holds another answer, the store's answer is
+        served and the cache corrected. One ``stat`` per key and run; the file is read only when
+        its stamp changed."""
+        store = self.store
+        if store is None or key in self._in_store:
+            return answer
+        current = store.stamp(key)
+        if current is None:
+            return answer  # the store lacks it: readwrite and refresh copy it in (_store_lacks)
+        self._in_store.add(key)
+        if isinstance(stamp, list) and tuple(stamp) == current:
+            return answer
+        stored = store.get(request, replay=self.mode == "replay")
+        if stored is None:
+            return answer  # a damaged file, warned about: the cached answer serves
+        served = stored if stored.choices != answer.choices else answer
+        self._write_disk(request, key, served, current)  # so the file is not read again
+        return served
 
     def lookup(self, request: JudgeRequest) -> JudgeAnswer | None:
         """A recorded answer to ``request`` (memory, disk cache, then store), or ``None``."""
@@ -302,17 +324,21 @@ class CachedJudge:
         if answer is not None:
             self.stats.record_cache_hit(answer.usage)
             return answer
-        answer = self._from_disk(request, key)
-        if answer is not None:
+        hit = self._from_disk(request, key)
+        if hit is not None:
+            answer = self._reconcile(request, key, *hit)
             self._remember(key, answer)
-            self.stats.record_cache_hit(answer.usage)
+            if answer.source == "store":
+                self.stats.record_store_hit(answer.usage)
+            else:
+                self.stats.record_cache_hit(answer.usage)
             return answer
         if self.store is not None:
             answer = self.store.get(request, replay=self.mode == "replay")
             if answer is not None:
                 self._in_store.add(key)
                 self.stats.record_store_hit(answer.usage)
-                self._write_disk(request, key, answer)
+                self._write_disk(request, key, answer, self.store.stamp(key))
                 self._remember(key, answer)
                 return answer
         return None
@@ -330,28 +356,40 @@ class CachedJudge:
         self._in_store.add(key)  # before any await: concurrent hits of one key copy it once
         return key not in store
 
-    def _write_store(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
+    def _write_store(self, request: JudgeRequest, answer: JudgeAnswer) -> bool:
+        """Record ``answer`` in the store; False when there is none or it cannot be written."""
         store = self.store
         if store is None:
-            return
+            return False
         try:
             store.put(request, answer)
+            return True
         except OSError as exc:
             self._warn_once(
                 "store-unwritable",
                 f"cannot write to the judgment store at {store.directory} ({exc}); "
                 "new judgments are not being recorded for replay",
             )
+            return False
 
     # --- writing ---------------------------------------------------------------------------------
 
-    def _write_disk(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
+    def _write_disk(
+        self, request: JudgeRequest, key: str, answer: JudgeAnswer, stamp: tuple[int, int] | None = None
+    ) -> None:
         cache = self._disk()
         if cache is None:
             return
-        record = {"key": key, "kind": request.kind, "model": request.model, "answer": answer.to_json()}
+        record: dict[str, Any] = {
+            "key": key,
+            "kind": request.kind,
+            "model": request.model,
+            "answer": answer.to_json(),
+        }
         if request.derived:
             record["derived"] = request.derived_inputs()
+        if stamp is not None:
+            record["store_stamp"] = list(stamp)  # the store file this answer matches
         value = json.dumps(record, sort_keys=True, ensure_ascii=False)
         try:
             cache.set(key, value)
@@ -382,8 +420,9 @@ class CachedJudge:
         return answer
 
     def _write_both(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
-        self._write_disk(request, key, answer)
-        self._write_store(request, answer)
+        # The store first, so the cache entry can carry the stamp of the file it matches.
+        stamp = self.store.stamp(key) if self._write_store(request, answer) and self.store else None
+        self._write_disk(request, key, answer, stamp)
 
     # --- the Judge protocol ----------------------------------------------------------------------
 
@@ -429,9 +468,10 @@ class CachedJudge:
         """Serve ``request`` according to :attr:`mode`."""
         answer = self.recorded(request)
         if answer is not None:
-            if self._store_lacks(request.cache_key()):
-                # Off the event loop, like every other write.
-                await asyncio.to_thread(self._write_store, request, answer)
+            key = request.cache_key()
+            if self._store_lacks(key):
+                # Off the event loop, like every other write; the cache learns the file's stamp.
+                await asyncio.to_thread(self._write_both, request, key, answer)
             return answer
         return await self._judge_unrecorded(request)
 
@@ -465,7 +505,7 @@ class CachedJudge:
 
     def _write_stores(self, pairs: Iterable[tuple[JudgeRequest, JudgeAnswer]]) -> None:
         for request, answer in pairs:
-            self._write_store(request, answer)
+            self._write_both(request, request.cache_key(), answer)  # the cache learns the stamps
 
     async def _judge_unrecorded(self, request: JudgeRequest) -> JudgeAnswer:
         """Ask the judge (once per key, however many ask at the same time); never in replay."""

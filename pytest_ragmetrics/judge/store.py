@@ -85,6 +85,18 @@ class JudgmentStore:
         """Where the judgment with cache key ``key`` is stored."""
         return self.directory / key[:2] / f"{key}.json"
 
+    def stamp(self, key: str) -> tuple[int, int] | None:
+        """(modification time in ns, size) of the file of ``key``, or ``None`` when there is none.
+
+        The cache keeps the stamp of the store file an answer came from or went to: a different
+        stamp means the file was changed since (a reviewed edit, a checkout), and is read again.
+        """
+        try:
+            info = self.path_for(key).stat()
+        except OSError:
+            return None
+        return (info.st_mtime_ns, info.st_size)
+
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.path_for(key).is_file()
 
