@@ -662,3 +662,54 @@ def test_an_unchanged_store_file_is_not_read_on_a_cache_hit(fake_judge_server, d
     assert answer.source == "cache" and len(reads) == 1
     [answer] = run(cached_judge(None, dirs), request)
     assert len(reads) == 1
+
+
+READ_ONLY_SCRIPT = """
+import asyncio, sys, warnings
+sys.path.insert(0, {tests!r})
+from judge_requests import make_request
+from pytest_ragmetrics.judge.cache import CachedJudge
+
+def no_judge():
+    raise AssertionError("a warm read-only cache must answer without the judge")
+
+judge = CachedJudge(no_judge, cache_dir={cache!r})
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    answers = asyncio.run(judge.judge(make_request(0))), asyncio.run(judge.judge(make_request(1)))
+print([a.source for a in answers], judge.stats.cache_hits)
+print(" | ".join(str(w.message) for w in caught))
+"""
+
+
+def _can_mount_read_only(tmp_path: Path) -> bool:
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"mount --bind {tmp_path} {tmp_path} && mount -o remount,bind,ro {tmp_path}"],
+        capture_output=True,
+    )
+    return probe.returncode == 0
+
+
+def test_a_warm_cache_on_a_read_only_filesystem_is_read(fake_judge_server, dirs, tmp_path):
+    """A read-only mount used to give "unable to open database file" and every judgment paid again."""
+    if not _can_mount_read_only(tmp_path):
+        pytest.skip("needs `unshare -m` and bind mounts to make a read-only filesystem")
+    fake_judge_server.responder = lambda body: {"reason": "r", "useful": True}
+    long_reason = "x" * 40_000  # diskcache keeps values this long in a file beside the database
+    fake_judge_server.responder = lambda body: {
+        "reason": long_reason if "chunk 1" in json.dumps(body) else "short",
+        "useful": True,
+    }
+    run(cached_judge(fake_judge_server, dirs), make_request(0), make_request(1))
+    script = tmp_path / "read_only.py"
+    script.write_text(READ_ONLY_SCRIPT.format(tests=str(Path(__file__).parent), cache=str(dirs.cache)))
+    command = (
+        f"mount --bind {dirs.cache} {dirs.cache} && mount -o remount,bind,ro {dirs.cache} && "
+        f"{sys.executable} {script}"
+    )
+    out = subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    sources, warning = out.stdout.strip().splitlines()
+    assert sources == "['cache', 'cache'] 2"
+    assert "cannot be written" in warning and "reading it" in warning
+    assert fake_judge_server.request_count == 2

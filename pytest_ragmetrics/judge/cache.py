@@ -30,11 +30,12 @@ import os
 import shlex
 import sqlite3
 import threading
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._aio import gather_or_cancel
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgmentNotRecorded
@@ -115,6 +116,63 @@ def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
     # No memory-mapped reads: a warm run reads every entry once, and diskcache's default 64 MB map
     # would hold them all in the process's memory; SQLite's own page cache (8 MB here) serves as well.
     return diskcache.Cache(str(cache_dir), timeout=CACHE_TIMEOUT, sqlite_mmap_size=0, sqlite_cache_size=2**11)
+
+
+class ReadOnlyDiskCache:
+    """A diskcache database read where it cannot be written (a read-only filesystem or mount).
+
+    diskcache itself cannot open such a cache: it writes its settings on opening. This reads the
+    same SQLite table, immutable (no journal, no lock files), and the text values diskcache keeps
+    inline or in files. Nothing is written: :meth:`set` and :meth:`delete` do nothing. Pickled
+    values are never read.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        database = (self.directory / "cache.db").resolve()
+        if not database.is_file():
+            raise FileNotFoundError(f"no cache database at {database}")
+        # mode=ro reads the write-ahead log too (judgments not yet checkpointed into the database);
+        # where SQLite cannot open it that way on a read-only mount, immutable=1 (no locks, no -shm
+        # file) reads the database alone: safe, since nothing can write there either.
+        problem: sqlite3.Error | None = None
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(f"{database.as_uri()}?{options}", uri=True, check_same_thread=False)
+                db.execute("SELECT key, raw, value, mode, filename, expire_time FROM Cache LIMIT 0")
+            except sqlite3.Error as exc:
+                problem = exc
+                continue
+            self._db = db
+            break
+        else:
+            raise problem or sqlite3.OperationalError("cannot open the cache database")
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | bytes | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value, mode, filename, expire_time FROM Cache WHERE key = ? AND raw = 1", (key,)
+            ).fetchone()
+        if row is None:
+            return None
+        value, mode, filename, expire_time = cast("tuple[Any, int, str | None, float | None]", row)
+        if expire_time is not None and expire_time < time.time():
+            return None
+        if mode == 1 and isinstance(value, (str, bytes)):  # diskcache's MODE_RAW: the value is inline
+            return value
+        if mode == 3 and filename:  # MODE_TEXT: kept in a file beside the database
+            return (self.directory / filename).read_text(encoding="utf-8")
+        return None
+
+    def set(self, key: str, value: str) -> bool:
+        return False
+
+    def delete(self, key: str) -> bool:
+        return False
+
+    def close(self) -> None:
+        self._db.close()
 
 
 class CachedJudge:
@@ -200,16 +258,38 @@ class CachedJudge:
         if self._cache is not None:
             return self._cache
         problem: BaseException | None = None
+        read_only = False
         with self._lock:
             if self._cache is None:
                 try:
                     self._cache = open_disk_cache(self.cache_dir)
                 except Exception as exc:  # sqlite3/diskcache/OS errors of every kind: degrade, warn
                     problem = exc
+                    self._cache = self._open_read_only()
+                    read_only = self._cache is not None
             cache = self._cache
-        if problem is not None:
+        if read_only:
+            self._warn_read_only(problem)
+        elif problem is not None:
             self._disable_cache("cannot open it", problem)
         return cache
+
+    def _open_read_only(self) -> ReadOnlyDiskCache | None:
+        """A warm cache that cannot be written is still worth reading: it saves every judgment it holds."""
+        if self.cache_dir is None:
+            return None
+        try:
+            return ReadOnlyDiskCache(self.cache_dir)
+        except Exception:  # not a cache at all, or unreadable too: the caller disables it
+            return None
+
+    def _warn_read_only(self, problem: BaseException | None) -> None:
+        why = f" ({type(problem).__name__}: {problem})" if problem is not None else ""
+        self._warn_once(
+            "cache-read-only",
+            f"the judgment cache at {self.cache_dir} cannot be written{why}; reading it, "
+            "new judgments are not cached",
+        )
 
     def _inner_judge(self) -> Judge:
         if self._inner is None:
@@ -396,8 +476,23 @@ class CachedJudge:
         except _cache_errors() as exc:
             if _is_transient(exc):
                 self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
+                return
+            # Opened, but cannot be written (a read-only database file): keep reading it.
+            read_only = _is_read_only(exc) and self._swap_to_read_only(cache)
+            if read_only:
+                self._warn_read_only(exc)
             else:
                 self._disable_cache("cannot write to it", exc)
+
+    def _swap_to_read_only(self, cache: Any) -> bool:
+        reader = self._open_read_only()
+        if reader is None:
+            return False
+        with self._lock:
+            self._cache = reader
+        with contextlib.suppress(Exception):
+            cache.close()
+        return True
 
     async def _record(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> JudgeAnswer:
         # Cheap insurance: whatever the inner judge is, nothing unvalidated is ever recorded.
@@ -566,6 +661,11 @@ class CachedJudge:
             # closing must not turn a finished run into an error
             with contextlib.suppress(Exception):
                 cache.close()
+
+
+def _is_read_only(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
 
 
 def _is_transient(exc: BaseException) -> bool:
