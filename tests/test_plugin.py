@@ -966,3 +966,30 @@ def test_after_the_judge_refuses_the_key_the_other_tests_fail_at_once(project, j
     assert judge_server.request_count == 1
     assert result.stdout.str().count("the API key was not accepted") >= 4
     result.stdout.fnmatch_lines(["*the remaining judgments of this run fail without asking*"])
+
+
+@pytest.mark.parametrize("extra", [[], ["-n", "2", "-p", "xdist"]], ids=["serial", "xdist"])
+def test_only_the_final_attempt_of_a_rerun_test_counts(project, extra):
+    """pytest-rerunfailures: a discarded failed attempt must not count in aggregates and gates."""
+    project.makepyfile(test_rag="""
+        from pathlib import Path
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD, PARTIAL
+
+        def test_flaky_retriever():
+            marker = Path("attempted")
+            first = not marker.exists()
+            marker.write_text("1")
+            assert_context_recall(PARTIAL if first else GOOD) >= 0.8
+    """)
+    result = project.runpytest_subprocess(
+        "-p", "rerunfailures", "--reruns=1", "--rag-gate=context_recall mean >= 0.8",
+        "--rag-report", "--rag-report-json=r.json", *extra,
+    )
+    outcomes = result.parseoutcomes()
+    assert (outcomes.get("passed"), outcomes.get("rerun")) == (1, 1)
+    assert result.ret == pytest.ExitCode.OK
+    report = json.loads((project.path / "r.json").read_text())
+    assert [r["passed"] for r in report["results"]] == [True]
+    assert report["summary"]["metrics"][0]["n"] == 1
+    assert report["summary"]["gates"][0]["passed"] is True
