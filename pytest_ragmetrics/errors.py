@@ -24,7 +24,12 @@ class ConfigError(RagMetricsError, ValueError):
 
 
 class InvalidSample(RagMetricsError, ValueError):
-    """A sample cannot be scored on a metric (no reference for recall, say); names the sample."""
+    """A sample cannot be scored on a metric (no reference for recall, say); names the sample.
+
+    ``field`` names the offending field when there is one (``"contexts[0]"``).
+    """
+
+    field: str | None = None
 
 
 class JudgeError(RagMetricsError):

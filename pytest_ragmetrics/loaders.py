@@ -212,7 +212,9 @@ def _check(field: str, key: str, value: Any) -> Any:
     if field == "question":
         if not isinstance(value, str):
             raise _FieldError(f"field {key!r}: expected a str, got {_preview(value)}", key, TypeError)
-        if not value.strip():
+        from .sample import _invisible
+
+        if _invisible(value):
             message = f"field {key!r}: expected a non-empty str, got {_preview(value)}"
             raise _FieldError(message, key, ValueError)
         return value
@@ -372,8 +374,9 @@ def load_samples(path: str | os.PathLike[str]) -> list[RagSample]:
     and ``.csv``, and ``<file name>#<index>`` (0-based position in the list, unaffected by
     reformatting) for ``.json``. Ids must be unique within the file.
 
-    Raises :class:`SampleLoadError` (a ``ValueError``) naming the file, line or item, and field;
-    ``OSError`` when the file cannot be read.
+    Raises :class:`SampleLoadError` (a ``ValueError``) naming the file, line or item, and field (also
+    for a file without any sample, and for text that is not valid Unicode: a lone surrogate escape
+    such as ``"\\ud800"``); ``OSError`` when the file cannot be read.
     """
     from .sample import RagSample
 
@@ -405,7 +408,8 @@ def load_samples(path: str | os.PathLike[str]) -> list[RagSample]:
                 f"{where}: {exc}", file=name, line=line, index=index, field=exc.field
             ) from None
         except (TypeError, ValueError) as exc:  # RagSample's own checks, as a backstop
-            raise SampleLoadError(f"{where}: {exc}", file=name, line=line, index=index) from None
+            field = getattr(exc, "field", None)
+            raise SampleLoadError(f"{where}: {exc}", file=name, line=line, index=index, field=field) from None
         sample_id = sample.id if sample.id is not None else default_id
         if sample_id in seen:
             raise SampleLoadError(
@@ -417,6 +421,9 @@ def load_samples(path: str | os.PathLike[str]) -> list[RagSample]:
             )
         seen[sample_id] = where.removeprefix(f"{name}, ")
         samples.append(sample)
+    if not samples:
+        # An empty golden set would parametrize nothing and every gate would go unchecked.
+        raise SampleLoadError(f"{name}: no samples (the file is empty or holds only blank lines)", file=name)
     return samples
 
 

@@ -3,10 +3,52 @@
 from __future__ import annotations
 
 import dataclasses
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+
+def _invisible(text: str) -> bool:
+    """True when ``text`` shows nothing: only whitespace and format characters (zero-width space,
+    joiners, BOM, direction marks...), which ``str.strip`` keeps."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+
+
+def _lone_surrogate(text: str) -> str | None:
+    """Why ``text`` is not valid Unicode (a lone surrogate, which no UTF-8 encoder accepts), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"contains a lone surrogate {text[exc.start]!r} at position {exc.start}: not valid Unicode "
+            "text (it cannot be encoded, cached or sent to a judge); fix the source, or decode it "
+            "with errors='replace'"
+        )
+    return None
+
+
+def _check_unicode(sample: RagSample) -> None:
+    """Every text of the sample must be encodable: an InvalidSample names the first field that is not."""
+    from .errors import InvalidSample
+
+    fields: list[tuple[str, Any]] = [
+        ("question", sample.question),
+        *((f"contexts[{i}]", c) for i, c in enumerate(sample.contexts)),
+        ("ground_truth", sample.ground_truth),
+        ("answer", sample.answer),
+        ("id", sample.id),
+        *((f"context_ids[{i}]", c) for i, c in enumerate(sample.context_ids or ())),
+        *((f"reference_contexts[{i}]", c) for i, c in enumerate(sample.reference_contexts or ())),
+        *(("reference_context_ids", k) for k in (sample.reference_context_ids or {})),
+    ]
+    for name, value in fields:
+        problem = _lone_surrogate(value) if isinstance(value, str) else None
+        if problem is not None:
+            error = InvalidSample(f"RagSample.{name} {problem}")
+            error.field = name
+            raise error
 
 
 def _show(value: Any, limit: int = 60) -> str:
@@ -48,8 +90,11 @@ class RagSample:
                 f"RagSample.question must be a str, got {type(self.question).__name__}: "
                 f"{_show(self.question)}"
             )
-        if not self.question.strip():
-            raise ValueError(f"RagSample.question must be a non-empty str, got {_show(self.question)}")
+        if _invisible(self.question):
+            raise ValueError(
+                f"RagSample.question must be a non-empty str, got {_show(self.question)}"
+                + (" (only invisible characters)" if self.question.strip() else "")
+            )
         contexts = self.contexts
         if isinstance(contexts, (str, bytes)) or not isinstance(contexts, (list, tuple)):
             raise TypeError(
@@ -96,6 +141,7 @@ class RagSample:
             object.__setattr__(
                 self, "reference_contexts", _texts("reference_contexts", self.reference_contexts)
             )
+        _check_unicode(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # mappingproxy cannot be pickled or deep-copied; rebuild from plain values instead.

@@ -160,8 +160,26 @@ def test_invalid_utf8_names_the_line(tmp_path):
         load_samples(path)
 
 
-def test_empty_file_gives_no_samples(tmp_path):
-    assert load_samples(write(tmp_path, "empty.jsonl", "\n\n")) == []
+@pytest.mark.parametrize(("name", "text"), [("empty.jsonl", "\n\n"), ("none.jsonl", ""), ("e.json", "[]")])
+def test_a_golden_set_without_samples_is_an_error(tmp_path, name, text):
+    """An empty golden set used to load silently as no samples: nothing tested, every gate unchecked."""
+    with pytest.raises(SampleLoadError, match=rf"^{name.replace('.', '[.]')}: no samples"):
+        load_samples(write(tmp_path, name, text))
+
+
+def test_a_lone_surrogate_escape_is_an_error_naming_line_and_field(tmp_path):
+    text = '{"question": "q?", "contexts": ["ok", "a \\ud800 b"], "ground_truth": "g."}\n'
+    with pytest.raises(
+        SampleLoadError, match=r"^s\.jsonl, line 1: RagSample\.contexts\[1\] contains a lone"
+    ) as info:
+        load_samples(write(tmp_path, "s.jsonl", text))
+    assert info.value.field == "contexts[1]"
+
+
+def test_a_question_of_only_zero_width_characters_is_an_error(tmp_path):
+    text = jsonl({"question": "\u200b\u200d\ufeff ", "contexts": []})
+    with pytest.raises(SampleLoadError, match=r"line 1: field 'question': expected a non-empty str"):
+        load_samples(write(tmp_path, "z.jsonl", text))
 
 
 # ------------------------------------------------------------------------------------------- .json
@@ -300,8 +318,9 @@ def test_csv_duplicate_ids_name_both_lines(tmp_path):
         load_samples(write(tmp_path, "d.csv", text))
 
 
-def test_csv_with_only_a_header_gives_no_samples(tmp_path):
-    assert load_samples(write(tmp_path, "h.csv", "question,contexts\n")) == []
+def test_csv_with_only_a_header_is_an_error(tmp_path):
+    with pytest.raises(SampleLoadError, match=r"^h\.csv: no samples"):
+        load_samples(write(tmp_path, "h.csv", "question,contexts\n"))
 
 
 # ------------------------------------------------------------------------------------------ others

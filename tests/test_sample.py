@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -294,3 +295,42 @@ def test_samples_survive_deepcopy_and_pickle():
     sample = RagSample("q?", ["c"], ground_truth="g", id="s1", metadata={"k": [1]})
     for clone in (copy.deepcopy(sample), pickle.loads(pickle.dumps(sample))):
         assert clone == sample and clone.metadata == {"k": [1]} and clone.id == "s1"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"question": "q \ud800?", "contexts": ["c"]}, "question"),
+        ({"question": "q?", "contexts": ["a \ud800 b"], "ground_truth": "g."}, "contexts[0]"),
+        ({"question": "q?", "contexts": ["c"], "ground_truth": "g \udfff."}, "ground_truth"),
+        ({"question": "q?", "contexts": ["c"], "answer": "\ud83d"}, "answer"),
+        ({"question": "q?", "contexts": ["c"], "id": "x\ud800"}, "id"),
+    ],
+)
+def test_a_lone_surrogate_is_an_invalid_sample_naming_the_field(kwargs, field):
+    """It used to crash later, in the cache key, with UnicodeEncodeError."""
+    from pytest_ragmetrics.errors import InvalidSample
+
+    with pytest.raises(
+        InvalidSample, match=rf"^RagSample\.{re.escape(field)} contains a lone surrogate"
+    ) as info:
+        RagSample(**kwargs)
+    assert info.value.field == field
+
+
+def test_a_lone_surrogate_in_new_contexts_is_caught_too():
+    from pytest_ragmetrics.errors import InvalidSample
+
+    sample = RagSample("q?", ["c"], ground_truth="g.")
+    with pytest.raises(InvalidSample, match=r"contexts\[1\]"):
+        sample.with_contexts(["fine", "bad \ud800"])
+
+
+def test_a_valid_surrogate_pair_written_as_one_character_is_fine():
+    assert RagSample("emoji 😀?", ["😀 chunk"]).contexts == ("😀 chunk",)
+
+
+@pytest.mark.parametrize("question", ["\u200b", "\u200b\u200c\u200d\ufeff", " \u2060\n", "\u200e"])
+def test_a_question_of_only_invisible_characters_is_rejected(question):
+    with pytest.raises(ValueError, match=r"RagSample\.question must be a non-empty str"):
+        RagSample(question, ["c"])
