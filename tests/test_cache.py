@@ -713,3 +713,71 @@ def test_a_warm_cache_on_a_read_only_filesystem_is_read(fake_judge_server, dirs,
     assert sources == "['cache', 'cache'] 2"
     assert "cannot be written" in warning and "reading it" in warning
     assert fake_judge_server.request_count == 2
+
+
+SHARED_SCRIPT = """
+import asyncio, sys, time
+sys.path.insert(0, {tests!r})
+from judge_requests import make_request
+from pytest_ragmetrics.judge.cache import CachedJudge
+from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
+
+start_at = float(sys.argv[1])
+judge = CachedJudge(
+    lambda: OpenAIJudge(api_key="sk-dummy", base_url={base_url!r}, max_retries=0, timeout=30),
+    cache_dir={cache!r},
+)
+
+async def main():
+    try:
+        answers = await asyncio.gather(*(judge.judge(make_request(i)) for i in range(12)))
+    finally:
+        await judge.aclose()
+    print(sorted(a.source for a in answers).count("judge"))
+
+time.sleep(max(0.0, start_at - time.time()))  # both processes ask at the same moment
+asyncio.run(main())
+"""
+
+
+def test_processes_sharing_a_cache_pay_once_per_judgment(fake_judge_server, tmp_path):
+    """Two xdist-like workers needing the same judgments at the same time: each is asked for once."""
+    import time
+
+    fake_judge_server.delay(0.3)
+    script = tmp_path / "worker.py"
+    script.write_text(
+        SHARED_SCRIPT.format(
+            tests=str(Path(__file__).parent), base_url=fake_judge_server.base_url, cache=str(tmp_path / "c")
+        )
+    )
+    # Warm the cache database up (creation is not what is measured), then start both together.
+    CachedJudge(lambda: pytest.fail("no judge"), cache_dir=tmp_path / "c")._disk()
+    start_at = str(time.time() + 2.0)
+    procs = [
+        subprocess.Popen([sys.executable, str(script), start_at], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert fake_judge_server.request_count == 12
+    assert sum(int(out.strip()) for out in outputs) == 12  # the other process served the rest
+
+
+def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monkeypatch):
+    """A process killed while judging leaves its claim behind: others wait for it to expire, no longer."""
+    import time
+
+    import pytest_ragmetrics.judge.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "CLAIM_SECONDS", 1.0)
+    request = make_request()
+    judge = cached_judge(fake_judge_server, dirs)
+    disk = judge._disk()
+    assert disk is not None
+    disk.add(cache_module.CLAIM_PREFIX + request.cache_key(), "dead-process", expire=1.0)
+    start = time.perf_counter()
+    [answer] = run(judge, request)
+    assert answer.source == "judge"
+    assert 0.8 < time.perf_counter() - start < 10
+    assert fake_judge_server.request_count == 1

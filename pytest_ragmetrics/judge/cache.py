@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import secrets
 import shlex
 import sqlite3
 import threading
@@ -57,6 +58,12 @@ CACHE_TIMEOUT = 10.0
 #: judgments that one test or one batch of samples shares (sentence and binary relevance share one
 #: per chunk), without holding a large run's answers in memory.
 MEMORY_ENTRIES = 16_384
+#: Prefix of the disk-cache entries by which a process claims a judgment it is asking for.
+CLAIM_PREFIX = "claim:"
+#: Seconds a claim lives without being renewed: a process that died holding one blocks no one longer.
+CLAIM_SECONDS = 30.0
+#: Seconds between looks at the cache while another process holds the claim.
+CLAIM_POLL = 0.05
 
 
 class RagMetricsWarning(UserWarning):
@@ -221,6 +228,8 @@ class CachedJudge:
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         # Keys the store is known to hold (read or written this run), so a hit costs no stat().
         self._in_store: set[str] = set()
+        # Tasks renewing this process's claims on judgments being asked for (see _claim).
+        self._renewals: dict[str, asyncio.Task[None]] = {}
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -620,8 +629,20 @@ class CachedJudge:
         future: asyncio.Future[JudgeAnswer] = loop.create_future()
         self._inflight[key] = future
         try:
-            answer = await self._ask_inner(request)
-            answer = await self._record(request, key, answer)
+            token, answer_elsewhere = await self._claim(request, key)
+            if answer_elsewhere is not None:
+                # Another process (an xdist worker) judged it while this one waited: paid once.
+                answer = answer_elsewhere
+                self._remember(key, answer)
+                self.stats.record_cache_hit(answer.usage)
+                future.set_result(answer)
+                self.used_keys.add(key)
+                return answer
+            try:
+                answer = await self._ask_inner(request)
+                answer = await self._record(request, key, answer)
+            finally:
+                self._release(key, token)
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -638,6 +659,62 @@ class CachedJudge:
         self._judged_this_run.add(key)
         self.used_keys.add(key)
         return answer
+
+    # --- one judgment paid once across processes ----------------------------------------------
+
+    async def _claim(self, request: JudgeRequest, key: str) -> tuple[Any, JudgeAnswer | None]:
+        """Claim the right to ask the judge for ``key`` across the processes sharing the disk cache.
+
+        Returns ``(token, None)`` when this process holds the claim (release it with
+        :meth:`_release`), ``(None, answer)`` when another process recorded the answer meanwhile,
+        and ``(None, None)`` when there is nothing to coordinate with (no writable disk cache, or a
+        mode that does not read it). A claim is a cache entry added atomically; it expires after
+        :data:`CLAIM_SECONDS` unless renewed, so a process killed while judging blocks no one for
+        long, and a failed judgment releases it for the next process to try.
+        """
+        cache = self._disk()
+        if self.mode != "readwrite" or cache is None or isinstance(cache, ReadOnlyDiskCache):
+            return None, None
+        token = secrets.token_hex(8)
+        claim = CLAIM_PREFIX + key
+        errors = _cache_errors()
+        while True:
+            try:
+                claimed = await asyncio.to_thread(cache.add, claim, token, expire=CLAIM_SECONDS)
+            except errors:
+                return None, None  # a busy or broken cache must not stop judging
+            # Claimed or not, look again: the holder may have just finished.
+            hit = await asyncio.to_thread(self._from_disk, request, key)
+            if hit is not None:
+                if claimed:
+                    self._release(key, token)
+                return None, self._reconcile(request, key, *hit)
+            if claimed:
+                self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(cache, claim))
+                return token, None
+            await asyncio.sleep(CLAIM_POLL)
+
+    async def _renew(self, cache: Any, claim: str) -> None:
+        """Keep a claim alive while its judgment is being asked for (a slow judge, retries)."""
+        with contextlib.suppress(*_cache_errors()):
+            while True:
+                await asyncio.sleep(CLAIM_SECONDS / 3)
+                await asyncio.to_thread(cache.touch, claim, expire=CLAIM_SECONDS)
+
+    def _release(self, key: str, token: Any) -> None:
+        if token is None:
+            return
+        renewal = self._renewals.pop(key, None)
+        if renewal is not None:
+            renewal.cancel()
+        cache = self._cache
+        if cache is None or isinstance(cache, ReadOnlyDiskCache):
+            return
+        claim = CLAIM_PREFIX + key
+        # Synchronous (one small SQLite transaction): it also runs when the judging was cancelled.
+        with contextlib.suppress(*_cache_errors()), cache.transact():
+            if cache.get(claim) == token:
+                cache.delete(claim)
 
     def unused_store_entries(self) -> list[str]:
         """Keys in the judgment store that this run neither served nor wrote, sorted."""
@@ -688,6 +765,8 @@ def cache_summary(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         models: dict[str, int] = {}
         for key in cache.iterkeys():
+            if isinstance(key, str) and key.startswith(CLAIM_PREFIX):
+                continue  # a judgment being asked for right now, not an entry
             raw = cache.get(key)
             try:
                 model = str(json.loads(raw).get("model", "?"))
