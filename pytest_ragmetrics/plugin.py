@@ -80,6 +80,8 @@ class RunState:
     prefetcher: Prefetcher | None = None
     #: xdist: the scores each test asked for, from the workers (saved for the next run's prefetching).
     worker_plans: dict[str, Any] = field(default_factory=dict)
+    #: Usage errors found while generating tests, raised together once collection is over.
+    usage_errors: list[str] = field(default_factory=list)
 
     @property
     def stats(self) -> JudgeStats:
@@ -284,6 +286,11 @@ def pytest_configure(config: pytest.Config) -> None:
         regression_gates = _parse_regression_gates(config, settings.regression_gates)
         # The comparison is made once, by the process that writes the report (never by xdist workers).
         baseline = _load_baseline(settings) if not _is_worker(config) else None
+        if settings.judge_provider == "azure" and settings.cache != "replay":
+            from .judge.openai_judge import check_azure_settings
+
+            # Every test would fail on it: stop before the first one.
+            check_azure_settings(settings.judge_base_url)
     except ConfigError as exc:
         raise pytest.UsageError(f"ragmetrics: {exc}") from None
     state = RunState(config, settings, gates, regression_gates=regression_gates, baseline=baseline)
@@ -413,9 +420,10 @@ def _validate_marker(mark: pytest.Mark, where: str) -> None:
         )
     unknown = sorted(set(mark.kwargs) - set(OPTIONS_BY_NAME) - set(_MARKER_KEYS_EXTRA))
     if unknown:
+        per_test = sorted(set(OPTIONS_BY_NAME) - RUN_WIDE)
         raise pytest.UsageError(
             f"{where}: unknown @pytest.mark.ragmetrics argument(s) {', '.join(unknown)}; use samples, method "
-            f"or a setting name: {', '.join(sorted(OPTIONS_BY_NAME))}"
+            f"or a setting name: {', '.join(per_test)}"
         )
     try:
         resolve(overrides=_setting_changes(dict(mark.kwargs)))
@@ -431,11 +439,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     samples_path = next((m.kwargs["samples"] for m in marks if "samples" in m.kwargs), None)
     if samples_path is None:
         return
+    # Problems are usage errors (exit 4, no traceback), raised once collection is over: raised here,
+    # they would be collection errors with a chained traceback.
+    problems = _state(metafunc.config).usage_errors
     if "rag_sample" not in metafunc.fixturenames:
-        pytest.fail(
-            f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the rag_sample fixture",
-            pytrace=False,
+        problems.append(
+            f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the rag_sample fixture"
         )
+        return
     from .loaders import load_samples
 
     path = Path(samples_path)
@@ -444,14 +455,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         path = here if here.exists() else metafunc.config.rootpath / path
     try:
         samples = load_samples(path)
+    except FileNotFoundError:
+        problems.append(f"{where}: @pytest.mark.ragmetrics(samples={samples_path!r}): no such file: {path}")
+        samples = []
     except (OSError, ValueError) as exc:
-        pytest.fail(f"{where}: @pytest.mark.ragmetrics(samples={samples_path!r}): {exc}", pytrace=False)
+        problems.append(f"{where}: @pytest.mark.ragmetrics(samples={samples_path!r}): {exc}")
+        samples = []
     metafunc.parametrize("rag_sample", samples, ids=[s.id or str(i) for i, s in enumerate(samples)])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Validated here, not in pytest_generate_tests, so a bad argument is a usage error (exit 4)
     # rather than a collection error with a traceback.
+    problems = _state(config).usage_errors
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
     seen: set[int] = set()
     for item in items:
         for mark in item.iter_markers("ragmetrics"):

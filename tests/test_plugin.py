@@ -398,6 +398,37 @@ def test_marker_arguments_are_validated(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*test_typo: unknown @pytest.mark.ragmetrics argument(s) judge_modle*"])
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    # The allowed names are those a marker takes: no run-wide setting (reports, gates) among them.
+    allowed = result.stderr.str().split("or a setting name:")[1]
+    assert "judge_model" in allowed
+    for run_wide in ("gates", "report", "report_json", "report_md", "report_html", "github_summary"):
+        assert run_wide not in allowed.replace(",", " ").split()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "*samples='missing.jsonl'): no such file: *missing.jsonl"),
+        ("", "*samples='missing.jsonl'): missing.jsonl: no samples*"),
+        ('{"question": "q", "contexts": ["a \\ud800"]}\n', "*line 1: RagSample.contexts[[]0[]] contains a lone*"),
+    ],
+    ids=["missing", "empty", "surrogate"],
+)
+def test_a_bad_samples_file_in_the_marker_is_a_usage_error(pytester, content, message):
+    """It used to exit 2 with a chained "During handling of the above exception" traceback."""
+    if content is not None:
+        (pytester.path / "missing.jsonl").write_text(content)
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.ragmetrics(samples="missing.jsonl")
+        def test_golden(rag_sample):
+            pass
+    """)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    text = result.stderr.str() + result.stdout.str()
+    assert "Traceback" not in text and "During handling" not in text
 
 
 def test_marker_refuses_run_wide_settings(pytester):
@@ -843,9 +874,14 @@ def test_azure_provider_without_endpoint_or_version_says_what_to_set(project, ju
             assert_context_recall(GOOD) >= 0.8
     """)
     result = project.runpytest("--rag-judge-provider=azure")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*ConfigError*AZURE_OPENAI_ENDPOINT*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # at startup, not one failure per test
+    result.stderr.fnmatch_lines(["*ragmetrics: the Azure OpenAI judge needs the endpoint*AZURE_OPENAI_ENDPOINT*"])
+    assert "Traceback" not in result.stderr.str()
     assert judge_server.request_count == 0
+    # Replay needs no judge at all: the same settings are fine there.
+    replay = project.runpytest("--rag-judge-provider=azure", "--rag-cache=replay")
+    replay.assert_outcomes(failed=1)
+    replay.stdout.fnmatch_lines(["*JudgmentNotRecorded*"])
 
 
 FOUR_TESTS = """

@@ -704,6 +704,19 @@ def _format_unsupported(status: int, detail: str, server_errors: int, last_try: 
     return False
 
 
+def check_azure_settings(endpoint: str | None = None, api_version: str | None = None) -> None:
+    """Raise :class:`ConfigError` when an Azure judge could not be built: no endpoint (``endpoint``
+    or ``AZURE_OPENAI_ENDPOINT``) or no API version (``api_version`` or ``OPENAI_API_VERSION``).
+
+    The plugin calls it at startup, so a run stops with one usage error instead of failing every test.
+    """
+    _check_azure(
+        endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or None,
+        api_version or os.environ.get("OPENAI_API_VERSION") or None,
+        None,
+    )
+
+
 def _check_azure(endpoint: str | None, api_version: str | None, base_url: str | None) -> None:
     """Raise :class:`ConfigError` naming what to set when the Azure settings are incomplete."""
     missing = []
