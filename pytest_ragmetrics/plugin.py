@@ -286,11 +286,6 @@ def pytest_configure(config: pytest.Config) -> None:
         regression_gates = _parse_regression_gates(config, settings.regression_gates)
         # The comparison is made once, by the process that writes the report (never by xdist workers).
         baseline = _load_baseline(settings) if not _is_worker(config) else None
-        if settings.judge_provider == "azure" and settings.cache != "replay":
-            from .judge.openai_judge import check_azure_settings
-
-            # Every test would fail on it: stop before the first one.
-            check_azure_settings(settings.judge_base_url)
     except ConfigError as exc:
         raise pytest.UsageError(f"ragmetrics: {exc}") from None
     state = RunState(config, settings, gates, regression_gates=regression_gates, baseline=baseline)
@@ -313,6 +308,13 @@ def pytest_configure(config: pytest.Config) -> None:
     from . import _scope
 
     _scope.session_evaluator = lambda: state.evaluator(state.settings)
+    if settings.judge_provider == "azure" and settings.cache != "replay":
+        from .judge.openai_judge import check_azure_settings
+
+        try:  # every test would fail on it: stop before the first one
+            check_azure_settings(settings.judge_base_url)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"ragmetrics: {exc}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -381,3 +381,19 @@ def resolve(
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     """Settings for use outside pytest: defaults < ``RAGMETRICS_*`` environment variables."""
     return resolve(env=os.environ if environ is None else environ)
+
+
+def how_to_set(name: str, value: Any) -> str:
+    """How a person sets setting ``name`` to ``value`` where this code runs, for messages.
+
+    Inside a pytest run the command-line option (or ini key) is named; in a plain script, which has
+    no pytest options, :class:`Settings` and the environment variable.
+    """
+    from . import _scope
+
+    option = OPTIONS_BY_NAME[name]
+    if _scope.session_evaluator is not None:  # the plugin is configured: this is a pytest run
+        if option.cli:
+            return f"{option.cli_name}={value} ({option.env_name}={value})"
+        return f"{option.ini_name} = {value} ({option.env_name})"
+    return f"Settings({name}={value!r}) ({option.env_name}={value})"

@@ -1029,3 +1029,19 @@ def test_only_the_final_attempt_of_a_rerun_test_counts(project, extra):
     assert [r["passed"] for r in report["results"]] == [True]
     assert report["summary"]["metrics"][0]["n"] == 1
     assert report["summary"]["gates"][0]["passed"] is True
+
+
+def test_replay_after_recording_with_another_model_names_that_model(project):
+    project.makepyfile(test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_recall():
+            assert_context_recall(GOOD) >= 0.5
+    """)
+    project.runpytest("--rag-store-dir=judgments", "--rag-judge-model=judge-x").assert_outcomes(passed=1)
+    result = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*The store holds this judgment recorded with model judge-x: set --rag-judge-model=judge-x*"]
+    )

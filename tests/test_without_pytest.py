@@ -41,3 +41,32 @@ def test_engine_and_assertions_run_without_pytest(tmp_path):
     assert "aggregates 0.5 1" in lines
     assert "ASSERTION context_recall of sample 's1' = 0.500, expected >= 0.8" in lines
     assert "pytest imported: False" in lines
+
+
+ERRORS_SCRIPT = textwrap.dedent("""
+    import os
+    from pytest_ragmetrics import Evaluator, RagSample, Settings, context_recall
+    from pytest_ragmetrics.errors import RagMetricsError
+
+    for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT"):
+        os.environ.pop(name, None)
+    sample = RagSample("Capital of France?", ["Paris is the capital."], ground_truth="Paris.")
+    for settings in (Settings(), Settings(cache="replay", store_dir="judgments"),
+                     Settings(judge_provider="azure")):
+        try:
+            with Evaluator(settings) as ev:
+                context_recall(sample, evaluator=ev)
+        except RagMetricsError as exc:
+            print("ERROR", exc)
+""")
+
+
+def test_script_errors_speak_of_settings_not_pytest_options(tmp_path):
+    out = subprocess.run([sys.executable, "-c", ERRORS_SCRIPT], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    errors = [line for line in out.stdout.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 3, out.stdout
+    assert "no API key" in errors[0] and "Settings(cache='replay')" in errors[0]
+    assert "no recorded judgment" in errors[1] and "Settings(cache='readwrite')" in errors[1]
+    assert "Azure OpenAI judge needs the endpoint" in errors[2] and "Settings(judge_base_url=" in errors[2]
+    assert "--rag-" not in out.stdout

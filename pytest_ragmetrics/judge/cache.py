@@ -230,6 +230,8 @@ class CachedJudge:
         self._in_store: set[str] = set()
         # Tasks renewing this process's claims on judgments being asked for (see _claim).
         self._renewals: dict[str, asyncio.Task[None]] = {}
+        # Models the judgment store holds judgments of (read on the first replay miss).
+        self._store_models: set[str] | None = None
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -531,6 +533,8 @@ class CachedJudge:
     # --- the Judge protocol ----------------------------------------------------------------------
 
     def _not_recorded(self, request: JudgeRequest) -> JudgmentNotRecorded:
+        from ..settings import how_to_set
+
         where = []
         if self.store is not None:
             where.append(f"the judgment store {self.store.directory}")
@@ -540,9 +544,37 @@ class CachedJudge:
         problem = f" (the cache was unusable: {self._cache_problem})" if self._cache_problem else ""
         return JudgmentNotRecorded(
             f"no recorded judgment for {request.label or request.kind} "
-            f"(model {request.model}, prompt {request.prompt_version}) in {searched}{problem}. "
-            "--rag-cache=replay never calls the judge: record it by running once with an API key "
-            "and --rag-cache=readwrite (or refresh), then commit the judgment store directory."
+            f"(model {request.model}, prompt {request.prompt_version}) in {searched}{problem}."
+            f"{self._other_models_hint(request)} Replay ({how_to_set('cache', 'replay')}) never calls "
+            "the judge: record it by running once with an API key in "
+            f"{how_to_set('cache', 'readwrite')} (or refresh), then commit the judgment store directory."
+        )
+
+    def _other_models_hint(self, request: JudgeRequest) -> str:
+        """When the store holds judgments of other models: which, and the setting that selects one.
+
+        Recording with ``--rag-judge-model=X`` and replaying without it misses every judgment; this
+        says so instead of leaving "not recorded" unexplained. Reads the store's files once per run.
+        """
+        if self.store is None:
+            return ""
+        if self._store_models is None:
+            self._store_models = self.store.models()
+        others = sorted(self._store_models - {request.model})
+        if not others:
+            return ""
+        from ..settings import how_to_set
+
+        name = "relevance_models" if request.kind.startswith("context_relevance_graded") else "judge_model"
+        exact = [m for m in others if dataclasses.replace(request, model=m).cache_key() in self.store]
+        if exact:
+            return (
+                f" The store holds this judgment recorded with model {exact[0]}: "
+                f"set {how_to_set(name, exact[0])}."
+            )
+        return (
+            f" The store holds judgments for model(s) {', '.join(others[:5])}, not {request.model}: "
+            f"to replay them, set {how_to_set(name, others[0])}."
         )
 
     def recorded(self, request: JudgeRequest) -> JudgeAnswer | None:

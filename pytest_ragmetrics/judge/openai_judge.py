@@ -46,21 +46,26 @@ MAX_BACKOFF = 20.0
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
-_REPLAY_HINT = (
-    "or, to use recorded judgments without calling the judge, run with --rag-cache=replay "
-    "(RAGMETRICS_CACHE=replay); replay needs the judgments recorded in the judgment store directory "
-    "(--rag-store-dir), committed by a run that had a key"
-)
 
-NO_KEY_MESSAGE = (
-    "no API key for the LLM judge: set OPENAI_API_KEY (and OPENAI_BASE_URL or --rag-judge-base-url "
-    f"to use another OpenAI-compatible server), {_REPLAY_HINT}"
-)
+def no_key_message(azure: bool = False) -> str:
+    """What to do without an API key, in the terms of where the code runs (pytest or a script)."""
+    from ..settings import how_to_set
 
-NO_AZURE_KEY_MESSAGE = (
-    "no API key for the Azure OpenAI judge: set AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN), "
-    + _REPLAY_HINT
-)
+    replay = (
+        f"or, to use recorded judgments without calling the judge, set {how_to_set('cache', 'replay')}; "
+        "replay needs the judgments recorded in the judgment store directory "
+        f"({how_to_set('store_dir', 'PATH')}), committed by a run that had a key"
+    )
+    if azure:
+        return (
+            "no API key for the Azure OpenAI judge: set AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN), "
+            + replay
+        )
+    return (
+        "no API key for the LLM judge: set OPENAI_API_KEY (and OPENAI_BASE_URL or "
+        f"{how_to_set('judge_base_url', 'URL')} to use another OpenAI-compatible server), {replay}"
+    )
+
 
 _Error = TypeVar("_Error", bound=JudgeError)
 
@@ -333,7 +338,7 @@ class OpenAIJudge:
             return existing
         # Checked before the SDK is even imported: no key means no network activity at all.
         if not self.has_credentials():
-            raise JudgeUnavailable(NO_AZURE_KEY_MESSAGE if self.azure else NO_KEY_MESSAGE)
+            raise JudgeUnavailable(no_key_message(self.azure))
         import openai
 
         # The SDK's own retries are off: ours are counted and produce one readable error.
@@ -719,11 +724,13 @@ def check_azure_settings(endpoint: str | None = None, api_version: str | None = 
 
 def _check_azure(endpoint: str | None, api_version: str | None, base_url: str | None) -> None:
     """Raise :class:`ConfigError` naming what to set when the Azure settings are incomplete."""
+    from ..settings import how_to_set
+
     missing = []
     if not endpoint:
         missing.append(
-            "the endpoint (--rag-judge-base-url or AZURE_OPENAI_ENDPOINT, "
-            "e.g. https://<resource>.openai.azure.com)"
+            f"the endpoint ({how_to_set('judge_base_url', 'https://<resource>.openai.azure.com')} "
+            "or AZURE_OPENAI_ENDPOINT)"
         )
     if not api_version:
         missing.append("the API version (OPENAI_API_VERSION, e.g. 2024-10-21)")

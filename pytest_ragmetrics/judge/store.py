@@ -113,6 +113,18 @@ class JudgmentStore:
             if _is_key(p.stem) and p.parent.name == p.stem[:2]
         }
 
+    def models(self) -> set[str]:
+        """The judge models of the stored judgments (unreadable files are skipped)."""
+        found: set[str] = set()
+        for key in self.keys():
+            try:
+                model = json.loads(self.path_for(key).read_text(encoding="utf-8")).get("model")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(model, str):
+                found.add(model)
+        return found
+
     def _warn(self, key: str, why: str, replay: bool | None) -> None:
         from .cache import RagMetricsWarning
 
