@@ -25,6 +25,15 @@ def _threshold(value: object) -> float:
     return float(value)
 
 
+def _check_range(subject: str, threshold: float) -> None:
+    from .errors import ConfigError
+    from .specs import threshold_problem
+
+    problem = threshold_problem(subject, threshold)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
 def quantile(values: Sequence[float], q: float) -> float:
     """The q-quantile with linear interpolation between order statistics (numpy's default)."""
     if not 0.0 <= q <= 1.0:
@@ -45,10 +54,21 @@ class _Comparable:
     """Comparison operators that assert; subclasses provide ``value`` and ``_describe``."""
 
     value: float
+    #: The compared value lies in [0, 1]: a threshold outside it is an error, not a doomed check.
+    bounded: bool = False
+
+    def _subject_name(self) -> str:
+        raise NotImplementedError
+
+    def _used(self) -> None:
+        """The check was compared (even with a threshold refused): no "never compared" warning."""
 
     def _compare(self, op: str, other: object) -> bool:
         __tracebackhide__ = True  # the failure is in the user's test line, not in here
         threshold = _threshold(other)
+        if self.bounded:
+            self._used()
+            _check_range(self._subject_name(), threshold)
         # The same float-noise tolerance as the gates: a mean of 0.7999999999999999 meets >= 0.8.
         passed = compare(self.value, op, threshold)
         self._record(op, threshold, passed)
@@ -125,6 +145,12 @@ class ScoreCheck(_Comparable):
     def stat(self) -> str:
         return "score" if self.single else "mean"
 
+    def _subject_name(self) -> str:
+        return self.name
+
+    def _used(self) -> None:
+        self.compared = True
+
     def mean(self) -> Stat:
         return Stat(self, "mean", self.value)
 
@@ -140,6 +166,9 @@ class ScoreCheck(_Comparable):
     def pass_rate(self, threshold: float) -> Stat:
         """Share of samples whose score is at least ``threshold``."""
         t = _threshold(threshold)
+        if self.bounded:
+            self.compared = True
+            _check_range(self.name, t)
         rate = sum(1 for r in self.results if compare(r.score, ">=", t)) / len(self.results)
         return Stat(self, f"pass_rate(>={t:g})", rate)
 
@@ -225,9 +254,14 @@ class Stat(_Comparable):
         self.check = check
         self.stat = stat
         self.value = value
+        # A pass rate lies in [0, 1] whatever the metric; other statistics share the metric's range.
+        self.bounded = check.bounded or stat.startswith("pass_rate")
 
     def __repr__(self) -> str:
         return f"<Stat {self.check.name} {self.stat}={self.value:.4g}>"
+
+    def _subject_name(self) -> str:
+        return f"{self.check.name} {self.stat}"
 
     def _record(self, op: str, threshold: float, passed: bool) -> None:
         self.check.record(self.stat, self.value, op, threshold, passed)
@@ -254,6 +288,7 @@ def _make_check(
         batch = _with_ids(batch)
         results = evaluator.score_many(batch, metric, method)
     check = ScoreCheck(results, single, where)
+    check.bounded = getattr(evaluator.metric(metric), "bounded", True) is not False
     if scope is not None:
         scope.checks.append(check)
     return check

@@ -146,6 +146,7 @@ def _catalog(
     return MetricCatalog(
         {name: tuple(sorted(method_table.get(name, ()))) for name in names},
         plain={n: m for n, m in BUILTIN_CATALOG.plain.items() if n in names},
+        bounded=BUILTIN_CATALOG.bounded & frozenset(names),
     )
 
 
@@ -165,8 +166,13 @@ def parse_gate(
     """
     parsed = parse_gate_line(line, what="gate", form=GATE_FORM)
     try:
-        subject = _catalog(known_metrics, methods).check(parsed.subject, require_method=True)
+        catalog = _catalog(known_metrics, methods)
+        subject = catalog.check(parsed.subject, require_method=True)
         stat = normalize_stat(parsed.stat)
+        catalog.check_threshold(subject, parsed.threshold, stat)
+        if stat.startswith("pass_rate("):
+            inner = float(stat[len("pass_rate(") :].lstrip("<>=").rstrip(")"))
+            catalog.check_threshold(subject, inner)
     except ConfigError as exc:
         raise parsed.error(str(exc)) from None
     if parsed.condition is not None:

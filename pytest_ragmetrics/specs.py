@@ -47,6 +47,7 @@ __all__ = [
     "parse_gate_line",
     "parse_metric_name",
     "subject_names",
+    "threshold_problem",
 ]
 
 #: Comparison operators a gate-like line may use.
@@ -130,6 +131,9 @@ class MetricCatalog:
     methods: Mapping[str, tuple[str, ...]]
     ranked: frozenset[str] = field(default_factory=frozenset)
     plain: Mapping[str, str] = field(default_factory=dict)
+    #: Metrics whose scores lie in [0, 1]: every registered metric, as results are scores in [0, 1],
+    #: unless the metric object says ``bounded = False``.
+    bounded: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
     def of(cls, metrics: Iterable[Any]) -> MetricCatalog:
@@ -138,18 +142,32 @@ class MetricCatalog:
         methods: dict[str, tuple[str, ...]] = {}
         ranked: set[str] = set()
         plain: dict[str, str] = {}
+        bounded: set[str] = set()
         for metric in metrics:
             methods[metric.name] = tuple(metric.methods or ())
             if getattr(metric, "takes_k", False):
                 ranked.add(metric.name)
             if getattr(metric, "plain_method", None):
                 plain[metric.name] = str(metric.plain_method)
-        return cls(methods, frozenset(ranked), plain)
+            if getattr(metric, "bounded", True) is not False:
+                bounded.add(metric.name)
+        return cls(methods, frozenset(ranked), plain, frozenset(bounded))
 
     def merged(self, other: MetricCatalog) -> MetricCatalog:
         return MetricCatalog(
-            {**self.methods, **other.methods}, self.ranked | other.ranked, {**self.plain, **other.plain}
+            {**self.methods, **other.methods},
+            self.ranked | other.ranked,
+            {**self.plain, **other.plain},
+            self.bounded | other.bounded,
         )
+
+    def check_threshold(self, name: MetricName, threshold: float, stat: str = "") -> None:
+        """:class:`ConfigError` when ``threshold`` lies outside [0, 1] and the statistic cannot:
+        any statistic of a bounded metric, and a pass rate (``stat`` starting ``pass_rate``) of any."""
+        if name.name in self.bounded or stat.startswith("pass_rate"):
+            problem = threshold_problem(str(name), threshold)
+            if problem is not None:
+                raise ConfigError(problem)
 
     def check(self, name: MetricName, *, require_method: bool = False) -> MetricName:
         """``name`` if it names a known metric, method and cut-off; else :class:`ConfigError` saying why.
@@ -181,6 +199,16 @@ class MetricCatalog:
         return name
 
 
+def threshold_problem(subject: str, threshold: float) -> str | None:
+    """Why ``threshold`` cannot be a threshold of ``subject``, whose values lie in [0, 1], or None."""
+    if 0.0 <= threshold <= 1.0:
+        return None
+    return (
+        f"{subject} lies between 0 and 1, so a threshold of {format_number(threshold)} is out of range "
+        "(a check against it could never tell a good retriever from a bad one)"
+    )
+
+
 #: Retrieval metrics computed from labels, with no judge (``pytest_ragmetrics.metrics.labels``); each
 #: takes a cut-off: ``ndcg@5``, ``recall@3``, or ``ndcg`` for the whole ranking.
 LABEL_METRICS: tuple[str, ...] = ("hit_rate", "recall", "precision", "mrr", "ndcg", "average_precision")
@@ -195,6 +223,7 @@ BUILTIN_CATALOG = MetricCatalog(
     },
     frozenset(LABEL_METRICS),
     plain={"context_recall": "sentence"},
+    bounded=frozenset({"context_precision", "context_recall", "context_relevance", *LABEL_METRICS}),
 )
 
 

@@ -307,3 +307,45 @@ def test_label_metric_gates_take_a_cut_off():
         parse_gate("context_recall@3 mean >= 0.5")
     with pytest.raises(ConfigError, match=r"metric 'recall' takes no \[method\]"):
         parse_gate("recall@3[graded] mean >= 0.5")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "context_recall mean >= 2",
+        "context_precision min > -0.1",
+        "context_relevance[graded] p10 >= 1.5",
+        "context_recall pass_rate(>=0.8) >= 1.2",
+        "context_recall pass_rate(>=1.5) >= 0.5",
+    ],
+)
+def test_a_gate_outside_the_range_of_a_bounded_metric_is_an_error(line):
+    """`context_recall mean >= 2` used to be accepted, and could never pass."""
+    with pytest.raises(ConfigError, match=r"lies between 0 and 1, so a threshold of .* is out of range"):
+        parse_gate(line)
+
+
+def test_gates_at_the_ends_of_the_range_are_fine():
+    assert parse_gate("context_recall mean >= 1").threshold == 1.0
+    assert parse_gate("context_recall max > 0").threshold == 0.0
+
+
+class _Custom:
+    methods = ()
+    default_method = None
+
+    def __init__(self, name, bounded):
+        self.name = name
+        if bounded is not None:
+            self.bounded = bounded
+
+
+def test_custom_metrics_declare_whether_they_are_bounded():
+    catalog = BUILTIN_CATALOG.merged(
+        MetricCatalog.of([_Custom("latency_ms", False), _Custom("faithfulness", None)])
+    )
+    assert parse_gate("latency_ms max <= 250", catalog).threshold == 250
+    with pytest.raises(ConfigError, match="faithfulness lies between 0 and 1"):
+        parse_gate("faithfulness mean >= 80", catalog)
+    with pytest.raises(ConfigError, match="pass_rate"):
+        parse_gate("latency_ms pass_rate(<=250) >= 90", catalog)  # a rate is a share whatever the metric

@@ -154,3 +154,36 @@ def test_checks_tolerate_float_noise_like_the_gates():
     assert check.value != 0.8  # (0.7 + 0.8 + 0.9) / 3 is 0.7999999999999999 in floats
     assert check >= 0.8
     assert check.pass_rate(0.8) >= 2 / 3
+
+
+def test_a_threshold_outside_the_range_of_a_bounded_metric_is_an_error():
+    from pytest_ragmetrics.assertions import ScoreCheck
+    from pytest_ragmetrics.errors import ConfigError
+
+    results = [MetricResult(s, "context_recall", sample_id=str(i)) for i, s in enumerate([0.7, 0.9])]
+    check = ScoreCheck(results, single=False, where=None)
+    check.bounded = True
+    with pytest.raises(ConfigError, match=r"context_recall lies between 0 and 1, so a threshold of 2 is out"):
+        check >= 2
+    with pytest.raises(ConfigError, match="context_recall min lies between 0 and 1"):
+        check.min() >= -1
+    with pytest.raises(ConfigError, match="out of range"):
+        check.pass_rate(80)
+    assert check >= 0.8
+    opted_out = ScoreCheck([MetricResult(0.5, "odd_metric")], single=False, where=None)
+    assert opted_out <= 250  # bounded = False: no range check on the value
+    with pytest.raises(ConfigError, match="odd_metric pass_rate"):
+        opted_out.pass_rate(0.4) >= 50  # a rate is a share whatever the metric
+
+
+def test_helpers_know_that_built_in_metrics_are_bounded():
+    from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings, assert_context_precision
+    from pytest_ragmetrics.errors import ConfigError
+
+    sample = RagSample("q?", ["a chunk."], ground_truth="g.")
+    judge = ScriptedJudge(lambda r: {"reason": "r", "useful": True})
+    with (
+        Evaluator(Settings(cache="off"), judge=judge) as ev,
+        pytest.raises(ConfigError, match="context_precision lies between 0 and 1"),
+    ):
+        assert_context_precision(sample, evaluator=ev) >= 90

@@ -64,6 +64,10 @@ class Metric(Protocol):
     whose name takes a cut-off (``ndcg@5`` is the registered ``ndcg``'s ``at(5)``, named ``ndcg@5``);
     ``uses_judge = False`` for a metric that never asks the judge (its results list no judge model,
     and reports say "no judge").
+
+    Scores lie in [0, 1] (a :class:`~pytest_ragmetrics.results.MetricResult` holds no other), so a
+    threshold or a gate outside that range is an error rather than a check that can never pass. A
+    metric may say ``bounded = False`` to opt out of that check.
     """
 
     name: str
@@ -131,6 +135,7 @@ class ContextPrecision:
     """Rank-aware precision of the useful chunks (seed: RAGAS context precision)."""
 
     name = "context_precision"
+    bounded = True  # scores lie in [0, 1]
     methods: tuple[str, ...] = ()
     default_method: str | None = None
 
@@ -187,6 +192,7 @@ class ContextRecall:
     """
 
     name = "context_recall"
+    bounded = True  # scores lie in [0, 1]
     methods: tuple[str, ...] = ("sentence", "claims")
     default_method: str | None = "sentence"
     #: The plain name ``context_recall`` means the sentence method; its results carry no [method].
@@ -297,6 +303,7 @@ class ContextRelevance:
     chunk, or ``any``: 1 when any chunk holds a needed sentence (the question-level score)."""
 
     name = "context_relevance"
+    bounded = True  # scores lie in [0, 1]
     methods: tuple[str, ...] = ("graded", "sentence", "binary", "any")
     default_method: str | None = "graded"
 
