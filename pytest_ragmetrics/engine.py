@@ -248,6 +248,17 @@ class Evaluator:
         default_cache_dir: str | Path | None = None,
     ) -> None:
         self.settings = settings or from_env()
+        from . import _scope
+
+        if _scope.session_evaluator is None:  # a script: inside pytest, the plugin warns at startup
+            from .settings import advice
+
+            for note in advice(self.settings):
+                import warnings
+
+                from .judge.cache import RagMetricsWarning
+
+                warnings.warn(note, RagMetricsWarning, stacklevel=2)
         self._judge_override = judge
         self._splitter = splitter
         self._hook = hook

@@ -308,6 +308,14 @@ def pytest_configure(config: pytest.Config) -> None:
     from . import _scope
 
     _scope.session_evaluator = lambda: state.evaluator(state.settings)
+    from .settings import advice
+
+    notes = advice(settings)
+    if notes:
+        from .judge.cache import RagMetricsWarning
+
+        for note in notes:
+            config.issue_config_time_warning(RagMetricsWarning(note), stacklevel=2)
     if settings.judge_provider == "azure" and settings.cache != "replay":
         from .judge.openai_judge import check_azure_settings
 

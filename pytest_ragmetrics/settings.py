@@ -397,3 +397,15 @@ def how_to_set(name: str, value: Any) -> str:
             return f"{option.cli_name}={value} ({option.env_name}={value})"
         return f"{option.ini_name} = {value} ({option.env_name})"
     return f"Settings({name}={value!r}) ({option.env_name}={value})"
+
+
+def advice(settings: Settings) -> list[str]:
+    """Warnings about settings that are valid but almost certainly not what was meant."""
+    notes = []
+    if settings.judge_n > 1 and settings.temperature == 0:
+        notes.append(
+            f"judge_n={settings.judge_n} at temperature 0 pays for {settings.judge_n} identical answers "
+            "per judgment (graded relevance excepted, at graded_temperature): raise the temperature "
+            f"(e.g. {how_to_set('temperature', 0.7)}) or keep judge_n=1"
+        )
+    return notes

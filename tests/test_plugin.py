@@ -1045,3 +1045,13 @@ def test_replay_after_recording_with_another_model_names_that_model(project):
     result.stdout.fnmatch_lines(
         ["*The store holds this judgment recorded with model judge-x: set --rag-judge-model=judge-x*"]
     )
+
+
+def test_several_judge_samples_at_temperature_zero_warn_at_startup(project):
+    project.makepyfile(test_rag="def test_plain():\n    pass\n")
+    result = project.runpytest("--rag-judge-n=3", "-W", "always::pytest_ragmetrics.judge.cache.RagMetricsWarning")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*judge_n=3 at temperature 0 pays for 3 identical answers*--rag-temperature=0.7*"])
+    quiet = project.runpytest("--rag-judge-n=3", "--rag-temperature=0.7")
+    quiet.assert_outcomes(passed=1)
+    assert "identical answers" not in quiet.stdout.str()

@@ -70,3 +70,19 @@ def test_script_errors_speak_of_settings_not_pytest_options(tmp_path):
     assert "no recorded judgment" in errors[1] and "Settings(cache='readwrite')" in errors[1]
     assert "Azure OpenAI judge needs the endpoint" in errors[2] and "Settings(judge_base_url=" in errors[2]
     assert "--rag-" not in out.stdout
+
+
+def test_a_script_with_several_judge_samples_at_temperature_zero_is_warned(tmp_path):
+    script = (
+        "import warnings\n"
+        "from pytest_ragmetrics import Evaluator, Settings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    Evaluator(Settings(judge_n=3)).close()\n"
+        "    Evaluator(Settings(judge_n=3, temperature=0.7)).close()\n"
+        "print([str(w.message) for w in caught])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("identical answers") == 1
+    assert "Settings(temperature=0.7)" in out.stdout
