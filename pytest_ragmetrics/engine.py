@@ -27,6 +27,7 @@ from .metrics.builtin import Metric, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
 from .settings import Settings, from_env
+from .specs import format_metric
 from .text import normalize_text  # stdlib only at import: nltk loads when a splitter is first built
 
 if TYPE_CHECKING:
@@ -135,11 +136,22 @@ def parse_metric_spec(spec: str | tuple[str, str | None]) -> tuple[str, str | No
 
 @dataclass
 class EvaluationResult:
-    """Results of :func:`evaluate`: per sample and metric, plus per-metric aggregates."""
+    """Results of :func:`evaluate`: per sample and metric, plus per-metric aggregates.
+
+    ``errors`` maps a sample id to ``{metric name: error}`` for the evaluations that failed (only
+    with ``errors="collect"``; by default the first failure is raised); ``results`` and
+    ``aggregates`` then hold what succeeded.
+    """
 
     samples: list[RagSample]
     results: dict[str, dict[str, MetricResult]]
     aggregates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[str, dict[str, RagMetricsError]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when every (sample, metric) was scored."""
+        return not self.errors
 
     def __getitem__(self, sample_id: str) -> dict[str, MetricResult]:
         return self.results[sample_id]
@@ -154,6 +166,10 @@ class EvaluationResult:
                 sid: {name: r.to_json() for name, r in rs.items()} for sid, rs in self.results.items()
             },
             "aggregates": self.aggregates,
+            "errors": {
+                sid: {name: f"{type(e).__name__}: {e}" for name, e in es.items()}
+                for sid, es in self.errors.items()
+            },
         }
 
 
@@ -470,32 +486,90 @@ class Evaluator:
         return await self.runner.arun(self._score_many(samples, metric, method))
 
     async def _evaluate(
-        self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]]
+        self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]], errors: str = "raise"
     ) -> EvaluationResult:
+        if errors not in ("raise", "collect"):
+            raise ConfigError(f"evaluate(errors=...) must be 'raise' or 'collect'; got {errors!r}")
         ids = _sample_ids(samples)
         for name, method in specs:
             check_method(self.metric(name), method)  # fail before judging anything
-        columns = await gather_or_cancel(*(self._score_many(samples, name, method) for name, method in specs))
+        # One failure does not cancel the others: every answer that arrives is recorded (cache and
+        # store), so what was paid for is never paid again. Bugs (other exceptions) still cancel.
+        columns = await gather_or_cancel(
+            *(self._score_settled(samples, name, method) for name, method in specs)
+        )
+        paired = list(zip(specs, columns, strict=True))
+        outcomes = [(sid, spec, column[i]) for i, sid in enumerate(ids) for spec, column in paired]
         # Keyed by each result's own name, so a method a metric chose itself (the configured
         # default) is spelled out: "context_relevance[graded]".
-        results = {sid: {column[i].name: column[i] for column in columns} for i, sid in enumerate(ids)}
-        labels = list(results[ids[0]])
-        aggregates = {label: aggregate(results[sid][label].score for sid in ids) for label in labels}
-        return EvaluationResult(list(samples), results, aggregates)
+        spelled = {spec: o.name for _, spec, o in outcomes if isinstance(o, MetricResult)}
+        results: dict[str, dict[str, MetricResult]] = {sid: {} for sid in ids}
+        failed: dict[str, dict[str, RagMetricsError]] = {}
+        for sid, spec, outcome in outcomes:
+            if isinstance(outcome, MetricResult):
+                results[sid][outcome.name] = outcome
+            else:
+                failed.setdefault(sid, {})[spelled.get(spec) or format_metric(*spec)] = outcome
+        if failed and errors == "raise":
+            raise next(e for es in failed.values() for e in es.values())
+        labels = list(dict.fromkeys(spelled[spec] for spec in specs if spec in spelled))
+        aggregates = {
+            label: aggregate(results[sid][label].score for sid in ids if label in results[sid])
+            for label in labels
+        }
+        return EvaluationResult(list(samples), results, aggregates, failed)
+
+    async def _score_settled(
+        self, samples: Sequence[RagSample], name: str, method: str | None
+    ) -> list[MetricResult | RagMetricsError]:
+        """Like :meth:`_score_many`, but a sample's failure is its outcome, not the column's."""
+        metric = self.metric(name)
+        now = getattr(metric, "score_now", None)
+        if now is not None and not getattr(metric, "uses_judge", True):
+            check_method(metric, method)
+            out: list[MetricResult | RagMetricsError] = []
+            for sample in samples:
+                try:
+                    out.append(self._finish(metric, sample, now(sample)))
+                except RagMetricsError as exc:
+                    out.append(exc)
+            return out
+
+        async def settled(sample: RagSample) -> MetricResult | RagMetricsError:
+            try:
+                return await self._score(sample, name, method)
+            except RagMetricsError as exc:
+                return exc
+
+        return list(await gather_or_cancel(*(settled(s) for s in samples)))
 
     async def aevaluate(
-        self, samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None = None
+        self,
+        samples: Iterable[RagSample],
+        metrics: Sequence[str | tuple[str, str | None]] | None = None,
+        *,
+        errors: str = "raise",
     ) -> EvaluationResult:
         """Async twin of :meth:`evaluate` for code already running inside an event loop."""
         batch, specs = _evaluate_args(samples, metrics)
-        return await self.runner.arun(self._evaluate(batch, specs))
+        return await self.runner.arun(self._evaluate(batch, specs, errors))
 
     def evaluate(
-        self, samples: Iterable[RagSample], metrics: Sequence[str | tuple[str, str | None]] | None = None
+        self,
+        samples: Iterable[RagSample],
+        metrics: Sequence[str | tuple[str, str | None]] | None = None,
+        *,
+        errors: str = "raise",
     ) -> EvaluationResult:
-        """Judge every (sample, metric) concurrently: per-sample results and (n, mean, min, max)."""
+        """Judge every (sample, metric) concurrently: per-sample results and (n, mean, min, max).
+
+        A failed evaluation (a judge error, an unusable sample) does not stop the others, so every
+        answer that arrives is recorded. ``errors="raise"`` (default) then raises the first failure;
+        ``errors="collect"`` returns what succeeded, with the failures in
+        :attr:`EvaluationResult.errors` (sample id -> metric name -> error).
+        """
         batch, specs = _evaluate_args(samples, metrics)
-        return self.runner.run(self._evaluate(batch, specs))
+        return self.runner.run(self._evaluate(batch, specs, errors))
 
     def close(self) -> None:
         """Close the judge's client and the cache; stop the event loop if this evaluator owns it."""
@@ -632,9 +706,14 @@ def evaluate(
     metrics: Sequence[str | tuple[str, str | None]] | None = None,
     *,
     evaluator: Evaluator | None = None,
+    errors: str = "raise",
 ) -> EvaluationResult:
-    """Judge ``samples`` on ``metrics`` (default: precision, recall, graded relevance) concurrently."""
-    return (evaluator or get_evaluator()).evaluate(samples, metrics)
+    """Judge ``samples`` on ``metrics`` (default: precision, recall, graded relevance) concurrently.
+
+    ``errors="collect"`` returns the results that succeeded together with per-sample errors
+    (:attr:`EvaluationResult.errors`) instead of raising the first failure; see :meth:`Evaluator.evaluate`.
+    """
+    return (evaluator or get_evaluator()).evaluate(samples, metrics, errors=errors)
 
 
 async def aevaluate(
@@ -642,6 +721,7 @@ async def aevaluate(
     metrics: Sequence[str | tuple[str, str | None]] | None = None,
     *,
     evaluator: Evaluator | None = None,
+    errors: str = "raise",
 ) -> EvaluationResult:
     """Async twin of :func:`evaluate`."""
-    return await (evaluator or get_evaluator()).aevaluate(samples, metrics)
+    return await (evaluator or get_evaluator()).aevaluate(samples, metrics, errors=errors)

@@ -342,3 +342,53 @@ def test_precision_without_a_reference_calls_the_answer_the_systems_own():
     assert "answer the system itself generated" in without.messages[0]["content"]
     assert without.prompt_version != with_reference.prompt_version
     assert without.cache_key() != with_reference.cache_key()
+
+
+NO_REFERENCE = RagSample("Where is France?", [FRANCE], id="no-reference")
+
+
+def test_evaluate_can_return_what_succeeded_with_per_sample_errors(judge):
+    with Evaluator(Settings(cache="off"), judge=judge) as ev:
+        out = evaluate(
+            [SAMPLE, NO_REFERENCE], ["context_precision", "context_recall"], evaluator=ev, errors="collect"
+        )
+    assert not out.ok
+    assert set(out.results["france"]) == {"context_precision", "context_recall"}
+    assert out.results["no-reference"] == {}
+    assert set(out.errors) == {"no-reference"}
+    assert set(out.errors["no-reference"]) == {"context_precision", "context_recall"}
+    assert "needs a ground_truth" in str(out.errors["no-reference"]["context_recall"])
+    assert out.aggregates["context_recall"]["n"] == 1
+    assert out.to_json()["errors"]["no-reference"]["context_recall"].startswith("InvalidSample: ")
+
+
+def test_evaluate_raises_the_first_failure_by_default(judge):
+    from pytest_ragmetrics.errors import InvalidSample
+
+    with (
+        Evaluator(Settings(cache="off"), judge=judge) as ev,
+        pytest.raises(InvalidSample, match="no-reference"),
+    ):
+        evaluate([SAMPLE, NO_REFERENCE], ["context_recall"], evaluator=ev)
+    with (
+        Evaluator(Settings(cache="off"), judge=judge) as ev,
+        pytest.raises(ValueError, match="'raise' or 'collect'"),
+    ):
+        evaluate([SAMPLE], ["context_recall"], evaluator=ev, errors="ignore")
+
+
+def test_answers_that_arrive_after_a_failure_are_recorded(fake_judge_server, tmp_path, monkeypatch):
+    """One failed evaluation used to cancel the others: answers paid for but never recorded."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy-key-000")
+    fake_judge_server.delay(0.5)  # the failure comes long before the other answers
+    settings = Settings(judge_base_url=fake_judge_server.base_url, cache_dir=str(tmp_path / "cache"))
+    from pytest_ragmetrics.errors import InvalidSample
+
+    with Evaluator(settings) as ev, pytest.raises(InvalidSample):
+        evaluate([SAMPLE, NO_REFERENCE], ["context_precision"], evaluator=ev)
+    paid = fake_judge_server.request_count
+    assert paid == 3  # one per chunk of SAMPLE
+    with Evaluator(settings.replace(cache="replay")) as ev:
+        out = evaluate([SAMPLE], ["context_precision"], evaluator=ev)
+    assert out.results["france"]["context_precision"].cached
+    assert fake_judge_server.request_count == paid
