@@ -726,6 +726,7 @@ start_at = float(sys.argv[1])
 judge = CachedJudge(
     lambda: OpenAIJudge(api_key="sk-dummy", base_url={base_url!r}, max_retries=0, timeout=30),
     cache_dir={cache!r},
+    shared=True,  # what pytest-xdist workers get by default
 )
 
 async def main():
@@ -773,6 +774,7 @@ def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monke
     monkeypatch.setattr(cache_module, "CLAIM_SECONDS", 1.0)
     request = make_request()
     judge = cached_judge(fake_judge_server, dirs)
+    judge.shared = True
     disk = judge._disk()
     assert disk is not None
     disk.add(cache_module.CLAIM_PREFIX + request.cache_key(), "dead-process", expire=1.0)
@@ -781,3 +783,10 @@ def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monke
     assert answer.source == "judge"
     assert 0.8 < time.perf_counter() - start < 10
     assert fake_judge_server.request_count == 1
+
+
+def test_xdist_workers_share_their_cache_by_default(dirs, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache).shared is False
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    assert CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache).shared is True

@@ -203,6 +203,7 @@ class CachedJudge:
         stats: JudgeStats | None = None,
         memory_entries: int = MEMORY_ENTRIES,
         concurrency: int | None = None,
+        shared: bool | None = None,
     ) -> None:
         if mode not in CACHE_MODES:
             raise ConfigError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
@@ -224,6 +225,9 @@ class CachedJudge:
         self._inflight: dict[str, asyncio.Future[JudgeAnswer]] = {}
         self._judged_this_run: set[str] = set()
         self.concurrency = concurrency
+        #: Other processes judge into the same disk cache at the same time (pytest-xdist workers,
+        #: detected by default): a judgment is claimed before it is asked for, so it is paid once.
+        self.shared = bool(os.environ.get("PYTEST_XDIST_WORKER")) if shared is None else shared
         # asyncio primitives belong to the loop they are first used in: one semaphore per loop.
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         # Keys the store is known to hold (read or written this run), so a hit costs no stat().
@@ -699,13 +703,15 @@ class CachedJudge:
 
         Returns ``(token, None)`` when this process holds the claim (release it with
         :meth:`_release`), ``(None, answer)`` when another process recorded the answer meanwhile,
-        and ``(None, None)`` when there is nothing to coordinate with (no writable disk cache, or a
-        mode that does not read it). A claim is a cache entry added atomically; it expires after
-        :data:`CLAIM_SECONDS` unless renewed, so a process killed while judging blocks no one for
-        long, and a failed judgment releases it for the next process to try.
+        and ``(None, None)`` when there is nothing to coordinate with (not :attr:`shared`, no
+        writable disk cache, or a mode that does not read it). A claim is a cache entry added
+        atomically; it expires after :data:`CLAIM_SECONDS` unless renewed, so a process killed while
+        judging blocks no one for long, and a failed judgment releases it for the next process to try.
         """
+        if not self.shared or self.mode != "readwrite":
+            return None, None
         cache = self._disk()
-        if self.mode != "readwrite" or cache is None or isinstance(cache, ReadOnlyDiskCache):
+        if cache is None or isinstance(cache, ReadOnlyDiskCache):
             return None, None
         token = secrets.token_hex(8)
         claim = CLAIM_PREFIX + key
