@@ -44,6 +44,10 @@ class TestScope:
 #: (a session fixture, a helper thread), so it follows the run's settings rather than the defaults.
 session_evaluator: Callable[[], Any] | None = None
 
+#: pytest sessions with the plugin configured in this process (a pytester run nests one in another):
+#: messages name pytest options while it is positive, ``Settings`` and variables otherwise.
+pytest_sessions = 0
+
 current_test: contextvars.ContextVar[TestScope | None] = contextvars.ContextVar(
     "ragmetrics_test", default=None
 )

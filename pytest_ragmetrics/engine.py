@@ -266,7 +266,7 @@ class Evaluator:
         self.settings = settings or from_env()
         from . import _scope
 
-        if _scope.session_evaluator is None:  # a script: inside pytest, the plugin warns at startup
+        if not _scope.pytest_sessions:  # a script: inside pytest, the plugin warns at startup
             from .settings import advice
 
             for note in advice(self.settings):

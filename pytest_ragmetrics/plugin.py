@@ -308,6 +308,8 @@ def pytest_configure(config: pytest.Config) -> None:
     from . import _scope
 
     _scope.session_evaluator = lambda: state.evaluator(state.settings)
+    _scope.pytest_sessions += 1
+    config.add_cleanup(_leave_session)
     from .settings import advice
 
     notes = advice(settings)
@@ -323,6 +325,12 @@ def pytest_configure(config: pytest.Config) -> None:
             check_azure_settings(settings.judge_base_url)
         except ConfigError as exc:
             raise pytest.UsageError(f"ragmetrics: {exc}") from None
+
+
+def _leave_session() -> None:
+    from . import _scope
+
+    _scope.pytest_sessions -= 1
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -392,7 +392,7 @@ def how_to_set(name: str, value: Any) -> str:
     from . import _scope
 
     option = OPTIONS_BY_NAME[name]
-    if _scope.session_evaluator is not None:  # the plugin is configured: this is a pytest run
+    if _scope.pytest_sessions:  # the plugin is configured: this is a pytest run
         if option.cli:
             return f"{option.cli_name}={value} ({option.env_name}={value})"
         return f"{option.ini_name} = {value} ({option.env_name})"
