@@ -535,13 +535,13 @@ class Evaluator:
                     out.append(exc)
             return out
 
-        async def settled(sample: RagSample) -> MetricResult | RagMetricsError:
+        async def settled(i: int) -> MetricResult | RagMetricsError:
             try:
-                return await self._score(sample, name, method)
+                return await self._score(samples[i], name, method)
             except RagMetricsError as exc:
                 return exc
 
-        return list(await gather_or_cancel(*(settled(s) for s in samples)))
+        return await map_bounded(settled, len(samples), self._jobs)
 
     async def aevaluate(
         self,
