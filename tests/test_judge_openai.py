@@ -700,3 +700,18 @@ def test_a_transient_outage_is_not_remembered(fake_judge_server):
     judge = make_judge(fake_judge_server, max_retries=2)
     errors = run_each(judge, make_request(0), make_request(1))
     assert len(errors) == 1  # the second judgment is asked again, and answered
+
+
+def test_server_messages_never_quote_credentials(monkeypatch):
+    """A server error body that echoes the request's headers is scrubbed where it is quoted."""
+    from types import SimpleNamespace
+
+    from pytest_ragmetrics.judge.openai_judge import server_message
+
+    monkeypatch.setenv("OPENAI_API_KEY", "configured-key-123456")
+    body = {"message": "bad request; headers: Authorization: Bearer tok-abcdef123, key configured-key-123456"}
+    quoted = server_message(SimpleNamespace(body=body))
+    assert "tok-abcdef123" not in quoted
+    assert "configured-key-123456" not in quoted
+    assert quoted.startswith("bad request; headers: Authorization: Bearer ***")
+    assert "http://***@host" in server_message(SimpleNamespace(body="upstream http://user:pw@host failed"))

@@ -180,7 +180,8 @@ MAX_SERVER_MESSAGE = 500
 def server_message(exc: Any) -> str:
     """The server's own words from an SDK status error: its ``error.message``, else its body.
 
-    Quoted in what the user sees, shortened to :data:`MAX_SERVER_MESSAGE` characters.
+    Quoted in what the user sees, credentials scrubbed (a server may echo the request's headers),
+    shortened to :data:`MAX_SERVER_MESSAGE` characters.
     """
     body = getattr(exc, "body", None)
     message: Any = None
@@ -192,7 +193,7 @@ def server_message(exc: Any) -> str:
         message = body
     if not isinstance(message, str) or not message.strip():
         message = str(getattr(exc, "message", "") or exc)
-    message = " ".join(message.split())
+    message = " ".join(redact(message).split())
     if len(message) > MAX_SERVER_MESSAGE:
         message = message[: MAX_SERVER_MESSAGE - 1] + "…"
     return str(message)
