@@ -2,7 +2,7 @@
 
     python expected_scores.py
 
-Computed straight from labels.json, the golden set's reference_context_ids and the metric
+Computed straight from labels.jsonl, the golden set's reference_context_ids and the metric
 definitions, so the thresholds in tests/ can be checked by hand; the plugin's report should show the
 same numbers when it replays judgments/.
 """
@@ -46,7 +46,19 @@ def splitter():
 
 
 def load_labels() -> dict:
-    return json.loads((HERE / "labels.json").read_text(encoding="utf-8"))["questions"]
+    """labels.jsonl indexed by kind, then by (question, chunk) or, for recall, (question, contexts)."""
+    from pytest_ragmetrics.calibration.labels import load_labels as load
+
+    index: dict = {}
+    for item in load(HERE / "labels.jsonl"):
+        # Recall judges the contexts taken together: their order does not matter.
+        key = (
+            (item.question, frozenset(item.contexts))
+            if item.kind == "context_recall"
+            else (item.question, item.chunk)
+        )
+        index.setdefault(item.kind, {})[key] = item.label
+    return index
 
 
 def average_precision(useful: list[bool]) -> float:
@@ -73,18 +85,20 @@ def label_scores(doc_ids: list[str], grades: dict[str, int]) -> dict[str, float]
     }
 
 
-def scores(qid: str, doc_ids: list[str], labels: dict, split) -> dict[str, float]:
-    lab = labels[qid]
+def scores(question: str, doc_ids: list[str], labels: dict, split) -> dict[str, float]:
     texts = {d.id: d.text for d in load_corpus()}
-    entries = [lab["docs"].get(d, {"useful": False, "rating": 0, "relevant_sentences": []}) for d in doc_ids]
-    support = lab["reference_support"]
-    n_sent = sum(len(split(texts[d])) for d in doc_ids)
+    chunks = [texts[d] for d in doc_ids]
+    useful = [labels["context_precision"][(question, c)] for c in chunks]
+    ratings = [labels["context_relevance_graded"][(question, c)] for c in chunks]
+    needed = [labels["context_relevance_sentences"][(question, c)] for c in chunks]
+    attributed = labels["context_recall"][(question, frozenset(chunks))]
+    n_sent = sum(len(split(c)) for c in chunks)
     return {
-        "recall": sum(any(d in doc_ids for d in s["supported_by"]) for s in support) / len(support),
-        "precision": average_precision([e["useful"] for e in entries]),
-        "graded": mean(e["rating"] / 2 for e in entries),
-        "sentence": sum(len(e["relevant_sentences"]) for e in entries) / n_sent,
-        "binary": mean(bool(e["relevant_sentences"]) for e in entries),
+        "recall": sum(attributed) / len(attributed),
+        "precision": average_precision(useful),
+        "graded": mean(r / 2 for r in ratings),
+        "sentence": sum(len(n) for n in needed) / n_sent,
+        "binary": mean(bool(n) for n in needed),
     }
 
 
@@ -95,7 +109,7 @@ def table() -> dict[str, dict[str, dict[str, float]]]:
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, fn in (("bm25", retrieve_ids), ("weak", retrieve_weak_ids)):
         out[name] = {
-            g["id"]: scores(g["id"], ids, labels, split) | label_scores(ids, g["reference_context_ids"])
+            g["id"]: scores(g["question"], ids, labels, split) | label_scores(ids, g["reference_context_ids"])
             for g in golden
             for ids in [fn(g["question"])]
         }
@@ -103,7 +117,6 @@ def table() -> dict[str, dict[str, dict[str, float]]]:
 
 
 def main() -> None:
-    labels = load_labels()
     golden = [json.loads(line) for line in (HERE / "golden.jsonl").read_text().splitlines() if line.strip()]
     for name, rows in table().items():
         fn = retrieve_ids if name == "bm25" else retrieve_weak_ids
@@ -130,7 +143,6 @@ def main() -> None:
                 f"  {m:9s} mean={mean(vals):.3f} min={vals[0]:.3f} q10={q10:.3f} "
                 f"pass_rate(0.8)={sum(v >= 0.8 for v in vals) / n:.3f}"
             )
-    _ = labels
 
 
 if __name__ == "__main__":

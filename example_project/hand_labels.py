@@ -1,28 +1,31 @@
-"""A judge that answers from the hand labels in labels.json (judge model name ``hand-labelled``).
+"""A judge that answers from the hand labels in labels.jsonl (judge model name ``hand-labelled``).
 
 No LLM was used to record the judgments in judgments/: a person labelled every (question, article)
-pair in labels.json, and this plugin turns those labels into judge answers. Load it only when
-re-recording the store by hand:
+pair that either retriever returns, and every reference sentence against the articles retrieved, in
+labels.jsonl. That file is a labelled set in the library's format (it is also the judge check's
+calibration set, see pyproject.toml), and this plugin turns its labels into judge answers. Load it
+only when re-recording the store by hand:
 
     pytest --rag-cache=refresh -p hand_labels
 
-It never invents a verdict: a question, article or sentence it cannot find in the labels raises
+It never invents a verdict: a question, article or reference without a label raises
 ``HandLabelError`` naming the text, and the run fails instead of recording a guess.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import unicodedata
-from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pytest_ragmetrics import JudgeRequest, ScriptedJudge, hookimpl
+from pytest_ragmetrics.calibration.labels import LabelledItem, load_labels
+from pytest_ragmetrics.judgments import canonical_contexts
+from pytest_ragmetrics.text import normalize_text
 
 HERE = Path(__file__).resolve().parent
+LABELS = HERE / "labels.jsonl"
 MODEL = "hand-labelled"
 
 
@@ -30,151 +33,97 @@ class HandLabelError(LookupError):
     """Something the judge was asked about has no hand label."""
 
 
-def normalize(text: str) -> str:
-    """The library's input normalization: NFC, \\r\\n -> \\n, trailing whitespace stripped."""
-    text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
-    return "\n".join(line.rstrip() for line in text.split("\n")).strip()
-
-
 def squash(text: str) -> str:
-    """Normalized text with runs of whitespace collapsed, for matching sentences."""
-    return re.sub(r"\s+", " ", normalize(text)).strip()
+    """Normalized text with runs of whitespace collapsed, for matching a chunk to its sentences."""
+    return re.sub(r"\s+", " ", normalize_text(text)).strip()
 
 
 def _short(text: str, limit: int = 90) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
-def _jsonl(name: str) -> list[dict[str, Any]]:
-    with open(HERE / name, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 class Labels:
-    def __init__(self) -> None:
-        self.golden = {g["id"]: g for g in _jsonl("golden.jsonl")}
-        self.docs = {d["id"]: d for d in _jsonl("corpus.jsonl")}
-        self.qid_by_question = {normalize(g["question"]): qid for qid, g in self.golden.items()}
-        self.doc_by_text = {normalize(d["text"]): did for did, d in self.docs.items()}
-        self.labels: dict[str, Any] = json.loads((HERE / "labels.json").read_text(encoding="utf-8"))[
-            "questions"
-        ]
+    """labels.jsonl indexed by what each kind of judge request holds (normalized as the library does)."""
 
-    def question_id(self, question: str) -> str:
-        qid = self.qid_by_question.get(normalize(question))
-        if qid is None:
-            raise HandLabelError(
-                f"question not in golden.jsonl, so it has no hand labels: {_short(question)}"
-            )
-        if qid not in self.labels:
-            raise HandLabelError(f"question {qid} has no entry in labels.json: {_short(question)}")
-        return qid
+    def __init__(self, items: list[LabelledItem]) -> None:
+        self.by_kind: dict[str, dict[Any, LabelledItem]] = {}
+        for item in items:
+            self.by_kind.setdefault(item.kind, {})[self._key(item)] = item
 
-    def doc_id(self, chunk: str) -> str:
-        did = self.doc_by_text.get(normalize(chunk))
-        if did is None:
-            raise HandLabelError(
-                f"chunk is not an article of corpus.jsonl, so it has no hand label: {_short(chunk)}"
-            )
-        return did
+    @staticmethod
+    def _key(item: LabelledItem) -> Any:
+        question = normalize_text(item.question)
+        if item.kind == "context_precision":
+            return question, normalize_text(item.reference or ""), normalize_text(item.chunk or "")
+        if item.kind == "context_recall":
+            # Recall requests carry their contexts in canonical order: their order does not matter.
+            return question, tuple(canonical_contexts([normalize_text(c) for c in item.contexts]))
+        if item.kind == "context_relevance_sentences":
+            return question, squash(item.chunk or "")
+        return question, normalize_text(item.chunk or "")
 
-    def doc_id_of_sentences(self, sentences: list[str]) -> str:
-        """The article that the library split into ``sentences`` (compared with whitespace collapsed)."""
-        joined = squash(" ".join(sentences))
-        for did, doc in self.docs.items():
-            if squash(doc["text"]) == joined:
-                return did
-        raise HandLabelError(f"sentences do not make up an article of corpus.jsonl: {_short(joined)}")
-
-    def entry(self, qid: str, did: str) -> dict[str, Any]:
-        """The labels of article ``did`` for question ``qid``; unlisted articles are labelled irrelevant."""
-        entry = self.labels[qid]["docs"].get(did)
-        if entry is not None:
-            return entry
-        title = self.docs[did]["title"]
-        return {
-            "useful": False,
-            "rating": 0,
-            "relevant_sentences": [],
-            "reason": f"The article '{title}' does not address this question (not labelled: irrelevant).",
-        }
-
-
-def _reason(entry: Mapping[str, Any], kind: str) -> str:
-    return str(entry.get(f"{kind}_reason") or entry["reason"])
+    def find(self, kind: str, key: Any, what: str) -> LabelledItem:
+        item = self.by_kind.get(kind, {}).get(key)
+        if item is None:
+            raise HandLabelError(f"no {kind} item in labels.jsonl for {what}")
+        return item
 
 
 @lru_cache(maxsize=1)
 def labels() -> Labels:
-    return Labels()
+    return Labels(load_labels(LABELS))
 
 
 def answer(request: JudgeRequest) -> dict[str, Any]:
-    """Answer one judge request from labels.json, in the request's answer schema."""
+    """Answer one judge request from labels.jsonl, in the request's answer schema."""
     lab = labels()
     inputs = request.inputs
     kind = request.kind
-    qid = lab.question_id(inputs["question"])
+    question = inputs["question"]
+    what = f"question {_short(question)}"
 
     if kind == "context_precision":
-        reference = normalize(inputs["reference"])
-        if reference != normalize(lab.golden[qid]["ground_truth"]):
-            raise HandLabelError(
-                f"{qid}: usefulness was labelled against the ground truth in golden.jsonl, but the request's "
-                f"reference ({inputs.get('reference_kind')}) differs: {_short(reference)}"
-            )
-        entry = lab.entry(qid, lab.doc_id(inputs["chunk"]))
-        return {"reason": _reason(entry, "useful"), "useful": bool(entry["useful"])}
+        key = (question, inputs["reference"], inputs["chunk"])
+        item = lab.find(kind, key, f"{what}, chunk {_short(inputs['chunk'])} and this reference")
+        return {"reason": item.reason, "useful": item.label}
 
     if kind == "context_relevance_graded":
-        entry = lab.entry(qid, lab.doc_id(inputs["chunk"]))
-        return {"reason": _reason(entry, "rating"), "rating": int(entry["rating"])}
+        item = lab.find(kind, (question, inputs["chunk"]), f"{what} and chunk {_short(inputs['chunk'])}")
+        return {"reason": item.reason, "rating": item.label}
 
     if kind == "context_relevance_sentences":
-        sentences = [squash(s) for s in inputs["sentences"]]
-        did = lab.doc_id_of_sentences(inputs["sentences"])
-        entry = lab.entry(qid, did)
-        numbers = []
-        for wanted in entry["relevant_sentences"]:
-            matches = [i for i, s in enumerate(sentences, start=1) if s == squash(wanted)]
-            if len(matches) != 1:
-                raise HandLabelError(
-                    f"{qid}/{did}: labelled relevant sentence {_short(wanted)} is not exactly one of the "
-                    f"sentences the library split the article into: {sentences}"
-                )
-            numbers.append(matches[0])
-        return {"reason": _reason(entry, "sentences"), "relevant_sentences": sorted(numbers)}
+        joined = squash(" ".join(inputs["sentences"]))
+        item = lab.find(kind, (question, joined), f"{what} and chunk {_short(joined)}")
+        count = len(inputs["sentences"])
+        if any(n > count for n in item.label):
+            raise HandLabelError(
+                f"{item.where}: labelled sentence numbers {list(item.label)}, but the library split the "
+                f"chunk into {count} sentences; relabel relevant_sentences to match the split"
+            )
+        return {"reason": item.reason, "relevant_sentences": list(item.label)}
 
     if kind in ("context_recall", "context_recall_claims"):
-        retrieved = [lab.doc_id(c) for c in inputs["contexts"]]
-        support = lab.labels[qid]["reference_support"]
-        given = [squash(s) for s in inputs["reference_sentences"]]
-        labelled = [squash(s["sentence"]) for s in support]
-        if given != labelled:
+        contexts = tuple(inputs["contexts"])
+        item = lab.find(
+            "context_recall", (question, contexts), f"{what} and these {len(contexts)} retrieved contexts"
+        )
+        given = inputs["reference_sentences"]
+        if len(given) != len(item.label) or squash(" ".join(given)) != squash(item.reference or ""):
             raise HandLabelError(
-                f"{qid}: the library split the reference into {given}, but labels.json labels the sentences "
-                f"{labelled}; relabel reference_support to match the split"
+                f"{item.where}: the library split the reference into {given}, which does not match the "
+                f"labelled reference and its {len(item.label)} attributed entries; relabel it"
             )
         out: dict[str, Any] = {}
-        for i, s in enumerate(support, start=1):
-            hits = [d for d in s["supported_by"] if d in retrieved]
-            if hits:
-                titles = ", ".join(f"'{lab.docs[d]['title']}'" for d in hits)
-                reason = f"Stated in the retrieved article {titles}."
-            else:
-                elsewhere = ", ".join(f"'{lab.docs[d]['title']}'" for d in s["supported_by"])
-                reason = "None of the retrieved contexts states this" + (
-                    f"; only the article {elsewhere}, which was not retrieved, does." if elsewhere else "."
-                )
+        for i, (ok, reason) in enumerate(zip(item.label, item.reasons, strict=True), start=1):
             if kind == "context_recall":
-                out[f"sentence_{i}"] = {"reason": reason, "attributed": bool(hits)}
+                out[f"sentence_{i}"] = {"reason": reason, "attributed": ok}
             else:
                 # Labelled per sentence: each reference sentence is labelled as one claim.
-                claim = {"claim": s["sentence"], "reason": reason, "attributed": bool(hits)}
+                claim = {"claim": given[i - 1], "reason": reason, "attributed": ok}
                 out[f"sentence_{i}"] = {"claims": [claim]}
         return out
 
-    raise HandLabelError(f"no hand labels for judge requests of kind {kind!r} (question {qid})")
+    raise HandLabelError(f"no hand labels for judge requests of kind {kind!r}")
 
 
 @hookimpl

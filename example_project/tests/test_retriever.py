@@ -17,6 +17,8 @@ from ragapp.retriever import (
     tokenize,
 )
 
+from pytest_ragmetrics.calibration.labels import load_labels
+
 HERE = Path(__file__).resolve().parent.parent
 
 
@@ -87,11 +89,12 @@ def test_bm25_ranks_the_answering_article_first(question: str, expected: str) ->
 
 def _useful_at(ranks: slice) -> int:
     """How many golden questions have a hand-labelled useful article among ``retrieve_ids(q)[ranks]``."""
-    labels = json.loads((HERE / "labels.json").read_text(encoding="utf-8"))["questions"]
+    texts = {d.id: d.text for d in load_corpus()}
+    items = load_labels(HERE / "labels.jsonl")
+    useful = {(i.question, i.chunk) for i in items if i.kind == "context_precision" and i.label}
     golden = [json.loads(line) for line in (HERE / "golden.jsonl").read_text().splitlines() if line.strip()]
     return sum(
-        any(labels[g["id"]]["docs"].get(d, {}).get("useful") for d in retrieve_ids(g["question"])[ranks])
-        for g in golden
+        any((g["question"], texts[d]) in useful for d in retrieve_ids(g["question"])[ranks]) for g in golden
     )
 
 

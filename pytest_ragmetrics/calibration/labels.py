@@ -1,0 +1,278 @@
+"""Labelled sets: the verdicts a person gave, per judgment kind, to measure the judge against.
+
+A labelled set is a JSONL file, one labelled item per line (blank lines are skipped). Every item has
+a ``kind``, a ``question`` and the person's verdict, plus what the judge is shown for that kind:
+
+==============================  =======================================  ==================================
+``kind``                        what is judged                           the label
+==============================  =======================================  ==================================
+``context_precision``           ``reference``, ``chunk``                 ``useful``: true / false
+``context_recall``              ``contexts`` (list), ``reference``       ``attributed``: a true / false
+                                (or ``reference_sentences``, a list)     per reference sentence, in order
+``context_relevance_graded``    ``chunk``                                ``rating``: 0, 1 or 2
+``context_relevance_sentences`` ``chunk``                                ``relevant_sentences``: the
+                                                                         numbers (from 1) of the chunk's
+                                                                         needed sentences
+==============================  =======================================  ==================================
+
+``context_relevance[graded]`` may stand for ``context_relevance_graded``, and
+``context_relevance[sentence]`` or ``[binary]`` for ``context_relevance_sentences`` (the binary method
+reads the same judgment). A ``reference`` and a ``chunk`` are split into sentences by the configured
+splitter when the set is checked, exactly as the metrics split them, so sentence numbers and
+``attributed`` entries count the sentences the judge is shown. Optional on every item: ``id`` (a
+string or an integer; default ``<file>:<line>``, unique within the file), ``reason`` (why the person
+decided so; ``reasons``, a list, for the sentences of a recall item) and ``metadata`` (an object, kept
+as is). Any other key is an error, so a misspelt label never passes silently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import judgments as J
+from ..loaders import SampleLoadError
+
+__all__ = ["KINDS", "LabelLoadError", "LabelledItem", "kind_of", "load_labels"]
+
+#: The judgment kinds a labelled item can have, in report order.
+KINDS: tuple[str, ...] = (J.PRECISION, J.RECALL, J.GRADED, J.SENTENCES)
+
+#: Other names accepted for a kind: the metric names whose scores rest on that judgment.
+KIND_ALIASES: Mapping[str, str] = {
+    "context_relevance[graded]": J.GRADED,
+    "context_relevance[sentence]": J.SENTENCES,
+    "context_relevance[binary]": J.SENTENCES,
+}
+
+#: The label field of each kind.
+LABEL_FIELD: Mapping[str, str] = {
+    J.PRECISION: "useful",
+    J.RECALL: "attributed",
+    J.GRADED: "rating",
+    J.SENTENCES: "relevant_sentences",
+}
+
+_COMMON = ("kind", "id", "question", "reason", "metadata")
+_FIELDS: Mapping[str, tuple[str, ...]] = {
+    J.PRECISION: (*_COMMON, "reference", "chunk", "useful"),
+    J.RECALL: (*_COMMON, "contexts", "reference", "reference_sentences", "attributed", "reasons"),
+    J.GRADED: (*_COMMON, "chunk", "rating"),
+    J.SENTENCES: (*_COMMON, "chunk", "relevant_sentences"),
+}
+
+
+def kind_of(name: str) -> str | None:
+    """The judgment kind ``name`` denotes (a kind, or a metric name with its method), else None."""
+    name = name.replace(" ", "")
+    if name in KINDS:
+        return name
+    return KIND_ALIASES.get(name)
+
+
+class LabelLoadError(SampleLoadError):
+    """A labelled set cannot be loaded; the message names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class LabelledItem:
+    """One labelled item. ``label`` is ``useful`` (bool), ``attributed`` (tuple of bool), ``rating``
+    (int) or ``relevant_sentences`` (sorted tuple of int), after the item's ``kind``."""
+
+    kind: str
+    id: str
+    where: str
+    question: str
+    label: Any
+    chunk: str | None = None
+    reference: str | None = None
+    reference_sentences: tuple[str, ...] | None = None
+    contexts: tuple[str, ...] = ()
+    reason: str = ""
+    reasons: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+class _Bad(ValueError):
+    def __init__(self, message: str, field: str | None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _text(data: Mapping[str, Any], name: str, required: bool = True) -> str | None:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise _Bad(f"missing field {name!r}", name)
+        return None
+    if not isinstance(value, str):
+        raise _Bad(f"field {name!r}: expected a string, got {_type_name(value)}", name)
+    if required and not value.strip():
+        raise _Bad(f"field {name!r}: must not be empty", name)
+    return value
+
+
+def _texts(data: Mapping[str, Any], name: str, required: bool = True) -> tuple[str, ...] | None:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise _Bad(f"missing field {name!r}", name)
+        return None
+    if not isinstance(value, list) or not value:
+        raise _Bad(f"field {name!r}: expected a non-empty list of strings, got {_type_name(value)}", name)
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise _Bad(f"field {name!r}: item {i} must be a non-empty string, got {_type_name(item)}", name)
+    return tuple(value)
+
+
+def _item(data: Mapping[str, Any], default_id: str, where: str) -> LabelledItem:
+    raw_kind = data.get("kind")
+    if raw_kind is None:
+        raise _Bad(f"missing field 'kind' (one of {', '.join(KINDS)})", "kind")
+    kind = kind_of(raw_kind) if isinstance(raw_kind, str) else None
+    if kind is None:
+        raise _Bad(f"field 'kind': expected one of {', '.join(KINDS)}; got {raw_kind!r}", "kind")
+    unknown = sorted(set(data) - set(_FIELDS[kind]))
+    if unknown:
+        raise _Bad(
+            f"unknown field(s) {', '.join(map(repr, unknown))} for a {kind} item; "
+            f"accepted: {', '.join(_FIELDS[kind])}",
+            unknown[0],
+        )
+    item_id = data.get("id")
+    if item_id is None:
+        item_id = default_id
+    elif isinstance(item_id, int) and not isinstance(item_id, bool):
+        item_id = str(item_id)
+    elif not isinstance(item_id, str) or not item_id.strip():
+        raise _Bad(f"field 'id': expected a non-empty string or an integer, got {_type_name(item_id)}", "id")
+    question = _text(data, "question")
+    assert question is not None
+    reason = _text(data, "reason", required=False) or ""
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise _Bad(f"field 'metadata': expected an object, got {_type_name(metadata)}", "metadata")
+    common: dict[str, Any] = {
+        "kind": kind,
+        "id": item_id,
+        "where": where,
+        "question": question,
+        "reason": reason,
+        "metadata": dict(metadata),
+    }
+    name = LABEL_FIELD[kind]
+    if name not in data:
+        raise _Bad(f"missing field {name!r}: the verdict a person gave", name)
+    value = data[name]
+    if kind == J.PRECISION:
+        if not isinstance(value, bool):
+            raise _Bad(f"field 'useful': expected true or false, got {_type_name(value)}", name)
+        return LabelledItem(
+            **common, label=value, reference=_text(data, "reference"), chunk=_text(data, "chunk")
+        )
+    if kind == J.GRADED:
+        if isinstance(value, bool) or value not in (0, 1, 2):
+            raise _Bad(f"field 'rating': expected 0, 1 or 2, got {_type_name(value)}", name)
+        return LabelledItem(**common, label=int(value), chunk=_text(data, "chunk"))
+    if kind == J.SENTENCES:
+        if not isinstance(value, list):
+            raise _Bad(
+                f"field 'relevant_sentences': expected a list of sentence numbers, got {_type_name(value)}",
+                name,
+            )
+        for number in value:
+            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+                raise _Bad(
+                    f"field 'relevant_sentences': sentence numbers start at 1; got {_type_name(number)}",
+                    name,
+                )
+        if len(set(value)) != len(value):
+            raise _Bad(f"field 'relevant_sentences': a sentence number is listed twice: {value}", name)
+        return LabelledItem(**common, label=tuple(sorted(value)), chunk=_text(data, "chunk"))
+    # context_recall
+    if not isinstance(value, list) or not value or not all(isinstance(v, bool) for v in value):
+        raise _Bad(
+            "field 'attributed': expected a non-empty list of true / false, one per reference "
+            f"sentence, got {_type_name(value) if not isinstance(value, list) else value}",
+            name,
+        )
+    contexts = _texts(data, "contexts")
+    sentences = _texts(data, "reference_sentences", required=False)
+    reference = _text(data, "reference", required=sentences is None)
+    if sentences is not None and reference is not None:
+        raise _Bad("give either 'reference' or 'reference_sentences', not both", "reference_sentences")
+    if sentences is not None and len(sentences) != len(value):
+        raise _Bad(f"field 'attributed': {len(value)} entries for {len(sentences)} reference sentences", name)
+    reasons = _texts(data, "reasons", required=False) or ()
+    if reasons and len(reasons) != len(value):
+        raise _Bad(f"field 'reasons': {len(reasons)} reasons for {len(value)} attributed entries", "reasons")
+    assert contexts is not None
+    return LabelledItem(
+        **common,
+        label=tuple(value),
+        contexts=contexts,
+        reference=reference,
+        reference_sentences=sentences,
+        reasons=reasons,
+    )
+
+
+def load_labels(path: str | os.PathLike[str]) -> list[LabelledItem]:
+    """Read a labelled set (``.jsonl``, UTF-8), see the module docstring for its format.
+
+    Raises :class:`LabelLoadError` (a ``ValueError``) naming the file, line and field; ``OSError``
+    when the file cannot be read.
+    """
+    from ..loaders import _jsonl_records, _read_text
+
+    path = Path(path)
+    name = path.name
+    if path.suffix.lower() != ".jsonl":
+        raise LabelLoadError(
+            f"{name}: a labelled set is a .jsonl file (one labelled item per line); got "
+            f"{path.suffix or '(no extension)'!r}",
+            file=name,
+        )
+    try:
+        records = list(_jsonl_records(_read_text(path, name), name))
+    except LabelLoadError:
+        raise
+    except SampleLoadError as exc:
+        raise LabelLoadError(str(exc), file=exc.file, line=exc.line) from None
+    items: list[LabelledItem] = []
+    seen: dict[str, str] = {}
+    for where, default_id, line, _, data in records:
+        try:
+            item = _item(data, default_id, where)
+        except _Bad as exc:
+            raise LabelLoadError(f"{where}: {exc}", file=name, line=line, field=exc.field) from None
+        if item.id in seen:
+            raise LabelLoadError(
+                f"{where}: duplicate id {item.id!r}, already used on {seen[item.id]}",
+                file=name,
+                line=line,
+                field="id",
+            )
+        seen[item.id] = where.removeprefix(f"{name}, ")
+        items.append(item)
+    if not items:
+        raise LabelLoadError(f"{name}: the labelled set holds no items", file=name)
+    return items

@@ -1,0 +1,107 @@
+"""Labelled sets: the JSONL format, and errors that name the file, the line and the field."""
+
+import json
+
+import pytest
+
+from pytest_ragmetrics.calibration.labels import LabelLoadError, kind_of, load_labels
+from pytest_ragmetrics.loaders import SampleLoadError
+
+GOOD = [
+    {"kind": "context_precision", "question": "Q?", "reference": "R.", "chunk": "C.", "useful": True},
+    {
+        "kind": "context_recall",
+        "id": 7,
+        "question": "Q?",
+        "contexts": ["C one.", "C two."],
+        "reference": "A. B.",
+        "attributed": [True, False],
+        "reasons": ["in C one", "nowhere"],
+    },
+    {"kind": "context_relevance_graded", "question": "Q?", "chunk": "C.", "rating": 1, "reason": "half"},
+    {"kind": "context_relevance[sentence]", "question": "Q?", "chunk": "C. D.", "relevant_sentences": [2, 1]},
+]
+
+
+def write(path, rows):
+    path.write_text(
+        "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8"
+    )
+    return path
+
+
+def test_every_kind_loads_with_its_label_and_a_stable_id(tmp_path):
+    items = load_labels(write(tmp_path / "labels.jsonl", [GOOD[0], "", *GOOD[1:]]))
+    assert [i.kind for i in items] == [
+        "context_precision",
+        "context_recall",
+        "context_relevance_graded",
+        "context_relevance_sentences",
+    ]
+    assert [i.id for i in items] == ["labels.jsonl:1", "7", "labels.jsonl:4", "labels.jsonl:5"]
+    assert items[0].label is True and items[1].label == (True, False) and items[2].label == 1
+    assert items[3].label == (1, 2)  # sorted
+    assert items[1].reasons == ("in C one", "nowhere") and items[2].reason == "half"
+    assert items[1].where == "labels.jsonl, line 3"
+
+
+def test_kind_names_and_metric_names_with_their_method():
+    assert kind_of("context_precision") == "context_precision"
+    assert kind_of("context_relevance[graded]") == "context_relevance_graded"
+    assert kind_of("context_relevance[binary]") == "context_relevance_sentences"
+    assert kind_of("context_relevance") is None
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "message"),
+    [
+        ({"question": "Q?"}, "kind", "missing field 'kind'"),
+        ({**GOOD[0], "kind": "precision"}, "kind", "field 'kind': expected one of context_precision"),
+        ({**GOOD[0], "usefull": True}, "usefull", "unknown field(s) 'usefull' for a context_precision item"),
+        ({k: v for k, v in GOOD[0].items() if k != "useful"}, "useful", "missing field 'useful'"),
+        ({**GOOD[0], "useful": "yes"}, "useful", "field 'useful': expected true or false, got a string"),
+        ({**GOOD[0], "chunk": ""}, "chunk", "field 'chunk': must not be empty"),
+        ({**GOOD[2], "rating": 3}, "rating", "field 'rating': expected 0, 1 or 2, got the number 3"),
+        ({**GOOD[2], "rating": True}, "rating", "expected 0, 1 or 2, got a boolean"),
+        ({**GOOD[3], "relevant_sentences": [0]}, "relevant_sentences", "sentence numbers start at 1"),
+        ({**GOOD[3], "relevant_sentences": [1, 1]}, "relevant_sentences", "listed twice"),
+        ({**GOOD[1], "attributed": []}, "attributed", "expected a non-empty list of true / false"),
+        ({**GOOD[1], "contexts": "C."}, "contexts", "field 'contexts': expected a non-empty list of strings"),
+        ({**GOOD[1], "reasons": ["one"]}, "reasons", "1 reasons for 2 attributed entries"),
+        (
+            {**GOOD[1], "reference_sentences": ["A."]},
+            "reference_sentences",
+            "either 'reference' or 'reference_sentences'",
+        ),
+        ({**GOOD[0], "id": ["x"]}, "id", "field 'id': expected a non-empty string or an integer"),
+    ],
+)
+def test_bad_items_name_the_file_line_and_field(tmp_path, row, field, message):
+    path = write(tmp_path / "labels.jsonl", [GOOD[0], row])
+    with pytest.raises(LabelLoadError) as info:
+        load_labels(path)
+    assert str(info.value).startswith("labels.jsonl, line 2: ")
+    assert message in str(info.value)
+    assert (info.value.file, info.value.line, info.value.field) == ("labels.jsonl", 2, field)
+    assert isinstance(info.value, (ValueError, SampleLoadError))
+
+
+def test_reference_sentences_must_pair_with_attributed(tmp_path):
+    row = {k: v for k, v in GOOD[1].items() if k not in ("reference", "reasons")}
+    load_labels(write(tmp_path / "ok.jsonl", [{**row, "reference_sentences": ["A.", "B."]}]))
+    with pytest.raises(
+        LabelLoadError, match="line 1: field 'attributed': 2 entries for 3 reference sentences"
+    ):
+        load_labels(write(tmp_path / "bad.jsonl", [{**row, "reference_sentences": ["A.", "B.", "C."]}]))
+
+
+def test_duplicate_ids_invalid_json_and_empty_files(tmp_path):
+    with pytest.raises(LabelLoadError, match=r"line 2: duplicate id 'x', already used on line 1"):
+        load_labels(write(tmp_path / "a.jsonl", [{**GOOD[0], "id": "x"}, {**GOOD[2], "id": "x"}]))
+    with pytest.raises(LabelLoadError, match=r"b.jsonl, line 2: invalid JSON") as info:
+        load_labels(write(tmp_path / "b.jsonl", [GOOD[0], "{not json"]))
+    assert info.value.line == 2
+    with pytest.raises(LabelLoadError, match="holds no items"):
+        load_labels(write(tmp_path / "c.jsonl", [""]))
+    with pytest.raises(LabelLoadError, match=r"a labelled set is a \.jsonl file"):
+        load_labels(tmp_path / "labels.json")
