@@ -1,5 +1,6 @@
 """Command line: ``python -m pytest_ragmetrics cache stats|clear|prune`` (also ``pytest-ragmetrics``),
-``baseline compare`` and ``report merge`` (see :mod:`pytest_ragmetrics.report.cli`).
+``baseline compare`` and ``report merge`` (see :mod:`pytest_ragmetrics.report.cli`), and ``judge
+check|drift`` (see :mod:`pytest_ragmetrics.calibration.cli`).
 
 ``stats`` shows what the local judgment cache and the committed judgment store hold; ``clear`` empties
 the local cache (never the store); ``prune`` deletes store entries the last full test run did not use,
@@ -113,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-ragmetrics",
         description="Manage the pytest-ragmetrics judgment cache and judgment store; compare and merge "
-        "JSON run reports.",
+        "JSON run reports; check and compare judges.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -144,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="print the figures as JSON")
     clear = actions.add_parser("clear", help="empty the local cache (the judgment store is not touched)")
     common(clear)
+    from .calibration.cli import add_parser as add_judge_parser
+
+    add_judge_parser(commands, common)
     prune = actions.add_parser("prune", help="delete store entries the last full run did not use")
     common(prune)
     prune.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
@@ -287,6 +291,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.cache_dir = configured.get("cache_dir") or default_cli_cache_dir()
     if args.store_dir is None:
         args.store_dir = configured.get("store_dir")
+    if args.command == "judge":
+        from .calibration.cli import run as run_judge
+
+        return run_judge(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
     if args.action == "prune" and args.store_dir is None:
         print(
             "error: no judgment store to prune: pass --store-dir, or set rag_store_dir in the pytest "

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from ._aio import gather_or_cancel, map_bounded
 from .errors import ConfigError, RagMetricsError
-from .metrics.builtin import Metric, check_method
+from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
 from .settings import Settings, from_env
@@ -198,13 +198,19 @@ class _Context:
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         self.prompt_versions.add(request.prompt_version)
-        return await self._evaluator.judge.judge(request)
+        answer = await self._evaluator.judge.judge(request)
+        self._evaluator.note_answer(request, answer)
+        return answer
 
     async def judge_many(
         self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None = None
     ) -> list[JudgeAnswer | None]:
         self.prompt_versions.update(request.prompt_version for request in requests)
-        return await self._evaluator.judge.judge_many(requests, skip)
+        answers = await self._evaluator.judge.judge_many(requests, skip)
+        for request, answer in zip(requests, answers, strict=True):
+            if answer is not None:
+                self._evaluator.note_answer(request, answer)
+        return answers
 
 
 # Every metric of a sample normalizes the same question and chunks again: remember recent texts.
@@ -289,6 +295,19 @@ class Evaluator:
         self._lock = threading.Lock()
         #: Results judged ahead of time, asked first by :meth:`score` (see :class:`ScoresAhead`).
         self.ahead: ScoresAhead | None = None
+        #: What every judgment the metrics asked for decided, by cache key: (kind, answer classes).
+        self.answers: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def note_answer(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
+        """Remember what a judgment decided (a few short strings), so the run can tell a judge that
+        answers everything alike."""
+        from .judgments import answer_classes
+
+        self.answers[request.cache_key()] = (request.kind, answer_classes(request, answer.choices))
+
+    def scoring_context(self) -> ScoringContext:
+        """The context metrics score in: settings, splitting, normalizing and cached judging."""
+        return _Context(self)
 
     # -- lazily built parts ------------------------------------------------------------------
     @property

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .judge.base import DeferredRequest, JudgeRequest
+from .judge.base import DeferredRequest, JudgeAnswer, JudgeRequest
 
 PRECISION = "context_precision"
 RECALL = "context_recall"
@@ -665,6 +665,38 @@ def combine_sentences(choices: Sequence[Mapping[str, Any]]) -> tuple[tuple[int, 
     chosen = tuple(sorted(n for n, c in counts.items() if c * 2 > len(choices)))
     agrees = [set(c["relevant_sentences"]) == set(chosen) for c in choices]
     return chosen, _reason_for(choices, agrees) if any(agrees) else str(choices[0].get("reason", ""))
+
+
+def join_recall(
+    requests: Sequence[JudgeRequest], answers: Sequence[JudgeAnswer]
+) -> list[tuple[bool, str, bool]]:
+    """The answers to :func:`recall_requests` joined: per reference sentence, in order,
+    (attributed by majority, a reason that agrees, whether its answer was cached)."""
+    decided: list[tuple[bool, str, bool]] = []
+    for request, answer in zip(requests, answers, strict=True):
+        count = len(request.inputs["reference_sentences"])
+        first = int(request.inputs.get("first_sentence", 1))
+        decided += [(ok, why, answer.cached) for ok, why in combine_recall(answer.choices, count, first)]
+    return decided
+
+
+def answer_classes(request: JudgeRequest, choices: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """What one judgment decided, as classes that can be counted: ``yes`` / ``no`` (precision; recall,
+    one per reference sentence), the rating ``0`` / ``1`` / ``2`` (graded), ``none`` / ``some`` / ``all``
+    of the sentences (sentence selection)."""
+    if request.kind == PRECISION:
+        return ("yes" if combine_boolean(choices, "useful")[0] else "no",)
+    if request.kind == RECALL:
+        count = len(request.inputs["reference_sentences"])
+        first = _first(request.inputs)
+        return tuple("yes" if ok else "no" for ok, _ in combine_recall(choices, count, first))
+    if request.kind == SENTENCES:
+        chosen = combine_sentences(choices)[0]
+        total = len(request.inputs["sentences"])
+        return ("none" if not chosen else "all" if len(chosen) >= total else "some",)
+    if request.kind == GRADED:
+        return (str(int(combine_rating(choices)[0] + 0.5)),)
+    return ()
 
 
 def combine_rating(choices: Sequence[Mapping[str, Any]]) -> tuple[float, str]:

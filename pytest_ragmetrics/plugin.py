@@ -21,6 +21,8 @@ import pytest
 if TYPE_CHECKING:
     from ._scope import TestScope
     from .baseline import RegressionGate
+    from .calibration.check import Floor
+    from .calibration.labels import LabelledItem
     from .engine import Evaluator, LoopRunner
     from .gates import Gate
     from .judge.stats import JudgeStats
@@ -45,6 +47,8 @@ RUN_WIDE = frozenset(
         "baseline",
         "save_baseline",
         "regression_gates",
+        "judge_check",
+        "judge_agreement",
     }
 )
 
@@ -82,6 +86,12 @@ class RunState:
     worker_plans: dict[str, Any] = field(default_factory=dict)
     #: Usage errors found while generating tests, raised together once collection is over.
     usage_errors: list[str] = field(default_factory=list)
+    #: The judge check: its labelled items (None: not configured), floors, and outcome.
+    labels: list[LabelledItem] | None = None
+    floors: list[Floor] = field(default_factory=list)
+    judge_check: dict[str, Any] | None = None
+    #: What every judgment the tests used decided, by cache key: (kind, answer classes).
+    answer_classes: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
     @property
     def stats(self) -> JudgeStats:
@@ -127,6 +137,8 @@ class RunState:
             self.deselected = self.deselected or bool(data.get("deselected"))
             self.worker_stats.append(data["stats"])
             self.used_keys.update(data["used_keys"])
+            for key, (kind, classes) in (data.get("answer_classes") or {}).items():
+                self.answer_classes[key] = (kind, tuple(classes))
             if data.get("store_keys") is not None:
                 self.add_store_keys(data["store_keys"])
             self.worker_plans.update(data.get("plans") or {})
@@ -263,7 +275,7 @@ def _cli_values(config: pytest.Config) -> dict[str, Any]:
 def _absolute(settings: Settings, root: Path) -> Settings:
     # Paths in configuration are relative to the rootdir (where the ini file is), wherever pytest runs.
     changes = {}
-    for name in ("cache_dir", "store_dir", "baseline", "save_baseline"):
+    for name in ("cache_dir", "store_dir", "baseline", "save_baseline", "judge_check"):
         value = getattr(settings, name)
         if value and not os.path.isabs(value):
             changes[name] = str(root / value)
@@ -289,6 +301,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(f"ragmetrics: {exc}") from None
     state = RunState(config, settings, gates, regression_gates=regression_gates, baseline=baseline)
+    if not _is_worker(config):
+        _configure_judge_check(state)
     state.configured = bool(
         any(v is not None for k, v in cli.items())
         or ini
@@ -331,6 +345,29 @@ def _leave_session() -> None:
     from . import _scope
 
     _scope.pytest_sessions -= 1
+
+
+def _configure_judge_check(state: RunState) -> None:
+    """Read the labelled set and the agreement floors now, so a bad one is a usage error (exit 4)."""
+    s = state.settings
+    if not (s.judge_check or s.judge_agreement):
+        return
+    from .calibration.check import parse_floors
+    from .calibration.labels import load_labels
+    from .errors import ConfigError
+
+    if not s.judge_check:
+        raise pytest.UsageError(
+            "ragmetrics: rag_judge_agreement floors need a labelled set to measure the judge against: "
+            "set rag_judge_check (or --rag-judge-check=PATH)"
+        )
+    try:
+        state.floors = parse_floors(s.judge_agreement)
+        state.labels = load_labels(s.judge_check)
+    except (ConfigError, ValueError) as exc:
+        raise pytest.UsageError(f"ragmetrics: judge check: {exc}") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"ragmetrics: judge check: cannot read the labelled set: {exc}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -652,6 +689,8 @@ def _is_worker(config: pytest.Config) -> bool:
 
 def _close(state: RunState) -> None:
     for evaluator in state.evaluators.values():
+        state.answer_classes.update(evaluator.answers)
+    for evaluator in state.evaluators.values():
         judge = evaluator.built_judge
         if judge is not None:
             state.used_keys.update(judge.used_keys)
@@ -672,6 +711,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     prefetcher = state.prefetcher
     if prefetcher is not None:
         prefetcher.stop()
+    ran_tests = session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    if state.labels is not None and ran_tests and not config.option.collectonly:
+        from .calibration.check import run_judge_check
+
+        # Through the run's own evaluator: the same cache and store, and its used judgments count.
+        source = _shown(str(state.settings.judge_check), state)
+        state.judge_check = run_judge_check(
+            state.evaluator(state.settings), state.labels, state.floors, source
+        )
+        if not state.judge_check["passed"] and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     _close(state)
     used = bool(state.rows or state.evaluators or state.worker_stats or state.errors)
     if _is_worker(config):
@@ -683,6 +733,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "store_keys": sorted(state.store_keys) if state.store_keys is not None else None,
             "plans": {k: [list(c) for c in v] for k, v in prefetcher.plans.items()} if prefetcher else {},
             "deselected": state.deselected,
+            "answer_classes": {k: [kind, list(c)] for k, (kind, c) in state.answer_classes.items()},
         }
         return
     if prefetcher is not None or state.worker_plans:
@@ -734,6 +785,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         baseline_source=_shown(s.baseline, state) if s.baseline else None,
         regression_gates=state.regression_gates,
         partial=_partial_run(state),
+        judge_check=state.judge_check,
+        answers=state.answer_classes.values(),
     )
     regression = report["summary"].get("regression_gates") or []
     if any(not g["passed"] for g in regression) and session.exitstatus == 0:
@@ -808,6 +861,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                     f"ragmetrics regression gate failed: {gate['spec']} ({regression_gate_detail(gate)})",
                     red=True,
                 )
+    if state is not None and not state.settings.report:
+        from .report.terminal import judge_check_failures
+
+        for line in judge_check_failures(report):
+            warning = line.startswith("ragmetrics warning")
+            terminalreporter.write_line(line, red=not warning, yellow=warning)
 
 
 class _ReporterWriter:

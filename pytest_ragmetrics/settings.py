@@ -56,6 +56,8 @@ class Settings:
     baseline: str | None = None
     save_baseline: str | None = None
     regression_gates: tuple[str, ...] = ()
+    judge_check: str | None = None
+    judge_agreement: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Built directly or by resolve(): either way every value passes the same checks.
@@ -315,6 +317,22 @@ OPTIONS: tuple[Option, ...] = (
         cli=False,
         repeat="--rag-regression-gate",
     ),
+    Option(
+        "judge_check",
+        _optional_text,
+        "labelled set (JSONL) to check the judge against at the end of the run: agreement per judgment kind",
+        "PATH",
+    ),
+    Option(
+        "judge_agreement",
+        _lines,
+        "judge agreement floors, one per line, e.g. 'context_precision kappa >= 0.6'; a judge below one "
+        "fails the run (CLI: repeatable; env: separated by ';')",
+        "FLOOR",
+        ini_type="linelist",
+        cli=False,
+        repeat="--rag-judge-agreement",
+    ),
 )
 
 OPTIONS_BY_NAME: Mapping[str, Option] = {o.name: o for o in OPTIONS}
@@ -332,6 +350,7 @@ _OPTIONAL = frozenset(
         "report_html",
         "baseline",
         "save_baseline",
+        "judge_check",
     }
 )
 _FIELDS = {f.name for f in dataclasses.fields(Settings)}

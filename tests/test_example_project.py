@@ -1,10 +1,15 @@
 """The README's main command, `pytest --rag-report` in example_project/, on a copy as fresh as a clone."""
 
+import hashlib
+import importlib.util
+import json
 import os
+import random
 import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -111,3 +116,96 @@ def test_example_project_baseline_flags_the_weakened_retriever_as_a_significant_
     assert "FAIL  context_precision mean drop <= 0.02 at p < 0.05  drop 0.600" in text
     assert "FAIL  context_recall any drop <= 0.5  drop 1.000" in text
     assert "FAIL  ndcg@3 mean drop <= 0.02 at p < 0.05  drop 0.560" in text
+
+
+def test_example_project_checks_its_recorded_judge_against_the_hand_labels(fresh_example):
+    out = run_example(fresh_example, "--rag-report")
+    assert out.returncode == 0, out.stdout[-3000:]
+    lines = {" ".join(line.split()) for line in out.stdout.splitlines()}
+    for floor in (
+        "PASS context_precision kappa >= 0.6 kappa 1.000 over 71 chunks, judge hand-labelled",
+        "PASS context_recall kappa >= 0.6 kappa 1.000 over 51 reference sentences, judge hand-labelled",
+        "PASS context_relevance[graded] weighted_kappa >= 0.6 weighted_kappa 1.000 over 71 chunks, judge hand-labelled",
+        "PASS context_relevance[sentence] kappa >= 0.6 kappa 1.000 over 301 chunk sentences, judge hand-labelled",
+    ):
+        assert floor in lines, out.stdout[-3000:]
+
+
+def _hand_label_judge():
+    """The example's hand-label judge, answering HTTP requests as the fake server's responder."""
+    spec = importlib.util.spec_from_file_location("example_hand_labels", EXAMPLE / "hand_labels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def respond(body):
+        kind = body["response_format"]["json_schema"]["name"]
+        payload = json.loads(body["messages"][-1]["content"])
+        inputs = dict(payload)
+        for name in ("contexts", "reference_sentences", "sentences"):
+            if name in inputs:
+                inputs[name] = list(inputs[name].values())
+        return module.answer(types.SimpleNamespace(kind=kind, inputs=inputs))
+
+    return respond
+
+
+def _always_no(body):
+    def value(schema):
+        if "enum" in schema:
+            return min(schema["enum"])
+        if schema.get("type") == "object":
+            return {name: value(sub) for name, sub in schema["properties"].items()}
+        return {"array": [], "boolean": False, "string": "no"}[schema["type"]]
+
+    return value(body["response_format"]["json_schema"]["schema"])
+
+
+def _coin(body):
+    rng = random.Random(hashlib.sha256(json.dumps(body["messages"]).encode()).digest())
+
+    def value(schema):
+        if "enum" in schema:
+            return rng.choice(schema["enum"])
+        if schema.get("type") == "object":
+            return {name: value(sub) for name, sub in schema["properties"].items()}
+        if schema["type"] == "array":
+            return [n for n in schema["items"]["enum"] if rng.random() < 0.5]
+        return {"boolean": rng.random() < 0.5, "string": "coin"}[schema["type"]]
+
+    return value(body["response_format"]["json_schema"]["schema"])
+
+
+@pytest.mark.parametrize("judge", ["always-yes", "always-no", "random", "hand-labels-over-http"])
+def test_example_project_fails_a_judge_that_disagrees_with_the_hand_labels(fresh_example, judge):
+    """The whole example suite, judged over HTTP through the openai client by the fake server."""
+    from pytest_ragmetrics.testing import FakeJudgeServer
+
+    responder = {"always-no": _always_no, "random": _coin, "hand-labels-over-http": _hand_label_judge()}
+    with FakeJudgeServer(responder.get(judge)) as server:
+        out = run_example(
+            fresh_example,
+            "-p",
+            "no:cacheprovider",
+            RAGMETRICS_JUDGE_BASE_URL=server.base_url,
+            RAGMETRICS_JUDGE_MODEL=judge,
+            RAGMETRICS_CACHE="off",
+            # The committed baseline was judged by the hand-labelled judge: not comparable with this one.
+            RAGMETRICS_BASELINE="",
+            RAGMETRICS_REGRESSION_GATES="",
+            OPENAI_API_KEY="unused",
+        )
+        assert server.request_count >= 240  # every labelled item, once
+    failures = [line for line in out.stdout.splitlines() if line.startswith("ragmetrics judge check failed")]
+    if judge == "hand-labels-over-http":
+        assert out.returncode == 0, out.stdout[-3000:]
+        assert failures == []
+        return
+    assert out.returncode == 1
+    assert failures, out.stdout[-3000:]
+    assert failures[0].startswith("ragmetrics judge check failed: context_precision kappa >= 0.6 (kappa "), (
+        failures
+    )
+    assert (
+        f"over 71 chunks, judge {judge}); resting on this judge: gate 'context_precision mean >= 0.7'"
+        in failures[0]
+    )

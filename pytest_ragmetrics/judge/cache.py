@@ -475,10 +475,16 @@ class CachedJudge:
         cache = self._disk()
         if cache is None:
             return
+        # The request's inputs and parameters too, so `judge drift` can re-judge from the cache alone.
         record: dict[str, Any] = {
             "key": key,
             "kind": request.kind,
             "model": request.model,
+            "prompt_version": request.prompt_version,
+            "temperature": request.temperature,
+            "seed": request.seed,
+            "n": request.n,
+            "inputs": request.inputs,
             "answer": answer.to_json(),
         }
         if request.derived:

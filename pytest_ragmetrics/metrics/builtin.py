@@ -229,16 +229,11 @@ class ContextRecall:
         if shown_method == "claims":
             return await self._claims(sample, question, contexts, sentences, params, label, ctx, tally)
         requests = J.recall_requests(question, contexts, sentences, params, label)
-        answers = await ctx.judge_many(requests)
-        decided: list[tuple[bool, str, bool]] = []
-        for request, answer in zip(requests, answers, strict=True):
+        answers = []
+        for answer in await ctx.judge_many(requests):
             assert answer is not None  # nothing is skipped
-            tally.add(answer)
-            count = len(request.inputs["reference_sentences"])
-            first = int(request.inputs.get("first_sentence", 1))
-            decided += [
-                (ok, why, answer.cached) for ok, why in J.combine_recall(answer.choices, count, first)
-            ]
+            answers.append(tally.add(answer))
+        decided = J.join_recall(requests, answers)
         verdicts = tuple(
             Verdict(
                 "reference sentence",

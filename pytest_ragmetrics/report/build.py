@@ -86,6 +86,8 @@ def build_report(
     regression_gates: Sequence[RegressionGate] = (),
     partial: bool = False,
     errors: list[dict[str, Any]] | None = None,
+    judge_check: Mapping[str, Any] | None = None,
+    answers: Iterable[tuple[str, Iterable[str]]] = (),
 ) -> dict[str, Any]:
     """The plain-JSON run report that every renderer reads.
 
@@ -93,8 +95,13 @@ def build_report(
     With a ``baseline`` report, the comparison and the ``regression_gates`` are attached (see
     :func:`attach_baseline`; ``partial`` as for gates).
     Every string passes through :func:`~pytest_ragmetrics.redact.redact`.
+    ``judge_check`` is the judge check's outcome (see :func:`~pytest_ragmetrics.calibration.check.
+    run_judge_check`), if one ran; the report adds what rests on each judgment kind that failed.
+    ``answers`` holds what each distinct judgment decided, ``(kind, classes)``: a kind whose answers
+    are nearly all alike gets a warning in ``summary["judge_warnings"]``.
     """
     from .. import __version__
+    from ..calibration.degenerate import degenerate_kinds
     from .json_report import sort_results
 
     s = settings
@@ -114,6 +121,21 @@ def build_report(
         "cost": stats.cost(s.price_input, s.price_output),
     }
     comparisons = comparison_counts(rows)
+    summary: dict[str, Any] = {
+        "metrics": metrics,
+        "gates": gate_results,
+        "judge": judge,
+        "unused_store_entries": unused_store_entries,
+        # Tests a ragmetrics error stopped before their comparison, in test order.
+        "errors": sorted(errors or [], key=lambda e: (e["nodeid"], e["when"])),
+        "comparisons": comparisons,
+        **({"labels": labels} if (labels := label_summary(rows)) else {}),
+    }
+    warnings = degenerate_kinds(answers)
+    if warnings:
+        summary["judge_warnings"] = warnings
+    if judge_check is not None:
+        summary["judge_check"] = judge_check_section(judge_check, rows, gate_results)
     from ..redact import redact_json
 
     # Judge reasons and error texts quote what servers said: no credential reaches a report.
@@ -122,16 +144,7 @@ def build_report(
             "version": REPORT_VERSION,
             "plugin_version": __version__,
             "results": [dict(r) for r in sort_results(rows)],
-            "summary": {
-                "metrics": metrics,
-                "gates": gate_results,
-                "judge": judge,
-                "unused_store_entries": unused_store_entries,
-                # Tests a ragmetrics error stopped before their comparison, in test order.
-                "errors": sorted(errors or [], key=lambda e: (e["nodeid"], e["when"])),
-                "comparisons": comparisons,
-                **({"labels": labels} if (labels := label_summary(rows)) else {}),
-            },
+            "summary": summary,
         }
     )
     if baseline is not None:
@@ -251,6 +264,33 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     merged["results"] = [dict(r) for r in sort_results(rows)]
     merged["summary"] = summary
     return merged
+
+
+def judge_check_section(
+    check: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], gate_results: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The judge check with, for every failed floor, the gates and comparisons resting on that judge.
+
+    A floor on ``context_precision`` concerns the precision judgments, so every gate and comparison
+    over ``context_precision`` rests on it; ``context_relevance_sentences`` carries both the sentence
+    and the binary method.
+    """
+    from ..calibration.check import METRICS_OF_KIND
+
+    rows, gate_results = list(rows), list(gate_results)
+    floors = []
+    for floor in check.get("floors") or []:
+        floor = dict(floor)
+        if not floor.get("passed"):
+            metrics = set(METRICS_OF_KIND.get(floor.get("kind", ""), ()))
+            tests = [r["nodeid"] for r in rows if (r.get("metric"), r.get("method")) in metrics]
+            floor["resting_on"] = {
+                "gates": [g["spec"] for g in gate_results if (g.get("metric"), g.get("method")) in metrics],
+                "comparisons": len(tests),
+                "tests": sorted(set(tests)),
+            }
+        floors.append(floor)
+    return {**check, "floors": floors}
 
 
 def write_reports(report: dict[str, Any], settings: Settings) -> None:

@@ -236,6 +236,48 @@ def _gates(gates: list[Mapping[str, Any]]) -> str:
     )
 
 
+def _judge_check(check: Mapping[str, Any], warnings: list[Mapping[str, Any]]) -> str:
+    source, model = _e(check.get("source", "?")), _e(check.get("model", "?"))
+    head = f"<p>Labelled set <code>{source}</code>, judge {model}.</p>"
+    notes = "".join(f'<p class="bad">Warning: {_e(w.get("message", ""))}</p>' for w in warnings)
+    if check.get("error"):
+        return (
+            f'<section id="judge-check"><h2>Judge check</h2>{head}'
+            f'<p class="bad">The judge check could not run: {_e(check["error"])}</p>{notes}</section>'
+        )
+    kinds = "".join(
+        "<tr>"
+        + "".join(f"<td>{_e(k.get(name, '?'))}</td>" for name in ("kind", "model", "unit"))
+        + f'<td class="num">{_e(format_count(k.get("n", 0)))}</td>'
+        + "".join(
+            f'<td class="num">{_e(format_score(k.get(name)) if k.get(name) is not None else "-")}</td>'
+            for name in ("accuracy", "kappa", "weighted_kappa", "f1")
+        )
+        + f'<td class="num">{_e(format_count(len(k.get("disagreements") or [])))}</td></tr>'
+        for k in check.get("kinds") or []
+    )
+    floors = "".join(
+        f'<tr class="{"pass" if f.get("passed") else "fail"}">'
+        f'<td class="{"ok" if f.get("passed") else "bad"}">{"PASS" if f.get("passed") else "FAIL"}</td>'
+        f"<td><code>{_e(f.get('spec', ''))}</code> {_e(f.get('reason') or '')}</td>"
+        f'<td class="num">{_e(format_score(f.get("value")))}</td></tr>'
+        for f in check.get("floors") or []
+    )
+    return (
+        f'<section id="judge-check"><h2>Judge check</h2>{head}<table><thead><tr><th>Kind</th><th>Judge</th>'
+        '<th>Unit</th><th class="num">n</th><th class="num">Accuracy</th><th class="num">Kappa</th>'
+        '<th class="num">Weighted kappa</th><th class="num">F1</th><th class="num">Disagreements</th>'
+        f"</tr></thead><tbody>{kinds}</tbody></table>"
+        + (
+            '<table><thead><tr><th>Result</th><th>Floor</th><th class="num">Value</th></tr></thead>'
+            f"<tbody>{floors}</tbody></table>"
+            if floors
+            else ""
+        )
+        + f"{notes}</section>"
+    )
+
+
 def _metrics(metrics: list[Mapping[str, Any]]) -> str:
     rows = [
         f"<tr><td>{_e(metric_label(str(m.get('metric', '?')), m.get('method')))}</td>"
@@ -503,6 +545,9 @@ def to_html(
             bits.append(f"{result['comparisons_xfailed']} failed as expected (xfail)")
         if result["gates"]:
             bits.append(f"{result['gates_failed']} of {result['gates']} gates failed")
+        check = summary.get("judge_check")
+        if check and not check.get("passed"):
+            bits.append("the judge check failed")
         headline = ("Passed: " if result["passed"] else "Failed: ") + ", ".join(bits) + "."
     status = "ok" if result["passed"] else "bad"
     parts = [
@@ -533,6 +578,8 @@ def to_html(
         parts.append(_metrics(summary["metrics"]))
     if rows:
         parts.append(_results(rows, summary.get("baseline")))
+    if summary.get("judge_check") or summary.get("judge_warnings"):
+        parts.append(_judge_check(summary.get("judge_check") or {}, summary.get("judge_warnings") or []))
     if summary.get("judge") or summary.get("unused_store_entries"):
         parts.append(_judge(summary, include_timing))
     parts.append(f"<script>{_JS}</script></body></html>")

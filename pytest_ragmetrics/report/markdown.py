@@ -91,6 +91,9 @@ def _headline(report: Mapping[str, Any]) -> str:
             parts.append(f"{result['gates_failed']} of {result['gates']} gates failed")
         else:
             parts.append(f"all {result['gates']} gates passed")
+    check = (report.get("summary") or {}).get("judge_check")
+    if check and not check.get("passed"):
+        parts.append("the judge check failed")
     mark = PASS_MARK if result["passed"] else FAIL_MARK
     return f"## {mark} ragmetrics: " + ", ".join(parts)
 
@@ -266,6 +269,39 @@ def _judge(summary: Mapping[str, Any]) -> list[str]:
     return ["### Judge", "", *_table(["Figure", "Value"], "ll", rows), ""]
 
 
+def _score(value: Any) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _judge_check(check: Mapping[str, Any]) -> list[str]:
+    lines = ["### Judge check", ""]
+    source = escape_markdown(check.get("source", "?"))
+    lines += [f"Labelled set {source}, judge {escape_markdown(check.get('model', '?'))}.", ""]
+    if check.get("error"):
+        return [*lines, f"**FAIL**: the judge check could not run: {escape_markdown(check['error'])}", ""]
+    rows = []
+    for k in check.get("kinds") or []:
+        names = [escape_markdown(k.get(name, "?")) for name in ("kind", "model", "unit")]
+        figures = [_score(k.get(name)) for name in ("accuracy", "kappa", "weighted_kappa", "f1")]
+        disagreements = format_count(len(k.get("disagreements") or []))
+        rows.append([*names, format_count(k.get("n", 0)), *figures, disagreements])
+    header = ["Kind", "Judge", "Unit", "n", "Accuracy", "Kappa", "Weighted kappa", "F1", "Disagreements"]
+    lines += _table(header, "lllrrrrrr", rows)
+    lines += ["", "Kappa is Cohen's; the weighted kappa (graded ratings) uses quadratic weights.", ""]
+    for floor in check.get("floors") or []:
+        status = "PASS" if floor.get("passed") else "**FAIL**"
+        text = f"- {status} {escape_markdown(floor.get('spec', '?'))}: {_score(floor.get('value'))}"
+        if not floor.get("passed") and floor.get("reason"):
+            text += f" ({escape_markdown(floor['reason'])})"
+        resting = floor.get("resting_on")
+        if resting and (resting.get("gates") or resting.get("comparisons")):
+            gates = ", ".join(f"gate {escape_markdown(g)}" for g in resting.get("gates") or [])
+            comparisons = f"{resting.get('comparisons', 0)} comparisons"
+            text += f"; resting on this judge: {gates + ', ' if gates else ''}{comparisons}"
+        lines.append(text)
+    return [*lines, ""]
+
+
 def to_markdown(report: Mapping[str, Any], *, max_failures: int = DEFAULT_MAX_FAILURES) -> str:
     """Render a run report as GitHub-flavoured Markdown (ends with a newline).
 
@@ -295,6 +331,10 @@ def to_markdown(report: Mapping[str, Any], *, max_failures: int = DEFAULT_MAX_FA
     if summary.get("metrics"):
         lines += _metrics(summary["metrics"])
     lines += _failures(rows, max_failures)
+    if summary.get("judge_check"):
+        lines += _judge_check(summary["judge_check"])
+    for warning in summary.get("judge_warnings") or []:
+        lines += [f"> **Warning:** {escape_markdown(warning.get('message', ''))}", ""]
     if summary.get("judge") or summary.get("unused_store_entries"):
         lines += _judge(summary)
     return "\n".join(lines).rstrip("\n") + "\n"

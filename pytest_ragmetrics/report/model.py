@@ -262,7 +262,8 @@ def report_notes(report: Mapping[str, Any]) -> list[str]:
 
 
 def outcome(report: Mapping[str, Any]) -> Outcome:
-    """How the run went: the report passes when no comparison (outside xfail tests) and no gate failed.
+    """How the run went: the report passes when no comparison (outside xfail tests), no gate and no
+    judge agreement floor failed.
 
     Test counts are reported but do not decide: a test can fail for reasons that have nothing to do
     with retrieval quality, and pytest already says so.
@@ -274,8 +275,12 @@ def outcome(report: Mapping[str, Any]) -> Outcome:
     comparisons_failed = sum(1 for row in rows if row_fails(row))
     gates_failed = sum(1 for gate in gates if not gate.get("passed"))
     errors = sum(1 for error in error_rows(report) if not error.get("xfail"))
+    check = _summary(report).get("judge_check")
     return Outcome(
-        passed=comparisons_failed == 0 and gates_failed == 0 and errors == 0,
+        passed=comparisons_failed == 0
+        and gates_failed == 0
+        and errors == 0
+        and (not check or bool(check.get("passed"))),
         comparisons=len(rows),
         comparisons_failed=comparisons_failed,
         comparisons_xfailed=sum(1 for row in rows if row.get("xfail") and not row.get("passed")),

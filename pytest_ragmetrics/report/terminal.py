@@ -46,6 +46,7 @@ __all__ = [
     "TITLE",
     "LineWriter",
     "header_line",
+    "judge_check_failures",
     "render_sections",
     "render_terminal",
 ]
@@ -316,6 +317,139 @@ def _hit_parts(judge: Mapping[str, Any]) -> list[str]:
     return [_plural(hits[0], "cache hit"), _plural(hits[1], "store hit")]
 
 
+#: Disagreements listed per judgment kind below -v.
+DISAGREEMENTS_SHOWN = 5
+
+
+def _floor_detail(floor: Mapping[str, Any], kinds: Sequence[Mapping[str, Any]]) -> str:
+    if floor.get("value") is None:
+        return str(floor.get("reason") or "no value")
+    kind = next(
+        (k for k in kinds if k.get("kind") == floor.get("kind") and k.get("model") == floor.get("model")), {}
+    )
+    text = f"{floor.get('stat')} {format_score(floor.get('value'))}"
+    if kind:
+        text += f" over {_plural(kind.get('n', 0), str(kind.get('unit', 'unit')))}"
+    return text + f", judge {floor.get('model')}"
+
+
+def _resting_on(floor: Mapping[str, Any]) -> str | None:
+    resting = floor.get("resting_on")
+    if not resting:
+        return None
+    parts = [f"gate '{g}'" for g in resting.get("gates") or []]
+    if resting.get("comparisons"):
+        tests = _plural(len(resting.get("tests") or []), "test")
+        parts.append(f"{_plural(resting['comparisons'], 'comparison')} in {tests}")
+    return "resting on this judge: " + (", ".join(parts) if parts else "no gate or comparison of this run")
+
+
+def judge_check_failures(report: Mapping[str, Any]) -> list[str]:
+    """One line per failed agreement floor (or the reason the judge check could not run), and per
+    judgment kind answered nearly all alike, for the short summary printed without ``--rag-report``."""
+    summary = report.get("summary") or {}
+    warnings = [f"ragmetrics warning: {w.get('message')}" for w in summary.get("judge_warnings") or []]
+    check = summary.get("judge_check")
+    if not check or check.get("passed"):
+        return warnings
+    if check.get("error"):
+        return [f"ragmetrics judge check failed: {_one_line(check['error'])}", *warnings]
+    lines = []
+    for floor in check.get("floors") or []:
+        if not floor.get("passed"):
+            detail = _floor_detail(floor, check.get("kinds") or [])
+            line = f"ragmetrics judge check failed: {floor.get('spec')} ({detail})"
+            resting = _resting_on(floor)
+            lines.append(line + (f"; {resting}" if resting else ""))
+    return lines + warnings
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else format_score(value)
+
+
+def _render_judge_check(tw: LineWriter, check: Mapping[str, Any], verbosity: int) -> None:
+    passed = bool(check.get("passed"))
+    tw.line(f"labelled set {check.get('source', '?')}, judge {check.get('model', '?')}")
+    if check.get("error"):
+        tw.line(f"FAIL  the judge check could not run: {_one_line(check['error'])}", red=True)
+        return
+    kinds: list[Mapping[str, Any]] = list(check.get("kinds") or [])
+    several = len({k.get("model") for k in kinds}) > 1
+    header = [
+        "kind",
+        *(["judge"] if several else []),
+        "unit",
+        "n",
+        "accuracy",
+        "kappa",
+        "weighted_kappa",
+        "f1",
+    ]
+    cells = [header]
+    for k in kinds:
+        cells.append(
+            [
+                str(k.get("kind", "?")),
+                *([str(k.get("model", "?"))] if several else []),
+                str(k.get("unit", "?")),
+                format_count(k.get("n", 0)),
+                _cell(k.get("accuracy")),
+                _cell(k.get("kappa")),
+                _cell(k.get("weighted_kappa")),
+                _cell(k.get("f1")),
+            ]
+        )
+    first = 3 if several else 2
+    lines = _columns(cells, right=set(range(first, len(header))))
+    tw.line(lines[0], bold=True)
+    for line in lines[1:]:
+        tw.line(line)
+    tw.line("kappa: Cohen's; weighted_kappa: quadratic weights (graded ratings); f1 of yes / needed")
+    floors = list(check.get("floors") or [])
+    cells = [
+        ["PASS" if f.get("passed") else "FAIL", str(f.get("spec", "?")), _floor_detail(f, kinds)]
+        for f in floors
+    ]
+    for floor, line in zip(floors, _columns(cells, right=set()), strict=True):
+        ok = bool(floor.get("passed"))
+        tw.line(line, green=ok, red=not ok)
+        if not ok:
+            if floor.get("reason") and floor.get("value") is not None:
+                tw.line(f"      {_one_line(floor['reason'])}")
+            resting = _resting_on(floor)
+            if resting:
+                tw.line(f"      {resting}")
+    for k in kinds:
+        failing = any(not f.get("passed") and f.get("kind") == k.get("kind") for f in floors)
+        if verbosity >= 1 or failing:
+            classes = [str(c) for c in k.get("classes") or []]
+            matrix = k.get("confusion") or []
+            rows = "; ".join(
+                f"label {c}: " + " ".join(str(n) for n in counts)
+                for c, counts in zip(classes, matrix, strict=False)
+            )
+            tw.line(f"confusion {k.get('kind')} (judge answered {' / '.join(classes)}): {rows}")
+        disagreements = list(k.get("disagreements") or [])
+        if not disagreements:
+            continue
+        shown = disagreements if verbosity >= 1 else disagreements[:DISAGREEMENTS_SHOWN]
+        tw.line(
+            f"{k.get('kind')}: {_plural(len(disagreements), 'disagreement')} with the labels",
+            yellow=passed,
+            red=not passed,
+        )
+        for d in shown:
+            tw.line(
+                f"  {d.get('id')} ({d.get('where')}): label {d.get('label')}, judge {d.get('verdict')}"
+                f" - '{_one_line(d.get('text', ''))}'"
+            )
+            if d.get("reason"):
+                tw.line(f"      judge: {_one_line(d['reason'])}")
+        if len(shown) < len(disagreements):
+            tw.line(f"  ({len(disagreements) - len(shown)} more; -v lists them all)")
+
+
 def _judge_parts(judge: Mapping[str, Any]) -> list[str]:
     prompt = judge.get("prompt_tokens") or 0
     completion = judge.get("completion_tokens") or 0
@@ -413,9 +547,12 @@ def render_terminal(
         tw.sep("-", "metrics")
         _render_metrics(tw, summary["metrics"])
     render_sections(report, tw)
+    if summary.get("judge_check"):
+        tw.sep("-", "judge check")
+        _render_judge_check(tw, summary["judge_check"], verbosity)
     judge = summary.get("judge")
     unused = summary.get("unused_store_entries") or 0
-    if judge or unused:
+    if judge or unused or summary.get("judge_warnings"):
         tw.sep("-", "judge")
     if judge:
         for line in _wrap(_judge_parts(judge), width):
@@ -423,6 +560,8 @@ def render_terminal(
         storage = _storage_line(judge, rootdir)
         if storage:
             tw.line(storage)
+    for warning in summary.get("judge_warnings") or []:
+        tw.line(f"warning: {warning.get('message')}", yellow=True)
     if unused:
         tw.line(
             f"{format_count(unused)} unused judgment store entries; remove them with: {PRUNE_COMMAND}",

@@ -1,0 +1,400 @@
+"""``python -m pytest_ragmetrics judge check|drift``: the judge check outside a test run, and drift.
+
+``judge check PATH --model A --model B`` judges a labelled set with each model (through the cache and
+the store, as configured where pytest runs) and prints their agreement side by side with what judging
+cost: fresh judge calls, the tokens they spent and their mean latency. A team picks the cheapest judge
+that agrees enough. Exit 1 when a model is below a floor.
+
+``judge drift --model NEW`` re-judges a seeded random sample of the recorded judgments (the judgment
+store, else the local cache) with ``NEW`` and the current prompt versions, and reports how many
+verdicts flip and how each metric's mean verdict would move.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .. import judgments as J
+from ..errors import ConfigError, RagMetricsError
+
+if TYPE_CHECKING:
+    from ..engine import Evaluator
+    from ..judge.base import JudgeRequest
+    from ..settings import Settings
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_parser(commands: Any, common: Any) -> None:
+    """Register ``judge check`` and ``judge drift`` on the top-level sub-command parser."""
+    judge = commands.add_parser("judge", help="check the judge against labels, or measure its drift")
+    actions = judge.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    check = actions.add_parser("check", help="agreement of one or more judge models with a labelled set")
+    common(check)
+    check.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        help="labelled set (.jsonl; default: rag_judge_check of the configuration)",
+    )
+    check.add_argument(
+        "--model", action="append", help="judge model to check (repeatable; default: the configured one)"
+    )
+    check.add_argument(
+        "--floor",
+        action="append",
+        help="agreement floor, e.g. 'context_precision kappa >= 0.6' (repeatable; "
+        "default: rag_judge_agreement of the configuration)",
+    )
+    check.add_argument("--cache", choices=("readwrite", "replay", "refresh", "off"), help="cache mode")
+    check.add_argument("--json", action="store_true", help="print the figures as JSON")
+    drift = actions.add_parser("drift", help="re-judge a sample of recorded judgments with another model")
+    common(drift)
+    drift.add_argument("--model", required=True, help="the judge model to compare with the recorded one")
+    drift.add_argument(
+        "--from-model",
+        help="only recorded judgments of this model (default: the configured judge model, if it has any)",
+    )
+    drift.add_argument("--sample", type=int, default=100, help="judgments to re-judge (default 100)")
+    drift.add_argument("--seed", type=int, default=0, help="seed of the random sample (default 0)")
+    drift.add_argument("--cache", choices=("readwrite", "replay", "refresh", "off"), help="cache mode")
+    drift.add_argument("--json", action="store_true", help="print the figures (and every flip) as JSON")
+
+
+def _settings(args: argparse.Namespace, ini: Mapping[str, Any], base: Path) -> Settings:
+    import os
+
+    from ..settings import OPTIONS_BY_NAME, resolve
+
+    values = {k[4:]: v for k, v in ini.items() if k.startswith("rag_") and k[4:] in OPTIONS_BY_NAME}
+    cli: dict[str, Any] = {
+        "cache_dir": str(args.cache_dir),
+        "store_dir": args.store_dir and str(args.store_dir),
+    }
+    if args.cache:
+        cli["cache"] = args.cache
+    settings = resolve(ini=values, env=os.environ, cli=cli)
+    if settings.judge_check and not Path(settings.judge_check).is_absolute():
+        settings = settings.replace(judge_check=str(base / settings.judge_check))
+    return settings
+
+
+def _evaluator(settings: Settings) -> Evaluator:
+    from ..engine import Evaluator
+
+    return Evaluator(settings)
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _table(rows: Sequence[Sequence[str]], right_from: int) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.rjust(widths[i]) if i >= right_from else c.ljust(widths[i]) for i, c in enumerate(r)
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def run(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: TextIO, err: TextIO) -> int:
+    """Run ``judge check`` or ``judge drift``; returns the exit code."""
+    try:
+        settings = _settings(args, ini, base)
+        if args.action == "check":
+            return _check(args, settings, out, err)
+        return _drift(args, settings, out, err)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+
+
+# --- judge check --------------------------------------------------------------------------------------
+
+
+def _check(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextIO) -> int:
+    from ..gates import compare
+    from .check import check_floors, judge_labels, parse_floors
+    from .labels import load_labels
+
+    path = args.path or (Path(settings.judge_check) if settings.judge_check else None)
+    if path is None:
+        print(
+            "error: no labelled set: pass PATH, or set rag_judge_check in the pytest configuration", file=err
+        )
+        return EXIT_USAGE
+    try:
+        items = load_labels(path)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    floors = parse_floors(args.floor if args.floor is not None else settings.judge_agreement)
+    models = list(dict.fromkeys(args.model or [settings.judge_model]))
+    report: dict[str, Any] = {"labelled_set": str(path), "items": len(items), "models": []}
+    for model in models:
+        # Each model rates graded relevance itself: a side-by-side comparison, not an ensemble.
+        evaluator = _evaluator(settings.replace(judge_model=model, relevance_models=()))
+        started = time.perf_counter()
+        try:
+            results = evaluator.runner.run(judge_labels(items, evaluator))
+        except RagMetricsError as exc:
+            print(f"error: judge {model}: {exc}", file=err)
+            return EXIT_FAILED
+        finally:
+            evaluator.close()
+        rows = check_floors(floors, results, compare, path.name)
+        calls = sum(r.judge_calls for r in results)
+        seconds = sum(r.seconds for r in results)
+        report["models"].append(
+            {
+                "model": model,
+                "kinds": [r.to_json() for r in results],
+                "floors": rows,
+                "passed": all(r["passed"] for r in rows),
+                "judge_calls": calls,
+                "tokens": sum(r.tokens for r in results),
+                "latency": seconds / calls if calls else None,
+                "wall_seconds": round(time.perf_counter() - started, 3),
+            }
+        )
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True), file=out)
+    else:
+        _print_check(report, floors != [], out)
+    return EXIT_OK if all(m["passed"] for m in report["models"]) else EXIT_FAILED
+
+
+def _print_check(report: Mapping[str, Any], with_floors: bool, out: TextIO) -> None:
+    print(f"judge check {report['labelled_set']}: {report['items']} labelled items", file=out)
+    rows = [["model", "kind", "unit", "n", "accuracy", "kappa", "weighted_kappa", "f1"]]
+    for m in report["models"]:
+        for k in m["kinds"]:
+            rows.append(
+                [m["model"], k["kind"], k["unit"], str(k["n"]), _fmt(k["accuracy"]), _fmt(k["kappa"]),
+                 _fmt(k["weighted_kappa"]), _fmt(k["f1"])]
+            )  # fmt: skip
+    for line in _table(rows, 3):
+        print(line, file=out)
+    print("kappa: Cohen's; weighted_kappa: quadratic weights (graded ratings); f1 of yes / needed", file=out)
+    rows = [["model", "judge calls", "tokens", "latency/call", *(["floors"] if with_floors else [])]]
+    for m in report["models"]:
+        failed = [f for f in m["floors"] if not f["passed"]]
+        verdict = "PASS" if not failed else "FAIL: " + "; ".join(f["spec"] for f in failed)
+        latency = "-" if m["latency"] is None else f"{m['latency']:.2f}s"
+        rows.append(
+            [
+                m["model"],
+                str(m["judge_calls"]),
+                f"{m['tokens']:,}",
+                latency,
+                *([verdict] if with_floors else []),
+            ]
+        )
+    print(file=out)
+    for line in _table(rows, 1):
+        print(line, file=out)
+    print(
+        "judge calls, tokens and latency: fresh judge calls only (a recorded answer costs nothing)", file=out
+    )
+
+
+# --- judge drift ---------------------------------------------------------------------------------------
+
+
+def recorded_judgments(settings: Settings) -> tuple[str, list[dict[str, Any]]]:
+    """Every recorded judgment that carries its inputs: from the judgment store when one is
+    configured, else from the local cache. Returns (where they came from, records sorted by key)."""
+    records: list[dict[str, Any]] = []
+    if settings.store_dir:
+        from ..judge.store import JudgmentStore
+
+        store = JudgmentStore(settings.store_dir)
+        for key in sorted(store.keys()):
+            data = store.read_json(key)
+            if data is not None and isinstance(data.get("inputs"), dict):
+                records.append(data)
+        return f"judgment store {settings.store_dir}", records
+    from ..judge.cache import open_disk_cache
+
+    directory = Path(settings.cache_dir or ".ragmetrics_cache")
+    if (directory / "cache.db").is_file():
+        cache = open_disk_cache(directory)
+        try:
+            for key in sorted(cache.iterkeys()):
+                try:
+                    data = json.loads(cache.get(key))
+                except (TypeError, ValueError):
+                    continue
+                if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
+                    records.append(data)
+        finally:
+            cache.close()
+    return f"cache {directory}", records
+
+
+def rebuild_request(record: Mapping[str, Any], model: str) -> JudgeRequest:
+    """The request a recorded judgment answered, for ``model`` and the current prompt version."""
+    inputs = record["inputs"]
+    seed = record.get("seed")
+    params = J.JudgeParams(model, float(record.get("temperature", 0.0)), seed, int(record.get("n", 1)))
+    kind = record.get("kind")
+    first = int(inputs.get("first_sentence", 1))
+    if kind == J.PRECISION:
+        return J.precision_request(
+            inputs["question"], inputs["reference"], inputs.get("reference_kind", "ground_truth"),
+            inputs["chunk"], params, "recorded judgment",
+        )  # fmt: skip
+    if kind == J.RECALL:
+        return J.recall_request(
+            inputs["question"],
+            inputs["contexts"],
+            inputs["reference_sentences"],
+            params,
+            "recorded judgment",
+            first,
+        )
+    if kind == J.SENTENCES and "chunk" in inputs:
+        # Keyed on the chunk and the splitter: the recorded window of sentences is what the judge saw.
+        window = list(inputs["sentences"])
+        count = int(inputs.get("sentence_count", len(window)))
+        whole = [""] * (first - 1) + window + [""] * max(0, count - first + 1 - len(window))
+        return J.chunk_sentences_request(
+            inputs["question"],
+            inputs["chunk"],
+            inputs["splitter"],
+            lambda _: whole,
+            params,
+            "recorded judgment",
+            first,
+        )
+    if kind == J.SENTENCES:
+        return J.sentences_request(
+            inputs["question"], inputs["sentences"], params, "recorded judgment", first
+        )
+    if kind == J.GRADED:
+        return J.graded_request(inputs["question"], inputs["chunk"], params, "recorded judgment")
+    raise ValueError(f"unknown judgment kind {kind!r}")
+
+
+def units(kind: str, request: JudgeRequest, choices: Sequence[Mapping[str, Any]]) -> list[float]:
+    """The verdict values of one answer, one per unit, in [0, 1]: useful, attributed per reference
+    sentence, rating / 2, needed per chunk sentence."""
+    inputs = request.inputs
+    first = int(inputs.get("first_sentence", 1))
+    if kind == J.PRECISION:
+        return [1.0 if J.combine_boolean(choices, "useful")[0] else 0.0]
+    if kind == J.RECALL:
+        count = len(inputs["reference_sentences"])
+        return [1.0 if ok else 0.0 for ok, _ in J.combine_recall(choices, count, first)]
+    if kind == J.SENTENCES:
+        chosen = set(J.combine_sentences(choices)[0])
+        return [1.0 if n in chosen else 0.0 for n in range(first, first + len(inputs["sentences"]))]
+    return [J.combine_rating(choices)[0] / 2]
+
+
+#: What each kind's mean verdict value is, in metric terms.
+MEANS: Mapping[str, str] = {
+    J.PRECISION: "context_precision: share of chunks judged useful",
+    J.RECALL: "context_recall: share of reference sentences attributed",
+    J.GRADED: "context_relevance[graded]: mean rating / 2",
+    J.SENTENCES: "context_relevance[sentence]: share of chunk sentences needed",
+}
+
+
+def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextIO) -> int:
+    from ..judge.base import JudgeAnswer
+
+    if args.sample < 1:
+        print("error: --sample must be at least 1", file=err)
+        return EXIT_USAGE
+    where, records = recorded_judgments(settings)
+    source_model = args.from_model
+    if source_model is None and any(r.get("model") == settings.judge_model for r in records):
+        source_model = settings.judge_model
+    if source_model is not None:
+        records = [r for r in records if r.get("model") == source_model]
+    if not records:
+        print(f"error: no recorded judgments with inputs in the {where}", file=err)
+        return EXIT_FAILED
+    sample = random.Random(args.seed).sample(records, min(args.sample, len(records)))
+    evaluator = _evaluator(settings.replace(judge_model=args.model))
+    pairs = [(record, rebuild_request(record, args.model)) for record in sample]
+
+    async def judge_all() -> list[JudgeAnswer]:
+        from .._aio import gather_or_cancel
+
+        return list(await gather_or_cancel(*(evaluator.judge.judge(req) for _, req in pairs)))
+
+    try:
+        answers = evaluator.runner.run(judge_all())
+    except RagMetricsError as exc:
+        print(f"error: judge {args.model}: {exc}", file=err)
+        return EXIT_FAILED
+    finally:
+        evaluator.close()
+    kinds: dict[str, dict[str, Any]] = {}
+    flips: list[dict[str, Any]] = []
+    for (record, request), answer in zip(pairs, answers, strict=True):
+        kind = request.kind
+        old_answer = JudgeAnswer.from_json(record["answer"], source="store")
+        old, new = units(kind, request, old_answer.choices), units(kind, request, answer.choices)
+        figures = kinds.setdefault(kind, {"judgments": 0, "units": 0, "flipped": 0, "old": 0.0, "new": 0.0})
+        figures["judgments"] += 1
+        figures["units"] += len(old)
+        figures["old"] += sum(old)
+        figures["new"] += sum(new)
+        changed = sum(1 for a, b in zip(old, new, strict=True) if a != b)
+        figures["flipped"] += changed
+        if changed:
+            flips.append({"key": record.get("key"), "kind": kind, "old": old, "new": new})
+    summary = {
+        "source": where,
+        "from_model": source_model,
+        "model": args.model,
+        "recorded": len(records),
+        "sampled": len(sample),
+        "seed": args.seed,
+        "kinds": {
+            kind: {
+                "judgments": f["judgments"],
+                "units": f["units"],
+                "flipped": f["flipped"],
+                "flip_share": f["flipped"] / f["units"],
+                "mean_before": f["old"] / f["units"],
+                "mean_after": f["new"] / f["units"],
+                "meaning": MEANS[kind],
+            }
+            for kind, f in sorted(kinds.items())
+        },
+        "flips": flips,
+        "sampled_keys": [r.get("key") for r in sample],
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2, sort_keys=True), file=out)
+        return EXIT_OK
+    print(
+        f"judge drift: {len(sample)} of {len(records)} recorded judgments"
+        + (f" of {source_model}" if source_model else "")
+        + f" ({where}, seed {args.seed}) re-judged by {args.model}",
+        file=out,
+    )
+    rows = [["kind", "judgments", "verdicts", "flipped", "share", "mean before", "mean after", "change"]]
+    for kind, k in summary["kinds"].items():
+        rows.append(
+            [kind, str(k["judgments"]), str(k["units"]), str(k["flipped"]), f"{k['flip_share']:.1%}",
+             _fmt(k["mean_before"]), _fmt(k["mean_after"]), f"{k['mean_after'] - k['mean_before']:+.3f}"]
+        )  # fmt: skip
+    for line in _table(rows, 1):
+        print(line, file=out)
+    for kind in summary["kinds"]:
+        print(f"  {MEANS[kind]}", file=out)
+    return EXIT_OK

@@ -1,0 +1,67 @@
+"""Noticing a judge that does not discriminate, without labels: nearly every answer of a kind alike.
+
+A judge that calls every chunk useful, or rates every chunk 2, makes every threshold pass. Over enough
+judgments of one kind (:data:`MIN_JUDGMENTS` answers), when one answer makes up at least
+:data:`MAX_SHARE` of them, the report warns. Selecting *some* of a chunk's sentences is never
+suspicious in itself; selecting none, or all, of every chunk's sentences is.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["MAX_SHARE", "MIN_JUDGMENTS", "degenerate_kinds"]
+
+#: Answers of one kind needed before the share of one answer means anything.
+MIN_JUDGMENTS = 20
+#: Share of identical answers from which the judge may not be discriminating.
+MAX_SHARE = 0.95
+
+_NAMES: Mapping[str, str] = {
+    "context_precision": "useful",
+    "context_recall": "attributed",
+    "context_relevance_graded": "rating",
+    "context_relevance_sentences": "sentences needed",
+}
+
+
+def degenerate_kinds(
+    answers: Iterable[tuple[str, Iterable[str]]],
+    *,
+    min_judgments: int = MIN_JUDGMENTS,
+    max_share: float = MAX_SHARE,
+) -> list[dict[str, Any]]:
+    """Warnings for the judgment kinds whose answers are nearly all the same.
+
+    ``answers`` holds one ``(kind, classes)`` per distinct judgment (see
+    :func:`~pytest_ragmetrics.judgments.answer_classes`). Returns, per suspicious kind in name order,
+    ``kind``, ``answer``, ``count``, ``total``, ``share`` and a ``message``.
+    """
+    counts: dict[str, Counter[str]] = {}
+    for kind, classes in answers:
+        counts.setdefault(kind, Counter()).update(classes)
+    warnings = []
+    for kind in sorted(counts):
+        total = sum(counts[kind].values())
+        if total < min_judgments:
+            continue
+        answer, count = counts[kind].most_common(1)[0]
+        share = count / total
+        if share < max_share or answer == "some":
+            continue
+        what = f"{_NAMES.get(kind, 'answer')} {answer}"
+        warnings.append(
+            {
+                "kind": kind,
+                "answer": answer,
+                "count": count,
+                "total": total,
+                "share": share,
+                "message": f"the judge answered '{what}' to {count} of {total} {kind} verdicts "
+                f"({share:.0%}): it may not be discriminating; check it against labelled verdicts "
+                "(--rag-judge-check)",
+            }
+        )
+    return warnings

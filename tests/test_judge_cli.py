@@ -1,0 +1,167 @@
+"""`python -m pytest_ragmetrics judge check|drift`, judged over HTTP by the fake judge server."""
+
+import json
+import os
+
+import pytest
+from test_judge_check import LABELS, PARIS, WINE, labelled_judge
+
+from pytest_ragmetrics.__main__ import main
+from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value
+
+#: The chunks whose usefulness the "flipper" model judges the other way round: 2 of the 4 labelled.
+FLIPPED = {PARIS, WINE}
+
+
+def by_model(body):
+    """'labelled' and 'base' answer as labelled; 'always-yes' says yes to everything; 'flipper' answers
+    as labelled except the usefulness of the chunks in FLIPPED, and every second reference sentence."""
+    model = body["model"]
+    if model == "always-yes":
+        return conforming_value(body["response_format"]["json_schema"]["schema"])
+    answer = labelled_judge(body)
+    if model == "flipper":
+        payload = json.loads(body["messages"][-1]["content"])
+        if "useful" in answer and payload["chunk"] in FLIPPED:
+            answer = {**answer, "useful": not answer["useful"]}
+        if "sentence_2" in answer:
+            answer = {
+                **answer,
+                "sentence_2": {"reason": "flipped", "attributed": not answer["sentence_2"]["attributed"]},
+            }
+    return answer
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    with FakeJudgeServer(by_model) as server:
+        monkeypatch.chdir(tmp_path)
+        for name in list(os.environ):
+            if name.startswith("RAGMETRICS_"):
+                monkeypatch.delenv(name)
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        (tmp_path / "labels.jsonl").write_text("".join(json.dumps(i) + "\n" for i in LABELS))
+        yield tmp_path, server
+
+
+def test_check_compares_models_side_by_side_and_fails_below_a_floor(workdir, capsys):
+    _, server = workdir
+    floor = "context_precision kappa >= 0.6"
+    rc = main(
+        ["judge", "check", "labels.jsonl", "--model", "labelled", "--model", "always-yes", "--floor", floor]
+    )
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    lines = [" ".join(line.split()) for line in out.splitlines()]
+    assert "judge check labels.jsonl: 11 labelled items" in lines
+    assert "labelled context_precision chunk 4 1.000 1.000 - 1.000" in lines
+    assert "always-yes context_precision chunk 4 0.500 0.000 - 0.667" in lines
+    summary = {line.split()[0]: line for line in lines if line.endswith("PASS") or "FAIL:" in line}
+    assert summary["labelled"].endswith("PASS")
+    assert summary["always-yes"].endswith(f"FAIL: {floor}")
+    assert "11 " in summary["labelled"]  # 11 fresh judge calls per model
+    assert server.request_count == 22
+
+
+def test_check_reads_the_configuration_and_replays_the_store(workdir, capsys):
+    tmp_path, server = workdir
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nrag_judge_check = labels.jsonl\nrag_judge_model = labelled\nrag_store_dir = judgments\n"
+        "rag_judge_agreement =\n    context_recall kappa >= 0.6\n"
+    )
+    assert main(["judge", "check"]) == 0
+    first = server.request_count
+    capsys.readouterr()
+    assert main(["judge", "check", "--cache", "replay", "--json"]) == 0
+    assert server.request_count == first  # replayed: no judge call
+    report = json.loads(capsys.readouterr().out)
+    (model,) = report["models"]
+    assert model["judge_calls"] == 0 and model["tokens"] == 0 and model["latency"] is None
+    assert model["floors"][0]["value"] == 1.0
+
+
+def test_check_usage_errors_name_the_problem(workdir, capsys):
+    assert main(["judge", "check"]) == 2
+    assert "no labelled set" in capsys.readouterr().err
+    (workdir[0] / "bad.jsonl").write_text('{"kind": "context_precision", "question": "q"}\n')
+    assert main(["judge", "check", "bad.jsonl"]) == 2
+    assert "bad.jsonl, line 1: missing field 'useful'" in capsys.readouterr().err
+    assert main(["judge", "check", "labels.jsonl", "--floor", "context_precision kapa >= 1"]) == 2
+    assert "unknown statistic 'kapa'" in capsys.readouterr().err
+
+
+def _record(store_args):
+    assert main(["judge", "check", "labels.jsonl", "--model", "base", *store_args]) == 0
+
+
+def test_drift_reports_the_share_of_verdicts_a_new_model_flips(workdir, capsys):
+    _record(["--store-dir", "judgments"])
+    capsys.readouterr()
+    rc = main(
+        ["judge", "drift", "--model", "flipper", "--from-model", "base", "--store-dir", "judgments", "--json"]
+    )
+    assert rc == 0
+    drift = json.loads(capsys.readouterr().out)
+    assert drift["recorded"] == drift["sampled"] == 11
+    kinds = drift["kinds"]
+    assert (kinds["context_precision"]["flipped"], kinds["context_precision"]["units"]) == (2, 4)
+    assert kinds["context_precision"]["flip_share"] == 0.5
+    assert (kinds["context_recall"]["flipped"], kinds["context_recall"]["units"]) == (2, 4)
+    assert kinds["context_recall"]["mean_before"] == 0.75 and kinds["context_recall"]["mean_after"] == 0.75
+    assert kinds["context_relevance_graded"]["flipped"] == 0
+    assert kinds["context_relevance_sentences"]["flipped"] == 0
+    main(["judge", "drift", "--model", "flipper", "--from-model", "base", "--store-dir", "judgments"])
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert "context_precision 4 4 2 50.0% 0.500 0.500 +0.000" in lines
+    assert "context_recall 2 4 2 50.0% 0.750 0.750 +0.000" in lines
+
+
+def test_a_drift_sample_is_deterministic_given_its_seed(workdir, capsys):
+    _record(["--store-dir", "judgments"])
+    capsys.readouterr()
+    args = [
+        "judge",
+        "drift",
+        "--model",
+        "flipper",
+        "--from-model",
+        "base",
+        "--store-dir",
+        "judgments",
+        "--json",
+    ]
+    runs = []
+    for seed in ("7", "7", "8"):
+        assert main([*args, "--sample", "5", "--seed", seed]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert runs[0] == runs[1]
+    assert runs[0]["sampled_keys"] != runs[2]["sampled_keys"]
+    for run in runs:
+        # Exactly the sampled judgments the flipper flips: precision of FLIPPED chunks, and recall.
+        expected = set()
+        for key in run["sampled_keys"]:
+            record = json.loads((workdir[0] / "judgments" / key[:2] / f"{key}.json").read_text())
+            precision = record["kind"] == "context_precision" and record["inputs"]["chunk"] in FLIPPED
+            if precision or record["kind"] == "context_recall":
+                expected.add(key)
+        assert {f["key"] for f in run["flips"]} == expected
+
+
+def test_drift_reads_the_local_cache_when_there_is_no_store(workdir, capsys):
+    _record(["--cache-dir", "cache"])
+    capsys.readouterr()
+    assert (
+        main(
+            ["judge", "drift", "--model", "flipper", "--from-model", "base", "--cache-dir", "cache", "--json"]
+        )
+        == 0
+    )
+    drift = json.loads(capsys.readouterr().out)
+    assert drift["source"] == "cache cache" and drift["recorded"] == 11
+    assert drift["kinds"]["context_precision"]["flipped"] == 2
+
+
+def test_drift_without_recorded_judgments_says_so(workdir, capsys):
+    assert main(["judge", "drift", "--model", "x", "--store-dir", "judgments"]) == 1
+    assert "no recorded judgments" in capsys.readouterr().err
