@@ -258,7 +258,7 @@ def _ini_values(config: pytest.Config) -> dict[str, Any]:
             # Registered with default None, so an unset key reads as None (a set `false` stays False);
             # pytest < 8 returns [] for it instead.
             value = config.getini(option.ini_name)
-        except (TypeError, ValueError) as exc:  # pytest's own int/float/bool parsing of the ini value
+        except (TypeError, ValueError, pytest.UsageError) as exc:  # pytest's own parsing of the ini value
             expected = _INI_WORDS.get(_ini_type(option.ini_type), "text")
             raise ConfigError(f"{option.ini_name} must be {expected} ({exc})") from None
         if value is not None and value != []:

@@ -177,13 +177,16 @@ class Prefetcher:
         if position is None:
             return
         end = min(len(self._items), position + 1 + self.window)
-        for i in range(max(self._started_to, position), end):
-            self._start(self._items[i])
+        if self.previous or self._groups:  # else nothing can be predicted: a plain suite pays nothing
+            for i in range(max(self._started_to, position), end):
+                self._start(self._items[i])
         self._started_to = max(self._started_to, end)
 
     def after(self, item: pytest.Item) -> None:
         """``item`` ended: learn its plan, drop what was started for it and not taken."""
         calls = self._current.pop(item.nodeid, [])
+        if not calls and not self._pending and item.nodeid not in self.previous:
+            return  # it asked for nothing, and nothing was started for it
         own = _rag_sample(item)
         if calls or item.nodeid in self.previous:
             self.plans[item.nodeid] = self._plan(calls, own)

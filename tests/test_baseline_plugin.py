@@ -103,6 +103,15 @@ def save_baseline(project: pytest.Pytester, *args: str) -> None:
     assert (project.path / "base.json").exists()
 
 
+def without_judging_facts(rows: list[dict]) -> list[dict]:
+    drop = {"cached", "judge_calls"}
+    return [
+        {k: v for k, v in row.items() if k not in drop}
+        | {"samples": [{k: v for k, v in s.items() if k not in drop} for s in row["samples"]]}
+        for row in rows
+    ]
+
+
 def report_of(project: pytest.Pytester, path: str = "r.json") -> dict:
     return json.loads((project.path / path).read_text(encoding="utf-8"))
 
@@ -369,7 +378,9 @@ def test_two_shard_reports_merged_give_the_whole_runs_comparisons_and_gate_outco
         ["merged 2 reports (16 comparisons, 0 failed) into merged.json", "*vs baseline*"]
     )
     one, two = report_of(project, "whole.json"), report_of(project, "merged.json")
-    assert two["results"] == one["results"]
+    # Whether a score's judgments were paid in its own test or started ahead (prefetch), or came
+    # from another test's identical chunk, depends on the order the tests ran in: not a comparison.
+    assert without_judging_facts(two["results"]) == without_judging_facts(one["results"])
     for key in ("metrics", "gates", "baseline", "regression_gates"):
         assert two["summary"][key] == one["summary"][key], key
     assert [g["passed"] for g in two["summary"]["regression_gates"]] == [True, False]
