@@ -454,9 +454,22 @@ def recall_requests(
     A reference of up to that many sentences is one request; a longer one is judged in windows whose
     verdicts are joined, so every request's schema stays within every provider's limits.
     """
-    spans = windows(len(reference_sentences), RECALL_WINDOW)
+    return _windowed(recall_request, RECALL_WINDOW, question, contexts, reference_sentences, params, label)
+
+
+def _windowed(
+    make: Callable[..., JudgeRequest],
+    size: int,
+    question: str,
+    contexts: Sequence[str],
+    reference_sentences: Sequence[str],
+    params: JudgeParams,
+    label: str,
+) -> list[JudgeRequest]:
+    """``make`` over windows of at most ``size`` reference sentences, numbered as in the whole reference."""
+    spans = windows(len(reference_sentences), size)
     return [
-        recall_request(
+        make(
             question,
             contexts,
             reference_sentences[first - 1 : last],
@@ -499,18 +512,7 @@ def claims_requests(
 ) -> list[JudgeRequest]:
     """One :func:`claims_request` per window of at most :data:`CLAIMS_WINDOW` reference sentences:
     a reference up to that long is one request per sample."""
-    spans = windows(len(reference_sentences), CLAIMS_WINDOW)
-    return [
-        claims_request(
-            question,
-            contexts,
-            reference_sentences[first - 1 : last],
-            params,
-            label if len(spans) == 1 else f"{label}, reference sentences {first}-{last}",
-            first,
-        )
-        for first, last in spans
-    ]
+    return _windowed(claims_request, CLAIMS_WINDOW, question, contexts, reference_sentences, params, label)
 
 
 def sentences_request(

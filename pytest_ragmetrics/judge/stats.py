@@ -17,7 +17,7 @@ from typing import Any
 from .base import Usage
 
 #: Integer counters, in the order they are reported.
-_COUNTERS = (
+COUNTERS = (
     "calls",
     "cache_hits",
     "store_hits",
@@ -175,7 +175,7 @@ class JudgeStats:
     def to_json(self) -> dict[str, Any]:
         """The figures as plain JSON types (what an xdist worker sends to the controller)."""
         with self._lock:
-            data: dict[str, Any] = {name: getattr(self, name) for name in _COUNTERS}
+            data: dict[str, Any] = {name: getattr(self, name) for name in COUNTERS}
             data["seconds"] = round(self.seconds, 6)
             if self.response_format is not None:
                 data["response_format"] = self.response_format
@@ -185,7 +185,7 @@ class JudgeStats:
     def merge_json(self, data: Mapping[str, Any]) -> None:
         """Add another process's figures (as produced by :meth:`to_json`); unknown keys are ignored."""
         with self._lock:
-            for name in _COUNTERS:
+            for name in COUNTERS:
                 value = data.get(name, 0)
                 # bool is an int; a stray True must not count as one call.
                 if isinstance(value, int) and not isinstance(value, bool):

@@ -199,25 +199,14 @@ def label_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     return {"samples": len(found), "not_found": missing, "stale": stale}
 
 
-_JUDGE_COUNTERS = (
-    "calls",
-    "cache_hits",
-    "store_hits",
-    "prompt_tokens",
-    "completion_tokens",
-    "tokens_saved",
-    "retries",
-    "reasks",
-    "errors",
-)
-
-
 def _merged_judge(judges: list[Mapping[str, Any]]) -> dict[str, Any]:
     models = sorted({m.strip() for j in judges for m in str(j.get("model") or "").split(",") if m.strip()})
     merged: dict[str, Any] = {"model": ", ".join(models) or None}
     for key in ("cache_mode", "cache_dir", "store_dir"):
         merged[key] = next((j[key] for j in judges if j.get(key) is not None), None)
-    for key in _JUDGE_COUNTERS:
+    from ..judge.stats import COUNTERS
+
+    for key in COUNTERS:
         merged[key] = sum(int(j.get(key) or 0) for j in judges)
     seconds = [j["seconds"] for j in judges if isinstance(j.get("seconds"), (int, float))]
     if seconds:
