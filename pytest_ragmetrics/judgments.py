@@ -417,6 +417,20 @@ def _first(inputs: Mapping[str, Any]) -> int:
     return int(inputs.get("first_sentence", 1))
 
 
+def _reference_inputs(
+    question: str, contexts: Sequence[str], reference_sentences: Sequence[str], first: int
+) -> dict[str, Any]:
+    """The inputs of a recall or claims request: contexts in canonical order, numbering from ``first``."""
+    inputs: dict[str, Any] = {
+        "question": question,
+        "contexts": canonical_contexts(contexts),
+        "reference_sentences": list(reference_sentences),
+    }
+    if first != 1:
+        inputs["first_sentence"] = first
+    return inputs
+
+
 def recall_request(
     question: str,
     contexts: Sequence[str],
@@ -432,14 +446,7 @@ def recall_request(
     ``reference_sentences`` in the whole reference (a window of a long one, see
     :func:`recall_requests`).
     """
-    inputs: dict[str, Any] = {
-        "question": question,
-        "contexts": canonical_contexts(contexts),
-        "reference_sentences": list(reference_sentences),
-    }
-    if first != 1:
-        inputs["first_sentence"] = first
-    return _request(RECALL, inputs, params, label)
+    return _request(RECALL, _reference_inputs(question, contexts, reference_sentences, first), params, label)
 
 
 def recall_requests(
@@ -493,14 +500,7 @@ def claims_request(
 
     Inputs, canonical context order and numbering are those of :func:`recall_request`.
     """
-    inputs: dict[str, Any] = {
-        "question": question,
-        "contexts": canonical_contexts(contexts),
-        "reference_sentences": list(reference_sentences),
-    }
-    if first != 1:
-        inputs["first_sentence"] = first
-    return _request(CLAIMS, inputs, params, label)
+    return _request(CLAIMS, _reference_inputs(question, contexts, reference_sentences, first), params, label)
 
 
 def claims_requests(
