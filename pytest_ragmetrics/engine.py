@@ -641,6 +641,18 @@ def _compute_sample_key(sample: RagSample) -> str:
 
 
 def _reference_key(sample: RagSample) -> str:
+    try:
+        return _remembered_reference_key(sample)
+    except TypeError:  # a field that cannot be hashed: nothing to remember it by
+        return _compute_reference_key(sample)
+
+
+@functools.lru_cache(maxsize=1024)  # every metric of a sample asks again
+def _remembered_reference_key(sample: RagSample) -> str:
+    return _compute_reference_key(sample)
+
+
+def _compute_reference_key(sample: RagSample) -> str:
     # What the sample asks and what counts as the right answer, not what was retrieved: two runs of
     # one golden question match on this however differently they retrieved. The answer stands in for
     # a missing reference, as it does for context precision; the labels are the reference of the

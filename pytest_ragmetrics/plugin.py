@@ -8,6 +8,7 @@ Disable it with ``-p no:ragmetrics``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import warnings
@@ -826,10 +827,15 @@ def _partial_run(state: RunState) -> bool:
 
 def _shown(path: str, state: RunState) -> str:
     """A path relative to the rootdir when inside it, so reports read the same on every checkout."""
+    return _relative_to(str(path), state.config.rootpath)
+
+
+@functools.lru_cache(maxsize=256)  # asked for every comparison, nearly always about the same files
+def _relative_to(path: str, root: Path) -> str:
     try:
-        return Path(path).resolve().relative_to(state.config.rootpath.resolve()).as_posix()
+        return Path(path).resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
-        return str(path)
+        return path
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

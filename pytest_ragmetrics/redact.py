@@ -66,12 +66,30 @@ _T = TypeVar("_T")
 def redact_json(value: _T) -> _T:
     """A copy of a JSON-like value (dicts, lists, strings...), every string passed through :func:`redact`."""
     secrets = _secrets()
+    # A run report holds hundreds of thousands of strings, most of them repeated (metric names,
+    # labels, reasons): each distinct one is scrubbed once.
+    done: dict[str, str] = {}
+
+    def text(item: str) -> str:
+        clean = done.get(item)
+        if clean is None:
+            clean = done[item] = _redact(item, secrets)
+        return clean
 
     def walk(item: Any) -> Any:
+        kind = type(item)
+        if kind is str:
+            return text(item)
+        if kind is dict:
+            return {text(k) if type(k) is str else k: walk(v) for k, v in item.items()}
+        if kind is list:
+            return [walk(v) for v in item]
+        if kind in _SCALARS:
+            return item
         if isinstance(item, str):
-            return _redact(item, secrets)
+            return text(item)
         if isinstance(item, dict):
-            return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in item.items()}
+            return {text(k) if isinstance(k, str) else k: walk(v) for k, v in item.items()}
         if isinstance(item, (list, tuple)):
             return type(item)(walk(v) for v in item)
         return item
@@ -79,10 +97,17 @@ def redact_json(value: _T) -> _T:
     return cast("_T", walk(value))
 
 
+_SCALARS = (int, float, bool, type(None))
+# Each pattern below needs one of these in the text: most texts need no regular expression at all.
+_SUSPECT = re.compile(r"(?i)@|bearer|api[-_]key|sk-")
+
+
 def _redact(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
+    if _SUSPECT.search(text) is None:
+        return text
     if "@" in text:
         text = _URL_USERINFO.sub(rf"\1{MASK}@", text)
     text = _BEARER.sub(rf"\1{MASK}", text)
