@@ -64,6 +64,48 @@ CLAIM_PREFIX = "claim:"
 CLAIM_SECONDS = 30.0
 #: Seconds between looks at the cache while another process holds the claim.
 CLAIM_POLL = 0.05
+#: Keys read from the disk cache in one SQLite query (well under SQLite's oldest bound of 999
+#: parameters per statement).
+READ_MANY = 500
+#: What a batch read gives for an entry that is not text (never unpickled): a damaged entry.
+NOT_TEXT = object()
+_UNREAD = object()
+# A read of the disk cache being gathered: its event loop, the keys asked for, the futures waiting.
+_Gathering = tuple[asyncio.AbstractEventLoop, set[str], list["asyncio.Future[None]"]]
+
+
+def _select_many(count: int) -> str:
+    # What diskcache's own get() selects: text keys, entries that have not expired.
+    marks = ",".join("?" * count)
+    return (
+        "SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN "
+        f"({marks}) AND (expire_time IS NULL OR expire_time > ?)"
+    )
+
+
+def read_many(cache: Any, keys: Sequence[str]) -> dict[str, Any] | None:
+    """The disk-cache entries of ``keys`` that exist (text, or :data:`NOT_TEXT`), in one query per
+    :data:`READ_MANY` keys; ``None`` when ``cache`` cannot be read that way (read one by one).
+
+    Reads the table diskcache keeps, as :class:`ReadOnlyDiskCache` does: one query instead of one
+    per key is what makes a warm run's cache reads cheap. Raises what SQLite raises.
+    """
+    if isinstance(cache, ReadOnlyDiskCache):
+        return cache.get_many(keys)
+    sql, disk = getattr(cache, "_sql", None), getattr(cache, "_disk", None)
+    if sql is None or disk is None:
+        return None
+    found: dict[str, Any] = {}
+    now = time.time()
+    for start in range(0, len(keys), READ_MANY):
+        chunk = keys[start : start + READ_MANY]
+        for key, mode, filename, value in sql(_select_many(len(chunk)), (*chunk, now)).fetchall():
+            if mode in (1, 2, 3):  # diskcache's raw, binary and text modes; never a pickle
+                with contextlib.suppress(OSError):  # a file removed meanwhile: a miss, as in get()
+                    found[key] = disk.fetch(mode, filename, value, False)
+            else:
+                found[key] = NOT_TEXT
+    return found
 
 
 class RagMetricsWarning(UserWarning):
@@ -172,6 +214,21 @@ class ReadOnlyDiskCache:
             return (self.directory / filename).read_text(encoding="utf-8")
         return None
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The entries of ``keys`` that exist, read in as few queries as SQLite allows."""
+        found: dict[str, Any] = {}
+        now = time.time()
+        for start in range(0, len(keys), READ_MANY):
+            chunk = keys[start : start + READ_MANY]
+            with self._lock:
+                rows = self._db.execute(_select_many(len(chunk)), (*chunk, now)).fetchall()
+            for key, mode, filename, value in rows:
+                if mode == 1 and isinstance(value, (str, bytes)):
+                    found[key] = value
+                elif mode == 3 and filename:
+                    found[key] = (self.directory / filename).read_text(encoding="utf-8")
+        return found  # anything else is not read at all, as by get()
+
     def set(self, key: str, value: str) -> bool:
         return False
 
@@ -236,6 +293,11 @@ class CachedJudge:
         self._renewals: dict[str, asyncio.Task[None]] = {}
         # Models the judgment store holds judgments of (read on the first replay miss).
         self._store_models: set[str] | None = None
+        # Disk-cache entries read ahead in one query for the requests of many evaluations (see
+        # _read_ahead), by key (None: no entry), each taken by the lookup that asked for it.
+        self._read: dict[str, Any] = {}
+        # The read being gathered in this turn of the event loop: its loop, keys and waiters.
+        self._gathering: _Gathering | None = None
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -348,18 +410,17 @@ class CachedJudge:
         if cache is None:
             return None
         errors = _cache_errors()
-        try:
-            raw = cache.get(key)
-        except errors as exc:
-            if _is_transient(exc):
-                self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
+        raw = self._read.pop(key, _UNREAD)
+        if raw is _UNREAD:
+            try:
+                raw = cache.get(key)
+            except errors as exc:
+                self._read_failed(exc)
                 return None
-            self._disable_cache("cannot read it", exc)
-            return None
         if raw is None:
             return None
         try:
-            record = json.loads(raw) if isinstance(raw, (str, bytes)) else None
+            record = json.loads(raw) if isinstance(raw, (str, bytes)) else None  # NOT_TEXT: damaged
             if not isinstance(record, dict) or record.get("key") != key:
                 raise ValueError("the entry does not belong to this key")
             if "answer" not in record:
@@ -390,6 +451,54 @@ class CachedJudge:
             )
             return None
         return answer, record.get("store_stamp")
+
+    def _read_failed(self, exc: BaseException) -> None:
+        if _is_transient(exc):
+            self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
+        else:
+            self._disable_cache("cannot read it", exc)
+
+    async def _read_ahead(self, requests: Sequence[JudgeRequest]) -> None:
+        """Read the disk-cache entries of ``requests`` together with those of every other evaluation
+        asking in this turn of the event loop: one SQLite query for hundreds of keys instead of one
+        each. What is read waits in :attr:`_read` for :meth:`_from_disk`; a key that could not be
+        read there is read on its own, so this only ever saves time."""
+        if self.mode not in ("readwrite", "replay") or self._cache_problem is not None:
+            return  # refresh reads only what this run judged (in memory); off reads nothing
+        memory, read = self._memory, self._read
+        keys = [key for r in requests if (key := r.cache_key()) not in memory and key not in read]
+        if not keys or self._disk() is None:
+            return
+        loop = asyncio.get_running_loop()
+        gathering = self._gathering
+        if gathering is None or gathering[0] is not loop:
+            gathering = self._gathering = (loop, set(), [])
+            loop.call_soon(self._read_gathered, gathering)
+        gathering[1].update(keys)
+        # A future per waiter: one evaluation cancelled (-x, Ctrl-C) cancels no other's wait.
+        waiter = loop.create_future()
+        gathering[2].append(waiter)
+        await waiter
+
+    def _read_gathered(self, gathering: _Gathering) -> None:
+        if self._gathering is gathering:
+            self._gathering = None
+        _, keys, waiters = gathering
+        # Entries of the last read that nobody took (a failed evaluation) are not kept: memory stays flat.
+        self._read = {}
+        cache = self._disk()
+        try:
+            if cache is not None:
+                wanted = list(keys)
+                found = read_many(cache, wanted)
+                if found is not None:
+                    self._read = {key: found.get(key) for key in wanted}
+        except _cache_errors() as exc:
+            self._read_failed(exc)
+        finally:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def _reconcile(self, request: JudgeRequest, key: str, answer: JudgeAnswer, stamp: Any) -> JudgeAnswer:
         """The committed store is the source of truth: when its file changed since the cache entry
@@ -475,6 +584,7 @@ class CachedJudge:
         cache = self._disk()
         if cache is None:
             return
+        self._read.pop(key, None)  # what was read ahead is no longer the entry
         # The request's inputs and parameters too, so `judge drift` can re-judge from the cache alone.
         record: dict[str, Any] = {
             "key": key,
@@ -630,6 +740,7 @@ class CachedJudge:
         accepts is neither judged nor an error (its answer is ``None``). Needing no event-loop
         task per recorded answer is what makes a warm run fast.
         """
+        await self._read_ahead(requests)
         answers: list[JudgeAnswer | None] = []
         copies: list[tuple[JudgeRequest, JudgeAnswer]] = []
         missing: list[int] = []
