@@ -301,9 +301,12 @@ class Evaluator:
     def note_answer(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
         """Remember what a judgment decided (a few short strings), so the run can tell a judge that
         answers everything alike."""
+        key = request.cache_key()
+        if key in self.answers:
+            return  # one key, one answer within a run (sentence and binary relevance share it)
         from .judgments import answer_classes
 
-        self.answers[request.cache_key()] = (request.kind, answer_classes(request, answer.choices))
+        self.answers[key] = (request.kind, answer_classes(request, answer.choices))
 
     def scoring_context(self) -> ScoringContext:
         """The context metrics score in: settings, splitting, normalizing and cached judging."""

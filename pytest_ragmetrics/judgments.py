@@ -622,6 +622,8 @@ def _reason_for(choices: Sequence[Mapping[str, Any]], agrees: Sequence[bool]) ->
 
 def combine_boolean(choices: Sequence[Mapping[str, Any]], field: str) -> tuple[bool, str]:
     """Majority of ``choice[field]`` and the reason of a choice that voted with the majority."""
+    if len(choices) == 1:  # the usual single answer: its own verdict and reason
+        return bool(choices[0][field]), str(choices[0].get("reason", ""))
     votes = [bool(c[field]) for c in choices]
     decided = _majority(votes)
     return decided, _reason_for(choices, [v == decided for v in votes])
@@ -660,6 +662,8 @@ def combine_claims(
 
 def combine_sentences(choices: Sequence[Mapping[str, Any]]) -> tuple[tuple[int, ...], str]:
     """Sentence numbers selected by a majority of choices (sorted, de-duplicated) and a reason."""
+    if len(choices) == 1:
+        return tuple(sorted(set(choices[0]["relevant_sentences"]))), str(choices[0].get("reason", ""))
     counts: dict[int, int] = {}
     for choice in choices:
         for number in set(choice["relevant_sentences"]):
@@ -703,6 +707,8 @@ def answer_classes(request: JudgeRequest, choices: Sequence[Mapping[str, Any]]) 
 
 def combine_rating(choices: Sequence[Mapping[str, Any]]) -> tuple[float, str]:
     """Mean rating (0..2) over choices, and the reason of the choice closest to it."""
+    if len(choices) == 1:
+        return float(int(choices[0]["rating"])), str(choices[0].get("reason", ""))
     ratings = [int(c["rating"]) for c in choices]
     mean = sum(ratings) / len(ratings)
     closest = min(range(len(ratings)), key=lambda i: (abs(ratings[i] - mean), i))

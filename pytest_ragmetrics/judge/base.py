@@ -8,6 +8,7 @@ later used for is deliberately *not* part of it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -29,6 +30,26 @@ def canonical_json(value: Any) -> str:
 
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# The C encoder behind _ENCODER.encode, made once: encode() builds one per call, which costs a warm
+# run as much as the encoding itself. No cycle check (key inputs are plain JSON data).
+_make_c_encoder = getattr(json.encoder, "c_make_encoder", None)  # json's C speedups, where built
+_C_KEY_ENCODER: Any = (
+    None
+    if _make_c_encoder is None
+    # (markers, default, encoder, indent, key_separator, item_separator, sort_keys, skipkeys, allow_nan)
+    else _make_c_encoder(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", True, False, True
+    )
+)
+
+
+def _encode_key_inputs(value: Any) -> str:
+    """``_ENCODER.encode(value)``."""
+    if _C_KEY_ENCODER is None or type(value) is not dict:
+        return _ENCODER.encode(value)
+    return "".join(_C_KEY_ENCODER(value, 0))
+
+
 # Canonical JSON of schema objects seen recently, by identity (the entry keeps its schema alive, so
 # the id cannot be reused while it is here). Built-in requests share one schema object per shape.
 _SCHEMA_JSON: dict[int, tuple[Mapping[str, Any], str]] = {}
@@ -123,7 +144,7 @@ class JudgeRequest:
             if len(_KEY_PARTS) >= 256:
                 _KEY_PARTS.clear()
             _KEY_PARTS[head] = parts
-        return parts[0] + _ENCODER.encode(inputs) + parts[1] + schema + parts[2]
+        return parts[0] + _encode_key_inputs(inputs) + parts[1] + schema + parts[2]
 
     def derived_inputs(self) -> dict[str, Any]:
         """The derived inputs (see :attr:`derived`), to be recorded with the answer."""
@@ -291,6 +312,21 @@ class JudgeAnswer:
         ``AttributeError`` from deep inside). The choices are not checked against a schema here: the
         caller knows the request.
         """
+        if type(data) is dict:
+            # The shape every recorded answer has, checked in one go (a warm run rebuilds thousands);
+            # anything else takes the field-by-field checks below, which say what is wrong.
+            choices, usage = data.get("choices"), data.get("usage", {})
+            model, judged_at = data.get("model", ""), data.get("judged_at", "")
+            if (
+                type(choices) is list
+                and type(usage) is dict
+                and type(model) is str
+                and type(judged_at) is str
+                and all(type(c) is dict for c in choices)
+            ):
+                prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+                if type(prompt) is int and type(completion) is int and prompt >= 0 and completion >= 0:
+                    return cls(tuple(choices), Usage(prompt, completion), model, judged_at, source, derived)
         if not isinstance(data, Mapping):
             raise ValueError(f"the answer is {_json_type(data)}, not an object")
         if "choices" not in data:
@@ -433,13 +469,23 @@ def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
     expected = schema.get("type")
     checks: list[Callable[[Any], bool]] = []
     if "enum" in schema:
-        enum = list(schema["enum"])
+        enum: Any = list(schema["enum"])
+        with contextlib.suppress(TypeError):  # unhashable values: look them up in the list
+            enum = frozenset(enum)
         boolean = expected == "boolean"
-        # bool is an int in Python; True must not pass for an enum of [0, 1, 2].
-        checks.append(lambda v: v in enum and (boolean or not isinstance(v, bool)))
+
+        def check_enum(v: Any) -> bool:
+            try:
+                found = v in enum
+            except TypeError:  # an unhashable value (a list, an object) is in no set of scalars
+                return False
+            # bool is an int in Python; True must not pass for an enum of [0, 1, 2].
+            return found and (boolean or not isinstance(v, bool))
+
+        checks.append(check_enum)
     if expected == "object":
         props: Mapping[str, Any] = schema.get("properties", {})
-        required = list(schema.get("required", []))
+        required = frozenset(schema.get("required", []))
         closed = schema.get("additionalProperties") is False
         allowed = frozenset(props)
         subs = [(name, _compile(sub)) for name, sub in props.items()]
@@ -447,9 +493,13 @@ def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
         def check_object(v: Any) -> bool:
             if not isinstance(v, dict):
                 return False
-            if any(name not in v for name in required) or (closed and not allowed.issuperset(v)):
+            keys = v.keys()
+            if not keys >= required or (closed and not keys <= allowed):
                 return False
-            return all(check(v[name]) for name, check in subs if name in v)
+            for name, check in subs:  # noqa: SIM110 - a plain loop: all() over a generator costs more
+                if name in v and not check(v[name]):
+                    return False
+            return True
 
         checks.append(check_object)
     elif expected == "array":
@@ -459,7 +509,11 @@ def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
         def check_array(v: Any) -> bool:
             if not isinstance(v, list):
                 return False
-            return item_check is None or all(item_check(item) for item in v)
+            if item_check is not None:
+                for item in v:
+                    if not item_check(item):
+                        return False
+            return True
 
         checks.append(check_array)
     elif expected == "string":
@@ -472,6 +526,9 @@ def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
         checks.append(lambda v: isinstance(v, bool))
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:  # an enum of a type: every rating and sentence number
+        first, second = checks
+        return lambda v: first(v) and second(v)
     return lambda v: all(check(v) for check in checks)
 
 
