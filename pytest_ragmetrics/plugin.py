@@ -618,6 +618,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         raise
     finally:
         current_test.reset(token)
+        # The test's reports hold its rows; its checks (results, verdicts) would only outlive it.
+        scope.checks.clear()
         if prefetcher is not None:
             prefetcher.after(item)
             if item.session.shouldfail or item.session.shouldstop:

@@ -64,40 +64,50 @@ _T = TypeVar("_T")
 
 
 def redact_json(value: _T) -> _T:
-    """A copy of a JSON-like value (dicts, lists, strings...), every string passed through :func:`redact`."""
+    """A JSON-like value (dicts, lists, strings...) with every string passed through :func:`redact`.
+
+    Containers holding a string that changed are copies; the others are returned as they are (a
+    run report holds hundreds of thousands of strings, nearly all clean: copying them all doubled
+    what a large run holds in memory at its end).
+    """
     secrets = _secrets()
-    # A run report holds hundreds of thousands of strings, most of them repeated (metric names,
-    # labels, reasons): each distinct one is scrubbed once.
-    done: dict[str, str] = {}
+    # Most strings repeat (metric names, labels, reasons): each distinct one is scrubbed once.
+    done: dict[str, str | None] = {}  # None: nothing to scrub
 
     def text(item: str) -> str:
-        clean = done.get(item)
-        if clean is None:
-            clean = done[item] = _redact(item, secrets)
-        return clean
+        clean = done.get(item, _UNSEEN)
+        if clean is _UNSEEN:
+            scrubbed = _redact(item, secrets)
+            clean = done[item] = None if scrubbed == item else scrubbed
+        return item if clean is None else cast(str, clean)
 
     def walk(item: Any) -> Any:
         kind = type(item)
         if kind is str:
             return text(item)
-        if kind is dict:
-            return {text(k) if type(k) is str else k: walk(v) for k, v in item.items()}
-        if kind is list:
-            return [walk(v) for v in item]
         if kind in _SCALARS:
             return item
+        if isinstance(item, dict):
+            pairs = [(text(k) if isinstance(k, str) else k, walk(v)) for k, v in item.items()]
+            if kind is dict and all(
+                k is old_k and v is old_v for (k, v), (old_k, old_v) in zip(pairs, item.items(), strict=True)
+            ):
+                return item
+            return dict(pairs)
+        if isinstance(item, (list, tuple)):
+            values = [walk(v) for v in item]
+            if kind in (list, tuple) and all(v is old for v, old in zip(values, item, strict=True)):
+                return item
+            return values if kind is list else type(item)(values)
         if isinstance(item, str):
             return text(item)
-        if isinstance(item, dict):
-            return {text(k) if isinstance(k, str) else k: walk(v) for k, v in item.items()}
-        if isinstance(item, (list, tuple)):
-            return type(item)(walk(v) for v in item)
         return item
 
     return cast("_T", walk(value))
 
 
 _SCALARS = (int, float, bool, type(None))
+_UNSEEN: Any = object()
 # Each pattern below needs one of these in the text: most texts need no regular expression at all.
 _SUSPECT = re.compile(r"(?i)@|bearer|api[-_]key|sk-")
 

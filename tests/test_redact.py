@@ -108,3 +108,13 @@ def test_cache_warnings_are_redacted(tmp_path, monkeypatch):
         asyncio.run(judge.judge(make_request()))
     messages = [str(w.message) for w in caught if issubclass(w.category, RagMetricsWarning)]
     assert messages and all(KEY not in m for m in messages)
+
+
+def test_redact_json_copies_only_what_it_changes():
+    clean = {"scores": [0.5, 1.0], "reason": "fine"}
+    value = {"clean": clean, "items": ["ok", {"reason": "Bearer sk-abcdefghijkl"}]}
+    out = redact_json(value)
+    assert out == {"clean": clean, "items": ["ok", {"reason": "Bearer ***"}]}
+    assert out["clean"] is clean  # nothing to scrub: not copied
+    assert value["items"][1] == {"reason": "Bearer sk-abcdefghijkl"}  # the input is left as it was
+    assert redact_json(clean) is clean
