@@ -1,4 +1,5 @@
 """Command line: ``python -m pytest_ragmetrics cache stats|clear|prune`` (also ``pytest-ragmetrics``),
+``store migrate``,
 ``baseline compare`` and ``report merge`` (see :mod:`pytest_ragmetrics.report.cli`), and ``judge
 check|drift`` (see :mod:`pytest_ragmetrics.calibration.cli`).
 
@@ -154,6 +155,15 @@ def _parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--yes", "-y", action="store_true", help="delete without asking (needed when not in a terminal)"
     )
+    store = commands.add_parser("store", help="maintain the committed judgment store")
+    store_actions = store.add_subparsers(dest="action", metavar="ACTION")
+    store_actions.required = True
+    migrate = store_actions.add_parser(
+        "migrate",
+        help="move a store of one file per judgment (pytest-ragmetrics 0.2 and older) into JSON Lines "
+        "shards; also sorts shards and removes duplicate lines. Safe to run again",
+    )
+    common(migrate)
     from .report.cli import add_commands
 
     add_commands(commands)
@@ -248,7 +258,8 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
         print(f"nothing to prune: the last full run used all {total} store entries", file=out)
         return EXIT_OK
     for key in removed:
-        print(f"{'would delete' if args.dry_run else 'to delete:'} {store.path_for(key)}", file=out)
+        where = store.legacy_path(key) if store.legacy_path(key).is_file() else store.path_for(key)
+        print(f"{'would delete' if args.dry_run else 'to delete:'} {key} ({where})", file=out)
     if args.dry_run:
         print(f"would delete {len(removed)} of {total} store entries", file=out)
         return EXIT_OK
@@ -268,6 +279,35 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
             return EXIT_FAILED
     deleted = store.prune(used)
     print(f"deleted {len(deleted)} of {total} store entries", file=out)
+    return EXIT_OK
+
+
+def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import warnings
+
+    from .judge.store import JudgmentStore
+
+    store = JudgmentStore(args.store_dir)
+    if not store.directory.is_dir():
+        print(f"error: the judgment store {store.directory} does not exist", file=err)
+        return EXIT_FAILED
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the layout warning says to run this very command
+        try:
+            result = store.migrate()
+        except OSError as exc:
+            print(f"error: cannot migrate the judgment store {store.directory}: {exc}", file=err)
+            return EXIT_FAILED
+    print(
+        f"moved {result.moved} judgment file(s) into {result.shards} shard(s) in {store.directory}"
+        + (f"; removed {result.compacted} duplicate line(s)" if result.compacted else ""),
+        file=out,
+    )
+    for path, why in result.kept:
+        print(f"kept {path}: {why}", file=err)
+    if result.kept:
+        print(f"error: {len(result.kept)} file(s) were not migrated; fix or delete them", file=err)
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -295,13 +335,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .calibration.cli import run as run_judge
 
         return run_judge(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
-    if args.action == "prune" and args.store_dir is None:
+    if args.action in ("prune", "migrate") and args.store_dir is None:
         print(
-            "error: no judgment store to prune: pass --store-dir, or set rag_store_dir in the pytest "
-            "configuration of this directory",
+            f"error: no judgment store to {args.action}: pass --store-dir, or set rag_store_dir in the "
+            "pytest configuration of this directory",
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if args.command == "store":
+        return _migrate(args, sys.stdout, sys.stderr)
     handlers = {"stats": _stats, "clear": _clear, "prune": _prune}
     return handlers[args.action](args, sys.stdout, sys.stderr)
 

@@ -274,7 +274,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "store_dir",
         _optional_text,
-        "judgment store to commit: one JSON file per judgment (off by default)",
+        "judgment store to commit: one JSON line per judgment, in 256 shards (off by default)",
         "PATH",
     ),
     Option(

@@ -92,15 +92,23 @@ def test_second_run_makes_no_requests(fake_judge_server, dirs):
     again = cached_judge(fake_judge_server, dirs)
     second = run(again, *requests)
     assert fake_judge_server.request_count == 5
-    assert {a.source for a in second} == {"cache"}
+    assert {a.source for a in second} == {"store"}  # the committed record is read first
     assert [a.choices for a in second] == [a.choices for a in first]
-    assert again.stats.cache_hits == 5
+    assert again.stats.store_hits == 5
     assert again.stats.calls == 0
     assert again.stats.tokens_saved == sum(a.usage.total_tokens for a in first)
     assert again.used_keys == {r.cache_key() for r in requests}
 
+    cache_only = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=dirs.cache)
+    third = run(cache_only, *requests)
+    assert {a.source for a in third} == {"cache"}
+    assert cache_only.stats.cache_hits == 5
+    assert [a.choices for a in third] == [a.choices for a in first]
 
-def test_store_serves_when_the_cache_is_gone_and_refills_it(fake_judge_server, dirs, tmp_path):
+
+def test_store_serves_when_the_cache_is_gone_without_copying_itself_into_it(
+    fake_judge_server, dirs, tmp_path
+):
     request = make_request()
     run(cached_judge(fake_judge_server, dirs), request)
     dirs.cache = tmp_path / "fresh-cache"
@@ -111,10 +119,10 @@ def test_store_serves_when_the_cache_is_gone_and_refills_it(fake_judge_server, d
     assert judge.stats.store_hits == 1
     assert fake_judge_server.request_count == 1
 
-    # The store hit was copied into the new cache: without the store it is still served.
+    # The store is the record: a fresh clone replaying it does not also fill a cache.
     no_store = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=dirs.cache)
-    [answer] = run(no_store, request)
-    assert answer.source == "cache"
+    with pytest.raises(JudgmentNotRecorded):
+        run(no_store, request)
 
 
 def test_replay_never_creates_the_judge_and_serves_recorded_answers(fake_judge_server, dirs):
@@ -487,14 +495,16 @@ def test_a_cache_entry_of_the_wrong_json_type_is_a_miss_with_one_warning(fake_ju
     assert len(record) == 1
     assert [a.source for a in answers] == ["judge", "judge"]
     # The damaged entries were replaced by good ones.
-    assert [a.source for a in run(cached_judge(None, dirs, mode="replay"), *requests)] == ["cache"] * 2
+    cache_only = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=dirs.cache)
+    assert [a.source for a in run(cache_only, *requests)] == ["cache"] * 2
 
 
 def test_store_warnings_say_what_happens_next_in_each_mode(fake_judge_server, dirs):
     request = make_request()
     run(cached_judge(fake_judge_server, dirs), request)
-    path = JudgmentStore(dirs.store).path_for(request.cache_key())
-    path.write_text('{"answer": "oops"}\n', encoding="utf-8")
+    key = request.cache_key()
+    path = JudgmentStore(dirs.store).path_for(key)
+    path.write_text(f'{{"key":"{key}","answer":"oops"}}\n', encoding="utf-8")
     dirs.cache = dirs.cache.parent / "no-cache"
 
     with pytest.raises(JudgmentNotRecorded), pytest.warns(RagMetricsWarning) as record:
@@ -609,15 +619,18 @@ def test_off_judges_a_repeated_request_once_per_run(fake_judge_server, dirs):
 
 
 def _edit_store_answer(dirs: Dirs, request: JudgeRequest, **changes: Any) -> None:
-    """A reviewed edit of a store file: the verdict is corrected by hand."""
-    path = JudgmentStore(dirs.store).path_for(request.cache_key())
-    data = json.loads(path.read_text())
+    """A reviewed edit of a store entry: the verdict is corrected by hand."""
+    key = request.cache_key()
+    path = JudgmentStore(dirs.store).path_for(key)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    [data] = [json.loads(line) for line in lines if json.loads(line)["key"] == key]
     data["answer"]["choices"][0].update(changes)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    kept = [line for line in lines if json.loads(line)["key"] != key]
+    path.write_text("\n".join([*kept, json.dumps(data, ensure_ascii=False)]) + "\n", encoding="utf-8")
 
 
 @pytest.mark.parametrize("mode", ["readwrite", "replay"])
-def test_an_edited_store_file_wins_over_the_warm_cache_and_corrects_it(fake_judge_server, dirs, mode):
+def test_an_edited_store_entry_wins_over_the_warm_cache(fake_judge_server, dirs, mode):
     """Local (warm cache) and CI (store only) must not disagree after a reviewed edit of the store."""
     fake_judge_server.responder = lambda body: {"reason": "judge said so", "useful": True}
     request = make_request()
@@ -629,39 +642,18 @@ def test_an_edited_store_file_wins_over_the_warm_cache_and_corrects_it(fake_judg
     [answer] = run(local, request)
     assert answer.choices[0] == {"useful": False, "reason": "corrected in review"}
     assert local.stats.store_hits == 1 and local.stats.cache_hits == 0
-
-    # The cache itself was corrected: read without any store, it serves the reviewed answer.
-    cache_only = CachedJudge(lambda: pytest.fail("no judge"), mode="replay", cache_dir=dirs.cache)
-    [again] = run(cache_only, request)
-    assert again.choices[0]["useful"] is False
     assert fake_judge_server.request_count == 1
 
 
-def test_an_unchanged_store_file_is_not_read_on_a_cache_hit(fake_judge_server, dirs, monkeypatch):
-    request = make_request()
-    run(cached_judge(fake_judge_server, dirs), request)
-    reads: list[str] = []
-    original = JudgmentStore.read_json
+def test_a_judgment_removed_from_the_store_is_served_by_the_cache_and_recorded_again(fake_judge_server, dirs):
+    requests = [make_request(i) for i in range(3)]
+    run(cached_judge(fake_judge_server, dirs), *requests)
+    JudgmentStore(dirs.store).delete(requests[1].cache_key())
 
-    def counting(self: JudgmentStore, key: str, **kwargs: Any) -> Any:
-        reads.append(key)
-        return original(self, key, **kwargs)
-
-    monkeypatch.setattr(JudgmentStore, "read_json", counting)
     warm = cached_judge(None, dirs)
-    [answer] = run(warm, request)
-    assert answer.source == "cache"
-    assert reads == []
-    # A touched but identical file (a fresh checkout) is read once, then trusted again.
-    path = JudgmentStore(dirs.store).path_for(request.cache_key())
-    path.write_text(path.read_text())
-    import os
-
-    os.utime(path, ns=(1, 1))
-    [answer] = run(cached_judge(None, dirs), request)
-    assert answer.source == "cache" and len(reads) == 1
-    [answer] = run(cached_judge(None, dirs), request)
-    assert len(reads) == 1
+    answers = run(warm, *requests)
+    assert [a.source for a in answers] == ["store", "cache", "store"]
+    assert JudgmentStore(dirs.store).keys() == {r.cache_key() for r in requests}
 
 
 READ_ONLY_SCRIPT = """
@@ -684,7 +676,13 @@ print(" | ".join(str(w.message) for w in caught))
 
 def _can_mount_read_only(tmp_path: Path) -> bool:
     probe = subprocess.run(
-        ["unshare", "-m", "sh", "-c", f"mount --bind {tmp_path} {tmp_path} && mount -o remount,bind,ro {tmp_path}"],
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f"mount --bind {tmp_path} {tmp_path} && mount -o remount,bind,ro {tmp_path}",
+        ],
         capture_output=True,
     )
     return probe.returncode == 0

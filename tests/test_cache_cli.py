@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from judge_requests import make_request
 
-from pytest_ragmetrics.__main__ import default_cli_cache_dir, main
+from pytest_ragmetrics.__main__ import EXIT_USAGE, default_cli_cache_dir, main
 from pytest_ragmetrics.judge.base import ScriptedJudge
 from pytest_ragmetrics.judge.cache import CachedJudge, write_last_run_keys
 from pytest_ragmetrics.judge.store import JudgmentStore
@@ -142,7 +142,7 @@ def test_prune_lists_what_it_will_delete_and_asks_in_a_terminal(
     assert terminal.asked == 1
     assert "delete these 3 of 5 store entries? [y/N]" in out
     for key in populated["keys"][2:]:
-        assert f"to delete: {JudgmentStore(populated['store']).path_for(key)}" in out
+        assert f"to delete: {key} ({JudgmentStore(populated['store']).path_for(key)})" in out
     if deleted:
         assert code == 0
         assert "deleted 3 of 5 store entries" in out
@@ -215,7 +215,9 @@ def test_after_prune_a_readwrite_run_restores_what_it_uses_so_replay_works(popul
         cache_dir=populated["cache"],
         store=JudgmentStore(populated["store"]),
     )
-    assert {a.source for a in run_all(readwrite, requests)} == {"cache"}
+    kept = set(populated["keys"][:2])
+    expected = ["store" if r.cache_key() in kept else "cache" for r in requests]
+    assert [a.source for a in run_all(readwrite, requests)] == expected
     assert JudgmentStore(populated["store"]).keys() == set(populated["keys"])
 
     # CI: a fresh checkout has the committed store and no cache.
@@ -279,3 +281,60 @@ def test_prune_without_any_store_says_how_to_name_one(tmp_path, capsys, monkeypa
     monkeypatch.delenv("RAGMETRICS_STORE_DIR", raising=False)
     assert cli("cache", "prune") == 2
     assert "pass --store-dir, or set rag_store_dir" in capsys.readouterr().err
+
+
+# --- store migrate --------------------------------------------------------------------------------
+
+
+def _as_legacy(store_dir: Path) -> dict[str, Any]:
+    """Rewrite a store in the one-file-per-judgment layout of pytest-ragmetrics 0.2; returns its records."""
+    from pytest_ragmetrics.judge.store import dump_stable
+
+    records = {record["key"]: record for record in JudgmentStore(store_dir).records()}
+    for path in store_dir.glob("*.jsonl"):
+        path.unlink()
+    for key, record in records.items():
+        path = store_dir / key[:2] / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dump_stable(record), encoding="utf-8")
+    return records
+
+
+def test_store_migrate_moves_a_legacy_store_into_shards_and_says_so(populated, capsys):
+    records = _as_legacy(populated["store"])
+    assert cli("store", "migrate", "--store-dir", populated["store"]) == 0
+    out = capsys.readouterr().out
+    shards = len(list(populated["store"].glob("*.jsonl")))
+    assert f"moved 5 judgment file(s) into {shards} shard(s) in {populated['store']}" in out
+    assert not list(populated["store"].glob("*/*.json"))
+    store = JudgmentStore(populated["store"])
+    assert {key: store.read_json(key) for key in records} == records
+    # Replay from the migrated store serves every judgment without a judge.
+    replay = CachedJudge(lambda: pytest.fail("replay never judges"), mode="replay", store=store)
+    requests = [make_request(i, model="judge-a") for i in range(3)] + [
+        make_request(i, model="judge-b") for i in range(2)
+    ]
+    assert [a.source for a in run_all(replay, requests)] == ["store"] * 5
+    assert cli("store", "migrate", "--store-dir", populated["store"]) == 0
+    assert "moved 0 judgment file(s)" in capsys.readouterr().out
+
+
+def test_store_migrate_keeps_and_names_a_file_it_cannot_read(populated, capsys):
+    _as_legacy(populated["store"])
+    bad = next(populated["store"].glob("*/*.json"))
+    bad.write_text("{ not json", encoding="utf-8")
+    assert cli("store", "migrate", "--store-dir", populated["store"]) == 1
+    captured = capsys.readouterr()
+    assert "moved 4 judgment file(s)" in captured.out
+    assert f"kept {bad}: not valid JSON" in captured.err
+    assert "1 file(s) were not migrated" in captured.err
+    assert bad.read_text(encoding="utf-8") == "{ not json"
+
+
+def test_store_migrate_needs_a_store(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAGMETRICS_STORE_DIR", raising=False)
+    assert cli("store", "migrate") == EXIT_USAGE
+    assert "no judgment store to migrate" in capsys.readouterr().err
+    assert cli("store", "migrate", "--store-dir", tmp_path / "nowhere") == 1
+    assert "does not exist" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import pytest
 from test_judge_check import LABELS, PARIS, WINE, labelled_judge
 
 from pytest_ragmetrics.__main__ import main
+from pytest_ragmetrics.judge.store import JudgmentStore
 from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value
 
 #: The chunks whose usefulness the "flipper" model judges the other way round: 2 of the 4 labelled.
@@ -141,7 +142,8 @@ def test_a_drift_sample_is_deterministic_given_its_seed(workdir, capsys):
         # Exactly the sampled judgments the flipper flips: precision of FLIPPED chunks, and recall.
         expected = set()
         for key in run["sampled_keys"]:
-            record = json.loads((workdir[0] / "judgments" / key[:2] / f"{key}.json").read_text())
+            record = JudgmentStore(workdir[0] / "judgments").read_json(key)
+            assert record is not None
             precision = record["kind"] == "context_precision" and record["inputs"]["chunk"] in FLIPPED
             if precision or record["kind"] == "context_recall":
                 expected.add(key)

@@ -1,11 +1,14 @@
-"""The committed judgment store: stable, atomic, tolerant of damaged files, prunable."""
+"""The committed judgment store: JSON Lines shards, stable, atomic, mergeable, tolerant, prunable."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +17,28 @@ from judge_requests import make_request
 
 from pytest_ragmetrics.judge.base import JudgeAnswer, Usage
 from pytest_ragmetrics.judge.cache import RagMetricsWarning
-from pytest_ragmetrics.judge.store import JudgmentStore
+from pytest_ragmetrics.judge.store import GITATTRIBUTES, JudgmentStore, dump_line, dump_stable, record_of
 
 
-def make_answer(useful: bool = True) -> JudgeAnswer:
+def make_answer(useful: bool = True, judged_at: str = "2025-01-02T03:04:05Z") -> JudgeAnswer:
     return JudgeAnswer(
         choices=({"reason": "mentions Paris — the capital", "useful": useful},),
         usage=Usage(120, 15),
         model="judge-model-2025",
-        judged_at="2025-01-02T03:04:05Z",
+        judged_at=judged_at,
     )
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def replace_entry(store_dir: Path, key: str, text: str) -> Path:
+    """Replace the line of ``key`` in its shard by ``text`` (a hand edit), as a new run would see it."""
+    path = store_dir / f"{key[:2]}.jsonl"
+    lines = [text if line.startswith(f'{{"key":"{key}"') else line for line in lines_of(path)]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
 
 
 def test_put_then_get_round_trips_with_source_store(tmp_path):
@@ -31,31 +46,29 @@ def test_put_then_get_round_trips_with_source_store(tmp_path):
     request = make_request()
     path = store.put(request, make_answer())
     key = request.cache_key()
-    assert path == tmp_path / "judgments" / key[:2] / f"{key}.json"
-    answer = store.get(request)
-    assert answer is not None
-    assert answer.source == "store"
-    assert answer.choices == make_answer().choices
-    assert answer.usage == Usage(120, 15)
-    assert answer.model == "judge-model-2025"
-    assert len(store) == 1
-    assert store.keys() == {key}
-    assert key in store
+    assert path == tmp_path / "judgments" / f"{key[:2]}.jsonl"
+    for reader in (store, JudgmentStore(tmp_path / "judgments")):  # this run, and the next one
+        answer = reader.get(request)
+        assert answer is not None
+        assert answer.source == "store"
+        assert answer.choices == make_answer().choices
+        assert answer.usage == Usage(120, 15)
+        assert answer.model == "judge-model-2025"
+        assert len(reader) == 1
+        assert reader.keys() == {key}
+        assert key in reader
 
 
-def test_store_file_is_readable_and_byte_stable(tmp_path):
+def test_an_entry_is_one_readable_line_with_its_key_first(tmp_path):
     store = JudgmentStore(tmp_path)
     request = make_request()
     path = store.put(request, make_answer())
-    first = path.read_bytes()
-    store.put(request, make_answer())
-    assert path.read_bytes() == first
-    text = first.decode("utf-8")
-    assert text.endswith("}\n")
+    text = path.read_text(encoding="utf-8")
+    assert text.count("\n") == 1 and text.endswith("}\n")
     assert "Où est Paris ?" in text  # not \u-escaped: reviews read the real text
+    assert text.startswith(f'{{"key":"{request.cache_key()}",')
     data = json.loads(text)
-    assert list(data) == sorted(data)
-    assert data["key"] == request.cache_key()
+    assert list(data)[1:] == sorted(set(data) - {"key"})
     assert data["kind"] == "context_precision"
     assert data["prompt_version"] == "1"
     assert data["model"] == "judge-model"
@@ -64,7 +77,94 @@ def test_store_file_is_readable_and_byte_stable(tmp_path):
     assert data["schema_name"] == "chunk_verdict"
     assert data["answer"]["choices"][0]["reason"] == "mentions Paris — the capital"
     assert data["answer"]["judged_at"] == "2025-01-02T03:04:05Z"
-    assert text == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert data == record_of(request, make_answer())
+
+
+def test_a_newline_in_a_text_stays_inside_its_line(tmp_path):
+    store = JudgmentStore(tmp_path)
+    request = make_request(inputs={"question": "two\nlines\u2028and a separator", "chunk": "c\r\n"})
+    path = store.put(request, make_answer())
+    assert path.read_bytes().count(b"\n") == 1
+    assert JudgmentStore(tmp_path).get(request) is not None
+
+
+def test_re_recording_an_unchanged_judgment_writes_nothing(tmp_path):
+    store = JudgmentStore(tmp_path)
+    request = make_request()
+    path = store.put(request, make_answer())
+    store.flush()
+    first, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    JudgmentStore(tmp_path).put(request, make_answer())
+    assert path.read_bytes() == first
+    assert path.stat().st_mtime_ns == mtime
+
+
+def test_replacing_a_judgment_keeps_one_line_for_its_key(tmp_path):
+    store = JudgmentStore(tmp_path)
+    request = make_request()
+    path = store.put(request, make_answer(True))
+    store.put(request, make_answer(False))  # a refresh within the same second
+    answer = store.get(request)
+    assert answer is not None and answer.choices[0]["useful"] is False
+    store.flush()
+    assert len(lines_of(path)) == 1
+    answer = JudgmentStore(tmp_path).get(request)
+    assert answer is not None and answer.choices[0]["useful"] is False
+
+
+def test_a_replaced_judgment_not_yet_sorted_in_is_read_as_the_later_one(tmp_path):
+    """A run killed before the end leaves both lines: the later judgment counts."""
+    store = JudgmentStore(tmp_path)
+    request = make_request()
+    path = store.put(request, make_answer(True))
+    store.put(request, make_answer(False, judged_at="2025-02-01T00:00:00Z"))
+    assert len(lines_of(path)) == 2
+    answer = JudgmentStore(tmp_path).get(request)
+    assert answer is not None and answer.choices[0]["useful"] is False
+
+
+def test_new_judgments_are_appended_then_sorted_when_flushed(tmp_path):
+    store = JudgmentStore(tmp_path)
+    requests = [make_request(i) for i in range(400)]
+    for request in reversed(requests):
+        store.put(request, make_answer())
+    shard = max(store.shard_paths(), key=lambda p: len(lines_of(p)))
+    keys = [json.loads(line)["key"] for line in lines_of(shard)]
+    assert len(keys) >= 3
+    reader = JudgmentStore(tmp_path)  # an unsorted shard (a run that was killed) reads fine
+    assert all(reader.get(r) is not None for r in requests)
+    store.flush()
+    for path in store.shard_paths():
+        keys = [json.loads(line)["key"] for line in lines_of(path)]
+        assert keys == sorted(keys)
+        assert all(key.startswith(path.name[:2]) for key in keys)
+    assert JudgmentStore(tmp_path).keys() == {r.cache_key() for r in requests}
+
+
+def test_writes_a_gitattributes_that_merges_shards_by_union_and_keeps_a_users_own(tmp_path):
+    JudgmentStore(tmp_path / "a").put(make_request(), make_answer())
+    assert (tmp_path / "a" / ".gitattributes").read_text(encoding="utf-8") == GITATTRIBUTES
+    assert "*.jsonl merge=union" in GITATTRIBUTES
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / ".gitattributes").write_text("*.jsonl -diff\n", encoding="utf-8")
+    JudgmentStore(tmp_path / "b").put(make_request(), make_answer())
+    assert (tmp_path / "b" / ".gitattributes").read_text(encoding="utf-8") == "*.jsonl -diff\n"
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_a_key_recorded_twice_counts_its_latest_judgment_whatever_the_line_order(tmp_path, order):
+    """Two branches that each re-recorded one judgment leave both lines after a union merge."""
+    request = make_request()
+    old = record_of(request, make_answer(True, judged_at="2025-01-01T00:00:00Z"))
+    new = record_of(request, make_answer(False, judged_at="2025-03-01T00:00:00Z"))
+    lines = [dump_line(old), dump_line(new)]
+    path = tmp_path / f"{request.cache_key()[:2]}.jsonl"
+    path.write_bytes(b"".join(lines[i] + b"\n" for i in order))
+    store = JudgmentStore(tmp_path)
+    answer = store.get(request)
+    assert answer is not None and answer.choices[0]["useful"] is False
+    assert store.compact() == 1
+    assert path.read_bytes() == lines[1] + b"\n"
 
 
 def test_missing_entry_is_none(tmp_path):
@@ -72,30 +172,48 @@ def test_missing_entry_is_none(tmp_path):
     assert JudgmentStore(tmp_path / "nowhere").keys() == set()
 
 
-def test_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatch):
+def test_failed_rewrite_leaves_the_old_shard_and_no_temp_file(tmp_path, monkeypatch):
     store = JudgmentStore(tmp_path)
-    request = make_request()
-    path = store.put(request, make_answer(True))
-    before = path.read_bytes()
+    requests = [make_request(i) for i in range(40)]
+    for request in reversed(requests):
+        store.put(request, make_answer(True))
+    before = {path.name: path.read_bytes() for path in store.shard_paths()}
 
     def broken_replace(src: Any, dst: Any) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
-        store.put(request, make_answer(False))
-    assert path.read_bytes() == before
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+        store.flush()
+    assert {path.name: path.read_bytes() for path in store.shard_paths()} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.undo()
+    assert all(JudgmentStore(tmp_path).get(r) is not None for r in requests)
 
 
-def test_corrupt_file_is_a_miss_with_one_warning(tmp_path):
+def test_a_line_that_is_not_a_judgment_is_ignored_with_a_warning_and_kept(tmp_path):
     store = JudgmentStore(tmp_path)
     request = make_request()
     path = store.put(request, make_answer())
-    path.write_text('{"key": "trunc', encoding="utf-8")
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("<<<<<<< HEAD\n")
+    reader = JudgmentStore(tmp_path)
+    with pytest.warns(RagMetricsWarning, match=r"line 2 of .*is not a judgment"):
+        assert reader.get(request) is not None
+    reader.compact()
+    assert lines_of(path)[1] == "<<<<<<< HEAD"  # never deleted: a person decides
+
+
+def test_corrupt_entry_is_a_miss_with_one_warning(tmp_path):
+    store = JudgmentStore(tmp_path)
+    request = make_request()
+    key = request.cache_key()
+    path = store.put(request, make_answer())
+    replace_entry(tmp_path, key, f'{{"key":"{key}","answer":{{"trunc')
+    reader = JudgmentStore(tmp_path)
     with pytest.warns(RagMetricsWarning, match="not valid JSON") as record:
-        assert store.get(request) is None
-        assert store.get(request) is None
+        assert reader.get(request) is None
+        assert reader.get(request) is None
     assert len(record) == 1
     assert str(path) in str(record[0].message)
 
@@ -106,17 +224,19 @@ def test_stored_answer_that_no_longer_fits_the_schema_is_a_miss(tmp_path):
     path = store.put(request, make_answer())
     data = json.loads(path.read_text(encoding="utf-8"))
     data["answer"]["choices"][0]["useful"] = "maybe"
-    path.write_text(json.dumps(data), encoding="utf-8")
+    replace_entry(tmp_path, request.cache_key(), json.dumps(data))
     with pytest.warns(RagMetricsWarning, match="does not conform"):
-        assert store.get(request) is None
+        assert JudgmentStore(tmp_path).get(request) is None
 
 
 def test_stored_answer_without_answer_field_is_a_miss(tmp_path):
     store = JudgmentStore(tmp_path)
     request = make_request()
-    store.put(request, make_answer()).write_text('{"key": "x"}\n', encoding="utf-8")
+    key = request.cache_key()
+    store.put(request, make_answer())
+    replace_entry(tmp_path, key, json.dumps({"key": key}))
     with pytest.warns(RagMetricsWarning, match="malformed"):
-        assert store.get(request) is None
+        assert JudgmentStore(tmp_path).get(request) is None
 
 
 def test_prune_removes_unused_entries_and_empty_shards(tmp_path):
@@ -132,8 +252,9 @@ def test_prune_removes_unused_entries_and_empty_shards(tmp_path):
 
     assert store.prune(keep) == expected
     assert store.keys() == keep
-    shards = {p.name for p in Path(tmp_path).iterdir()}
-    assert shards == {k[:2] for k in keep}
+    assert JudgmentStore(tmp_path).keys() == keep
+    shards = {p.name for p in tmp_path.iterdir()} - {".gitattributes"}
+    assert shards == {f"{k[:2]}.jsonl" for k in keep}
     assert store.prune(keep) == []
 
 
@@ -142,9 +263,10 @@ def test_keys_ignore_stray_files(tmp_path):
     request = make_request()
     store.put(request, make_answer())
     (tmp_path / "README.md").write_text("judgments\n")
+    (tmp_path / "zz.jsonl").write_text("{}\n")
     (tmp_path / "ab").mkdir(exist_ok=True)
     (tmp_path / "ab" / "notes.json").write_text("{}")
-    assert store.keys() == {request.cache_key()}
+    assert JudgmentStore(tmp_path).keys() == {request.cache_key()}
 
 
 def test_n_mismatch_is_a_miss(tmp_path):
@@ -187,10 +309,11 @@ def test_hand_edited_answer_of_the_wrong_json_type_is_a_miss_with_one_warning(tm
     path = store.put(request, make_answer())
     data = json.loads(path.read_text(encoding="utf-8"))
     data["answer"] = answer
-    path.write_text(json.dumps(data), encoding="utf-8")
+    replace_entry(tmp_path, request.cache_key(), json.dumps(data))
+    reader = JudgmentStore(tmp_path)
     with pytest.warns(RagMetricsWarning) as record:
-        assert store.get(request) is None
-        assert store.get(request) is None
+        assert reader.get(request) is None
+        assert reader.get(request) is None
     [warning] = [str(w.message) for w in record]
     assert str(path) in warning
     assert "malformed" in warning
@@ -218,9 +341,11 @@ def test_from_json_accepts_what_to_json_writes_and_missing_optional_fields():
 def test_store_warning_says_what_happens_next(tmp_path, replay, then):
     store = JudgmentStore(tmp_path)
     request = make_request()
-    store.put(request, make_answer()).write_text("{", encoding="utf-8")
+    key = request.cache_key()
+    store.put(request, make_answer())
+    replace_entry(tmp_path, key, f'{{"key":"{key}",')
     with pytest.warns(RagMetricsWarning, match=then):
-        assert store.get(request, replay=replay) is None
+        assert JudgmentStore(tmp_path).get(request, replay=replay) is None
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
@@ -228,8 +353,151 @@ def test_store_warning_says_what_happens_next(tmp_path, replay, then):
 def test_store_files_get_normal_permissions_for_committed_files(tmp_path, umask, mode):
     old = os.umask(umask)
     try:
-        path = JudgmentStore(tmp_path).put(make_request(), make_answer())
+        store = JudgmentStore(tmp_path)
+        path = store.put(make_request(), make_answer())
+        store.put(make_request(), make_answer(False, judged_at="2026-01-01T00:00:00Z"))
+        store.flush()  # a rewrite
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == mode
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temp file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".gitattributes", path.name]  # no temp file
+
+
+WRITER = """
+import sys
+sys.path.insert(0, sys.argv[3])
+from judge_requests import make_request
+from pytest_ragmetrics.judge.base import JudgeAnswer
+from pytest_ragmetrics.judge.store import JudgmentStore
+store = JudgmentStore(sys.argv[1])
+first = int(sys.argv[2])
+answer = JudgeAnswer(choices=({"reason": "r", "useful": True},), judged_at="2025-01-01T00:00:00Z")
+for i in range(first, first + 300):
+    store.put(make_request(i), answer)
+store.flush()
+"""
+
+
+def test_processes_recording_into_the_same_shards_at_once_lose_nothing(tmp_path):
+    """What pytest-xdist workers do: append to shared shards, each sorting its own at the end."""
+    tests_dir = str(Path(__file__).parent)
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(first), tests_dir])
+        for first in (0, 300, 600)
+    ]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0, 0]
+    store = JudgmentStore(tmp_path)
+    assert store.keys() == {make_request(i).cache_key() for i in range(900)}
+    for path in store.shard_paths():
+        keys = [line[8:72] for line in lines_of(path)]
+        assert keys == sorted(set(keys))
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
+    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com", GIT_CONFIG_NOSYSTEM="1")
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_branches_that_each_record_judgments_merge_without_conflicts(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    store_dir = repo / "judgments"
+    base = JudgmentStore(store_dir)
+    for i in range(50):
+        base.put(make_request(i), make_answer())
+    base.flush()
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "checkout", "-q", "-b", "other")
+    other = JudgmentStore(store_dir)
+    for i in range(50, 400):
+        other.put(make_request(i), make_answer())
+    other.flush()
+    _git(repo, "commit", "-q", "-am", "other")
+    _git(repo, "checkout", "-q", "main")
+    mine = JudgmentStore(store_dir)
+    for i in range(400, 750):
+        mine.put(make_request(i), make_answer())
+    mine.flush()
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "mine")
+    _git(repo, "merge", "-q", "--no-edit", "other")  # a conflict would fail here
+    merged = JudgmentStore(store_dir)
+    assert merged.keys() == {make_request(i).cache_key() for i in range(750)}
+    merged.compact()
+    for path in merged.shard_paths():
+        keys = [line[8:72] for line in lines_of(path)]
+        assert keys == sorted(set(keys))
+
+
+def _legacy_store(directory: Path, count: int) -> dict[str, dict[str, Any]]:
+    """A store as pytest-ragmetrics 0.2 wrote it: one pretty-printed file per judgment."""
+    records = {}
+    for i in range(count):
+        record = record_of(make_request(i), make_answer(i % 2 == 0))
+        path = directory / record["key"][:2] / f"{record['key']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dump_stable(record), encoding="utf-8")
+        records[record["key"]] = record
+    return records
+
+
+def test_a_store_of_one_file_per_judgment_is_still_read_and_says_how_to_migrate(tmp_path):
+    records = _legacy_store(tmp_path, 5)
+    store = JudgmentStore(tmp_path)
+    with pytest.warns(RagMetricsWarning, match="store migrate"):
+        assert store.keys() == set(records)
+    answer = store.get(make_request(1))
+    assert answer is not None and answer.choices[0]["useful"] is False
+
+
+def test_migrate_moves_every_judgment_into_shards_and_loses_nothing(tmp_path):
+    records = _legacy_store(tmp_path, 300)
+    (tmp_path / "ab").mkdir(exist_ok=True)
+    damaged = tmp_path / "ab" / ("ab" + "0" * 62 + ".json")
+    damaged.write_text("{not json", encoding="utf-8")
+    store = JudgmentStore(tmp_path)
+    result = store.migrate()
+    assert result.moved == 300
+    assert [path for path, _ in result.kept] == [damaged]
+    assert damaged.exists()  # a file it cannot read is left for a person
+    assert JudgmentStore(tmp_path).legacy_files() == [damaged]
+    reader = JudgmentStore(tmp_path)
+    assert {key: reader.read_json(key) for key in records} == records
+    for i in range(300):
+        answer = reader.get(make_request(i))
+        assert answer is not None and answer.choices[0]["useful"] is (i % 2 == 0)
+    assert not [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "ab"]
+    before = {p.name: p.read_bytes() for p in reader.shard_paths()}
+    assert JudgmentStore(tmp_path).migrate().moved == 0  # again: nothing changes
+    assert {p.name: p.read_bytes() for p in reader.shard_paths()} == before
+
+
+def test_migrate_keeps_the_later_judgment_of_a_key_recorded_both_ways(tmp_path):
+    request = make_request()
+    store = JudgmentStore(tmp_path)
+    store.put(request, make_answer(True, judged_at="2026-01-01T00:00:00Z"))
+    legacy = tmp_path / request.cache_key()[:2] / f"{request.cache_key()}.json"
+    legacy.parent.mkdir()
+    legacy.write_text(dump_stable(record_of(request, make_answer(False, judged_at="2025-01-01T00:00:00Z"))))
+    JudgmentStore(tmp_path).migrate()
+    assert not legacy.exists()
+    answer = JudgmentStore(tmp_path).get(request)
+    assert answer is not None and answer.choices[0]["useful"] is True
+
+
+def test_prune_deletes_judgments_of_both_layouts(tmp_path):
+    records = _legacy_store(tmp_path, 4)
+    store = JudgmentStore(tmp_path)
+    store.put(make_request(10), make_answer())
+    keep = {make_request(0).cache_key(), make_request(10).cache_key()}
+    with pytest.warns(RagMetricsWarning, match="store migrate"):
+        removed = store.prune(keep)
+    assert removed == sorted(set(records) - keep)
+    with pytest.warns(RagMetricsWarning, match="store migrate"):  # key 0 is still a file of its own
+        assert JudgmentStore(tmp_path).keys() == keep

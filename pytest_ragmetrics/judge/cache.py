@@ -404,8 +404,8 @@ class CachedJudge:
 
     # --- reading ---------------------------------------------------------------------------------
 
-    def _from_disk(self, request: JudgeRequest, key: str) -> tuple[JudgeAnswer, Any] | None:
-        """The cached answer and the stamp of the store file it matched (see :meth:`_reconcile`)."""
+    def _from_disk(self, request: JudgeRequest, key: str) -> JudgeAnswer | None:
+        """The answer the disk cache holds for ``key`` (a damaged entry is dropped: ``None``)."""
         cache = self._disk()
         if cache is None:
             return None
@@ -450,7 +450,7 @@ class CachedJudge:
                 "dropped silently.",
             )
             return None
-        return answer, record.get("store_stamp")
+        return answer
 
     def _read_failed(self, exc: BaseException) -> None:
         if _is_transient(exc):
@@ -465,8 +465,10 @@ class CachedJudge:
         read there is read on its own, so this only ever saves time."""
         if self.mode not in ("readwrite", "replay") or self._cache_problem is not None:
             return  # refresh reads only what this run judged (in memory); off reads nothing
-        memory, read = self._memory, self._read
+        memory, read, store = self._memory, self._read, self.store
         keys = [key for r in requests if (key := r.cache_key()) not in memory and key not in read]
+        if store is not None:  # the store is read first: what it holds needs no cache entry
+            keys = [key for key in keys if key not in store]
         if not keys or self._disk() is None:
             return
         loop = asyncio.get_running_loop()
@@ -500,59 +502,35 @@ class CachedJudge:
                 if not waiter.done():
                     waiter.set_result(None)
 
-    def _reconcile(self, request: JudgeRequest, key: str, answer: JudgeAnswer, stamp: Any) -> JudgeAnswer:
-        """The committed store is the source of truth: when its file changed since the cache entry
-        was written (a reviewed edit, a checkout) and holds another answer, the store's answer is
-        served and the cache corrected. One ``stat`` per key and run; the file is read only when
-        its stamp changed."""
-        store = self.store
-        if store is None or key in self._in_store:
-            return answer
-        current = store.stamp(key)
-        if current is None:
-            return answer  # the store lacks it: readwrite and refresh copy it in (_store_lacks)
-        self._in_store.add(key)
-        if isinstance(stamp, list) and tuple(stamp) == current:
-            return answer
-        stored = store.get(request, replay=self.mode == "replay")
-        if stored is None:
-            return answer  # a damaged file, warned about: the cached answer serves
-        served = stored if stored.choices != answer.choices else answer
-        self._write_disk(request, key, served, current)  # so the file is not read again
-        return served
-
     def lookup(self, request: JudgeRequest) -> JudgeAnswer | None:
-        """A recorded answer to ``request`` (memory, disk cache, then store), or ``None``."""
+        """A recorded answer to ``request`` (memory, the store, then the disk cache), or ``None``.
+
+        The committed store is the source of truth: what it holds is served whatever the cache
+        says, so a reviewed edit or a checkout of the store takes effect at once.
+        """
         key = request.cache_key()
         answer = self._memory.get(key)
         if answer is not None:
             self.stats.record_cache_hit(answer.usage)
-            return answer
-        hit = self._from_disk(request, key)
-        if hit is not None:
-            answer = self._reconcile(request, key, *hit)
-            self._remember(key, answer)
-            if answer.source == "store":
-                self.stats.record_store_hit(answer.usage)
-            else:
-                self.stats.record_cache_hit(answer.usage)
             return answer
         if self.store is not None:
             answer = self.store.get(request, replay=self.mode == "replay")
             if answer is not None:
                 self._in_store.add(key)
                 self.stats.record_store_hit(answer.usage)
-                self._write_disk(request, key, answer, self.store.stamp(key))
                 self._remember(key, answer)
                 return answer
-        return None
+        answer = self._from_disk(request, key)
+        if answer is not None:
+            self._remember(key, answer)
+            self.stats.record_cache_hit(answer.usage)
+        return answer
 
     def _store_lacks(self, key: str) -> bool:
         """True when this run should copy a served answer into the store: it writes, and lacks it.
 
-        Checked once per key and run (a ``stat``). A file that exists is trusted here: reading and
-        validating it on every cache hit would double the cost of a warm run. A damaged file is
-        reported and rewritten when a cache miss reads it, or by ``--rag-cache=refresh``.
+        Checked once per key and run. A cache hit means the store had no readable entry (it is
+        read first), so a damaged entry is replaced by the cached answer too.
         """
         store = self.store
         if store is None or self.mode not in ("readwrite", "refresh") or key in self._in_store:
@@ -560,13 +538,13 @@ class CachedJudge:
         self._in_store.add(key)  # before any await: concurrent hits of one key copy it once
         return key not in store
 
-    def _write_store(self, request: JudgeRequest, answer: JudgeAnswer) -> bool:
-        """Record ``answer`` in the store; False when there is none or it cannot be written."""
+    def _write_store(self, *pairs: tuple[JudgeRequest, JudgeAnswer]) -> bool:
+        """Record answers in the store in one write; False when there is none or it cannot be written."""
         store = self.store
         if store is None:
             return False
         try:
-            store.put(request, answer)
+            store.put_many(pairs)
             return True
         except OSError as exc:
             self._warn_once(
@@ -578,9 +556,7 @@ class CachedJudge:
 
     # --- writing ---------------------------------------------------------------------------------
 
-    def _write_disk(
-        self, request: JudgeRequest, key: str, answer: JudgeAnswer, stamp: tuple[int, int] | None = None
-    ) -> None:
+    def _write_disk(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
         cache = self._disk()
         if cache is None:
             return
@@ -599,8 +575,6 @@ class CachedJudge:
         }
         if request.derived:
             record["derived"] = request.derived_inputs()
-        if stamp is not None:
-            record["store_stamp"] = list(stamp)  # the store file this answer matches
         value = json.dumps(record, sort_keys=True, ensure_ascii=False)
         try:
             cache.set(key, value)
@@ -646,9 +620,8 @@ class CachedJudge:
         return answer
 
     def _write_both(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
-        # The store first, so the cache entry can carry the stamp of the file it matches.
-        stamp = self.store.stamp(key) if self._write_store(request, answer) and self.store else None
-        self._write_disk(request, key, answer, stamp)
+        self._write_store((request, answer))
+        self._write_disk(request, key, answer)
 
     # --- the Judge protocol ----------------------------------------------------------------------
 
@@ -726,8 +699,8 @@ class CachedJudge:
         if answer is not None:
             key = request.cache_key()
             if self._store_lacks(key):
-                # Off the event loop, like every other write; the cache learns the file's stamp.
-                await asyncio.to_thread(self._write_both, request, key, answer)
+                # Off the event loop, like every other write.
+                await asyncio.to_thread(self._write_store, (request, answer))
             return answer
         return await self._judge_unrecorded(request)
 
@@ -753,16 +726,12 @@ class CachedJudge:
                 copies.append((request, answer))
             answers.append(answer)
         if copies:
-            await asyncio.to_thread(self._write_stores, copies)
+            await asyncio.to_thread(self._write_store, *copies)
         if missing:
             judged = await gather_or_cancel(*(self._judge_unrecorded(requests[i]) for i in missing))
             for i, answer in zip(missing, judged, strict=True):
                 answers[i] = answer
         return answers
-
-    def _write_stores(self, pairs: Iterable[tuple[JudgeRequest, JudgeAnswer]]) -> None:
-        for request, answer in pairs:
-            self._write_both(request, request.cache_key(), answer)  # the cache learns the stamps
 
     async def _judge_unrecorded(self, request: JudgeRequest) -> JudgeAnswer:
         """Ask the judge (once per key, however many ask at the same time); never in replay."""
@@ -843,7 +812,7 @@ class CachedJudge:
             if hit is not None:
                 if claimed:
                     self._release(key, token)
-                return None, self._reconcile(request, key, *hit)
+                return None, hit
             if claimed:
                 self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(cache, claim))
                 return token, None
@@ -886,7 +855,16 @@ class CachedJudge:
         self.close_cache()
 
     def close_cache(self) -> None:
-        """Close the disk cache (it reopens on next use)."""
+        """Close the disk cache (it reopens on next use) and sort the store's shards this run appended to."""
+        if self.store is not None:
+            try:
+                self.store.flush()
+            except OSError as exc:
+                self._warn_once(
+                    "store-unwritable",
+                    f"cannot sort the judgment store at {self.store.directory} ({exc}); its new "
+                    "judgments are recorded, unsorted",
+                )
         with self._lock:
             cache, self._cache = self._cache, None
         if cache is not None:
