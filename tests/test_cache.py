@@ -564,8 +564,28 @@ def test_concurrency_bounds_a_custom_judge(dirs, mode):
     assert inner.max_in_flight == 4
 
 
+class GatheringJudge(SlowJudge):
+    """Answers only once ``expected`` requests are in flight together (or 10 s have passed)."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__()
+        self.expected = expected
+
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            for _ in range(1000):
+                if self.max_in_flight >= self.expected:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            self.in_flight -= 1
+        return JudgeAnswer(choices=({"reason": "slow", "useful": True},))
+
+
 def test_without_a_bound_a_custom_judge_gets_everything_at_once(dirs):
-    inner = SlowJudge()
+    inner = GatheringJudge(40)
     run(CachedJudge(lambda: inner, cache_dir=dirs.cache), *(make_request(i) for i in range(40)))
     assert inner.max_in_flight == 40
 
