@@ -182,7 +182,9 @@ def test_the_store_still_wins_over_a_cache_entry_read_in_a_batch(tmp_path):
     corrected = JudgeAnswer(
         choices=({"reason": "corrected in review", "useful": False},), model="judge-model"
     )
-    JudgmentStore(tmp_path / "judgments").put(requests[2], corrected)
+    reviewed = JudgmentStore(tmp_path / "judgments")
+    reviewed.put(requests[2], corrected)
+    reviewed.flush()  # the replaced line goes (unflushed, the later-judged line would count)
 
     warm = judge_for(tmp_path, store=True, mode="replay")
     answers = in_groups(warm, requests, size=2)
