@@ -15,6 +15,7 @@ our warnings and the reports, so a judge error can be pasted into a bug report a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -71,39 +72,64 @@ def redact_json(value: _T) -> _T:
     what a large run holds in memory at its end).
     """
     secrets = _secrets()
+    if not _may_hold_secrets(value, secrets):
+        return value
     # Most strings repeat (metric names, labels, reasons): each distinct one is scrubbed once.
-    done: dict[str, str | None] = {}  # None: nothing to scrub
+    # None: nothing to scrub. Leaves are handled inline: a call per string cost more than the scrub.
+    done: dict[str, str | None] = {}
 
-    def text(item: str) -> str:
-        clean = done.get(item, _UNSEEN)
+    def scrub(text: str) -> str:
+        clean = done.get(text, _UNSEEN)
         if clean is _UNSEEN:
-            scrubbed = _redact(item, secrets)
-            clean = done[item] = None if scrubbed == item else scrubbed
-        return item if clean is None else cast(str, clean)
+            scrubbed = _redact(text, secrets)
+            clean = done[text] = None if scrubbed == text else scrubbed
+        return text if clean is None else cast(str, clean)
 
-    def walk(item: Any) -> Any:
+    def leaf(item: Any) -> Any:
         kind = type(item)
         if kind is str:
-            return text(item)
+            clean = done.get(item, _UNSEEN)
+            return item if clean is None else scrub(item) if clean is _UNSEEN else clean
         if kind in _SCALARS:
             return item
+        return walk(item)
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return scrub(item)
         if isinstance(item, dict):
-            pairs = [(text(k) if isinstance(k, str) else k, walk(v)) for k, v in item.items()]
-            if kind is dict and all(
+            pairs = [(scrub(k) if isinstance(k, str) else k, leaf(v)) for k, v in item.items()]
+            if type(item) is dict and all(
                 k is old_k and v is old_v for (k, v), (old_k, old_v) in zip(pairs, item.items(), strict=True)
             ):
                 return item
             return dict(pairs)
         if isinstance(item, (list, tuple)):
-            values = [walk(v) for v in item]
-            if kind in (list, tuple) and all(v is old for v, old in zip(values, item, strict=True)):
+            values = [leaf(v) for v in item]
+            if type(item) in (list, tuple) and all(v is old for v, old in zip(values, item, strict=True)):
                 return item
-            return values if kind is list else type(item)(values)
-        if isinstance(item, str):
-            return text(item)
+            return values if type(item) is list else type(item)(values)
         return item
 
-    return cast("_T", walk(value))
+    return cast("_T", leaf(value))
+
+
+def _may_hold_secrets(value: Any, secrets: list[str]) -> bool:
+    """False when no string in ``value`` can need scrubbing: one search of its JSON text (C code)
+    instead of a Python call per string. JSON escapes a string character by character, so a
+    secret appears in the text in its escaped form; the patterns whose match could span an escaped
+    character (whitespace after ``Bearer``, quotes around an ``api-key``) are looked for by their
+    fixed part alone. Anything the JSON encoder refuses: True (look at every string)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return True
+    if any(json.dumps(secret, ensure_ascii=False)[1:-1] in text for secret in secrets):
+        return True
+    if "sk-" in text or ("://" in text and _URL_USERINFO.search(text) is not None):
+        return True
+    folded = text.casefold()  # what the case-insensitive patterns match (substring search: fast)
+    return "bearer" in folded or "api-key" in folded or "api_key" in folded
 
 
 _SCALARS = (int, float, bool, type(None))

@@ -118,3 +118,33 @@ def test_redact_json_copies_only_what_it_changes():
     assert out["clean"] is clean  # nothing to scrub: not copied
     assert value["items"][1] == {"reason": "Bearer sk-abcdefghijkl"}  # the input is left as it was
     assert redact_json(clean) is clean
+
+
+def _every_string_redacted(value):
+    """The reference: redact() applied to every string, containers rebuilt."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {_every_string_redacted(k): _every_string_redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_every_string_redacted(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a token after a line break: Bearer\nabcdefghijkl",  # JSON writes the break as \\n
+        'quoted header "api-key":\t"0123456789abcdef"',
+        "a URL on its own line:\nhttps://user:pa55word@judge.example/v1",
+        "a key after a tab:\tsk-proj-AbCdEf0123456789",
+        "a key with a quote in it: se\"cr\\et-value-42",
+        "BEARER  QWERTYUIOP and Api_Key=zxcvbnmasdf",
+    ],
+)
+def test_redact_json_scrubs_what_redact_scrubs_whatever_json_escapes(monkeypatch, text):
+    monkeypatch.setenv("AZURE_OPENAI_AD_TOKEN", 'se"cr\\et-value-42')
+    value = {"results": [{"reason": text, "n": 1.5, "tags": ["ok", None, True]}], text: "as a key too"}
+    out = redact_json(value)
+    assert out == _every_string_redacted(value)
+    assert out != value  # each text holds something to scrub
