@@ -447,7 +447,7 @@ class Evaluator:
             if result.metric == "context_relevance" and result.method == "graded"
             else (s.judge_model,)
         )
-        return dataclasses.replace(
+        return _filled_in(
             result,
             judges=judges,
             sample_key=_sample_key(sample),
@@ -618,6 +618,19 @@ def _evaluate_args(
     batch, _ = as_samples(list(samples))
     specs = [parse_metric_spec(m) for m in (metrics or DEFAULT_METRICS)]
     return batch, specs
+
+
+_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(MetricResult))
+
+
+def _filled_in(result: MetricResult, **fields: Any) -> MetricResult:
+    """``dataclasses.replace(result, **fields)`` for fields the engine fills in, without replace's
+    per-call look at the fields and a second check of a score that does not change (a warm run
+    finishes thousands of results)."""
+    filled = object.__new__(MetricResult)
+    for name in _RESULT_FIELDS:
+        object.__setattr__(filled, name, fields[name] if name in fields else getattr(result, name))
+    return filled
 
 
 def _sample_key(sample: RagSample) -> str:
