@@ -138,7 +138,7 @@ def _every_string_redacted(value):
         'quoted header "api-key":\t"0123456789abcdef"',
         "a URL on its own line:\nhttps://user:pa55word@judge.example/v1",
         "a key after a tab:\tsk-proj-AbCdEf0123456789",
-        "a key with a quote in it: se\"cr\\et-value-42",
+        'a key with a quote in it: se"cr\\et-value-42',
         "BEARER  QWERTYUIOP and Api_Key=zxcvbnmasdf",
     ],
 )
