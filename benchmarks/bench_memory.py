@@ -3,10 +3,12 @@
 10,000 samples (three chunks of four sentences each) on the three default metrics (precision, recall,
 graded relevance), each phase in a fresh child process: ``cold`` judges everything with a judge that
 answers instantly and keeps nothing, writing a real diskcache; ``warm`` answers everything from that
-cache, as a rerun does. Bound: at most 150 MB peak RSS at 10,000 samples. The figure for an empty
-evaluation (imports only) is printed beside it.
+cache, as a rerun does. With ``--store`` the cold phase records into a judgment store too, and a
+``store`` phase replays from the store alone (an empty cache), as a fresh CI checkout does. Bound: at
+most 150 MB peak RSS at 10,000 samples. The figure for an empty evaluation (imports only) is printed
+beside it.
 
-    python benchmarks/bench_memory.py [--samples 10000] [--methods default|five]
+    python benchmarks/bench_memory.py [--samples 10000] [--methods default|five] [--store]
 """
 
 from __future__ import annotations
@@ -34,15 +36,19 @@ class Never:
     async def judge(self, request):
         raise AssertionError("a warm run must not call the judge")
 
-phase, count, methods, cache_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+phase, count, methods, cache_dir, store_dir = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
 metrics = list(FIVE_METHODS) if methods == "five" else None
 samples = make_samples(count)
 start = time.perf_counter()
 if count:
-    with Evaluator(Settings(cache_dir=cache_dir), judge=Instant() if phase == "cold" else Never()) as ev:
+    if phase == "store":  # a fresh checkout: the store alone, an empty cache
+        settings = Settings(cache_dir=cache_dir + "-empty", store_dir=store_dir, cache="replay")
+    else:
+        settings = Settings(cache_dir=cache_dir, store_dir=store_dir or None)
+    with Evaluator(settings, judge=Instant() if phase == "cold" else Never()) as ev:
         result = ev.evaluate(samples, metrics)
         calls = ev.stats.calls
-        hits = ev.stats.cache_hits
+        hits = ev.stats.cache_hits + ev.stats.store_hits
 else:
     import pytest_ragmetrics.engine, pytest_ragmetrics.judge.cache  # noqa: F401  the imports alone
     calls = hits = 0
@@ -52,11 +58,11 @@ print(json.dumps({{"peak_mb": peak_kb / 1024, "seconds": time.perf_counter() - s
 """
 
 
-def run(phase: str, count: int, methods: str, cache_dir: str) -> dict[str, float]:
+def run(phase: str, count: int, methods: str, cache_dir: str, store_dir: str = "") -> dict[str, float]:
     bench_dir = os.path.dirname(os.path.abspath(__file__))
     code = CHILD.format(bench_dir=bench_dir)
     done = subprocess.run(
-        [sys.executable, "-c", code, phase, str(count), methods, cache_dir],
+        [sys.executable, "-c", code, phase, str(count), methods, cache_dir, store_dir],
         capture_output=True,
         text=True,
         check=False,
@@ -70,17 +76,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=10_000)
     parser.add_argument("--methods", choices=("default", "five"), default="default")
+    parser.add_argument(
+        "--store", action="store_true", help="record into a judgment store too, then replay from it alone"
+    )
     args = parser.parse_args()
     bound = 150.0 * args.samples / 10_000
     with tempfile.TemporaryDirectory() as tmp:
-        base = run("cold", 0, args.methods, tmp)
+        cache_dir = os.path.join(tmp, "cache")
+        store_dir = os.path.join(tmp, "judgments") if args.store else ""
+        base = run("cold", 0, args.methods, cache_dir)
         print(f"imports only:  peak RSS {base['peak_mb']:.0f} MB")
-        for phase in ("cold", "warm"):
-            figures = run(phase, args.samples, args.methods, tmp)
+        for phase in ("cold", "warm", "store") if args.store else ("cold", "warm"):
+            figures = run(phase, args.samples, args.methods, cache_dir, store_dir)
             print(
                 f"{phase}:{' ' * (13 - len(phase))}peak RSS {figures['peak_mb']:.0f} MB for {args.samples:,} "
                 f"samples ({args.methods} metrics; {figures['calls']:,} judge calls, {figures['hits']:,} "
-                f"cache hits, {figures['seconds']:.1f} s)  bound {bound:.0f} MB: ratio "
+                f"recorded, {figures['seconds']:.1f} s)  bound {bound:.0f} MB: ratio "
                 f"{figures['peak_mb'] / bound:.2f}"
             )
 

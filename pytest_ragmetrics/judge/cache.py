@@ -865,6 +865,7 @@ class CachedJudge:
                     f"cannot sort the judgment store at {self.store.directory} ({exc}); its new "
                     "judgments are recorded, unsorted",
                 )
+            self.store.close()
         with self._lock:
             cache, self._cache = self._cache, None
         if cache is not None:

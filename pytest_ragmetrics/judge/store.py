@@ -132,23 +132,29 @@ def _winner(a: bytes, b: bytes) -> bytes:
     return max(a, b, key=lambda line: (_judged_at(line), line))
 
 
+def _scan(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, offset, line) of every non-blank line of a shard's bytes."""
+    offset = 0
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        line = raw.rstrip(b"\r")
+        if line.strip():
+            yield number, offset, line
+        offset += len(raw) + 1
+
+
 @dataclass
 class _Shard:
-    """One shard file as last read: its judgments by key and the lines that are not judgments."""
+    """A shard's content, whole, for rewriting it: its judgments by key and the lines that are not."""
 
-    stat: tuple[int, int] | None
     entries: dict[str, bytes] = field(default_factory=dict)
     bad: list[tuple[int, bytes]] = field(default_factory=list)
     duplicates: int = 0
 
     @classmethod
-    def parse(cls, data: bytes, stat: tuple[int, int] | None) -> _Shard:
-        shard = cls(stat)
+    def parse(cls, data: bytes) -> _Shard:
+        shard = cls()
         entries = shard.entries
-        for number, line in enumerate(data.split(b"\n"), 1):
-            line = line.rstrip(b"\r")
-            if not line.strip():
-                continue
+        for number, _, line in _scan(data):
             key = _line_key(line)
             if key is None:
                 shard.bad.append((number, line))
@@ -165,12 +171,59 @@ class _Shard:
         return b"".join(line + b"\n" for line in lines)
 
 
-def _stat(path: Path) -> tuple[int, int] | None:
+class _Index:
+    """Where each judgment of one shard is: an open file and, by key, ``offset << 32 | length``.
+
+    Lookups read one line each from the file, so a run holds the positions of a large store in
+    memory, never its text. The file stays open: a shard another process replaces meanwhile is read
+    as it was when indexed, consistently.
+    """
+
+    __slots__ = ("fd", "spans", "stat")
+
+    def __init__(self, fd: int | None, data: bytes, stat: tuple[int, int, int] | None) -> None:
+        self.fd = fd
+        self.stat = stat
+        self.spans: dict[str, int] = {}
+        lines: dict[str, bytes] = {}
+        for _, offset, line in _scan(data):
+            key = _line_key(line)
+            if key is None:
+                continue
+            if key in lines and _winner(lines[key], line) is lines[key]:
+                continue
+            lines[key] = line
+            self.spans[key] = offset << 32 | len(line)
+
+    def read(self, key: str) -> bytes | None:
+        span = self.spans.get(key)
+        if span is None or self.fd is None:
+            return None
+        return _pread(self.fd, span & 0xFFFFFFFF, span >> 32)
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:  # a store dropped without close() leaks no descriptor
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows; callers hold the store's lock
+    return os.read(fd, size)  # pragma: no cover
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
     try:
         info = path.stat()
     except OSError:
         return None
-    return (info.st_mtime_ns, info.st_size)
+    return (info.st_ino, info.st_mtime_ns, info.st_size)
 
 
 class JudgmentStore:
@@ -186,8 +239,9 @@ class JudgmentStore:
         self.directory = Path(directory)
         self._warned: set[str] = set()
         self._lock = threading.RLock()
-        self._shards: dict[str, _Shard] = {}
-        # Lines this process appended, by shard: flush() sorts them into place.
+        self._indexes: dict[str, _Index] = {}
+        # Shards this process appended to, each with the lines that replaced a recorded judgment
+        # (flush() keeps those whatever their judgment times; new keys need no memory of their line).
         self._written: dict[str, dict[str, bytes]] = {}
         self._legacy: bool | None = None
         self._held = 0  # depth of this process's hold of the store lock (see _locked)
@@ -264,45 +318,86 @@ class JudgmentStore:
                     os.close(fd)  # closing releases the lock
 
     def _read_shard(self, name: str) -> _Shard:
+        """The whole content of shard ``name`` (for rewriting it; lookups use :meth:`_index`)."""
         path = self.directory / f"{name}{SHARD_SUFFIX}"
-        if not path.exists():
-            return _Shard(None)
         try:
             with self._locked(shared=True):
                 data = path.read_bytes()
-                stat = _stat(path)
         except FileNotFoundError:
-            return _Shard(None)
-        except OSError as exc:
-            self._warn(f"shard:{name}", f"cannot read {path} ({exc}); its judgments count as missing")
-            return _Shard(None)
-        shard = _Shard.parse(data, stat)
-        for number, line in shard.bad:
+            return _Shard()
+        shard = _Shard.parse(data)
+        self._warn_bad(path, shard.bad)
+        return shard
+
+    def _warn_bad(self, path: Path, bad: list[tuple[int, bytes]]) -> None:
+        for number, line in bad:
             self._warn(
-                f"line:{name}:{number}",
+                f"line:{path.name}:{number}",
                 f"line {number} of {path} is not a judgment ({line[:60]!r}...); it is kept as it is and "
                 "ignored",
             )
-        return shard
 
-    def _shard(self, name: str, *, fresh: bool = False) -> _Shard:
-        """The shard ``name`` as read this run; ``fresh`` reads it again when the file changed."""
-        shard = self._shards.get(name)
-        if shard is None or (fresh and shard.stat != _stat(self.directory / f"{name}{SHARD_SUFFIX}")):
-            shard = self._read_shard(name)
+    def _read_index(self, name: str) -> _Index:
+        path = self.directory / f"{name}{SHARD_SUFFIX}"
+        if not path.exists():
+            return _Index(None, b"", None)
+        try:
+            with self._locked(shared=True):
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+                try:
+                    info = os.fstat(fd)
+                    data = _pread(fd, info.st_size, 0)
+                except BaseException:
+                    os.close(fd)
+                    raise
+        except FileNotFoundError:
+            return _Index(None, b"", None)
+        except OSError as exc:
+            self._warn(f"shard:{name}", f"cannot read {path} ({exc}); its judgments count as missing")
+            return _Index(None, b"", None)
+        index = _Index(fd, data, (info.st_ino, info.st_mtime_ns, info.st_size))
+        if len(index.spans) < data.count(b"\n"):
+            self._warn_bad(path, [(n, line) for n, _, line in _scan(data) if _line_key(line) is None])
+        return index
+
+    def _index(self, name: str, *, fresh: bool = False) -> _Index:
+        """Shard ``name`` as indexed this run; ``fresh`` indexes it again when the file changed."""
+        index = self._indexes.get(name)
+        if index is None or (fresh and index.stat != _stat(self.directory / f"{name}{SHARD_SUFFIX}")):
+            new = self._read_index(name)
             with self._lock:
-                self._shards[name] = shard
-        return shard
+                old, self._indexes[name] = self._indexes.get(name), new
+            if old is not None:
+                old.close()
+            index = new
+        return index
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            index = self._indexes.pop(name, None)
+        if index is not None:
+            index.close()
+
+    def close(self) -> None:
+        """Close the shard files lookups keep open (they reopen on next use)."""
+        with self._lock:
+            indexes, self._indexes = self._indexes, {}
+        for index in indexes.values():
+            index.close()
 
     def _line(self, key: str) -> bytes | None:
         if not _is_key(key):
             return None
         name = key[:2]
-        line = self._shard(name).entries.get(key)
-        if line is None:
-            # Another process (an xdist worker) may have recorded it since the shard was read.
-            line = self._shard(name, fresh=True).entries.get(key)
-        return line
+        for fresh in (False, True):
+            # Fresh: another process (an xdist worker) may have recorded it since the shard was read.
+            try:
+                line = self._index(name, fresh=fresh).read(key)
+            except (OSError, ValueError):  # a file closed by another thread: index it again
+                line = None
+            if line is not None and (line[8:72] == key.encode("ascii") or _line_key(line) == key):
+                return line
+        return None
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -320,7 +415,7 @@ class JudgmentStore:
         """Keys of all stored judgments."""
         found: set[str] = set()
         for path in self.shard_paths():
-            found.update(self._shard(path.name[:2], fresh=True).entries)
+            found.update(self._index(path.name[:2], fresh=True).spans)
         if self._has_legacy():
             found.update(p.stem for p in self.legacy_files())
         return found
@@ -465,20 +560,28 @@ class JudgmentStore:
                 self._write_shard(name, new)
 
     def _write_shard(self, name: str, new: dict[str, bytes]) -> None:
-        shard = self._shard(name, fresh=True)
-        changed = {key: line for key, line in new.items() if shard.entries.get(key) != line}
+        index = self._index(name, fresh=True)
+        current = {key: index.read(key) for key in new}
+        changed = {key: line for key, line in new.items() if current[key] != line}
         if not changed:
             return
+        known = {key for key, line in current.items() if line is not None}
         path = self.directory / f"{name}{SHARD_SUFFIX}"
-        data = b"".join(line + b"\n" for line in changed.values())
-        if shard.stat is not None and shard.stat[1] and not _ends_with_newline(path):
-            data = b"\n" + data  # a hand edit dropped the last newline: keep lines apart
+        size = index.stat[2] if index.stat is not None else 0
+        prefix = b"\n" if size and not _ends_with_newline(path) else b""  # a hand edit dropped it
         # Appended, also when it replaces a line: rewriting a large shard per judgment would cost
         # far more. Until flush() drops the old line, the loader counts the later judgment.
-        _append(path, data)
-        shard.entries.update(changed)
-        shard.stat = _stat(path)
-        self._written.setdefault(name, {}).update(changed)
+        _append(path, prefix + b"".join(line + b"\n" for line in changed.values()))
+        if index.fd is None:
+            self._forget(name)  # a new shard: indexed from the file on next use
+        else:
+            offset = size + len(prefix)
+            for key, line in changed.items():
+                index.spans[key] = offset << 32 | len(line)
+                offset += len(line) + 1
+            index.stat = _stat(path)
+        replaced = self._written.setdefault(name, {})
+        replaced.update((key, line) for key, line in changed.items() if key in known)
 
     def flush(self) -> None:
         """Sort the shards this process appended to, one line per key (a no-op when there are none)."""
@@ -510,8 +613,7 @@ class JudgmentStore:
                 path.unlink()
         elif data != current:
             atomic_write_bytes(path, data)
-        shard.stat = _stat(path)
-        self._shards[name] = shard
+        self._forget(name)
 
     def compact(self) -> int:
         """Rewrite every shard in its canonical form; returns the duplicate lines removed."""
@@ -583,7 +685,7 @@ class JudgmentStore:
                     shard.entries[key] = line if current is None else _winner(current, line)
                 path = self.directory / f"{name}{SHARD_SUFFIX}"
                 atomic_write_bytes(path, shard.render())
-                self._shards.pop(name, None)
+                self._forget(name)
             if pending:
                 self._write_gitattributes()
             for name in sorted(by_shard):
