@@ -11,7 +11,7 @@ from typing import Any
 from .judge.base import Usage
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """What the judge decided for one item (a chunk, a chunk sentence, or a reference sentence).
 

@@ -311,14 +311,27 @@ def labels_found(labels: SampleLabels) -> bool | None:
 def _verdict(
     item: str, index: int, text: str, value: float, label: str, reason: str, rank: int | None = None
 ) -> Verdict:
-    # Verdict(...) without the frozen dataclass's per-field setattr: a sample's ten or so verdicts
-    # are most of the cost of a label result, and these fields need no checking.
+    # Verdict(...) without the frozen dataclass's __init__: a sample's ten or so verdicts are most
+    # of the cost of a label result, and these fields need no checking. Its slots are set directly.
     verdict = object.__new__(Verdict)
-    verdict.__dict__.update(
-        item=item, index=index, text=text, value=value, label=label, reason=reason, rank=rank,
-        extracted=(), cached=True, models=None,
-    )  # fmt: skip
+    s_item, s_index, s_text, s_value, s_label, s_reason, s_rank, s_extracted, s_cached, s_models = _SLOTS
+    s_item(verdict, item)
+    s_index(verdict, index)
+    s_text(verdict, text)
+    s_value(verdict, value)
+    s_label(verdict, label)
+    s_reason(verdict, reason)
+    s_rank(verdict, rank)
+    s_extracted(verdict, ())
+    s_cached(verdict, True)
+    s_models(verdict, None)
     return verdict
+
+
+_SLOTS = tuple(
+    getattr(Verdict, name).__set__
+    for name in ("item", "index", "text", "value", "label", "reason", "rank", "extracted", "cached", "models")
+)
 
 
 def label_result(sample: RagSample, family: str, k: int | None, metric: str) -> MetricResult:
