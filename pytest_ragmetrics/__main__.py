@@ -187,9 +187,16 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_FAILED
     last_run = read_last_run_keys(cache_dir)
     if args.store_dir is not None:
-        store_keys = JudgmentStore(args.store_dir).keys()
+        import warnings
+
+        store = JudgmentStore(args.store_dir)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the stats say it: legacy files are counted below
+            store_keys = store.keys()
         report["store_dir"] = str(args.store_dir)
         report["store_entries"] = len(store_keys)
+        report["store_bytes"] = sum(p.stat().st_size for p in store.shard_paths())
+        report["store_legacy_files"] = len(store.legacy_files())
         report["store_unused_by_last_run"] = None if last_run is None else len(store_keys - last_run)
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True), file=out)
@@ -203,6 +210,13 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.store_dir is not None:
         print(f"store: {args.store_dir}", file=out)
         print(f"  entries: {report['store_entries']}", file=out)
+        print(f"  size on disk: {_human_size(report['store_bytes'])}", file=out)
+        if report["store_legacy_files"]:
+            print(
+                f"  one file each (0.2 layout): {report['store_legacy_files']}; "
+                f"`python -m pytest_ragmetrics store migrate --store-dir {args.store_dir}` moves them",
+                file=out,
+            )
         unused = report["store_unused_by_last_run"]
         if unused is None:
             print("  not used by the last full run: unknown (no record of a full run yet)", file=out)

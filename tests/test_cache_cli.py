@@ -319,6 +319,21 @@ def test_store_migrate_moves_a_legacy_store_into_shards_and_says_so(populated, c
     assert "moved 0 judgment file(s)" in capsys.readouterr().out
 
 
+def test_stats_count_a_legacy_store_and_say_how_to_migrate_it(populated, capsys):
+    _as_legacy(populated["store"])
+    assert cli("cache", "stats", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
+    out = capsys.readouterr().out
+    assert "entries: 5" in out
+    assert "one file each (0.2 layout): 5; `python -m pytest_ragmetrics store migrate" in out
+    assert cli("store", "migrate", "--store-dir", populated["store"]) == 0
+    capsys.readouterr()
+    args = ["cache", "stats", "--json", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
+    assert cli(*args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["store_entries"], report["store_legacy_files"]) == (5, 0)
+    assert report["store_bytes"] == sum(p.stat().st_size for p in populated["store"].glob("*.jsonl"))
+
+
 def test_store_migrate_keeps_and_names_a_file_it_cannot_read(populated, capsys):
     _as_legacy(populated["store"])
     bad = next(populated["store"].glob("*/*.json"))

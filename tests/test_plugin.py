@@ -1055,3 +1055,47 @@ def test_several_judge_samples_at_temperature_zero_warn_at_startup(project):
     quiet = project.runpytest("--rag-judge-n=3", "--rag-temperature=0.7")
     quiet.assert_outcomes(passed=1)
     assert "identical answers" not in quiet.stdout.str()
+
+
+def test_xdist_workers_record_into_one_store_that_replays_alone(project, judge_server):
+    """Two workers append to the same shards at once: every judgment is recorded once, sorted."""
+    rows = [
+        {
+            "id": f"s{i}",
+            "question": f"Where is France and what is its capital? ({i})",
+            "contexts": [f"France is in Western Europe ({i}).", f"Paris is the capital ({i})."],
+            "ground_truth": "France is in Western Europe. Its capital is Paris.",
+        }
+        for i in range(24)
+    ]
+    (project.path / "golden.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    project.makepyfile(
+        test_golden="""
+        import pytest
+        from pytest_ragmetrics import assert_context_precision, assert_context_recall
+
+        @pytest.mark.ragmetrics(samples="golden.jsonl")
+        def test_sample(rag_sample):
+            assert_context_precision(rag_sample) >= 0.5
+            assert_context_recall(rag_sample) >= 0.5
+        """
+    )
+    project.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-store-dir=judgments").assert_outcomes(
+        passed=24
+    )
+    store = project.path / "judgments"
+    assert (store / ".gitattributes").read_text().endswith("*.jsonl merge=union text eol=lf\n")
+    keys = []
+    for shard in sorted(store.glob("*.jsonl")):
+        lines = shard.read_text(encoding="utf-8").splitlines()
+        shard_keys = [json.loads(line)["key"] for line in lines]
+        assert shard_keys == sorted(set(shard_keys)), shard.name  # sorted, one line per judgment
+        keys += shard_keys
+    assert len(keys) == judge_server.request_count == 24 * 3  # two chunks and one recall each
+
+    calls = judge_server.request_count
+    replay = project.runpytest_subprocess(
+        "-n", "2", "-p", "xdist", "-p", "no:cacheprovider", "--rag-store-dir=judgments", "--rag-cache=replay"
+    )
+    replay.assert_outcomes(passed=24)
+    assert judge_server.request_count == calls
