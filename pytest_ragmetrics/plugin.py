@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import os
 import warnings
-from collections.abc import Generator
-from dataclasses import dataclass, field
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from . import _scope  # stdlib only: the test scope is set around every test
 
 if TYPE_CHECKING:
     from ._scope import TestScope
@@ -54,45 +54,74 @@ RUN_WIDE = frozenset(
 )
 
 
-@dataclass(eq=False)  # registered as a plugin: identity, not field equality
 class RunState:
-    """Per-run state, kept in ``config.stash``."""
+    """Per-run state, kept in ``config.stash``; registered as a plugin for its session's hooks.
 
-    config: pytest.Config
-    settings: Settings
-    gates: list[Gate]
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    evaluators: dict[Settings, Evaluator] = field(default_factory=dict)
-    runner: LoopRunner | None = None
-    _stats: JudgeStats | None = None
-    worker_stats: list[dict[str, Any]] = field(default_factory=list)
-    used_keys: set[str] = field(default_factory=set)
-    #: Keys held by the judgment store(s) this run used (None: no store); unused = these - used_keys.
-    store_keys: set[str] | None = None
-    deselected: bool = False
-    #: An xdist worker went down with an error: the judgments it used never reached this process.
-    worker_crashed: bool = False
-    #: Set at the end: the run covered the whole suite (see ``_run.covered_whole_suite``).
-    complete: bool = False
-    gate_results: list[dict[str, Any]] = field(default_factory=list)
-    regression_gates: list[RegressionGate] = field(default_factory=list)
-    #: The baseline report this run is compared with (controller only).
-    baseline: dict[str, Any] | None = None
-    #: Tests stopped by a ragmetrics error (a judgment not recorded, the judge unavailable...).
-    errors: list[dict[str, Any]] = field(default_factory=list)
-    configured: bool = False
-    final_report: dict[str, Any] | None = None
-    prefetcher: Prefetcher | None = None
-    #: xdist: the scores each test asked for, from the workers (saved for the next run's prefetching).
-    worker_plans: dict[str, Any] = field(default_factory=dict)
-    #: Usage errors found while generating tests, raised together once collection is over.
-    usage_errors: list[str] = field(default_factory=list)
-    #: The judge check: its labelled items (None: not configured), floors, and outcome.
-    labels: list[LabelledItem] | None = None
-    floors: list[Floor] = field(default_factory=list)
-    judge_check: dict[str, Any] | None = None
-    #: What every judgment the tests used decided, by cache key: (kind, answer classes).
-    answer_classes: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    A plain class rather than a dataclass: it is built by every run with the plugin installed.
+    """
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Settings | None,
+        gates: list[Gate],
+        regression_gates: list[RegressionGate] | None = None,
+        baseline: dict[str, Any] | None = None,
+    ) -> None:
+        self.config = config
+        self._settings = settings
+        self.gates = gates
+        self.rows: list[dict[str, Any]] = []
+        self.evaluators: dict[Settings, Evaluator] = {}
+        self.runner: LoopRunner | None = None
+        self._stats: JudgeStats | None = None
+        self.worker_stats: list[dict[str, Any]] = []
+        self.used_keys: set[str] = set()
+        #: Keys held by the judgment store(s) this run used (None: no store); unused = these - used_keys.
+        self.store_keys: set[str] | None = None
+        self.deselected = False
+        #: An xdist worker went down with an error: the judgments it used never reached this process.
+        self.worker_crashed = False
+        #: Set at the end: the run covered the whole suite (see ``_run.covered_whole_suite``).
+        self.complete = False
+        self.gate_results: list[dict[str, Any]] = []
+        self.regression_gates: list[RegressionGate] = regression_gates or []
+        #: The baseline report this run is compared with (controller only).
+        self.baseline = baseline
+        #: Tests stopped by a ragmetrics error (a judgment not recorded, the judge unavailable...).
+        self.errors: list[dict[str, Any]] = []
+        self.configured = False
+        self.final_report: dict[str, Any] | None = None
+        self.prefetcher: Prefetcher | None = None
+        #: The collected tests, once collection is over (the prefetcher's order).
+        self.items: Sequence[pytest.Item] | None = None
+        #: The last run's plans (read when collection is over).
+        self.plans: dict[str, Any] = {}
+        #: The per-test recording hooks are registered: the run uses the plugin.
+        self.active = False
+        #: xdist: the scores each test asked for, from the workers (saved for the next run's prefetching).
+        self.worker_plans: dict[str, Any] = {}
+        #: Usage errors found while generating tests, raised together once collection is over.
+        self.usage_errors: list[str] = []
+        #: The judge check: its labelled items (None: not configured), floors, and outcome.
+        self.labels: list[LabelledItem] | None = None
+        self.floors: list[Floor] = []
+        self.judge_check: dict[str, Any] | None = None
+        #: What every judgment the tests used decided, by cache key: (kind, answer classes).
+        self.answer_classes: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    @property
+    def settings(self) -> Settings:
+        """The run's settings; built-in defaults, resolved on first use, when nothing was configured."""
+        if self._settings is None:
+            from .settings import resolve
+
+            self._settings = resolve()
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self._settings = settings
 
     @property
     def stats(self) -> JudgeStats:
@@ -112,21 +141,6 @@ class RunState:
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         if items:
             self.deselected = True  # a partial run: its used judgments say nothing about the store
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        rows = getattr(report, "ragmetrics", None)
-        if rows:
-            from ._run import counts
-
-            if not counts(report):
-                return  # an attempt a rerun plugin discarded: only the final attempt counts
-            # Comparisons in an xfail test (a deliberately broken retriever, say) are reported but
-            # kept out of aggregates and gates.
-            xfail = hasattr(report, "wasxfail")
-            self.rows.extend({**row, "xfail": xfail} for row in rows)
-        error = getattr(report, "ragmetrics_error", None)
-        if error:
-            self.errors.append(error)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -175,24 +189,92 @@ class RunState:
                 runner=self.runner,
                 default_cache_dir=self.default_cache_dir(),
             )
-            evaluator.ahead = self.prefetcher
             self.evaluators[settings] = evaluator
+            self.activate()
+            evaluator.ahead = self.prefetcher
         return evaluator
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from .prefetch import Prefetcher, load_plans
+    def activate(self) -> None:
+        """The run uses the plugin: register the per-test hooks that record comparisons and, once
+        the tests are collected, start judging ahead.
 
-        self.prefetcher = Prefetcher(
-            self.settings, self.evaluator, load_plans(self.config), active=not _is_worker(self.config)
-        )
-        self.prefetcher.collected(session.items)
-        for evaluator in self.evaluators.values():
-            evaluator.ahead = self.prefetcher
+        Until then a test costs the plugin one cheap wrapper: a suite that never judges anything
+        does not notice it.
+        """
+        if not self.active:
+            self.active = True
+            self.config.pluginmanager.register(_Recorder(self), "ragmetrics-recorder")
+        if self.prefetcher is None and self.items is not None:
+            from .prefetch import Prefetcher
+
+            self.prefetcher = Prefetcher(
+                self.settings, self.evaluator, self.plans, active=not _is_worker(self.config)
+            )
+            self.prefetcher.collected(self.items)
+            for evaluator in self.evaluators.values():
+                evaluator.ahead = self.prefetcher
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from .prefetch import load_plans
+
+        self.items = session.items
+        self.plans = load_plans(self.config)
+        if self.plans or self.evaluators or any(_uses_marker(item) for item in session.items):
+            self.activate()
+
+
+class _Recorder:
+    """Per-test hooks of a run that uses the plugin (registered by :meth:`RunState.activate`)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
+        report = yield
+        rows = item.stash.get(_rows_key, None)
+        if rows:
+            # Plain data on the report travels to the xdist controller with it. Comparisons made in a
+            # fixture go with the setup or teardown report of the phase that made them.
+            report.ragmetrics = list(rows)
+            rows.clear()
+        if call.excinfo is not None:
+            from .errors import RagMetricsError
+
+            if call.excinfo.errisinstance(RagMetricsError):
+                # The test never got to its comparison: the report says so instead of staying silent.
+                message = str(call.excinfo.value).strip().splitlines()
+                report.ragmetrics_error = {
+                    "nodeid": item.nodeid,
+                    "when": call.when,
+                    "error": call.excinfo.type.__name__,
+                    "message": message[0] if message else "",
+                    "xfail": hasattr(report, "wasxfail"),
+                }
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        state = self.state
+        rows = getattr(report, "ragmetrics", None)
+        if rows:
+            from ._run import counts
+
+            if not counts(report):
+                return  # an attempt a rerun plugin discarded: only the final attempt counts
+            # Comparisons in an xfail test (a deliberately broken retriever, say) are reported but
+            # kept out of aggregates and gates.
+            xfail = hasattr(report, "wasxfail")
+            state.rows.extend({**row, "xfail": xfail} for row in rows)
+        error = getattr(report, "ragmetrics_error", None)
+        if error:
+            state.errors.append(error)
 
 
 state_key = pytest.StashKey[RunState]()
 _rows_key = pytest.StashKey[list[dict[str, Any]]]()
-_scope_key = pytest.StashKey["TestScope"]()
+_numbers_key = pytest.StashKey[int]()
 
 
 def _state(config: pytest.Config) -> RunState:
@@ -203,7 +285,7 @@ def _state(config: pytest.Config) -> RunState:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from .settings import OPTIONS
+    from .options import OPTIONS
 
     group = parser.getgroup("ragmetrics", "ragmetrics: retrieval metrics judged by an LLM")
     for option in OPTIONS:
@@ -250,8 +332,7 @@ def _ini_type(kind: str | None) -> str:
 
 
 def _ini_values(config: pytest.Config) -> dict[str, Any]:
-    from .errors import ConfigError
-    from .settings import OPTIONS
+    from .options import OPTIONS
 
     values: dict[str, Any] = {}
     for option in OPTIONS:
@@ -261,14 +342,14 @@ def _ini_values(config: pytest.Config) -> dict[str, Any]:
             value = config.getini(option.ini_name)
         except (TypeError, ValueError, pytest.UsageError) as exc:  # pytest's own parsing of the ini value
             expected = _INI_WORDS.get(_ini_type(option.ini_type), "text")
-            raise ConfigError(f"{option.ini_name} must be {expected} ({exc})") from None
+            raise pytest.UsageError(f"ragmetrics: {option.ini_name} must be {expected} ({exc})") from None
         if value is not None and value != []:
             values[option.name] = value
     return values
 
 
 def _cli_values(config: pytest.Config) -> dict[str, Any]:
-    from .settings import OPTIONS
+    from .options import OPTIONS
 
     return {o.name: config.getoption("rag_" + o.name) for o in OPTIONS if o.cli or o.repeat}
 
@@ -286,53 +367,58 @@ def _absolute(settings: Settings, root: Path) -> Settings:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     from . import builtin_hooks
-    from .errors import ConfigError
-    from .settings import resolve
 
     config.addinivalue_line("markers", _MARKER_HELP)
     if not config.pluginmanager.is_registered(builtin_hooks):
         config.pluginmanager.register(builtin_hooks, "ragmetrics-builtins")
-    try:
-        ini, cli = _ini_values(config), _cli_values(config)
-        settings = _absolute(resolve(ini=ini, env=os.environ, cli=cli), config.rootpath)
-        gates = _parse_gates(config, settings.gates) if settings.gates else []
-        regression_gates = _parse_regression_gates(config, settings.regression_gates)
-        # The comparison is made once, by the process that writes the report (never by xdist workers).
-        baseline = _load_baseline(settings) if not _is_worker(config) else None
-    except ConfigError as exc:
-        raise pytest.UsageError(f"ragmetrics: {exc}") from None
-    state = RunState(config, settings, gates, regression_gates=regression_gates, baseline=baseline)
-    if not _is_worker(config):
-        _configure_judge_check(state)
+    ini, cli = _ini_values(config), _cli_values(config)
+    state = RunState(config, None, [])
     state.configured = bool(
-        any(v is not None for k, v in cli.items())
+        any(v is not None for v in cli.values())
         or ini
         or any(k.startswith("RAGMETRICS_") for k in os.environ)
     )
+    if state.configured:  # else every setting has its default, resolved on first use
+        _configure_settings(state, ini, cli)
     config.stash[state_key] = state
     config.pluginmanager.register(state, "ragmetrics-run")
     if config.pluginmanager.has_plugin("dsession"):  # the xdist controller: workers report progress
         from .progress import ControllerProgress
 
         config.pluginmanager.register(ControllerProgress(config), "ragmetrics-progress")
+        state.activate()  # the workers' reports carry the comparisons
     writes_pytest_html = config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)
     if writes_pytest_html and not _is_worker(config):
         from .pytest_html_scores import PytestHtmlScores
 
         config.pluginmanager.register(PytestHtmlScores(), "ragmetrics-pytest-html")
-    from . import _scope
-
     _scope.session_evaluator = lambda: state.evaluator(state.settings)
     _scope.pytest_sessions += 1
     config.add_cleanup(_leave_session)
-    from .settings import advice
 
-    notes = advice(settings)
-    if notes:
+
+def _configure_settings(state: RunState, ini: dict[str, Any], cli: dict[str, Any]) -> None:
+    """Resolve the settings given in the ini file, the environment or on the command line; read the
+    gates, the baseline and the labelled set now, so that a bad one is a usage error (exit 4)."""
+    from .errors import ConfigError
+    from .settings import advice, resolve
+
+    config = state.config
+    try:
+        settings = _absolute(resolve(ini=ini, env=os.environ, cli=cli), config.rootpath)
+        state.settings = settings
+        state.gates = _parse_gates(config, settings.gates) if settings.gates else []
+        state.regression_gates = _parse_regression_gates(config, settings.regression_gates)
+        # The comparison is made once, by the process that writes the report (never by xdist workers).
+        state.baseline = _load_baseline(settings) if not _is_worker(config) else None
+    except ConfigError as exc:
+        raise pytest.UsageError(f"ragmetrics: {exc}") from None
+    if not _is_worker(config):
+        _configure_judge_check(state)
+    for note in advice(settings):
         from .judge.cache import RagMetricsWarning
 
-        for note in notes:
-            config.issue_config_time_warning(RagMetricsWarning(note), stacklevel=2)
+        config.issue_config_time_warning(RagMetricsWarning(note), stacklevel=2)
     if settings.judge_provider == "azure" and settings.cache != "replay":
         from .judge.openai_judge import check_azure_settings
 
@@ -376,8 +462,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
     _scope.session_evaluator = None
     state = config.stash.get(state_key, None)
-    if state is not None and config.pluginmanager.is_registered(state):
-        config.pluginmanager.unregister(state)
+    if state is not None:
+        for name in ("ragmetrics-recorder", "ragmetrics-run"):
+            plugin = config.pluginmanager.get_plugin(name)
+            if plugin is not None:
+                config.pluginmanager.unregister(plugin)
 
 
 def _parse_gates(config: pytest.Config, lines: tuple[str, ...]) -> list[Gate]:
@@ -424,7 +513,7 @@ def _catalog(config: pytest.Config, lines: tuple[str, ...]) -> MetricCatalog:
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     state = config.stash.get(state_key, None)
-    if state is None or not (state.configured or state.settings.report):
+    if state is None or not state.configured:  # --rag-report is configuring too
         return None
     from .report.terminal import header_line
 
@@ -487,10 +576,19 @@ def _validate_marker(mark: pytest.Mark, where: str) -> None:
         raise pytest.UsageError(f"{where}: @pytest.mark.ragmetrics: {exc}") from None
 
 
+def _uses_marker(node: pytest.Item | pytest.Collector | Any) -> bool:
+    """The node or one of its parents carries the ragmetrics marker.
+
+    A node's keywords hold its markers' names and look up its parents': a dict lookup per level,
+    cheaper than walking every marker of the chain for tests that have none.
+    """
+    return "ragmetrics" in node.keywords and node.get_closest_marker("ragmetrics") is not None
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    marks = list(metafunc.definition.iter_markers("ragmetrics"))
-    if not marks:
+    if not _uses_marker(metafunc.definition):
         return
+    marks = list(metafunc.definition.iter_markers("ragmetrics"))
     where = metafunc.definition.nodeid
     samples_path = next((m.kwargs["samples"] for m in marks if "samples" in m.kwargs), None)
     if samples_path is None:
@@ -528,6 +626,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("\n".join(problems))
     seen: set[int] = set()
     for item in items:
+        if "ragmetrics" not in item.keywords:
+            continue
         for mark in item.iter_markers("ragmetrics"):
             if id(mark) not in seen:
                 seen.add(id(mark))
@@ -583,63 +683,60 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
 # --- running tests -------------------------------------------------------------------------------
 
 
+def _record(item: pytest.Item, row: dict[str, Any]) -> None:
+    """A comparison made in ``item``: kept for its report and as JUnit XML properties."""
+    state = _state(item.config)
+    state.activate()
+    if row.get("where"):
+        filename, line = row["where"]
+        row["where"] = [_shown(filename, state), line]
+    rows = item.stash.get(_rows_key, None)  # recorded since the last report of this test's phases
+    if rows is None:
+        rows = item.stash[_rows_key] = []
+    rows.append(row)
+    number = item.stash[_numbers_key] = item.stash.get(_numbers_key, 0) + 1
+    prefix = f"ragmetrics.{number}.{row['metric']}" + (f"[{row['method']}]" if row["method"] else "")
+    item.user_properties.append((f"{prefix}.{row['stat']}", f"{row['score']:.6g}"))
+    item.user_properties.append((f"{prefix}.threshold", f"{row['op']} {row['threshold']:g}"))
+    item.user_properties.append((f"{prefix}.passed", "true" if row["passed"] else "false"))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
-    """Make the test's evaluator and recorder current for its setup, call and teardown."""
-    from ._scope import TestScope, current_test
-
-    rows: list[dict[str, Any]] = []  # recorded since the last report of this test's phases
-    item.stash[_rows_key] = rows
-    numbers = itertools.count(1)
-
-    def record(row: dict[str, Any]) -> None:
-        if row.get("where"):
-            filename, line = row["where"]
-            row["where"] = [_shown(filename, _state(item.config)), line]
-        rows.append(row)
-        prefix = f"ragmetrics.{next(numbers)}.{row['metric']}" + (
-            f"[{row['method']}]" if row["method"] else ""
-        )
-        item.user_properties.append((f"{prefix}.{row['stat']}", f"{row['score']:.6g}"))
-        item.user_properties.append((f"{prefix}.threshold", f"{row['op']} {row['threshold']:g}"))
-        item.user_properties.append((f"{prefix}.passed", "true" if row["passed"] else "false"))
-
-    scope = TestScope(item.nodeid, lambda: _evaluator_for(item), record)
-    item.stash[_scope_key] = scope
-    token = current_test.set(scope)
-    prefetcher = _state(item.config).prefetcher
-    if prefetcher is not None:
-        prefetcher.before(item)  # the next tests' scores start while this one runs
+    """Make the test current for the assertion helpers (its evaluator is built on first use), and
+    judge the next tests' scores ahead while it runs. All a test pays while nothing is judged."""
+    state = item.config.stash[state_key]
+    scope = _scope.TestScope(item.nodeid, lambda: _evaluator_for(item), lambda row: _record(item, row))
+    token = _scope.current_test.set(scope)
+    if state.prefetcher is not None:
+        state.prefetcher.before(item)  # the next tests' scores start while this one runs
     try:
         return (yield)
     except BaseException:
-        if prefetcher is not None:
-            prefetcher.stop()  # Ctrl-C: nothing more is judged for tests that will not run
+        if state.prefetcher is not None:
+            state.prefetcher.stop()  # Ctrl-C: nothing more is judged for tests that will not run
         raise
     finally:
-        current_test.reset(token)
+        _scope.current_test.reset(token)
         # The test's reports hold its rows; its checks (results, verdicts) would only outlive it.
         scope.checks.clear()
+        prefetcher = state.prefetcher  # also when this test was the first to judge anything
         if prefetcher is not None:
             prefetcher.after(item)
             if item.session.shouldfail or item.session.shouldstop:
                 prefetcher.stop()  # -x, --maxfail
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    result = yield
-    # Only after a test body that passed: when it failed, that failure is the news, and under
-    # filterwarnings=error a warning here would replace it.
-    scope = item.stash.get(_scope_key, None)
-    if scope is not None:
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    # After the test body (trylast), and only when it passed: when it failed, that failure is the
+    # news, and under filterwarnings=error a warning here would replace it.
+    scope = _scope.current_test.get()
+    if scope is not None and scope.checks:
         _warn_unused(scope)
-    return result
 
 
 def _warn_unused(scope: TestScope) -> None:
-    if not scope.checks:
-        return
     from .judge.cache import RagMetricsWarning
 
     for check in scope.unused_checks():
@@ -653,31 +750,6 @@ def _warn_unused(scope: TestScope) -> None:
             filename,
             lineno,
         )
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    report = yield
-    rows = item.stash.get(_rows_key, None)
-    if rows:
-        # Plain data on the report travels to the xdist controller with it. Comparisons made in a
-        # fixture go with the setup or teardown report of the phase that made them.
-        report.ragmetrics = list(rows)
-        rows.clear()
-    if call.excinfo is not None and item.stash.get(_scope_key, None) is not None:
-        from .errors import RagMetricsError
-
-        if call.excinfo.errisinstance(RagMetricsError):
-            # The test never got to its comparison: the report says so instead of staying silent.
-            message = str(call.excinfo.value).strip().splitlines()
-            report.ragmetrics_error = {
-                "nodeid": item.nodeid,
-                "when": call.when,
-                "error": call.excinfo.type.__name__,
-                "message": message[0] if message else "",
-                "xfail": hasattr(report, "wasxfail"),
-            }
-    return report
 
 
 # --- xdist: workers send their judge figures to the controller -----------------------------------
@@ -744,6 +816,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         plans = {**state.worker_plans, **(prefetcher.plans if prefetcher is not None else {})}
         save_plans(config, plans, prefetcher.previous if prefetcher is not None else load_plans(config))
+    if not (used or state.configured):
+        return  # the plugin was not used in this run: build nothing, import nothing
     s = state.settings
     wanted = state.gates or state.baseline is not None or s.save_baseline
     if not (used or wanted or s.report or s.report_json or s.report_md or s.report_html):

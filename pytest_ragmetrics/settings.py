@@ -4,24 +4,45 @@ Precedence, low to high: built-in default < ini (``rag_*``) < environment (``RAG
 line (``--rag-*``) < marker / ``ragmetrics_config`` fixture. API keys are never settings: the judge
 reads them from the environment (``OPENAI_API_KEY``, ``AZURE_OPENAI_API_KEY``).
 
-:data:`OPTIONS` is the single table the pytest options, ini keys, environment variables and the
-README's configuration table come from.
+The option table they follow, :data:`OPTIONS`, lives in :mod:`pytest_ragmetrics.options` (imported
+here too): the pytest options, ini keys, environment variables and the README's configuration table
+come from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .options import (
+    _OPTIONAL,
+    CACHE_MODES,
+    OPTIONS,
+    OPTIONS_BY_NAME,
+    PROVIDERS,
+    RELEVANCE_METHODS,
+    RESPONSE_FORMATS,
+    Option,
+)
 
-CACHE_MODES = ("readwrite", "replay", "refresh", "off")
-RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "text")
-PROVIDERS = ("openai", "azure")
-RELEVANCE_METHODS = ("graded", "sentence", "binary", "any")
+__all__ = [
+    "CACHE_MODES",
+    "OPTIONS",
+    "OPTIONS_BY_NAME",
+    "PROVIDERS",
+    "RELEVANCE_METHODS",
+    "RESPONSE_FORMATS",
+    "Option",
+    "Settings",
+    "advice",
+    "from_env",
+    "how_to_set",
+    "resolve",
+]
 
 
 @dataclass(frozen=True)
@@ -75,284 +96,6 @@ class Settings:
         return self.relevance_models or (self.judge_model,)
 
 
-# --- converters: str -> value, raising ConfigError with a message a person can act on ------------
-
-
-def _text(value: Any, name: str) -> str:
-    text = "" if value is None else str(value).strip()
-    if not text:
-        raise ConfigError(f"{name} must not be empty")
-    return text
-
-
-def _optional_text(value: Any, name: str) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
-    def convert(value: Any, name: str) -> str:
-        text = str(value).strip().lower()
-        if text not in choices:
-            raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
-        return text
-
-    return convert
-
-
-def _number(kind: type, low: float | None = None, optional: bool = False) -> Callable[[Any, str], Any]:
-    def convert(value: Any, name: str) -> Any:
-        if optional and (value is None or str(value).strip().lower() in ("", "none")):
-            return None
-        try:
-            number = kind(str(value).strip()) if isinstance(value, str) else kind(value)
-        except (TypeError, ValueError):
-            word = "an integer" if kind is int else "a number"
-            raise ConfigError(f"{name} must be {word}; got {value!r}") from None
-        if isinstance(value, bool) or number != number:  # bools are ints; NaN never compares equal
-            raise ConfigError(f"{name} must be a number; got {value!r}")
-        if low is not None and number < low:
-            raise ConfigError(f"{name} must be at least {low:g}; got {value!r}")
-        return number
-
-    # Numbers are typed in the ini file where pytest can (see Option.ini_type).
-    convert.ini_type = "int" if kind is int else "float"  # type: ignore[attr-defined]
-    return convert
-
-
-def _flag(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ConfigError(f"{name} must be true or false; got {value!r}")
-
-
-def _names(value: Any, name: str) -> tuple[str, ...]:
-    items = value.replace("\n", ",").split(",") if isinstance(value, str) else list(value)
-    # Each name once, in order: a model listed twice would count twice in the average.
-    return tuple(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
-
-
-def _lines(value: Any, name: str) -> tuple[str, ...]:
-    items = value.replace(";", "\n").splitlines() if isinstance(value, str) else list(value)
-    return tuple(str(i).strip() for i in items if str(i).strip() and not str(i).strip().startswith("#"))
-
-
-@dataclass(frozen=True)
-class Option:
-    """One setting: where it can be given and how it is parsed."""
-
-    name: str
-    convert: Callable[[Any, str], Any]
-    help: str
-    metavar: str | None = None
-    #: The ini type pytest parses and shows in --help: string, bool, linelist, or for numbers int and
-    #: float (pytest >= 8.4; older versions read them as strings). Default: the converter's, else string.
-    ini_type: str | None = None
-    flag: bool = False
-    cli: bool = True
-    env: bool = True
-    choices: tuple[str, ...] = field(default=())
-    #: For a list of lines: the command-line flag that gives one line and may be repeated.
-    repeat: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.ini_type is None:
-            object.__setattr__(self, "ini_type", getattr(self.convert, "ini_type", "string"))
-
-    @property
-    def cli_name(self) -> str:
-        return "--rag-" + self.name.replace("_", "-")
-
-    @property
-    def ini_name(self) -> str:
-        return "rag_" + self.name
-
-    @property
-    def env_name(self) -> str:
-        return "RAGMETRICS_" + self.name.upper()
-
-
-OPTIONS: tuple[Option, ...] = (
-    Option(
-        "report",
-        _flag,
-        "print the ragmetrics report (scores, verdicts, gates, judge cost) at the end",
-        flag=True,
-        ini_type="bool",
-    ),
-    Option("report_json", _optional_text, "write the report as JSON to PATH", "PATH"),
-    Option("report_md", _optional_text, "write the report as Markdown to PATH", "PATH"),
-    Option("report_html", _optional_text, "write a self-contained HTML report to PATH", "PATH"),
-    Option(
-        "github_summary",
-        _flag,
-        "append the Markdown report to $GITHUB_STEP_SUMMARY when it is set",
-        flag=True,
-        ini_type="bool",
-    ),
-    Option("judge_model", _text, "judge model name; part of every cache key", "NAME"),
-    Option(
-        "judge_base_url",
-        _optional_text,
-        "base URL of an OpenAI-compatible server (default: the SDK's OPENAI_BASE_URL, else OpenAI)",
-        "URL",
-    ),
-    Option(
-        "judge_provider",
-        _choice(PROVIDERS),
-        "openai, or azure (Azure OpenAI, configured by the SDK's "
-        "AZURE_OPENAI_* / OPENAI_API_VERSION variables)",
-        "NAME",
-        choices=PROVIDERS,
-    ),
-    Option(
-        "relevance_models",
-        _names,
-        "comma-separated judge models whose graded relevance ratings are averaged (default: the judge model)",
-        "NAMES",
-    ),
-    Option(
-        "relevance_method",
-        _choice(RELEVANCE_METHODS),
-        "default method of assert_context_relevance",
-        "METHOD",
-        choices=RELEVANCE_METHODS,
-    ),
-    Option(
-        "response_format",
-        _choice(RESPONSE_FORMATS),
-        "auto: json_schema (strict structured outputs), falling back to json_object, then text, when the "
-        "server does not support it; or one of those three, with no fallback",
-        "FORMAT",
-        choices=RESPONSE_FORMATS,
-    ),
-    Option(
-        "temperature",
-        _number(float, 0.0),
-        "judge temperature (graded relevance uses graded_temperature)",
-        "FLOAT",
-    ),
-    Option("graded_temperature", _number(float, 0.0), "judge temperature for graded relevance", "FLOAT"),
-    Option(
-        "seed",
-        _number(int, optional=True),
-        "seed sent to the judge ('none' to send none)",
-        "INT",
-        ini_type="string",  # an integer or the word none
-    ),
-    Option(
-        "judge_n",
-        _number(int, 1),
-        "judge samples per judgment (self-consistency: majority vote, mean rating)",
-        "N",
-    ),
-    Option("concurrency", _number(int, 1), "judge requests in flight at once", "N"),
-    Option("timeout", _number(float, 0.001), "seconds before one judge request times out", "SECONDS"),
-    Option("max_retries", _number(int, 0), "retries on 429, 5xx, timeouts and connection errors", "N"),
-    Option("max_reasks", _number(int, 0), "re-asks when an answer does not fit the schema", "N"),
-    Option(
-        "cache",
-        _choice(CACHE_MODES),
-        "readwrite: use recorded judgments, judge the rest; replay: never "
-        "call the judge; refresh: judge everything again; off: judge, store nothing",
-        "MODE",
-        choices=CACHE_MODES,
-    ),
-    Option(
-        "cache_dir",
-        _optional_text,
-        "local judgment cache (default: ragmetrics in pytest's cache directory)",
-        "PATH",
-    ),
-    Option(
-        "store_dir",
-        _optional_text,
-        "judgment store to commit: one JSON line per judgment, in 256 shards (off by default)",
-        "PATH",
-    ),
-    Option(
-        "price_input",
-        _number(float, 0.0, optional=True),
-        "USD per million prompt tokens, for the cost figure",
-        "USD",
-    ),
-    Option("price_output", _number(float, 0.0, optional=True), "USD per million completion tokens", "USD"),
-    Option(
-        "gates",
-        _lines,
-        "aggregate gates, one per line, e.g. 'context_recall mean >= 0.8' (CLI: "
-        "repeatable --rag-gate; env: separated by ';')",
-        "GATE",
-        ini_type="linelist",
-        cli=False,
-        repeat="--rag-gate",
-    ),
-    Option(
-        "baseline",
-        _optional_text,
-        "compare the run with this baseline: a JSON report saved with --rag-save-baseline (or "
-        "--rag-report-json)",
-        "PATH",
-    ),
-    Option(
-        "save_baseline",
-        _optional_text,
-        "save this run as a baseline to PATH: the JSON report without its judge counters",
-        "PATH",
-    ),
-    Option(
-        "regression_gates",
-        _lines,
-        "regression gates against the baseline, one per line, e.g. 'context_precision mean drop <= 0.02 "
-        "at p < 0.05' (CLI: repeatable --rag-regression-gate; env: separated by ';')",
-        "GATE",
-        ini_type="linelist",
-        cli=False,
-        repeat="--rag-regression-gate",
-    ),
-    Option(
-        "judge_check",
-        _optional_text,
-        "labelled set (JSONL) to check the judge against at the end of the run: agreement per judgment kind",
-        "PATH",
-    ),
-    Option(
-        "judge_agreement",
-        _lines,
-        "judge agreement floors, one per line, e.g. 'context_precision kappa >= 0.6'; a judge below one "
-        "fails the run (CLI: repeatable; env: separated by ';')",
-        "FLOOR",
-        ini_type="linelist",
-        cli=False,
-        repeat="--rag-judge-agreement",
-    ),
-)
-
-OPTIONS_BY_NAME: Mapping[str, Option] = {o.name: o for o in OPTIONS}
-# Settings whose None means "not set" (the rest must hold a value).
-_OPTIONAL = frozenset(
-    {
-        "judge_base_url",
-        "cache_dir",
-        "store_dir",
-        "price_input",
-        "price_output",
-        "seed",
-        "report_json",
-        "report_md",
-        "report_html",
-        "baseline",
-        "save_baseline",
-        "judge_check",
-    }
-)
 _FIELDS = {f.name for f in dataclasses.fields(Settings)}
 assert set(OPTIONS_BY_NAME) == _FIELDS, _FIELDS ^ set(OPTIONS_BY_NAME)
 

@@ -168,6 +168,28 @@ def test_unused_plugin_imports_no_heavy_package(pytester):
     assert "HEAVY []" in out.stdout
 
 
+def test_unused_plugin_resolves_no_settings_and_adds_no_per_test_recording(pytester):
+    """A run that never judges pays for options and one cheap wrapper per test, nothing more."""
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    code = textwrap.dedent("""
+        import sys, pytest
+
+        class Probe:
+            @pytest.hookimpl(trylast=True)
+            def pytest_sessionfinish(self, session):
+                pm = session.config.pluginmanager
+                print("RECORDER", pm.get_plugin("ragmetrics-recorder") is not None)
+                print("SETTINGS", "pytest_ragmetrics.settings" in sys.modules)
+
+        rc = pytest.main(["-q", "-p", "no:cacheprovider", "test_plain.py"], plugins=[Probe()])
+        sys.exit(rc)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=pytester.path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "RECORDER False" in out.stdout
+    assert "SETTINGS False" in out.stdout
+
+
 def test_marker_is_registered_for_strict_markers(pytester):
     pytester.makepyfile("""
         import pytest
