@@ -128,10 +128,15 @@ def _may_hold_secrets(value: Any, secrets: list[str]) -> bool:
         return True
     if "sk-" in text or ("://" in text and _URL_USERINFO.search(text) is not None):
         return True
-    folded = text.casefold()  # what the case-insensitive patterns match (substring search: fast)
-    return "bearer" in folded or "api-key" in folded or "api_key" in folded
+    if any(letter in text for letter in FOLDS_TO_ASCII):
+        return True  # the patterns' case-insensitive letters match these too; lower() does not
+    lowered = text.lower()  # what the case-insensitive patterns match (substring search: fast)
+    return "bearer" in lowered or "api-key" in lowered or "api_key" in lowered
 
 
+#: The characters beyond ASCII that a case-insensitive pattern matches to an ASCII letter (dotted and
+#: dotless i, long s, the Kelvin sign).
+FOLDS_TO_ASCII = ("\u0130", "\u0131", "\u017f", "\u212a")
 _SCALARS = (int, float, bool, type(None))
 _UNSEEN: Any = object()
 # Each pattern below needs one of these in the text: most texts need no regular expression at all.

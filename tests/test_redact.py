@@ -148,3 +148,22 @@ def test_redact_json_scrubs_what_redact_scrubs_whatever_json_escapes(monkeypatch
     out = redact_json(value)
     assert out == _every_string_redacted(value)
     assert out != value  # each text holds something to scrub
+
+
+def test_the_letters_beyond_ascii_that_patterns_fold_to_ascii_are_all_known():
+    """The report's one-search check relies on them: any other letter cannot complete a pattern."""
+    import re
+    import sys
+
+    from pytest_ragmetrics.redact import FOLDS_TO_ASCII
+
+    folding = {chr(c) for c in range(128, sys.maxunicode + 1) if re.fullmatch("(?i)[a-z]", chr(c))}
+    assert folding == set(FOLDS_TO_ASCII)
+
+
+@pytest.mark.parametrize(
+    "text", ["ap\u0131-key: 0123456789abcdef", "bearer \u212aEY0123456789", "Api_\u212aey=abcdefghij"]
+)
+def test_redact_json_scrubs_patterns_spelled_with_letters_that_fold_to_ascii(text):
+    value = {"reason": text}
+    assert redact_json(value) == {"reason": redact(text)} != value
