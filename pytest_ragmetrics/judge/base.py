@@ -257,7 +257,7 @@ class DeferredRequest(JudgeRequest):
         object.__setattr__(self, "_full", {**self.__dict__["_base"], **values})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token usage of one judgment (summed over its choices)."""
 
@@ -274,7 +274,7 @@ class Usage:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JudgeAnswer:
     """A validated answer: ``choices`` holds ``request.n`` answers, each conforming to the schema."""
 

@@ -79,12 +79,15 @@ class Metric(Protocol):
         ...
 
 
+_NO_USAGE = Usage()
+
+
 class _Tally:
     """Collects whether any answer needed a judge call, and the tokens spent."""
 
     def __init__(self) -> None:
         self.calls = 0
-        self.usage = Usage()
+        self.usage = _NO_USAGE  # immutable: one shared zero for every result judged from records
 
     def add(self, answer: JudgeAnswer) -> JudgeAnswer:
         if not answer.cached:
