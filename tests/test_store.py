@@ -501,3 +501,18 @@ def test_prune_deletes_judgments_of_both_layouts(tmp_path):
     assert removed == sorted(set(records) - keep)
     with pytest.warns(RagMetricsWarning, match="store migrate"):  # key 0 is still a file of its own
         assert JudgmentStore(tmp_path).keys() == keep
+
+
+def test_a_shard_checked_out_with_crlf_line_ends_reads_the_same(tmp_path):
+    store = JudgmentStore(tmp_path)
+    requests = [make_request(i) for i in range(30)]
+    for request in requests:
+        store.put(request, make_answer())
+    store.flush()
+    for path in store.shard_paths():
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    reader = JudgmentStore(tmp_path)
+    for request in requests:
+        answer = reader.get(request)
+        assert answer is not None and answer.choices == make_answer().choices
+    assert reader.keys() == {r.cache_key() for r in requests}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import threading
 import warnings
@@ -41,6 +42,7 @@ GITATTRIBUTES = (
     f"*{SHARD_SUFFIX} merge=union text eol=lf\n"
 )
 _LINE_START = b'{"key":"'
+_LINE_START_RE = re.compile(rb'^\{"key":"([0-9a-f]{64})",', re.MULTILINE)
 
 
 def _is_key(name: str) -> bool:
@@ -184,16 +186,35 @@ class _Index:
     def __init__(self, fd: int | None, data: bytes, stat: tuple[int, int, int] | None) -> None:
         self.fd = fd
         self.stat = stat
-        self.spans: dict[str, int] = {}
-        lines: dict[str, bytes] = {}
+        spans: dict[str, int] = {}
+        self.spans = spans
+        lines = 0
+        # Lines as the store writes them, found in one pass; any other line the slow way below.
+        for match in _LINE_START_RE.finditer(data):
+            start = match.start()
+            end = data.find(b"\n", start)
+            end = len(data) if end < 0 else end
+            span = start << 32 | (end - start - (data[end - 1 : end] == b"\r"))
+            key = match.group(1).decode("ascii")
+            if key not in spans or self._later(data, span, spans[key]):
+                spans[key] = span
+            lines += 1
+        if lines == data.count(b"\n") + (not data.endswith(b"\n") and bool(data)):
+            return
+        spans.clear()
         for _, offset, line in _scan(data):
             key = _line_key(line)
-            if key is None:
-                continue
-            if key in lines and _winner(lines[key], line) is lines[key]:
-                continue
-            lines[key] = line
-            self.spans[key] = offset << 32 | len(line)
+            if key is not None and (
+                key not in spans or self._later(data, offset << 32 | len(line), spans[key])
+            ):
+                spans[key] = offset << 32 | len(line)
+
+    @staticmethod
+    def _later(data: bytes, span: int, other: int) -> bool:
+        """Whether the line at ``span`` counts over the line at ``other`` (see :func:`_winner`)."""
+        mine = data[span >> 32 : (span >> 32) + (span & 0xFFFFFFFF)]
+        theirs = data[other >> 32 : (other >> 32) + (other & 0xFFFFFFFF)]
+        return _winner(theirs, mine) is mine  # max() keeps the first of equals: strictly later
 
     def read(self, key: str) -> bytes | None:
         span = self.spans.get(key)
