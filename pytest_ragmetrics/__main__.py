@@ -10,8 +10,8 @@ that covered the whole suite and passed (no named paths or node ids, no ``-k``/`
 failure or ``-x`` stop). ``prune`` lists what it will delete and asks before deleting; ``--yes``
 skips the question, and without a terminal to ask in it deletes nothing unless ``--yes`` is given.
 
-Exit codes of the cache commands: 0 success, 1 the operation could not be done (the message says
-why), 2 usage errors. The report commands exit like pytest: 0, 1 when a gate fails, 4 usage errors.
+Exit codes, like pytest's: 0 success, 1 the operation could not be done or a gate failed (the message
+says why), 4 usage errors (a message, no traceback).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any, TextIO
 
 # Commands over saved reports (``baseline compare``, ``report merge``); they exit like pytest.
 from .report.cli import COMMANDS as REPORT_COMMANDS
+from .report.cli import EXIT_USAGE
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-EXIT_USAGE = 2
 
 
 def default_cli_cache_dir(cwd: Path | None = None) -> Path:
@@ -326,16 +326,12 @@ def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (2 for usage errors)."""
+    """Run the command line; returns the exit code (4 for usage errors, as pytest)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits on --help (0) and usage errors (2)
-        code = int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-        words = list(sys.argv[1:] if argv is None else argv)
-        if code == EXIT_USAGE and words and words[0] in REPORT_COMMANDS:
-            return 4  # the report commands exit like pytest: 4 for usage errors
-        return code
+    except SystemExit as exc:  # argparse: --help exits 0; a usage error prints its message and exits 2
+        return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
     if args.command in REPORT_COMMANDS:
         from .report.cli import run
 

@@ -157,7 +157,7 @@ def test_prune_without_a_terminal_deletes_nothing_unless_told_yes(populated, cap
     write_last_run_keys(populated["cache"], populated["keys"][:2])
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("y\n"))  # piped input: not a terminal
     args = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
-    assert cli(*args) == 2
+    assert cli(*args) == EXIT_USAGE
     assert "pass --yes" in capsys.readouterr().err
     assert len(JudgmentStore(populated["store"])) == 5
     assert cli(*args, "-y") == 0
@@ -178,9 +178,28 @@ def test_prune_refuses_without_a_record_of_a_full_run(populated, capsys):
 
 
 @pytest.mark.parametrize("args", [[], ["cache"], ["cache", "purge"], ["cache", "stats", "--bogus"]])
-def test_usage_errors_exit_2(args, capsys):
-    assert main(args) == 2
+def test_usage_errors_exit_4_as_pytest_does(args, capsys):
+    assert EXIT_USAGE == pytest.ExitCode.USAGE_ERROR == 4
+    assert main(args) == EXIT_USAGE
     assert "usage:" in capsys.readouterr().err
+
+
+def test_a_cache_usage_error_is_a_message_and_exit_4_without_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_ragmetrics", "cache", "stats", "--bogus"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 4
+    assert "unrecognized arguments: --bogus" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_still_exits_0(capsys):
+    assert main(["cache", "--help"]) == 0
+    assert "stats" in capsys.readouterr().out
 
 
 def test_default_cache_dir_follows_pytest_cache(tmp_path):
@@ -279,7 +298,7 @@ def test_environment_overrides_the_configuration_file(populated, capsys, monkeyp
 def test_prune_without_any_store_says_how_to_name_one(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RAGMETRICS_STORE_DIR", raising=False)
-    assert cli("cache", "prune") == 2
+    assert cli("cache", "prune") == EXIT_USAGE
     assert "pass --store-dir, or set rag_store_dir" in capsys.readouterr().err
 
 

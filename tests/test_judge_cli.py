@@ -83,12 +83,12 @@ def test_check_reads_the_configuration_and_replays_the_store(workdir, capsys):
 
 
 def test_check_usage_errors_name_the_problem(workdir, capsys):
-    assert main(["judge", "check"]) == 2
+    assert main(["judge", "check"]) == 4
     assert "no labelled set" in capsys.readouterr().err
     (workdir[0] / "bad.jsonl").write_text('{"kind": "context_precision", "question": "q"}\n')
-    assert main(["judge", "check", "bad.jsonl"]) == 2
+    assert main(["judge", "check", "bad.jsonl"]) == 4
     assert "bad.jsonl, line 1: missing field 'useful'" in capsys.readouterr().err
-    assert main(["judge", "check", "labels.jsonl", "--floor", "context_precision kapa >= 1"]) == 2
+    assert main(["judge", "check", "labels.jsonl", "--floor", "context_precision kapa >= 1"]) == 4
     assert "unknown statistic 'kapa'" in capsys.readouterr().err
 
 

@@ -17,7 +17,7 @@ from pytest_ragmetrics.errors import ConfigError, InvalidJudgeAnswer, JudgeUnava
 from pytest_ragmetrics.judge.base import JudgeRequest
 from pytest_ragmetrics.judge.openai_judge import OpenAIJudge, parse_json_answer, retry_after_seconds
 from pytest_ragmetrics.judge.stats import JudgeStats
-from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value
+from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value, default_responder
 
 
 def make_judge(server: FakeJudgeServer, **kwargs: Any) -> OpenAIJudge:
@@ -82,16 +82,24 @@ def test_n_choices_are_all_returned(fake_judge_server):
 
 
 def test_concurrent_slow_requests_overlap_instead_of_queueing(fake_judge_server):
-    fake_judge_server.delay(0.2)
+    """The server holds every request until all 32 are in flight at once: a client that sent them
+    one after another would never get there (the wait's timeout only bounds how long that failure
+    takes to show)."""
+    all_in = threading.Barrier(32)
+
+    def responder(body: dict[str, Any]) -> dict[str, Any] | str:
+        all_in.wait(timeout=30)
+        return default_responder(body)
+
+    fake_judge_server.responder = responder
     # json_schema, not auto: auto sends its first request alone to find out the server's format.
-    judge = make_judge(fake_judge_server, concurrency=32, response_format="json_schema")
-    start = time.perf_counter()
+    judge = make_judge(
+        fake_judge_server, concurrency=32, response_format="json_schema", timeout=60.0, max_retries=0
+    )
     answers = run_judge(judge, *(make_request(i) for i in range(32)))
-    elapsed = time.perf_counter() - start
     assert len(answers) == 32
-    # Serialized it would take 6.4 s; overlapped, a little over 0.2 s.
-    assert elapsed < 2.0, elapsed
-    assert fake_judge_server.max_in_flight > 16
+    assert not all_in.broken
+    assert fake_judge_server.max_in_flight == 32
 
 
 def test_concurrency_bounds_requests_in_flight(fake_judge_server):

@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import judgments as J
 from ..errors import ConfigError, RagMetricsError
+from ..report.cli import EXIT_USAGE  # as pytest: 4
 
 if TYPE_CHECKING:
     from ..engine import Evaluator
     from ..judge.base import JudgeRequest
     from ..settings import Settings
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def add_parser(commands: Any, common: Any) -> None:
