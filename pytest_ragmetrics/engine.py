@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from ._aio import gather_or_cancel, map_bounded
 from .errors import ConfigError, RagMetricsError
+from .judgments import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
@@ -304,8 +305,6 @@ class Evaluator:
         key = request.cache_key()
         if key in self.answers:
             return  # one key, one answer within a run (sentence and binary relevance share it)
-        from .judgments import answer_classes
-
         self.answers[key] = (request.kind, answer_classes(request, answer.choices))
 
     def scoring_context(self) -> ScoringContext:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import secrets
@@ -113,6 +114,7 @@ class RagMetricsWarning(UserWarning):
 
 
 # Errors the disk cache can raise; none of them may reach the user as a traceback.
+@functools.cache  # asked on every read; diskcache is imported on first use only
 def _cache_errors() -> tuple[type[BaseException], ...]:
     import diskcache
 
