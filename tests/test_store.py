@@ -516,3 +516,32 @@ def test_a_shard_checked_out_with_crlf_line_ends_reads_the_same(tmp_path):
         answer = reader.get(request)
         assert answer is not None and answer.choices == make_answer().choices
     assert reader.keys() == {r.cache_key() for r in requests}
+
+
+def test_lookups_keep_few_shard_files_open_where_descriptors_are_scarce(tmp_path, monkeypatch):
+    """macOS allows 256 open files by default: a store must not hold one per shard there."""
+    import pytest_ragmetrics.judge.store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_OPEN_SHARDS", 3)
+    requests = [make_request(i) for i in range(60)]
+    writer = JudgmentStore(tmp_path)
+    for request in requests:
+        writer.put(request, make_answer())
+    writer.flush()
+    writer.close()
+    reader = JudgmentStore(tmp_path)
+    fd_dir = Path("/proc/self/fd")
+    before = len(list(fd_dir.iterdir())) if fd_dir.is_dir() else None
+    for request in [*requests, *reversed(requests)]:  # every shard, evicted and reopened
+        answer = reader.get(request)
+        assert answer is not None and answer.choices == make_answer().choices
+        assert len(reader._open) <= 3
+        if before is not None:
+            assert len(list(fd_dir.iterdir())) <= before + 3
+    # A shard replaced while its file was closed is indexed again, not misread.
+    replaced = requests[0]
+    path = reader.path_for(replaced.cache_key())
+    path.write_bytes(path.read_bytes() + b"\n")
+    for request in requests:
+        assert reader.get(request) is not None
+    reader.close()

@@ -26,8 +26,9 @@ import re
 import secrets
 import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,24 @@ class _Index:
             self.close()
 
 
+def _max_open_shards() -> int:
+    """How many shard files lookups keep open: all 256 where the descriptor limit allows it easily
+    (1,024 on Linux), a quarter of the limit where it is low (256 on macOS)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # pragma: no cover - Windows
+        return 64
+    if soft == resource.RLIM_INFINITY:
+        return 256
+    return max(8, min(256, soft // 4))
+
+
+#: Shard files kept open at once by one store (the least recently read are closed first).
+MAX_OPEN_SHARDS = _max_open_shards()
+
+
 def _pread(fd: int, size: int, offset: int) -> bytes:
     if hasattr(os, "pread"):
         return os.pread(fd, size, offset)
@@ -261,6 +280,7 @@ class JudgmentStore:
         self._warned: set[str] = set()
         self._lock = threading.RLock()
         self._indexes: dict[str, _Index] = {}
+        self._open: OrderedDict[str, _Index] = OrderedDict()  # indexes holding their file open
         # Shards this process appended to, each with the lines that replaced a recorded judgment
         # (flush() keeps those whatever their judgment times; new keys need no memory of their line).
         self._written: dict[str, dict[str, bytes]] = {}
@@ -384,18 +404,50 @@ class JudgmentStore:
     def _index(self, name: str, *, fresh: bool = False) -> _Index:
         """Shard ``name`` as indexed this run; ``fresh`` indexes it again when the file changed."""
         index = self._indexes.get(name)
-        if index is None or (fresh and index.stat != _stat(self.directory / f"{name}{SHARD_SUFFIX}")):
+        if index is not None and index.fd is not None and not fresh and MAX_OPEN_SHARDS >= 256:
+            return index  # the usual case: every shard may stay open, nothing to count
+        path = self.directory / f"{name}{SHARD_SUFFIX}"
+        if index is not None and index.fd is None and index.stat is not None:
+            index = self._reopen(path, index)
+        if index is None or (fresh and index.stat != _stat(path)):
             new = self._read_index(name)
             with self._lock:
                 old, self._indexes[name] = self._indexes.get(name), new
             if old is not None:
                 old.close()
             index = new
+        if index.fd is not None and self._open.get(name) is not index:
+            self._opened(name, index)
         return index
+
+    def _reopen(self, path: Path, index: _Index) -> _Index | None:
+        """Open the file of an index whose descriptor was closed; ``None`` when the file changed."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except OSError:
+            return None
+        info = os.fstat(fd)
+        if (info.st_ino, info.st_mtime_ns, info.st_size) != index.stat:
+            os.close(fd)
+            return None
+        index.fd = fd
+        return index
+
+    def _opened(self, name: str, index: _Index) -> None:
+        """Note that ``index`` holds a file open, closing the least recently used beyond the bound."""
+        with self._lock:
+            self._open[name] = index
+            self._open.move_to_end(name)
+            evicted = []
+            while len(self._open) > MAX_OPEN_SHARDS:
+                evicted.append(self._open.popitem(last=False)[1])
+        for old in evicted:
+            old.close()  # its positions stay; the file reopens when it is read again
 
     def _forget(self, name: str) -> None:
         with self._lock:
             index = self._indexes.pop(name, None)
+            self._open.pop(name, None)
         if index is not None:
             index.close()
 
@@ -403,11 +455,12 @@ class JudgmentStore:
         """Close the shard files lookups keep open (they reopen on next use)."""
         with self._lock:
             indexes, self._indexes = self._indexes, {}
+            self._open.clear()
         for index in indexes.values():
             index.close()
 
     def _line(self, key: str) -> bytes | None:
-        if not _is_key(key):
+        if len(key) != 64:
             return None
         name = key[:2]
         for fresh in (False, True):
@@ -486,7 +539,7 @@ class JudgmentStore:
         """
         line = self._line(key)
         if line is None:
-            if not self._has_legacy():
+            if not self._has_legacy() or not _is_key(key):
                 return None
             try:
                 line = self.legacy_path(key).read_bytes()
@@ -519,14 +572,7 @@ class JudgmentStore:
         if "answer" not in data:
             self._warn_entry(key, "its answer is malformed (the entry has no 'answer')", replay)
             return None
-        try:
-            answer = JudgeAnswer.from_json(data["answer"], source="store")
-        except ValueError as exc:
-            self._warn_entry(key, f"its answer is malformed ({exc})", replay)
-            return None
-        if len(answer.choices) != request.n:
-            self._warn_entry(key, f"it holds {len(answer.choices)} answer(s), expected {request.n}", replay)
-            return None
+        derived = None
         if request.derived:
             # A chunk's sentences are recorded with its judgment rather than split again.
             try:
@@ -534,7 +580,15 @@ class JudgmentStore:
             except ValueError as exc:
                 self._warn_entry(key, f"its inputs are malformed ({exc})", replay)
                 return None
-            answer = replace(answer, derived=request.derived_inputs())
+            derived = request.derived_inputs()
+        try:
+            answer = JudgeAnswer.from_json(data["answer"], source="store", derived=derived)
+        except ValueError as exc:
+            self._warn_entry(key, f"its answer is malformed ({exc})", replay)
+            return None
+        if len(answer.choices) != request.n:
+            self._warn_entry(key, f"it holds {len(answer.choices)} answer(s), expected {request.n}", replay)
+            return None
         schema = request.schema
         for choice in answer.choices:
             errors = [] if conforms(schema, choice) else schema_errors(schema, choice)
