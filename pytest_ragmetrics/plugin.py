@@ -93,8 +93,9 @@ class RunState:
         self.configured = False
         self.final_report: dict[str, Any] | None = None
         self.prefetcher: Prefetcher | None = None
-        #: The collected tests, once collection is over (the prefetcher's order).
+        #: The collected tests, once collection is over (the prefetcher's order), and their session.
         self.items: Sequence[pytest.Item] | None = None
+        self.session: pytest.Session | None = None
         #: The last run's plans (read when collection is over).
         self.plans: dict[str, Any] = {}
         #: The per-test recording hooks are registered: the run uses the plugin.
@@ -218,6 +219,7 @@ class RunState:
         from .prefetch import load_plans
 
         self.items = session.items
+        self.session = session
         self.plans = load_plans(self.config)
         if self.plans or self.evaluators or any(_uses_marker(item) for item in session.items):
             self.activate()
@@ -255,8 +257,15 @@ class _Recorder:
                 }
         return report
 
+    @pytest.hookimpl(trylast=True)  # after the session has counted a failure towards -x / --maxfail
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         state = self.state
+        session, prefetcher = state.session, state.prefetcher
+        stopping = session is not None and (session.shouldfail or session.shouldstop)
+        if report.failed and prefetcher is not None and stopping:
+            # As soon as the run is known to stop, not once the failed test is torn down: the tests
+            # after it are judged ahead meanwhile.
+            prefetcher.stop()
         rows = getattr(report, "ragmetrics", None)
         if rows:
             from ._run import counts

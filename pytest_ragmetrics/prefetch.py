@@ -5,8 +5,9 @@ one metric's chunks in flight, whatever ``--rag-concurrency`` allows. The plugin
 test does:
 
 * **the plan of a parametrized group**: the tests of ``@pytest.mark.ragmetrics(samples=...)`` differ
-  only in their ``rag_sample``. When the first of them has run, the scores it asked for on its sample
-  are started for the next tests of the group, each on its own sample;
+  only in their ``rag_sample``. Each score the first of them asks for on its sample is started for the
+  next tests of the group, each on its own sample, as soon as it is asked for (after the first test's
+  own request, so that one goes first);
 * **the plan of the last run**: every test's scores (metric, method, the settings that differ from
   the run's, and the sample unless it was the test's ``rag_sample``) are kept in pytest's cache
   (``config.cache``), and started for the next tests of the following run, so a rerun after a judge
@@ -17,8 +18,9 @@ allowed at once, at least 8), on the shared judging loop, so every judge call st
 concurrency bound. A test takes the result started for it instead of scoring again; results nobody
 took are dropped when their test ends. Nothing is started in replay mode (there is no judge to keep
 busy), nor under pytest-xdist workers (a worker does not know which tests it runs next). When the
-run stops early (``-x``, ``--maxfail``, Ctrl-C), everything started ahead is cancelled: what waits
-for the concurrency bound is never sent, only calls already in flight are paid.
+run stops early (``-x``, ``--maxfail``, Ctrl-C), everything started ahead is cancelled as soon as
+the failure that stops it is reported: what waits for the concurrency bound is never sent, only calls
+already in flight are paid.
 """
 
 from __future__ import annotations
@@ -140,6 +142,8 @@ class Prefetcher:
         # (evaluator id, sample, metric, method) -> (item nodeid, future)
         self._pending: dict[tuple[Any, ...], tuple[str, concurrent.futures.Future[MetricResult]]] = {}
         self._groups: dict[tuple[str, str], list[tuple[Evaluator, str, str | None]]] = {}
+        #: The test each group's plan is being learned from (its first test to ask for a score).
+        self._teachers: dict[tuple[str, str], str] = {}
         #: The scores each test of this run asked for (recorded for the next run).
         self.plans: dict[str, list[Call]] = {}
         self._current: dict[str, list[tuple[Evaluator, RagSample, str, str | None]]] = {}
@@ -160,9 +164,46 @@ class Prefetcher:
         except TypeError:  # a sample that cannot be hashed is never started ahead
             return None
         if entry is None or entry[1].cancelled():
-            return None
+            return self._teach(scope.nodeid, evaluator, sample, metric, method) if scope else None
         self.claimed += 1
         return entry[1]
+
+    def _teach(
+        self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
+    ) -> concurrent.futures.Future[MetricResult] | None:
+        """The first test of a parametrized group asks for a score of its own sample: start it, then
+        the same score for the group's next tests, without waiting for the test to end.
+
+        A test asks for one score at a time, so learning the group's plan only once its first test
+        is over would leave the judge nearly idle for as long as that test takes. The test's own
+        score is started first, so its calls are sent before those started for the tests after it
+        (a failing first test under ``-x`` pays for little more than what is in flight).
+        """
+        if not self.active:
+            return None
+        position = self._positions.get(nodeid)
+        if position is None:
+            return None
+        item = self._items[position]
+        group = _group(item)
+        if group is None or sample is not _rag_sample(item):
+            return None
+        learned = self._groups.get(group)
+        if learned is None:
+            learned = self._groups[group] = []
+            self._teachers[group] = nodeid
+        elif self._teachers.get(group) != nodeid:
+            return None  # the plan was learned from another test of the group
+        call = (evaluator, metric, method)
+        if call in learned:
+            return None  # asked again: scored as usual
+        learned.append(call)
+        own = evaluator.submit_score(sample, metric, method)
+        for later in self._items[position + 1 : self._started_to]:
+            later_sample = _rag_sample(later)
+            if _group(later) == group and later.nodeid not in self.previous and later_sample is not None:
+                self._start_one(later.nodeid, evaluator, later_sample, metric, method)
+        return own
 
     # --- pytest tells ---------------------------------------------------------------------------
     def collected(self, items: Sequence[pytest.Item]) -> None:
@@ -242,17 +283,22 @@ class Prefetcher:
 
     def _start(self, item: pytest.Item) -> None:
         for evaluator, sample, metric, method in self._predicted(item):
-            if evaluator.settings.cache == "replay":
-                continue
-            try:
-                key = (id(evaluator), sample, metric, method)
-                with self._lock:
-                    if key in self._pending:
-                        continue
-                    self._pending[key] = (item.nodeid, evaluator.submit_score(sample, metric, method))
-            except TypeError:
-                continue
-            self.started += 1
+            self._start_one(item.nodeid, evaluator, sample, metric, method)
+
+    def _start_one(
+        self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
+    ) -> None:
+        if evaluator.settings.cache == "replay":
+            return
+        try:
+            key = (id(evaluator), sample, metric, method)
+            with self._lock:
+                if key in self._pending:
+                    return
+                self._pending[key] = (nodeid, evaluator.submit_score(sample, metric, method))
+        except TypeError:
+            return
+        self.started += 1
 
 
 def load_plans(config: pytest.Config) -> dict[str, list[Call]]:

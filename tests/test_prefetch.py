@@ -68,6 +68,25 @@ def test_a_golden_set_is_judged_ahead_within_the_concurrency_bound(project, judg
     assert 2 < judge_server.max_in_flight <= 6
 
 
+def test_the_first_test_of_a_golden_set_is_not_judged_alone(project, judge_server):
+    """Each score the first test asks for is started for the next tests at once, not once that test
+    is over: the judge is busy from the start of a cold run."""
+    project.makeconftest("""
+        import pathlib, time
+
+        def pytest_runtest_logreport(report):
+            if report.when == "call" and report.nodeid.endswith("[s0]"):
+                pathlib.Path("first_done").write_text(repr(time.time()))
+    """)
+    project.runpytest("--rag-concurrency=6", "-p", "no:randomly").assert_outcomes(passed=12)
+    first_done = float(project.path.joinpath("first_done").read_text())
+    during = [json.dumps(r.body) for r in judge_server.requests if r.received_at < first_done]
+    assert any("plan 0?" in body for body in during)
+    assert any("plan 0?" not in body for body in during)  # the next tests' own samples
+    assert judge_server.request_count == 12 * 4  # nothing judged twice
+    assert judge_server.max_in_flight <= 6
+
+
 def test_without_prefetching_a_test_waits_for_each_score(project, judge_server):
     """The same suite against the same judge, one test at a time: what prefetching saves."""
     project.makepyfile(
@@ -84,13 +103,28 @@ def test_nothing_is_judged_ahead_in_replay(project, judge_server):
 
 
 def test_a_stopped_run_sends_nothing_for_the_tests_it_will_not_run(project, judge_server):
+    """The first test fails under -x while the next tests are judged ahead: from then on only the
+    calls already in flight arrive, everything still waiting for the concurrency bound is dropped."""
     project.makepyfile(test_golden=GOLDEN_TEST.replace("THRESHOLD", "1.5"))  # the first test fails
     project.path.joinpath("golden.jsonl").write_text(golden(40))
+    project.makeconftest("""
+        import pathlib, time, pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_runtest_logreport(report):
+            if report.failed:
+                pathlib.Path("stopped_at").write_text(repr(time.time()))
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_sessionfinish():
+            time.sleep(1.0)  # time for anything not cancelled to be sent before the run ends
+    """)
     result = project.runpytest("-x", "--rag-concurrency=4", "-p", "no:randomly")
     result.assert_outcomes(failed=1)
-    # The failing test needed 2 calls before it failed; what was started ahead for the next tests is
-    # cancelled while it waits for the bound, so at most the 4 calls in flight were sent beyond.
-    assert judge_server.request_count <= 2 + 4 + 2
+    stopped_at = float(project.path.joinpath("stopped_at").read_text())
+    later = [r for r in judge_server.requests if r.received_at > stopped_at]
+    assert len(later) <= 4  # at most the calls in flight when the run stopped
+    assert judge_server.request_count < 40  # of the 80 the golden set's precision needs
 
 
 RETRIEVER_TEST = """
