@@ -4,7 +4,9 @@ A golden set of N samples (three chunks of four sentences each), one test per sa
 metric methods (ten distinct judge requests per sample), run by ``pytest`` in a child process against
 a FakeJudgeServer (another child process) that answers every request after a fixed latency. The bound
 is calls x latency / concurrency; the printed ratio is wall time over it (target: at most 1.5).
-Scenarios (``--scenario``, repeatable; default all):
+Each line also gives the CPU time the run used (xdist workers included), so a figure taken on a busy
+machine can be told from one the plugin is responsible for. Scenarios (``--scenario``, repeatable;
+default all):
 
 ``golden``         ``@pytest.mark.ragmetrics(samples="golden.jsonl")``: the contexts are in the file;
                    a first run with an empty cache.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -65,15 +68,25 @@ def test_retrieval(entry):
 {FIVE_ASSERTIONS}"""
 
 
+#: CPU seconds of each pytest run (the judge server, a process of its own, is not counted). On a
+#: machine with few cores the client's CPU per judge call can make the bound unreachable: compare
+#: it with the wall time.
+CPU_SECONDS: list[float] = []
+
+
 def run_pytest(root: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict[str, object]]:
+    """Wall time and judge figures of one run; its CPU time (with xdist workers') goes to CPU_SECONDS."""
     report = root / "report.json"
     report.unlink(missing_ok=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", f"--rag-report-json={report}", *args],
         cwd=root, env=env, capture_output=True, text=True,
     )  # fmt: skip
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         sys.exit(f"pytest failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return wall, json.loads(report.read_text())["summary"]["judge"]
@@ -110,7 +123,10 @@ def main() -> None:
         calls = int(judge["calls"])  # type: ignore[call-overload]
         bound = calls * args.latency / args.concurrency
         ratio = f"{wall / bound:.2f}" if bound else "n/a"
-        print(f"{name:<28} {wall:7.2f} s  {calls:5d} calls  bound {bound:6.2f} s  ratio {ratio}")
+        print(
+            f"{name:<28} {wall:7.2f} s  {calls:5d} calls  bound {bound:6.2f} s  ratio {ratio}  "
+            f"cpu {CPU_SECONDS[-1]:6.2f} s"
+        )
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
