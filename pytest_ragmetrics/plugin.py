@@ -111,6 +111,11 @@ class RunState:
         #: What every judgment the tests used decided, by cache key: (kind, answer classes).
         self.answer_classes: dict[str, tuple[str, tuple[str, ...]]] = {}
 
+    def __dir__(self) -> list[str]:
+        # pytest < 8 reads every attribute of a registered plugin while looking for fixtures, which
+        # would run the lazy properties below and import what they put off; only hooks need be seen.
+        return [name for name in super().__dir__() if name.startswith("pytest_")]
+
     @property
     def settings(self) -> Settings:
         """The run's settings; built-in defaults, resolved on first use, when nothing was configured."""
@@ -934,7 +939,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         render_terminal(
             report,
             _ReporterWriter(terminalreporter),
-            verbosity=config.get_verbosity(),
+            verbosity=int(config.getoption("verbose")),  # Config.get_verbosity is pytest 8+
             rootdir=config.rootpath,
         )
     elif state is not None:

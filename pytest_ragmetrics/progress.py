@@ -75,7 +75,8 @@ class ProgressLine:
         self._last = 0.0
 
     def _reporter(self) -> Any:
-        if self.config.get_verbosity() < -1:  # -qq: nothing but the summary
+        # -qq: nothing but the summary (read as an option: Config.get_verbosity is pytest 8+)
+        if int(self.config.getoption("verbose")) < -1:
             return None
         return self.config.pluginmanager.get_plugin("terminalreporter")
 

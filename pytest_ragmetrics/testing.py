@@ -434,7 +434,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.path,
                 body,
                 self._headers(),
-                authorization=self.headers.get("Authorization") or self.headers.get("api-key"),
+                # Azure's header first: older openai releases send its key as a bearer token as well.
+                authorization=self.headers.get("api-key") or self.headers.get("Authorization"),
                 received_at=time.time(),
             )
         )

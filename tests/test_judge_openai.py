@@ -15,7 +15,12 @@ from judge_requests import SCHEMA, make_request
 
 from pytest_ragmetrics.errors import ConfigError, InvalidJudgeAnswer, JudgeUnavailable
 from pytest_ragmetrics.judge.base import JudgeRequest
-from pytest_ragmetrics.judge.openai_judge import OpenAIJudge, parse_json_answer, retry_after_seconds
+from pytest_ragmetrics.judge.openai_judge import (
+    OpenAIJudge,
+    _http_client_kwargs,
+    parse_json_answer,
+    retry_after_seconds,
+)
 from pytest_ragmetrics.judge.stats import JudgeStats
 from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value, default_responder
 
@@ -364,6 +369,19 @@ def test_azure_endpoint_uses_the_deployment_path_and_api_key_header(fake_judge_s
     assert sent.path.startswith("/openai/deployments/judge-model/chat/completions")
     assert "api-version=2024-10-21" in sent.path
     assert sent.authorization == "azure-key"
+
+
+@pytest.mark.parametrize(
+    ("version", "explicit"), [("1.40.8", True), ("1.55.2", True), ("1.55.3", False), ("3.54.0", False)]
+)
+def test_openai_releases_that_pass_httpx_proxies_get_an_explicit_http_client(version, explicit):
+    """openai before 1.55.3 builds its own client with httpx's `proxies`, which httpx 0.28 removed."""
+
+    class SDK:
+        __version__ = version
+        DefaultAsyncHttpxClient = dict
+
+    assert ("http_client" in _http_client_kwargs(SDK)) is explicit
 
 
 def test_bad_settings_raise_config_error():

@@ -226,6 +226,20 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = N
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def _http_client_kwargs(openai: Any) -> dict[str, Any]:
+    """An explicit HTTP client for openai releases before 1.55.3, none for later ones.
+
+    Those releases build their default client with httpx's ``proxies`` argument, which httpx 0.28
+    removed: with a current httpx, every client they create fails with a ``TypeError``. A client made
+    by the SDK's own ``DefaultAsyncHttpxClient`` (same defaults) is never built that way.
+    """
+    try:
+        version = tuple(int(part) for part in openai.__version__.split(".")[:3])
+    except ValueError:  # a pre-release or local build: a recent SDK
+        return {}
+    return {"http_client": openai.DefaultAsyncHttpxClient()} if version < (1, 55, 3) else {}
+
+
 class OpenAIJudge:
     """A :class:`~pytest_ragmetrics.judge.base.Judge` that asks an OpenAI-compatible server.
 
@@ -355,10 +369,15 @@ class OpenAIJudge:
                 api_version=self.api_version,
                 timeout=self.timeout,
                 max_retries=0,
+                **_http_client_kwargs(openai),
             )
         else:
             client = openai.AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+                api_key=self._api_key,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
+                **_http_client_kwargs(openai),
             )
         entry = (client, asyncio.Semaphore(self.concurrency))
         with self._clients_lock:
