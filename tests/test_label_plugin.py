@@ -69,7 +69,13 @@ def test_label_metrics_run_without_a_judge_and_show_in_every_report(no_judge, xd
     no_judge.makeini(
         "[pytest]\nrag_gates =\n    ndcg@5 mean >= 0.7\n    recall@2 min >= 0.5\n    mrr p10 >= 1\n"
     )
-    args = ["-v", "--rag-report", "--rag-report-json=r.json", "--rag-report-md=r.md", "--rag-report-html=r.html"]
+    args = [
+        "-v",
+        "--rag-report",
+        "--rag-report-json=r.json",
+        "--rag-report-md=r.md",
+        "--rag-report-html=r.html",
+    ]
     if xdist:
         args = ["-n", "2", "-p", "xdist", *args]
     result = no_judge.runpytest_subprocess(*args)

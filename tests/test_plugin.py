@@ -233,7 +233,9 @@ def test_threshold_assertions_pass_and_fail_with_a_readable_block(project, judge
             "*chunk 1 (rank 1) is not useful for the reference: off topic; the first useful chunk is at rank 2",
         ]
     )
-    result.stdout.fnmatch_lines(["*ragmetrics report*", "FAIL*0.500*>= 0.8*context_recall*judged*test_partial_recall"])
+    result.stdout.fnmatch_lines(
+        ["*ragmetrics report*", "FAIL*0.500*>= 0.8*context_recall*judged*test_partial_recall"]
+    )
     assert judge_server.request_count > 0
 
 
@@ -254,7 +256,9 @@ def test_second_run_makes_no_judge_request_and_reports_cached(project, judge_ser
     result = project.runpytest("-v", "--rag-report")
     result.assert_outcomes(passed=1)
     assert judge_server.request_count == first
-    result.stdout.fnmatch_lines(["PASS*1.000*>= 0.8*context_recall*cached*test_good", "*0 calls, 3 cache hits*"])
+    result.stdout.fnmatch_lines(
+        ["PASS*1.000*>= 0.8*context_recall*cached*test_good", "*0 calls, 3 cache hits*"]
+    )
 
 
 def test_dataset_level_assertions_list_the_worst_samples(project):
@@ -432,7 +436,10 @@ def test_marker_arguments_are_validated(pytester):
     [
         (None, "*samples='missing.jsonl'): no such file: *missing.jsonl"),
         ("", "*samples='missing.jsonl'): missing.jsonl: no samples*"),
-        ('{"question": "q", "contexts": ["a \\ud800"]}\n', "*line 1: RagSample.contexts[[]0[]] contains a lone*"),
+        (
+            '{"question": "q", "contexts": ["a \\ud800"]}\n',
+            "*line 1: RagSample.contexts[[]0[]] contains a lone*",
+        ),
     ],
     ids=["missing", "empty", "surrogate"],
 )
@@ -602,7 +609,8 @@ def test_junitxml_carries_scores_thresholds_and_outcomes(project):
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["serial", "xdist"])
 def test_junitxml_carries_gate_outcomes_as_suite_properties(project, xdist):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD, PARTIAL
 
@@ -611,7 +619,8 @@ def test_junitxml_carries_gate_outcomes_as_suite_properties(project, xdist):
 
         def test_partial():
             assert_context_recall(PARTIAL) >= 0.5
-    """)
+    """
+    )
     result = project.runpytest_subprocess(
         "--junitxml=junit.xml",
         "--rag-gate=context_recall mean >= 0.7",
@@ -631,13 +640,15 @@ def test_junitxml_carries_gate_outcomes_as_suite_properties(project, xdist):
 
 
 def test_sentence_relevance_failure_quotes_the_sentences_the_judge_picked(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import RagSample, assert_context_relevance
 
         def test_sentences():
             sample = RagSample("Where is France?", ["France is in Western Europe. The cuisine is famous."], id="s")
             assert_context_relevance(sample, method="sentence") >= 0.9
-    """)
+    """
+    )
     result = project.runpytest("--rag-report")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -655,7 +666,8 @@ def test_sentence_relevance_failure_quotes_the_sentences_the_judge_picked(projec
 
 
 def test_tests_stopped_by_a_ragmetrics_error_are_in_every_report(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
@@ -664,7 +676,8 @@ def test_tests_stopped_by_a_ragmetrics_error_are_in_every_report(project):
 
         def test_plain():
             pass
-    """)
+    """
+    )
     result = project.runpytest(
         "--rag-cache=replay", "--rag-report", "--rag-report-json=r.json", "--rag-report-md=r.md",
         "--rag-report-html=r.html",
@@ -673,7 +686,11 @@ def test_tests_stopped_by_a_ragmetrics_error_are_in_every_report(project):
     text = result.stdout.str()
     assert "no failing comparisons" not in text and "no ragmetrics comparisons recorded" not in text
     result.stdout.fnmatch_lines(
-        ["*ragmetrics report*", "*- errors -*", "ERROR  test_rag.py::test_not_recorded: JudgmentNotRecorded: no recorded judgment for*"]
+        [
+            "*ragmetrics report*",
+            "*- errors -*",
+            "ERROR  test_rag.py::test_not_recorded: JudgmentNotRecorded: no recorded judgment for*",
+        ]
     )
     (error,) = json.loads((project.path / "r.json").read_text())["summary"]["errors"]
     assert error["nodeid"] == "test_rag.py::test_not_recorded" and error["error"] == "JudgmentNotRecorded"
@@ -736,7 +753,8 @@ def test_gates_and_report_merge_across_workers(project, extra):
 def test_judging_in_a_fixture_follows_the_run_configuration(project, judge_server):
     """Outside the test body (a session fixture) the run's settings apply, not just the environment."""
     project.makeini("[pytest]\nrag_cache = replay\n")
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         import pytest
         from pytest_ragmetrics import JudgmentNotRecorded, evaluate
         from samples import GOOD
@@ -749,13 +767,15 @@ def test_judging_in_a_fixture_follows_the_run_configuration(project, judge_serve
 
         def test_uses_fixture(scores):
             assert scores == "replayed"
-    """)
+    """
+    )
     project.runpytest().assert_outcomes(passed=1)
     assert judge_server.request_count == 0
 
 
 def test_samples_without_ids_in_different_tests_are_not_merged(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import RagSample, assert_context_recall
 
         def make(q):
@@ -766,21 +786,26 @@ def test_samples_without_ids_in_different_tests_are_not_merged(project):
 
         def test_b():
             assert_context_recall([make("Where is it?"), make("Which region?")]) >= 0.5
-    """)
+    """
+    )
     project.runpytest("--rag-report-json=r.json").assert_outcomes(passed=2)
     metrics = json.loads((project.path / "r.json").read_text())["summary"]["metrics"]
-    assert metrics == [{"metric": "context_recall", "method": None, "n": 4, "mean": 1.0, "min": 1.0, "max": 1.0}]
+    assert metrics == [
+        {"metric": "context_recall", "method": None, "n": 4, "mean": 1.0, "min": 1.0, "max": 1.0}
+    ]
 
 
 def test_unused_result_warning_never_hides_the_real_failure(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
         def test_crashes():
             check = assert_context_recall(GOOD)
             raise ValueError("retriever crashed")
-    """)
+    """
+    )
     result = project.runpytest("-W", "error::pytest_ragmetrics.RagMetricsWarning")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["FAILED test_rag.py::test_crashes - ValueError: retriever crashed"])
@@ -794,13 +819,15 @@ def test_report_names_the_judge_models_actually_used(project):
         def ragmetrics_config():
             return {"judge_model": "judge-from-fixture"}
     """)
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
         def test_recall():
             assert_context_recall(GOOD) >= 0.5
-    """)
+    """
+    )
     project.runpytest("--rag-report-json=r.json").assert_outcomes(passed=1)
     report = json.loads((project.path / "r.json").read_text())
     assert report["summary"]["judge"]["model"] == "judge-from-fixture"
@@ -808,13 +835,15 @@ def test_report_names_the_judge_models_actually_used(project):
 
 
 def test_report_paths_are_relative_to_the_rootdir(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
         def test_recall():
             assert_context_recall(GOOD) >= 0.5
-    """)
+    """
+    )
     project.runpytest("--rag-report-json=r.json", "--rag-store-dir=judgments").assert_outcomes(passed=1)
     report = json.loads((project.path / "r.json").read_text())
     assert report["results"][0]["where"] == ["test_rag.py", 5]
@@ -823,8 +852,11 @@ def test_report_paths_are_relative_to_the_rootdir(project):
 
 
 def test_gates_over_metrics_a_partial_run_never_scored_are_skipped(project):
-    project.makeini("[pytest]\nrag_gates =\n    context_recall mean >= 0.9\n    context_precision mean >= 0.5\n")
-    project.makepyfile(test_rag="""
+    project.makeini(
+        "[pytest]\nrag_gates =\n    context_recall mean >= 0.9\n    context_precision mean >= 0.5\n"
+    )
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
@@ -833,7 +865,8 @@ def test_gates_over_metrics_a_partial_run_never_scored_are_skipped(project):
 
         def test_plain():
             pass
-    """)
+    """
+    )
     full = project.runpytest("--rag-report")
     assert full.ret == pytest.ExitCode.TESTS_FAILED  # precision was never scored: a full run fails the gate
     full.stdout.fnmatch_lines(["FAIL*context_precision mean >= 0.5*no recorded evaluations*"])
@@ -845,25 +878,30 @@ def test_gates_over_metrics_a_partial_run_never_scored_are_skipped(project):
 
 
 def test_a_failing_run_does_not_teach_prune_which_judgments_are_unused(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_precision, assert_context_recall
         from samples import GOOD
 
         def test_two_metrics():
             assert_context_precision(GOOD) >= THRESHOLD
             assert_context_recall(GOOD) >= 0.5
-    """.replace("THRESHOLD", "0.5"))
+    """.replace("THRESHOLD", "0.5")
+    )
     project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=1)
     record = project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run_used_keys.json"
     assert len(json.loads(record.read_text())["keys"]) == 3  # 2 precision chunks + 1 recall
     record.unlink()
-    (project.path / "test_rag.py").write_text((project.path / "test_rag.py").read_text().replace(">= 0.5\n", ">= 1.5\n", 1))
+    (project.path / "test_rag.py").write_text(
+        (project.path / "test_rag.py").read_text().replace(">= 0.5\n", ">= 1.5\n", 1)
+    )
     project.runpytest("--rag-store-dir=judgments").assert_outcomes(failed=1)
     assert not record.exists()
 
 
 def test_under_xdist_failures_warnings_and_junit_properties_reach_the_controller(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_precision, assert_context_recall
         from samples import GOOD, PARTIAL
 
@@ -875,11 +913,14 @@ def test_under_xdist_failures_warnings_and_junit_properties_reach_the_controller
 
         def test_forgets():
             assert_context_precision(GOOD)
-    """)
+    """
+    )
     result = project.runpytest_subprocess("-n", "2", "-p", "xdist", "--junitxml=junit.xml", "-W", "always")
     result.assert_outcomes(passed=2, failed=1, warnings=1)
     result.stdout.fnmatch_lines(["*context_recall of sample 'partial' = 0.500, expected >= 0.8"])
-    result.stdout.fnmatch_lines(["*test_rag.py:11*RagMetricsWarning: context_precision result was never compared*"])
+    result.stdout.fnmatch_lines(
+        ["*test_rag.py:11*RagMetricsWarning: context_precision result was never compared*"]
+    )
     xml = (project.path / "junit.xml").read_text()
     assert '<property name="ragmetrics.1.context_recall.passed" value="false" />' in xml
     assert '<property name="ragmetrics.1.context_recall.score" value="1" />' in xml
@@ -888,16 +929,20 @@ def test_under_xdist_failures_warnings_and_junit_properties_reach_the_controller
 def test_azure_provider_without_endpoint_or_version_says_what_to_set(project, judge_server, monkeypatch):
     for name in ("AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION", "RAGMETRICS_JUDGE_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
         def test_recall():
             assert_context_recall(GOOD) >= 0.8
-    """)
+    """
+    )
     result = project.runpytest("--rag-judge-provider=azure")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # at startup, not one failure per test
-    result.stderr.fnmatch_lines(["*ragmetrics: the Azure OpenAI judge needs the endpoint*AZURE_OPENAI_ENDPOINT*"])
+    result.stderr.fnmatch_lines(
+        ["*ragmetrics: the Azure OpenAI judge needs the endpoint*AZURE_OPENAI_ENDPOINT*"]
+    )
     assert "Traceback" not in result.stderr.str()
     assert judge_server.request_count == 0
     # Replay needs no judge at all: the same settings are fine there.
@@ -999,13 +1044,15 @@ def test_no_credential_reaches_the_output_or_the_reports(project, judge_server, 
     monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", judge_server.base_url.replace("//", f"//user:{secret}@"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-abcdefghijklmnop")
     judge_server.fail_next(403, body={"error": {"message": "denied for Bearer sk-live-abcdefghijklmnop"}})
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
         def test_recall():
             assert_context_recall(GOOD) >= 0.5
-    """)
+    """
+    )
     result = project.runpytest("--rag-report", "--rag-report-json=r.json", "--rag-report-md=r.md")
     result.assert_outcomes(failed=1)
     text = result.stdout.str() + result.stderr.str()
@@ -1029,7 +1076,8 @@ def test_after_the_judge_refuses_the_key_the_other_tests_fail_at_once(project, j
 @pytest.mark.parametrize("extra", [[], ["-n", "2", "-p", "xdist"]], ids=["serial", "xdist"])
 def test_only_the_final_attempt_of_a_rerun_test_counts(project, extra):
     """pytest-rerunfailures: a discarded failed attempt must not count in aggregates and gates."""
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pathlib import Path
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD, PARTIAL
@@ -1039,10 +1087,16 @@ def test_only_the_final_attempt_of_a_rerun_test_counts(project, extra):
             first = not marker.exists()
             marker.write_text("1")
             assert_context_recall(PARTIAL if first else GOOD) >= 0.8
-    """)
+    """
+    )
     result = project.runpytest_subprocess(
-        "-p", "rerunfailures", "--reruns=1", "--rag-gate=context_recall mean >= 0.8",
-        "--rag-report", "--rag-report-json=r.json", *extra,
+        "-p",
+        "rerunfailures",
+        "--reruns=1",
+        "--rag-gate=context_recall mean >= 0.8",
+        "--rag-report",
+        "--rag-report-json=r.json",
+        *extra,
     )
     outcomes = result.parseoutcomes()
     assert (outcomes.get("passed"), outcomes.get("rerun")) == (1, 1)
@@ -1054,13 +1108,15 @@ def test_only_the_final_attempt_of_a_rerun_test_counts(project, extra):
 
 
 def test_replay_after_recording_with_another_model_names_that_model(project):
-    project.makepyfile(test_rag="""
+    project.makepyfile(
+        test_rag="""
         from pytest_ragmetrics import assert_context_recall
         from samples import GOOD
 
         def test_recall():
             assert_context_recall(GOOD) >= 0.5
-    """)
+    """
+    )
     project.runpytest("--rag-store-dir=judgments", "--rag-judge-model=judge-x").assert_outcomes(passed=1)
     result = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
     result.assert_outcomes(failed=1)
@@ -1071,9 +1127,13 @@ def test_replay_after_recording_with_another_model_names_that_model(project):
 
 def test_several_judge_samples_at_temperature_zero_warn_at_startup(project):
     project.makepyfile(test_rag="def test_plain():\n    pass\n")
-    result = project.runpytest("--rag-judge-n=3", "-W", "always::pytest_ragmetrics.judge.cache.RagMetricsWarning")
+    result = project.runpytest(
+        "--rag-judge-n=3", "-W", "always::pytest_ragmetrics.judge.cache.RagMetricsWarning"
+    )
     result.assert_outcomes(passed=1, warnings=1)
-    result.stdout.fnmatch_lines(["*judge_n=3 at temperature 0 pays for 3 identical answers*--rag-temperature=0.7*"])
+    result.stdout.fnmatch_lines(
+        ["*judge_n=3 at temperature 0 pays for 3 identical answers*--rag-temperature=0.7*"]
+    )
     quiet = project.runpytest("--rag-judge-n=3", "--rag-temperature=0.7")
     quiet.assert_outcomes(passed=1)
     assert "identical answers" not in quiet.stdout.str()

@@ -25,7 +25,8 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 def test_readme_main_command_runs_the_example_project_report():
     assert any(
-        b.strip() == "pip install -e . && cd example_project && pytest --rag-report" for b in code_blocks("bash")
+        b.strip() == "pip install -e . && cd example_project && pytest --rag-report"
+        for b in code_blocks("bash")
     )
 
 

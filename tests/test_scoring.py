@@ -131,7 +131,9 @@ def test_settings_built_directly_are_validated():
 
     with pytest.raises(ConfigError, match=r"Settings\.judge_n must be at least 1"):
         Settings(judge_n=0)
-    with pytest.raises(ConfigError, match=r"Settings\.relevance_method must be one of graded, sentence, binary"):
+    with pytest.raises(
+        ConfigError, match=r"Settings\.relevance_method must be one of graded, sentence, binary"
+    ):
         Settings(relevance_method="bogus")
     with pytest.raises(ConfigError, match=r"Settings\.temperature must be a number"):
         Settings(temperature=float("nan"))

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import textwrap
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import sys
     from pytest_ragmetrics import (
         Evaluator, RagSample, ScriptedJudge, Settings, assert_context_recall, context_precision, evaluate,
@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent('''
         except AssertionError as exc:
             print("ASSERTION", str(exc).splitlines()[0])
     print("pytest imported:", "pytest" in sys.modules or "_pytest" in sys.modules)
-''')
+""")
 
 
 def test_engine_and_assertions_run_without_pytest(tmp_path):
