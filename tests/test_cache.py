@@ -771,7 +771,9 @@ def test_processes_sharing_a_cache_pay_once_per_judgment(fake_judge_server, tmp_
         )
     )
     # Warm the cache database up (creation is not what is measured), then start both together.
-    CachedJudge(lambda: pytest.fail("no judge"), cache_dir=tmp_path / "c")._disk()
+    warm_up = CachedJudge(lambda: pytest.fail("no judge"), cache_dir=tmp_path / "c")
+    warm_up._disk()
+    warm_up.close_cache()
     start_at = str(time.time() + 2.0)
     procs = [
         subprocess.Popen([sys.executable, str(script), start_at], stdout=subprocess.PIPE, text=True)

@@ -23,6 +23,7 @@ never pickles, so a cache directory cannot smuggle code into a run.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -37,7 +38,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from .._aio import gather_or_cancel
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgmentNotRecorded
@@ -47,6 +48,8 @@ from .store import JudgmentStore, atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import diskcache  # diskcache ships no type information
+
+_T = TypeVar("_T")
 
 CacheMode = Literal["readwrite", "replay", "refresh", "off"]
 CACHE_MODES: tuple[CacheMode, ...] = ("readwrite", "replay", "refresh", "off")
@@ -162,6 +165,15 @@ def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
     """Open (creating) the diskcache database; raises whatever diskcache/sqlite raise."""
     import diskcache
 
+    database = Path(cache_dir) / "cache.db"
+    if database.is_file():
+        # diskcache leaves its connection open when the file is not a database (Python 3.13 warns
+        # of that); find out first, with a connection that is closed either way.
+        probe = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            probe.execute("PRAGMA schema_version").fetchone()
+        finally:
+            probe.close()
     # JSON text values need no pickling; the default eviction ("least-recently-stored", 1 GB) is kept
     # because a cache may lose entries: the committed store is the record.
     # No memory-mapped reads: a warm run reads every entry once, and diskcache's default 64 MB map
@@ -188,11 +200,14 @@ class ReadOnlyDiskCache:
         # file) reads the database alone: safe, since nothing can write there either.
         problem: sqlite3.Error | None = None
         for options in ("mode=ro", "mode=ro&immutable=1"):
+            db = None
             try:
                 db = sqlite3.connect(f"{database.as_uri()}?{options}", uri=True, check_same_thread=False)
                 db.execute("SELECT key, raw, value, mode, filename, expire_time FROM Cache LIMIT 0")
             except sqlite3.Error as exc:
                 problem = exc
+                if db is not None:
+                    db.close()
                 continue
             self._db = db
             break
@@ -293,6 +308,8 @@ class CachedJudge:
         self._in_store: set[str] = set()
         # Tasks renewing this process's claims on judgments being asked for (see _claim).
         self._renewals: dict[str, asyncio.Task[None]] = {}
+        # The one thread that does this judge's blocking disk work (see _off_loop).
+        self._io: concurrent.futures.ThreadPoolExecutor | None = None
         # Models the judgment store holds judgments of (read on the first replay miss).
         self._store_models: set[str] | None = None
         # Disk-cache entries read ahead in one query for the requests of many evaluations (see
@@ -615,7 +632,7 @@ class CachedJudge:
         if self.mode != "off":
             # File and SQLite writes take ~1 ms; in a worker thread they do not stall the event loop
             # while 30 other judge requests are waiting for their responses.
-            await asyncio.to_thread(self._write_both, request, key, answer)
+            await self._off_loop(self._write_both, request, key, answer)
             self._in_store.add(key)
         # Also in "off": within one run, sentence and binary relevance share one judgment per chunk.
         self._remember(key, answer)
@@ -702,7 +719,7 @@ class CachedJudge:
             key = request.cache_key()
             if self._store_lacks(key):
                 # Off the event loop, like every other write.
-                await asyncio.to_thread(self._write_store, (request, answer))
+                await self._off_loop(self._write_store, (request, answer))
             return answer
         return await self._judge_unrecorded(request)
 
@@ -728,7 +745,7 @@ class CachedJudge:
                 copies.append((request, answer))
             answers.append(answer)
         if copies:
-            await asyncio.to_thread(self._write_store, *copies)
+            await self._off_loop(self._write_store, *copies)
         if missing:
             judged = await gather_or_cancel(*(self._judge_unrecorded(requests[i]) for i in missing))
             for i, answer in zip(missing, judged, strict=True):
@@ -806,11 +823,11 @@ class CachedJudge:
         errors = _cache_errors()
         while True:
             try:
-                claimed = await asyncio.to_thread(cache.add, claim, token, expire=CLAIM_SECONDS)
+                claimed = await self._off_loop(cache.add, claim, token, expire=CLAIM_SECONDS)
             except errors:
                 return None, None  # a busy or broken cache must not stop judging
             # Claimed or not, look again: the holder may have just finished.
-            hit = await asyncio.to_thread(self._from_disk, request, key)
+            hit = await self._off_loop(self._from_disk, request, key)
             if hit is not None:
                 if claimed:
                     self._release(key, token)
@@ -825,7 +842,7 @@ class CachedJudge:
         with contextlib.suppress(*_cache_errors()):
             while True:
                 await asyncio.sleep(CLAIM_SECONDS / 3)
-                await asyncio.to_thread(cache.touch, claim, expire=CLAIM_SECONDS)
+                await self._off_loop(cache.touch, claim, expire=CLAIM_SECONDS)
 
     def _release(self, key: str, token: Any) -> None:
         if token is None:
@@ -856,6 +873,19 @@ class CachedJudge:
             await close()
         self.close_cache()
 
+    async def _off_loop(self, function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Run blocking disk work in this judge's one I/O thread, off the event loop.
+
+        One thread, not any of asyncio's: diskcache opens a SQLite connection per thread and closes
+        only the calling thread's, so :meth:`close_cache` closes this thread's connection in it.
+        """
+        with self._lock:
+            if self._io is None:
+                self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragmetrics-io")
+            io = self._io
+        call = functools.partial(function, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(io, call)
+
     def close_cache(self) -> None:
         """Close the disk cache (it reopens on next use) and sort the store's shards this run appended to."""
         if self.store is not None:
@@ -870,10 +900,15 @@ class CachedJudge:
             self.store.close()
         with self._lock:
             cache, self._cache = self._cache, None
+            io, self._io = self._io, None
         if cache is not None:
             # closing must not turn a finished run into an error
             with contextlib.suppress(Exception):
+                if io is not None:
+                    io.submit(cache.close).result()  # the I/O thread's own connection
                 cache.close()
+        if io is not None:
+            io.shutdown(wait=True)
 
 
 def _is_read_only(exc: BaseException) -> bool:
