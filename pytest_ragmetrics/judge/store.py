@@ -476,11 +476,13 @@ class JudgmentStore:
     # --- reading ---------------------------------------------------------------------------------
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str):
+        """Whether ``key`` is recorded: a look at the index, no line read (see :meth:`get` for that)."""
+        if not isinstance(key, str) or len(key) != 64:
             return False
-        if self._line(key) is not None:
+        name = key[:2]
+        if key in self._index(name).spans or key in self._index(name, fresh=True).spans:
             return True
-        return self._has_legacy() and self.legacy_path(key).is_file()
+        return self._has_legacy() and _is_key(key) and self.legacy_path(key).is_file()
 
     def __len__(self) -> int:
         return len(self.keys())
