@@ -632,16 +632,18 @@ def _filled_in(result: MetricResult, **fields: Any) -> MetricResult:
     return filled
 
 
-def _sample_key(sample: RagSample) -> str:
-    try:
-        return _remembered_sample_key(sample)
-    except TypeError:  # a field that cannot be hashed: nothing to remember it by
-        return _compute_sample_key(sample)
+def _remembered(compute: Callable[[RagSample], str]) -> Callable[[RagSample], str]:
+    """``compute``, remembered for the last 1,024 samples (every metric of a sample asks again);
+    a sample with a field that cannot be hashed is computed each time."""
+    cached = functools.lru_cache(maxsize=1024)(compute)
 
+    def key(sample: RagSample) -> str:
+        try:
+            return cached(sample)
+        except TypeError:  # nothing to remember it by
+            return compute(sample)
 
-@functools.lru_cache(maxsize=1024)  # every metric of a sample asks again
-def _remembered_sample_key(sample: RagSample) -> str:
-    return _compute_sample_key(sample)
+    return key
 
 
 def _compute_sample_key(sample: RagSample) -> str:
@@ -653,18 +655,6 @@ def _compute_sample_key(sample: RagSample) -> str:
         refs = None if sample.reference_contexts is None else list(sample.reference_contexts)
         material += [ids, None if grades is None else sorted(grades.items()), refs]
     return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
-
-
-def _reference_key(sample: RagSample) -> str:
-    try:
-        return _remembered_reference_key(sample)
-    except TypeError:  # a field that cannot be hashed: nothing to remember it by
-        return _compute_reference_key(sample)
-
-
-@functools.lru_cache(maxsize=1024)  # every metric of a sample asks again
-def _remembered_reference_key(sample: RagSample) -> str:
-    return _compute_reference_key(sample)
 
 
 def _compute_reference_key(sample: RagSample) -> str:
@@ -679,6 +669,10 @@ def _compute_reference_key(sample: RagSample) -> str:
     if sample.reference_contexts is not None:
         material.append(list(sample.reference_contexts))
     return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
+_sample_key = _remembered(_compute_sample_key)
+_reference_key = _remembered(_compute_reference_key)
 
 
 def splitter_identity(splitter: Any) -> str:
