@@ -296,6 +296,9 @@ class Evaluator:
         self._lock = threading.Lock()
         #: Results judged ahead of time, asked first by :meth:`score` (see :class:`ScoresAhead`).
         self.ahead: ScoresAhead | None = None
+        #: A score needed the judging loop (an answer not recorded, a write): until then every score
+        #: was served on the calling thread, and nothing is worth judging ahead.
+        self.judging = False
         #: What every judgment the metrics asked for decided, by cache key: (kind, answer classes).
         self.answers: dict[str, tuple[str, tuple[str, ...]]] = {}
 
@@ -481,12 +484,57 @@ class Evaluator:
     def score(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
         """Score one sample, blocking until the judge has answered."""
         __tracebackhide__ = True
-        if self.ahead is not None:
+        ahead = self.ahead
+        tried = not self.judging
+        if tried:
+            # Served from records so far: nothing was started ahead, and this one needs no loop.
+            result = self._score_here(sample, metric, method)
+            if result is not None:
+                if ahead is not None:
+                    ahead.claim(self, sample, metric, method)  # learns the plan; starts nothing yet
+                return result
+        if ahead is not None:
             # Judged ahead (the pytest plugin's prefetching): take that result instead.
-            future = self.ahead.claim(self, sample, metric, method)
+            future = ahead.claim(self, sample, metric, method)
             if future is not None:
                 return self.runner.wait(future)
+        if not tried:
+            result = self._score_here(sample, metric, method)
+            if result is not None:
+                return result
         return self.runner.run(self._score(sample, metric, method))
+
+    def _score_here(self, sample: RagSample, name: str, method: str | None) -> MetricResult | None:
+        """The score served on the calling thread when every answer it rests on is recorded, else
+        ``None`` (score it on the judging loop).
+
+        A warm run's score needs no event loop: handing it to the judging thread and back would
+        cost more than the score itself. Only for metrics that await nothing but the scoring
+        context's judge (``serves_recorded = True``, as the built-in ones).
+        """
+        from .judge.cache import ServedElsewhere, serving_here
+
+        metric = self.metrics.get(name)
+        if metric is None or not getattr(metric, "serves_recorded", False):
+            return None
+        judge = self.judge
+        with serving_here() as served:
+            coro = self._score(sample, name, method)
+            try:
+                coro.send(None)
+            except StopIteration as done:
+                result: MetricResult = done.value
+            except ServedElsewhere:
+                self.judging = True
+                return None
+            except Exception:
+                return None  # the judging loop scores it again and raises what it raises
+            else:
+                coro.close()  # it awaited something after all
+                self.judging = True
+                return None
+        judge.count_served(served)
+        return result
 
     def submit_score(
         self, sample: RagSample, metric: str, method: str | None = None

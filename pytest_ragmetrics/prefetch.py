@@ -198,6 +198,8 @@ class Prefetcher:
         if call in learned:
             return None  # asked again: scored as usual
         learned.append(call)
+        if not evaluator.judging:
+            return None  # so far served from records: nothing worth starting ahead (see Evaluator.score)
         own = evaluator.submit_score(sample, metric, method)
         for later in self._items[position + 1 : self._started_to]:
             later_sample = _rag_sample(later)
@@ -288,7 +290,7 @@ class Prefetcher:
     def _start_one(
         self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
     ) -> None:
-        if evaluator.settings.cache == "replay":
+        if evaluator.settings.cache == "replay" or not evaluator.judging:
             return
         try:
             key = (id(evaluator), sample, metric, method)

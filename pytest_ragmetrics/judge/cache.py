@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import json
@@ -36,7 +37,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -110,6 +111,51 @@ def read_many(cache: Any, keys: Sequence[str]) -> dict[str, Any] | None:
             else:
                 found[key] = NOT_TEXT
     return found
+
+
+def _decode_entry(request: JudgeRequest, key: str, raw: Any) -> JudgeAnswer:
+    """The answer a disk-cache entry holds for ``request``; :class:`ValueError` when it is damaged."""
+    record = json.loads(raw) if isinstance(raw, (str, bytes)) else None  # NOT_TEXT: damaged
+    if not isinstance(record, dict) or record.get("key") != key:
+        raise ValueError("the entry does not belong to this key")
+    if "answer" not in record:
+        raise ValueError("the entry has no answer")
+    derived = None
+    if request.derived:
+        request.provide(record.get("derived"))
+        derived = request.derived_inputs()
+    # from_json checks every JSON type: a damaged entry is a ValueError, not an AttributeError.
+    answer = JudgeAnswer.from_json(record["answer"], source="cache", derived=derived)
+    schema = request.schema
+    if len(answer.choices) != request.n or not all(conforms(schema, c) for c in answer.choices):
+        raise ValueError("the entry does not conform to the schema")
+    return answer
+
+
+class ServedElsewhere(BaseException):
+    """A score being served on the calling thread (see :func:`serving_here`) needs more than the
+    recorded answers at hand: the judge, a write, a repair or the event loop. It is scored on the
+    judging loop instead. A :class:`BaseException`, so no metric's ``except Exception`` takes it."""
+
+
+# The hits of the score being served on the calling thread, counted once it is served (a score that
+# turns out to need the judging loop is scored again there, and counts there): (source, usage).
+_HERE: contextvars.ContextVar[list[JudgeAnswer] | None] = contextvars.ContextVar(
+    "ragmetrics_served_here", default=None
+)
+
+
+@contextlib.contextmanager
+def serving_here() -> Iterator[list[JudgeAnswer]]:
+    """Within it, :meth:`CachedJudge.judge` and :meth:`CachedJudge.judge_many` serve recorded answers
+    without awaiting anything, and raise :class:`ServedElsewhere` for anything else. Yields the
+    answers served, for :meth:`CachedJudge.count_served`."""
+    served: list[JudgeAnswer] = []
+    token = _HERE.set(served)
+    try:
+        yield served
+    finally:
+        _HERE.reset(token)
 
 
 class RagMetricsWarning(UserWarning):
@@ -317,6 +363,8 @@ class CachedJudge:
         self._read: dict[str, Any] = {}
         # The read being gathered in this turn of the event loop: its loop, keys and waiters.
         self._gathering: _Gathering | None = None
+        # The disk cache's reader for scores served on the calling thread (see _served_here).
+        self._here: ReadOnlyDiskCache | None = None
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -439,20 +487,7 @@ class CachedJudge:
         if raw is None:
             return None
         try:
-            record = json.loads(raw) if isinstance(raw, (str, bytes)) else None  # NOT_TEXT: damaged
-            if not isinstance(record, dict) or record.get("key") != key:
-                raise ValueError("the entry does not belong to this key")
-            if "answer" not in record:
-                raise ValueError("the entry has no answer")
-            derived = None
-            if request.derived:
-                request.provide(record.get("derived"))
-                derived = request.derived_inputs()
-            # from_json checks every JSON type: a damaged entry is a ValueError, not an AttributeError.
-            answer = JudgeAnswer.from_json(record["answer"], source="cache", derived=derived)
-            schema = request.schema
-            if len(answer.choices) != request.n or not all(conforms(schema, c) for c in answer.choices):
-                raise ValueError("the entry does not conform to the schema")
+            answer = _decode_entry(request, key, raw)
         except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors too
             # A damaged entry is a miss; drop it so it is replaced by a good one.
             with contextlib.suppress(*errors):
@@ -714,6 +749,8 @@ class CachedJudge:
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         """Serve ``request`` according to :attr:`mode`."""
+        if _HERE.get() is not None:
+            return self._served_here([request], None)[0]  # type: ignore[return-value]  # never skipped
         answer = self.recorded(request)
         if answer is not None:
             key = request.cache_key()
@@ -732,6 +769,8 @@ class CachedJudge:
         accepts is neither judged nor an error (its answer is ``None``). Needing no event-loop
         task per recorded answer is what makes a warm run fast.
         """
+        if _HERE.get() is not None:
+            return self._served_here(requests, skip)
         await self._read_ahead(requests)
         answers: list[JudgeAnswer | None] = []
         copies: list[tuple[JudgeRequest, JudgeAnswer]] = []
@@ -751,6 +790,99 @@ class CachedJudge:
             for i, answer in zip(missing, judged, strict=True):
                 answers[i] = answer
         return answers
+
+    def _served_here(
+        self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None
+    ) -> list[JudgeAnswer | None]:
+        """:meth:`judge_many` within :func:`serving_here`: recorded answers only, found without
+        awaiting anything (memory, the store, one query of the disk cache on the calling thread).
+
+        Raises :class:`ServedElsewhere` before changing anything when a request is not recorded (or
+        damaged), or serving it would write (a cache hit the store lacks): the judging loop does that.
+        """
+        if self.mode not in ("readwrite", "replay"):
+            raise ServedElsewhere
+        memory, store = self._memory, self.store
+        replay = self.mode == "replay"
+        found: list[tuple[JudgeRequest, str, JudgeAnswer | None, str]] = []
+        unread: list[str] = []
+        for request in requests:
+            key = request.cache_key()
+            answer = memory.get(key)
+            source = "memory"
+            if answer is None and store is not None:
+                answer = store.get(request, replay=replay)
+                source = "store"
+            if answer is None:
+                source = "cache"
+                unread.append(key)
+            found.append((request, key, answer, source))
+        read: dict[str, Any] = {}
+        if unread:
+            reader = self._here_reader()
+            if reader is None:
+                raise ServedElsewhere
+            try:
+                read = reader.get_many(unread)
+            except sqlite3.Error:
+                raise ServedElsewhere from None
+        writes = store is not None and self.mode == "readwrite"
+        answers: list[JudgeAnswer | None] = []
+        for i, (request, key, answer, source) in enumerate(found):
+            if answer is None:
+                raw = read.get(key)
+                if raw is None:
+                    if skip is not None and skip(request):
+                        answers.append(None)
+                        continue
+                    raise ServedElsewhere
+                try:
+                    answer = _decode_entry(request, key, raw)
+                except ValueError:
+                    raise ServedElsewhere from None  # the loop drops it and says so
+                if writes and key not in self._in_store and key not in store:  # type: ignore[operator]
+                    raise ServedElsewhere  # the loop copies it into the store
+                found[i] = (request, key, answer, source)
+            elif answer.derived is not None:
+                request.provide(answer.derived)
+            answers.append(answer)
+        served = _HERE.get()
+        for _, key, answer, source in found:
+            if answer is None:
+                continue
+            if source == "store":
+                self._in_store.add(key)
+            if source != "memory":
+                self._remember(key, answer)
+            self.used_keys.add(key)
+            if served is not None:
+                served.append(answer)
+        return answers
+
+    def _here_reader(self) -> ReadOnlyDiskCache | None:
+        """A reader of the disk cache for any thread (its own SQLite connection, closed with the cache)."""
+        if self._here is not None:
+            return self._here
+        cache = self._disk()
+        if cache is None:
+            return None
+        if isinstance(cache, ReadOnlyDiskCache):
+            return cache
+        with self._lock:
+            if self._here is None:
+                try:
+                    self._here = ReadOnlyDiskCache(cache.directory)
+                except (OSError, sqlite3.Error):
+                    return None
+            return self._here
+
+    def count_served(self, served: Sequence[JudgeAnswer]) -> None:
+        """Count the hits of a score served within :func:`serving_here`."""
+        for answer in served:
+            if answer.source == "store":
+                self.stats.record_store_hit(answer.usage)
+            else:
+                self.stats.record_cache_hit(answer.usage)
 
     async def _judge_unrecorded(self, request: JudgeRequest) -> JudgeAnswer:
         """Ask the judge (once per key, however many ask at the same time); never in replay."""
@@ -901,6 +1033,10 @@ class CachedJudge:
         with self._lock:
             cache, self._cache = self._cache, None
             io, self._io = self._io, None
+            here, self._here = self._here, None
+        if here is not None and here is not cache:
+            with contextlib.suppress(Exception):
+                here.close()
         if cache is not None:
             # closing must not turn a finished run into an error
             with contextlib.suppress(Exception):

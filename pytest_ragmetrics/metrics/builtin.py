@@ -138,6 +138,7 @@ class ContextPrecision:
     """Rank-aware precision of the useful chunks (seed: RAGAS context precision)."""
 
     name = "context_precision"
+    serves_recorded = True  # awaits nothing but ctx.judge/judge_many (see Evaluator.score)
     bounded = True  # scores lie in [0, 1]
     methods: tuple[str, ...] = ()
     default_method: str | None = None
@@ -195,6 +196,7 @@ class ContextRecall:
     """
 
     name = "context_recall"
+    serves_recorded = True  # awaits nothing but ctx.judge/judge_many (see Evaluator.score)
     bounded = True  # scores lie in [0, 1]
     methods: tuple[str, ...] = ("sentence", "claims")
     default_method: str | None = "sentence"
@@ -301,6 +303,7 @@ class ContextRelevance:
     chunk, or ``any``: 1 when any chunk holds a needed sentence (the question-level score)."""
 
     name = "context_relevance"
+    serves_recorded = True  # awaits nothing but ctx.judge/judge_many (see Evaluator.score)
     bounded = True  # scores lie in [0, 1]
     methods: tuple[str, ...] = ("graded", "sentence", "binary", "any")
     default_method: str | None = "graded"
