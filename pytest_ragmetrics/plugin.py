@@ -111,6 +111,20 @@ class RunState:
         #: What every judgment the tests used decided, by cache key: (kind, answer classes).
         self.answer_classes: dict[str, tuple[str, tuple[str, ...]]] = {}
 
+    def release(self) -> None:
+        """Drop what the run kept for its report (results, answers, evaluators and their answer
+        maps): the run is over, and pytest's last garbage collections need not walk through it."""
+        self.rows = []
+        self.final_report = None
+        self.answer_classes = {}
+        self.evaluators = {}
+        self.used_keys = set()
+        self.store_keys = None
+        self.prefetcher = None
+        self.items = None
+        self.plans = {}
+        self.worker_plans = {}
+
     def __dir__(self) -> list[str]:
         # pytest < 8 reads every attribute of a registered plugin while looking for fixtures, which
         # would run the lazy properties below and import what they put off; only hooks need be seen.
@@ -271,7 +285,8 @@ class _Recorder:
             # As soon as the run is known to stop, not once the failed test is torn down: the tests
             # after it are judged ahead meanwhile.
             prefetcher.stop()
-        rows = getattr(report, "ragmetrics", None)
+        # Taken off the report, which pytest keeps to the end of the run: the run state holds them now.
+        rows = report.__dict__.pop("ragmetrics", None)
         if rows:
             from ._run import counts
 
@@ -481,6 +496,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             plugin = config.pluginmanager.get_plugin(name)
             if plugin is not None:
                 config.pluginmanager.unregister(plugin)
+        state.release()
 
 
 def _parse_gates(config: pytest.Config, lines: tuple[str, ...]) -> list[Gate]:
@@ -858,7 +874,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if any(not g["passed"] for g in state.gate_results) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         _junit_gate_properties(config, state.gate_results)
-    from .report.build import build_report, write_reports
+    from .report.build import build_report, report_wanted, write_reports
 
     for data in state.worker_stats:
         state.stats.merge_json(data)
@@ -878,6 +894,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         partial=_partial_run(state),
         judge_check=state.judge_check,
         answers=state.answer_classes.values(),
+        # The comparisons themselves only for whoever reads them: most of the report's cost.
+        with_results=(
+            report_wanted(s)
+            or state.baseline is not None
+            or bool(config.hook.pytest_ragmetrics_report.get_hookimpls())
+        ),
     )
     regression = report["summary"].get("regression_gates") or []
     if any(not g["passed"] for g in regression) and session.exitstatus == 0:

@@ -88,8 +88,12 @@ def build_report(
     errors: list[dict[str, Any]] | None = None,
     judge_check: Mapping[str, Any] | None = None,
     answers: Iterable[tuple[str, Iterable[str]]] = (),
+    with_results: bool = True,
 ) -> dict[str, Any]:
     """The plain-JSON run report that every renderer reads.
+
+    ``with_results=False`` leaves its ``results`` list empty (the summary is whole): for a run that
+    shows and writes no report (see :func:`report_wanted`), the per-comparison part is never read.
 
     ``shown`` turns a local path into the one reports print (relative to the rootdir when inside it).
     With a ``baseline`` report, the comparison and the ``regression_gates`` are attached (see
@@ -143,7 +147,7 @@ def build_report(
         {
             "version": REPORT_VERSION,
             "plugin_version": __version__,
-            "results": [dict(r) for r in sort_results(rows)],
+            "results": [dict(r) for r in sort_results(rows)] if with_results else [],
             "summary": summary,
         }
     )
@@ -280,6 +284,20 @@ def judge_check_section(
             }
         floors.append(floor)
     return {**check, "floors": floors}
+
+
+def report_wanted(settings: Settings) -> bool:
+    """Whether the run report is shown or written anywhere: the terminal report, a report file, the
+    GitHub step summary or a saved baseline (what :func:`write_reports` and ``--rag-report`` do)."""
+    s = settings
+    return bool(
+        s.report
+        or s.report_json
+        or s.report_md
+        or s.report_html
+        or s.save_baseline
+        or (s.github_summary and os.environ.get("GITHUB_STEP_SUMMARY"))
+    )
 
 
 def write_reports(report: dict[str, Any], settings: Settings) -> None:

@@ -1,0 +1,90 @@
+"""The end of a run: the report's comparisons reach whoever reads them, and the run lets go of them."""
+
+import json
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SUITE = """
+import pytest
+from pytest_ragmetrics import assert_context_precision, assert_context_relevance
+
+@pytest.mark.ragmetrics(samples="golden.jsonl")
+def test_golden(rag_sample):
+    assert_context_precision(rag_sample) >= 0.0
+    assert_context_relevance(rag_sample, "graded") >= 0.0
+"""
+
+CONFTEST = """
+import json, pathlib
+import pytest
+from pytest_ragmetrics import ScriptedJudge
+from pytest_ragmetrics.plugin import state_key
+from pytest_ragmetrics.testing import conforming_value
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_ragmetrics_make_judge(settings):
+    return ScriptedJudge(lambda request: conforming_value(request.schema))
+
+def pytest_terminal_summary(terminalreporter):
+    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
+    kept = sum(hasattr(r, "ragmetrics") for r in reports)
+    pathlib.Path("kept.json").write_text(json.dumps({"reports": len(reports), "with_rows": kept}))
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    state = config.stash.get(state_key, None)
+    if state is not None:
+        pathlib.Path("released.json").write_text(
+            json.dumps({"rows": len(state.rows), "report": state.final_report is not None})
+        )
+"""
+
+HOOK = """
+import json, pathlib
+
+def pytest_ragmetrics_report(report):
+    pathlib.Path("hooked.json").write_text(json.dumps(len(report["results"])))
+"""
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makeini("[pytest]\nrag_cache_dir = cache\n")
+    golden = [
+        {"id": f"s{i}", "question": f"Limit of plan {i}?", "contexts": [f"Plan {i} has {i} GB."],
+         "ground_truth": f"{i} GB."}
+        for i in range(6)
+    ]  # fmt: skip
+    pytester.path.joinpath("golden.jsonl").write_text("\n".join(map(json.dumps, golden)))
+    pytester.makepyfile(test_golden=SUITE)
+    pytester.makeconftest(CONFTEST)
+    return pytester
+
+
+def read(pytester, name):
+    return json.loads(pytester.path.joinpath(name).read_text())
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_test_reports_do_not_keep_the_comparisons_the_report_holds(suite, workers):
+    suite.runpytest_subprocess(
+        "-p", "no:randomly", "--rag-report-json=report.json", *workers
+    ).assert_outcomes(passed=6)
+    assert read(suite, "kept.json") == {"reports": 6, "with_rows": 0}
+    assert len(read(suite, "report.json")["results"]) == 6 * 2
+    assert read(suite, "released.json") == {"rows": 0, "report": False}
+
+
+def test_a_report_hook_gets_every_comparison_when_nothing_else_asks_for_them(suite):
+    suite.makepyfile(hooks=HOOK)
+    suite.runpytest_subprocess("-p", "no:randomly", "-p", "hooks").assert_outcomes(passed=6)
+    assert read(suite, "hooked.json") == 6 * 2
+
+
+def test_a_report_without_readers_still_gates(suite):
+    result = suite.runpytest_subprocess("-p", "no:randomly", "--rag-gate=context_precision mean <= 0.5")
+    result.assert_outcomes(passed=6)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*ragmetrics gate failed: context_precision mean <= 0.5*"])
