@@ -23,11 +23,14 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 # Commands over saved reports (``baseline compare``, ``report merge``); they exit like pytest.
 from .report.cli import COMMANDS as REPORT_COMMANDS
 from .report.cli import EXIT_USAGE
+
+if TYPE_CHECKING:
+    from .judge.store import JudgmentStore
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -155,13 +158,20 @@ def _parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--yes", "-y", action="store_true", help="delete without asking (needed when not in a terminal)"
     )
+    prune.add_argument(
+        "--drop-unused-texts",
+        action="store_true",
+        help="also delete the store's shared texts no remaining judgment refers to (on the main "
+        "branch only: a branch recording judgments that refer to them would merge without them)",
+    )
     store = commands.add_parser("store", help="maintain the committed judgment store")
     store_actions = store.add_subparsers(dest="action", metavar="ACTION")
     store_actions.required = True
     migrate = store_actions.add_parser(
         "migrate",
         help="move a store of one file per judgment (pytest-ragmetrics 0.2 and older) into JSON Lines "
-        "shards; also sorts shards and removes duplicate lines. Safe to run again",
+        "shards and rewrite full-form lines in the compact form (shared texts written once); also "
+        "sorts shards and removes duplicate lines. Safe to run again",
     )
     common(migrate)
     from .report.cli import add_commands
@@ -270,13 +280,13 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
     total = len(store.keys())
     if not removed:
         print(f"nothing to prune: the last full run used all {total} store entries", file=out)
-        return EXIT_OK
+        return _drop_unused_texts(store, args, out)
     for key in removed:
         where = store.legacy_path(key) if store.legacy_path(key).is_file() else store.path_for(key)
         print(f"{'would delete' if args.dry_run else 'to delete:'} {key} ({where})", file=out)
     if args.dry_run:
         print(f"would delete {len(removed)} of {total} store entries", file=out)
-        return EXIT_OK
+        return _drop_unused_texts(store, args, out)
     if not args.yes:
         stdin = sys.stdin if stdin is None else stdin
         if not (stdin is not None and stdin.isatty()):
@@ -293,6 +303,14 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
             return EXIT_FAILED
     deleted = store.prune(used)
     print(f"deleted {len(deleted)} of {total} store entries", file=out)
+    return _drop_unused_texts(store, args, out)
+
+
+def _drop_unused_texts(store: JudgmentStore, args: argparse.Namespace, out: TextIO) -> int:
+    if args.drop_unused_texts:
+        dropped = store.drop_unused_texts(dry_run=args.dry_run)
+        done = "would delete" if args.dry_run else "deleted"
+        print(f"{done} {len(dropped)} shared text(s) no judgment uses", file=out)
     return EXIT_OK
 
 
@@ -314,7 +332,8 @@ def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return EXIT_FAILED
     print(
         f"moved {result.moved} judgment file(s) into {result.shards} shard(s) in {store.directory}"
-        + (f"; removed {result.compacted} duplicate line(s)" if result.compacted else ""),
+        + (f"; removed {result.compacted} duplicate line(s)" if result.compacted else "")
+        + (f"; rewrote {result.converted} judgment(s) in the compact form" if result.converted else ""),
         file=out,
     )
     for path, why in result.kept:

@@ -372,3 +372,72 @@ def test_store_migrate_needs_a_store(tmp_path, capsys, monkeypatch):
     assert "no judgment store to migrate" in capsys.readouterr().err
     assert cli("store", "migrate", "--store-dir", tmp_path / "nowhere") == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+# --- shared texts ---------------------------------------------------------------------------------
+
+QUESTION = "Which of the three plans includes two terabytes of storage per user?"
+
+
+def _with_shared_texts(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A cache and a store of 3 judgments sharing one question, each with a chunk of its own."""
+    cache_dir, store_dir = tmp_path / "cache", tmp_path / "judgments"
+    store = JudgmentStore(store_dir)
+    requests = [
+        make_request(
+            i, inputs={"question": QUESTION, "chunk": f"Chunk {i}: the Business plan has 2 TB per user."}
+        )
+        for i in range(3)
+    ]
+    judge = CachedJudge(
+        lambda: ScriptedJudge(lambda r: {"reason": "r", "useful": True}), cache_dir=cache_dir, store=store
+    )
+    run_all(judge, requests)  # closes the judge: the store's shards are sorted
+    return cache_dir, store_dir, [r.cache_key() for r in requests]
+
+
+def _text_lines(store_dir: Path) -> list[str]:
+    return [
+        line
+        for p in sorted(store_dir.glob("*.jsonl"))
+        for line in p.read_text().splitlines()
+        if "text" in line[:7]
+    ]
+
+
+def test_prune_keeps_shared_texts_unless_told_to_drop_the_unused(tmp_path, capsys):
+    cache_dir, store_dir, keys = _with_shared_texts(tmp_path)
+    assert len(_text_lines(store_dir)) == 4  # the question once, and each chunk
+    write_last_run_keys(cache_dir, keys[:1])
+    base = ["cache", "prune", "--cache-dir", cache_dir, "--store-dir", store_dir, "--yes"]
+    assert cli(*base) == 0
+    assert "deleted 2 of 3 store entries" in capsys.readouterr().out
+    assert len(_text_lines(store_dir)) == 4
+    assert cli(*base, "--drop-unused-texts", "--dry-run") == 0
+    assert "would delete 2 shared text(s) no judgment uses" in capsys.readouterr().out
+    assert len(_text_lines(store_dir)) == 4
+    assert cli(*base, "--drop-unused-texts") == 0
+    out = capsys.readouterr().out
+    assert "nothing to prune" in out and "deleted 2 shared text(s) no judgment uses" in out
+    assert len(_text_lines(store_dir)) == 2
+    assert JudgmentStore(store_dir).read_json(keys[0])["inputs"]["question"] == QUESTION
+
+
+def test_store_migrate_rewrites_full_form_lines_compactly_and_says_so(tmp_path, capsys):
+    _, store_dir, keys = _with_shared_texts(tmp_path)
+    from pytest_ragmetrics.judge.store import dump_line
+
+    records = {key: JudgmentStore(store_dir).read_json(key) for key in keys}
+    for path in store_dir.glob("*.jsonl"):
+        path.unlink()
+    for key, record in records.items():  # the full form: every field, every text inline
+        with (store_dir / f"{key[:2]}.jsonl").open("ab") as handle:
+            handle.write(dump_line(record) + b"\n")
+    assert not _text_lines(store_dir)
+    assert cli("store", "migrate", "--store-dir", store_dir) == 0
+    assert "rewrote 3 judgment(s) in the compact form" in capsys.readouterr().out
+    assert len(_text_lines(store_dir)) == 4
+    store = JudgmentStore(store_dir)
+    assert {key: store.read_json(key) for key in keys} == records
+    assert cli("store", "migrate", "--store-dir", store_dir) == 0
+    assert "rewrote" not in capsys.readouterr().out

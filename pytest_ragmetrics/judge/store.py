@@ -6,20 +6,35 @@ the answer, with sorted keys and no \\u-escapes, so a review shows exactly what 
 256 shards keep the store to a few hundred files however many judgments it holds, so ``git add`` and
 ``git status`` stay instant at 100,000 judgments.
 
+Lines are compact (:func:`encode_record`): texts that recur from one judgment to the next (a
+question, a chunk, a reference: :data:`SHARED_INPUTS` of at least :data:`SHARED_TEXT_MIN`
+characters) are written once, as a text line ``{"text":"<id>","value":"..."}`` in the shard of its
+id (16 hex digits of the text's sha256), and a judgment refers to them as ``{"$text":"<id>"}``. A
+chunk whose sentence judgment is recorded is named by it instead, ``{"text":"<id>","chunk_of":"<key>"}``:
+the judgment's sentences, joined by spaces, are the text. Fields holding the format's defaults
+(:data:`FORMAT_DEFAULTS`), a ``schema_name`` equal to the kind and a sentence judgment's chunk are
+left out. The loader puts all of it back (:func:`expand_record`): what :meth:`JudgmentStore.read_json`
+returns is the same for a compact line and a line of the full form, which is still read. A text line
+counts only when its text matches its id; a judgment whose text is missing is not recorded, with a
+warning. Runs never delete texts; ``prune`` removes unused ones only when asked.
+
 Branches merge without conflicts: the store writes a ``.gitattributes`` that merges shards with
 git's ``union`` driver (both sides' lines are kept), and the loader takes a key recorded twice
-deterministically: the most recently judged line, then the greater line. Lines are sorted by key;
-new judgments are appended during a run and their shards sorted again when the judge closes
+deterministically: the most recently judged line, then the greater line; a text recorded twice is
+the same text either way. Lines are sorted by key (text lines by id among them); new judgments are
+appended during a run and their shards sorted again when the judge closes
 (:meth:`JudgmentStore.flush`), so re-recording an unchanged judgment produces no diff at all. Writes
 hold a lock on the store directory, so pytest-xdist workers append to the same shards safely.
 
 Stores written by pytest-ragmetrics 0.2 and older (one ``<key[:2]>/<key>.json`` file per judgment)
-are still read; ``python -m pytest_ragmetrics store migrate`` moves them into shards.
+are still read; ``python -m pytest_ragmetrics store migrate`` moves them into shards, and rewrites
+lines of the full form compactly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -43,7 +58,25 @@ GITATTRIBUTES = (
     f"*{SHARD_SUFFIX} merge=union text eol=lf\n"
 )
 _LINE_START = b'{"key":"'
-_LINE_START_RE = re.compile(rb'^\{"key":"([0-9a-f]{64})",', re.MULTILINE)
+_TEXT_START = b'{"text":"'
+# Judgment lines and text lines as the store writes them, found in one pass over a shard.
+_ANY_START_RE = re.compile(rb'^\{"(?:key":"([0-9a-f]{64})"|text":"([0-9a-f]{16})"),', re.MULTILINE)
+
+#: Record fields a line leaves out when they hold these values; the loader puts them back. Part of
+#: the line format: never change a value here (lines written with the old value would read wrongly).
+FORMAT_DEFAULTS: dict[str, Any] = {"n": 1, "seed": 0, "temperature": 0.0}
+#: Inputs whose texts (or the texts in their lists) repeat from one judgment to the next: each
+#: such text of at least :data:`SHARED_TEXT_MIN` characters is written once, as a text line.
+SHARED_INPUTS = frozenset({"question", "chunk", "contexts", "reference"})
+#: The shortest text written as a text line of its own (a reference to it costs about 30 bytes).
+SHARED_TEXT_MIN = 40
+#: Judgment kinds keyed on a chunk whose recorded sentences, joined by spaces, give the chunk back.
+_SENTENCE_KINDS = frozenset({"context_relevance_sentences"})
+_TEXT_ID_LENGTH = 16
+_REF = "$text"
+_RAW = "$raw"  # wraps an input that would otherwise read as a reference
+#: Resolved texts kept in memory by a store (a replay resolves each text once).
+MAX_CACHED_TEXTS = 8192
 
 
 def _is_key(name: str) -> bool:
@@ -118,6 +151,165 @@ def _line_key(line: bytes) -> str | None:
     return found if isinstance(found, str) and _is_key(found) else None
 
 
+def text_id(value: str) -> str:
+    """The id of a shared text: the first 16 hex digits of the sha256 of its UTF-8 bytes."""
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()[:_TEXT_ID_LENGTH]
+
+
+def _is_text_id(name: object) -> bool:
+    return isinstance(name, str) and len(name) == _TEXT_ID_LENGTH and set(name) <= _HEX
+
+
+def _line_text_id(line: bytes) -> str | None:
+    """The id a text line records, or ``None`` when the line is not a text line."""
+    if line.startswith(_TEXT_START) and line[25:27] == b'",':
+        found = line[9:25].decode("ascii", "replace")
+        if _is_text_id(found):
+            return found
+    if b'"text"' not in line:
+        return None
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or "key" in data or not ("value" in data or "chunk_of" in data):
+        return None
+    named = data.get("text")
+    return named if isinstance(named, str) and _is_text_id(named) else None
+
+
+def text_line(tid: str, *, value: str | None = None, chunk_of: str | None = None) -> bytes:
+    """A text line: the text itself (``value``), or the key of the sentence judgment whose recorded
+    sentences, joined by spaces, are the text (``chunk_of``)."""
+    if chunk_of is not None:
+        return f'{{"text":"{tid}","chunk_of":"{chunk_of}"}}'.encode("ascii")
+    return f'{{"text":"{tid}","value":{json.dumps(value, ensure_ascii=False)}}}'.encode()
+
+
+def _sentence_chunk(inputs: Any, kind: Any) -> str | None:
+    """The chunk a sentence judgment's recorded sentences give back (joined by spaces), if they do."""
+    if kind not in _SENTENCE_KINDS or not isinstance(inputs, dict) or "splitter" not in inputs:
+        return None
+    sentences = inputs.get("sentences")
+    if "first_sentence" in inputs or type(sentences) is not list or not sentences:
+        return None
+    if not all(type(sentence) is str for sentence in sentences):
+        return None
+    return " ".join(sentences)
+
+
+def _same(value: Any, default: Any) -> bool:
+    return type(value) is type(default) and value == default
+
+
+@dataclass
+class Encoded:
+    """A record in the compact line form: the line, the texts it refers to, and, for a sentence
+    judgment whose sentences give its chunk back, the chunk's text id (its text line may name it)."""
+
+    line: bytes
+    texts: dict[str, str]
+    chunk: str | None = None
+
+
+def encode_record(record: dict[str, Any], *, share: bool = True) -> Encoded:
+    """``record`` as a compact store line (see the module docstring); :func:`expand_record` undoes it.
+
+    Left out: fields holding their :data:`FORMAT_DEFAULTS`, a ``schema_name`` equal to the kind, and a
+    sentence judgment's chunk (and sentence count) when its recorded sentences give them back.
+    Shared inputs (:data:`SHARED_INPUTS`) of at least :data:`SHARED_TEXT_MIN` characters become
+    references ``{"$text": "<id>"}`` to text lines (not with ``share=False``).
+    """
+    out = dict(record)
+    for name, default in FORMAT_DEFAULTS.items():
+        if name in out and _same(out[name], default):
+            del out[name]
+    if isinstance(out.get("kind"), str) and out.get("schema_name") == out["kind"]:
+        del out["schema_name"]
+    texts: dict[str, str] = {}
+    chunk_id = None
+    inputs = out.get("inputs")
+    if isinstance(inputs, dict):
+        inputs = dict(inputs)
+        chunk = _sentence_chunk(inputs, out.get("kind"))
+        if chunk is not None and inputs.get("chunk") == chunk:
+            del inputs["chunk"]
+            if _same(inputs.get("sentence_count"), len(inputs["sentences"])):
+                del inputs["sentence_count"]
+            chunk_id = text_id(chunk) if share and len(chunk) >= SHARED_TEXT_MIN else None
+        for name, value in inputs.items():
+            shared = share and name in SHARED_INPUTS
+            if type(value) is list:
+                inputs[name] = [_encode_input(item, shared, texts) for item in value]
+            else:
+                inputs[name] = _encode_input(value, shared, texts)
+        out["inputs"] = inputs
+    return Encoded(dump_line(out), texts, chunk_id)
+
+
+def _encode_input(value: Any, shared: bool, texts: dict[str, str]) -> Any:
+    if type(value) is str:
+        if shared and len(value) >= SHARED_TEXT_MIN:
+            tid = text_id(value)
+            texts[tid] = value
+            return {_REF: tid}
+        return value
+    if type(value) is dict and len(value) == 1 and (_REF in value or _RAW in value):
+        return {_RAW: value}
+    return value
+
+
+def expand_record(data: dict[str, Any], text: Any, *, resolve: bool = True) -> str | None:
+    """Undo :func:`encode_record` in place: ``data`` becomes the full record again.
+
+    ``text(id)`` gives a shared text (``None``: not in the store). Returns the id of the first text
+    that cannot be found (``data`` is then incomplete), else ``None``. Lines in the full form (all
+    fields, inline inputs) come out as they are. ``resolve=False`` only checks the references.
+    """
+    for name, default in FORMAT_DEFAULTS.items():
+        if name not in data:
+            data[name] = default
+    if "schema_name" not in data and isinstance(data.get("kind"), str):
+        data["schema_name"] = data["kind"]
+    inputs = data.get("inputs")
+    if type(inputs) is not dict:
+        return None
+    for name, value in inputs.items():
+        if type(value) is dict:
+            if len(value) == 1:
+                found = _resolve(value, text)
+                if found is None:
+                    return str(value.get(_REF))
+                if resolve:
+                    inputs[name] = found[0]
+        elif type(value) is list:
+            for i, item in enumerate(value):
+                if type(item) is dict and len(item) == 1:
+                    found = _resolve(item, text)
+                    if found is None:
+                        return str(item.get(_REF))
+                    if resolve:
+                        value[i] = found[0]
+    if "chunk" not in inputs:
+        chunk = _sentence_chunk(inputs, data.get("kind"))
+        if chunk is not None:
+            inputs["chunk"] = chunk
+            if "sentence_count" not in inputs:
+                inputs["sentence_count"] = len(inputs["sentences"])
+    return None
+
+
+def _resolve(value: dict[str, Any], text: Any) -> tuple[Any] | None:
+    """What a one-key input object stands for, as a 1-tuple; ``None`` for a text not found."""
+    if _REF in value:
+        tid = value[_REF]
+        found = text(tid) if type(tid) is str else None
+        return None if found is None else (found,)
+    if _RAW in value:
+        return (value[_RAW],)
+    return (value,)
+
+
 def _judged_at(line: bytes) -> str:
     try:
         answer = json.loads(line).get("answer")
@@ -147,9 +339,11 @@ def _scan(data: bytes) -> Iterator[tuple[int, int, bytes]]:
 
 @dataclass
 class _Shard:
-    """A shard's content, whole, for rewriting it: its judgments by key and the lines that are not."""
+    """A shard's content, whole, for rewriting it: its judgments by key, its text lines by id, and
+    the lines that are neither."""
 
     entries: dict[str, bytes] = field(default_factory=dict)
+    texts: dict[str, list[bytes]] = field(default_factory=dict)
     bad: list[tuple[int, bytes]] = field(default_factory=list)
     duplicates: int = 0
 
@@ -160,55 +354,100 @@ class _Shard:
         for number, _, line in _scan(data):
             key = _line_key(line)
             if key is None:
-                shard.bad.append((number, line))
+                tid = _line_text_id(line)
+                if tid is None:
+                    shard.bad.append((number, line))
+                else:
+                    lines = shard.texts.setdefault(tid, [])
+                    if line in lines:
+                        shard.duplicates += 1
+                    else:
+                        lines.append(line)
             elif key in entries:
                 shard.duplicates += 1
                 entries[key] = _winner(entries[key], line)
             else:
                 entries[key] = line
+        for tid, lines in shard.texts.items():
+            if len(lines) > 1:
+                # Two forms of one text (branches merged): a line holding the text itself, checked
+                # against its id, is enough; otherwise all are kept (the loader tries each).
+                whole = [line for line in lines if _verified_value(line, tid) is not None]
+                if whole:
+                    shard.duplicates += len(lines) - 1
+                    shard.texts[tid] = [max(whole)]
         return shard
 
     def render(self) -> bytes:
-        """The shard's canonical bytes: one line per key, sorted, then any unreadable lines as they were."""
-        lines = [self.entries[key] for key in sorted(self.entries)] + [line for _, line in self.bad]
-        return b"".join(line + b"\n" for line in lines)
+        """The shard's canonical bytes: one line per key or text, sorted, then any unreadable lines as
+        they were."""
+        lines = [(key, line) for key, line in self.entries.items()]
+        lines += [(tid, line) for tid, text_lines in self.texts.items() for line in text_lines]
+        lines.sort()
+        return b"".join(line + b"\n" for _, line in lines) + b"".join(line + b"\n" for _, line in self.bad)
+
+
+def _verified_value(line: bytes, tid: str) -> str | None:
+    """The text a text line holds itself, if it matches its id ``tid``."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    value = data.get("value") if isinstance(data, dict) else None
+    if isinstance(value, str) and text_id(value) == tid:
+        return value
+    return None
 
 
 class _Index:
     """Where each judgment of one shard is: an open file and, by key, ``offset << 32 | length``.
 
+    Text lines likewise, by text id (a list: branches merged may leave two forms of one text).
     Lookups read one line each from the file, so a run holds the positions of a large store in
     memory, never its text. The file stays open: a shard another process replaces meanwhile is read
     as it was when indexed, consistently.
     """
 
-    __slots__ = ("fd", "spans", "stat")
+    __slots__ = ("fd", "lines", "spans", "stat", "texts")
 
     def __init__(self, fd: int | None, data: bytes, stat: tuple[int, int, int] | None) -> None:
         self.fd = fd
         self.stat = stat
         spans: dict[str, int] = {}
+        texts: dict[str, list[int]] = {}
         self.spans = spans
+        self.texts = texts
         lines = 0
         # Lines as the store writes them, found in one pass; any other line the slow way below.
-        for match in _LINE_START_RE.finditer(data):
+        for match in _ANY_START_RE.finditer(data):
             start = match.start()
             end = data.find(b"\n", start)
             end = len(data) if end < 0 else end
             span = start << 32 | (end - start - (data[end - 1 : end] == b"\r"))
-            key = match.group(1).decode("ascii")
+            lines += 1
+            found = match.group(1)
+            if found is None:
+                texts.setdefault(match.group(2).decode("ascii"), []).append(span)
+                continue
+            key = found.decode("ascii")
             if key not in spans or self._later(data, span, spans[key]):
                 spans[key] = span
-            lines += 1
+        self.lines = lines
         if lines == data.count(b"\n") + (not data.endswith(b"\n") and bool(data)):
             return
         spans.clear()
+        texts.clear()
+        self.lines = 0
         for _, offset, line in _scan(data):
+            span = offset << 32 | len(line)
             key = _line_key(line)
-            if key is not None and (
-                key not in spans or self._later(data, offset << 32 | len(line), spans[key])
-            ):
-                spans[key] = offset << 32 | len(line)
+            if key is not None:
+                self.lines += 1
+                if key not in spans or self._later(data, span, spans[key]):
+                    spans[key] = span
+            elif (tid := _line_text_id(line)) is not None:
+                self.lines += 1
+                texts.setdefault(tid, []).append(span)
 
     @staticmethod
     def _later(data: bytes, span: int, other: int) -> bool:
@@ -222,6 +461,13 @@ class _Index:
         if span is None or self.fd is None:
             return None
         return _pread(self.fd, span & 0xFFFFFFFF, span >> 32)
+
+    def read_texts(self, tid: str) -> list[bytes]:
+        """The text lines recorded for ``tid`` (usually one)."""
+        fd = self.fd
+        if fd is None:
+            return []
+        return [_pread(fd, span & 0xFFFFFFFF, span >> 32) for span in self.texts.get(tid, ())]
 
     def close(self) -> None:
         fd, self.fd = self.fd, None
@@ -286,6 +532,11 @@ class JudgmentStore:
         self._written: dict[str, dict[str, bytes]] = {}
         self._legacy: bool | None = None
         self._held = 0  # depth of this process's hold of the store lock (see _locked)
+        self._texts: dict[str, str] = {}  # shared texts resolved this run, by id (bounded)
+        # Sentence judgments recorded this run whose sentences give their chunk back, by the chunk's
+        # text id; and the text lines this process added, by shard (flush() may shorten them).
+        self._chunk_of: dict[str, str] = {}
+        self._new_texts: dict[str, set[str]] = {}
 
     def __repr__(self) -> str:
         return f"JudgmentStore({str(self.directory)!r})"
@@ -397,8 +648,15 @@ class JudgmentStore:
             self._warn(f"shard:{name}", f"cannot read {path} ({exc}); its judgments count as missing")
             return _Index(None, b"", None)
         index = _Index(fd, data, (info.st_ino, info.st_mtime_ns, info.st_size))
-        if len(index.spans) < data.count(b"\n"):
-            self._warn_bad(path, [(n, line) for n, _, line in _scan(data) if _line_key(line) is None])
+        if index.lines < data.count(b"\n"):
+            self._warn_bad(
+                path,
+                [
+                    (n, line)
+                    for n, _, line in _scan(data)
+                    if _line_key(line) is None and _line_text_id(line) is None
+                ],
+            )
         return index
 
     def _index(self, name: str, *, fresh: bool = False) -> _Index:
@@ -496,16 +754,18 @@ class JudgmentStore:
             found.update(p.stem for p in self.legacy_files())
         return found
 
-    def records(self) -> Iterator[dict[str, Any]]:
-        """Every readable stored judgment as a JSON object, in key order."""
+    def records(self, *, resolve: bool = True) -> Iterator[dict[str, Any]]:
+        """Every readable stored judgment as a JSON object, in key order (see :meth:`read_json`)."""
         for key in sorted(self.keys()):
-            data = self.read_json(key)
+            data = self.read_json(key, resolve=resolve)
             if data is not None:
                 yield data
 
     def models(self) -> set[str]:
         """The judge models of the stored judgments (unreadable entries are skipped)."""
-        return {record["model"] for record in self.records() if isinstance(record.get("model"), str)}
+        return {
+            record["model"] for record in self.records(resolve=False) if isinstance(record.get("model"), str)
+        }
 
     def where(self, key: str) -> str:
         """Where the judgment ``key`` lives, for messages: the shard file and the key."""
@@ -534,9 +794,67 @@ class JudgmentStore:
             then = "it will be judged again and recorded anew"
         self._warn(key, f"ignoring the judgment store entry {self.where(key)}: {why}; {then}")
 
-    def read_json(self, key: str, *, replay: bool | None = None) -> dict[str, Any] | None:
-        """The raw record of a stored judgment, or ``None`` when it is missing or unreadable.
+    def text(self, tid: str) -> str | None:
+        """The shared text ``tid`` (see :func:`encode_record`), or ``None`` when the store lacks it.
 
+        A text line counts only when its text matches its id, so a damaged or colliding line is
+        never taken for the text.
+        """
+        found = self._texts.get(tid)
+        if found is not None or not _is_text_id(tid):
+            return found
+        for fresh in (False, True):
+            try:
+                lines = self._index(tid[:2], fresh=fresh).read_texts(tid)
+            except (OSError, ValueError):  # a file closed by another thread: index it again
+                lines = []
+            for line in sorted(lines, reverse=True):
+                found = self._text_of_line(line, tid)
+                if found is not None:
+                    if len(self._texts) >= MAX_CACHED_TEXTS:
+                        self._texts.clear()
+                    self._texts[tid] = found
+                    return found
+        return None
+
+    def _text_known(self, tid: str) -> str | None:
+        """``""`` when the store holds a line of the text ``tid`` (not read), else ``None``."""
+        if tid in self._texts:
+            return ""
+        name = tid[:2]
+        if tid in self._index(name).texts or tid in self._index(name, fresh=True).texts:
+            return ""
+        return None
+
+    def _text_of_line(self, line: bytes, tid: str) -> str | None:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        value = data.get("value")
+        source = data.get("chunk_of")
+        if value is None and isinstance(source, str) and _is_key(source):
+            # The chunk of a sentence judgment: its recorded sentences joined by spaces.
+            recorded = self._line(source)
+            try:
+                record = json.loads(recorded) if recorded is not None else None
+            except ValueError:
+                record = None
+            if isinstance(record, dict):
+                value = _sentence_chunk(record.get("inputs"), record.get("kind"))
+        return value if isinstance(value, str) and text_id(value) == tid else None
+
+    def read_json(
+        self, key: str, *, replay: bool | None = None, resolve: bool = True
+    ) -> dict[str, Any] | None:
+        """The full record of a stored judgment, or ``None`` when it is missing or unreadable.
+
+        Lines of the compact form come out whole (shared texts resolved, left-out fields restored),
+        the same as lines of the full form; a line referring to a text the store does not hold is
+        unreadable. ``resolve=False`` leaves the references to shared texts as they are, only
+        checking that the store holds a line of each (a lookup needs the answer, not the texts).
         ``replay`` only words the warning about an unreadable entry (see :meth:`get`).
         """
         line = self._line(key)
@@ -558,6 +876,12 @@ class JudgmentStore:
         if not isinstance(data, dict):
             self._warn_entry(key, "it does not hold a JSON object", replay)
             return None
+        missing = expand_record(data, self.text if resolve else self._text_known, resolve=resolve)
+        if missing is not None:
+            self._warn_entry(
+                key, f"it refers to the input text {missing!r}, which the store does not hold", replay
+            )
+            return None
         return data
 
     def get(self, request: JudgeRequest, *, replay: bool | None = None) -> JudgeAnswer | None:
@@ -568,7 +892,7 @@ class JudgmentStore:
         the request again, ``False`` when the judge will, ``None`` when unknown.
         """
         key = request.cache_key()
-        data = self.read_json(key, replay=replay)
+        data = self.read_json(key, replay=replay, resolve=False)
         if data is None:
             return None
         if "answer" not in data:
@@ -619,28 +943,42 @@ class JudgmentStore:
 
     def put_many(self, pairs: Iterable[tuple[JudgeRequest, JudgeAnswer]]) -> None:
         """Record several answers under one hold of the write lock (see :meth:`put`)."""
-        self.write_lines(dump_line(record_of(request, answer)) for request, answer in pairs)
+        self.write_records([record_of(request, answer) for request, answer in pairs])
 
-    def write_lines(self, lines: Iterable[bytes]) -> None:
-        """Record judgment lines (from :func:`dump_line`), each replacing what its key held."""
-        by_shard: dict[str, dict[str, bytes]] = {}
-        for line in lines:
-            key = _line_key(line)
-            if key is None or b"\n" in line:
-                raise ValueError(f"not a judgment store line: {line[:60]!r}")
-            by_shard.setdefault(key[:2], {})[key] = line
-        if not by_shard:
+    def write_records(self, records: Iterable[dict[str, Any]]) -> None:
+        """Record judgment records (see :func:`record_of`) in the compact line form, each replacing
+        what its key held, with any shared text the store does not hold yet."""
+        records = list(records)
+        if not records:
             return
         with self._locked():
             self._write_gitattributes()
-            for name, new in sorted(by_shard.items()):
-                self._write_shard(name, new)
+            by_shard: dict[str, dict[str, bytes]] = {}
+            texts: dict[str, dict[str, bytes]] = {}
+            for record in records:
+                encoded = encode_record(record)
+                if any(self.text(tid) not in (None, value) for tid, value in encoded.texts.items()):
+                    # Two texts with one id (a 1 in 2**64 chance): this record keeps its texts inline.
+                    encoded = encode_record(record, share=False)
+                key = _line_key(encoded.line)
+                if key is None or b"\n" in encoded.line:
+                    raise ValueError(f"not a judgment store record: {str(record)[:60]!r}")
+                by_shard.setdefault(key[:2], {})[key] = encoded.line
+                for tid, value in encoded.texts.items():
+                    if tid not in self._texts and self.text(tid) is None:
+                        texts.setdefault(tid[:2], {})[tid] = text_line(tid, value=value)
+                if encoded.chunk is not None:
+                    known = self._chunk_of.get(encoded.chunk)
+                    self._chunk_of[encoded.chunk] = key if known is None else min(key, known)
+            for name in sorted(by_shard.keys() | texts.keys()):
+                self._write_shard(name, by_shard.get(name, {}), texts.get(name, {}))
 
-    def _write_shard(self, name: str, new: dict[str, bytes]) -> None:
+    def _write_shard(self, name: str, new: dict[str, bytes], texts: dict[str, bytes]) -> None:
         index = self._index(name, fresh=True)
         current = {key: index.read(key) for key in new}
         changed = {key: line for key, line in new.items() if current[key] != line}
-        if not changed:
+        texts = {tid: line for tid, line in texts.items() if tid not in index.texts}
+        if not changed and not texts:
             return
         known = {key for key, line in current.items() if line is not None}
         path = self.directory / f"{name}{SHARD_SUFFIX}"
@@ -648,7 +986,8 @@ class JudgmentStore:
         prefix = b"\n" if size and not _ends_with_newline(path) else b""  # a hand edit dropped it
         # Appended, also when it replaces a line: rewriting a large shard per judgment would cost
         # far more. Until flush() drops the old line, the loader counts the later judgment.
-        _append(path, prefix + b"".join(line + b"\n" for line in changed.values()))
+        lines = [*changed.items(), *texts.items()]
+        _append(path, prefix + b"".join(line + b"\n" for _, line in lines))
         if index.fd is None:
             self._forget(name)  # a new shard: indexed from the file on next use
         else:
@@ -656,30 +995,73 @@ class JudgmentStore:
             for key, line in changed.items():
                 index.spans[key] = offset << 32 | len(line)
                 offset += len(line) + 1
+            for tid, line in texts.items():
+                index.texts.setdefault(tid, []).append(offset << 32 | len(line))
+                offset += len(line) + 1
             index.stat = _stat(path)
         replaced = self._written.setdefault(name, {})
         replaced.update((key, line) for key, line in changed.items() if key in known)
+        self._new_texts.setdefault(name, set()).update(texts)
 
     def flush(self) -> None:
-        """Sort the shards this process appended to, one line per key (a no-op when there are none)."""
+        """Sort the shards this process appended to, one line per key (a no-op when there are none).
+
+        A text line this process added that is the chunk of a sentence judgment it recorded is
+        shortened to name that judgment (``chunk_of``): its recorded sentences hold the text already.
+        """
         if not self._written:
             return
         with self._locked():
             for name, lines in sorted(self._written.items()):
-                self._rewrite(name, mine=lines)
+                chunks = {
+                    tid: self._chunk_of[tid] for tid in self._new_texts.get(name, ()) if tid in self._chunk_of
+                }
+                self._rewrite(name, mine=lines, chunks=chunks)
             self._written.clear()
+            self._new_texts.clear()
 
-    def _rewrite(self, name: str, drop: Iterable[str] = (), mine: dict[str, bytes] | None = None) -> None:
+    def _chunk_of_judgment(self, key: str) -> str | None:
+        """The chunk the recorded sentences of the sentence judgment ``key`` give back, if any."""
+        line = self._line(key)
+        try:
+            record = json.loads(line) if line is not None else None
+        except ValueError:
+            return None
+        if not isinstance(record, dict):
+            return None
+        return _sentence_chunk(record.get("inputs"), record.get("kind"))
+
+    def _rewrite(
+        self,
+        name: str,
+        drop: Iterable[str] = (),
+        mine: dict[str, bytes] | None = None,
+        *,
+        chunks: dict[str, str] | None = None,
+        texts: dict[str, bytes] | None = None,
+        drop_texts: Iterable[str] = (),
+    ) -> None:
         """Write shard ``name`` in its canonical form (sorted, one line per key), without ``drop``.
 
         ``mine`` are the lines this process recorded: they replace what their keys held, whatever
         the judgment times say (a refresh within the second of the first judgment is still newer).
+        ``chunks`` names, by text id, sentence judgments whose sentences give a text back: its line
+        becomes a ``chunk_of`` line when they do. ``texts`` replace the text lines of their ids;
+        ``drop_texts`` are removed.
         """
         path = self.directory / f"{name}{SHARD_SUFFIX}"
         shard = self._read_shard(name)
         shard.entries.update(mine or {})
         for key in drop:
             shard.entries.pop(key, None)
+        for tid, source in (chunks or {}).items():
+            value = self.text(tid)
+            if tid in shard.texts and value is not None and self._chunk_of_judgment(source) == value:
+                shard.texts[tid] = [text_line(tid, chunk_of=source)]
+        for tid, line in (texts or {}).items():
+            shard.texts[tid] = [line]
+        for tid in drop_texts:
+            shard.texts.pop(tid, None)
         data = shard.render()
         try:
             current = path.read_bytes()
@@ -709,7 +1091,9 @@ class JudgmentStore:
     def prune(self, keep: set[str], *, dry_run: bool = False, only: set[str] | None = None) -> list[str]:
         """Delete stored judgments whose key is not in ``keep``; returns the removed keys, sorted.
 
-        ``only`` limits the deletion to those keys.
+        ``only`` limits the deletion to those keys. Shared texts stay (a branch may record judgments
+        that refer to them, and a merge would not bring them back; see :meth:`drop_unused_texts`).
+        A text line that names a removed sentence judgment as its source is written out in full.
         """
         removed = sorted(self.keys() - set(keep))
         if only is not None:
@@ -720,14 +1104,73 @@ class JudgmentStore:
         for key in removed:
             by_shard.setdefault(key[:2], []).append(key)
         with self._locked():
-            for name, keys in sorted(by_shard.items()):
+            gone = set(removed)
+            texts: dict[str, dict[str, bytes]] = {}
+            for name, tid, source in self._text_sources():
+                value = self.text(tid) if source in gone else None
+                if value is not None:
+                    texts.setdefault(name, {})[tid] = text_line(tid, value=value)
+            for name in sorted(by_shard.keys() | texts.keys()):
+                keys = by_shard.get(name, [])
                 mine = {k: v for k, v in self._written.pop(name, {}).items() if k not in keys}
-                self._rewrite(name, drop=keys, mine=mine)
+                self._rewrite(name, drop=keys, mine=mine, texts=texts.get(name))
             if self._has_legacy():
                 for key in removed:
                     _remove_legacy(self.legacy_path(key))
                 self._legacy = None
         return removed
+
+    def drop_unused_texts(self, *, dry_run: bool = False) -> list[str]:
+        """Delete the shared texts no stored judgment refers to; returns their ids, sorted.
+
+        Safe on a store whose every branch is merged: a branch that recorded judgments referring
+        to a text this deletes would merge without it (those judgments then count as not recorded).
+        """
+        with self._locked(shared=dry_run):
+            used = self._referenced_texts()
+            unused: dict[str, set[str]] = {}
+            for path in self.shard_paths():
+                name = path.name[:2]
+                ids = set(self._index(name, fresh=True).texts) - used
+                if ids:
+                    unused[name] = ids
+            if not dry_run:
+                for name, ids in sorted(unused.items()):
+                    self._rewrite(name, mine=self._written.pop(name, None), drop_texts=ids)
+        return sorted(tid for ids in unused.values() for tid in ids)
+
+    def _text_sources(self) -> Iterator[tuple[str, str, str]]:
+        """(shard, text id, judgment key) of every text line that names a sentence judgment."""
+        for path in self.shard_paths():
+            name = path.name[:2]
+            index = self._index(name, fresh=True)
+            for tid in list(index.texts):
+                for line in index.read_texts(tid):
+                    if b'"chunk_of"' not in line:
+                        continue
+                    with contextlib.suppress(ValueError, AttributeError):
+                        source = json.loads(line).get("chunk_of")
+                        if isinstance(source, str):
+                            yield name, tid, source
+
+    def _referenced_texts(self) -> set[str]:
+        """Ids of the texts the stored judgments refer to."""
+        used: set[str] = set()
+        for key in self.keys():
+            line = self._line(key)
+            if line is None or b'"$text"' not in line:
+                continue
+            try:
+                inputs = json.loads(line).get("inputs")
+            except (ValueError, AttributeError):
+                continue
+            if not isinstance(inputs, dict):
+                continue
+            for value in inputs.values():
+                for item in value if type(value) is list else [value]:
+                    if type(item) is dict and len(item) == 1 and isinstance(item.get(_REF), str):
+                        used.add(item[_REF])
+        return used
 
     # --- the move from one file per judgment -----------------------------------------------------
 
@@ -781,8 +1224,70 @@ class JudgmentStore:
                 result.compacted += self._read_shard(name).duplicates
                 self._rewrite(name, mine=self._written.pop(name, None))
             self._legacy = None
+            self._to_compact_form(result)
         result.shards = len(self.shard_paths())
         return result
+
+    def _to_compact_form(self, result: MigrationResult) -> None:
+        """Rewrite every judgment line of the full form in the compact form (the lock is held).
+
+        A line is replaced only once its compact form, with the texts it refers to, was read back
+        as the same record; any other line stays as it is (and is named in ``result.kept``).
+        """
+        names = [path.name[:2] for path in self.shard_paths()]
+        shards = {name: self._read_shard(name) for name in names}
+        texts: dict[str, str] = {}  # texts to add, by id
+        chunk_of: dict[str, str] = {}
+        changes: dict[str, dict[str, bytes]] = {}
+        expected: dict[str, dict[str, Any]] = {}
+
+        def lookup(tid: str) -> str | None:
+            found = texts.get(tid)
+            return found if found is not None else self.text(tid)
+
+        for name, shard in shards.items():
+            for key, line in shard.entries.items():
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    continue  # unreadable: reads as missing before and after
+                if not isinstance(data, dict) or expand_record(data, self.text) is not None:
+                    continue
+                encoded = encode_record(data)
+                if any(lookup(tid) not in (None, value) for tid, value in encoded.texts.items()):
+                    encoded = encode_record(data, share=False)
+                if encoded.line == line:
+                    continue
+                check = json.loads(encoded.line)
+                pending = {**encoded.texts, **texts}
+                if expand_record(check, lambda tid, p=pending: p.get(tid) or self.text(tid)) or check != data:
+                    result.kept.append((self.path_for(key), f"key {key}: its compact form reads differently"))
+                    continue
+                for tid, value in encoded.texts.items():
+                    if self.text(tid) is None:
+                        texts[tid] = value
+                if encoded.chunk is not None:
+                    chunk_of[encoded.chunk] = min(key, chunk_of.get(encoded.chunk, key))
+                changes.setdefault(name, {})[key] = encoded.line
+                expected[key] = data
+        new_texts: dict[str, dict[str, bytes]] = {}
+        for tid, value in texts.items():
+            # The chunk of a sentence judgment is named, not written again (its sentences hold it).
+            source = chunk_of.get(tid)
+            line = text_line(tid, chunk_of=source) if source else text_line(tid, value=value)
+            new_texts.setdefault(tid[:2], {})[tid] = line
+        for name in sorted(changes.keys() | new_texts.keys()):
+            shard = shards.get(name) or _Shard()
+            shard.entries.update(changes.get(name, {}))
+            for tid, line in new_texts.get(name, {}).items():
+                shard.texts[tid] = [line]
+            atomic_write_bytes(self.directory / f"{name}{SHARD_SUFFIX}", shard.render())
+            self._forget(name)
+        self._texts.clear()
+        for key, data in expected.items():
+            if self.read_json(key) != data:  # pragma: no cover - checked before writing
+                result.kept.append((self.path_for(key), f"key {key}: did not read back the same"))
+        result.converted = len(expected)
 
 
 def record_of(request: JudgeRequest, answer: JudgeAnswer) -> dict[str, Any]:
@@ -808,6 +1313,8 @@ class MigrationResult:
     moved: int = 0
     shards: int = 0
     compacted: int = 0
+    #: Judgment lines rewritten in the compact form.
+    converted: int = 0
     kept: list[tuple[Path, str]] = field(default_factory=list)
 
 
