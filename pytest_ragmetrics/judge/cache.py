@@ -556,13 +556,15 @@ class CachedJudge:
                 if not waiter.done():
                     waiter.set_result(None)
 
-    def lookup(self, request: JudgeRequest) -> JudgeAnswer | None:
+    def lookup(self, request: JudgeRequest, key: str | None = None) -> JudgeAnswer | None:
         """A recorded answer to ``request`` (memory, the store, then the disk cache), or ``None``.
 
         The committed store is the source of truth: what it holds is served whatever the cache
-        says, so a reviewed edit or a checkout of the store takes effect at once.
+        says, so a reviewed edit or a checkout of the store takes effect at once. ``key`` is the
+        request's cache key, when the caller has it already.
         """
-        key = request.cache_key()
+        if key is None:
+            key = request.cache_key()
         answer = self._memory.get(key)
         if answer is not None:
             self.stats.record_cache_hit(answer.usage)
@@ -724,21 +726,22 @@ class CachedJudge:
             f"to replay them, set {how_to_set(name, others[0])}."
         )
 
-    def recorded(self, request: JudgeRequest) -> JudgeAnswer | None:
+    def recorded(self, request: JudgeRequest, key: str | None = None) -> JudgeAnswer | None:
         """The answer this run serves for ``request`` without asking the judge, or ``None``.
 
         What :meth:`judge` serves first: in ``off`` mode what this run already judged, in
         ``refresh`` mode what this run already refreshed, else a recorded answer (memory, disk
         cache, store). Counts the hit; a request's derived inputs come with its answer.
         """
-        key = request.cache_key()
+        if key is None:
+            key = request.cache_key()
         if self.mode == "off":
             # Nothing on disk is read, but what this run already judged is not paid for twice.
             answer = self._memory.get(key)
             if answer is not None:
                 self.stats.record_cache_hit(answer.usage)
         elif self.mode != "refresh" or key in self._judged_this_run:
-            answer = self.lookup(request)
+            answer = self.lookup(request, key)
         else:
             return None
         if answer is not None:
@@ -776,11 +779,12 @@ class CachedJudge:
         copies: list[tuple[JudgeRequest, JudgeAnswer]] = []
         missing: list[int] = []
         for i, request in enumerate(requests):
-            answer = self.recorded(request)
+            key = request.cache_key()
+            answer = self.recorded(request, key)
             if answer is None:
                 if skip is None or not skip(request):
                     missing.append(i)
-            elif self._store_lacks(request.cache_key()):
+            elif self._store_lacks(key):
                 copies.append((request, answer))
             answers.append(answer)
         if copies:
