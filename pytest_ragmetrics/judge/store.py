@@ -76,7 +76,7 @@ _TEXT_ID_LENGTH = 16
 _REF = "$text"
 _RAW = "$raw"  # wraps an input that would otherwise read as a reference
 #: Resolved texts kept in memory by a store (a replay resolves each text once).
-MAX_CACHED_TEXTS = 8192
+MAX_CACHED_TEXTS = 2048
 
 
 def _is_key(name: str) -> bool:
@@ -414,7 +414,8 @@ class _Index:
         self.fd = fd
         self.stat = stat
         spans: dict[str, int] = {}
-        texts: dict[str, list[int]] = {}
+        # By text id, the span of its line; a tuple of spans for a text recorded more than once.
+        texts: dict[str, int | tuple[int, ...]] = {}
         self.spans = spans
         self.texts = texts
         lines = 0
@@ -427,7 +428,7 @@ class _Index:
             lines += 1
             found = match.group(1)
             if found is None:
-                texts.setdefault(match.group(2).decode("ascii"), []).append(span)
+                self._add_text(match.group(2).decode("ascii"), span)
                 continue
             key = found.decode("ascii")
             if key not in spans or self._later(data, span, spans[key]):
@@ -447,7 +448,14 @@ class _Index:
                     spans[key] = span
             elif (tid := _line_text_id(line)) is not None:
                 self.lines += 1
-                texts.setdefault(tid, []).append(span)
+                self._add_text(tid, span)
+
+    def _add_text(self, tid: str, span: int) -> None:
+        known = self.texts.get(tid)
+        if known is None:
+            self.texts[tid] = span
+        else:
+            self.texts[tid] = (*known, span) if isinstance(known, tuple) else (known, span)
 
     @staticmethod
     def _later(data: bytes, span: int, other: int) -> bool:
@@ -467,7 +475,10 @@ class _Index:
         fd = self.fd
         if fd is None:
             return []
-        return [_pread(fd, span & 0xFFFFFFFF, span >> 32) for span in self.texts.get(tid, ())]
+        spans = self.texts.get(tid, ())
+        if not isinstance(spans, tuple):
+            spans = (spans,)
+        return [_pread(fd, span & 0xFFFFFFFF, span >> 32) for span in spans]
 
     def close(self) -> None:
         fd, self.fd = self.fd, None
@@ -996,7 +1007,7 @@ class JudgmentStore:
                 index.spans[key] = offset << 32 | len(line)
                 offset += len(line) + 1
             for tid, line in texts.items():
-                index.texts.setdefault(tid, []).append(offset << 32 | len(line))
+                index._add_text(tid, offset << 32 | len(line))
                 offset += len(line) + 1
             index.stat = _stat(path)
         replaced = self._written.setdefault(name, {})
