@@ -830,9 +830,10 @@ class JudgmentStore:
 
     def _text_known(self, tid: str) -> str | None:
         """``""`` when the store holds a line of the text ``tid`` (not read), else ``None``."""
-        if tid in self._texts:
-            return ""
         name = tid[:2]
+        index = self._indexes.get(name)  # the usual case: the shard is indexed, whether open or not
+        if (index is not None and tid in index.texts) or tid in self._texts:
+            return ""
         if tid in self._index(name).texts or tid in self._index(name, fresh=True).texts:
             return ""
         return None
