@@ -174,6 +174,13 @@ def _parser() -> argparse.ArgumentParser:
         "sorts shards and removes duplicate lines. Safe to run again",
     )
     common(migrate)
+    show = store_actions.add_parser(
+        "show",
+        help="print stored judgments whole, their shared texts written out (a key, or its first "
+        "characters as a report or a shard line shows them; several may be given)",
+    )
+    show.add_argument("keys", nargs="+", metavar="KEY", help="a judgment's key or a prefix of it")
+    common(show)
     from .report.cli import add_commands
 
     add_commands(commands)
@@ -344,6 +351,34 @@ def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Print each judgment a key or key prefix names, as one indented JSON object with its texts."""
+    from .judge.store import JudgmentStore
+
+    store = JudgmentStore(args.store_dir)
+    keys = sorted(store.keys())
+    status = EXIT_OK
+    for wanted in args.keys:
+        prefix = wanted.strip().lower()
+        if not prefix or any(c not in "0123456789abcdef" for c in prefix):
+            print(f"error: {wanted!r} is not a judgment key (hexadecimal digits)", file=err)
+            return EXIT_USAGE
+        found = [key for key in keys if key.startswith(prefix)]
+        if not found:
+            print(f"error: no judgment in {args.store_dir} has a key starting with {prefix}", file=err)
+            status = EXIT_FAILED
+            continue
+        for key in found:
+            record = store.read_json(key)
+            if record is None:
+                print(f"error: the judgment {key} cannot be read (see the warning above)", file=err)
+                status = EXIT_FAILED
+                continue
+            print(json.dumps(record, indent=2, ensure_ascii=False, sort_keys=True), file=out)
+    store.close()
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (4 for usage errors, as pytest)."""
     parser = _parser()
@@ -364,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .calibration.cli import run as run_judge
 
         return run_judge(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
-    if args.action in ("prune", "migrate") and args.store_dir is None:
+    if args.action in ("prune", "migrate", "show") and args.store_dir is None:
         print(
             f"error: no judgment store to {args.action}: pass --store-dir, or set rag_store_dir in the "
             "pytest configuration of this directory",
@@ -372,7 +407,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_USAGE
     if args.command == "store":
-        return _migrate(args, sys.stdout, sys.stderr)
+        store_handlers = {"migrate": _migrate, "show": _show}
+        return store_handlers[args.action](args, sys.stdout, sys.stderr)
     handlers = {"stats": _stats, "clear": _clear, "prune": _prune}
     return handlers[args.action](args, sys.stdout, sys.stderr)
 

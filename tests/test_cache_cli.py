@@ -13,7 +13,7 @@ import pytest
 from judge_requests import make_request
 
 from pytest_ragmetrics.__main__ import EXIT_USAGE, default_cli_cache_dir, main
-from pytest_ragmetrics.judge.base import ScriptedJudge
+from pytest_ragmetrics.judge.base import JudgeAnswer, ScriptedJudge
 from pytest_ragmetrics.judge.cache import CachedJudge, write_last_run_keys
 from pytest_ragmetrics.judge.store import JudgmentStore
 
@@ -441,3 +441,42 @@ def test_store_migrate_rewrites_full_form_lines_compactly_and_says_so(tmp_path, 
     assert {key: store.read_json(key) for key in keys} == records
     assert cli("store", "migrate", "--store-dir", store_dir) == 0
     assert "rewrote" not in capsys.readouterr().out
+
+
+def shown_records(out: str) -> list[Any]:
+    decoder, records, at = json.JSONDecoder(), [], 0
+    text = out.strip()
+    while at < len(text):
+        record, at = decoder.raw_decode(text, at)
+        records.append(record)
+        at += 1  # the newline between two objects
+    return records
+
+
+def test_store_show_prints_judgments_whole_by_key_or_prefix(populated, capsys):
+    store = JudgmentStore(populated["store"])
+    chunk = "Paris is the capital and the largest city of France, on the Seine."
+    long = make_request(7, inputs={"question": "Where is the capital of France?", "chunk": chunk})
+    store.put(long, JudgeAnswer(choices=({"reason": "names it", "useful": True},), model="m"))
+    store.flush()
+    assert chunk not in "".join(
+        p.read_text(encoding="utf-8") for p in store.shard_paths() if long.cache_key()[:2] in p.name
+    )
+    keys = sorted(store.keys())
+    assert (
+        cli("store", "show", long.cache_key()[:10].upper(), keys[1], "--store-dir", populated["store"]) == 0
+    )
+    shown = shown_records(capsys.readouterr().out)
+    assert shown == [store.read_json(long.cache_key()), store.read_json(keys[1])]
+    assert shown[0]["inputs"]["chunk"] == chunk  # a shared text written out, not referred to
+    # A prefix shared by several keys shows each of them.
+    first = keys[0][0]
+    assert cli("store", "show", first, "--store-dir", populated["store"]) == 0
+    assert [r["key"] for r in shown_records(capsys.readouterr().out)] == [k for k in keys if k[0] == first]
+
+
+def test_store_show_says_what_it_cannot_show(populated, capsys):
+    assert cli("store", "show", "ffffffffffffffffff", "--store-dir", populated["store"]) == 1
+    assert "no judgment in" in capsys.readouterr().err
+    assert cli("store", "show", "not-a-key", "--store-dir", populated["store"]) == EXIT_USAGE
+    assert "is not a judgment key" in capsys.readouterr().err
