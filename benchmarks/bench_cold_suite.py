@@ -14,9 +14,13 @@ default all):
                    previous run's plan is known.
 ``retriever``      the test body calls the retriever (a function building the contexts); a first run
                    with an empty cache, with ``-n 0`` and with each ``--workers`` count (pytest-xdist).
+                   Each worker gets its share of the concurrency (``-n 4 --rag-concurrency=8`` for 32),
+                   so the judge never has more calls in flight than the bound assumes; with
+                   ``--undivided`` each worker gets all of it (more in flight than the bound).
 ``retriever-rerun`` that suite rerun with another judge model (one process).
 
     python benchmarks/bench_cold_suite.py [--samples 100] [--latency 0.2] [--concurrency 32]
+        [--scenario retriever] [--workers 4 --workers 8] [--undivided]
 """
 
 from __future__ import annotations
@@ -97,12 +101,14 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--workers", type=int, action="append", help="xdist worker counts (default 8, 16)")
+    parser.add_argument("--workers", type=int, action="append", help="xdist worker counts (default 2, 4, 8)")
+    parser.add_argument("--undivided", action="store_true",
+                        help="give each xdist worker the whole --concurrency, not its share")  # fmt: skip
     parser.add_argument("--scenario", action="append",
                         choices=("golden", "model-change", "retriever", "retriever-rerun"))  # fmt: skip
     args = parser.parse_args()
     scenarios = args.scenario or ["golden", "model-change", "retriever", "retriever-rerun"]
-    workers = args.workers or [8, 16]
+    workers = args.workers or [2, 4, 8]
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER_SCRIPT, str(args.latency)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -156,11 +162,16 @@ def main() -> None:
                         show("golden set, model changed", *run_pytest(root, rerun, env))
                     continue
                 if "retriever" in scenarios:
-                    for n in [0, *workers]:
+                    for n in dict.fromkeys([0, *workers]):
                         cache = f"--rag-cache-dir=cache-n{n}"
-                        extra = ["-n", str(n)] if n else []
+                        extra = []
+                        name = f"retriever in body, -n {n}"
+                        if n:
+                            share = args.concurrency if args.undivided else max(1, args.concurrency // n)
+                            extra = ["-n", str(n), f"--rag-concurrency={share}"]
+                            name += f" x {share}"
                         wall, judge = run_pytest(root, ["--rag-judge-model=judge-a", cache, *extra], env)
-                        show(f"retriever in body, -n {n}", wall, judge)
+                        show(name, wall, judge)
                 if "retriever-rerun" in scenarios:
                     if "retriever" not in scenarios:
                         run_pytest(root, [*first[:1], "--rag-cache-dir=cache-n0"], env)

@@ -281,10 +281,12 @@ class _Recorder:
         state = self.state
         session, prefetcher = state.session, state.prefetcher
         stopping = session is not None and (session.shouldfail or session.shouldstop)
-        if report.failed and prefetcher is not None and stopping:
-            # As soon as the run is known to stop, not once the failed test is torn down: the tests
-            # after it are judged ahead meanwhile.
-            prefetcher.stop()
+        if prefetcher is not None:
+            prefetcher.reported(report)
+            if report.failed and stopping:
+                # As soon as the run is known to stop, not once the failed test is torn down: the
+                # tests after it are judged ahead meanwhile.
+                prefetcher.stop()
         # Taken off the report, which pytest keeps to the end of the run: the run state holds them now.
         rows = report.__dict__.pop("ragmetrics", None)
         if rows:

@@ -11,16 +11,26 @@ test does:
 * **the plan of the last run**: every test's scores (metric, method, the settings that differ from
   the run's, and the sample unless it was the test's ``rag_sample``) are kept in pytest's cache
   (``config.cache``), and started for the next tests of the following run, so a rerun after a judge
-  model, prompt or refresh change judges at full concurrency from its first test.
+  model, prompt or refresh change judges at full concurrency from its first test;
+* **the plan of a test's own sample**: a test that builds its sample in its body (a retriever
+  called there) cannot be judged before it runs, but the tests of one parametrized function
+  (any parametrization) usually ask for the same scores. The scores a passing test asked for on the
+  sample of its first score, in order, are that function's plan, narrowed by each later passing
+  test to the scores it also asked for (so a test that branches does not have started for it what
+  most tests do not use). When a later test's first score is the plan's first, the plan's other
+  scores are started on that same sample object at once: the test waits about one judge call
+  instead of one per assertion. Scores on other samples are not started.
 
 Scores are started for a window of tests ahead of the running one (as many tests as judge calls
 allowed at once, at least 8), on the shared judging loop, so every judge call still passes the
 concurrency bound. A test takes the result started for it instead of scoring again; results nobody
-took are dropped when their test ends. Nothing is started in replay mode (there is no judge to keep
-busy), nor under pytest-xdist workers (a worker does not know which tests it runs next). When the
-run stops early (``-x``, ``--maxfail``, Ctrl-C), everything started ahead is cancelled as soon as
-the failure that stops it is reported: what waits for the concurrency bound is never sent, only calls
-already in flight are paid.
+took are dropped when their test ends (those started within the test are left to finish: a test
+that fails at its first assertion has paid for the rest of its plan, whose answers are cached and
+used by the next run). Nothing is started in replay mode (there is no judge to keep busy). Under
+pytest-xdist workers only a test's own sample has its plan started: a worker does not know which
+tests it runs next, but it knows the test it is running. When the run stops early (``-x``,
+``--maxfail``, Ctrl-C), everything started is cancelled as soon as the failure that stops it is
+reported: what waits for the concurrency bound is never sent, only calls already in flight are paid.
 """
 
 from __future__ import annotations
@@ -107,11 +117,18 @@ def _rag_sample(item: pytest.Item) -> RagSample | None:
     return sample if isinstance(sample, RagSample) else None
 
 
+def _function(item: pytest.Item) -> tuple[str, str] | None:
+    """The parametrized tests of one function, whatever their parameters: one group."""
+    if getattr(item, "callspec", None) is None:
+        return None
+    return (item.parent.nodeid if item.parent is not None else "", getattr(item, "originalname", item.name))
+
+
 def _group(item: pytest.Item) -> tuple[str, str] | None:
     """Tests parametrized by ``rag_sample`` from one function: one group."""
     if _rag_sample(item) is None:
         return None
-    return (item.parent.nodeid if item.parent is not None else "", getattr(item, "originalname", item.name))
+    return _function(item)
 
 
 class Prefetcher:
@@ -119,7 +136,8 @@ class Prefetcher:
 
     ``evaluator_for(settings)`` gives the run's evaluator for some settings; ``settings`` are the
     run's. ``plans`` are the last run's (from :func:`load_plans`); ``active`` is False where nothing
-    may be started (replay, xdist workers): plans are still learned and recorded.
+    may be started for the tests to come (replay, xdist workers): plans are still learned and
+    recorded, and outside replay a test's own sample still has its plan started at its first score.
     """
 
     def __init__(
@@ -134,16 +152,24 @@ class Prefetcher:
         self._evaluator_for = evaluator_for
         self.previous = plans or {}
         self.active = active and settings.cache != "replay"
+        #: Whether a running test's own sample may have its plan started (all but replay).
+        self.within = settings.cache != "replay"
         self.window = max(MIN_WINDOW, settings.concurrency or MIN_WINDOW)
         self._lock = threading.Lock()
         self._items: Sequence[pytest.Item] = ()
         self._positions: dict[str, int] = {}
         self._started_to = 0  # items before this index have had their scores started
-        # (evaluator id, sample, metric, method) -> (item nodeid, future)
-        self._pending: dict[tuple[Any, ...], tuple[str, concurrent.futures.Future[MetricResult]]] = {}
+        # (evaluator id, sample, metric, method) -> (item nodeid, future, started within the test)
+        self._pending: dict[tuple[Any, ...], tuple[str, concurrent.futures.Future[MetricResult], bool]] = {}
+        #: Scores started within a test that it did not take, left to finish (and be cached).
+        self._finishing: set[concurrent.futures.Future[MetricResult]] = set()
         self._groups: dict[tuple[str, str], list[tuple[Evaluator, str, str | None]]] = {}
         #: The test each group's plan is being learned from (its first test to ask for a score).
         self._teachers: dict[tuple[str, str], str] = {}
+        #: Per parametrized function: the scores each of its passing tests asked for on the sample of
+        #: its first score, in order (only those every such test asked for).
+        self._sample_plans: dict[tuple[str, str], list[tuple[Evaluator, str, str | None]]] = {}
+        self._passed: set[str] = set()
         #: The scores each test of this run asked for (recorded for the next run).
         self.plans: dict[str, list[Call]] = {}
         self._current: dict[str, list[tuple[Evaluator, RagSample, str, str | None]]] = {}
@@ -164,9 +190,33 @@ class Prefetcher:
         except TypeError:  # a sample that cannot be hashed is never started ahead
             return None
         if entry is None or entry[1].cancelled():
-            return self._teach(scope.nodeid, evaluator, sample, metric, method) if scope else None
+            if scope is None:
+                return None
+            own = self._teach(scope.nodeid, evaluator, sample, metric, method)
+            return own if own is not None else self._follow(scope.nodeid, evaluator, sample, metric, method)
         self.claimed += 1
         return entry[1]
+
+    def _follow(
+        self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
+    ) -> concurrent.futures.Future[MetricResult] | None:
+        """A test's first score, on a sample it may have built itself (a retriever called in its
+        body): when it is the first score of the plan its function's earlier tests followed, start it,
+        then the plan's other scores on the same sample, so the test waits about one judge call
+        instead of one per assertion."""
+        if not self.within or evaluator.settings.cache == "replay":
+            return None
+        if len(self._current.get(nodeid, ())) != 1:
+            return None  # not the test's first score
+        position = self._positions.get(nodeid)
+        function = _function(self._items[position]) if position is not None else None
+        plan = self._sample_plans.get(function) if function is not None else None
+        if not plan or len(plan) < 2 or plan[0] != (evaluator, metric, method):
+            return None
+        own = evaluator.submit_score(sample, metric, method)
+        for other, other_metric, other_method in plan[1:]:
+            self._start_one(nodeid, other, sample, other_metric, other_method, within=True)
+        return own
 
     def _teach(
         self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
@@ -225,9 +275,23 @@ class Prefetcher:
                 self._start(self._items[i])
         self._started_to = max(self._started_to, end)
 
+    def reported(self, report: pytest.TestReport) -> None:
+        """A test phase was reported: a test whose body passed teaches its function's plan."""
+        if report.when == "call" and report.passed and not hasattr(report, "wasxfail"):
+            self._passed.add(report.nodeid)
+
     def after(self, item: pytest.Item) -> None:
-        """``item`` ended: learn its plan, drop what was started for it and not taken."""
+        """``item`` ended: learn its plan, drop what was started for it and not taken.
+
+        What was started within the test (on its own sample) and not taken is left to finish: those
+        calls are already paid, and their answers are cached for the next run.
+        """
         calls = self._current.pop(item.nodeid, [])
+        passed = item.nodeid in self._passed
+        self._passed.discard(item.nodeid)
+        function = _function(item)
+        if function is not None and calls and passed:
+            self._learn(function, calls)
         if not calls and not self._pending and item.nodeid not in self.previous:
             return  # it asked for nothing, and nothing was started for it
         own = _rag_sample(item)
@@ -244,10 +308,30 @@ class Prefetcher:
                     if _group(later) == group and later.nodeid not in self.previous:
                         self._start(later)
         with self._lock:
-            stale = [key for key, (nodeid, _) in self._pending.items() if nodeid == item.nodeid]
-            futures = [self._pending.pop(key)[1] for key in stale]
-        for future in futures:
-            future.cancel()
+            stale = [key for key, (nodeid, _, _) in self._pending.items() if nodeid == item.nodeid]
+            entries = [self._pending.pop(key) for key in stale]
+            unfinished = {future for _, future, within in entries if within and not future.done()}
+            self._finishing |= unfinished
+        for _, future, within in entries:
+            if future in unfinished:
+                future.add_done_callback(self._finished)
+            elif not within:
+                future.cancel()
+
+    def _finished(self, future: concurrent.futures.Future[MetricResult]) -> None:
+        with self._lock:
+            self._finishing.discard(future)
+
+    def _learn(
+        self, function: tuple[str, str], calls: list[tuple[Evaluator, RagSample, str, str | None]]
+    ) -> None:
+        """A passing test of ``function`` asked for ``calls``: its plan is the scores it asked for on
+        the sample of its first score. The function's plan keeps only the scores that every passing
+        test asked for, so a test that branches does not have started what the others do not use."""
+        first = calls[0][1]
+        asked = list(dict.fromkeys((ev, metric, method) for ev, s, metric, method in calls if s is first))
+        known = self._sample_plans.get(function)
+        self._sample_plans[function] = asked if known is None else [call for call in known if call in asked]
 
     def _plan(
         self, calls: list[tuple[Evaluator, RagSample, str, str | None]], own: RagSample | None
@@ -260,10 +344,11 @@ class Prefetcher:
 
     def stop(self) -> None:
         """The run stops (``-x``, ``--maxfail``, Ctrl-C, its end): cancel all that was started ahead."""
-        self.active = False
+        self.active = self.within = False
         with self._lock:
-            futures = [future for _, future in self._pending.values()]
+            futures = [future for _, future, _ in self._pending.values()] + list(self._finishing)
             self._pending.clear()
+            self._finishing.clear()
         for future in futures:
             future.cancel()
 
@@ -288,7 +373,14 @@ class Prefetcher:
             self._start_one(item.nodeid, evaluator, sample, metric, method)
 
     def _start_one(
-        self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
+        self,
+        nodeid: str,
+        evaluator: Evaluator,
+        sample: RagSample,
+        metric: str,
+        method: str | None,
+        *,
+        within: bool = False,
     ) -> None:
         if evaluator.settings.cache == "replay" or not evaluator.judging:
             return
@@ -297,7 +389,7 @@ class Prefetcher:
             with self._lock:
                 if key in self._pending:
                     return
-                self._pending[key] = (nodeid, evaluator.submit_score(sample, metric, method))
+                self._pending[key] = (nodeid, evaluator.submit_score(sample, metric, method), within)
         except TypeError:
             return
         self.started += 1
