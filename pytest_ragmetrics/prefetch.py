@@ -173,6 +173,9 @@ class Prefetcher:
         #: The scores each test of this run asked for (recorded for the next run).
         self.plans: dict[str, list[Call]] = {}
         self._current: dict[str, list[tuple[Evaluator, RagSample, str, str | None]]] = {}
+        #: Scores of the window were not started because every score so far was served from
+        #: records: they are started once one needs the judge.
+        self._deferred = False
         self.started = 0
         self.claimed = 0
 
@@ -183,6 +186,8 @@ class Prefetcher:
         scope = _scope.current_test.get()
         if scope is not None:
             self._current.setdefault(scope.nodeid, []).append((evaluator, sample, metric, method))
+            if self._deferred and evaluator.judging:
+                self._resume(scope.nodeid)
         try:
             key = (id(evaluator), sample, metric, method)
             with self._lock:
@@ -197,6 +202,16 @@ class Prefetcher:
         self.claimed += 1
         return entry[1]
 
+    def _resume(self, nodeid: str) -> None:
+        """The first score that needs the judge: start the window after the running test, which
+        was passed over while every score was served from records."""
+        self._deferred = False
+        position = self._positions.get(nodeid)
+        if not self.active or position is None:
+            return
+        for later in self._items[position + 1 : self._started_to]:
+            self._start(later)
+
     def _follow(
         self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
     ) -> concurrent.futures.Future[MetricResult] | None:
@@ -204,8 +219,8 @@ class Prefetcher:
         body): when it is the first score of the plan its function's earlier tests followed, start it,
         then the plan's other scores on the same sample, so the test waits about one judge call
         instead of one per assertion."""
-        if not self.within or evaluator.settings.cache == "replay":
-            return None
+        if not self.within or evaluator.settings.cache == "replay" or not evaluator.judging:
+            return None  # so far served from records: nothing worth starting (see Evaluator.score)
         if len(self._current.get(nodeid, ())) != 1:
             return None  # not the test's first score
         position = self._positions.get(nodeid)
@@ -382,7 +397,10 @@ class Prefetcher:
         *,
         within: bool = False,
     ) -> None:
-        if evaluator.settings.cache == "replay" or not evaluator.judging:
+        if evaluator.settings.cache == "replay":
+            return
+        if not evaluator.judging:
+            self._deferred = True  # started once a score needs the judge (see claim)
             return
         try:
             key = (id(evaluator), sample, metric, method)

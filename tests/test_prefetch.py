@@ -163,3 +163,18 @@ def test_plans_are_recorded_under_xdist(pytester, judge_server):
     plans = json.loads(pytester.path.joinpath(".pytest_cache", "v", "ragmetrics", "plans").read_text())
     assert len(plans) == 10
     assert all(plan[0][:2] == ["context_relevance", "graded"] for plan in plans.values())
+
+
+def test_a_rerun_judges_the_first_tests_window_ahead_too(pytester, judge_server):
+    """The window after the first test is started once its first score needs the judge, not passed
+    over because nothing needed the judge when the test began."""
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_retrieved=RETRIEVER_TEST)
+    args = ("--rag-concurrency=8", "-p", "no:randomly")
+    pytester.runpytest("--rag-judge-model=judge-a", *args).assert_outcomes(passed=10)
+    judge_server.max_in_flight = 0
+    pytester.runpytest("--rag-judge-model=judge-b", "-k", "0 or 1 or 2 or 3", *args).assert_outcomes(passed=4)
+    # Four tests of one score each (2 calls): the first test's and the next ones' calls in flight at
+    # once (a test alone has 2; with a test started as each one begins, at most 4).
+    assert 4 < judge_server.max_in_flight <= 8
+    assert judge_server.request_count == 20 + 8
