@@ -203,12 +203,21 @@ class Prefetcher:
         return entry[1]
 
     def _resume(self, nodeid: str) -> None:
-        """The first score that needs the judge: start the window after the running test, which
-        was passed over while every score was served from records."""
+        """The first score that needs the judge: start what was passed over while every score was
+        served from records, the running test's scores it has not asked for yet first, then the
+        window after it."""
         self._deferred = False
         position = self._positions.get(nodeid)
         if not self.active or position is None:
             return
+        try:
+            asked = {(id(ev), s, m, meth) for ev, s, m, meth in self._current.get(nodeid, [])[:-1]}
+        except TypeError:  # a sample that cannot be hashed
+            asked = None
+        if asked is not None:
+            for evaluator, sample, metric, method in self._predicted(self._items[position]):
+                if (id(evaluator), sample, metric, method) not in asked:
+                    self._start_one(nodeid, evaluator, sample, metric, method)
         for later in self._items[position + 1 : self._started_to]:
             self._start(later)
 

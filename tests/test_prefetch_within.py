@@ -236,29 +236,36 @@ def test_nothing_is_started_within_a_test_in_replay(pytester, serve):
 
 
 def test_a_stopped_run_cancels_what_a_failing_test_had_started(pytester, serve):
-    """Under -x the second test fails at its first assertion while the rest of its plan waits for
-    the concurrency bound: only calls already in flight are sent, the others never are."""
+    """Under -x the second test fails after its first score while the rest of its plan waits for
+    the concurrency bound: from then on only the calls already in flight arrive, the others are
+    never sent."""
     body = """\
     assert_context_precision(sample) >= 0.5
     assert i != 1, "this retrieval is broken"
     assert_context_recall(sample) >= 0.5
     assert_context_relevance(sample, "graded") >= 0.5
 """
-    server = serve(Overlap(hold=0.5))  # the failure is reported well before the next calls start
+    server = serve(Overlap(hold=0.5))
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_retrieved=retriever_test(4, body, chunks=4))
     pytester.makeconftest("""
-        import time, pytest
+        import pathlib, time, pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_runtest_logreport(report):
+            if report.failed:
+                pathlib.Path("stopped_at").write_text(repr(time.time()))
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_sessionfinish():
-            time.sleep(1.0)  # time for anything not cancelled to be sent before the run ends
+            time.sleep(2.0)  # time for anything not cancelled to be sent before the run ends
     """)
     result = pytester.runpytest("-x", "--rag-concurrency=2", "-p", "no:randomly")
     result.assert_outcomes(passed=1, failed=1)
+    stopped_at = float(pytester.path.joinpath("stopped_at").read_text())
     second = [r for r in server.requests if question(r.body) == 1]
-    # 4 precision calls, then at most the 2 calls in flight when it failed; 9 in its whole plan.
-    assert len(second) <= 4 + 2
+    assert len([r for r in second if r.received_at > stopped_at]) <= 2  # in flight when it stopped
+    assert len(second) < 9  # 4 chunks x 2 metrics + recall: the rest of its plan was never sent
     assert {question(r.body) for r in server.requests} == {0, 1}
 
 
