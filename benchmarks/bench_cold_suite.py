@@ -17,10 +17,11 @@ default all):
                    Each worker gets its share of the concurrency (``-n 4 --rag-concurrency=8`` for 32),
                    so the judge never has more calls in flight than the bound assumes; with
                    ``--undivided`` each worker gets all of it (more in flight than the bound).
+                   ``--warm`` reruns each from the cache: what the run costs besides judging.
 ``retriever-rerun`` that suite rerun with another judge model (one process).
 
     python benchmarks/bench_cold_suite.py [--samples 100] [--latency 0.2] [--concurrency 32]
-        [--scenario retriever] [--workers 4 --workers 8] [--undivided]
+        [--scenario retriever] [--workers 4 --workers 8] [--undivided] [--warm]
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--workers", type=int, action="append", help="xdist worker counts (default 2, 4, 8)")
+    parser.add_argument("--warm", action="store_true",
+                        help="rerun each cold retriever run warm (what is not judging)")  # fmt: skip
     parser.add_argument("--undivided", action="store_true",
                         help="give each xdist worker the whole --concurrency, not its share")  # fmt: skip
     parser.add_argument("--scenario", action="append",
@@ -134,6 +137,14 @@ def main() -> None:
             f"cpu {CPU_SECONDS[-1]:6.2f} s"
         )
 
+    def warm_run(root: Path, run_args: list[str], cold: float, judge: dict[str, object]) -> None:
+        # The same suite answered from the cache: what the run costs besides judging (interpreters,
+        # imports, pytest, scoring). On a loaded machine it is most of it.
+        warm, _ = run_pytest(root, run_args, env)
+        bound = int(judge["calls"]) * args.latency / args.concurrency  # type: ignore[call-overload]
+        print(f"{'  same suite, warm':<28} {warm:7.2f} s  judging took {cold - warm:.2f} s: "
+              f"{(cold - warm) / bound:.2f} x the bound")  # fmt: skip
+
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for kind in ("golden", "retriever"):
@@ -153,10 +164,7 @@ def main() -> None:
                     show("golden set, cold", cold, judge)
                     # The same suite answered from the cache: what the run costs besides judging
                     # (interpreter, imports, pytest, scoring). On a loaded machine it is most of it.
-                    warm, _ = run_pytest(root, first, env)
-                    bound = int(judge["calls"]) * args.latency / args.concurrency  # type: ignore[call-overload]
-                    print(f"{'  same suite, warm':<28} {warm:7.2f} s  judging took {cold - warm:.2f} s: "
-                          f"{(cold - warm) / bound:.2f} x the bound")  # fmt: skip
+                    warm_run(root, first, cold, judge)
                     if "model-change" in scenarios:
                         rerun = ["--rag-judge-model=judge-b", "--rag-cache-dir=cache-a"]
                         show("golden set, model changed", *run_pytest(root, rerun, env))
@@ -172,6 +180,8 @@ def main() -> None:
                             name += f" x {share}"
                         wall, judge = run_pytest(root, ["--rag-judge-model=judge-a", cache, *extra], env)
                         show(name, wall, judge)
+                        if args.warm:
+                            warm_run(root, ["--rag-judge-model=judge-a", cache, *extra], wall, judge)
                 if "retriever-rerun" in scenarios:
                     if "retriever" not in scenarios:
                         run_pytest(root, [*first[:1], "--rag-cache-dir=cache-n0"], env)
