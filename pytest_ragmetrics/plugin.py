@@ -297,7 +297,9 @@ class _Recorder:
             # Comparisons in an xfail test (a deliberately broken retriever, say) are reported but
             # kept out of aggregates and gates.
             xfail = hasattr(report, "wasxfail")
-            state.rows.extend({**row, "xfail": xfail} for row in rows)
+            for row in rows:  # the report gave them up: marked in place, not copied
+                row["xfail"] = xfail
+            state.rows.extend(rows)
         error = getattr(report, "ragmetrics_error", None)
         if error:
             state.errors.append(error)

@@ -89,6 +89,8 @@ def sample_from_json(data: Any) -> RagSample | None:
 
 def settings_diff(settings: Settings, base: Settings) -> dict[str, Any]:
     """The settings that differ from the run's, as JSON."""
+    if settings is base:  # nearly every score of a run: its tests set nothing of their own
+        return {}
     diff: dict[str, Any] = {}
     for f in dataclasses.fields(settings):
         value = getattr(settings, f.name)
@@ -111,7 +113,11 @@ def apply_diff(base: Settings, diff: dict[str, Any]) -> Settings | None:
 
 def _rag_sample(item: pytest.Item) -> RagSample | None:
     callspec = getattr(item, "callspec", None)
-    sample = callspec.params.get("rag_sample") if callspec is not None else None
+    if callspec is None:
+        return None
+    sample = callspec.params.get("rag_sample")
+    if sample is None:
+        return None
     from .sample import RagSample
 
     return sample if isinstance(sample, RagSample) else None
