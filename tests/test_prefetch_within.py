@@ -43,13 +43,16 @@ def retriever_test(count, body=THREE_ASSERTIONS, chunks=2):
 
 
 def question(request):
-    """The plan number a judge request is about ("What is the limit of plan 3?" -> 3)."""
+    """The plan number a judge request is about ("What is the limit of plan 3?" -> 3); None for a
+    request whose body never arrived (the client cancelled it while sending)."""
+    if not isinstance(request, dict):
+        return None
     content = request["messages"][-1]["content"]
     return int(json.loads(content)["question"].split("plan ")[1].rstrip("?"))
 
 
 def kind(request):
-    return request["response_format"]["json_schema"]["name"]
+    return request["response_format"]["json_schema"]["name"] if isinstance(request, dict) else None
 
 
 class Overlap:
@@ -266,7 +269,7 @@ def test_a_stopped_run_cancels_what_a_failing_test_had_started(pytester, serve):
     second = [r for r in server.requests if question(r.body) == 1]
     assert len([r for r in second if r.received_at > stopped_at]) <= 2  # in flight when it stopped
     assert len(second) < 9  # 4 chunks x 2 metrics + recall: the rest of its plan was never sent
-    assert {question(r.body) for r in server.requests} == {0, 1}
+    assert {question(r.body) for r in server.requests} - {None} == {0, 1}
 
 
 def test_scores_are_started_within_tests_under_xdist(pytester, serve):
