@@ -102,23 +102,29 @@ def test_nothing_is_judged_ahead_in_replay(project, judge_server):
     assert judge_server.request_count == 0
 
 
+def stop_recorder(linger: float) -> str:
+    """A conftest noting when a test failed (in ``stopped_at``), and letting the run linger
+    ``linger`` seconds at its end: anything not cancelled has time to reach the judge."""
+    return f"""
+import pathlib, time, pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    if report.failed:
+        pathlib.Path("stopped_at").write_text(repr(time.time()))
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish():
+    time.sleep({linger})
+"""
+
+
 def test_a_stopped_run_sends_nothing_for_the_tests_it_will_not_run(project, judge_server):
     """The first test fails under -x while the next tests are judged ahead: from then on only the
     calls already in flight arrive, everything still waiting for the concurrency bound is dropped."""
     project.makepyfile(test_golden=GOLDEN_TEST.replace("THRESHOLD", "1.5"))  # the first test fails
     project.path.joinpath("golden.jsonl").write_text(golden(40))
-    project.makeconftest("""
-        import pathlib, time, pytest
-
-        @pytest.hookimpl(trylast=True)
-        def pytest_runtest_logreport(report):
-            if report.failed:
-                pathlib.Path("stopped_at").write_text(repr(time.time()))
-
-        @pytest.hookimpl(tryfirst=True)
-        def pytest_sessionfinish():
-            time.sleep(1.0)  # time for anything not cancelled to be sent before the run ends
-    """)
+    project.makeconftest(stop_recorder(1.0))
     result = project.runpytest("-x", "--rag-concurrency=4", "-p", "no:randomly")
     result.assert_outcomes(failed=1)
     stopped_at = float(project.path.joinpath("stopped_at").read_text())

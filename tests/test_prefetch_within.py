@@ -9,6 +9,7 @@ import time
 import pytest
 
 from pytest_ragmetrics.testing import FakeJudgeServer, default_responder
+from tests.test_prefetch import stop_recorder
 
 pytest_plugins = ["pytester"]
 
@@ -251,18 +252,7 @@ def test_a_stopped_run_cancels_what_a_failing_test_had_started(pytester, serve):
     server = serve(Overlap(hold=0.5))
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_retrieved=retriever_test(4, body, chunks=4))
-    pytester.makeconftest("""
-        import pathlib, time, pytest
-
-        @pytest.hookimpl(trylast=True)
-        def pytest_runtest_logreport(report):
-            if report.failed:
-                pathlib.Path("stopped_at").write_text(repr(time.time()))
-
-        @pytest.hookimpl(tryfirst=True)
-        def pytest_sessionfinish():
-            time.sleep(2.0)  # time for anything not cancelled to be sent before the run ends
-    """)
+    pytester.makeconftest(stop_recorder(2.0))
     result = pytester.runpytest("-x", "--rag-concurrency=2", "-p", "no:randomly")
     result.assert_outcomes(passed=1, failed=1)
     stopped_at = float(pytester.path.joinpath("stopped_at").read_text())

@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from tests.test_served_here import scripted_project
+
 pytest_plugins = ["pytester"]
 
 SUITE = """
@@ -18,14 +20,7 @@ def test_golden(rag_sample):
 
 CONFTEST = """
 import json, pathlib
-import pytest
-from pytest_ragmetrics import ScriptedJudge
 from pytest_ragmetrics.plugin import state_key
-from pytest_ragmetrics.testing import conforming_value
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_ragmetrics_make_judge(settings):
-    return ScriptedJudge(lambda request: conforming_value(request.schema))
 
 def pytest_terminal_summary(terminalreporter):
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
@@ -51,16 +46,7 @@ def pytest_ragmetrics_report(report):
 
 @pytest.fixture
 def suite(pytester):
-    pytester.makeini("[pytest]\nrag_cache_dir = cache\n")
-    golden = [
-        {"id": f"s{i}", "question": f"Limit of plan {i}?", "contexts": [f"Plan {i} has {i} GB."],
-         "ground_truth": f"{i} GB."}
-        for i in range(6)
-    ]  # fmt: skip
-    pytester.path.joinpath("golden.jsonl").write_text("\n".join(map(json.dumps, golden)))
-    pytester.makepyfile(test_golden=SUITE)
-    pytester.makeconftest(CONFTEST)
-    return pytester
+    return scripted_project(pytester, 6, SUITE, CONFTEST)
 
 
 def read(pytester, name):

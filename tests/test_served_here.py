@@ -193,24 +193,34 @@ def test_golden(rag_sample):
 """
 
 
-def test_a_warm_pytest_run_starts_no_judging_thread(pytester):
+SCRIPTED_JUDGE = """
+import pytest
+from pytest_ragmetrics import ScriptedJudge
+from pytest_ragmetrics.testing import conforming_value
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_ragmetrics_make_judge(settings):
+    return ScriptedJudge(lambda request: conforming_value(request.schema))
+"""
+
+
+def scripted_project(pytester, count, test, conftest=""):
+    """A golden set of ``count`` one-chunk samples, the test file ``test``, a scripted judge and a
+    disk cache in the project (``conftest`` adds to the conftest.py)."""
     pytester.makeini("[pytest]\nrag_cache_dir = cache\n")
     golden = [
         {"id": f"s{i}", "question": f"Limit of plan {i}?", "contexts": [f"Plan {i} has {i} GB."],
          "ground_truth": f"{i} GB."}
-        for i in range(12)
+        for i in range(count)
     ]  # fmt: skip
     pytester.path.joinpath("golden.jsonl").write_text("\n".join(map(json.dumps, golden)))
-    pytester.makepyfile(test_golden=WARM_SUITE)
-    pytester.makeconftest("""
-        import pytest
-        from pytest_ragmetrics import ScriptedJudge
-        from pytest_ragmetrics.testing import conforming_value
+    pytester.makepyfile(test_golden=test)
+    pytester.makeconftest(SCRIPTED_JUDGE + conftest)
+    return pytester
 
-        @pytest.hookimpl(tryfirst=True)
-        def pytest_ragmetrics_make_judge(settings):
-            return ScriptedJudge(lambda request: conforming_value(request.schema))
-    """)
+
+def test_a_warm_pytest_run_starts_no_judging_thread(pytester):
+    scripted_project(pytester, 12, WARM_SUITE)
     pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=12)
     cold = json.loads(pytester.path.joinpath("threads-s11").read_text())
     assert "ragmetrics-judge" in cold
