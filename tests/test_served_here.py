@@ -230,3 +230,26 @@ def test_a_warm_pytest_run_starts_no_judging_thread(pytester):
         assert "ragmetrics-judge" not in json.loads(pytester.path.joinpath(f"threads-s{i}").read_text())
     summary = json.loads(pytester.path.joinpath("report.json").read_text())["summary"]
     assert summary["judge"]["calls"] == 0 and summary["judge"]["recorded"] == 12 * 2
+
+
+def test_serving_here_never_opens_diskcache_in_the_calling_thread(tmp_path, monkeypatch):
+    """diskcache opens a connection per thread and closes only the closing thread's: the calling
+    thread reads through a connection of its own, closed with the cache (Python 3.13 warns of any
+    connection left open)."""
+    import pytest_ragmetrics.judge.cache as cache_module
+
+    settings, _ = record(tmp_path)
+    opened, original = [], cache_module.open_disk_cache
+
+    def recording(directory):
+        opened.append(threading.current_thread().name)
+        return original(directory)
+
+    monkeypatch.setattr(cache_module, "open_disk_cache", recording)
+    with Evaluator(settings, judge=ScriptedJudge(never)) as ev:
+        score_all(ev)
+        assert opened == [] and ev.stats.cache_hits > 0
+        here = ev.judge._here
+        assert here is not None
+    with pytest.raises(Exception, match="closed"):
+        here._db.execute("SELECT 1")

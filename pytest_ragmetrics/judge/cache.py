@@ -822,13 +822,11 @@ class CachedJudge:
                 unread.append(key)
             found.append((request, key, answer, source))
         read: dict[str, Any] = {}
-        if unread:
-            reader = self._here_reader()
-            if reader is None:
-                raise ServedElsewhere
+        reader = self._here_reader() if unread else None
+        if reader is not None:
             try:
                 read = reader.get_many(unread)
-            except sqlite3.Error:
+            except (sqlite3.Error, OSError):
                 raise ServedElsewhere from None
         writes = store is not None and self.mode == "readwrite"
         answers: list[JudgeAnswer | None] = []
@@ -864,20 +862,27 @@ class CachedJudge:
         return answers
 
     def _here_reader(self) -> ReadOnlyDiskCache | None:
-        """A reader of the disk cache for any thread (its own SQLite connection, closed with the cache)."""
+        """A reader of the disk cache for any thread (its own SQLite connection, closed with the
+        cache); ``None`` when there is no cache to read (none configured, disabled, or not created
+        yet). Raises :class:`ServedElsewhere` for a database it cannot open: the loop finds out why.
+
+        Not diskcache itself: it would open a connection of the calling thread that only that
+        thread can close.
+        """
         if self._here is not None:
             return self._here
-        cache = self._disk()
-        if cache is None:
+        if self.cache_dir is None or self._cache_problem is not None:
             return None
-        if isinstance(cache, ReadOnlyDiskCache):
-            return cache
+        if isinstance(self._cache, ReadOnlyDiskCache):
+            return self._cache
         with self._lock:
             if self._here is None:
-                try:
-                    self._here = ReadOnlyDiskCache(cache.directory)
-                except (OSError, sqlite3.Error):
+                if not (self.cache_dir / "cache.db").is_file():
                     return None
+                try:
+                    self._here = ReadOnlyDiskCache(self.cache_dir)
+                except (OSError, sqlite3.Error):
+                    raise ServedElsewhere from None
             return self._here
 
     def count_served(self, served: Sequence[JudgeAnswer]) -> None:
