@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from pytest_ragmetrics.judge.base import JudgeRequest
 from pytest_ragmetrics.judge.cache import RagMetricsWarning
 from pytest_ragmetrics.judge.store import FORMAT_DEFAULTS, JudgmentStore, dump_line, text_id
 from pytest_ragmetrics.testing import conforming_value
+from tests.test_store import _git
 
 METHODS = ("context_precision", "context_recall", "context_relevance[graded]", "context_relevance[sentence]")
 
@@ -237,14 +237,6 @@ def test_prune_leaves_no_judgment_without_its_texts(tmp_path):
     left = lines(store_dir)
     assert len([line for line in left if "text" in line]) == 2  # its question and its chunk
     assert JudgmentStore(store_dir).read_json(graded[0]) == everything[graded[0]]
-
-
-def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
-    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com", GIT_CONFIG_NOSYSTEM="1")
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
