@@ -16,7 +16,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .judge.base import Judge, JudgeAnswer, JudgeRequest
     from .judge.cache import CachedJudge, CacheMode
     from .judge.stats import JudgeStats
+    from .score_records import ScoreRecords, Traced
     from .text import Splitter
 
 T = TypeVar("T")
@@ -177,12 +178,14 @@ class EvaluationResult:
 class _Context:
     """The :class:`~pytest_ragmetrics.metrics.builtin.ScoringContext` the engine hands to metrics."""
 
-    def __init__(self, evaluator: Evaluator) -> None:
+    def __init__(self, evaluator: Evaluator, *, traced: bool = False) -> None:
         self._evaluator = evaluator
         self.settings = evaluator.settings
         #: What the score was made with, for telling whether two runs' scores can be compared.
         self.prompt_versions: set[str] = set()
         self.split_used = False
+        #: With ``traced``, every judgment the score rests on (for its score record).
+        self.traced: list[Traced] | None = [] if traced else None
 
     def split(self, text: str) -> list[str]:
         self.split_used = True
@@ -201,6 +204,8 @@ class _Context:
         self.prompt_versions.add(request.prompt_version)
         answer = await self._evaluator.judge.judge(request)
         self._evaluator.note_answer(request, answer)
+        if self.traced is not None:
+            self._trace(request, answer)
         return answer
 
     async def judge_many(
@@ -211,7 +216,14 @@ class _Context:
         for request, answer in zip(requests, answers, strict=True):
             if answer is not None:
                 self._evaluator.note_answer(request, answer)
+                if self.traced is not None:
+                    self._trace(request, answer)
         return answers
+
+    def _trace(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
+        key = request.cache_key()
+        kind, classes = self._evaluator.answers[key]
+        self.traced.append((key, kind, classes, answer.source, answer.usage.total_tokens))  # type: ignore[union-attr]
 
 
 # Every metric of a sample normalizes the same question and chunks again: remember recent texts.
@@ -256,7 +268,8 @@ class Evaluator:
     ``judge`` replaces the configured judge (it still sits behind the cache and store as configured by
     ``settings.cache``); ``hook`` is a pluggy hook relay (pytest's ``config.hook`` inside pytest, else
     :func:`~pytest_ragmetrics.hookspecs.plugin_manager`'s). ``stats`` and ``runner`` can be shared
-    between evaluators.
+    between evaluators. ``score_records=False`` neither serves nor keeps finished scores in the disk
+    cache (:mod:`~pytest_ragmetrics.score_records`): every score is made from its judgments.
     """
 
     def __init__(
@@ -269,6 +282,7 @@ class Evaluator:
         stats: JudgeStats | None = None,
         runner: LoopRunner | None = None,
         default_cache_dir: str | Path | None = None,
+        score_records: bool = True,
     ) -> None:
         self.settings = settings or from_env()
         from . import _scope
@@ -293,6 +307,8 @@ class Evaluator:
         self._metrics: dict[str, Metric] | None = None
         self._fingerprint: object = _UNKNOWN
         self._cut: dict[str, Metric] = {}  # "ndcg@5" -> the ndcg family cut at 5
+        self._records: ScoreRecords | None = None
+        self._keeps_records = score_records
         self._lock = threading.Lock()
         #: Results judged ahead of time, asked first by :meth:`score` (see :class:`ScoresAhead`).
         self.ahead: ScoresAhead | None = None
@@ -426,15 +442,69 @@ class Evaluator:
         self._cut[name] = cut
         return cut
 
+    def _score_records(self, metric: Metric) -> ScoreRecords | None:
+        """The score records of ``metric``'s results, or ``None`` when it has none."""
+        from .score_records import ScoreRecords, records_serve
+
+        if not self._keeps_records or not records_serve(metric):
+            return None
+        if self._records is None:
+            self._records = ScoreRecords(self)
+        return self._records
+
     # -- scoring -----------------------------------------------------------------------------
-    async def _score(self, sample: RagSample, name: str, method: str | None) -> MetricResult:
+    async def _score(
+        self, sample: RagSample, name: str, method: str | None, *, look: bool = True
+    ) -> MetricResult:
+        """Score one sample: from its score record when there is one (``look``), else with the
+        judge's (recorded) answers, then keeping the record."""
         if not isinstance(sample, RagSample):
             raise TypeError(f"expected a RagSample, got {type(sample).__name__}")
         metric = self.metric(name)
         method = check_method(metric, method)
-        ctx = _Context(self)
+        records = self._score_records(metric)
+        key = None if records is None else records.key(name, method, sample)
+        if look and key is not None:
+            found = records.find(key, sample)  # type: ignore[union-attr]
+            if found is not None:
+                return found
+        ctx = _Context(self, traced=key is not None)
         result = await metric.score(sample, method, ctx)
-        return self._finish(metric, sample, result, ctx)
+        result = self._finish(metric, sample, result, ctx)
+        if key is not None:
+            records.keep(key, result, ctx.traced or ())  # type: ignore[union-attr]
+        return result
+
+    async def _recorded(
+        self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]]
+    ) -> dict[tuple[int, int], MetricResult] | None:
+        """The results of (spec, sample) pairs served from score records, read in one go off the
+        loop; ``None`` when no record was looked for (none of the metrics keeps them, or they are off)."""
+        wanted: list[tuple[int, int, str]] = []
+        for s, (name, method) in enumerate(specs):
+            metric = self.metric(name)
+            records = self._score_records(metric)
+            if records is None:
+                continue
+            method = check_method(metric, method)
+            for i, sample in enumerate(samples):
+                key = records.key(name, method, sample)
+                if key is None:
+                    return None
+                wanted.append((s, i, key))
+        records = self._records
+        if not wanted or records is None:
+            return None
+        judge = self.judge
+        found = await judge._off_loop(judge.read_entries, [key for _, _, key in wanted])
+        served: dict[tuple[int, int], MetricResult] = {}
+        for s, i, key in wanted:
+            raw = found.get(key)
+            if raw is not None:
+                result = records.serve(raw, key, samples[i])
+                if result is not None:
+                    served[s, i] = result
+        return served
 
     def _finish(
         self, metric: Metric, sample: RagSample, result: MetricResult, ctx: _Context | None = None
@@ -562,10 +632,11 @@ class Evaluator:
         ids = _sample_ids(samples)
         for name, method in specs:
             check_method(self.metric(name), method)  # fail before judging anything
+        served = await self._recorded(samples, specs)
         # One failure does not cancel the others: every answer that arrives is recorded (cache and
         # store), so what was paid for is never paid again. Bugs (other exceptions) still cancel.
         columns = await gather_or_cancel(
-            *(self._score_settled(samples, name, method) for name, method in specs)
+            *(self._score_settled(samples, name, method, served, s) for s, (name, method) in enumerate(specs))
         )
         paired = list(zip(specs, columns, strict=True))
         outcomes = [(sid, spec, column[i]) for i, sid in enumerate(ids) for spec, column in paired]
@@ -589,9 +660,16 @@ class Evaluator:
         return EvaluationResult(list(samples), results, aggregates, failed)
 
     async def _score_settled(
-        self, samples: Sequence[RagSample], name: str, method: str | None
+        self,
+        samples: Sequence[RagSample],
+        name: str,
+        method: str | None,
+        served: Mapping[tuple[int, int], MetricResult] | None = None,
+        column: int = 0,
     ) -> list[MetricResult | RagMetricsError]:
-        """Like :meth:`_score_many`, but a sample's failure is its outcome, not the column's."""
+        """Like :meth:`_score_many`, but a sample's failure is its outcome, not the column's.
+        ``served`` holds the results already served from score records, by (``column``, sample);
+        ``None`` when none were looked for."""
         metric = self.metric(name)
         now = getattr(metric, "score_now", None)
         if now is not None and not getattr(metric, "uses_judge", True):
@@ -604,13 +682,21 @@ class Evaluator:
                     out.append(exc)
             return out
 
-        async def settled(i: int) -> MetricResult | RagMetricsError:
+        outcomes: list[MetricResult | RagMetricsError | None] = (
+            [served.get((column, i)) for i in range(len(samples))] if served else [None] * len(samples)
+        )
+        todo = [i for i, outcome in enumerate(outcomes) if outcome is None]
+
+        async def settled(j: int) -> MetricResult | RagMetricsError:
             try:
-                return await self._score(samples[i], name, method)
+                # A sample without a record was looked for already (see _recorded).
+                return await self._score(samples[todo[j]], name, method, look=served is None)
             except RagMetricsError as exc:
                 return exc
 
-        return await map_bounded(settled, len(samples), self._jobs)
+        for i, outcome in zip(todo, await map_bounded(settled, len(todo), self._jobs), strict=True):
+            outcomes[i] = outcome
+        return outcomes  # type: ignore[return-value]  # every one filled in
 
     async def aevaluate(
         self,
@@ -642,6 +728,8 @@ class Evaluator:
 
     def close(self) -> None:
         """Close the judge's client and the cache; stop the event loop if this evaluator owns it."""
+        if self._records is not None:
+            self._records.flush()
         judge, self._cached_judge = self._cached_judge, None
         if judge is not None:
             with contextlib.suppress(RuntimeError):  # the loop is already gone: nothing left to close

@@ -46,12 +46,12 @@ def test_an_evaluation_keeps_a_bounded_number_of_samples_in_flight(monkeypatch):
     in_flight = peak = 0
     score = Evaluator._score
 
-    async def counting(self, *args):
+    async def counting(self, *args, **kwargs):
         nonlocal in_flight, peak
         in_flight += 1
         peak = max(peak, in_flight)
         try:
-            return await score(self, *args)
+            return await score(self, *args, **kwargs)
         finally:
             in_flight -= 1
 

@@ -2,6 +2,7 @@
 the same result and the same counts as the loop gives, and anything else (a miss, a damaged entry, a
 write, another kind of metric) is left to the loop, counted once."""
 
+import functools
 import json
 import threading
 import warnings
@@ -15,6 +16,9 @@ from pytest_ragmetrics.judge.cache import RagMetricsWarning
 from pytest_ragmetrics.judge.store import JudgmentStore
 from pytest_ragmetrics.results import MetricResult
 from tests.test_warm_path import FIVE, SAMPLES, never, verdicts
+
+# What is tested here is serving judgments: no finished scores kept in the cache.
+FromJudgments = functools.partial(Evaluator, score_records=False)
 
 pytest_plugins = ["pytester"]
 
@@ -35,7 +39,7 @@ def as_json(results):
 
 def record(tmp_path, **settings):
     settings = Settings(cache_dir=str(tmp_path / "cache"), **settings)
-    with Evaluator(settings, judge=ScriptedJudge(verdicts)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
         cold = score_all(ev)
     return settings, cold
 
@@ -48,13 +52,13 @@ def test_recorded_scores_are_served_without_the_judging_loop(tmp_path, where):
     else:
         settings = Settings(cache_dir=settings.cache_dir)
     before = judging_threads()
-    with Evaluator(settings, judge=ScriptedJudge(never)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
         warm = score_all(ev)
         assert ev.runner._thread is None and judging_threads() == before  # no loop was started
         assert not ev.judging
         hits = (ev.stats.cache_hits, ev.stats.store_hits)
     # The loop, asked for the same scores by a fresh evaluator, gives the same results and counts.
-    with Evaluator(settings, judge=ScriptedJudge(never)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
         looped = ev.evaluate(SAMPLES, FIVE)
         assert (ev.stats.cache_hits, ev.stats.store_hits) == hits
     assert as_json(warm) == as_json(cold)
@@ -73,12 +77,12 @@ def comparable_one(result: MetricResult):
 def test_a_score_with_an_answer_missing_is_judged_on_the_loop_and_counted_once(tmp_path):
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     first = RagSample("What is the limit?", ["The limit is 5 GB.", "It costs 3 dollars."], id="a")
-    with Evaluator(settings, judge=ScriptedJudge(verdicts)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
         ev.score(first, "context_relevance", "graded")
     # One chunk's judgment is recorded, the other's is not.
     second = RagSample("What is the limit?", ["The limit is 5 GB.", "Paris is the capital."], id="b")
     judge = ScriptedJudge(verdicts)
-    with Evaluator(settings, judge=judge) as ev:
+    with FromJudgments(settings, judge=judge) as ev:
         result = ev.score(second, "context_relevance", "graded")
         assert ev.judging  # from now on the plugin may judge ahead
         assert (judge.calls, ev.stats.calls, ev.stats.cache_hits) == (1, 1, 1)
@@ -95,7 +99,7 @@ def test_a_damaged_cache_entry_is_dropped_by_the_loop(tmp_path):
             if record_.get("kind") == "context_relevance_graded":
                 cache[key] = "{not json"
     judge = ScriptedJudge(verdicts)
-    with warnings.catch_warnings(record=True) as caught, Evaluator(settings, judge=judge) as ev:
+    with warnings.catch_warnings(record=True) as caught, FromJudgments(settings, judge=judge) as ev:
         warnings.simplefilter("always")
         result = ev.score(SAMPLES[0], "context_relevance", "graded")
     assert judge.calls == 3 and result.score == cold["france", "context_relevance", "graded"].score
@@ -105,7 +109,7 @@ def test_a_damaged_cache_entry_is_dropped_by_the_loop(tmp_path):
 def test_a_cache_hit_the_store_lacks_is_copied_into_it_by_the_loop(tmp_path):
     settings, _ = record(tmp_path)
     store_dir = tmp_path / "store"
-    with Evaluator(
+    with FromJudgments(
         Settings(cache_dir=settings.cache_dir, store_dir=str(store_dir)), judge=ScriptedJudge(never)
     ) as ev:
         ev.score(SAMPLES[0], "context_precision")
@@ -147,10 +151,10 @@ def test_a_miss_in_a_later_round_counts_the_first_round_once(tmp_path):
     manager.register(Plugin(TwoRounds()))
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     sample = RagSample("What is the capital?", ["Paris is the capital.", "It rains."], id="x")
-    with Evaluator(settings, judge=ScriptedJudge(verdicts), hook=manager.hook) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts), hook=manager.hook) as ev:
         ev.score(RagSample("What is the capital?", ["Paris is the capital."], id="y"), "context_relevance")
     judge = ScriptedJudge(verdicts)
-    with Evaluator(settings, judge=judge, hook=manager.hook) as ev:
+    with FromJudgments(settings, judge=judge, hook=manager.hook) as ev:
         assert ev.score(sample, "two_rounds").score == 0.5
         assert (judge.calls, ev.stats.cache_hits) == (1, 1)
 
@@ -164,16 +168,16 @@ def test_a_metric_that_does_not_declare_it_is_scored_on_the_loop(tmp_path):
     manager.register(Plugin(OnTheLoop()))
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     sample = RagSample("What is the capital?", ["Paris is the capital.", "It rains."], id="x")
-    with Evaluator(settings, judge=ScriptedJudge(verdicts), hook=manager.hook) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts), hook=manager.hook) as ev:
         ev.score(sample, "on_the_loop")
-    with Evaluator(settings, judge=ScriptedJudge(never), hook=manager.hook) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(never), hook=manager.hook) as ev:
         assert ev.score(sample, "on_the_loop").score == 0.5
         assert ev.runner._thread is not None and not ev.judging and ev.stats.cache_hits == 2
 
 
 def test_a_bad_sample_raises_the_loops_error(tmp_path):
     settings = Settings(cache_dir=str(tmp_path / "cache"))
-    with Evaluator(settings, judge=ScriptedJudge(never)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
         with pytest.raises(Exception, match="needs a ground_truth"):
             ev.score(RagSample("Q?", ["chunk"], id="x"), "context_recall")
         assert not ev.judging  # not a reason to judge ahead
@@ -246,7 +250,7 @@ def test_serving_here_never_opens_diskcache_in_the_calling_thread(tmp_path, monk
         return original(directory)
 
     monkeypatch.setattr(cache_module, "open_disk_cache", recording)
-    with Evaluator(settings, judge=ScriptedJudge(never)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
         score_all(ev)
         assert opened == [] and ev.stats.cache_hits > 0
         here = ev.judge._here

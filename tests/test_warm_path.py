@@ -2,6 +2,7 @@
 and give exactly the results the judge's own answers gave."""
 
 import dataclasses
+import functools
 import json
 import warnings
 
@@ -14,6 +15,9 @@ from pytest_ragmetrics.judge.base import JudgeRequest, canonical_json, conforms,
 from pytest_ragmetrics.judge.cache import RagMetricsWarning
 from pytest_ragmetrics.text import default_splitter
 from tests.judge_requests import make_request
+
+# What is tested here is serving judgments: no finished scores kept in the cache.
+FromJudgments = functools.partial(Evaluator, score_records=False)
 
 FIVE = [
     "context_precision",
@@ -90,13 +94,13 @@ def comparable(result):
 @pytest.mark.parametrize("fingerprint", [True, False], ids=["splitter-with-fingerprint", "plain-splitter"])
 def test_cache_and_store_replays_give_the_judges_results_exactly(tmp_path, fingerprint):
     settings = Settings(cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store"))
-    with Evaluator(settings, judge=ScriptedJudge(verdicts), splitter=CountingSplitter(fingerprint)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts), splitter=CountingSplitter(fingerprint)) as ev:
         cold = ev.evaluate(SAMPLES, FIVE)
         again = ev.evaluate(SAMPLES, FIVE)  # from memory
-    with Evaluator(settings, judge=ScriptedJudge(never), splitter=CountingSplitter(fingerprint)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(never), splitter=CountingSplitter(fingerprint)) as ev:
         from_cache = ev.evaluate(SAMPLES, FIVE)
     replay = Settings(cache="replay", cache_dir=str(tmp_path / "empty"), store_dir=str(tmp_path / "store"))
-    with Evaluator(replay, judge=ScriptedJudge(never), splitter=CountingSplitter(fingerprint)) as ev:
+    with FromJudgments(replay, judge=ScriptedJudge(never), splitter=CountingSplitter(fingerprint)) as ev:
         from_store = ev.evaluate(SAMPLES, FIVE)
     expected = comparable(cold)
     assert comparable(again) == comparable(from_cache) == comparable(from_store) == expected
@@ -114,7 +118,7 @@ def test_a_warm_rerun_splits_no_chunk(tmp_path):
     settings = Settings(cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store"))
     sentence_methods = ["context_relevance[sentence]", "context_relevance[binary]"]
     splitter = CountingSplitter()
-    with Evaluator(settings, judge=ScriptedJudge(verdicts), splitter=splitter) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts), splitter=splitter) as ev:
         ev.evaluate(SAMPLES, sentence_methods)
     assert SAMPLES[1].contexts[0] in splitter.texts  # the cold run split it to ask the judge
     for where in (
@@ -122,7 +126,7 @@ def test_a_warm_rerun_splits_no_chunk(tmp_path):
         Settings(cache="replay", cache_dir=str(tmp_path / "none"), store_dir=settings.store_dir),
     ):
         splitter = CountingSplitter()
-        with Evaluator(where, judge=ScriptedJudge(never), splitter=splitter) as ev:
+        with FromJudgments(where, judge=ScriptedJudge(never), splitter=splitter) as ev:
             ev.evaluate(SAMPLES, sentence_methods)
         # Split again: the chunk not in normalized form (to quote its own sentences) and the one
         # without sentences (no judgment records that). No chunk with a recorded judgment.
@@ -166,7 +170,7 @@ def test_the_key_text_is_the_canonical_json_of_the_key_material(request_):
 def test_damaged_recorded_sentences_are_a_cache_miss(tmp_path):
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     sample = SAMPLES[1]
-    with Evaluator(settings, judge=ScriptedJudge(verdicts)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
         first = ev.score(sample, "context_relevance", "sentence")
     with diskcache.Cache(str(tmp_path / "cache")) as cache:
         for key in list(cache.iterkeys()):
@@ -174,7 +178,7 @@ def test_damaged_recorded_sentences_are_a_cache_miss(tmp_path):
             record["derived"] = {"sentences": "not a list"}
             cache[key] = json.dumps(record)
     judge = ScriptedJudge(verdicts)
-    with Evaluator(settings, judge=judge) as ev, warnings.catch_warnings(record=True) as caught:
+    with FromJudgments(settings, judge=judge) as ev, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         again = ev.score(sample, "context_relevance", "sentence")
     assert judge.calls == 1 and again.score == first.score
@@ -184,7 +188,7 @@ def test_damaged_recorded_sentences_are_a_cache_miss(tmp_path):
 def test_a_chunk_without_sentences_is_not_judged_even_in_replay(tmp_path):
     settings = Settings(cache="replay", cache_dir=str(tmp_path / "cache"))
     sample = RagSample("What is it?", ["- * -"], ground_truth="It.", id="empty")
-    with Evaluator(settings, judge=ScriptedJudge(never)) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
         result = ev.score(sample, "context_relevance", "binary")
     assert result.score == 0.0 and result.verdicts[0].reason == "empty chunk"
 
@@ -239,13 +243,13 @@ def test_a_long_chunk_is_judged_in_windows_and_rerun_without_splitting(tmp_path)
     sample = RagSample("What is the storage limit?", [chunk], ground_truth="It is 5 GB.", id="long")
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     judge = ScriptedJudge(verdicts)
-    with Evaluator(settings, judge=judge) as ev:
+    with FromJudgments(settings, judge=judge) as ev:
         cold = ev.score(sample, "context_relevance", "sentence")
     # Sorted: under xdist the windows are claimed in the shared cache from threads, in any order.
     firsts = sorted(r.inputs.get("first_sentence", 1) for r in judge.requests)
     assert firsts == [1, J.SENTENCE_WINDOW + 1, 2 * J.SENTENCE_WINDOW + 1]
     assert cold.verdicts[0].label == "450/450 sentences needed"
     splitter = CountingSplitter()
-    with Evaluator(settings, judge=ScriptedJudge(never), splitter=splitter) as ev:
+    with FromJudgments(settings, judge=ScriptedJudge(never), splitter=splitter) as ev:
         warm = ev.score(sample, "context_relevance", "sentence")
     assert splitter.texts == [] and warm.to_json() == {**cold.to_json(), "cached": True}

@@ -365,6 +365,8 @@ class CachedJudge:
         self._gathering: _Gathering | None = None
         # The disk cache's reader for scores served on the calling thread (see _served_here).
         self._here: ReadOnlyDiskCache | None = None
+        # This run replaced a recorded judgment and renewed the cache's epoch (see score_records).
+        self._epoch_renewed = False
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -492,6 +494,7 @@ class CachedJudge:
             # A damaged entry is a miss; drop it so it is replaced by a good one.
             with contextlib.suppress(*errors):
                 cache.delete(key)
+            self._renew_epoch(cache)
             then = (
                 "replay treats it as not recorded unless the judgment store has it"
                 if self.mode == "replay"
@@ -632,6 +635,8 @@ class CachedJudge:
         if request.derived:
             record["derived"] = request.derived_inputs()
         value = json.dumps(record, sort_keys=True, ensure_ascii=False)
+        if self.mode == "refresh":
+            self._renew_epoch(cache)  # the answer replaces a recorded one: older scores rest on it
         try:
             cache.set(key, value)
         except _cache_errors() as exc:
@@ -1020,15 +1025,84 @@ class CachedJudge:
         One thread, not any of asyncio's: diskcache opens a SQLite connection per thread and closes
         only the calling thread's, so :meth:`close_cache` closes this thread's connection in it.
         """
+        call = functools.partial(function, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._io_thread(), call)
+
+    def _io_thread(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._lock:
             if self._io is None:
                 self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragmetrics-io")
-            io = self._io
-        call = functools.partial(function, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(io, call)
+            return self._io
+
+    # --- entries other than judgments: score records ---------------------------------------------
+
+    def read_entries(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The disk-cache entries of ``keys`` that exist (text), read on any thread without opening
+        diskcache there; empty when there is no cache to read or it cannot be read now."""
+        if self.mode == "off" or not keys:
+            return {}
+        try:
+            reader = self._here_reader()
+        except ServedElsewhere:
+            return {}
+        if reader is None:
+            return {}
+        try:
+            if len(keys) == 1:
+                raw = reader.get(keys[0])
+                return {} if raw is None else {keys[0]: raw}
+            return reader.get_many(keys)
+        except (sqlite3.Error, OSError, UnicodeDecodeError):
+            return {}
+
+    def write_entries(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Write text entries to the disk cache in one transaction of the I/O thread, without
+        waiting; in ``readwrite`` mode only. A failure loses nothing but these entries."""
+        if self.mode != "readwrite" or self.cache_dir is None or self._cache_problem is not None:
+            return
+        self._io_thread().submit(self._write_entries, pairs)
+
+    def _write_entries(self, pairs: Sequence[tuple[str, str]]) -> None:
+        cache = self._disk()
+        if cache is None or isinstance(cache, ReadOnlyDiskCache):
+            return
+        with contextlib.suppress(*_cache_errors()), cache.transact():
+            for key, value in pairs:
+                cache.set(key, value)
+
+    def score_epoch(self) -> str | None:
+        """The cache's epoch for score records (``""`` before any), or ``None`` when it cannot be read."""
+        from ..score_records import EPOCH_KEY
+
+        if self.cache_dir is None or self._cache_problem is not None:
+            return None
+        try:
+            reader = self._here_reader()
+        except ServedElsewhere:
+            return None
+        if reader is None:
+            return ""  # no cache yet: nothing recorded that an epoch could tell apart
+        try:
+            raw = reader.get(EPOCH_KEY)
+        except (sqlite3.Error, OSError, UnicodeDecodeError):
+            return None
+        return raw if isinstance(raw, str) else ""
+
+    def _renew_epoch(self, cache: Any) -> None:
+        """A recorded judgment is being replaced: every score record made before is out of date."""
+        if self._epoch_renewed or isinstance(cache, ReadOnlyDiskCache):
+            return
+        from ..score_records import EPOCH_KEY
+
+        with contextlib.suppress(*_cache_errors()):
+            cache.set(EPOCH_KEY, secrets.token_hex(8))
+            self._epoch_renewed = True
 
     def close_cache(self) -> None:
         """Close the disk cache (it reopens on next use) and sort the store's shards this run appended to."""
+        io = self._io
+        if io is not None:
+            io.submit(_nothing).result()  # writes still queued (score records) open the cache first
         if self.store is not None:
             try:
                 self.store.flush()
@@ -1056,6 +1130,10 @@ class CachedJudge:
             io.shutdown(wait=True)
 
 
+def _nothing() -> None:
+    pass
+
+
 def _is_read_only(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "readonly" in text or "read-only" in text or "unable to open" in text
@@ -1074,15 +1152,21 @@ def cache_summary(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Entries, bytes on disk and per-model counts of the disk cache at ``cache_dir`` (for the CLI)."""
     directory = Path(cache_dir)
     size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else 0
-    summary: dict[str, Any] = {"entries": 0, "bytes": size, "models": {}}
+    summary: dict[str, Any] = {"entries": 0, "bytes": size, "models": {}, "score_records": 0}
     if not (directory / "cache.db").is_file():
         return summary
     cache = open_disk_cache(directory)
     try:
+        from ..score_records import EPOCH_KEY, SCORE_PREFIX
+
         models: dict[str, int] = {}
+        scores = 0
         for key in cache.iterkeys():
             if isinstance(key, str) and key.startswith(CLAIM_PREFIX):
                 continue  # a judgment being asked for right now, not an entry
+            if isinstance(key, str) and (key.startswith(SCORE_PREFIX) or key == EPOCH_KEY):
+                scores += key != EPOCH_KEY  # a finished score, kept beside its judgments
+                continue
             raw = cache.get(key)
             try:
                 model = str(json.loads(raw).get("model", "?"))
@@ -1090,6 +1174,7 @@ def cache_summary(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
                 model = "?"
             models[model] = models.get(model, 0) + 1
         summary["entries"] = sum(models.values())
+        summary["score_records"] = scores
         summary["models"] = dict(sorted(models.items()))
     finally:
         cache.close()

@@ -91,6 +91,14 @@ class JudgeStats:
             if usage is not None:
                 self.tokens_saved += usage.total_tokens
 
+    def record_hits(self, *, cache: int = 0, store: int = 0, tokens_saved: int = 0) -> None:
+        """Several answers served at once (a score record): ``cache`` from the disk cache, ``store``
+        from the judgment store, saving ``tokens_saved`` tokens in all."""
+        with self._lock:
+            self.cache_hits += cache
+            self.store_hits += store
+            self.tokens_saved += tokens_saved
+
     def record_response_format(self, response_format: str, reason: str | None = None) -> None:
         """The judge found the response format the server supports (``reason``: why not a stricter one)."""
         with self._lock:

@@ -593,6 +593,21 @@ class JudgmentStore:
                 )
         return self._legacy
 
+    def generation(self) -> str | None:
+        """The identity of the store's files as they are now (names, sizes, modification times),
+        which any write, checkout or edit changes; ``None`` for a store still holding judgments in the
+        one-file-per-judgment layout, or one that cannot be looked at."""
+        if self._has_legacy():
+            return None
+        parts: list[Any] = [str(self.directory.resolve())]
+        try:
+            for path in self.shard_paths():
+                stat = path.stat()
+                parts.append([path.name, stat.st_size, stat.st_mtime_ns, stat.st_ino])
+        except OSError:
+            return None
+        return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
+
     @contextlib.contextmanager
     def _locked(self, *, shared: bool = False) -> Iterator[None]:
         """Hold the store's lock against this process's threads and other processes (xdist workers).

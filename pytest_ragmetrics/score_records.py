@@ -1,0 +1,334 @@
+"""Finished scores kept in the disk cache, so a warm rerun serves each score with one read.
+
+A warm run already has every judgment recorded, yet scoring a sample again still rebuilds its
+requests, hashes their keys, reads and validates each answer and redoes the arithmetic: most of
+its time. A *score record* keeps a built-in metric's finished result for one sample, keyed on
+everything the result follows from:
+
+* the metric and method, and the sample's whole content (its id included);
+* the settings the judgments are made with (judge model, relevance models, sampling parameters);
+* the sentence splitter's fingerprint (a splitter without one turns score records off);
+* this package's own code (every module's bytes), so a changed prompt or formula never serves an
+  old result;
+* the judgment store's files as they are (name, size, modification time): the store is the
+  source of truth, and a pull, checkout, edit or new judgment in it turns every record made before
+  into a miss;
+* the cache's *epoch*, renewed whenever a recorded judgment is replaced in the cache (``refresh``
+  mode, a damaged entry dropped), which turns every record made before into a miss.
+
+A record also lists the judgments the score rests on (key, kind, what each decided, where it came
+from), so a served record still counts its hits, keeps its judgments from being pruned and feeds
+the run's judge checks, as the judgments themselves would. Records are written in ``readwrite``
+mode only, read in ``readwrite`` and ``replay``; a record that is damaged or does not belong to its
+key is a miss. The disk cache may evict them like any entry: a miss only costs the slower path.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .results import MetricResult, Verdict
+
+if TYPE_CHECKING:
+    from .engine import Evaluator
+    from .judge.cache import CachedJudge
+    from .metrics.builtin import Metric
+    from .sample import RagSample
+
+#: Prefix of the disk-cache keys of score records (judgments are keyed by a bare sha256).
+SCORE_PREFIX = "score:"
+#: The disk-cache key holding the cache's epoch (see the module's documentation).
+EPOCH_KEY = "score-epoch"
+#: The layout of a record; a record of another layout is a miss.
+FORMAT = 1
+#: Records written in one transaction of the judge's I/O thread.
+WRITE_BATCH = 256
+
+# One judgment a score rests on: (key, kind, what it decided, source, tokens it saved).
+Traced = tuple[str, str, tuple[str, ...], str, int]
+_UNKNOWN = object()
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of this package's modules: a changed prompt, schema or formula changes it."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _sample_material(sample: RagSample) -> str:
+    grades = sample.reference_context_ids
+    material = [
+        sample.id,
+        sample.question,
+        list(sample.contexts),
+        sample.ground_truth,
+        sample.answer,
+        None if sample.context_ids is None else list(sample.context_ids),
+        None if grades is None else sorted(grades.items()),
+        None if sample.reference_contexts is None else list(sample.reference_contexts),
+    ]
+    return json.dumps(material, ensure_ascii=False)
+
+
+@functools.lru_cache(maxsize=1024)
+def _sample_digest(sample: RagSample) -> str:
+    return hashlib.sha256(_sample_material(sample).encode("utf-8")).hexdigest()
+
+
+def sample_digest(sample: RagSample) -> str:
+    """A digest of everything in ``sample`` a built-in metric's result can follow from."""
+    try:
+        return _sample_digest(sample)
+    except TypeError:  # a field that cannot be hashed: nothing to remember it by
+        return hashlib.sha256(_sample_material(sample).encode("utf-8")).hexdigest()
+
+
+def records_serve(metric: Metric) -> bool:
+    """Whether ``metric``'s results are kept as score records: the built-in judged metrics only
+    (their code is in :func:`code_digest`; a plugin's metric may change without telling)."""
+    return type(metric).__module__ == "pytest_ragmetrics.metrics.builtin" and getattr(
+        metric, "serves_recorded", False
+    )
+
+
+class ScoreRecords:
+    """The score records of one evaluator: keys, reads ahead, hits and batched writes."""
+
+    def __init__(self, evaluator: Evaluator) -> None:
+        self._evaluator = evaluator
+        self._base: object = _UNKNOWN  # str, or None: records are off for this evaluator
+        self._pending: list[tuple[str, str]] = []
+
+    # -- keys --------------------------------------------------------------------------------
+    def _judge(self) -> CachedJudge:
+        return self._evaluator.judge
+
+    def base(self) -> str | None:
+        """The part of every key this evaluator shares, or ``None`` when records are off."""
+        if self._base is _UNKNOWN:
+            self._base = self._compute_base()
+        return self._base  # type: ignore[return-value]
+
+    def _compute_base(self) -> str | None:
+        judge = self._judge()
+        if judge.mode not in ("readwrite", "replay") or judge.cache_dir is None:
+            return None
+        fingerprint = self._evaluator.splitter_fingerprint
+        if fingerprint is None:
+            return None
+        generation: str | None = None
+        if judge.store is not None:
+            generation = judge.store.generation()
+            if generation is None:
+                return None
+        epoch = judge.score_epoch()
+        if epoch is None:
+            return None
+        s = self._evaluator.settings
+        material = [
+            FORMAT,
+            code_digest(),
+            s.judge_model,
+            list(s.models_for_graded),
+            s.temperature,
+            s.graded_temperature,
+            s.seed,
+            s.judge_n,
+            s.relevance_method,
+            fingerprint,
+            generation,
+            epoch,
+        ]
+        return hashlib.sha256(json.dumps(material).encode("utf-8")).hexdigest()
+
+    def key(self, name: str, method: str | None, sample: RagSample) -> str | None:
+        """The record key of ``name[method]`` for ``sample``, or ``None`` when records are off."""
+        base = self.base()
+        if base is None:
+            return None
+        text = f"{base}\0{name}\0{method or ''}\0{sample_digest(sample)}"
+        return SCORE_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    # -- reading -----------------------------------------------------------------------------
+    def find(self, key: str, sample: RagSample) -> MetricResult | None:
+        """The recorded result of ``key`` (its hits counted), or ``None``: score it."""
+        raw = self._judge().read_entries([key]).get(key)
+        return None if raw is None else self.serve(raw, key, sample)
+
+    def serve(self, raw: Any, key: str, sample: RagSample) -> MetricResult | None:
+        """The result the entry ``raw`` of ``key`` records (its hits counted), or ``None`` when it
+        is damaged or not a record of this key: score it."""
+        try:
+            result, traced = decode(raw, key, sample)
+        except (ValueError, TypeError, KeyError, IndexError):
+            return None  # damaged: scored again, and the new record replaces it
+        self._replay(traced)
+        return result
+
+    def _replay(self, traced: Sequence[Traced]) -> None:
+        """What serving the judgments would have done: count hits, mark them used, note answers."""
+        evaluator = self._evaluator
+        judge = evaluator.judge
+        used, answers = judge.used_keys, evaluator.answers
+        store = judge.store is not None
+        store_hits = tokens = 0
+        for key, kind, classes, source, saved in traced:
+            used.add(key)
+            if key not in answers:
+                answers[key] = (kind, classes)
+            store_hits += store and source == "store"
+            tokens += saved
+        evaluator.stats.record_hits(cache=len(traced) - store_hits, store=store_hits, tokens_saved=tokens)
+
+    # -- writing -----------------------------------------------------------------------------
+    def keep(self, key: str, result: MetricResult, traced: Sequence[Traced]) -> None:
+        """Record ``result`` (written in batches off the calling thread), in ``readwrite`` mode."""
+        if self._judge().mode != "readwrite":
+            return
+        self._pending.append((key, encode(key, result, traced)))
+        if len(self._pending) >= WRITE_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending:
+            self._judge().write_entries(pending)
+
+
+# --- the record's JSON form -------------------------------------------------------------------
+
+
+def encode(key: str, result: MetricResult, traced: Iterable[Traced]) -> str:
+    """A record of ``result`` as served from records: no judge calls, nothing spent."""
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "key": key,
+            "score": result.score,
+            "metric": result.metric,
+            "method": result.method,
+            "explanation": result.explanation,
+            "mode": result.mode,
+            "models": None if result.models is None else dict(result.models),
+            "judges": list(result.judges),
+            "sample_key": result.sample_key,
+            "reference_key": result.reference_key,
+            "labels_found": result.labels_found,
+            "prompt_versions": list(result.prompt_versions),
+            "splitter": result.splitter,
+            "verdicts": [
+                [
+                    v.item,
+                    v.index,
+                    v.text,
+                    v.value,
+                    v.label,
+                    v.reason,
+                    v.rank,
+                    list(v.extracted),
+                    None if v.models is None else dict(v.models),
+                ]
+                for v in result.verdicts
+            ],
+            "judgments": [list(t) for t in traced],
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise TypeError("expected a string")
+    return value
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else _str(value)
+
+
+def _number(value: Any) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise TypeError("expected a finite number")
+    return float(value)
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise TypeError("expected an integer")
+    return value
+
+
+def _models(value: Any) -> Mapping[str, float] | None:
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise TypeError("expected an object")
+    return {_str(k): _number(v) for k, v in value.items()}
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if type(value) is not list:
+        raise TypeError("expected a list")
+    return tuple(_str(v) for v in value)
+
+
+def decode(raw: Any, key: str, sample: RagSample) -> tuple[MetricResult, list[Traced]]:
+    """The result and judgments a record holds; ``ValueError``/``TypeError`` when it is damaged."""
+    if not isinstance(raw, (str, bytes)):
+        raise TypeError("not a text entry")
+    data = json.loads(raw)
+    if type(data) is not dict or data.get("format") != FORMAT or data.get("key") != key:
+        raise ValueError("not a record of this key")
+    verdicts = []
+    for v in data["verdicts"]:
+        item, index, text, value, label, reason, rank, extracted, models = v
+        verdicts.append(
+            Verdict(
+                _str(item),
+                _int(index),
+                _str(text),
+                _number(value),
+                _str(label),
+                _str(reason),
+                None if rank is None else _int(rank),
+                _strings(extracted),
+                True,
+                _models(models),
+            )
+        )
+    labels_found = data["labels_found"]
+    if labels_found is not None and type(labels_found) is not bool:
+        raise TypeError("labels_found must be a boolean")
+    result = MetricResult(
+        _number(data["score"]),
+        _str(data["metric"]),
+        _opt_str(data["method"]),
+        tuple(verdicts),
+        _str(data["explanation"]),
+        sample.id,
+        _opt_str(data["mode"]),
+        models=_models(data["models"]),
+        judges=_strings(data["judges"]),
+        sample_key=_opt_str(data["sample_key"]),
+        labels_found=labels_found,
+        reference_key=_opt_str(data["reference_key"]),
+        prompt_versions=_strings(data["prompt_versions"]),
+        splitter=_opt_str(data["splitter"]),
+    )
+    traced: list[Traced] = []
+    for j in data["judgments"]:
+        jkey, kind, classes, source, saved = j
+        traced.append((_str(jkey), _str(kind), _strings(classes), _str(source), _int(saved)))
+    return result, traced

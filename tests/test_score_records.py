@@ -1,0 +1,262 @@
+"""Score records: a warm rerun serves each finished score with one read, exactly as its judgments
+would serve it (results, hit counts, used keys, answers), and never where they would now differ:
+other content, settings, code, a changed judgment store or a replaced judgment."""
+
+import dataclasses
+import json
+import re
+import shutil
+
+import diskcache
+import pytest
+
+from pytest_ragmetrics import Evaluator, ScriptedJudge, Settings, score_records
+from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics.errors import JudgmentNotRecorded
+from pytest_ragmetrics.judge.cache import cache_summary
+from pytest_ragmetrics.score_records import EPOCH_KEY, SCORE_PREFIX
+from tests.test_warm_path import FIVE, SAMPLES, CountingSplitter, comparable, never, verdicts
+
+SPECS = [(spec.split("[")[0], spec[:-1].split("[")[1] if "[" in spec else None) for spec in FIVE]
+
+
+def other_verdicts(request):
+    """Answers that differ from :func:`verdicts` wherever a score could show it."""
+    answer = verdicts(request)
+    if request.kind == J.PRECISION:
+        return {**answer, "useful": not answer["useful"]}
+    if request.kind == J.SENTENCES:
+        return {"reason": "none needed", "relevant_sentences": []}
+    if request.kind == J.GRADED:
+        return {"reason": "rated", "rating": 2 - answer["rating"]}
+    return {k: {**v, "attributed": not v["attributed"]} for k, v in answer.items()}
+
+
+def keys(cache_dir, *, records):
+    with diskcache.Cache(cache_dir) as cache:
+        return [k for k in cache.iterkeys() if k.startswith(SCORE_PREFIX) == records and k != EPOCH_KEY]
+
+
+def drop(cache_dir, *, records):
+    """Delete the score records (``records=True``) or the judgments (``False``) of a cache."""
+    with diskcache.Cache(cache_dir) as cache:
+        for key in keys(cache_dir, records=records):
+            del cache[key]
+
+
+def run(settings, judge=never, samples=SAMPLES, **kwargs):
+    with Evaluator(settings, judge=ScriptedJudge(judge), **kwargs) as ev:
+        result = ev.evaluate(samples, FIVE)
+        seen = (ev.stats.cache_hits, ev.stats.store_hits, ev.stats.tokens_saved, ev.stats.calls)
+        return result, seen, dict(ev.answers), set(ev.judge.used_keys)
+
+
+def test_a_warm_evaluation_from_records_is_what_the_judgments_give(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    cold, *_ = run(settings, verdicts)
+    assert len(keys(settings.cache_dir, records=True)) == len(SAMPLES) * len(FIVE)
+    from_records = run(settings)
+    drop(settings.cache_dir, records=True)
+    from_judgments = run(settings)
+    assert comparable(from_records[0]) == comparable(from_judgments[0]) == comparable(cold)
+    assert from_records[0].to_json() == from_judgments[0].to_json()  # "cached" too
+    assert from_records[1:] == from_judgments[1:]  # hits, tokens saved, answers, used keys
+    assert from_records[1][0] > 0 and from_records[1][3] == 0
+    # The run from judgments wrote the records again: they alone now serve a run.
+    drop(settings.cache_dir, records=False)
+    replay = dataclasses.replace(settings, cache="replay")
+    assert run(replay)[0].to_json() == from_judgments[0].to_json()
+
+
+def test_single_scores_are_served_from_records_on_the_calling_thread(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    with Evaluator(settings, judge=ScriptedJudge(verdicts)) as ev:
+        cold = {(s.id, *spec): ev.score(s, *spec).to_json() for s in SAMPLES for spec in SPECS}
+    drop(settings.cache_dir, records=False)  # only the records are left
+    with Evaluator(dataclasses.replace(settings, cache="replay"), judge=ScriptedJudge(never)) as ev:
+        warm = {(s.id, *spec): ev.score(s, *spec).to_json() for s in SAMPLES for spec in SPECS}
+        assert ev.runner._thread is None  # no judging loop was needed
+    assert warm == {key: {**value, "cached": True} for key, value in cold.items()}
+
+
+def only_records(tmp_path, **settings):
+    """A cache holding the score records of SAMPLES on FIVE and nothing else, in replay mode."""
+    base = Settings(cache_dir=str(tmp_path / "cache"), **settings)
+    run(base, verdicts)
+    drop(base.cache_dir, records=False)
+    return dataclasses.replace(base, cache="replay")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(
+            lambda s: {"settings": dataclasses.replace(s, judge_model="gpt-other")}, id="judge-model"
+        ),
+        pytest.param(lambda s: {"settings": dataclasses.replace(s, seed=7)}, id="seed"),
+        pytest.param(lambda s: {"settings": dataclasses.replace(s, relevance_models=("m2",))}, id="models"),
+        pytest.param(
+            lambda s: {
+                "samples": [dataclasses.replace(SAMPLES[0], contexts=(*SAMPLES[0].contexts[:2], "New."))]
+            },
+            id="contexts",
+        ),
+        pytest.param(lambda s: {"samples": [dataclasses.replace(SAMPLES[0], id="renamed")]}, id="sample-id"),
+        pytest.param(
+            lambda s: {"samples": [dataclasses.replace(SAMPLES[1], ground_truth="The limit is 6 GB.")]},
+            id="reference",
+        ),
+    ],
+)
+def test_a_record_serves_only_the_same_content_and_settings(tmp_path, change):
+    settings = only_records(tmp_path)
+    assert run(settings)[0].ok  # the records serve the unchanged evaluation
+    changed = {"settings": settings, "samples": SAMPLES, **change(settings)}
+    with pytest.raises(JudgmentNotRecorded):
+        run(changed["settings"], samples=changed["samples"])
+
+
+def test_changed_code_or_a_splitter_without_fingerprint_serves_no_record(tmp_path, monkeypatch):
+    settings = only_records(tmp_path)
+    monkeypatch.setattr(score_records, "code_digest", lambda: "another version of the package")
+    with pytest.raises(JudgmentNotRecorded):
+        run(settings)
+    monkeypatch.undo()
+    with pytest.raises(JudgmentNotRecorded):
+        run(settings, splitter=CountingSplitter(fingerprint=False))
+    assert run(settings)[0].ok
+
+
+def test_a_plugin_metric_keeps_no_records(tmp_path):
+    from pytest_ragmetrics.metrics.builtin import ContextPrecision
+
+    class Mine(ContextPrecision):  # the same code, but not the package's: it may change unseen
+        name = "my_precision"
+
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    with Evaluator(settings, judge=ScriptedJudge(verdicts)) as ev:
+        ev._metrics = {**ev.metrics, "my_precision": Mine()}
+        ev.evaluate(SAMPLES, ["my_precision"])
+    assert keys(settings.cache_dir, records=True) == []
+
+
+def test_the_store_stays_the_source_of_truth(tmp_path):
+    """A checkout bringing other judgments into the store turns the records made before into misses."""
+    ours = Settings(cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store"))
+    theirs = Settings(cache_dir=str(tmp_path / "theirs-cache"), store_dir=str(tmp_path / "theirs"))
+    run(ours, verdicts)
+    run(ours)  # the store changed when the first run recorded into it: this run keeps new records
+    served, seen, *_ = run(ours)
+    assert seen[1] > 0  # store hits, as the judgments count them
+    expected, *_ = run(theirs, other_verdicts)
+    assert comparable(expected) != comparable(served)
+    shutil.rmtree(ours.store_dir)
+    shutil.copytree(theirs.store_dir, ours.store_dir)  # "git checkout" of another branch
+    after, *_ = run(ours)
+    assert comparable(after) == comparable(expected)
+
+
+def test_a_refresh_turns_every_earlier_record_into_a_miss(tmp_path):
+    """Sentence and binary relevance share judgments: refreshing binary relevance alone changes what
+    sentence relevance's judgments say, so its record must not be served any more."""
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    before, *_ = run(settings, verdicts)
+    with Evaluator(dataclasses.replace(settings, cache="refresh"), judge=ScriptedJudge(other_verdicts)) as ev:
+        ev.evaluate(SAMPLES, ["context_relevance[binary]"])
+    after, *_ = run(settings)
+    with Evaluator(Settings(cache="off"), judge=ScriptedJudge(other_verdicts)) as ev:
+        expected = ev.evaluate(SAMPLES, ["context_relevance[sentence]"])
+    label = "context_relevance[sentence]"
+    assert after.scores(label) == expected.scores(label) != before.scores(label)
+    assert after.scores("context_precision") == before.scores("context_precision")
+
+
+def test_a_damaged_record_is_a_miss_and_is_replaced(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    cold, *_ = run(settings, verdicts)
+    recorded = sorted(keys(settings.cache_dir, records=True))
+    with diskcache.Cache(settings.cache_dir) as cache:
+        values = {key: cache[key] for key in recorded}
+        damaged = [
+            lambda key: "{not json",
+            lambda key: '"a string"',
+            lambda key: values[key].replace('"format":1', '"format":2'),
+            lambda key: values[recorded[0] if key != recorded[0] else recorded[1]],  # another key's
+            lambda key: re.sub(r'"score":([0-9.e-]+)', r'"score":"\1"', values[key], count=1),
+            lambda key: values[key].replace('"verdicts":[[', '"verdicts":[[null,', 1),
+            lambda key: values[key].replace('"judgments":[[', '"judgments":[[7,', 1),
+        ]
+        for i, key in enumerate(recorded):
+            cache[key] = damaged[i % len(damaged)](key)
+    warm, seen, *_ = run(settings)
+    assert comparable(warm) == comparable(cold) and seen[3] == 0
+    with diskcache.Cache(settings.cache_dir) as cache:
+        assert all(json.loads(cache[key])["key"] == key for key in recorded)  # replaced by good ones
+    drop(settings.cache_dir, records=False)
+    assert comparable(run(dataclasses.replace(settings, cache="replay"))[0]) == comparable(cold)
+
+
+def test_replay_writes_no_records_and_stats_counts_them_apart(tmp_path):
+    recorded = Settings(cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store"))
+    run(recorded, verdicts)
+    replay = Settings(cache="replay", cache_dir=str(tmp_path / "ci-cache"), store_dir=recorded.store_dir)
+    (tmp_path / "ci-cache").mkdir()
+    run(replay)
+    assert not (tmp_path / "ci-cache" / "cache.db").exists() or keys(replay.cache_dir, records=True) == []
+    summary = cache_summary(recorded.cache_dir)
+    assert summary["score_records"] == len(SAMPLES) * len(FIVE)
+    assert summary["entries"] == len(keys(recorded.cache_dir, records=False))
+
+
+def test_records_keep_their_judgments_in_use_so_prune_keeps_them(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store"))
+    for judge in (verdicts, never, never):  # the third run is served from records
+        *_, used = run(settings, judge)
+        with Evaluator(settings) as ev:
+            stored = ev.judge.store.keys()
+    assert used == stored and stored
+
+
+def test_a_sample_that_cannot_be_hashed_has_the_same_digest():
+    sample = dataclasses.replace(SAMPLES[1], context_ids=("a", "b"))
+    unhashable = dataclasses.replace(sample)
+    object.__setattr__(unhashable, "context_ids", ["a", "b"])  # a list: lru_cache cannot take it
+    with pytest.raises(TypeError):
+        hash(unhashable)
+    assert score_records.sample_digest(unhashable) == score_records.sample_digest(sample)
+
+
+PYTEST_SUITE = """
+import pytest
+from pytest_ragmetrics import assert_context_precision, assert_context_recall, assert_context_relevance
+
+@pytest.mark.ragmetrics(samples="golden.jsonl")
+def test_golden(rag_sample):
+    assert_context_precision(rag_sample) >= 0.0
+    assert_context_recall(rag_sample) >= 0.0
+    assert_context_relevance(rag_sample, "sentence") >= 0.0
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_warm_pytest_run_is_served_from_records(pytester, workers):
+    from tests.test_served_here import scripted_project
+
+    scripted_project(pytester, 10, PYTEST_SUITE)
+    pytester.runpytest_subprocess("-p", "no:randomly", "--rag-report-json=cold.json").assert_outcomes(
+        passed=10
+    )
+    cache_dir = str(pytester.path / "cache")
+    assert len(keys(cache_dir, records=True)) == 30
+    drop(cache_dir, records=False)  # only the records can serve the run now
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--rag-cache=replay", "--rag-report-json=warm.json", *workers
+    )
+    result.assert_outcomes(passed=10)
+    cold, warm = (json.loads(pytester.path.joinpath(f"{name}.json").read_text()) for name in ("cold", "warm"))
+    assert warm["summary"]["judge"]["calls"] == 0
+    assert (
+        warm["summary"]["judge"]["recorded"]
+        == cold["summary"]["judge"]["calls"] + cold["summary"]["judge"]["recorded"]
+    )
+    assert warm["summary"]["metrics"] == cold["summary"]["metrics"]
