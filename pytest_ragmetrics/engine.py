@@ -465,14 +465,14 @@ class Evaluator:
         records = self._score_records(metric)
         key = None if records is None else records.key(name, method, sample)
         if look and key is not None:
-            found = records.find(key, sample)  # type: ignore[union-attr]
+            found = records.find(name, method, key, sample)  # type: ignore[union-attr]
             if found is not None:
                 return found
         ctx = _Context(self, traced=key is not None)
         result = await metric.score(sample, method, ctx)
         result = self._finish(metric, sample, result, ctx)
         if key is not None:
-            records.keep(key, result, ctx.traced or ())  # type: ignore[union-attr]
+            records.keep(key, result, ctx.traced or (), sample)  # type: ignore[union-attr]
         return result
 
     async def _recorded(

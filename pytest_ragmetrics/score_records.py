@@ -28,8 +28,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +108,9 @@ class ScoreRecords:
         self._evaluator = evaluator
         self._base: object = _UNKNOWN  # str, or None: records are off for this evaluator
         self._pending: list[tuple[str, str]] = []
+        # The (metric, method) pairs asked for so far, and records read ahead for the last sample.
+        self._asked: dict[tuple[str, str | None], None] = {}
+        self._ahead: dict[str, Any] = {}
 
     # -- keys --------------------------------------------------------------------------------
     def _judge(self) -> CachedJudge:
@@ -161,9 +163,20 @@ class ScoreRecords:
         return SCORE_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     # -- reading -----------------------------------------------------------------------------
-    def find(self, key: str, sample: RagSample) -> MetricResult | None:
-        """The recorded result of ``key`` (its hits counted), or ``None``: score it."""
-        raw = self._judge().read_entries([key]).get(key)
+    def find(self, name: str, method: str | None, key: str, sample: RagSample) -> MetricResult | None:
+        """The recorded result of ``key`` (its hits counted), or ``None``: score it.
+
+        A test asks for several scores of its sample: the first one read also reads the records of
+        the sample's other scores this evaluator was asked for so far, in the same query.
+        """
+        self._asked.setdefault((name, method), None)
+        raw = self._ahead.pop(key, _UNKNOWN)
+        if raw is _UNKNOWN:
+            others = [self.key(n, m, sample) for n, m in list(self._asked) if (n, m) != (name, method)]
+            wanted = [key, *(k for k in others if k is not None)]
+            found = self._judge().read_entries(wanted)
+            self._ahead = {k: found.get(k) for k in wanted[1:]}  # only the last sample's: memory stays flat
+            raw = found.get(key)
         return None if raw is None else self.serve(raw, key, sample)
 
     def serve(self, raw: Any, key: str, sample: RagSample) -> MetricResult | None:
@@ -171,7 +184,7 @@ class ScoreRecords:
         is damaged or not a record of this key: score it."""
         try:
             result, traced = decode(raw, key, sample)
-        except (ValueError, TypeError, KeyError, IndexError):
+        except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError):
             return None  # damaged: scored again, and the new record replaces it
         self._replay(traced)
         return result
@@ -192,11 +205,11 @@ class ScoreRecords:
         evaluator.stats.record_hits(cache=len(traced) - store_hits, store=store_hits, tokens_saved=tokens)
 
     # -- writing -----------------------------------------------------------------------------
-    def keep(self, key: str, result: MetricResult, traced: Sequence[Traced]) -> None:
+    def keep(self, key: str, result: MetricResult, traced: Sequence[Traced], sample: RagSample) -> None:
         """Record ``result`` (written in batches off the calling thread), in ``readwrite`` mode."""
         if self._judge().mode != "readwrite":
             return
-        self._pending.append((key, encode(key, result, traced)))
+        self._pending.append((key, encode(key, result, traced, sample)))
         if len(self._pending) >= WRITE_BATCH:
             self.flush()
 
@@ -207,11 +220,16 @@ class ScoreRecords:
 
 
 # --- the record's JSON form -------------------------------------------------------------------
+# A record is the sha256 of its JSON text, then the text: one that is not byte for byte what
+# encode() wrote (damaged, cut short, edited) is a miss, and one that is needs no field checked.
+# A chunk's verdict quoting the whole chunk leaves its text out (the sample has it: its content is
+# in the key).
 
 
-def encode(key: str, result: MetricResult, traced: Iterable[Traced]) -> str:
+def encode(key: str, result: MetricResult, traced: Iterable[Traced], sample: RagSample) -> str:
     """A record of ``result`` as served from records: no judge calls, nothing spent."""
-    return json.dumps(
+    contexts = sample.contexts
+    body = json.dumps(
         {
             "format": FORMAT,
             "key": key,
@@ -221,114 +239,85 @@ def encode(key: str, result: MetricResult, traced: Iterable[Traced]) -> str:
             "explanation": result.explanation,
             "mode": result.mode,
             "models": None if result.models is None else dict(result.models),
-            "judges": list(result.judges),
+            "judges": result.judges,
             "sample_key": result.sample_key,
             "reference_key": result.reference_key,
             "labels_found": result.labels_found,
-            "prompt_versions": list(result.prompt_versions),
+            "prompt_versions": result.prompt_versions,
             "splitter": result.splitter,
             "verdicts": [
                 [
                     v.item,
                     v.index,
-                    v.text,
+                    None if _quotes_chunk(v, contexts) else v.text,
                     v.value,
                     v.label,
                     v.reason,
                     v.rank,
-                    list(v.extracted),
+                    v.extracted,
                     None if v.models is None else dict(v.models),
                 ]
                 for v in result.verdicts
             ],
-            "judgments": [list(t) for t in traced],
+            "judgments": list(traced),
         },
         ensure_ascii=False,
         separators=(",", ":"),
     )
+    return hashlib.sha256(body.encode("utf-8")).hexdigest() + body
 
 
-def _str(value: Any) -> str:
-    if type(value) is not str:
-        raise TypeError("expected a string")
-    return value
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else _str(value)
-
-
-def _number(value: Any) -> float:
-    if type(value) not in (int, float) or not math.isfinite(value):
-        raise TypeError("expected a finite number")
-    return float(value)
-
-
-def _int(value: Any) -> int:
-    if type(value) is not int:
-        raise TypeError("expected an integer")
-    return value
-
-
-def _models(value: Any) -> Mapping[str, float] | None:
-    if value is None:
-        return None
-    if type(value) is not dict:
-        raise TypeError("expected an object")
-    return {_str(k): _number(v) for k, v in value.items()}
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    if type(value) is not list:
-        raise TypeError("expected a list")
-    return tuple(_str(v) for v in value)
+def _quotes_chunk(verdict: Verdict, contexts: Sequence[str]) -> bool:
+    rank = verdict.rank
+    return rank is not None and 0 < rank <= len(contexts) and verdict.text == contexts[rank - 1]
 
 
 def decode(raw: Any, key: str, sample: RagSample) -> tuple[MetricResult, list[Traced]]:
     """The result and judgments a record holds; ``ValueError``/``TypeError`` when it is damaged."""
-    if not isinstance(raw, (str, bytes)):
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8")
+    if not isinstance(raw, str):
         raise TypeError("not a text entry")
-    data = json.loads(raw)
-    if type(data) is not dict or data.get("format") != FORMAT or data.get("key") != key:
+    body = raw[64:]
+    if hashlib.sha256(body.encode("utf-8")).hexdigest() != raw[:64]:
+        raise ValueError("the record is not as it was written")
+    data = json.loads(body)
+    if data["format"] != FORMAT or data["key"] != key:
         raise ValueError("not a record of this key")
-    verdicts = []
-    for v in data["verdicts"]:
-        item, index, text, value, label, reason, rank, extracted, models = v
-        verdicts.append(
-            Verdict(
-                _str(item),
-                _int(index),
-                _str(text),
-                _number(value),
-                _str(label),
-                _str(reason),
-                None if rank is None else _int(rank),
-                _strings(extracted),
-                True,
-                _models(models),
-            )
+    contexts = sample.contexts
+    verdicts = tuple(
+        Verdict(
+            item,
+            index,
+            contexts[rank - 1] if text is None else text,
+            value,
+            label,
+            reason,
+            rank,
+            tuple(extracted),
+            True,
+            models,
         )
-    labels_found = data["labels_found"]
-    if labels_found is not None and type(labels_found) is not bool:
-        raise TypeError("labels_found must be a boolean")
-    result = MetricResult(
-        _number(data["score"]),
-        _str(data["metric"]),
-        _opt_str(data["method"]),
-        tuple(verdicts),
-        _str(data["explanation"]),
-        sample.id,
-        _opt_str(data["mode"]),
-        models=_models(data["models"]),
-        judges=_strings(data["judges"]),
-        sample_key=_opt_str(data["sample_key"]),
-        labels_found=labels_found,
-        reference_key=_opt_str(data["reference_key"]),
-        prompt_versions=_strings(data["prompt_versions"]),
-        splitter=_opt_str(data["splitter"]),
+        for item, index, text, value, label, reason, rank, extracted, models in data["verdicts"]
     )
-    traced: list[Traced] = []
-    for j in data["judgments"]:
-        jkey, kind, classes, source, saved = j
-        traced.append((_str(jkey), _str(kind), _strings(classes), _str(source), _int(saved)))
+    result = MetricResult(
+        data["score"],
+        data["metric"],
+        data["method"],
+        verdicts,
+        data["explanation"],
+        sample.id,
+        data["mode"],
+        models=data["models"],
+        judges=tuple(data["judges"]),
+        sample_key=data["sample_key"],
+        labels_found=data["labels_found"],
+        reference_key=data["reference_key"],
+        prompt_versions=tuple(data["prompt_versions"]),
+        splitter=data["splitter"],
+    )
+    traced = [
+        (jkey, kind, tuple(classes), source, saved)
+        for jkey, kind, classes, source, saved in data["judgments"]
+    ]
     return result, traced

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_ragmetrics import Evaluator, ScriptedJudge, Settings, score_records
 from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics.__main__ import main
 from pytest_ragmetrics.errors import JudgmentNotRecorded
 from pytest_ragmetrics.judge.cache import cache_summary
 from pytest_ragmetrics.score_records import EPOCH_KEY, SCORE_PREFIX
@@ -184,6 +185,8 @@ def test_a_damaged_record_is_a_miss_and_is_replaced(tmp_path):
             lambda key: values[recorded[0] if key != recorded[0] else recorded[1]],  # another key's
             lambda key: re.sub(r'"score":([0-9.e-]+)', r'"score":"\1"', values[key], count=1),
             lambda key: values[key].replace('"verdicts":[[', '"verdicts":[[null,', 1),
+            lambda key: values[key][: len(values[key]) // 2],  # cut short
+            lambda key: values[key].encode("utf-8"),  # bytes: read, checked like text
             lambda key: values[key].replace('"judgments":[[', '"judgments":[[7,', 1),
         ]
         for i, key in enumerate(recorded):
@@ -191,12 +194,12 @@ def test_a_damaged_record_is_a_miss_and_is_replaced(tmp_path):
     warm, seen, *_ = run(settings)
     assert comparable(warm) == comparable(cold) and seen[3] == 0
     with diskcache.Cache(settings.cache_dir) as cache:
-        assert all(json.loads(cache[key])["key"] == key for key in recorded)  # replaced by good ones
+        assert all(json.loads(cache[key][64:])["key"] == key for key in recorded)  # replaced by good ones
     drop(settings.cache_dir, records=False)
     assert comparable(run(dataclasses.replace(settings, cache="replay"))[0]) == comparable(cold)
 
 
-def test_replay_writes_no_records_and_stats_counts_them_apart(tmp_path):
+def test_replay_writes_no_records_and_stats_counts_them_apart(tmp_path, capsys):
     recorded = Settings(cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store"))
     run(recorded, verdicts)
     replay = Settings(cache="replay", cache_dir=str(tmp_path / "ci-cache"), store_dir=recorded.store_dir)
@@ -206,6 +209,9 @@ def test_replay_writes_no_records_and_stats_counts_them_apart(tmp_path):
     summary = cache_summary(recorded.cache_dir)
     assert summary["score_records"] == len(SAMPLES) * len(FIVE)
     assert summary["entries"] == len(keys(recorded.cache_dir, records=False))
+    assert main(["cache", "stats", "--cache-dir", recorded.cache_dir]) == 0
+    out = capsys.readouterr().out
+    assert f"  entries: {summary['entries']}\n  score records: {len(SAMPLES) * len(FIVE)}\n" in out
 
 
 def test_records_keep_their_judgments_in_use_so_prune_keeps_them(tmp_path):
