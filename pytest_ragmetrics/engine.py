@@ -496,14 +496,17 @@ class Evaluator:
         if not wanted or records is None:
             return None
         judge = self.judge
-        found = await judge._off_loop(judge.read_entries, [key for _, _, key in wanted])
         served: dict[tuple[int, int], MetricResult] = {}
-        for s, i, key in wanted:
-            raw = found.get(key)
-            if raw is not None:
-                result = records.serve(raw, key, samples[i])
-                if result is not None:
-                    served[s, i] = result
+        # In slices, so a large evaluation never holds every record's text at once.
+        for start in range(0, len(wanted), _RECORDS_READ):
+            part = wanted[start : start + _RECORDS_READ]
+            found = await judge._off_loop(judge.read_entries, [key for _, _, key in part])
+            for s, i, key in part:
+                raw = found.get(key)
+                if raw is not None:
+                    result = records.serve(raw, key, samples[i])
+                    if result is not None:
+                        served[s, i] = result
         return served
 
     def _finish(
@@ -743,6 +746,9 @@ class Evaluator:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+#: Score records read in one go by an evaluation (see Evaluator._recorded).
+_RECORDS_READ = 500
 
 DEFAULT_METRICS = ("context_precision", "context_recall", "context_relevance[graded]")
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -285,13 +286,15 @@ def decode(raw: Any, key: str, sample: RagSample) -> tuple[MetricResult, list[Tr
     if data["format"] != FORMAT or data["key"] != key:
         raise ValueError("not a record of this key")
     contexts = sample.contexts
+    # Names, labels and classes recur in every record: one string each, as a judged score shares them.
+    i = sys.intern
     verdicts = tuple(
         Verdict(
-            item,
+            i(item),
             index,
             contexts[rank - 1] if text is None else text,
             value,
-            label,
+            i(label),
             reason,
             rank,
             tuple(extracted),
@@ -300,24 +303,25 @@ def decode(raw: Any, key: str, sample: RagSample) -> tuple[MetricResult, list[Tr
         )
         for item, index, text, value, label, reason, rank, extracted, models in data["verdicts"]
     )
+    method = data["method"]
     result = MetricResult(
         data["score"],
-        data["metric"],
-        data["method"],
+        i(data["metric"]),
+        None if method is None else i(method),
         verdicts,
         data["explanation"],
         sample.id,
         data["mode"],
         models=data["models"],
-        judges=tuple(data["judges"]),
-        sample_key=data["sample_key"],
+        judges=tuple(map(i, data["judges"])),
+        sample_key=i(data["sample_key"]),
         labels_found=data["labels_found"],
-        reference_key=data["reference_key"],
-        prompt_versions=tuple(data["prompt_versions"]),
+        reference_key=i(data["reference_key"]),
+        prompt_versions=tuple(map(i, data["prompt_versions"])),
         splitter=data["splitter"],
     )
     traced = [
-        (jkey, kind, tuple(classes), source, saved)
+        (jkey, i(kind), tuple(map(i, classes)), source, saved)
         for jkey, kind, classes, source, saved in data["judgments"]
     ]
     return result, traced
