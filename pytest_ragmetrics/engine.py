@@ -561,7 +561,9 @@ class Evaluator:
         tried = not self.judging
         if tried:
             # Served from records so far: nothing was started ahead, and this one needs no loop.
-            result = self._score_here(sample, metric, method)
+            result, looked = self._from_record(sample, metric, method)
+            if result is None:
+                result = self._score_here(sample, metric, method, look=not looked)
             if result is not None:
                 if ahead is not None:
                     ahead.claim(self, sample, metric, method)  # learns the plan; starts nothing yet
@@ -577,7 +579,29 @@ class Evaluator:
                 return result
         return self.runner.run(self._score(sample, metric, method))
 
-    def _score_here(self, sample: RagSample, name: str, method: str | None) -> MetricResult | None:
+    def _from_record(
+        self, sample: RagSample, name: str, method: str | None
+    ) -> tuple[MetricResult | None, bool]:
+        """The score served from its score record on the calling thread, if it has one, and
+        whether its record was looked for (the quickest way a warm run serves a score)."""
+        metric = self.metrics.get(name)
+        if metric is None or not isinstance(sample, RagSample):
+            return None, False
+        records = self._score_records(metric)
+        if records is None:
+            return None, False
+        try:
+            method = check_method(metric, method)
+        except Exception:
+            return None, False  # scoring raises it, as it would without records
+        key = records.key(name, method, sample)
+        if key is None:
+            return None, False
+        return records.find(name, method, key, sample), True
+
+    def _score_here(
+        self, sample: RagSample, name: str, method: str | None, *, look: bool = True
+    ) -> MetricResult | None:
         """The score served on the calling thread when every answer it rests on is recorded, else
         ``None`` (score it on the judging loop).
 
@@ -592,7 +616,7 @@ class Evaluator:
             return None
         judge = self.judge
         with serving_here() as served:
-            coro = self._score(sample, name, method)
+            coro = self._score(sample, name, method, look=look)
             try:
                 coro.send(None)
             except StopIteration as done:
