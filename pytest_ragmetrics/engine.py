@@ -396,6 +396,9 @@ class Evaluator:
     @property
     def judge(self) -> CachedJudge:
         """The judge behind the cache and judgment store (built on first use)."""
+        judge = self._cached_judge
+        if judge is not None:
+            return judge
         with self._lock:
             if self._cached_judge is None:
                 from .judge.cache import CachedJudge
