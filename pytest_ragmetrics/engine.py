@@ -223,7 +223,9 @@ class _Context:
     def _trace(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
         key = request.cache_key()
         kind, classes = self._evaluator.answers[key]
-        self.traced.append((key, kind, classes, answer.source, answer.usage.total_tokens))  # type: ignore[union-attr]
+        # Where it is recorded, not where this run first found it (an answer in memory is "cache").
+        source = "store" if self._evaluator.judge.in_store(key) else "cache"
+        self.traced.append((key, kind, classes, source, answer.usage.total_tokens))  # type: ignore[union-attr]
 
 
 # Every metric of a sample normalizes the same question and chunks again: remember recent texts.
@@ -504,12 +506,11 @@ class Evaluator:
         for start in range(0, len(wanted), _RECORDS_READ):
             part = wanted[start : start + _RECORDS_READ]
             found = await judge._off_loop(judge.read_entries, [key for _, _, key in part])
-            for s, i, key in part:
-                raw = found.get(key)
-                if raw is not None:
-                    result = records.serve(raw, key, samples[i])
-                    if result is not None:
-                        served[s, i] = result
+            hits = [(s, i, key, found[key]) for s, i, key in part if key in found]
+            results = records.serve_many([(key, entry, samples[i]) for _, i, key, entry in hits])
+            for (s, i, _, _), result in zip(hits, results, strict=True):
+                if result is not None:
+                    served[s, i] = result
         return served
 
     def _finish(

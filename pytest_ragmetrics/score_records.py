@@ -14,7 +14,11 @@ everything the result follows from:
   source of truth, and a pull, checkout, edit or new judgment in it turns every record made before
   into a miss;
 * the cache's *epoch*, renewed whenever a recorded judgment is replaced in the cache (``refresh``
-  mode, a damaged entry dropped), which turns every record made before into a miss.
+  mode, a damaged entry dropped), which turns every record made before into a miss, in later runs
+  and, through :func:`~pytest_ragmetrics.judge.cache.replacements`, in this process.
+
+And a record is served only while each judgment it has from the disk cache is still there, stored
+before the record: one the cache evicted, or judged and stored again since, makes it a miss.
 
 A record also lists the judgments the score rests on (key, kind, what each decided, where it came
 from), so a served record still counts its hits, keeps its judgments from being pruned and feeds
@@ -28,6 +32,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -108,10 +113,11 @@ class ScoreRecords:
     def __init__(self, evaluator: Evaluator) -> None:
         self._evaluator = evaluator
         self._base: object = _UNKNOWN  # str, or None: records are off for this evaluator
+        self._replacements = -1  # judgments this process had replaced when the base was made
         self._pending: list[tuple[str, str]] = []
         # The (metric, method) pairs asked for so far, and records read ahead for the last sample.
         self._asked: dict[tuple[str, str | None], None] = {}
-        self._ahead: dict[str, Any] = {}
+        self._ahead: dict[str, tuple[MetricResult, list[Traced]] | None] = {}
 
     # -- keys --------------------------------------------------------------------------------
     def _judge(self) -> CachedJudge:
@@ -119,7 +125,12 @@ class ScoreRecords:
 
     def base(self) -> str | None:
         """The part of every key this evaluator shares, or ``None`` when records are off."""
-        if self._base is _UNKNOWN:
+        from .judge.cache import replacements
+
+        replaced = replacements()
+        if self._base is _UNKNOWN or replaced != self._replacements:
+            # Again after this process replaced a judgment: records made before are then misses.
+            self._replacements = replaced
             self._base = self._compute_base()
         return self._base  # type: ignore[return-value]
 
@@ -167,28 +178,67 @@ class ScoreRecords:
     def find(self, name: str, method: str | None, key: str, sample: RagSample) -> MetricResult | None:
         """The recorded result of ``key`` (its hits counted), or ``None``: score it.
 
-        A test asks for several scores of its sample: the first one read also reads the records of
-        the sample's other scores this evaluator was asked for so far, in the same query.
+        A test asks for several scores of its sample: the first one read also reads (and checks)
+        the records of the sample's other scores this evaluator was asked for so far, together.
         """
         self._asked.setdefault((name, method), None)
-        raw = self._ahead.pop(key, _UNKNOWN)
-        if raw is _UNKNOWN:
+        try:
+            entry = self._ahead.pop(key)
+        except KeyError:
             others = [self.key(n, m, sample) for n, m in list(self._asked) if (n, m) != (name, method)]
             wanted = [key, *(k for k in others if k is not None)]
             found = self._judge().read_entries(wanted)
-            self._ahead = {k: found.get(k) for k in wanted[1:]}  # only the last sample's: memory stays flat
-            raw = found.get(key)
-        return None if raw is None else self.serve(raw, key, sample)
+            checked = self._checked([(k, found[k], sample) for k in wanted if k in found])
+            self._ahead = {k: checked.get(k) for k in wanted[1:]}  # the last sample's: memory stays flat
+            entry = checked.get(key)
+        if entry is None:
+            return None
+        self._replay(entry[1])
+        return entry[0]
 
-    def serve(self, raw: Any, key: str, sample: RagSample) -> MetricResult | None:
-        """The result the entry ``raw`` of ``key`` records (its hits counted), or ``None`` when it
-        is damaged or not a record of this key: score it."""
-        try:
-            result, traced = decode(raw, key, sample)
-        except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError):
-            return None  # damaged: scored again, and the new record replaces it
-        self._replay(traced)
-        return result
+    def serve_many(
+        self, entries: Sequence[tuple[str, tuple[Any, float], RagSample]]
+    ) -> list[MetricResult | None]:
+        """The results the disk-cache entries ``(key, (text, stored), sample)`` record (their hits
+        counted), each ``None`` when it cannot be served (see :meth:`_checked`): score it."""
+        checked = self._checked(entries)
+        served: list[MetricResult | None] = []
+        for key, _, _ in entries:
+            found = checked.get(key)
+            if found is not None:
+                self._replay(found[1])
+            served.append(None if found is None else found[0])
+        return served
+
+    def _checked(
+        self, entries: Sequence[tuple[str, tuple[Any, float], RagSample]]
+    ) -> dict[str, tuple[MetricResult, list[Traced]]]:
+        """The result and judgments of each entry that can be served, by key: one that is damaged,
+        not a record of its key, or no longer rests on the judgments it was made from is left out.
+
+        A judgment from the disk cache must still be there, stored before the record (not evicted,
+        not judged or written again since); one from the judgment store is there as it was, since
+        the store's files are as they were (the key says so). One query checks them all.
+        """
+        decoded: list[tuple[str, MetricResult, list[Traced], float]] = []
+        wanted: set[str] = set()
+        in_store = self._judge().store is not None
+        for key, (raw, stored), sample in entries:
+            try:
+                result, traced = decode(raw, key, sample)
+            except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError):
+                continue  # damaged: scored again, and the new record replaces it
+            decoded.append((key, result, traced, stored))
+            wanted.update(t[0] for t in traced if not (in_store and t[3] == "store"))
+        times = self._judge().stored_at(sorted(wanted)) if wanted else {}
+        if times is None:
+            return {}
+        return {
+            key: (result, traced)
+            for key, result, traced, stored in decoded
+            # A judgment it rests on that is gone or was written again since: not served.
+            if all(times.get(t[0], math.inf) <= stored for t in traced if not (in_store and t[3] == "store"))
+        }
 
     def _replay(self, traced: Sequence[Traced]) -> None:
         """What serving the judgments would have done: count hits, mark them used, note answers."""
@@ -208,9 +258,13 @@ class ScoreRecords:
     # -- writing -----------------------------------------------------------------------------
     def keep(self, key: str, result: MetricResult, traced: Sequence[Traced], sample: RagSample) -> None:
         """Record ``result`` (written in batches off the calling thread), in ``readwrite`` mode."""
-        if self._judge().mode != "readwrite":
+        if not self._judge().keeps_entries:
             return
-        self._pending.append((key, encode(key, result, traced, sample)))
+        try:
+            text = encode(key, result, traced, sample)
+        except (ValueError, TypeError):  # a text JSON cannot hold (a lone surrogate): no record
+            return
+        self._pending.append((key, text))
         if len(self._pending) >= WRITE_BATCH:
             self.flush()
 

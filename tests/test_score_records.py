@@ -6,15 +6,16 @@ import dataclasses
 import json
 import re
 import shutil
+import warnings
 
 import diskcache
 import pytest
 
-from pytest_ragmetrics import Evaluator, ScriptedJudge, Settings, score_records
+from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings, score_records
 from pytest_ragmetrics import judgments as J
 from pytest_ragmetrics.__main__ import main
 from pytest_ragmetrics.errors import JudgmentNotRecorded
-from pytest_ragmetrics.judge.cache import cache_summary
+from pytest_ragmetrics.judge.cache import CachedJudge, cache_summary
 from pytest_ragmetrics.score_records import EPOCH_KEY, SCORE_PREFIX
 from tests.test_warm_path import FIVE, SAMPLES, CountingSplitter, comparable, never, verdicts
 
@@ -31,6 +32,16 @@ def other_verdicts(request):
     if request.kind == J.GRADED:
         return {"reason": "rated", "rating": 2 - answer["rating"]}
     return {k: {**v, "attributed": not v["attributed"]} for k, v in answer.items()}
+
+
+def refuse_judgments(monkeypatch):
+    """From now on, a score made from its judgments fails: only score records can serve one."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a score was made from its judgments")
+
+    monkeypatch.setattr(CachedJudge, "judge", refuse)
+    monkeypatch.setattr(CachedJudge, "judge_many", refuse)
 
 
 def keys(cache_dir, *, records):
@@ -52,39 +63,40 @@ def run(settings, judge=never, samples=SAMPLES, **kwargs):
         return result, seen, dict(ev.answers), set(ev.judge.used_keys)
 
 
-def test_a_warm_evaluation_from_records_is_what_the_judgments_give(tmp_path):
+def test_a_warm_evaluation_from_records_is_what_the_judgments_give(tmp_path, monkeypatch):
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     cold, *_ = run(settings, verdicts)
     assert len(keys(settings.cache_dir, records=True)) == len(SAMPLES) * len(FIVE)
-    from_records = run(settings)
+    with monkeypatch.context() as patch:
+        refuse_judgments(patch)
+        from_records = run(settings)
     drop(settings.cache_dir, records=True)
     from_judgments = run(settings)
     assert comparable(from_records[0]) == comparable(from_judgments[0]) == comparable(cold)
     assert from_records[0].to_json() == from_judgments[0].to_json()  # "cached" too
     assert from_records[1:] == from_judgments[1:]  # hits, tokens saved, answers, used keys
     assert from_records[1][0] > 0 and from_records[1][3] == 0
-    # The run from judgments wrote the records again: they alone now serve a run.
-    drop(settings.cache_dir, records=False)
-    replay = dataclasses.replace(settings, cache="replay")
-    assert run(replay)[0].to_json() == from_judgments[0].to_json()
+    # The run from judgments wrote the records again: they alone serve the next run.
+    with monkeypatch.context() as patch:
+        refuse_judgments(patch)
+        assert run(dataclasses.replace(settings, cache="replay"))[0].to_json() == from_judgments[0].to_json()
 
 
-def test_single_scores_are_served_from_records_on_the_calling_thread(tmp_path):
+def test_single_scores_are_served_from_records_on_the_calling_thread(tmp_path, monkeypatch):
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     with Evaluator(settings, judge=ScriptedJudge(verdicts)) as ev:
         cold = {(s.id, *spec): ev.score(s, *spec).to_json() for s in SAMPLES for spec in SPECS}
-    drop(settings.cache_dir, records=False)  # only the records are left
+    refuse_judgments(monkeypatch)  # only the records can serve
     with Evaluator(dataclasses.replace(settings, cache="replay"), judge=ScriptedJudge(never)) as ev:
         warm = {(s.id, *spec): ev.score(s, *spec).to_json() for s in SAMPLES for spec in SPECS}
         assert ev.runner._thread is None  # no judging loop was needed
     assert warm == {key: {**value, "cached": True} for key, value in cold.items()}
 
 
-def only_records(tmp_path, **settings):
-    """A cache holding the score records of SAMPLES on FIVE and nothing else, in replay mode."""
+def recorded(tmp_path, **settings):
+    """Replay settings of a cache holding the judgments and score records of SAMPLES on FIVE."""
     base = Settings(cache_dir=str(tmp_path / "cache"), **settings)
     run(base, verdicts)
-    drop(base.cache_dir, records=False)
     return dataclasses.replace(base, cache="replay")
 
 
@@ -109,23 +121,28 @@ def only_records(tmp_path, **settings):
         ),
     ],
 )
-def test_a_record_serves_only_the_same_content_and_settings(tmp_path, change):
-    settings = only_records(tmp_path)
-    assert run(settings)[0].ok  # the records serve the unchanged evaluation
-    changed = {"settings": settings, "samples": SAMPLES, **change(settings)}
-    with pytest.raises(JudgmentNotRecorded):
+def test_a_record_serves_only_the_same_content_and_settings(tmp_path, monkeypatch, change):
+    settings = recorded(tmp_path)
+    with monkeypatch.context() as patch:
+        refuse_judgments(patch)
+        assert run(settings)[0].ok  # the records serve the unchanged evaluation
+    changed = {"settings": dataclasses.replace(settings, cache="readwrite"), "samples": SAMPLES}
+    changed.update(change(changed["settings"]))
+    refuse_judgments(monkeypatch)
+    with pytest.raises(AssertionError, match="from its judgments"):
         run(changed["settings"], samples=changed["samples"])
 
 
 def test_changed_code_or_a_splitter_without_fingerprint_serves_no_record(tmp_path, monkeypatch):
-    settings = only_records(tmp_path)
-    monkeypatch.setattr(score_records, "code_digest", lambda: "another version of the package")
-    with pytest.raises(JudgmentNotRecorded):
-        run(settings)
-    monkeypatch.undo()
-    with pytest.raises(JudgmentNotRecorded):
-        run(settings, splitter=CountingSplitter(fingerprint=False))
+    settings = recorded(tmp_path)
+    refuse_judgments(monkeypatch)
     assert run(settings)[0].ok
+    with monkeypatch.context() as patch:
+        patch.setattr(score_records, "code_digest", lambda: "another version of the package")
+        with pytest.raises(AssertionError, match="from its judgments"):
+            run(settings)
+    with pytest.raises(AssertionError, match="from its judgments"):
+        run(settings, splitter=CountingSplitter(fingerprint=False))
 
 
 def test_a_plugin_metric_keeps_no_records(tmp_path):
@@ -172,7 +189,7 @@ def test_a_refresh_turns_every_earlier_record_into_a_miss(tmp_path):
     assert after.scores("context_precision") == before.scores("context_precision")
 
 
-def test_a_damaged_record_is_a_miss_and_is_replaced(tmp_path):
+def test_a_damaged_record_is_a_miss_and_is_replaced(tmp_path, monkeypatch):
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     cold, *_ = run(settings, verdicts)
     recorded = sorted(keys(settings.cache_dir, records=True))
@@ -195,8 +212,9 @@ def test_a_damaged_record_is_a_miss_and_is_replaced(tmp_path):
     assert comparable(warm) == comparable(cold) and seen[3] == 0
     with diskcache.Cache(settings.cache_dir) as cache:
         assert all(json.loads(cache[key][64:])["key"] == key for key in recorded)  # replaced by good ones
-    drop(settings.cache_dir, records=False)
-    assert comparable(run(dataclasses.replace(settings, cache="replay"))[0]) == comparable(cold)
+    with monkeypatch.context() as patch:
+        refuse_judgments(patch)
+        assert comparable(run(settings)[0]) == comparable(cold)
 
 
 def test_replay_writes_no_records_and_stats_counts_them_apart(tmp_path, capsys):
@@ -232,6 +250,15 @@ def test_a_sample_that_cannot_be_hashed_has_the_same_digest():
     assert score_records.sample_digest(unhashable) == score_records.sample_digest(sample)
 
 
+REFUSE_JUDGMENTS = """
+from pytest_ragmetrics.judge.cache import CachedJudge
+
+def refuse(*args, **kwargs):
+    raise AssertionError("a score was made from its judgments")
+
+CachedJudge.judge = CachedJudge.judge_many = refuse
+"""
+
 PYTEST_SUITE = """
 import pytest
 from pytest_ragmetrics import assert_context_precision, assert_context_recall, assert_context_relevance
@@ -246,7 +273,7 @@ def test_golden(rag_sample):
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_warm_pytest_run_is_served_from_records(pytester, workers):
-    from tests.test_served_here import scripted_project
+    from tests.test_served_here import SCRIPTED_JUDGE, scripted_project
 
     scripted_project(pytester, 10, PYTEST_SUITE)
     pytester.runpytest_subprocess("-p", "no:randomly", "--rag-report-json=cold.json").assert_outcomes(
@@ -254,7 +281,7 @@ def test_a_warm_pytest_run_is_served_from_records(pytester, workers):
     )
     cache_dir = str(pytester.path / "cache")
     assert len(keys(cache_dir, records=True)) == 30
-    drop(cache_dir, records=False)  # only the records can serve the run now
+    pytester.makeconftest(SCRIPTED_JUDGE + REFUSE_JUDGMENTS)  # only the records can serve the run now
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "--rag-cache=replay", "--rag-report-json=warm.json", *workers
     )
@@ -266,3 +293,82 @@ def test_a_warm_pytest_run_is_served_from_records(pytester, workers):
         == cold["summary"]["judge"]["calls"] + cold["summary"]["judge"]["recorded"]
     )
     assert warm["summary"]["metrics"] == cold["summary"]["metrics"]
+
+
+def useful(flag):
+    return lambda request: {"reason": "r", "useful": flag}
+
+
+LIMIT = RagSample("What is the limit?", ["The limit is 5 GB."], ground_truth="The limit is 5 GB.", id="s2")
+SAME = dataclasses.replace(LIMIT, id="s3")  # the same judgment, another record
+
+
+def precision(settings, flag, sample=LIMIT, **kwargs):
+    with Evaluator(settings, judge=ScriptedJudge(useful(flag)), **kwargs) as ev:
+        return ev.score(sample, "context_precision").score
+
+
+def test_every_refresh_outdates_the_records_made_before_it(tmp_path):
+    """A session mixing refresh-marked and plain tests: a plain score made between two refreshes
+    rests on a judgment the second refresh replaces."""
+    other = RagSample("Where is Paris?", ["Paris is in France."], ground_truth="Paris is in France.", id="s1")
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    assert precision(settings, True) == precision(settings, True, other) == 1.0
+    refresh = Evaluator(dataclasses.replace(settings, cache="refresh"), judge=ScriptedJudge(useful(False)))
+    plain = Evaluator(settings, judge=ScriptedJudge(useful(False)))
+    with refresh, plain:
+        assert refresh.score(other, "context_precision").score == 0.0
+        assert plain.score(LIMIT, "context_precision").score == 1.0  # not refreshed yet
+        assert refresh.score(LIMIT, "context_precision").score == 0.0
+    assert precision(settings, False) == precision(settings, False, score_records=False) == 0.0
+
+
+def test_a_record_is_not_served_once_a_judgment_it_rests_on_is_gone_or_written_again(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    assert precision(settings, True) == 1.0
+    drop(settings.cache_dir, records=False)  # the cache evicted the judgment, not the record
+    with pytest.raises(JudgmentNotRecorded):
+        precision(dataclasses.replace(settings, cache="replay"), True)
+    assert precision(settings, False, SAME) == 0.0  # judged again: now it says otherwise
+    assert precision(settings, False) == 0.0  # the record made from the old judgment is not served
+
+
+def test_a_judgment_dropped_as_damaged_outdates_records_within_the_run(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    assert precision(settings, True) == 1.0
+    with diskcache.Cache(settings.cache_dir) as cache:
+        for key in keys(settings.cache_dir, records=False):
+            cache[key] = "{damaged"
+    with (
+        Evaluator(settings, judge=ScriptedJudge(useful(False))) as ev,
+        pytest.warns(Warning, match="damaged"),
+    ):
+        assert ev.score(SAME, "context_precision").score == 0.0
+        assert ev.score(LIMIT, "context_precision").score == 0.0
+
+
+def test_a_score_a_record_cannot_hold_is_still_served(tmp_path):
+    judge = {"reason": "quote \ud800 here", "useful": True}  # a lone surrogate, as JSON can carry
+    with (
+        Evaluator(Settings(cache_dir=str(tmp_path / "cache")), judge=ScriptedJudge(lambda r: judge)) as ev,
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore")  # the cache cannot hold the judgment either, and says so
+        assert ev.score(LIMIT, "context_precision").score == 1.0
+    assert keys(str(tmp_path / "cache"), records=True) == []
+
+
+def test_hits_are_counted_by_where_judgments_are_recorded(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store"))
+
+    def hits(specs, judge=never, **kwargs):
+        with Evaluator(settings, judge=ScriptedJudge(judge), **kwargs) as ev:
+            for spec in specs:
+                ev.evaluate(SAMPLES, [spec])
+            return ev.stats.cache_hits, ev.stats.store_hits
+
+    both = ["context_relevance[sentence]", "context_relevance[binary]"]
+    hits(both, verdicts)
+    hits(both)  # the store changed when the first run recorded: this one keeps the records
+    assert hits(["context_relevance[binary]"]) == hits(["context_relevance[binary]"], score_records=False)
+    assert hits(["context_relevance[binary]"])[1] > 0

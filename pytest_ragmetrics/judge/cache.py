@@ -79,12 +79,12 @@ _UNREAD = object()
 _Gathering = tuple[asyncio.AbstractEventLoop, set[str], list["asyncio.Future[None]"]]
 
 
-def _select_many(count: int) -> str:
+def _select_many(count: int, *, timed: bool = False) -> str:
     # What diskcache's own get() selects: text keys, entries that have not expired.
     marks = ",".join("?" * count)
     return (
-        "SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN "
-        f"({marks}) AND (expire_time IS NULL OR expire_time > ?)"
+        f"SELECT key, mode, filename, value{', store_time' if timed else ''} FROM Cache WHERE raw = 1 "
+        f"AND key IN ({marks}) AND (expire_time IS NULL OR expire_time > ?)"
     )
 
 
@@ -279,18 +279,33 @@ class ReadOnlyDiskCache:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The entries of ``keys`` that exist, read in as few queries as SQLite allows."""
-        found: dict[str, Any] = {}
+        return {key: value for key, (value, _) in self.get_many_timed(keys).items()}
+
+    def get_many_timed(self, keys: Sequence[str]) -> dict[str, tuple[Any, float]]:
+        """:meth:`get_many`, each entry with the time it was stored (diskcache's ``store_time``)."""
+        found: dict[str, tuple[Any, float]] = {}
         now = time.time()
         for start in range(0, len(keys), READ_MANY):
             chunk = keys[start : start + READ_MANY]
             with self._lock:
-                rows = self._db.execute(_select_many(len(chunk)), (*chunk, now)).fetchall()
-            for key, mode, filename, value in rows:
+                rows = self._db.execute(_select_many(len(chunk), timed=True), (*chunk, now)).fetchall()
+            for key, mode, filename, value, stored in rows:
                 if mode == 1 and isinstance(value, (str, bytes)):
-                    found[key] = value
+                    found[key] = (value, stored)
                 elif mode == 3 and filename:
-                    found[key] = (self.directory / filename).read_text(encoding="utf-8")
+                    found[key] = ((self.directory / filename).read_text(encoding="utf-8"), stored)
         return found  # anything else is not read at all, as by get()
+
+    def store_times(self, keys: Sequence[str]) -> dict[str, float]:
+        """When each of ``keys`` that exists was stored (its value is not read)."""
+        found: dict[str, float] = {}
+        for start in range(0, len(keys), READ_MANY):
+            chunk = keys[start : start + READ_MANY]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT key, store_time FROM Cache WHERE raw = 1 AND key IN ({marks})"
+            with self._lock:
+                found.update(self._db.execute(sql, chunk).fetchall())
+        return found
 
     def set(self, key: str, value: str) -> bool:
         return False
@@ -365,8 +380,6 @@ class CachedJudge:
         self._gathering: _Gathering | None = None
         # The disk cache's reader for scores served on the calling thread (see _served_here).
         self._here: ReadOnlyDiskCache | None = None
-        # This run replaced a recorded judgment and renewed the cache's epoch (see score_records).
-        self._epoch_renewed = False
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -635,10 +648,10 @@ class CachedJudge:
         if request.derived:
             record["derived"] = request.derived_inputs()
         value = json.dumps(record, sort_keys=True, ensure_ascii=False)
-        if self.mode == "refresh":
-            self._renew_epoch(cache)  # the answer replaces a recorded one: older scores rest on it
         try:
             cache.set(key, value)
+            if self.mode == "refresh":
+                self._renew_epoch(cache)  # the answer replaced a recorded one: older scores rest on it
         except _cache_errors() as exc:
             if _is_transient(exc):
                 self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
@@ -1036,29 +1049,49 @@ class CachedJudge:
 
     # --- entries other than judgments: score records ---------------------------------------------
 
-    def read_entries(self, keys: Sequence[str]) -> dict[str, Any]:
-        """The disk-cache entries of ``keys`` that exist (text), read on any thread without opening
-        diskcache there; empty when there is no cache to read or it cannot be read now."""
-        if self.mode == "off" or not keys:
-            return {}
-        try:
-            reader = self._here_reader()
-        except ServedElsewhere:
-            return {}
+    def read_entries(self, keys: Sequence[str]) -> dict[str, tuple[Any, float]]:
+        """The disk-cache entries of ``keys`` that exist (text), each with the time it was stored,
+        read on any thread without opening diskcache there; empty when there is no cache to read or
+        it cannot be read now."""
+        reader = self._entry_reader() if keys else None
         if reader is None:
             return {}
         try:
-            if len(keys) == 1:
-                raw = reader.get(keys[0])
-                return {} if raw is None else {keys[0]: raw}
-            return reader.get_many(keys)
+            return reader.get_many_timed(keys)
         except (sqlite3.Error, OSError, UnicodeDecodeError):
             return {}
+
+    def stored_at(self, keys: Sequence[str]) -> dict[str, float] | None:
+        """When each of ``keys`` that the disk cache holds was stored; ``None`` when it cannot be read."""
+        reader = self._entry_reader()
+        if reader is None:
+            return None
+        try:
+            return reader.store_times(keys)
+        except (sqlite3.Error, OSError):
+            return None
+
+    def _entry_reader(self) -> ReadOnlyDiskCache | None:
+        if self.mode == "off":
+            return None
+        try:
+            return self._here_reader()
+        except ServedElsewhere:
+            return None
+
+    def in_store(self, key: str) -> bool:
+        """Whether this run found ``key`` in the judgment store (read it there, or wrote it)."""
+        return self.store is not None and key in self._in_store
+
+    @property
+    def keeps_entries(self) -> bool:
+        """Whether :meth:`write_entries` writes (``readwrite`` mode, a usable disk cache)."""
+        return self.mode == "readwrite" and self.cache_dir is not None and self._cache_problem is None
 
     def write_entries(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Write text entries to the disk cache in one transaction of the I/O thread, without
         waiting; in ``readwrite`` mode only. A failure loses nothing but these entries."""
-        if self.mode != "readwrite" or self.cache_dir is None or self._cache_problem is not None:
+        if not self.keeps_entries:
             return
         self._io_thread().submit(self._write_entries, pairs)
 
@@ -1089,14 +1122,16 @@ class CachedJudge:
         return raw if isinstance(raw, str) else ""
 
     def _renew_epoch(self, cache: Any) -> None:
-        """A recorded judgment is being replaced: every score record made before is out of date."""
-        if self._epoch_renewed or isinstance(cache, ReadOnlyDiskCache):
+        """A recorded judgment was just replaced (or dropped): every score record made before is out
+        of date, in later runs (the epoch) and in this process (:func:`replacements`)."""
+        global _REPLACEMENTS
+        _REPLACEMENTS += 1
+        if isinstance(cache, ReadOnlyDiskCache):
             return
         from ..score_records import EPOCH_KEY
 
         with contextlib.suppress(*_cache_errors()):
             cache.set(EPOCH_KEY, secrets.token_hex(8))
-            self._epoch_renewed = True
 
     def close_cache(self) -> None:
         """Close the disk cache (it reopens on next use) and sort the store's shards this run appended to."""
@@ -1132,6 +1167,16 @@ class CachedJudge:
 
 def _nothing() -> None:
     pass
+
+
+# Recorded judgments this process replaced or dropped so far (see CachedJudge._renew_epoch).
+_REPLACEMENTS = 0
+
+
+def replacements() -> int:
+    """How many recorded judgments this process has replaced or dropped: score records whose keys
+    were made before a change of it are looked up again."""
+    return _REPLACEMENTS
 
 
 def _is_read_only(exc: BaseException) -> bool:
