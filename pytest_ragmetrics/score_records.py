@@ -9,7 +9,7 @@ everything the result follows from:
 * the settings the judgments are made with (judge model, relevance models, sampling parameters);
 * the sentence splitter's fingerprint (a splitter without one turns score records off);
 * this package's own code (every module's bytes), so a changed prompt or formula never serves an
-  old result;
+  old result, and the versions of Python, its Unicode data and nltk, which splitting rests on;
 * the judgment store's files as they are (name, size, modification time): the store is the
   source of truth, and a pull, checkout, edit or new judgment in it turns every record made before
   into a miss;
@@ -29,6 +29,7 @@ key is a miss. The disk cache may evict them like any entry: a miss only costs t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -69,6 +70,26 @@ def code_digest() -> str:
         digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+@functools.cache
+def environment() -> list[Any]:
+    """What sentence splitting and text normalizing rest on besides this package: Python's version
+    and Unicode data, and the installed nltk (where it is, and its files' sizes and times, without
+    importing it or reading every package's metadata)."""
+    import importlib.util
+    import unicodedata
+
+    nltk: list[Any] | None = None
+    spec = importlib.util.find_spec("nltk")
+    if spec is not None and spec.origin:
+        root = Path(spec.origin).parent
+        nltk = [str(root)]
+        for name in ("__init__.py", "VERSION", "tokenize/punkt.py"):
+            with contextlib.suppress(OSError):
+                stat = (root / name).stat()
+                nltk.append([name, stat.st_size, stat.st_mtime_ns])
+    return [list(sys.version_info[:2]), unicodedata.unidata_version, nltk]
 
 
 def _sample_material(sample: RagSample) -> str:
@@ -153,6 +174,7 @@ class ScoreRecords:
         material = [
             FORMAT,
             code_digest(),
+            environment(),
             s.judge_model,
             list(s.models_for_graded),
             s.temperature,

@@ -133,14 +133,15 @@ def test_a_record_serves_only_the_same_content_and_settings(tmp_path, monkeypatc
         run(changed["settings"], samples=changed["samples"])
 
 
-def test_changed_code_or_a_splitter_without_fingerprint_serves_no_record(tmp_path, monkeypatch):
+def test_changed_code_nltk_or_a_splitter_without_fingerprint_serves_no_record(tmp_path, monkeypatch):
     settings = recorded(tmp_path)
     refuse_judgments(monkeypatch)
     assert run(settings)[0].ok
-    with monkeypatch.context() as patch:
-        patch.setattr(score_records, "code_digest", lambda: "another version of the package")
-        with pytest.raises(AssertionError, match="from its judgments"):
-            run(settings)
+    for changed in ("code_digest", "environment"):  # another version: of the package, of nltk
+        with monkeypatch.context() as patch:
+            patch.setattr(score_records, changed, lambda: "another version")
+            with pytest.raises(AssertionError, match="from its judgments"):
+                run(settings)
     with pytest.raises(AssertionError, match="from its judgments"):
         run(settings, splitter=CountingSplitter(fingerprint=False))
 
