@@ -17,7 +17,15 @@ from judge_requests import make_request
 
 from pytest_ragmetrics.judge.base import JudgeAnswer, Usage
 from pytest_ragmetrics.judge.cache import RagMetricsWarning
-from pytest_ragmetrics.judge.store import GITATTRIBUTES, JudgmentStore, dump_line, dump_stable, record_of
+from pytest_ragmetrics.judge.store import (
+    GITATTRIBUTES,
+    JudgmentStore,
+    dump_line,
+    dump_stable,
+    record_of,
+    text_id,
+    text_line,
+)
 
 
 def make_answer(useful: bool = True, judged_at: str = "2025-01-02T03:04:05Z") -> JudgeAnswer:
@@ -139,6 +147,32 @@ def test_new_judgments_are_appended_then_sorted_when_flushed(tmp_path):
         assert keys == sorted(keys)
         assert all(key.startswith(path.name[:2]) for key in keys)
     assert JudgmentStore(tmp_path).keys() == {r.cache_key() for r in requests}
+
+
+def test_lookups_find_exactly_the_recorded_keys_and_texts(tmp_path):
+    """Keys that differ only in their last digit, or that spell a recorded key in upper case."""
+    request = make_request()
+    record = record_of(request, make_answer())
+    near = [record["key"][:-1] + digit for digit in "0123456789abcdef"]
+    lines = [dump_line({**record, "key": key}) for key in near[::3]]
+    tid = text_id("a text")
+    path = tmp_path / f"{near[0][:2]}.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in [lines[-1], *lines[:-1]]))
+    (tmp_path / f"{tid[:2]}.jsonl").write_bytes(text_line(tid, value="a text") + b"\n")
+    store = JudgmentStore(tmp_path)
+    for key in near:
+        assert (key in store) is (key in near[::3])
+        assert (store.read_json(key) is not None) is (key in near[::3])
+    assert store.keys() == set(near[::3])
+    assert near[3].upper() not in store and store.read_json(near[3].upper()) is None
+    assert ("g" + near[3][1:]) not in store and "é" * 64 not in store
+    assert store.text(tid) == "a text"
+    other = tid[:-1] + ("0" if tid[-1] != "0" else "1")
+    assert store.text(other) is None and store.text(tid.upper()) is None
+    store.put(request, make_answer())  # appended among them: found, and the others still are
+    recorded = store.keys()
+    assert recorded == {*near[::3], request.cache_key()}
+    assert all(key in store for key in recorded)
 
 
 def test_writes_a_gitattributes_that_merges_shards_by_union_and_keeps_a_users_own(tmp_path):

@@ -33,6 +33,7 @@ lines of the full form compactly.
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import hashlib
 import json
@@ -41,6 +42,8 @@ import re
 import secrets
 import threading
 import warnings
+from array import array
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -73,6 +76,9 @@ SHARED_TEXT_MIN = 40
 #: Judgment kinds keyed on a chunk whose recorded sentences, joined by spaces, give the chunk back.
 _SENTENCE_KINDS = frozenset({"context_relevance_sentences"})
 _TEXT_ID_LENGTH = 16
+_TEXT_ID_BYTES = _TEXT_ID_LENGTH // 2
+_KEY_LENGTH = 64
+_KEY_BYTES = _KEY_LENGTH // 2
 _REF = "$text"
 _RAW = "$raw"  # wraps an input that would otherwise read as a reference
 #: Resolved texts kept in memory by a store (a replay resolves each text once).
@@ -399,25 +405,35 @@ def _verified_value(line: bytes, tid: str) -> str | None:
     return None
 
 
+def _packed(name: str, length: int) -> bytes | None:
+    """``name`` (``length`` lowercase hex digits: a key, a text id) as the bytes it spells, else ``None``."""
+    if len(name) != length or not (name.islower() or name.isdigit()):
+        return None  # upper case would unhexlify to the same bytes as lower case
+    try:
+        return binascii.unhexlify(name)
+    except ValueError:  # not hex, or not ASCII
+        return None
+
+
 class _Index:
     """Where each judgment of one shard is: an open file and, by key, ``offset << 32 | length``.
 
-    Text lines likewise, by text id (a list: branches merged may leave two forms of one text).
-    Lookups read one line each from the file, so a run holds the positions of a large store in
-    memory, never its text. The file stays open: a shard another process replaces meanwhile is read
-    as it was when indexed, consistently.
+    Text lines likewise, by text id (a text may have several lines: branches merged may leave two
+    forms of one text). Lookups read one line each from the file, so a run holds the positions of a
+    large store in memory, never its text; and compactly, in a few flat arrays searched by bisection
+    rather than dictionaries of strings: a judgment takes 48 bytes (its key's first 8 bytes as a
+    number, all 32 bytes, its position), a text line 16 (its id as a number, its position), where
+    dictionaries took 190 and 140. The file stays open: a shard another process replaces meanwhile is
+    read as it was when indexed, consistently.
     """
 
-    __slots__ = ("fd", "lines", "spans", "stat", "texts")
+    __slots__ = ("_digests", "_prefixes", "_spans", "_text_spans", "_tids", "fd", "lines", "stat")
 
     def __init__(self, fd: int | None, data: bytes, stat: tuple[int, int, int] | None) -> None:
         self.fd = fd
         self.stat = stat
-        spans: dict[str, int] = {}
-        # By text id, the span of its line; a tuple of spans for a text recorded more than once.
-        texts: dict[str, int | tuple[int, ...]] = {}
-        self.spans = spans
-        self.texts = texts
+        spans: dict[bytes, int] = {}  # by key (its hex digits): this shard only, while indexing
+        texts: list[tuple[int, int]] = []  # (text id as a number, span)
         lines = 0
         # Lines as the store writes them, found in one pass; any other line the slow way below.
         for match in _ANY_START_RE.finditer(data):
@@ -428,34 +444,32 @@ class _Index:
             lines += 1
             found = match.group(1)
             if found is None:
-                self._add_text(match.group(2).decode("ascii"), span)
-                continue
-            key = found.decode("ascii")
-            if key not in spans or self._later(data, span, spans[key]):
-                spans[key] = span
+                texts.append((int(match.group(2), 16), span))
+            elif found not in spans or self._later(data, span, spans[found]):
+                spans[found] = span
         self.lines = lines
-        if lines == data.count(b"\n") + (not data.endswith(b"\n") and bool(data)):
-            return
-        spans.clear()
-        texts.clear()
-        self.lines = 0
-        for _, offset, line in _scan(data):
-            span = offset << 32 | len(line)
-            key = _line_key(line)
-            if key is not None:
-                self.lines += 1
-                if key not in spans or self._later(data, span, spans[key]):
-                    spans[key] = span
-            elif (tid := _line_text_id(line)) is not None:
-                self.lines += 1
-                self._add_text(tid, span)
-
-    def _add_text(self, tid: str, span: int) -> None:
-        known = self.texts.get(tid)
-        if known is None:
-            self.texts[tid] = span
-        else:
-            self.texts[tid] = (*known, span) if isinstance(known, tuple) else (known, span)
+        if lines != data.count(b"\n") + (not data.endswith(b"\n") and bool(data)):
+            spans.clear()
+            texts.clear()
+            self.lines = 0
+            for _, offset, line in _scan(data):
+                span = offset << 32 | len(line)
+                key = _line_key(line)
+                if key is not None:
+                    self.lines += 1
+                    found = key.encode("ascii")
+                    if found not in spans or self._later(data, span, spans[found]):
+                        spans[found] = span
+                elif (tid := _line_text_id(line)) is not None:
+                    self.lines += 1
+                    texts.append((int(tid, 16), span))
+        keyed = sorted((binascii.unhexlify(key), span) for key, span in spans.items())
+        self._digests = bytearray(b"".join(key for key, _ in keyed))
+        self._prefixes = array("Q", [int.from_bytes(key[:8], "big") for key, _ in keyed])
+        self._spans = array("Q", [span for _, span in keyed])
+        texts.sort()  # a text's lines stay in file order (by offset)
+        self._tids = array("Q", [tid for tid, _ in texts])
+        self._text_spans = array("Q", [span for _, span in texts])
 
     @staticmethod
     def _later(data: bytes, span: int, other: int) -> bool:
@@ -464,21 +478,89 @@ class _Index:
         theirs = data[other >> 32 : (other >> 32) + (other & 0xFFFFFFFF)]
         return _winner(theirs, mine) is mine  # max() keeps the first of equals: strictly later
 
+    def _position(self, packed: bytes) -> tuple[int, bool]:
+        """Where the key spelling ``packed`` is among the sorted keys (True), or would go (False)."""
+        prefix = int.from_bytes(packed[:8], "big")
+        prefixes, digests = self._prefixes, self._digests
+        i = bisect_left(prefixes, prefix)
+        while i < len(prefixes) and prefixes[i] == prefix:  # keys sharing their first 8 bytes
+            found = digests[i * _KEY_BYTES : (i + 1) * _KEY_BYTES]
+            if found >= packed:
+                return i, found == packed
+            i += 1
+        return i, False
+
+    def _find(self, key: str) -> int:
+        """The position of ``key`` among the sorted keys, or -1."""
+        packed = _packed(key, _KEY_LENGTH)
+        if packed is None:
+            return -1
+        i, found = self._position(packed)
+        return i if found else -1
+
+    def has(self, key: str) -> bool:
+        """Whether the shard records the judgment ``key``."""
+        return self._find(key) >= 0
+
+    def keys(self) -> list[str]:
+        """The keys of the judgments the shard records."""
+        digests = self._digests
+        return [digests[i : i + _KEY_BYTES].hex() for i in range(0, len(digests), _KEY_BYTES)]
+
+    def add(self, key: str, span: int) -> None:
+        """Note that the line at ``span`` records ``key`` (replacing what it held: an appended line)."""
+        packed = binascii.unhexlify(key)
+        i, found = self._position(packed)
+        if found:
+            self._spans[i] = span
+            return
+        self._prefixes.insert(i, int.from_bytes(packed[:8], "big"))
+        self._digests[i * _KEY_BYTES : i * _KEY_BYTES] = packed
+        self._spans.insert(i, span)
+
     def read(self, key: str) -> bytes | None:
-        span = self.spans.get(key)
-        if span is None or self.fd is None:
+        i = self._find(key)
+        if i < 0 or self.fd is None:
             return None
+        span = self._spans[i]
         return _pread(self.fd, span & 0xFFFFFFFF, span >> 32)
+
+    def _text_range(self, tid: str) -> range:
+        packed = _packed(tid, _TEXT_ID_LENGTH)
+        if packed is None:
+            return range(0)
+        value = int.from_bytes(packed, "big")
+        tids = self._tids
+        return range(bisect_left(tids, value), bisect_right(tids, value))
+
+    def has_text(self, tid: str) -> bool:
+        """Whether the shard holds a line of the text ``tid``."""
+        packed = _packed(tid, _TEXT_ID_LENGTH)
+        if packed is None:
+            return False
+        value = int.from_bytes(packed, "big")
+        tids = self._tids
+        i = bisect_left(tids, value)
+        return i < len(tids) and tids[i] == value
+
+    def text_ids(self) -> list[str]:
+        """The ids of the texts the shard holds lines of, sorted."""
+        return [f"{value:016x}" for value in sorted(set(self._tids))]
+
+    def add_text(self, tid: str, span: int) -> None:
+        """Note that the line at ``span`` holds the text ``tid`` (one more line of it)."""
+        value = int(tid, 16)
+        i = bisect_right(self._tids, value)
+        self._tids.insert(i, value)
+        self._text_spans.insert(i, span)
 
     def read_texts(self, tid: str) -> list[bytes]:
         """The text lines recorded for ``tid`` (usually one)."""
         fd = self.fd
         if fd is None:
             return []
-        spans = self.texts.get(tid, ())
-        if not isinstance(spans, tuple):
-            spans = (spans,)
-        return [_pread(fd, span & 0xFFFFFFFF, span >> 32) for span in spans]
+        spans = self._text_spans
+        return [_pread(fd, spans[i] & 0xFFFFFFFF, spans[i] >> 32) for i in self._text_range(tid)]
 
     def close(self) -> None:
         fd, self.fd = self.fd, None
@@ -545,9 +627,10 @@ class JudgmentStore:
         self._held = 0  # depth of this process's hold of the store lock (see _locked)
         self._texts: dict[str, str] = {}  # shared texts resolved this run, by id (bounded)
         # Sentence judgments recorded this run whose sentences give their chunk back, by the chunk's
-        # text id; and the text lines this process added, by shard (flush() may shorten them).
+        # text id; and the ids of the text lines this process added, by shard, as the 8 bytes each
+        # spells (flush() may shorten those lines; a run may add tens of thousands).
         self._chunk_of: dict[str, str] = {}
-        self._new_texts: dict[str, set[str]] = {}
+        self._new_texts: dict[str, bytearray] = {}
 
     def __repr__(self) -> str:
         return f"JudgmentStore({str(self.directory)!r})"
@@ -764,7 +847,7 @@ class JudgmentStore:
         if not isinstance(key, str) or len(key) != 64:
             return False
         name = key[:2]
-        if key in self._index(name).spans or key in self._index(name, fresh=True).spans:
+        if self._index(name).has(key) or self._index(name, fresh=True).has(key):
             return True
         return self._has_legacy() and _is_key(key) and self.legacy_path(key).is_file()
 
@@ -775,7 +858,7 @@ class JudgmentStore:
         """Keys of all stored judgments."""
         found: set[str] = set()
         for path in self.shard_paths():
-            found.update(self._index(path.name[:2], fresh=True).spans)
+            found.update(self._index(path.name[:2], fresh=True).keys())
         if self._has_legacy():
             found.update(p.stem for p in self.legacy_files())
         return found
@@ -847,9 +930,9 @@ class JudgmentStore:
         """``""`` when the store holds a line of the text ``tid`` (not read), else ``None``."""
         name = tid[:2]
         index = self._indexes.get(name)  # the usual case: the shard is indexed, whether open or not
-        if (index is not None and tid in index.texts) or tid in self._texts:
+        if (index is not None and index.has_text(tid)) or tid in self._texts:
             return ""
-        if tid in self._index(name).texts or tid in self._index(name, fresh=True).texts:
+        if self._index(name).has_text(tid) or self._index(name, fresh=True).has_text(tid):
             return ""
         return None
 
@@ -1004,7 +1087,7 @@ class JudgmentStore:
         index = self._index(name, fresh=True)
         current = {key: index.read(key) for key in new}
         changed = {key: line for key, line in new.items() if current[key] != line}
-        texts = {tid: line for tid, line in texts.items() if tid not in index.texts}
+        texts = {tid: line for tid, line in texts.items() if not index.has_text(tid)}
         if not changed and not texts:
             return
         known = {key for key, line in current.items() if line is not None}
@@ -1020,15 +1103,17 @@ class JudgmentStore:
         else:
             offset = size + len(prefix)
             for key, line in changed.items():
-                index.spans[key] = offset << 32 | len(line)
+                index.add(key, offset << 32 | len(line))
                 offset += len(line) + 1
             for tid, line in texts.items():
-                index._add_text(tid, offset << 32 | len(line))
+                index.add_text(tid, offset << 32 | len(line))
                 offset += len(line) + 1
             index.stat = _stat(path)
         replaced = self._written.setdefault(name, {})
         replaced.update((key, line) for key, line in changed.items() if key in known)
-        self._new_texts.setdefault(name, set()).update(texts)
+        added = self._new_texts.setdefault(name, bytearray())
+        for tid in texts:
+            added += binascii.unhexlify(tid)
 
     def flush(self) -> None:
         """Sort the shards this process appended to, one line per key (a no-op when there are none).
@@ -1040,9 +1125,9 @@ class JudgmentStore:
             return
         with self._locked():
             for name, lines in sorted(self._written.items()):
-                chunks = {
-                    tid: self._chunk_of[tid] for tid in self._new_texts.get(name, ()) if tid in self._chunk_of
-                }
+                added = self._new_texts.get(name, b"")
+                ids = (added[i : i + _TEXT_ID_BYTES].hex() for i in range(0, len(added), _TEXT_ID_BYTES))
+                chunks = {tid: self._chunk_of[tid] for tid in ids if tid in self._chunk_of}
                 self._rewrite(name, mine=lines, chunks=chunks)
             self._written.clear()
             self._new_texts.clear()
@@ -1158,7 +1243,7 @@ class JudgmentStore:
             unused: dict[str, set[str]] = {}
             for path in self.shard_paths():
                 name = path.name[:2]
-                ids = set(self._index(name, fresh=True).texts) - used
+                ids = set(self._index(name, fresh=True).text_ids()) - used
                 if ids:
                     unused[name] = ids
             if not dry_run:
@@ -1171,7 +1256,7 @@ class JudgmentStore:
         for path in self.shard_paths():
             name = path.name[:2]
             index = self._index(name, fresh=True)
-            for tid in list(index.texts):
+            for tid in index.text_ids():
                 for line in index.read_texts(tid):
                     if b'"chunk_of"' not in line:
                         continue
