@@ -29,6 +29,7 @@ key is a miss. The disk cache may evict them like any entry: a miss only costs t
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import hashlib
@@ -55,6 +56,8 @@ EPOCH_KEY = "score-epoch"
 FORMAT = 1
 #: Records written in one transaction of the judge's I/O thread.
 WRITE_BATCH = 256
+#: Batches of records waiting for the I/O thread before the next one waits for the first.
+WRITES_WAITING = 4
 
 # One judgment a score rests on: (key, kind, what it decided, source, tokens it saved).
 Traced = tuple[str, str, tuple[str, ...], str, int]
@@ -136,6 +139,7 @@ class ScoreRecords:
         self._base: object = _UNKNOWN  # str, or None: records are off for this evaluator
         self._replacements = -1  # judgments this process had replaced when the base was made
         self._pending: list[tuple[str, str]] = []
+        self._writing: list[concurrent.futures.Future[None]] = []
         # The (metric, method) pairs asked for so far, and records read ahead for the last sample.
         self._asked: dict[tuple[str, str | None], None] = {}
         self._ahead: dict[str, tuple[MetricResult, list[Traced]] | None] = {}
@@ -292,8 +296,15 @@ class ScoreRecords:
 
     def flush(self) -> None:
         pending, self._pending = self._pending, []
-        if pending:
-            self._judge().write_entries(pending)
+        if not pending:
+            return
+        # At most a few batches wait for the I/O thread: records made faster than they are written
+        # (a first warm run of a large suite) must not pile up in memory.
+        writing = [future for future in self._writing if not future.done()]
+        while len(writing) >= WRITES_WAITING:
+            writing.pop(0).result()
+        future = self._judge().write_entries(pending)
+        self._writing = writing if future is None else [*writing, future]
 
 
 # --- the record's JSON form -------------------------------------------------------------------

@@ -2,10 +2,13 @@
 would serve it (results, hit counts, used keys, answers), and never where they would now differ:
 other content, settings, code, a changed judgment store or a replaced judgment."""
 
+import concurrent.futures
 import dataclasses
 import json
 import re
 import shutil
+import threading
+import time
 import warnings
 
 import diskcache
@@ -373,3 +376,26 @@ def test_hits_are_counted_by_where_judgments_are_recorded(tmp_path):
     hits(both)  # the store changed when the first run recorded: this one keeps the records
     assert hits(["context_relevance[binary]"]) == hits(["context_relevance[binary]"], score_records=False)
     assert hits(["context_relevance[binary]"])[1] > 0
+
+
+def test_record_batches_waiting_for_the_io_thread_are_bounded(tmp_path, monkeypatch):
+    """Records made faster than the I/O thread writes them (a first warm run) do not pile up."""
+    futures = []
+
+    def write_entries(self, pairs):
+        futures.append(concurrent.futures.Future())
+        return futures[-1]
+
+    monkeypatch.setattr(CachedJudge, "write_entries", write_entries)
+    with Evaluator(Settings(cache_dir=str(tmp_path / "cache"))) as ev:
+        records = score_records.ScoreRecords(ev)
+        for _ in range(score_records.WRITES_WAITING):
+            records._pending = [("score:k", "v")]
+            records.flush()
+        assert len(futures) == score_records.WRITES_WAITING  # none waited
+        threading.Timer(0.3, futures[0].set_result, [None]).start()
+        start = time.monotonic()
+        records._pending = [("score:k", "v")]
+        records.flush()  # waits for the first batch to be written
+        assert time.monotonic() - start >= 0.25 and futures[0].done()
+        assert len(futures) == score_records.WRITES_WAITING + 1

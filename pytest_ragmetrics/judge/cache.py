@@ -1088,12 +1088,13 @@ class CachedJudge:
         """Whether :meth:`write_entries` writes (``readwrite`` mode, a usable disk cache)."""
         return self.mode == "readwrite" and self.cache_dir is not None and self._cache_problem is None
 
-    def write_entries(self, pairs: Sequence[tuple[str, str]]) -> None:
+    def write_entries(self, pairs: Sequence[tuple[str, str]]) -> concurrent.futures.Future[None] | None:
         """Write text entries to the disk cache in one transaction of the I/O thread, without
-        waiting; in ``readwrite`` mode only. A failure loses nothing but these entries."""
+        waiting (the future tells when it is done); in ``readwrite`` mode only. A failure loses
+        nothing but these entries."""
         if not self.keeps_entries:
-            return
-        self._io_thread().submit(self._write_entries, pairs)
+            return None
+        return self._io_thread().submit(self._write_entries, pairs)
 
     def _write_entries(self, pairs: Sequence[tuple[str, str]]) -> None:
         cache = self._disk()
