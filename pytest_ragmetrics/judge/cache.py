@@ -380,6 +380,8 @@ class CachedJudge:
         self._gathering: _Gathering | None = None
         # The disk cache's reader for scores served on the calling thread (see _served_here).
         self._here: ReadOnlyDiskCache | None = None
+        # Disk caches given up on (see _disable_cache), whose other threads' connections close_cache closes.
+        self._dropped: list[Any] = []
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -402,6 +404,8 @@ class CachedJudge:
             # closing a broken cache may fail too; it is being dropped anyway
             with contextlib.suppress(Exception):
                 cache.close()
+            # That closed this thread's connection only: close_cache closes the other threads' ones.
+            self._dropped.append(cache)
         self._warn_once(
             "cache-disabled",
             f"the judgment cache at {self.cache_dir} cannot be used ({self._cache_problem}); "
@@ -1153,6 +1157,12 @@ class CachedJudge:
             cache, self._cache = self._cache, None
             io, self._io = self._io, None
             here, self._here = self._here, None
+            dropped, self._dropped = self._dropped, []
+        for old in dropped:  # given up on: only their connections are left to close
+            with contextlib.suppress(Exception):
+                if io is not None:
+                    io.submit(old.close).result()
+                old.close()
         if here is not None and here is not cache:
             with contextlib.suppress(Exception):
                 here.close()
