@@ -40,6 +40,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .engine import _remembered
 from .results import MetricResult, Verdict
 
 if TYPE_CHECKING:
@@ -110,17 +111,13 @@ def _sample_material(sample: RagSample) -> str:
     return json.dumps(material, ensure_ascii=False)
 
 
-@functools.lru_cache(maxsize=1024)
-def _sample_digest(sample: RagSample) -> str:
+def _compute_digest(sample: RagSample) -> str:
+    """A digest of everything in ``sample`` a built-in metric's result can follow from."""
     return hashlib.sha256(_sample_material(sample).encode("utf-8")).hexdigest()
 
 
-def sample_digest(sample: RagSample) -> str:
-    """A digest of everything in ``sample`` a built-in metric's result can follow from."""
-    try:
-        return _sample_digest(sample)
-    except TypeError:  # a field that cannot be hashed: nothing to remember it by
-        return hashlib.sha256(_sample_material(sample).encode("utf-8")).hexdigest()
+#: :func:`_compute_digest`, remembered for recent samples like the engine's sample keys.
+sample_digest = _remembered(_compute_digest)
 
 
 def records_serve(metric: Metric) -> bool:
