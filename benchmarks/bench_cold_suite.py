@@ -18,10 +18,12 @@ default all):
                    so the judge never has more calls in flight than the bound assumes; with
                    ``--undivided`` each worker gets all of it (more in flight than the bound).
                    ``--warm`` reruns each from the cache: what the run costs besides judging.
+``retriever-ahead`` the retriever suite's first run in one process with ``--rag-run-ahead``: while a
+                   test waits for the judge, the next tests' bodies run up to their first score.
 ``retriever-rerun`` that suite rerun with another judge model (one process).
 
     python benchmarks/bench_cold_suite.py [--samples 100] [--latency 0.2] [--concurrency 32]
-        [--scenario retriever] [--workers 4 --workers 8] [--undivided] [--warm]
+        [--scenario retriever-ahead] [--workers 4 --workers 8] [--undivided] [--warm]
 """
 
 from __future__ import annotations
@@ -108,9 +110,10 @@ def main() -> None:
     parser.add_argument("--undivided", action="store_true",
                         help="give each xdist worker the whole --concurrency, not its share")  # fmt: skip
     parser.add_argument("--scenario", action="append",
-                        choices=("golden", "model-change", "retriever", "retriever-rerun"))  # fmt: skip
+                        choices=("golden", "model-change", "retriever", "retriever-ahead",
+                                 "retriever-rerun"))  # fmt: skip
     args = parser.parse_args()
-    scenarios = args.scenario or ["golden", "model-change", "retriever", "retriever-rerun"]
+    scenarios = args.scenario or ["golden", "model-change", "retriever", "retriever-ahead", "retriever-rerun"]
     workers = args.workers or [2, 4, 8]
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER_SCRIPT, str(args.latency)],
@@ -182,6 +185,13 @@ def main() -> None:
                         show(name, wall, judge)
                         if args.warm:
                             warm_run(root, ["--rag-judge-model=judge-a", cache, *extra], wall, judge)
+                if "retriever-ahead" in scenarios:
+                        ahead = ["--rag-judge-model=judge-a", "--rag-cache-dir=cache-ahead"]
+                        ahead.append("--rag-run-ahead")
+                        wall, judge = run_pytest(root, ahead, env)
+                        show("retriever in body, run ahead", wall, judge)
+                        if args.warm:
+                            warm_run(root, ahead, wall, judge)
                 if "retriever-rerun" in scenarios:
                     if "retriever" not in scenarios:
                         run_pytest(root, [*first[:1], "--rag-cache-dir=cache-n0"], env)

@@ -40,6 +40,7 @@ _MARKER_KEYS_EXTRA = ("samples", "method")
 RUN_WIDE = frozenset(
     {
         "report",
+        "run_ahead",
         "report_json",
         "report_md",
         "report_html",

@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _scope
@@ -175,6 +176,8 @@ class Prefetcher:
         #: Per parametrized function: the scores each of its passing tests asked for on the sample of
         #: its first score, in order (only those every such test asked for).
         self._sample_plans: dict[tuple[str, str], list[tuple[Evaluator, str, str | None]]] = {}
+        #: Per parametrized function with no plan yet: the test teaching one (``--rag-run-ahead``).
+        self._teaching: dict[tuple[str, str], _Teaching] = {}
         self._passed: set[str] = set()
         #: The scores each test of this run asked for (recorded for the next run).
         self.plans: dict[str, list[Call]] = {}
@@ -182,18 +185,40 @@ class Prefetcher:
         #: Scores of the window were not started because every score so far was served from
         #: records: they are started once one needs the judge.
         self._deferred = False
+        #: Whether the bodies of the next tests of a parametrized function are run up to their first
+        #: score while a test waits for the judge (``--rag-run-ahead``; see :mod:`._bodies`).
+        self.bodies = settings.run_ahead and self.active
+        self._ahead_to = 0  # items before this index have been considered for running ahead
         self.started = 0
         self.claimed = 0
+        self.ran_ahead = 0
 
     # --- the engine asks -----------------------------------------------------------------------
     def claim(
         self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
     ) -> concurrent.futures.Future[MetricResult] | None:
         scope = _scope.current_test.get()
-        if scope is not None:
-            self._current.setdefault(scope.nodeid, []).append((evaluator, sample, metric, method))
-            if self._deferred and evaluator.judging:
-                self._resume(scope.nodeid)
+        if scope is None:
+            return self._claim(None, evaluator, sample, metric, method)
+        if scope.ahead is not None:
+            scope.ahead(evaluator, sample, metric, method)  # a body run ahead of its turn stops here
+        calls = self._current.setdefault(scope.nodeid, [])
+        calls.append((evaluator, sample, metric, method))
+        if self._deferred and evaluator.judging:
+            self._resume(scope.nodeid)
+        future = self._claim(scope, evaluator, sample, metric, method)
+        if self.bodies and evaluator.judging:
+            future = self._ahead(scope, calls, future)
+        return future
+
+    def _claim(
+        self,
+        scope: _scope.TestScope | None,
+        evaluator: Evaluator,
+        sample: RagSample,
+        metric: str,
+        method: str | None,
+    ) -> concurrent.futures.Future[MetricResult] | None:
         try:
             key = (id(evaluator), sample, metric, method)
             with self._lock:
@@ -287,6 +312,103 @@ class Prefetcher:
                 self._start_one(later.nodeid, evaluator, later_sample, metric, method)
         return own
 
+    def _ahead(
+        self,
+        scope: _scope.TestScope,
+        calls: list[tuple[Evaluator, RagSample, str, str | None]],
+        future: concurrent.futures.Future[MetricResult] | None,
+    ) -> concurrent.futures.Future[MetricResult] | None:
+        """``--rag-run-ahead``: the running test asked for a score and the judge is needed.
+
+        At its first score, the bodies of the next tests of its function run up to their first
+        score (see :meth:`_run_ahead`). A test that asks while its function has no plan yet teaches
+        one: its own scores are started first, then each one also on the samples the bodies run
+        ahead built, as it asks for them, without waiting for it to pass.
+        """
+        position = self._positions.get(scope.nodeid)
+        if position is None or not self.active:
+            return future
+        function = _function(self._items[position])
+        if function is None:
+            return future
+        evaluator, sample, metric, method = calls[-1]
+        teaching = self._teaching.get(function)
+        if len(calls) == 1:
+            if future is None and teaching is None and not self._sample_plans.get(function):
+                future = evaluator.submit_score(sample, metric, method)  # its own first
+                self._teaching[function] = teaching = _Teaching(scope.nodeid, sample)
+                teaching.calls.append((evaluator, metric, method))
+            self._run_ahead(scope, function, position)
+        elif (
+            future is None
+            and teaching is not None
+            and teaching.nodeid == scope.nodeid
+            and sample is teaching.sample
+            and (evaluator, metric, method) not in teaching.calls
+        ):
+            future = evaluator.submit_score(sample, metric, method)
+            teaching.calls.append((evaluator, metric, method))
+            for nodeid, other in teaching.followers:
+                self._start_one(nodeid, evaluator, other, metric, method)
+        return future
+
+    def _run_ahead(self, scope: _scope.TestScope, function: tuple[str, str], position: int) -> None:
+        """Run the bodies of the next tests of the running test's function (the window after it) up
+        to their first score, which starts the function's plan (or what its teacher asked for so
+        far) on the sample each one built."""
+        if not self._sample_plans.get(function) and function not in self._teaching:
+            return  # a plan being learned from a test that is not teaching it
+        running = self._items[position]
+        start = max(self._ahead_to, position + 1)
+        end = min(len(self._items), position + 1 + self.window)
+        if start >= end:
+            return
+        self._ahead_to = end
+        from . import _bodies
+
+        marks = _marks(running)
+        for item in self._items[start:end]:
+            if not self.active:
+                return  # stopped by a body (Ctrl-C) or the run
+            if _function(item) != function or _marks(item) != marks:
+                continue
+            call = _bodies.body(item, running)
+            if call is None:
+                continue
+            ahead = _scope.TestScope(item.nodeid, lambda: scope.evaluator, _dropped)
+            ahead.ahead = functools.partial(self._first_score, item.nodeid, function)
+            self.ran_ahead += 1
+            _bodies.run(call, ahead)
+
+    def _first_score(
+        self,
+        nodeid: str,
+        function: tuple[str, str],
+        evaluator: Evaluator,
+        sample: RagSample | None,
+        metric: str,
+        method: str | None,
+    ) -> None:
+        """A body run ahead asked for its first score: when it is the first of its function's plan
+        (or of what the test teaching it asked for so far), start that on the sample for the test;
+        either way the body stops here."""
+        from ._bodies import Ahead
+
+        call = (evaluator, metric, method)
+        plan = self._sample_plans.get(function)
+        teaching = self._teaching.get(function)
+        if sample is None:
+            pass  # a list of samples: scored in its turn
+        elif plan:
+            if plan[0] == call:
+                for other, other_metric, other_method in plan:
+                    self._start_one(nodeid, other, sample, other_metric, other_method)
+        elif teaching is not None and teaching.calls[0] == call:
+            teaching.followers.append((nodeid, sample))
+            for other, other_metric, other_method in teaching.calls:
+                self._start_one(nodeid, other, sample, other_metric, other_method)
+        raise Ahead
+
     # --- pytest tells ---------------------------------------------------------------------------
     def collected(self, items: Sequence[pytest.Item]) -> None:
         self._items = items
@@ -320,6 +442,9 @@ class Prefetcher:
         passed = item.nodeid in self._passed
         self._passed.discard(item.nodeid)
         function = _function(item)
+        teaching = self._teaching.get(function) if function is not None else None
+        if teaching is not None and teaching.nodeid == item.nodeid:
+            self._teaching.pop(function)  # type: ignore[arg-type]
         if function is not None and calls and passed:
             self._learn(function, calls)
         if not calls and not self._pending and item.nodeid not in self.previous:
@@ -426,6 +551,28 @@ class Prefetcher:
         except TypeError:
             return
         self.started += 1
+
+
+class _Teaching:
+    """The test a parametrized function's plan is learned from, while it runs (``--rag-run-ahead``):
+    the sample of its first score, what it asked for on it so far, and the tests run ahead whose
+    first score was the same (their node ids and the samples they built)."""
+
+    __slots__ = ("calls", "followers", "nodeid", "sample")
+
+    def __init__(self, nodeid: str, sample: RagSample) -> None:
+        self.nodeid = nodeid
+        self.sample = sample
+        self.calls: list[tuple[Evaluator, str, str | None]] = []
+        self.followers: list[tuple[str, RagSample]] = []
+
+
+def _marks(item: pytest.Item) -> list[Mapping[str, Any]]:
+    return [mark.kwargs for mark in item.iter_markers("ragmetrics")]
+
+
+def _dropped(row: dict[str, Any]) -> None:
+    """A body run ahead records nothing (it stops at its first score)."""
 
 
 def load_plans(config: pytest.Config) -> dict[str, list[Call]]:

@@ -3,6 +3,8 @@
 import importlib
 import pkgutil
 
+import pytest
+
 import pytest_ragmetrics
 
 pytest_plugins = ["pytest_ragmetrics.testing"]
@@ -14,3 +16,22 @@ pytest_plugins = ["pytest_ragmetrics.testing"]
 for _module in pkgutil.walk_packages(pytest_ragmetrics.__path__, "pytest_ragmetrics."):
     if _module.name != "pytest_ragmetrics.testing":
         importlib.import_module(_module.name)
+
+
+@pytest.fixture
+def serve(monkeypatch):
+    """Start a FakeJudgeServer with a responder; the runs of the test (pytester's too) judge with it."""
+    from pytest_ragmetrics.testing import FakeJudgeServer
+
+    servers = []
+
+    def start(responder):
+        server = FakeJudgeServer(responder).start()
+        servers.append(server)
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

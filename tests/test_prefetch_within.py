@@ -6,9 +6,7 @@ import json
 import threading
 import time
 
-import pytest
-
-from pytest_ragmetrics.testing import FakeJudgeServer, default_responder
+from pytest_ragmetrics.testing import default_responder
 from tests.test_prefetch import stop_recorder
 
 pytest_plugins = ["pytester"]
@@ -87,22 +85,6 @@ class Overlap:
         finally:
             with self.lock:
                 self.now[plan] -= 1
-
-
-@pytest.fixture
-def serve(monkeypatch):
-    servers = []
-
-    def start(responder):
-        server = FakeJudgeServer(responder).start()
-        servers.append(server)
-        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def test_a_retriever_tests_other_scores_start_at_its_first_assertion(pytester, serve):
