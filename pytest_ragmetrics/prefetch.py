@@ -19,7 +19,12 @@ test does:
   test to the scores it also asked for (so a test that branches does not have started for it what
   most tests do not use). When a later test's first score is the plan's first, the plan's other
   scores are started on that same sample object at once: the test waits about one judge call
-  instead of one per assertion. Scores on other samples are not started.
+  instead of one per assertion. Scores on other samples are not started;
+* **the bodies of the next tests** (``--rag-run-ahead``): when a test asks for its first score and
+  the judge is needed, the bodies of the next tests of its function run up to their first score
+  (:mod:`._bodies`), and that function's plan is started on the sample each one built. While the
+  function has no plan yet, the test asking teaches one: each score it asks for on its first sample
+  is started, its own first, then on those samples.
 
 Scores are started for a window of tests ahead of the running one (as many tests as judge calls
 allowed at once, at least 8), on the shared judging loop, so every judge call still passes the
