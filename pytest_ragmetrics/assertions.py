@@ -235,7 +235,8 @@ class ScoreCheck(_Comparable):
                 "judge_calls": sum(r.judge_calls for r in self.results),
                 "judges": sorted({judge for r in self.results for judge in r.judges}),
                 "explanation": first.explanation if self.single else self._failure_or_summary(stat, value),
-                "samples": [r.to_json() for r in self.results],
+                # The recorder makes them JSON, with their verdicts only if something shows them.
+                "samples": list(self.results),
                 "where": list(self.where) if self.where else None,
             }
         )

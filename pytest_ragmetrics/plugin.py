@@ -111,6 +111,10 @@ class RunState:
         self.judge_check: dict[str, Any] | None = None
         #: What every judgment the tests used decided, by cache key: (kind, answer classes).
         self.answer_classes: dict[str, tuple[str, tuple[str, ...]]] = {}
+        #: Whether anything reads the comparisons' verdicts (see :meth:`verdicts_read`); None: not asked yet.
+        self._verdicts_read: bool | None = None
+        #: Whether a conftest, module, class or plugin overrides ``ragmetrics_config``; None: not asked yet.
+        self._config_overridden: bool | None = None
 
     def release(self) -> None:
         """Drop what the run kept for its report (results, answers, evaluators and their answer
@@ -234,6 +238,47 @@ class RunState:
             self.prefetcher.collected(self.items)
             for evaluator in self.evaluators.values():
                 evaluator.ahead = self.prefetcher
+
+    def results_read(self) -> bool:
+        """Whether the report's comparisons are read: a report shown or written, a baseline compared
+        with, or a ``pytest_ragmetrics_report`` hook."""
+        from .report.build import report_wanted
+
+        return bool(
+            report_wanted(self.settings)
+            or self.baseline is not None
+            or self.config.hook.pytest_ragmetrics_report.get_hookimpls()
+        )
+
+    def verdicts_read(self) -> bool:
+        """Whether a comparison keeps its samples' verdicts: when its report's comparisons are read
+        (:meth:`results_read`, or a baseline named), pytest-html shows scores, or an xdist worker sends
+        it (the controller decides what it reads). Otherwise it keeps each sample's score and key, all
+        the summary and the gates use: turning every verdict into JSON and holding it to the end of
+        the run would cost a warm run nearly as much as serving the scores.
+
+        Decided at the first comparison, once every conftest is loaded, for the whole run.
+        """
+        if self._verdicts_read is None:
+            self._verdicts_read = bool(
+                _is_worker(self.config)
+                or self.settings.baseline
+                or self.config.pluginmanager.has_plugin("ragmetrics-pytest-html")
+                or self.results_read()
+            )
+        return self._verdicts_read
+
+    def config_overridden(self, session: pytest.Session) -> bool:
+        """Whether ``ragmetrics_config`` is defined anywhere but in this plugin (a conftest, module,
+        class or another plugin): only then can a test that does not ask for it get anything but
+        ``{}``. Asked once the tests are running, when every definition has been collected."""
+        if self._config_overridden is None:
+            definitions = getattr(getattr(session, "_fixturemanager", None), "_arg2fixturedefs", None)
+            if not isinstance(definitions, dict):
+                self._config_overridden = True  # a pytest that keeps them elsewhere: ask for the fixture
+            else:
+                self._config_overridden = len(definitions.get("ragmetrics_config") or ()) != 1
+        return self._config_overridden
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         from .prefetch import load_plans
@@ -695,7 +740,11 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
     state = _state(item.config)
     overrides: dict[str, Any] = {}
     fixture_request = getattr(item, "_request", None)
-    if fixture_request is not None:
+    # Requesting a fixture the test did not ask for costs about as much as the rest of a warm test:
+    # only when its value can be other than the plugin's empty default.
+    if fixture_request is not None and (
+        "ragmetrics_config" in getattr(item, "fixturenames", ()) or state.config_overridden(item.session)
+    ):
         overrides.update(_setting_changes(fixture_request.getfixturevalue("ragmetrics_config") or {}))
         run_wide = sorted(set(overrides) & RUN_WIDE)
         if run_wide:
@@ -722,6 +771,10 @@ def _record(item: pytest.Item, row: dict[str, Any]) -> None:
     """A comparison made in ``item``: kept for its report and as JUnit XML properties."""
     state = _state(item.config)
     state.activate()
+    results = row["samples"]
+    row["samples"] = (
+        [r.to_json() for r in results] if state.verdicts_read() else [r.score_json() for r in results]
+    )
     if row.get("where"):
         filename, line = row["where"]
         row["where"] = [_shown(filename, state), line]
@@ -879,7 +932,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if any(not g["passed"] for g in state.gate_results) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         _junit_gate_properties(config, state.gate_results)
-    from .report.build import build_report, report_wanted, write_reports
+    from .report.build import build_report, write_reports
 
     for data in state.worker_stats:
         state.stats.merge_json(data)
@@ -900,11 +953,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         judge_check=state.judge_check,
         answers=state.answer_classes.values(),
         # The comparisons themselves only for whoever reads them: most of the report's cost.
-        with_results=(
-            report_wanted(s)
-            or state.baseline is not None
-            or bool(config.hook.pytest_ragmetrics_report.get_hookimpls())
-        ),
+        with_results=state.results_read(),
     )
     regression = report["summary"].get("regression_gates") or []
     if any(not g["passed"] for g in regression) and session.exitstatus == 0:

@@ -194,6 +194,14 @@ class MetricResult:
             "splitter": self.splitter,
         } | ({} if self.labels_found is None else {"labels_found": self.labels_found})
 
+    def score_json(self) -> dict[str, Any]:
+        """The part of :meth:`to_json` a run's summary and gates read: the score and what tells the
+        sample apart, without the verdicts (what a run keeps when no report shows them)."""
+        out: dict[str, Any] = {"id": self.sample_id, "score": self.score, "key": self.sample_key}
+        if self.labels_found is not None:
+            out["labels_found"] = self.labels_found
+        return out
+
 
 def aggregate(scores: Iterable[float]) -> dict[str, Any]:
     """n, mean, min and max of ``scores``; with no scores n is 0 and the statistics are None (not NaN)."""

@@ -413,6 +413,49 @@ def test_config_fixture_and_marker_override_per_test(project, judge_server):
     }
 
 
+def test_config_fixture_from_a_module_a_class_or_a_parameter_applies_only_where_it_is_given(
+    project, judge_server
+):
+    """Tests that neither ask for ragmetrics_config nor see an override of it get the run's settings."""
+    project.makepyfile(
+        test_module="""
+        import pytest
+        from pytest_ragmetrics import assert_context_relevance
+        from samples import GOOD
+
+        @pytest.fixture
+        def ragmetrics_config():
+            return {"judge_model": "module-model"}
+
+        def test_module_model():
+            assert_context_relevance(GOOD) >= 0.5
+
+        class TestClass:
+            @pytest.fixture
+            def ragmetrics_config(self):
+                return {"judge_model": "class-model"}
+
+            def test_class_model(self):
+                assert_context_relevance(GOOD) >= 0.5
+        """,
+        test_plain="""
+        import pytest
+        from pytest_ragmetrics import assert_context_relevance
+        from samples import GOOD
+
+        def test_run_model():
+            assert_context_relevance(GOOD) >= 0.5
+
+        @pytest.mark.parametrize("ragmetrics_config", [{"judge_model": "parameter-model"}])
+        def test_parameter_model(ragmetrics_config):
+            assert_context_relevance(GOOD) >= 0.5
+        """,
+    )
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=4)
+    seen = {r.body["model"] for r in judge_server.requests}
+    assert seen == {"module-model", "class-model", "gpt-4o-mini", "parameter-model"}
+
+
 def test_marker_arguments_are_validated(pytester):
     pytester.makepyfile("""
         import pytest

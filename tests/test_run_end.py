@@ -40,7 +40,19 @@ HOOK = """
 import json, pathlib
 
 def pytest_ragmetrics_report(report):
-    pathlib.Path("hooked.json").write_text(json.dumps(len(report["results"])))
+    verdicts = [len(s["verdicts"]) for r in report["results"] for s in r["samples"]]
+    pathlib.Path("hooked.json").write_text(json.dumps(verdicts))
+"""
+
+KEPT = """
+import json, pathlib
+import pytest
+from pytest_ragmetrics.plugin import state_key
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    rows = session.config.stash[state_key].rows
+    pathlib.Path("rows.json").write_text(json.dumps([s for row in rows for s in row["samples"]]))
 """
 
 
@@ -66,7 +78,23 @@ def test_test_reports_do_not_keep_the_comparisons_the_report_holds(suite, worker
 def test_a_report_hook_gets_every_comparison_when_nothing_else_asks_for_them(suite):
     suite.makepyfile(hooks=HOOK)
     suite.runpytest_subprocess("-p", "no:randomly", "-p", "hooks").assert_outcomes(passed=6)
-    assert read(suite, "hooked.json") == 6 * 2
+    verdicts = read(suite, "hooked.json")
+    assert len(verdicts) == 6 * 2 and all(n >= 1 for n in verdicts)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_run_nobody_reads_keeps_each_comparisons_score_and_key_alone(suite, workers):
+    """No report, baseline or report hook: the verdicts are never made JSON nor held to the end (an
+    xdist worker still sends them: the controller decides what it reads)."""
+    suite.makepyfile(kept=KEPT)
+    suite.runpytest_subprocess("-p", "no:randomly", "-p", "kept", *workers).assert_outcomes(passed=6)
+    samples = read(suite, "rows.json")
+    assert len(samples) == 6 * 2
+    if workers:
+        assert all(s["verdicts"] for s in samples)
+    else:
+        assert all(set(s) == {"id", "score", "key"} for s in samples)
+    assert sorted(s["id"] for s in samples) == sorted(f"s{i}" for i in range(6) for _ in range(2))
 
 
 def test_a_report_without_readers_still_gates(suite):
