@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._scope import current_test
-from .gates import compare
+from .errors import ConfigError
+from .gates import compare  # loads errors and specs: importing from them here costs nothing more
 from .results import MetricResult
 from .sample import RagSample, as_samples
+from .specs import threshold_problem
 
 
 def _threshold(value: object) -> float:
@@ -26,9 +28,6 @@ def _threshold(value: object) -> float:
 
 
 def _check_range(subject: str, threshold: float) -> None:
-    from .errors import ConfigError
-    from .specs import threshold_problem
-
     problem = threshold_problem(subject, threshold)
     if problem is not None:
         raise ConfigError(problem)

@@ -20,7 +20,7 @@ import pytest
 from . import _scope  # stdlib only: the test scope is set around every test
 
 if TYPE_CHECKING:
-    from ._scope import TestScope
+    from .assertions import ScoreCheck
     from .baseline import RegressionGate
     from .calibration.check import Floor
     from .calibration.labels import LabelledItem
@@ -820,14 +820,15 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     # After the test body (trylast), and only when it passed: when it failed, that failure is the
     # news, and under filterwarnings=error a warning here would replace it.
     scope = _scope.current_test.get()
-    if scope is not None and scope.checks:
-        _warn_unused(scope)
+    unused = scope.unused_checks() if scope is not None and scope.checks else None
+    if unused:
+        _warn_unused(unused)
 
 
-def _warn_unused(scope: TestScope) -> None:
+def _warn_unused(checks: list[ScoreCheck]) -> None:
     from .judge.cache import RagMetricsWarning
 
-    for check in scope.unused_checks():
+    for check in checks:
         filename, lineno = check.where or ("<unknown>", 0)
         warnings.warn_explicit(
             RagMetricsWarning(
