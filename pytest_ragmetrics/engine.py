@@ -263,6 +263,11 @@ class ScoresAhead(Protocol):
         """
         ...
 
+    def coming_samples(self, count: int) -> list[RagSample]:
+        """The samples of (at most) ``count`` scores to come, in order: their score records are read
+        with the current one's."""
+        ...
+
 
 class Evaluator:
     """Computes metrics for samples with one configuration.

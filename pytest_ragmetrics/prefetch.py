@@ -164,6 +164,8 @@ class Prefetcher:
         self._evaluator_for = evaluator_for
         self.previous = plans or {}
         self.active = active and settings.cache != "replay"
+        #: The tests to come run here, in order (not an xdist worker): their score records may be read ahead.
+        self.ordered = active
         #: Whether a running test's own sample may have its plan started (all but replay).
         self.within = settings.cache != "replay"
         self.window = max(MIN_WINDOW, settings.concurrency or MIN_WINDOW)
@@ -413,6 +415,16 @@ class Prefetcher:
             for other, other_metric, other_method in teaching.calls:
                 self._start_one(nodeid, other, sample, other_metric, other_method)
         raise Ahead
+
+    def coming_samples(self, count: int) -> list[RagSample]:
+        """The ``rag_sample`` of the (at most) ``count`` tests after the running one, in order: a warm
+        run reads their score records with the running test's. None under xdist workers."""
+        scope = _scope.current_test.get()
+        position = self._positions.get(scope.nodeid) if scope is not None and self.ordered else None
+        if position is None:
+            return []
+        coming = (_rag_sample(item) for item in self._items[position + 1 : position + 1 + count])
+        return [sample for sample in coming if sample is not None]
 
     # --- pytest tells ---------------------------------------------------------------------------
     def collected(self, items: Sequence[pytest.Item]) -> None:

@@ -59,6 +59,8 @@ FORMAT = 1
 WRITE_BATCH = 256
 #: Batches of records waiting for the I/O thread before the next one waits for the first.
 WRITES_WAITING = 4
+#: Samples of the tests to come whose records a test's first score also reads (see :meth:`ScoreRecords.find`).
+READ_AHEAD = 32
 
 # One judgment a score rests on: (key, kind, what it decided, source, tokens it saved).
 Traced = tuple[str, str, tuple[str, ...], str, int]
@@ -202,17 +204,26 @@ class ScoreRecords:
         """The recorded result of ``key`` (its hits counted), or ``None``: score it.
 
         A test asks for several scores of its sample: the first one read also reads (and checks)
-        the records of the sample's other scores this evaluator was asked for so far, together.
+        the records of the sample's other scores this evaluator was asked for so far, together, and
+        so do the samples of the next tests when the pytest plugin knows them (their ``rag_sample``):
+        a warm run reads records a window of tests at a time, not a query or two per test.
         """
         self._asked.setdefault((name, method), None)
         try:
             entry = self._ahead.pop(key)
         except KeyError:
-            others = [self.key(n, m, sample) for n, m in list(self._asked) if (n, m) != (name, method)]
-            wanted = [key, *(k for k in others if k is not None)]
-            found = self._judge().read_entries(wanted)
-            checked = self._checked([(k, found[k], sample) for k in wanted if k in found])
-            self._ahead = {k: checked.get(k) for k in wanted[1:]}  # the last sample's: memory stays flat
+            ahead = self._evaluator.ahead
+            coming = ahead.coming_samples(READ_AHEAD) if ahead is not None else []
+            wanted = [(key, sample)]
+            for each in (sample, *coming):
+                for n, m in list(self._asked):
+                    other = self.key(n, m, each) if each is not sample or (n, m) != (name, method) else None
+                    if other is not None:
+                        wanted.append((other, each))
+            found = self._judge().read_entries([k for k, _ in wanted])
+            checked = self._checked([(k, found[k], s) for k, s in wanted if k in found])
+            # The window's only: memory stays flat.
+            self._ahead = {k: checked.get(k) for k, _ in wanted[1:]}
             entry = checked.get(key)
         if entry is None:
             return None

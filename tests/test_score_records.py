@@ -300,6 +300,39 @@ def test_a_warm_pytest_run_is_served_from_records(pytester, workers):
     assert warm["summary"]["metrics"] == cold["summary"]["metrics"]
 
 
+COUNT_READS = """
+import json, pathlib
+from pytest_ragmetrics.judge.cache import CachedJudge
+
+reads = []
+read_entries = CachedJudge.read_entries
+
+def counted(self, keys):
+    reads.append(len(keys))
+    return read_entries(self, keys)
+
+CachedJudge.read_entries = counted
+
+def pytest_sessionfinish():
+    pathlib.Path("reads.json").write_text(json.dumps(reads))
+"""
+
+
+def test_a_warm_pytest_run_reads_the_next_tests_records_with_the_running_ones(pytester):
+    """The first test asks for each of its three scores in turn; every later test's records were read
+    with them, so the run reads three times, not once per test."""
+    from tests.test_served_here import SCRIPTED_JUDGE, scripted_project
+
+    scripted_project(pytester, 10, PYTEST_SUITE)
+    pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=10)
+    pytester.makeconftest(SCRIPTED_JUDGE + REFUSE_JUDGMENTS + COUNT_READS)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "--rag-report-json=warm.json")
+    result.assert_outcomes(passed=10)
+    assert json.loads(pytester.path.joinpath("reads.json").read_text()) == [1 + 9, 2 + 2 * 9, 3 + 3 * 9]
+    judge = json.loads(pytester.path.joinpath("warm.json").read_text())["summary"]["judge"]
+    assert judge["calls"] == 0 and judge["recorded"] > 0
+
+
 def useful(flag):
     return lambda request: {"reason": "r", "useful": flag}
 
