@@ -10,8 +10,10 @@ Only bodies that can be run faithfully out of turn are: a plain (not async) test
 module and class as the running test, whose arguments are its own direct ``@pytest.mark.parametrize``
 values or fixtures wider than a function that the running test already holds (a session-scoped
 retriever, say), with nothing function-scoped in its fixture closure (``tmp_path``, ``monkeypatch``,
-``request``, an autouse fixture) and no ``skip``/``skipif`` mark. What a body prints or warns ahead is
-dropped: it prints and warns again in its own turn, where it belongs; what it raises, too.
+``request``, an autouse fixture), no ``skip``/``skipif`` or ``xfail(run=False)`` mark, and a
+``ragmetrics_config`` that takes no arguments. What a body prints, logs or warns ahead is dropped: it
+does so again in its own turn, where it belongs; what it raises, too. Nothing runs ahead while a
+timer signal is armed (pytest-timeout's signal method): its exception belongs to the running test.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import logging
+import signal
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _scope
@@ -43,12 +47,45 @@ def _direct_params(item: Any) -> set[str]:
         argnames = mark.args[0]
         if isinstance(argnames, str):
             argnames = [name.strip() for name in argnames.split(",") if name.strip()]
+        if mark.kwargs.get("scope", "function") != "function":
+            continue  # its fixtures wider than a test may be set up for another value: not direct
         indirect = mark.kwargs.get("indirect", False)
+        if isinstance(indirect, str):
+            indirect = [indirect]
         for name in argnames:
             if indirect is True or (isinstance(indirect, (list, tuple)) and name in indirect):
                 continue
             names.add(name)
     return names
+
+
+def _fixturedefs(item: Any, name: str) -> Sequence[Any]:
+    """The definitions of fixture ``name`` visible from ``item``, whether or not it asks for it."""
+    manager = item.session._fixturemanager
+    try:
+        return manager.getfixturedefs(name, item) or ()  # pytest >= 8.1
+    except (AttributeError, TypeError):
+        return manager.getfixturedefs(name, item.nodeid) or ()
+
+
+def _plain_config(item: Any) -> bool:
+    """Whether the item's ``ragmetrics_config`` (looked up by the plugin, not in the fixture closure)
+    gives every test of its scope the same settings: a definition without arguments or params."""
+    try:
+        fixturedefs = _fixturedefs(item, "ragmetrics_config")
+    except Exception:
+        return False
+    if not fixturedefs:
+        return True
+    last = fixturedefs[-1]
+    return not getattr(last, "argnames", ()) and getattr(last, "params", None) is None
+
+
+def timed() -> bool:
+    """Whether a timer signal is armed (pytest-timeout's signal method, say): what its handler raises
+    must reach the running test, not a body run ahead."""
+    getitimer = getattr(signal, "getitimer", None)
+    return getitimer is not None and getitimer(signal.ITIMER_REAL)[0] > 0
 
 
 def body(item: pytest.Item, running: pytest.Item) -> Callable[[], Any] | None:
@@ -67,11 +104,15 @@ def body(item: pytest.Item, running: pytest.Item) -> Callable[[], Any] | None:
         return None
     if any(True for _ in item.iter_markers("skip")) or any(True for _ in item.iter_markers("skipif")):
         return None
+    if any(mark.kwargs.get("run", True) is False for mark in item.iter_markers("xfail")):
+        return None  # pytest does not run it
+    if not _plain_config(item):
+        return None  # its settings may not be the running test's
     params = {**getattr(callspec, "funcargs", {}), **callspec.params}  # pytest 7 keeps direct ones apart
     direct = _direct_params(item)
     for name in getattr(item, "fixturenames", ()):
-        if name in direct and name in params:
-            continue
+        if (name in direct and name in params) or name == "request":
+            continue  # the test's own request is refused below; a fixture's came with its value
         if name in params and callspec.indices.get(name) != running_callspec.indices.get(name):
             return None  # a parametrized fixture set up for another parameter
         fixturedefs = info.name2fixturedefs.get(name)
@@ -79,6 +120,8 @@ def body(item: pytest.Item, running: pytest.Item) -> Callable[[], Any] | None:
             return None  # request, or set up anew for each test
     arguments: dict[str, Any] = {}
     for name in info.argnames:
+        if name == "request":
+            return None  # the running test's would be the wrong one
         if name in direct and name in params:
             arguments[name] = params[name]
         elif name in funcargs:
@@ -99,6 +142,8 @@ def body(item: pytest.Item, running: pytest.Item) -> Callable[[], Any] | None:
 def run(call: Callable[[], Any], scope: _scope.TestScope) -> None:
     """Run a body ahead with ``scope`` current until its first score stops it (or it ends)."""
     token = _scope.current_test.set(scope)
+    logged = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
     try:
         with (
             warnings.catch_warnings(),
@@ -107,12 +152,12 @@ def run(call: Callable[[], Any], scope: _scope.TestScope) -> None:
         ):
             warnings.simplefilter("ignore")
             result = call()
-            close = getattr(result, "close", None)
-            if inspect.iscoroutine(result) and close is not None:
-                close()
+            if inspect.iscoroutine(result):
+                result.close()
     except KeyboardInterrupt:
         raise
     except BaseException:
         pass  # Ahead, or what its own turn will raise where it belongs
     finally:
+        logging.disable(logged)
         _scope.current_test.reset(token)

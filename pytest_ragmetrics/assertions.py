@@ -282,8 +282,6 @@ def _make_check(
         from .engine import get_evaluator
 
         evaluator = scope.evaluator if scope is not None else get_evaluator()
-    if scope is not None and scope.ahead is not None:  # the body runs ahead of its turn: it stops here
-        scope.ahead(evaluator, batch[0] if single else None, metric, method)
     if single:
         results = [evaluator.score(batch[0], metric, method)]
     else:

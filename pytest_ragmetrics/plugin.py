@@ -322,6 +322,11 @@ class _Recorder:
                 }
         return report
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        if self.state.prefetcher is not None:
+            self.state.prefetcher.calling(item)  # --rag-run-ahead: the next bodies, outside this one
+
     @pytest.hookimpl(trylast=True)  # after the session has counted a failure towards -x / --maxfail
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         state = self.state

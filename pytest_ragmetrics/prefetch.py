@@ -20,11 +20,10 @@ test does:
   most tests do not use). When a later test's first score is the plan's first, the plan's other
   scores are started on that same sample object at once: the test waits about one judge call
   instead of one per assertion. Scores on other samples are not started;
-* **the bodies of the next tests** (``--rag-run-ahead``): when a test asks for its first score and
-  the judge is needed, the bodies of the next tests of its function run up to their first score
-  (:mod:`._bodies`), and that function's plan is started on the sample each one built. While the
-  function has no plan yet, the test asking teaches one: each score it asks for on its first sample
-  is started, its own first, then on those samples.
+* **the bodies of the next tests** (``--rag-run-ahead``): once a function has a plan and the judge
+  is needed, before a test's body runs, the bodies of the tests of the window (itself first, unless
+  it ran ahead already) run up to their first score (:mod:`._bodies`), and the plan is started on
+  the sample each one built.
 
 Scores are started for a window of tests ahead of the running one (as many tests as judge calls
 allowed at once, at least 8), on the shared judging loop, so every judge call still passes the
@@ -183,8 +182,6 @@ class Prefetcher:
         #: Per parametrized function: the scores each of its passing tests asked for on the sample of
         #: its first score, in order (only those every such test asked for).
         self._sample_plans: dict[tuple[str, str], list[tuple[Evaluator, str, str | None]]] = {}
-        #: Per parametrized function with no plan yet: the test teaching one (``--rag-run-ahead``).
-        self._teaching: dict[tuple[str, str], _Teaching] = {}
         self._passed: set[str] = set()
         #: The scores each test of this run asked for (recorded for the next run).
         self.plans: dict[str, list[Call]] = {}
@@ -207,16 +204,11 @@ class Prefetcher:
         scope = _scope.current_test.get()
         if scope is None:
             return self._claim(None, evaluator, sample, metric, method)
-        if scope.ahead is not None:
-            scope.ahead(evaluator, sample, metric, method)  # a body run ahead of its turn stops here
         calls = self._current.setdefault(scope.nodeid, [])
         calls.append((evaluator, sample, metric, method))
         if self._deferred and evaluator.judging:
             self._resume(scope.nodeid)
-        future = self._claim(scope, evaluator, sample, metric, method)
-        if self.bodies and evaluator.judging:
-            future = self._ahead(scope, calls, future)
-        return future
+        return self._claim(scope, evaluator, sample, metric, method)
 
     def _claim(
         self,
@@ -319,60 +311,20 @@ class Prefetcher:
                 self._start_one(later.nodeid, evaluator, later_sample, metric, method)
         return own
 
-    def _ahead(
-        self,
-        scope: _scope.TestScope,
-        calls: list[tuple[Evaluator, RagSample, str, str | None]],
-        future: concurrent.futures.Future[MetricResult] | None,
-    ) -> concurrent.futures.Future[MetricResult] | None:
-        """``--rag-run-ahead``: the running test asked for a score and the judge is needed.
-
-        At its first score, the bodies of the next tests of its function run up to their first
-        score (see :meth:`_run_ahead`). A test that asks while its function has no plan yet teaches
-        one: its own scores are started first, then each one also on the samples the bodies run
-        ahead built, as it asks for them, without waiting for it to pass.
-        """
-        position = self._positions.get(scope.nodeid)
-        if position is None or not self.active:
-            return future
-        function = _function(self._items[position])
-        if function is None:
-            return future
-        evaluator, sample, metric, method = calls[-1]
-        teaching = self._teaching.get(function)
-        if len(calls) == 1:
-            if future is None and teaching is None and not self._sample_plans.get(function):
-                future = evaluator.submit_score(sample, metric, method)  # its own first
-                self._teaching[function] = teaching = _Teaching(scope.nodeid, sample)
-                teaching.calls.append((evaluator, metric, method))
-            self._run_ahead(scope, function, position)
-        elif (
-            future is None
-            and teaching is not None
-            and teaching.nodeid == scope.nodeid
-            and sample is teaching.sample
-            and (evaluator, metric, method) not in teaching.calls
-        ):
-            future = evaluator.submit_score(sample, metric, method)
-            teaching.calls.append((evaluator, metric, method))
-            for nodeid, other in teaching.followers:
-                self._start_one(nodeid, evaluator, other, metric, method)
-        return future
-
     def _run_ahead(self, scope: _scope.TestScope, function: tuple[str, str], position: int) -> None:
-        """Run the bodies of the next tests of the running test's function (the window after it) up
-        to their first score, which starts the function's plan (or what its teacher asked for so
-        far) on the sample each one built."""
-        if not self._sample_plans.get(function) and function not in self._teaching:
-            return  # a plan being learned from a test that is not teaching it
+        """Run the bodies of the tests of the window from the running one on (those of its function
+        not run ahead yet, itself first) up to their first score, which starts the function's plan on
+        the sample each one built."""
+        from . import _bodies
+
+        if scope.evaluator.settings.cache == "replay" or _bodies.timed():
+            return  # nothing would be started; or a timer's exception must reach the running test
         running = self._items[position]
-        start = max(self._ahead_to, position + 1)
+        start = max(self._ahead_to, position)
         end = min(len(self._items), position + 1 + self.window)
         if start >= end:
             return
         self._ahead_to = end
-        from . import _bodies
-
         marks = _marks(running)
         for item in self._items[start:end]:
             if not self.active:
@@ -396,23 +348,13 @@ class Prefetcher:
         metric: str,
         method: str | None,
     ) -> None:
-        """A body run ahead asked for its first score: when it is the first of its function's plan
-        (or of what the test teaching it asked for so far), start that on the sample for the test;
-        either way the body stops here."""
+        """A body run ahead asked for its first score: when it is the first of its function's plan,
+        start the plan on that sample for the test; either way the body stops here."""
         from ._bodies import Ahead
 
-        call = (evaluator, metric, method)
         plan = self._sample_plans.get(function)
-        teaching = self._teaching.get(function)
-        if sample is None:
-            pass  # a list of samples: scored in its turn
-        elif plan:
-            if plan[0] == call:
-                for other, other_metric, other_method in plan:
-                    self._start_one(nodeid, other, sample, other_metric, other_method)
-        elif teaching is not None and teaching.calls[0] == call:
-            teaching.followers.append((nodeid, sample))
-            for other, other_metric, other_method in teaching.calls:
+        if sample is not None and plan and plan[0] == (evaluator, metric, method):
+            for other, other_metric, other_method in plan:
                 self._start_one(nodeid, other, sample, other_metric, other_method)
         raise Ahead
 
@@ -427,6 +369,21 @@ class Prefetcher:
         return [sample for sample in coming if sample is not None]
 
     # --- pytest tells ---------------------------------------------------------------------------
+    def calling(self, item: pytest.Item) -> None:
+        """``item``'s body is about to run, its fixtures set up: with ``--rag-run-ahead``, once its
+        function has a plan and the judge is needed, run the bodies of the window's tests (``item``
+        itself unless it ran ahead already) up to their first score, before any of them runs."""
+        if not self.bodies or not self.active:
+            return
+        function = _function(item)
+        if function is None:
+            return
+        plan = self._sample_plans.get(function)
+        scope = _scope.current_test.get()
+        position = self._positions.get(item.nodeid)
+        if plan and plan[0][0].judging and scope is not None and position is not None:
+            self._run_ahead(scope, function, position)
+
     def collected(self, items: Sequence[pytest.Item]) -> None:
         self._items = items
         self._positions = {item.nodeid: i for i, item in enumerate(items)}
@@ -459,9 +416,6 @@ class Prefetcher:
         passed = item.nodeid in self._passed
         self._passed.discard(item.nodeid)
         function = _function(item)
-        teaching = self._teaching.get(function) if function is not None else None
-        if teaching is not None and teaching.nodeid == item.nodeid:
-            self._teaching.pop(function)  # type: ignore[arg-type]
         if function is not None and calls and passed:
             self._learn(function, calls)
         if not calls and not self._pending and item.nodeid not in self.previous:
@@ -568,20 +522,6 @@ class Prefetcher:
         except TypeError:
             return
         self.started += 1
-
-
-class _Teaching:
-    """The test a parametrized function's plan is learned from, while it runs (``--rag-run-ahead``):
-    the sample of its first score, what it asked for on it so far, and the tests run ahead whose
-    first score was the same (their node ids and the samples they built)."""
-
-    __slots__ = ("calls", "followers", "nodeid", "sample")
-
-    def __init__(self, nodeid: str, sample: RagSample) -> None:
-        self.nodeid = nodeid
-        self.sample = sample
-        self.calls: list[tuple[Evaluator, str, str | None]] = []
-        self.followers: list[tuple[str, RagSample]] = []
 
 
 def _marks(item: pytest.Item) -> list[Mapping[str, Any]]:
