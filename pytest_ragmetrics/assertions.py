@@ -278,10 +278,12 @@ def _make_check(
     where = (frame.f_code.co_filename, frame.f_lineno)
     batch, single = as_samples(samples)
     scope = current_test.get()
-    if evaluator is None:
+    if evaluator is None and scope is not None:
+        evaluator = scope.evaluator
+    elif evaluator is None:
         from .engine import get_evaluator
 
-        evaluator = scope.evaluator if scope is not None else get_evaluator()
+        evaluator = get_evaluator()
     if single:
         results = [evaluator.score(batch[0], metric, method)]
     else:

@@ -74,6 +74,7 @@ class RunState:
         self.gates = gates
         self.rows: list[dict[str, Any]] = []
         self.evaluators: dict[Settings, Evaluator] = {}
+        self._last_evaluator: tuple[Settings | None, Evaluator | None] = (None, None)
         self.runner: LoopRunner | None = None
         self._stats: JudgeStats | None = None
         self.worker_stats: list[dict[str, Any]] = []
@@ -123,6 +124,7 @@ class RunState:
         self.final_report = None
         self.answer_classes = {}
         self.evaluators = {}
+        self._last_evaluator = (None, None)
         self.used_keys = set()
         self.store_keys = None
         self.prefetcher = None
@@ -197,7 +199,9 @@ class RunState:
         return sorted((self.store_keys or set()) - self.used_keys)
 
     def evaluator(self, settings: Settings) -> Evaluator:
-        evaluator = self.evaluators.get(settings)
+        last_settings, evaluator = self._last_evaluator
+        if settings is not last_settings:  # nearly every test has the last one's: no hash of each field
+            evaluator = self.evaluators.get(settings)
         if evaluator is None:
             from .engine import Evaluator, LoopRunner
 
@@ -217,6 +221,7 @@ class RunState:
             self.evaluators[settings] = evaluator
             self.activate()
             evaluator.ahead = self.prefetcher
+        self._last_evaluator = (settings, evaluator)
         return evaluator
 
     def activate(self) -> None:
