@@ -233,6 +233,14 @@ class _Context:
 _normalize = functools.lru_cache(maxsize=4096)(normalize_text)
 
 
+@functools.lru_cache(maxsize=1024)
+def decision(kind: str, classes: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """What a judgment decided, as noted in :attr:`Evaluator.answers`: one shared ``(kind, classes)``
+    pair per distinct decision, as a large run notes tens of thousands of judgments that decide a
+    handful of things."""
+    return kind, classes
+
+
 class _CountingJudge:
     """Counts calls, tokens and time for a judge that keeps no figures of its own (a scripted one)."""
 
@@ -338,7 +346,7 @@ class Evaluator:
         key = request.cache_key()
         if key in self.answers:
             return  # one key, one answer within a run (sentence and binary relevance share it)
-        self.answers[key] = (request.kind, answer_classes(request, answer.choices))
+        self.answers[key] = decision(request.kind, answer_classes(request, answer.choices))
 
     def scoring_context(self) -> ScoringContext:
         """The context metrics score in: settings, splitting, normalizing and cached judging."""

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .engine import _remembered
+from .engine import _remembered, decision
 from .results import MetricResult, Verdict
 
 if TYPE_CHECKING:
@@ -284,7 +284,7 @@ class ScoreRecords:
         for key, kind, classes, source, saved in traced:
             used.add(key)
             if key not in answers:
-                answers[key] = (kind, classes)
+                answers[key] = decision(kind, classes)
             store_hits += store and source == "store"
             tokens += saved
         evaluator.stats.record_hits(cache=len(traced) - store_hits, store=store_hits, tokens_saved=tokens)

@@ -1,16 +1,43 @@
-"""Memory stays flat on large runs: bounded fan-out, a bounded answer map, nltk without the rest of nltk."""
+"""Memory stays flat on large runs: bounded fan-out, a bounded answer map, shared decisions, small
+SQLite page caches, nltk without the rest of nltk."""
 
 import asyncio
 import subprocess
 import sys
 import textwrap
 
+import diskcache
 import pytest
 
 from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
 from pytest_ragmetrics._aio import map_bounded
-from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, CachedJudge
+from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, SQLITE_CACHE_PAGES, CachedJudge, open_disk_cache
+from pytest_ragmetrics.testing import conforming_value
 from tests.judge_requests import make_request
+
+FIVE = [
+    "context_precision",
+    "context_recall",
+    "context_relevance[graded]",
+    "context_relevance[sentence]",
+    "context_relevance[binary]",
+]
+
+
+def golden(count):
+    return [
+        RagSample(
+            f"Which plan covers case {i}?",
+            [f"Plan {c} covers case {i}. It costs {c} euros." for c in range(3)],
+            ground_truth=f"Plan 1 covers case {i}. It costs 1 euro.",
+            id=str(i),
+        )
+        for i in range(count)
+    ]
+
+
+def positive(request):
+    return conforming_value(request.schema)
 
 
 def test_map_bounded_runs_at_most_limit_jobs_and_keeps_the_order():
@@ -78,7 +105,53 @@ def test_the_answer_map_in_memory_is_bounded():
     )
     asyncio.run(run(judge))
     assert len(judge._memory) == 8
-    assert MEMORY_ENTRIES <= 20_000
+    assert MEMORY_ENTRIES <= 4_096
+
+
+def test_judgments_that_decide_alike_share_one_noted_decision(tmp_path):
+    """A run notes what each judgment decided (for its judge checks): one shared pair per decision,
+    whether the score was made from its judgments or served from its record."""
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    for judge in (positive, None):  # judged, then served from score records
+        with Evaluator(settings, judge=ScriptedJudge(judge or (lambda r: pytest.fail("judged")))) as ev:
+            ev.evaluate(golden(30), FIVE)
+            noted = list(ev.answers.values())
+        assert len(noted) == 30 * 10
+        assert len({id(decision) for decision in noted}) == len(set(noted)) <= 5
+
+
+def test_only_refresh_remembers_which_judgments_this_run_made(tmp_path):
+    """Refresh judges a key once per run and serves it after that; other modes keep no such list."""
+    for mode, kept in (("readwrite", 0), ("refresh", 30 * 7)):
+        judge = ScriptedJudge(positive)
+        settings = Settings(cache_dir=str(tmp_path / "cache"), cache=mode)
+        with Evaluator(settings, judge=judge, score_records=False) as ev:
+            ev.evaluate(golden(30))
+            ev.evaluate(golden(30))
+            assert len(ev.judge._judged_this_run) == kept
+        assert judge.calls == 30 * 7  # the second evaluation is served what the first recorded
+
+
+def test_every_connection_to_the_disk_cache_keeps_a_small_page_cache(tmp_path):
+    """diskcache opens a SQLite connection per thread (the judging loop's, the I/O thread's), each
+    with its own page cache; a cache created with a larger one gets the small one too."""
+    directory = tmp_path / "cache"
+    diskcache.Cache(str(directory), sqlite_cache_size=2**14).close()
+    with Evaluator(Settings(cache_dir=str(directory)), judge=ScriptedJudge(positive)) as ev:
+        ev.evaluate(golden(3))
+        judge = ev.judge
+        cache = judge._disk()
+
+        def pages():
+            return cache._sql("PRAGMA cache_size").fetchone()[0]
+
+        async def on_loop():
+            return pages()
+
+        assert judge._io_thread().submit(pages).result() == SQLITE_CACHE_PAGES
+        assert ev.runner.run(on_loop()) == SQLITE_CACHE_PAGES
+    with open_disk_cache(directory) as reopened:
+        assert reopened._sql("PRAGMA cache_size").fetchone()[0] == SQLITE_CACHE_PAGES == 512
 
 
 def test_splitting_loads_punkt_without_the_rest_of_nltk():

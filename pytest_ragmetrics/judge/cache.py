@@ -60,9 +60,12 @@ LAST_RUN_FILE = "last_run_used_keys.json"
 #: Seconds a process waits for the SQLite lock before giving up on one cache operation.
 CACHE_TIMEOUT = 10.0
 #: Answers kept in memory per run in front of the disk cache (the oldest go first): enough for the
-#: judgments that one test or one batch of samples shares (sentence and binary relevance share one
-#: per chunk), without holding a large run's answers in memory.
-MEMORY_ENTRIES = 16_384
+#: judgments that one test or the samples an evaluation has in flight share (sentence and binary
+#: relevance share one per chunk), without holding a large run's answers in memory: each answer
+#: kept costs several hundred bytes, and most judgments are asked for once.
+MEMORY_ENTRIES = 4_096
+#: SQLite's page cache of each connection to the disk cache, in pages (4 KiB each): 2 MiB.
+SQLITE_CACHE_PAGES = 512
 #: Prefix of the disk-cache entries by which a process claims a judgment it is asking for.
 CLAIM_PREFIX = "claim:"
 #: Seconds a claim lives without being renewed: a process that died holding one blocks no one longer.
@@ -223,8 +226,12 @@ def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
     # JSON text values need no pickling; the default eviction ("least-recently-stored", 1 GB) is kept
     # because a cache may lose entries: the committed store is the record.
     # No memory-mapped reads: a warm run reads every entry once, and diskcache's default 64 MB map
-    # would hold them all in the process's memory; SQLite's own page cache (8 MB here) serves as well.
-    return diskcache.Cache(str(cache_dir), timeout=CACHE_TIMEOUT, sqlite_mmap_size=0, sqlite_cache_size=2**11)
+    # would hold them all in the process's memory; SQLite's own page cache serves as well. That cache
+    # is per connection, and diskcache opens one per thread (the judging loop's, the I/O thread's):
+    # 2 MiB each (SQLite's default), not more, as pages not in it are in the OS's file cache anyway.
+    return diskcache.Cache(
+        str(cache_dir), timeout=CACHE_TIMEOUT, sqlite_mmap_size=0, sqlite_cache_size=SQLITE_CACHE_PAGES
+    )
 
 
 class ReadOnlyDiskCache:
@@ -358,6 +365,7 @@ class CachedJudge:
         self._lock = threading.Lock()
         self._warned: set[str] = set()
         self._inflight: dict[str, asyncio.Future[JudgeAnswer]] = {}
+        # What this run judged, in refresh mode: served again rather than refreshed twice.
         self._judged_this_run: set[str] = set()
         self.concurrency = concurrency
         #: Other processes judge into the same disk cache at the same time (pytest-xdist workers,
@@ -960,7 +968,8 @@ class CachedJudge:
         finally:
             if self._inflight.get(key) is future:
                 del self._inflight[key]
-        self._judged_this_run.add(key)
+        if self.mode == "refresh":  # only refresh asks (a large run's keys are not kept twice)
+            self._judged_this_run.add(key)
         self.used_keys.add(key)
         return answer
 
