@@ -14,14 +14,7 @@ from pytest_ragmetrics._aio import map_bounded
 from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, SQLITE_CACHE_PAGES, CachedJudge, open_disk_cache
 from pytest_ragmetrics.testing import conforming_value
 from tests.judge_requests import make_request
-
-FIVE = [
-    "context_precision",
-    "context_recall",
-    "context_relevance[graded]",
-    "context_relevance[sentence]",
-    "context_relevance[binary]",
-]
+from tests.test_warm_path import FIVE
 
 
 def golden(count):
