@@ -1,10 +1,11 @@
 """A parametrized test's body run ahead of its turn, up to its first score (``--rag-run-ahead``).
 
 A test whose body calls the retriever has no sample until that body runs, so nothing can be judged
-for it before its turn. With ``--rag-run-ahead``, while a test waits for the judge, the bodies of the
-next tests of the same function run up to their first score: the sample each one built has its
-function's plan started on it (see :mod:`pytest_ragmetrics.prefetch`), and the body stops there. When
-the test's turn comes, its body runs again from the start and takes those results.
+for it before its turn. With ``--rag-run-ahead``, before a test's body runs (while the judge is
+needed), the bodies of the next tests of the same function run up to their first score: the sample
+each one built has its function's plan started on it (see :mod:`pytest_ragmetrics.prefetch`), and the
+body stops there. When the test's turn comes, its body runs again from the start and takes those
+results.
 
 Only bodies that can be run faithfully out of turn are: a plain (not async) test function of the same
 module and class as the running test, whose arguments are its own direct ``@pytest.mark.parametrize``
@@ -50,8 +51,6 @@ def _direct_params(item: Any) -> set[str]:
         if mark.kwargs.get("scope", "function") != "function":
             continue  # its fixtures wider than a test may be set up for another value: not direct
         indirect = mark.kwargs.get("indirect", False)
-        if isinstance(indirect, str):
-            indirect = [indirect]
         for name in argnames:
             if indirect is True or (isinstance(indirect, (list, tuple)) and name in indirect):
                 continue

@@ -224,8 +224,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "run_ahead",
         _flag,
-        "run the bodies of the next parametrized tests up to their first score while a test waits for "
-        "the judge, so a first run judges their samples together (that code runs twice)",
+        "before each test's body, run those of the next tests of its parametrized function up to their "
+        "first score, so a first run judges their samples together (that code runs twice)",
         flag=True,
         ini_type="bool",
     ),

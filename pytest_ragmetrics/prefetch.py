@@ -190,34 +190,21 @@ class Prefetcher:
         #: records: they are started once one needs the judge.
         self._deferred = False
         #: Whether the bodies of the next tests of a parametrized function are run up to their first
-        #: score while a test waits for the judge (``--rag-run-ahead``; see :mod:`._bodies`).
+        #: score before a test's body (``--rag-run-ahead``; see :mod:`._bodies`).
         self.bodies = settings.run_ahead and self.active
         self._ahead_to = 0  # items before this index have been considered for running ahead
         self.started = 0
         self.claimed = 0
-        self.ran_ahead = 0
 
     # --- the engine asks -----------------------------------------------------------------------
     def claim(
         self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
     ) -> concurrent.futures.Future[MetricResult] | None:
         scope = _scope.current_test.get()
-        if scope is None:
-            return self._claim(None, evaluator, sample, metric, method)
-        calls = self._current.setdefault(scope.nodeid, [])
-        calls.append((evaluator, sample, metric, method))
-        if self._deferred and evaluator.judging:
-            self._resume(scope.nodeid)
-        return self._claim(scope, evaluator, sample, metric, method)
-
-    def _claim(
-        self,
-        scope: _scope.TestScope | None,
-        evaluator: Evaluator,
-        sample: RagSample,
-        metric: str,
-        method: str | None,
-    ) -> concurrent.futures.Future[MetricResult] | None:
+        if scope is not None:
+            self._current.setdefault(scope.nodeid, []).append((evaluator, sample, metric, method))
+            if self._deferred and evaluator.judging:
+                self._resume(scope.nodeid)
         try:
             key = (id(evaluator), sample, metric, method)
             with self._lock:
@@ -336,7 +323,6 @@ class Prefetcher:
                 continue
             ahead = _scope.TestScope(item.nodeid, lambda: scope.evaluator, _dropped)
             ahead.ahead = functools.partial(self._first_score, item.nodeid, function)
-            self.ran_ahead += 1
             _bodies.run(call, ahead)
 
     def _first_score(
