@@ -54,6 +54,14 @@ def retriever_test(count, args="", setup="pass", fixture=""):
     )
 
 
+def project(pytester, serve, source, responder):
+    """A project of one test file, ``source``, judged by a FakeJudgeServer answering with ``responder``."""
+    server = serve(responder)
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_retrieved=source)
+    return server
+
+
 def runs(pytester):
     """How many times each test's body started, and how many times it got past its last score."""
     lines = pytester.path.joinpath("runs").read_text().split()
@@ -101,9 +109,7 @@ def test_the_next_tests_bodies_run_ahead_and_are_judged_together(pytester, serve
 
 
 def test_without_the_option_each_body_runs_once(pytester, serve):
-    serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=retriever_test(6))
+    project(pytester, serve, retriever_test(6), Overlap(hold=0.0))
     pytester.runpytest("--rag-concurrency=64", "-p", "no:randomly").assert_outcomes(passed=6)
     started, done = runs(pytester)
     assert started == done == Counter(range(6))
@@ -112,9 +118,7 @@ def test_without_the_option_each_body_runs_once(pytester, serve):
 def test_the_window_bounds_how_far_bodies_run_ahead(pytester, serve):
     """As many tests ahead as judge calls allowed at once, at least 8: at each test's first score the
     window after it slides on, so one more body runs ahead."""
-    server = serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=retriever_test(30))
+    server = project(pytester, serve, retriever_test(30), Overlap(hold=0.0))
     pytester.runpytest("--rag-run-ahead", "--rag-concurrency=4", "-p", "no:randomly").assert_outcomes(
         passed=30
     )
@@ -136,9 +140,7 @@ def test_the_window_bounds_how_far_bodies_run_ahead(pytester, serve):
     ids=["tmp_path", "request", "autouse", "function-fixture"],
 )
 def test_a_body_that_needs_its_own_setup_never_runs_ahead(pytester, serve, args, setup, fixture):
-    serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=retriever_test(6, args, setup, fixture))
+    project(pytester, serve, retriever_test(6, args, setup, fixture), Overlap(hold=0.0))
     pytester.runpytest("--rag-run-ahead", "-p", "no:randomly").assert_outcomes(passed=6)
     started, done = runs(pytester)
     assert started == done == Counter(range(6))
@@ -187,9 +189,7 @@ class TestRetrieval:
         assert_context_precision(sample) >= 0.5
         assert_context_recall(sample) >= 0.5
 """
-    serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=source)
+    project(pytester, serve, source, Overlap(hold=0.0))
     pytester.runpytest("--rag-run-ahead", "-p", "no:randomly").assert_outcomes(passed=5)
     started = Counter(pytester.path.joinpath("runs").read_text().split())
     assert started == Counter({"0": 1, "1": 2, "2": 2, "3": 2, "4": 2})
@@ -218,9 +218,7 @@ def test_what_a_body_prints_or_raises_ahead_is_left_to_its_own_turn(pytester, se
 
 
 def test_nothing_runs_ahead_in_replay_or_a_warm_run(pytester, serve):
-    server = serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=retriever_test(6))
+    server = project(pytester, serve, retriever_test(6), Overlap(hold=0.0))
     pytester.runpytest("--rag-run-ahead", "-p", "no:randomly").assert_outcomes(passed=6)
     assert server.request_count == 6 * 5
     for mode in ("replay", "readwrite"):
@@ -234,9 +232,7 @@ def test_nothing_runs_ahead_in_replay_or_a_warm_run(pytester, serve):
 
 def test_nothing_runs_ahead_under_xdist(pytester, serve):
     """A worker does not know which tests it runs next: running their bodies would be work lost."""
-    serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=retriever_test(8))
+    project(pytester, serve, retriever_test(8), Overlap(hold=0.0))
     result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-run-ahead")
     result.assert_outcomes(passed=8)
     started, done = runs(pytester)
@@ -251,9 +247,7 @@ def test_a_body_whose_sample_changes_is_scored_on_the_sample_of_its_turn(pyteste
     source = retriever_test(5, setup=setup).replace(
         'f"Plan {i} costs {i} dollars."]', 'f"Plan {i} costs {i} dollars."] + [f"Run {CALLS}."] * (i == 3)'
     )
-    server = serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=source)
+    server = project(pytester, serve, source, Overlap(hold=0.0))
     pytester.runpytest(
         "--rag-run-ahead", "-p", "no:randomly", "--rag-report-json=report.json"
     ).assert_outcomes(passed=5)
@@ -272,9 +266,7 @@ def test_a_stopped_run_runs_no_more_bodies_and_cancels_what_they_started(pyteste
     """Under -x the third test fails before its first score: what was started for the bodies run
     ahead and still waits for the concurrency bound is never sent."""
     setup = """assert i != 2, "this retrieval is broken\""""
-    server = serve(Overlap(hold=0.5))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=retriever_test(20, setup=setup))
+    server = project(pytester, serve, retriever_test(20, setup=setup), Overlap(hold=0.5))
     pytester.makeconftest(stop_recorder(2.0))
     result = pytester.runpytest("-x", "--rag-run-ahead", "--rag-concurrency=2", "-p", "no:randomly")
     result.assert_outcomes(passed=2, failed=1)
@@ -314,9 +306,7 @@ def test_retrieved(i):
     assert_context_recall(sample) >= 0.5
 """
     )
-    server = serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=source)
+    server = project(pytester, serve, source, Overlap(hold=0.0))
     pytester.runpytest("--rag-run-ahead", "-p", "no:randomly").assert_outcomes(passed=4, xfailed=1)
     assert Counter(noted(pytester)) == Counter({"0": 1, "1": 2, "2": 2, "4": 2})
     assert 3 not in {question(r.body) for r in server.requests}  # nothing judged for it
@@ -346,9 +336,7 @@ def test_retrieved(index):
     assert_context_recall(sample) >= 0.5
 """
     )
-    server = serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=source)
+    server = project(pytester, serve, source, Overlap(hold=0.0))
     pytester.runpytest("--rag-run-ahead", "-p", "no:randomly").assert_outcomes(passed=4)
     # Only the second test ran ahead, with its own fixtures, before its own body.
     assert Counter(noted(pytester)) == Counter({"0": 1, "1": 2, "2": 1, "3": 1})
@@ -370,9 +358,7 @@ def test_retrieved(i):
     assert i != 1
 """
     )
-    serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=source)
+    project(pytester, serve, source, Overlap(hold=0.0))
     result = pytester.runpytest("--rag-run-ahead", "-p", "no:randomly")
     result.assert_outcomes(passed=4, failed=1)
     section = result.stdout.str().split("Captured log call")[1].split("=====")[0]
@@ -398,9 +384,7 @@ def test_retrieved(i):
     assert_context_precision(sample) >= 0.5
 """
     )
-    serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=source)
+    project(pytester, serve, source, Overlap(hold=0.0))
     without = judge_figures(pytester, "--rag-cache-dir=c1")
     pytester.path.joinpath("runs").unlink()
     with_ = judge_figures(pytester, "--rag-cache-dir=c2", "--rag-run-ahead")
@@ -427,9 +411,7 @@ def test_retrieved(model, i):
     assert_context_recall(sample) >= 0.5
 """
     )
-    server = serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=source)
+    server = project(pytester, serve, source, Overlap(hold=0.0))
     pytester.runpytest("--rag-run-ahead", "-p", "no:randomly").assert_outcomes(passed=4)
     assert {(r.body["model"], question(r.body)) for r in server.requests} == {(f"m{i}", i) for i in range(4)}
     assert Counter(noted(pytester)) == Counter(str(i) for i in range(4))
@@ -486,9 +468,7 @@ def test_retrieved(i):
             LOCK.release()
 """
     )
-    serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=source)
+    project(pytester, serve, source, Overlap(hold=0.0))
     pytester.runpytest("--rag-run-ahead", "-p", "no:randomly").assert_outcomes(passed=4)
     assert len(noted(pytester)) == 1 + 3 * 2 and all(line.endswith("True") for line in noted(pytester))
 
@@ -562,9 +542,7 @@ def test_a_run_ahead_reports_what_a_run_without_it_reports(pytester, serve, body
     scores the first passing test asked for and later tests do not are judged for the bodies run
     ahead before the second test narrows the plan (without the option, for the second test only)."""
     source = HEAD + '\n@pytest.mark.parametrize("i", range(6))\ndef test_retrieved(i):' + body
-    serve(Overlap(hold=0.0))
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_retrieved=source)
+    project(pytester, serve, source, Overlap(hold=0.0))
     without = judge_figures(pytester, "--rag-cache-dir=c1", "-p", "no:cacheprovider", *args)
     pytester.path.joinpath("failed-once").unlink(missing_ok=True)
     with_ = judge_figures(pytester, "--rag-cache-dir=c2", "-p", "no:cacheprovider", "--rag-run-ahead", *args)
