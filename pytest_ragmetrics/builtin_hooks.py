@@ -3,8 +3,12 @@ the judge or the splitter, and add metrics beside the built-in ones."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, cast
 
+import pluggy
+
+from . import hookspecs
 from .hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -47,3 +51,13 @@ def pytest_ragmetrics_metrics() -> list[Metric]:
     from .metrics.builtin import builtin_metrics
 
     return builtin_metrics()
+
+
+def plugin_manager() -> pluggy.PluginManager:
+    """A plugin manager for use outside pytest: our specs, these built-ins, and every package that
+    registers itself under the ``pytest_ragmetrics`` entry-point group."""
+    pm = pluggy.PluginManager("pytest")
+    pm.add_hookspecs(hookspecs)
+    pm.register(sys.modules[__name__], "ragmetrics-builtins")
+    pm.load_setuptools_entrypoints("pytest_ragmetrics")
+    return pm

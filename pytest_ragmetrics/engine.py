@@ -291,7 +291,7 @@ class Evaluator:
 
     ``judge`` replaces the configured judge (it still sits behind the cache and store as configured by
     ``settings.cache``); ``hook`` is a pluggy hook relay (pytest's ``config.hook`` inside pytest, else
-    :func:`~pytest_ragmetrics.hookspecs.plugin_manager`'s). ``stats`` and ``runner`` can be shared
+    :func:`~pytest_ragmetrics.builtin_hooks.plugin_manager`'s). ``stats`` and ``runner`` can be shared
     between evaluators. ``score_records=False`` neither serves nor keeps finished scores in the disk
     cache (:mod:`~pytest_ragmetrics.score_records`): every score is made from its judgments.
     """
@@ -356,7 +356,7 @@ class Evaluator:
     @property
     def hook(self) -> Any:
         if self._hook is None:
-            from .hookspecs import plugin_manager
+            from .builtin_hooks import plugin_manager
 
             self._hook = plugin_manager().hook
         return self._hook

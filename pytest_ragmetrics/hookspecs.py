@@ -1,7 +1,8 @@
 """Extension points of pytest-ragmetrics.
 
 Implement them in a ``conftest.py`` or a plugin module (inside pytest), or in a package exposing the
-``pytest_ragmetrics`` entry-point group (plain Python, see :func:`plugin_manager`). Mark
+``pytest_ragmetrics`` entry-point group (plain Python, see
+:func:`pytest_ragmetrics.builtin_hooks.plugin_manager`). Mark
 implementations with :data:`hookimpl`::
 
     from pytest_ragmetrics import hookimpl
@@ -65,16 +66,3 @@ def pytest_ragmetrics_report(report: dict[str, Any]) -> None:
     Use it to send scores to a dashboard or to add fields before the report files are written.
     """
 
-
-def plugin_manager() -> pluggy.PluginManager:
-    """A plugin manager for use outside pytest: our specs, the built-ins, and every package that
-    registers itself under the ``pytest_ragmetrics`` entry-point group."""
-    import sys
-
-    from . import builtin_hooks
-
-    pm = pluggy.PluginManager("pytest")
-    pm.add_hookspecs(sys.modules[__name__])
-    pm.register(builtin_hooks, "ragmetrics-builtins")
-    pm.load_setuptools_entrypoints("pytest_ragmetrics")
-    return pm

@@ -1,19 +1,15 @@
-"""RagSample: one question with what the retriever returned for it, and the loaders for golden sets."""
+"""RagSample: one question with what the retriever returned for it."""
 
 from __future__ import annotations
 
 import dataclasses
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-
-def _invisible(text: str) -> bool:
-    """True when ``text`` shows nothing: only whitespace and format characters (zero-width space,
-    joiners, BOM, direction marks...), which ``str.strip`` keeps."""
-    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+from .errors import InvalidSample
+from .fields import invisible, sample_kwargs, split_retrieved
 
 
 def _lone_surrogate(text: str) -> str | None:
@@ -31,8 +27,6 @@ def _lone_surrogate(text: str) -> str | None:
 
 def _check_unicode(sample: RagSample) -> None:
     """Every text of the sample must be encodable: an InvalidSample names the first field that is not."""
-    from .errors import InvalidSample
-
     fields: list[tuple[str, Any]] = [
         ("question", sample.question),
         *((f"contexts[{i}]", c) for i, c in enumerate(sample.contexts)),
@@ -90,7 +84,7 @@ class RagSample:
                 f"RagSample.question must be a str, got {type(self.question).__name__}: "
                 f"{_show(self.question)}"
             )
-        if _invisible(self.question):
+        if invisible(self.question):
             raise ValueError(
                 f"RagSample.question must be a non-empty str, got {_show(self.question)}"
                 + (" (only invisible characters)" if self.question.strip() else "")
@@ -169,8 +163,6 @@ class RagSample:
         with those attributes, such as LangChain documents); their ids become ``context_ids``. ``ids``
         gives the ids explicitly. Without either, the copy has no ``context_ids``.
         """
-        from .loaders import split_retrieved
-
         texts, found = split_retrieved(contexts, "contexts")
         if ids is not None:
             checked = _ids("context_ids", ids)
@@ -207,8 +199,6 @@ class RagSample:
         ``retrievedContexts``; ground_truth = ``reference`` / ``ground_truths`` (first item);
         answer = ``response``. Unknown fields go to ``metadata``.
         """
-        from .loaders import sample_kwargs
-
         return cls(**sample_kwargs(data, default_id=default_id))
 
 

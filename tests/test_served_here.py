@@ -11,7 +11,8 @@ import diskcache
 import pytest
 
 from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
-from pytest_ragmetrics.hookspecs import hookimpl, plugin_manager
+from pytest_ragmetrics.builtin_hooks import plugin_manager
+from pytest_ragmetrics.hookspecs import hookimpl
 from pytest_ragmetrics.judge.cache import RagMetricsWarning
 from pytest_ragmetrics.judge.store import JudgmentStore
 from pytest_ragmetrics.results import MetricResult
