@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 @hookimpl(trylast=True)
 def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
     from .judge.openai_judge import OpenAIJudge
+    from .settings import how_to_set
 
     azure = settings.judge_provider == "azure"
     return OpenAIJudge(
@@ -36,6 +37,7 @@ def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
         max_reasks=settings.max_reasks,
         concurrency=settings.concurrency,
         response_format=cast("ResponseFormat", settings.response_format),
+        how_to_set=how_to_set,
     )
 
 

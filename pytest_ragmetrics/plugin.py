@@ -510,9 +510,12 @@ def _configure_settings(state: RunState, ini: dict[str, Any], cli: dict[str, Any
         config.issue_config_time_warning(RagMetricsWarning(note), stacklevel=2)
     if settings.judge_provider == "azure" and settings.cache != "replay":
         from .judge.openai_judge import check_azure_settings
+        from .settings import how_to_set
 
         try:  # every test would fail on it: stop before the first one
-            check_azure_settings(settings.judge_base_url)
+            check_azure_settings(
+                settings.judge_base_url, how_to_set=lambda name, value: how_to_set(name, value, True)
+            )
         except ConfigError as exc:
             raise pytest.UsageError(f"ragmetrics: {exc}") from None
 

@@ -146,16 +146,17 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     return resolve(env=os.environ if environ is None else environ)
 
 
-def how_to_set(name: str, value: Any) -> str:
+def how_to_set(name: str, value: Any, in_pytest: bool | None = None) -> str:
     """How a person sets setting ``name`` to ``value`` where this code runs, for messages.
 
     Inside a pytest run the command-line option (or ini key) is named; in a plain script, which has
-    no pytest options, :class:`Settings` and the environment variable.
+    no pytest options, :class:`Settings` and the environment variable. ``in_pytest`` says which,
+    when the caller knows (the plugin's own startup checks run before the session counts as begun).
     """
     from . import _scope
 
     option = OPTIONS_BY_NAME[name]
-    if _scope.pytest_sessions:  # the plugin is configured: this is a pytest run
+    if in_pytest if in_pytest is not None else _scope.pytest_sessions:
         if option.cli:
             return f"{option.cli_name}={value} ({option.env_name}={value})"
         return f"{option.ini_name} = {value} ({option.env_name})"

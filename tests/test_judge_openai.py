@@ -318,7 +318,7 @@ def test_no_api_key_fails_before_any_request(fake_judge_server, monkeypatch):
     message = str(info.value)
     assert "OPENAI_API_KEY" in message
     assert "OPENAI_BASE_URL" in message
-    assert "--rag-cache=replay" in message
+    assert "RAGMETRICS_CACHE=replay" in message  # a judge built by hand: the environment variable
     assert fake_judge_server.request_count == 0
 
 
@@ -580,8 +580,10 @@ def test_connection_errors_hide_the_sdk_traceback_but_keep_the_cause():
 
 def test_no_api_key_message_explains_replay_and_the_store(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    from pytest_ragmetrics.settings import how_to_set
+
     with pytest.raises(JudgeUnavailable) as info:
-        run_judge(OpenAIJudge(), make_request())
+        run_judge(OpenAIJudge(how_to_set=lambda name, value: how_to_set(name, value, True)), make_request())
     message = str(info.value)
     assert "--rag-cache=replay" in message
     assert "RAGMETRICS_CACHE=replay" in message
@@ -613,7 +615,8 @@ def test_azure_without_an_endpoint_is_a_config_error(no_azure_env, endpoint):
         OpenAIJudge(model="judge-model", azure=True, azure_endpoint=endpoint)
     message = str(info.value)
     assert "AZURE_OPENAI_ENDPOINT" in message
-    assert "--rag-judge-base-url" in message
+    # A judge built by hand knows no pytest options: it names the environment variable.
+    assert "RAGMETRICS_JUDGE_BASE_URL=" in message
     assert "OPENAI_API_VERSION" not in message
 
 
@@ -651,6 +654,26 @@ def test_azure_without_an_azure_key_does_not_use_the_openai_key(no_azure_env, fa
     with pytest.raises(JudgeUnavailable, match="AZURE_OPENAI_API_KEY"):
         run_judge(judge, make_request())
     assert fake_judge_server.request_count == 0
+
+
+def test_azure_key_refused_names_the_azure_key_variable(no_azure_env, fake_judge_server):
+    no_azure_env.setenv("OPENAI_API_VERSION", "2024-10-21")
+    fake_judge_server.fail_next(401)
+    judge = OpenAIJudge(
+        azure=True, api_key="azure-key", azure_endpoint=f"http://127.0.0.1:{fake_judge_server.port}"
+    )
+    with pytest.raises(JudgeUnavailable, match="HTTP 401") as info:
+        run_judge(judge, make_request())
+    assert "check AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN)" in str(info.value)
+
+
+def test_azure_configuration_error_takes_the_wording_it_is_given(no_azure_env):
+    def pytest_wording(name: str, value: str) -> str:
+        return f"--rag-{name.replace('_', '-')}={value}"
+
+    with pytest.raises(ConfigError) as info:
+        OpenAIJudge(azure=True, api_version="2024-10-21", how_to_set=pytest_wording)
+    assert "--rag-judge-base-url=https://<resource>.openai.azure.com" in str(info.value)
 
 
 def test_azure_with_a_base_url_is_a_config_error(no_azure_env):

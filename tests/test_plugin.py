@@ -981,11 +981,13 @@ def test_azure_provider_without_endpoint_or_version_says_what_to_set(project, ju
             assert_context_recall(GOOD) >= 0.8
     """
     )
-    result = project.runpytest("--rag-judge-provider=azure")
+    # In a process of its own: no outer pytest session may lend its wording to the message.
+    result = project.runpytest_subprocess("--rag-judge-provider=azure")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # at startup, not one failure per test
     result.stderr.fnmatch_lines(
-        ["*ragmetrics: the Azure OpenAI judge needs the endpoint*AZURE_OPENAI_ENDPOINT*"]
+        ["*ragmetrics: the Azure OpenAI judge needs the endpoint (--rag-judge-base-url=*AZURE_OPENAI_ENDPOINT*"]
     )
+    assert "Settings(" not in result.stderr.str()
     assert "Traceback" not in result.stderr.str()
     assert judge_server.request_count == 0
     # Replay needs no judge at all: the same settings are fine there.

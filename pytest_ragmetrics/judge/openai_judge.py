@@ -23,7 +23,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeError, JudgeUnavailable
@@ -47,10 +47,19 @@ MAX_BACKOFF = 20.0
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
 
-def no_key_message(azure: bool = False) -> str:
-    """What to do without an API key, in the terms of where the code runs (pytest or a script)."""
-    from ..settings import how_to_set
+#: ``how_to_set(name, value)``: how a message tells the user to set setting ``name`` to ``value`` where
+#: the judge runs (a command-line option inside pytest, ``Settings(...)`` in a script). The judge knows
+#: no settings itself: whoever builds it passes the wording in.
+HowToSet = Callable[[str, str], str]
 
+
+def by_environment(name: str, value: str) -> str:
+    """The wording of a judge built by hand: the environment variable, which works everywhere."""
+    return f"RAGMETRICS_{name.upper()}={value}"
+
+
+def no_key_message(azure: bool = False, how_to_set: HowToSet = by_environment) -> str:
+    """What to do without an API key, in the wording ``how_to_set`` gives the settings."""
     replay = (
         f"or, to use recorded judgments without calling the judge, set {how_to_set('cache', 'replay')}; "
         "replay needs the judgments recorded in the judgment store directory "
@@ -277,6 +286,7 @@ class OpenAIJudge:
         response_format: ResponseFormat = "auto",
         stats: JudgeStats | None = None,
         retry_backoff: float = 0.5,
+        how_to_set: HowToSet = by_environment,
     ) -> None:
         if response_format not in ("auto", "json_schema", "json_object", "text"):
             raise ConfigError(
@@ -287,12 +297,13 @@ class OpenAIJudge:
             raise ConfigError(f"judge concurrency must be at least 1, got {concurrency}")
         if max_retries < 0 or max_reasks < 0:
             raise ConfigError("judge max_retries and max_reasks must not be negative")
+        self.how_to_set = how_to_set
         # An explicit endpoint still means Azure, as it always did.
         self.azure = bool(azure or azure_endpoint)
         if self.azure:
             azure_endpoint = azure_endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
             api_version = api_version or os.environ.get("OPENAI_API_VERSION") or None
-            _check_azure(azure_endpoint, api_version, base_url)
+            _check_azure(azure_endpoint, api_version, base_url, how_to_set)
         self.model = model
         # Kept in memory only; never written anywhere, left out of repr(), scrubbed from messages.
         self._api_key = api_key
@@ -329,13 +340,6 @@ class OpenAIJudge:
             f"OpenAIJudge(model={self.model!r}, base_url={where!r}, response_format={self.response_format!r})"
         )
 
-    @property
-    def format_description(self) -> str:
-        """The response format in use, for reports: ``json_object (the server does not support ...)``."""
-        if self.fallback_reason:
-            return f"{self.active_format} ({self.fallback_reason})"
-        return self.active_format
-
     # --- client ----------------------------------------------------------------------------------
 
     def has_credentials(self) -> bool:
@@ -353,7 +357,7 @@ class OpenAIJudge:
             return existing
         # Checked before the SDK is even imported: no key means no network activity at all.
         if not self.has_credentials():
-            raise JudgeUnavailable(no_key_message(self.azure))
+            raise JudgeUnavailable(no_key_message(self.azure, self.how_to_set))
         import openai
 
         # The SDK's own retries are off: ours are counted and produce one readable error.
@@ -361,7 +365,7 @@ class OpenAIJudge:
         if self.azure:
             # Checked again here (cheap) in case the attributes were changed after construction:
             # the SDK's own check would surface as a bare ValueError.
-            _check_azure(self.azure_endpoint, self.api_version, self.base_url)
+            _check_azure(self.azure_endpoint, self.api_version, self.base_url, self.how_to_set)
             assert self.azure_endpoint is not None  # for mypy: _check_azure raised otherwise
             client = openai.AsyncAzureOpenAI(
                 api_key=self._api_key,
@@ -682,7 +686,8 @@ class OpenAIJudge:
             f"the LLM judge at {self.endpoint} rejected the request for {label} (HTTP {status}, not retried)"
         )
         if status == 401:
-            return f"{prefix}: the API key was not accepted; check OPENAI_API_KEY. {detail}"
+            key = "AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN)" if self.azure else "OPENAI_API_KEY"
+            return f"{prefix}: the API key was not accepted; check {key}. {detail}"
         if status == 403:
             return f"{prefix}: permission denied for model {params.get('model')!r}. {detail}"
         if status == 404:
@@ -729,7 +734,9 @@ def _format_unsupported(status: int, detail: str, server_errors: int, last_try: 
     return False
 
 
-def check_azure_settings(endpoint: str | None = None, api_version: str | None = None) -> None:
+def check_azure_settings(
+    endpoint: str | None = None, api_version: str | None = None, how_to_set: HowToSet = by_environment
+) -> None:
     """Raise :class:`ConfigError` when an Azure judge could not be built: no endpoint (``endpoint``
     or ``AZURE_OPENAI_ENDPOINT``) or no API version (``api_version`` or ``OPENAI_API_VERSION``).
 
@@ -739,13 +746,14 @@ def check_azure_settings(endpoint: str | None = None, api_version: str | None = 
         endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or None,
         api_version or os.environ.get("OPENAI_API_VERSION") or None,
         None,
+        how_to_set,
     )
 
 
-def _check_azure(endpoint: str | None, api_version: str | None, base_url: str | None) -> None:
+def _check_azure(
+    endpoint: str | None, api_version: str | None, base_url: str | None, how_to_set: HowToSet
+) -> None:
     """Raise :class:`ConfigError` naming what to set when the Azure settings are incomplete."""
-    from ..settings import how_to_set
-
     missing = []
     if not endpoint:
         missing.append(
