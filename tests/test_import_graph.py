@@ -31,7 +31,6 @@ _NOT_YET_SEPARATED = frozenset(
 )
 _JUDGE_NOT_YET_SEPARATED = {
     f"{PACKAGE}.judge.cache": {f"{PACKAGE}.score_records", f"{PACKAGE}.settings"},
-    f"{PACKAGE}.judge.openai_judge": {f"{PACKAGE}.settings"},
 }
 
 
