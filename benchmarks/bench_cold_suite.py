@@ -10,20 +10,17 @@ default all):
 
 ``golden``         ``@pytest.mark.ragmetrics(samples="golden.jsonl")``: the contexts are in the file;
                    a first run with an empty cache.
-``model-change``   the same suite rerun with another judge model: every judgment is new, and the
-                   previous run's plan is known.
+``model-change``   the same suite rerun with another judge model: every judgment is new.
 ``retriever``      the test body calls the retriever (a function building the contexts); a first run
                    with an empty cache, with ``-n 0`` and with each ``--workers`` count (pytest-xdist).
                    Each worker gets its share of the concurrency (``-n 4 --rag-concurrency=8`` for 32),
                    so the judge never has more calls in flight than the bound assumes; with
                    ``--undivided`` each worker gets all of it (more in flight than the bound).
                    ``--warm`` reruns each from the cache: what the run costs besides judging.
-``retriever-ahead`` the retriever suite's first run in one process with ``--rag-run-ahead``: while a
-                   test waits for the judge, the next tests' bodies run up to their first score.
 ``retriever-rerun`` that suite rerun with another judge model (one process).
 
     python benchmarks/bench_cold_suite.py [--samples 100] [--latency 0.2] [--concurrency 32]
-        [--scenario retriever-ahead] [--workers 4 --workers 8] [--undivided] [--warm]
+        [--scenario retriever] [--workers 4 --workers 8] [--undivided] [--warm]
 """
 
 from __future__ import annotations
@@ -110,10 +107,10 @@ def main() -> None:
     parser.add_argument("--undivided", action="store_true",
                         help="give each xdist worker the whole --concurrency, not its share")  # fmt: skip
     parser.add_argument("--scenario", action="append",
-                        choices=("golden", "model-change", "retriever", "retriever-ahead",
+                        choices=("golden", "model-change", "retriever",
                                  "retriever-rerun"))  # fmt: skip
     args = parser.parse_args()
-    scenarios = args.scenario or ["golden", "model-change", "retriever", "retriever-ahead", "retriever-rerun"]
+    scenarios = args.scenario or ["golden", "model-change", "retriever", "retriever-rerun"]
     workers = args.workers or [2, 4, 8]
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER_SCRIPT, str(args.latency)],
@@ -185,13 +182,6 @@ def main() -> None:
                         show(name, wall, judge)
                         if args.warm:
                             warm_run(root, ["--rag-judge-model=judge-a", cache, *extra], wall, judge)
-                if "retriever-ahead" in scenarios:
-                        ahead = ["--rag-judge-model=judge-a", "--rag-cache-dir=cache-ahead"]
-                        ahead.append("--rag-run-ahead")
-                        wall, judge = run_pytest(root, ahead, env)
-                        show("retriever in body, run ahead", wall, judge)
-                        if args.warm:
-                            warm_run(root, ahead, wall, judge)
                 if "retriever-rerun" in scenarios:
                     if "retriever" not in scenarios:
                         run_pytest(root, [*first[:1], "--rag-cache-dir=cache-n0"], env)

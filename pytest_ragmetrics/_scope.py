@@ -19,7 +19,7 @@ class TestScope:
     ``ragmetrics_config`` settings), where comparisons are recorded, and the checks made."""
 
     __test__ = False  # not a test class, whatever pytest's collection rules say
-    __slots__ = ("_evaluator", "ahead", "checks", "make_evaluator", "nodeid", "record")
+    __slots__ = ("_evaluator", "checks", "make_evaluator", "nodeid", "record")
 
     def __init__(
         self, nodeid: str, make_evaluator: Callable[[], Any], record: Callable[[dict[str, Any]], None]
@@ -29,9 +29,6 @@ class TestScope:
         self.record = record
         self.checks: list[ScoreCheck] = []
         self._evaluator: Any = None
-        #: Set while the test's body runs ahead of its turn (``--rag-run-ahead``): called with its
-        #: first score's evaluator, sample (``None`` for a list), metric and method, it stops the body.
-        self.ahead: Callable[[Any, Any, str, str | None], None] | None = None
 
     @property
     def evaluator(self) -> Any:

@@ -278,14 +278,6 @@ class ScoresAhead(Protocol):
         ...
 
 
-def _stop_ahead(evaluator: Evaluator, sample: RagSample | None, metric: str, method: str | None) -> None:
-    """In a test body run ahead of its turn (``--rag-run-ahead``), its first score stops it here:
-    ``sample`` is that score's (``None`` for several), whose scores are started for its turn."""
-    scope = _scope.current_test.get()
-    if scope is not None and scope.ahead is not None:
-        scope.ahead(evaluator, sample, metric, method)
-
-
 class Evaluator:
     """Computes metrics for samples with one configuration.
 
@@ -576,13 +568,11 @@ class Evaluator:
 
     async def ascore(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
         """Score one sample (awaitable from any event loop)."""
-        _stop_ahead(self, sample, metric, method)
         return await self.runner.arun(self._score(sample, metric, method))
 
     def score(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
         """Score one sample, blocking until the judge has answered."""
         __tracebackhide__ = True
-        _stop_ahead(self, sample, metric, method)
         ahead = self.ahead
         tried = not self.judging
         if tried:
@@ -670,13 +660,11 @@ class Evaluator:
     ) -> list[MetricResult]:
         """Score several samples concurrently (bounded by the judge's concurrency)."""
         __tracebackhide__ = True
-        _stop_ahead(self, None, metric, method)
         return self.runner.run(self._score_many(samples, metric, method))
 
     async def ascore_many(
         self, samples: Sequence[RagSample], metric: str, method: str | None = None
     ) -> list[MetricResult]:
-        _stop_ahead(self, None, metric, method)
         return await self.runner.arun(self._score_many(samples, metric, method))
 
     async def _evaluate(
@@ -761,7 +749,6 @@ class Evaluator:
         errors: str = "raise",
     ) -> EvaluationResult:
         """Async twin of :meth:`evaluate` for code already running inside an event loop."""
-        _stop_ahead(self, None, "", None)
         batch, specs = _evaluate_args(samples, metrics)
         return await self.runner.arun(self._evaluate(batch, specs, errors))
 
@@ -779,7 +766,6 @@ class Evaluator:
         ``errors="collect"`` returns what succeeded, with the failures in
         :attr:`EvaluationResult.errors` (sample id -> metric name -> error).
         """
-        _stop_ahead(self, None, "", None)
         batch, specs = _evaluate_args(samples, metrics)
         return self.runner.run(self._evaluate(batch, specs, errors))
 

@@ -221,14 +221,6 @@ OPTIONS: tuple[Option, ...] = (
         "N",
     ),
     Option("concurrency", _number(int, 1), "judge requests in flight at once", "N"),
-    Option(
-        "run_ahead",
-        _flag,
-        "before each test's body, run those of the next tests of its parametrized function up to their "
-        "first score, so a first run judges their samples together (that code runs twice)",
-        flag=True,
-        ini_type="bool",
-    ),
     Option("timeout", _number(float, 0.001), "seconds before one judge request times out", "SECONDS"),
     Option("max_retries", _number(int, 0), "retries on 429, 5xx, timeouts and connection errors", "N"),
     Option("max_reasks", _number(int, 0), "re-asks when an answer does not fit the schema", "N"),

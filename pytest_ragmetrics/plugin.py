@@ -40,7 +40,6 @@ _MARKER_KEYS_EXTRA = ("samples", "method")
 RUN_WIDE = frozenset(
     {
         "report",
-        "run_ahead",
         "report_json",
         "report_md",
         "report_html",
@@ -98,12 +97,8 @@ class RunState:
         #: The collected tests, once collection is over (the prefetcher's order), and their session.
         self.items: Sequence[pytest.Item] | None = None
         self.session: pytest.Session | None = None
-        #: The last run's plans (read when collection is over).
-        self.plans: dict[str, Any] = {}
         #: The per-test recording hooks are registered: the run uses the plugin.
         self.active = False
-        #: xdist: the scores each test asked for, from the workers (saved for the next run's prefetching).
-        self.worker_plans: dict[str, Any] = {}
         #: Usage errors found while generating tests, raised together once collection is over.
         self.usage_errors: list[str] = []
         #: The judge check: its labelled items (None: not configured), floors, and outcome.
@@ -129,8 +124,6 @@ class RunState:
         self.store_keys = None
         self.prefetcher = None
         self.items = None
-        self.plans = {}
-        self.worker_plans = {}
 
     def __dir__(self) -> list[str]:
         # pytest < 8 reads every attribute of a registered plugin while looking for fixtures, which
@@ -183,7 +176,6 @@ class RunState:
                 self.answer_classes[key] = (kind, tuple(classes))
             if data.get("store_keys") is not None:
                 self.add_store_keys(data["store_keys"])
-            self.worker_plans.update(data.get("plans") or {})
 
     def add_store_keys(self, keys: Any) -> None:
         self.store_keys = (self.store_keys or set()) | set(keys)
@@ -237,9 +229,7 @@ class RunState:
         if self.prefetcher is None and self.items is not None:
             from .prefetch import Prefetcher
 
-            self.prefetcher = Prefetcher(
-                self.settings, self.evaluator, self.plans, active=not _is_worker(self.config)
-            )
+            self.prefetcher = Prefetcher(self.settings, self.evaluator, active=not _is_worker(self.config))
             self.prefetcher.collected(self.items)
             for evaluator in self.evaluators.values():
                 evaluator.ahead = self.prefetcher
@@ -286,12 +276,9 @@ class RunState:
         return self._config_overridden
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from .prefetch import load_plans
-
         self.items = session.items
         self.session = session
-        self.plans = load_plans(self.config)
-        if self.plans or self.evaluators or any(_uses_marker(item) for item in session.items):
+        if self.evaluators or any(_uses_marker(item) for item in session.items):
             self.activate()
 
 
@@ -327,22 +314,15 @@ class _Recorder:
                 }
         return report
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> None:
-        if self.state.prefetcher is not None:
-            self.state.prefetcher.calling(item)  # --rag-run-ahead: the next bodies, outside this one
-
     @pytest.hookimpl(trylast=True)  # after the session has counted a failure towards -x / --maxfail
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         state = self.state
         session, prefetcher = state.session, state.prefetcher
         stopping = session is not None and (session.shouldfail or session.shouldstop)
-        if prefetcher is not None:
-            prefetcher.reported(report)
-            if report.failed and stopping:
-                # As soon as the run is known to stop, not once the failed test is torn down: the
-                # tests after it are judged ahead meanwhile.
-                prefetcher.stop()
+        if prefetcher is not None and report.failed and stopping:
+            # As soon as the run is known to stop, not once the failed test is torn down: the
+            # tests after it are judged ahead meanwhile.
+            prefetcher.stop()
         # Taken off the report, which pytest keeps to the end of the run: the run state holds them now.
         rows = report.__dict__.pop("ragmetrics", None)
         if rows:
@@ -908,16 +888,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "stats": state.stats.to_json(),
             "used_keys": sorted(state.used_keys),
             "store_keys": sorted(state.store_keys) if state.store_keys is not None else None,
-            "plans": {k: [list(c) for c in v] for k, v in prefetcher.plans.items()} if prefetcher else {},
             "deselected": state.deselected,
             "answer_classes": {k: [kind, list(c)] for k, (kind, c) in state.answer_classes.items()},
         }
         return
-    if prefetcher is not None or state.worker_plans:
-        from .prefetch import load_plans, save_plans
-
-        plans = {**state.worker_plans, **(prefetcher.plans if prefetcher is not None else {})}
-        save_plans(config, plans, prefetcher.previous if prefetcher is not None else load_plans(config))
     if not (used or state.configured):
         return  # the plugin was not used in this run: build nothing, import nothing
     s = state.settings

@@ -59,7 +59,6 @@ class Settings:
     seed: int | None = 0
     judge_n: int = 1
     concurrency: int = 16
-    run_ahead: bool = False
     timeout: float = 60.0
     max_retries: int = 4
     max_reasks: int = 2
