@@ -38,6 +38,7 @@ def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
         concurrency=settings.concurrency,
         response_format=cast("ResponseFormat", settings.response_format),
         how_to_set=how_to_set,
+        max_tokens=settings.judge_max_tokens,
     )
 
 

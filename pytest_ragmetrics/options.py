@@ -225,6 +225,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_retries", _number(int, 0), "retries on 429, 5xx, timeouts and connection errors", "N"),
     Option("max_reasks", _number(int, 0), "re-asks when an answer does not fit the schema", "N"),
     Option(
+        "judge_max_tokens",
+        _number(int, 1, optional=True),
+        "completion limit of every judge answer, in tokens (default: sized to the answer's schema); an "
+        "answer cut off by it is re-asked, never recorded",
+        "N",
+        ini_type="string",  # an integer or the word none
+    ),
+    Option(
         "cache",
         _choice(CACHE_MODES),
         "readwrite: use recorded judgments, judge the rest; replay: never "
@@ -318,5 +326,6 @@ _OPTIONAL = frozenset(
         "baseline",
         "save_baseline",
         "judge_check",
+        "judge_max_tokens",
     }
 )

@@ -62,6 +62,7 @@ class Settings:
     timeout: float = 60.0
     max_retries: int = 4
     max_reasks: int = 2
+    judge_max_tokens: int | None = None
     cache: str = "readwrite"
     cache_dir: str | None = None
     store_dir: str | None = None

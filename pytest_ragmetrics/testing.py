@@ -153,7 +153,16 @@ class FakeJudgeServer:
     * ``response_formats`` lists the response format types the server supports (``text`` is sending
       none); a request for another is rejected with ``unsupported_status``: 500 with a bare
       internal-server-error body as llama-cpp-python's server answers ``json_schema``, 400 with an
-      OpenAI-style ``invalid_request_error``, or 422 with a FastAPI-style validation error.
+      OpenAI-style ``invalid_request_error``, or 422 with a FastAPI-style validation error;
+    * ``limit_parameters`` lists the completion-limit parameters it takes (``max_tokens``,
+      ``max_completion_tokens``); a request with another one is rejected as OpenAI rejects
+      ``max_tokens`` for its reasoning models, naming the one to use instead;
+    * ``max_completion_tokens`` is the largest limit it takes; a larger one is rejected as OpenAI does
+      ("supports at most N completion tokens").
+
+    Like a real server it honours the completion limit: an answer longer than the limit (counted as
+    one token per four characters) is cut off there with ``finish_reason`` ``length``, so a responder
+    that loops (returns a very long reason) is cut off as a real model would be.
 
     ``requests`` lists what was received (``body`` parsed as JSON when possible).
     """
@@ -167,6 +176,8 @@ class FakeJudgeServer:
         schema_limits: SchemaLimits | None = None,
         response_formats: Collection[str] = ("json_schema", "json_object", "text"),
         unsupported_status: int = 400,
+        limit_parameters: Collection[str] = ("max_tokens", "max_completion_tokens"),
+        max_completion_tokens: int | None = None,
     ) -> None:
         self.responder: Responder = responder or default_responder
         self.latency = latency
@@ -176,6 +187,8 @@ class FakeJudgeServer:
         if unsupported_status not in (400, 422, 500):
             raise ValueError(f"unsupported_status must be 400, 422 or 500, got {unsupported_status}")
         self.unsupported_status = unsupported_status
+        self.limit_parameters = frozenset(limit_parameters)
+        self.max_completion_tokens = max_completion_tokens
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._actions: deque[_Action] = deque()
@@ -298,6 +311,23 @@ class FakeJudgeServer:
 
     def _rejection(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """The status and error body a real server of the emulated kind would answer, or None."""
+        for name in _LIMIT_PARAMETERS:
+            if name in body and name not in self.limit_parameters:
+                instead = next(iter(sorted(self.limit_parameters)), None)
+                message = f"Unsupported parameter: '{name}' is not supported with this model." + (
+                    f" Use '{instead}' instead." if instead else ""
+                )
+                error = {"message": message, "type": "invalid_request_error", "param": name}
+                return 400, {"error": {**error, "code": "unsupported_parameter"}}
+            limit = body.get(name)
+            if self.max_completion_tokens is not None and isinstance(limit, int):
+                if limit > self.max_completion_tokens:
+                    message = (
+                        f"{name} is too large: {limit}. This model supports at most "
+                        f"{self.max_completion_tokens} completion tokens, whereas you provided {limit}."
+                    )
+                    error = {"message": message, "type": "invalid_request_error", "param": name}
+                    return 400, {"error": {**error, "code": "invalid_value"}}
         response_format = body.get("response_format")
         kind = response_format.get("type") if isinstance(response_format, Mapping) else "text"
         if kind not in self.response_formats:
@@ -315,24 +345,28 @@ class FakeJudgeServer:
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
         n = body.get("n") or 1
+        limit = next((body[name] for name in _LIMIT_PARAMETERS if isinstance(body.get(name), int)), None)
         choices = []
         completion_tokens = 0
         for index in range(int(n)):
             answer = self.responder(body)
             content = answer if isinstance(answer, str) else json.dumps(answer)
-            completion_tokens += max(1, len(content) // 4)
+            finish_reason = "stop"
+            if limit is not None and len(content) > _CHARS_PER_TOKEN * limit:
+                content, finish_reason = content[: _CHARS_PER_TOKEN * limit], "length"
+            completion_tokens += max(1, len(content) // _CHARS_PER_TOKEN)
             choices.append(
                 {
                     "index": index,
                     "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
+                    "finish_reason": finish_reason,
                     "logprobs": None,
                 }
             )
         prompt_chars = sum(
             len(str(m.get("content", ""))) for m in body.get("messages") or [] if isinstance(m, Mapping)
         )
-        prompt_tokens = max(1, prompt_chars // 4)
+        prompt_tokens = max(1, prompt_chars // _CHARS_PER_TOKEN)
         return {
             "id": f"chatcmpl-fake-{next(self._ids)}",
             "object": "chat.completion",
@@ -346,6 +380,12 @@ class FakeJudgeServer:
             },
             "system_fingerprint": "fake",
         }
+
+
+#: The request parameters that carry a completion limit.
+_LIMIT_PARAMETERS = ("max_tokens", "max_completion_tokens")
+#: The fake server's tokenizer: one token per four characters, the usual rule of thumb for English.
+_CHARS_PER_TOKEN = 4
 
 
 def _unsupported_body(status: int, kind: str) -> dict[str, Any]:

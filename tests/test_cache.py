@@ -718,7 +718,7 @@ def test_a_warm_cache_on_a_read_only_filesystem_is_read(fake_judge_server, dirs,
         "reason": long_reason if "chunk 1" in json.dumps(body) else "short",
         "useful": True,
     }
-    run(cached_judge(fake_judge_server, dirs), make_request(0), make_request(1))
+    run(cached_judge(fake_judge_server, dirs, max_tokens=20_000), make_request(0), make_request(1))
     script = tmp_path / "read_only.py"
     script.write_text(READ_ONLY_SCRIPT.format(tests=str(Path(__file__).parent), cache=str(dirs.cache)))
     command = (

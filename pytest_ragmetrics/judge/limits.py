@@ -26,7 +26,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AZURE_OPENAI", "OPENAI", "STRICTEST", "SchemaLimits", "SchemaSize", "limit_problems", "measure"]
+__all__ = [
+    "AZURE_OPENAI",
+    "OPENAI",
+    "STRICTEST",
+    "SchemaLimits",
+    "SchemaSize",
+    "completion_tokens",
+    "limit_problems",
+    "measure",
+]
 
 
 @dataclass(frozen=True)
@@ -120,3 +129,53 @@ def limit_problems(schema: Mapping[str, Any], limits: SchemaLimits = STRICTEST) 
     if size.nesting > limits.max_nesting:
         problems.append(f"the schema nests {size.nesting} levels deep; the limit is {limits.max_nesting}")
     return problems
+
+
+# --- how long an answer may be ---------------------------------------------------------------------
+
+#: Tokens allowed for one free-text string of an answer (a ``reason``, a ``claim``): the prompts ask
+#: for one or two sentences, some 20 to 50 tokens; twice that and more leaves room for a verbose model
+#: while a model looping inside its reason is cut off after a few hundred tokens, not thousands.
+STRING_TOKENS = 120
+#: Tokens for a boolean, a number or one enum value, with its punctuation.
+VALUE_TOKENS = 4
+#: Tokens for a property name, its quotes and separators.
+PROPERTY_TOKENS = 8
+#: Items allowed for an array of objects (the atomic claims of one sentence).
+ARRAY_ITEMS = 6
+#: Room for a code fence or a word of prose around the JSON (answers not in strict structured mode).
+ANSWER_MARGIN = 64
+#: The largest limit sent: the most completion tokens many current models produce (gpt-4o's limit).
+MAX_COMPLETION_TOKENS = 16_384
+
+
+def completion_tokens(schema: Mapping[str, Any]) -> int:
+    """A completion limit, in tokens, for one answer conforming to ``schema``.
+
+    Sized generously from the schema (:data:`STRING_TOKENS` per string, :data:`ARRAY_ITEMS` items per
+    array of objects, every enum value of an array of enums), so a valid answer fits and a model that
+    loops stops within a few hundred tokens of it; never more than :data:`MAX_COMPLETION_TOKENS`.
+    """
+    return min(MAX_COMPLETION_TOKENS, _tokens(schema) + ANSWER_MARGIN)
+
+
+def _tokens(node: Any) -> int:
+    if not isinstance(node, Mapping):
+        return VALUE_TOKENS
+    if "enum" in node:
+        return VALUE_TOKENS
+    kind = node.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    properties = node.get("properties")
+    if kind == "object" or isinstance(properties, Mapping):
+        children = properties.values() if isinstance(properties, Mapping) else ()
+        return 2 + sum(PROPERTY_TOKENS + _tokens(child) for child in children)
+    if kind == "array":
+        items = node.get("items")
+        if isinstance(items, Mapping) and "enum" in items:
+            return 2 + len(list(items["enum"])) * VALUE_TOKENS
+        return 2 + ARRAY_ITEMS * (_tokens(items) + 1)
+    if kind == "string":
+        return STRING_TOKENS
+    return VALUE_TOKENS

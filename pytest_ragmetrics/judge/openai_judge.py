@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeError, JudgeUnavailable
 from ..redact import add_secret, redact
 from .base import JudgeAnswer, JudgeRequest, Usage, schema_errors, utc_now
+from .limits import MAX_COMPLETION_TOKENS, completion_tokens
 from .stats import JudgeStats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -182,6 +183,15 @@ _SCHEMA_LIMIT = re.compile(
 _UNSUPPORTED_FORMAT = re.compile(
     r"response_format|response format|json_schema|json_object|structured output|grammar", re.IGNORECASE
 )
+#: The server wants the other completion-limit parameter: OpenAI's reasoning models answer ``max_tokens``
+#: with "Unsupported parameter: 'max_tokens' ... Use 'max_completion_tokens' instead".
+_OTHER_LIMIT_PARAMETER = {"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}
+#: The server's largest completion limit, as OpenAI words it: "max_tokens is too large: 20000. This
+#: model supports at most 4096 completion tokens".
+_LIMIT_TOO_LARGE = re.compile(r"at most (\d+) completion tokens", re.IGNORECASE)
+#: Reasoning models count their hidden reasoning in ``max_completion_tokens``: room for it on top of
+#: the answer (a limit sized to the answer alone would cut most of them off before they answer).
+REASONING_TOKENS = 4096
 #: How much of a server's own error message to quote.
 MAX_SERVER_MESSAGE = 500
 
@@ -268,6 +278,13 @@ class OpenAIJudge:
     llama-cpp-python's server answers, an HTTP 500 twice in a row). The format that worked is kept for
     the rest of the run: :attr:`active_format`, with the reason in :attr:`fallback_reason`, and in
     :attr:`stats`. ``retry_backoff`` is the first backoff delay in seconds, doubled on each retry.
+
+    Every request carries a completion limit: ``max_tokens`` when given, else sized to the request's
+    schema (:func:`~pytest_ragmetrics.judge.limits.completion_tokens`). It is sent as ``max_tokens``,
+    or as ``max_completion_tokens`` once the server asks for that one (OpenAI's reasoning models, with
+    :data:`REASONING_TOKENS` more for their reasoning), and lowered to the server's own maximum when it
+    names one. An answer cut off by the limit (``finish_reason`` ``length``) is re-asked like an invalid
+    one, and never returned.
     """
 
     def __init__(
@@ -287,6 +304,7 @@ class OpenAIJudge:
         stats: JudgeStats | None = None,
         retry_backoff: float = 0.5,
         how_to_set: HowToSet = by_environment,
+        max_tokens: int | None = None,
     ) -> None:
         if response_format not in ("auto", "json_schema", "json_object", "text"):
             raise ConfigError(
@@ -297,7 +315,15 @@ class OpenAIJudge:
             raise ConfigError(f"judge concurrency must be at least 1, got {concurrency}")
         if max_retries < 0 or max_reasks < 0:
             raise ConfigError("judge max_retries and max_reasks must not be negative")
+        if max_tokens is not None and max_tokens < 1:
+            raise ConfigError(f"judge max_tokens must be at least 1, got {max_tokens}")
         self.how_to_set = how_to_set
+        #: The completion limit of every answer, or None to size it to each request's schema.
+        self.max_tokens = max_tokens
+        #: The request parameter that carries the limit: the server asks for the other one if it wants.
+        self.limit_parameter = "max_tokens"
+        #: The largest limit the server said it accepts, once it said so.
+        self.server_max_tokens: int | None = None
         # An explicit endpoint still means Azure, as it always did.
         self.azure = bool(azure or azure_endpoint)
         if self.azure:
@@ -507,6 +533,7 @@ class OpenAIJudge:
         if request.n != 1:
             # Only sent when needed: some OpenAI-compatible servers reject the parameter outright.
             params["n"] = request.n
+        params[self.limit_parameter] = self.completion_limit(request)
         if mode == "json_schema":
             params["response_format"] = {
                 "type": "json_schema",
@@ -515,6 +542,18 @@ class OpenAIJudge:
         elif mode == "json_object":
             params["response_format"] = {"type": "json_object"}
         return params
+
+    def completion_limit(self, request: JudgeRequest) -> int:
+        """The completion limit sent with ``request`` (per choice), in :attr:`limit_parameter`'s terms."""
+        if self.max_tokens is not None:
+            limit = self.max_tokens
+        else:
+            limit = completion_tokens(request.schema)
+            if self.limit_parameter == "max_completion_tokens":
+                limit = min(MAX_COMPLETION_TOKENS, limit + REASONING_TOKENS)
+        if self.server_max_tokens is not None:
+            limit = min(limit, self.server_max_tokens)
+        return limit
 
     async def _judge(
         self, client: AsyncOpenAI, request: JudgeRequest, mode: str, probing: bool = False
@@ -540,23 +579,26 @@ class OpenAIJudge:
                     judged_at=utc_now(),
                     source="judge",
                 )
+            cut_off = any(_CUT_OFF in problem for problem in problems)
             if attempt == self.max_reasks:
                 shown = "; ".join(problems[:5])
+                hint = ""
+                if cut_off:
+                    bigger = str(2 * self.completion_limit(request))
+                    hint = f"; to allow longer answers, set {self.how_to_set('judge_max_tokens', bigger)}"
                 raise InvalidJudgeAnswer(
                     f"judge answer for {label} is invalid after {attempt + 1} attempt(s) "
-                    f"({self.max_reasks} re-ask(s)): {shown}"
+                    f"({self.max_reasks} re-ask(s)): {shown}{hint}"
                 )
             self.stats.record_reask()
             # Show the model what was wrong; a bare resend at temperature 0 would get the same answer.
+            again = ". Answer again with only a JSON object that conforms to the schema."
+            if cut_off:
+                again += " Keep every reason to one short sentence."
             messages = [
                 *messages,
                 {"role": "assistant", "content": bad_content},
-                {
-                    "role": "user",
-                    "content": "That answer is invalid: "
-                    + "; ".join(problems[:5])
-                    + ". Answer again with only a JSON object that conforms to the schema.",
-                },
+                {"role": "user", "content": "That answer is invalid: " + "; ".join(problems[:5]) + again},
             ]
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -581,6 +623,12 @@ class OpenAIJudge:
                 # the answer is not what was asked for, so it is re-asked like any invalid answer.
                 problems.append(f"{where}: the content is a {type(content).__name__}, not text")
                 bad_content = bad_content or json.dumps(content, default=str)
+                continue
+            if getattr(choice, "finish_reason", None) == "length":
+                # Cut off mid-answer: even when what came parses, it is not the answer the model meant.
+                limit = f"{self.limit_parameter}={self.completion_limit(request)}"
+                problems.append(f"{where}: {_CUT_OFF} ({limit}) before it was complete")
+                bad_content = bad_content or content
                 continue
             try:
                 value = parse_json_answer(content)
@@ -611,6 +659,7 @@ class OpenAIJudge:
         model = str(params.get("model") or "")
         attempt = 0
         server_errors = 0
+        adjusted = 0
         while True:
             retry_after: float | None = None
             unreachable = False
@@ -633,6 +682,9 @@ class OpenAIJudge:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 detail = server_message(exc)
+                if status in (400, 422) and adjusted < 2 and self._adjust_limit(request, params, detail):
+                    adjusted += 1
+                    continue  # the same request, with the limit the server wants: not a retry
                 if probing and "response_format" in params:
                     server_errors += status == 500
                     last_try = attempt >= self.max_retries
@@ -673,6 +725,27 @@ class OpenAIJudge:
             self.stats.record_retry()
             await asyncio.sleep(self._backoff(attempt, retry_after))
 
+    def _adjust_limit(self, request: JudgeRequest, params: dict[str, Any], detail: str) -> bool:
+        """Take what a rejection says about the completion limit: another parameter name, or a lower
+        maximum. True when ``params`` changed and are worth sending again."""
+        current = self.limit_parameter
+        other = _OTHER_LIMIT_PARAMETER[current]
+        if current not in params:
+            return False
+        if current in detail and other in detail:
+            self.limit_parameter = other
+            del params[current]
+            params[other] = self.completion_limit(request)
+            return True
+        match = _LIMIT_TOO_LARGE.search(detail)
+        if match is not None:
+            maximum = int(match.group(1))
+            if 0 < maximum < params[current]:
+                self.server_max_tokens = maximum
+                params[current] = self.completion_limit(request)
+                return True
+        return False
+
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(retry_after, MAX_RETRY_AFTER)
@@ -710,6 +783,10 @@ class OpenAIJudge:
                     "the server supports."
                 )
         return f"{prefix}: {detail}"
+
+
+#: How a problem says an answer was cut off by the completion limit.
+_CUT_OFF = "cut off at the completion limit"
 
 
 class _FormatUnsupported(Exception):
