@@ -238,10 +238,10 @@ def test_label_and_judged_metrics_side_by_side(pytester, monkeypatch):
     assert report["summary"]["judge"]["model"] == "gpt-4o-mini"
 
 
-def test_the_readme_label_example_runs(no_judge):
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "context_ids=" in b)
-    no_judge.makepyfile(test_readme_example=block)
+def test_the_documented_label_example_runs_without_a_judge(no_judge):
+    page = (Path(__file__).resolve().parent.parent / "docs" / "label-metrics.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python[^\n]*\n(.*?)```", page, flags=re.S) if "context_ids=" in b)
+    no_judge.makepyfile(test_docs_example=block)
     result = no_judge.runpytest("-v", "--rag-report")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["PASS*0.760*>= 0.75*ndcg@5*no judge*"])
