@@ -320,14 +320,14 @@ class FakeJudgeServer:
                 error = {"message": message, "type": "invalid_request_error", "param": name}
                 return 400, {"error": {**error, "code": "unsupported_parameter"}}
             limit = body.get(name)
-            if self.max_completion_tokens is not None and isinstance(limit, int):
-                if limit > self.max_completion_tokens:
-                    message = (
-                        f"{name} is too large: {limit}. This model supports at most "
-                        f"{self.max_completion_tokens} completion tokens, whereas you provided {limit}."
-                    )
-                    error = {"message": message, "type": "invalid_request_error", "param": name}
-                    return 400, {"error": {**error, "code": "invalid_value"}}
+            most = self.max_completion_tokens
+            if most is not None and isinstance(limit, int) and limit > most:
+                message = (
+                    f"{name} is too large: {limit}. This model supports at most {most} completion tokens, "
+                    f"whereas you provided {limit}."
+                )
+                error = {"message": message, "type": "invalid_request_error", "param": name}
+                return 400, {"error": {**error, "code": "invalid_value"}}
         response_format = body.get("response_format")
         kind = response_format.get("type") if isinstance(response_format, Mapping) else "text"
         if kind not in self.response_formats:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from judge_requests import make_request
+from test_judge_openai import make_judge, run_judge
 
 from pytest_ragmetrics import Evaluator, InvalidJudgeAnswer, RagSample, Settings
 from pytest_ragmetrics import judgments as J
@@ -14,7 +15,6 @@ from pytest_ragmetrics.judge.limits import MAX_COMPLETION_TOKENS, completion_tok
 from pytest_ragmetrics.judge.openai_judge import REASONING_TOKENS, OpenAIJudge
 from pytest_ragmetrics.judge.stats import JudgeStats
 from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value, default_responder
-from test_judge_openai import make_judge, run_judge
 
 SAMPLE = RagSample(
     question="Where is France and what is its capital?",
@@ -84,7 +84,10 @@ def test_a_configured_limit_is_sent_as_is(fake_judge_server, key, tmp_path):
 def test_an_answer_cut_off_by_the_limit_is_never_cached(fake_judge_server, key, tmp_path):
     fake_judge_server.responder = looping
     single = RagSample(SAMPLE.question, SAMPLE.contexts[:1], SAMPLE.ground_truth, id="one")
-    with evaluator(fake_judge_server, tmp_path, max_reasks=1) as ev, pytest.raises(InvalidJudgeAnswer) as info:
+    with (
+        evaluator(fake_judge_server, tmp_path, max_reasks=1) as ev,
+        pytest.raises(InvalidJudgeAnswer) as info,
+    ):
         ev.score(single, "context_relevance", "graded")
     message = str(info.value)
     assert "cut off at the completion limit (max_tokens=206)" in message

@@ -299,7 +299,12 @@ def test_a_judgment_missing_from_replay_fails_the_check_with_the_reason(project,
     serve("labelled")
     result = project.runpytest("--rag-cache=replay", "--rag-store-dir=judgments", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*ragmetrics judge check failed: labels.jsonl: no recorded judgment for*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*ragmetrics judge check failed: labels.jsonl: the judge gave no usable answer for 11 labelled "
+            "item(s); first: 'p1' (labels.jsonl, line 1): no recorded judgment for*"
+        ]
+    )
 
 
 def test_the_check_runs_once_on_the_xdist_controller(project, serve):

@@ -18,7 +18,9 @@ def by_model(body):
     """'labelled' and 'base' answer as labelled; 'always-yes' says yes to everything; 'flipper' answers
     as labelled except the usefulness of the chunks in FLIPPED, and every second reference sentence."""
     model = body["model"]
-    if model == "always-yes":
+    if model == "garbled" and PARIS in body["messages"][1]["content"]:
+        return "I would say the passage is useful."  # prose, never JSON: the answer cannot be parsed
+    if model in ("always-yes", "garbled"):
         return conforming_value(body["response_format"]["json_schema"]["schema"])
     answer = labelled_judge(body)
     if model == "flipper":
@@ -56,13 +58,48 @@ def test_check_compares_models_side_by_side_and_fails_below_a_floor(workdir, cap
     assert rc == 1, out
     lines = [" ".join(line.split()) for line in out.splitlines()]
     assert "judge check labels.jsonl: 11 labelled items" in lines
-    assert "labelled context_precision chunk 4 1.000 1.000 - 1.000" in lines
-    assert "always-yes context_precision chunk 4 0.500 0.000 - 0.667" in lines
+    assert "labelled context_precision chunk 4 1.000 1.000 - 1.000 0" in lines
+    assert "always-yes context_precision chunk 4 0.500 0.000 - 0.667 0" in lines
     summary = {line.split()[0]: line for line in lines if line.endswith("PASS") or "FAIL:" in line}
     assert summary["labelled"].endswith("PASS")
     assert summary["always-yes"].endswith(f"FAIL: {floor}")
     assert "11 " in summary["labelled"]  # 11 fresh judge calls per model
     assert server.request_count == 22
+
+
+def test_an_unparseable_answer_is_an_error_of_its_item_not_the_end_of_the_check(workdir, capsys):
+    floor = "context_precision kappa >= 0.6"
+    rc = main(
+        [
+            "judge",
+            "check",
+            "labels.jsonl",
+            "--model",
+            "garbled",
+            "--model",
+            "labelled",
+            "--floor",
+            floor,
+            "--json",
+        ]
+    )
+    assert rc == 1
+    report = json.loads(capsys.readouterr().out)
+    garbled, labelled = report["models"]
+    kinds = {k["kind"]: k for k in garbled["kinds"]}
+    # Every item showing PARIS to the judge failed (precision p1, graded g1, ...); the rest counted.
+    assert garbled["errors"] == sum(k["errors"] for k in kinds.values()) >= 2
+    precision = kinds["context_precision"]
+    assert (precision["errors"], precision["n"]) == (1, 3)
+    [error] = precision["error_items"]
+    assert error["id"] == "p1" and error["where"] == "labels.jsonl, line 1"
+    assert "invalid after 3 attempt(s)" in error["reason"] and "no JSON object found" in error["reason"]
+    assert not garbled["passed"]
+    assert labelled["passed"] and labelled["errors"] == 0  # the next model was still checked
+    assert main(["judge", "check", "labels.jsonl", "--model", "garbled", "--floor", floor]) == 1
+    out = capsys.readouterr().out
+    assert "error: garbled context_precision item 'p1' (labels.jsonl, line 1): judge answer for" in out
+    assert "item(s) not judged" in out
 
 
 def test_check_reads_the_configuration_and_replays_the_store(workdir, capsys):
@@ -90,6 +127,41 @@ def test_check_usage_errors_name_the_problem(workdir, capsys):
     assert "bad.jsonl, line 1: missing field 'useful'" in capsys.readouterr().err
     assert main(["judge", "check", "labels.jsonl", "--floor", "context_precision kapa >= 1"]) == 4
     assert "unknown statistic 'kapa'" in capsys.readouterr().err
+
+
+def test_drift_exits_1_above_a_max_flip_rate_per_kind_or_overall(workdir, capsys):
+    _record(["--store-dir", "judgments"])
+    drift = ["judge", "drift", "--model", "flipper", "--from-model", "base", "--store-dir", "judgments"]
+    capsys.readouterr()
+    # Half the precision verdicts flip: within 0.5, over 0.4.
+    assert main([*drift, "--max-flip-rate", "context_precision=0.5"]) == 0
+    assert "max flip rate context_precision 50.0%: 50.0% PASS" in capsys.readouterr().out
+    assert main([*drift, "--max-flip-rate", "context_precision=0.4"]) == 1
+    out = capsys.readouterr().out
+    assert "context_precision 40.0%: 50.0% FAIL (50.0% of 4 verdicts flipped, more than 40.0%)" in out
+    # Graded ratings never flip: a per-kind limit of 0 holds while the overall one fails.
+    assert main([*drift, "--max-flip-rate", "context_relevance[graded]=0", "--json"]) == 0
+    kinds = json.loads(capsys.readouterr().out)["kinds"]
+    overall = sum(k["flipped"] for k in kinds.values()) / sum(k["units"] for k in kinds.values())
+    assert 0 < overall < 0.5
+    assert main([*drift, "--max-flip-rate", repr(overall)]) == 0
+    capsys.readouterr()
+    assert main([*drift, "--max-flip-rate", f"{overall - 0.01:.6f}", "--json"]) == 1
+    [row] = json.loads(capsys.readouterr().out)["max_flip_rates"]
+    assert row["kind"] is None and row["value"] == pytest.approx(overall) and not row["passed"]
+
+
+@pytest.mark.parametrize(
+    ("limit", "message"),
+    [
+        ("context_precison=0.1", "'context_precison' is not a judgment kind"),
+        ("context_precision=lots", "'lots' is not a number"),
+        ("1.5", "the rate must be between 0 and 1, got 1.5"),
+    ],
+)
+def test_a_bad_max_flip_rate_is_a_usage_error(workdir, capsys, limit, message):
+    assert main(["judge", "drift", "--model", "flipper", "--max-flip-rate", limit]) == 4
+    assert message in capsys.readouterr().err
 
 
 def _record(store_args):

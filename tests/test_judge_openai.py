@@ -764,3 +764,22 @@ def test_server_messages_never_quote_credentials(monkeypatch):
     assert "configured-key-123456" not in quoted
     assert quoted.startswith("bad request; headers: Authorization: Bearer ***")
     assert "http://***@host" in server_message(SimpleNamespace(body="upstream http://user:pw@host failed"))
+
+
+def test_a_calls_time_runs_from_its_free_slot_to_its_answer_not_while_it_queues(fake_judge_server):
+    """Three requests through one slot, each answered one tick after it was sent: 3 ticks, not 1 + 2 + 3."""
+    ticks = [0.0]
+    lock = threading.Lock()
+
+    def answer(body: dict[str, Any]) -> dict[str, Any] | str:
+        with lock:
+            ticks[0] += 1.0
+        return default_responder(body)
+
+    fake_judge_server.responder = answer
+    stats = JudgeStats(clock=lambda: ticks[0])
+    judge = make_judge(fake_judge_server, stats=stats, concurrency=1)
+    run_judge(judge, make_request(0), make_request(1), make_request(2))
+    assert fake_judge_server.max_in_flight == 1
+    assert stats.calls == 3
+    assert stats.call_seconds == 3.0

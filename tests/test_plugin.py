@@ -985,7 +985,9 @@ def test_azure_provider_without_endpoint_or_version_says_what_to_set(project, ju
     result = project.runpytest_subprocess("--rag-judge-provider=azure")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # at startup, not one failure per test
     result.stderr.fnmatch_lines(
-        ["*ragmetrics: the Azure OpenAI judge needs the endpoint (--rag-judge-base-url=*AZURE_OPENAI_ENDPOINT*"]
+        [
+            "*ragmetrics: the Azure OpenAI judge needs the endpoint (--rag-judge-base-url=*AZURE_OPENAI_ENDPOINT*"
+        ]
     )
     assert "Settings(" not in result.stderr.str()
     assert "Traceback" not in result.stderr.str()

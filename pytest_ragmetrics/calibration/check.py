@@ -12,14 +12,13 @@ reference sentence (recall) or a chunk sentence (sentence selection: needed or n
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import judgments as J
 from .._aio import gather_or_cancel
-from ..errors import RagMetricsError
+from ..errors import JudgeError, RagMetricsError
 from ..sample import RagSample
 from ..text import normalize_text
 from . import agreement as A
@@ -95,6 +94,18 @@ class Disagreement:
         }
 
 
+@dataclass(frozen=True)
+class ItemError:
+    """One labelled item the judge gave no usable answer for (unparseable, failed, not recorded)."""
+
+    id: str
+    where: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "where": self.where, "reason": self.reason}
+
+
 @dataclass
 class KindAgreement:
     """How one judge model agreed with the labels of one judgment kind."""
@@ -105,10 +116,11 @@ class KindAgreement:
     labels: list[Any] = field(default_factory=list)
     verdicts: list[Any] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
-    #: Fresh judge calls, the tokens they spent and the seconds they took (summed).
+    #: Items the judge gave no usable answer for: counted, with the reason, not in the figures.
+    errors: list[ItemError] = field(default_factory=list)
+    #: Fresh judge calls and the tokens they spent.
     judge_calls: int = 0
     tokens: int = 0
-    seconds: float = 0.0
 
     @property
     def classes(self) -> tuple[Any, ...]:
@@ -149,6 +161,8 @@ class KindAgreement:
             "classes": names,
             "confusion": A.confusion_matrix(self.labels, self.verdicts, self.classes),
             "disagreements": [d.to_json() for d in self.disagreements],
+            "errors": len(self.errors),
+            "error_items": [e.to_json() for e in self.errors],
             "judge_calls": self.judge_calls,
             "tokens": self.tokens,
         }
@@ -230,7 +244,13 @@ def check_floors(
             continue
         for result in matching:
             value = result.statistic(floor.stat)
-            if value is None:
+            if not result.labels and result.errors:
+                passed = False
+                reason = (
+                    f"no {result.unit} was judged: the judge gave no usable answer for any of its "
+                    f"{len(result.errors)} item(s)"
+                )
+            elif value is None:
                 passed = False
                 reason = (
                     f"{floor.stat} is undefined over {len(result.labels)} {result.unit}s: the labels and "
@@ -296,24 +316,33 @@ async def judge_labels(items: Sequence[LabelledItem], evaluator: Evaluator) -> l
             whole.labels += part.labels
             whole.verdicts += part.verdicts
             whole.disagreements += part.disagreements
+            whole.errors += part.errors
             whole.judge_calls += part.judge_calls
             whole.tokens += part.tokens
-            whole.seconds += part.seconds
     order = {kind: i for i, kind in enumerate(KINDS)}
     return [results[key] for key in sorted(results, key=lambda k: (order[k[0]], k[1]))]
 
 
 async def _ask(ctx: ScoringContext, request: JudgeRequest, out: KindAgreement) -> Any:
-    started = time.perf_counter()
     answer = await ctx.judge(request)
     if not answer.cached:
         out.judge_calls += 1
         out.tokens += answer.usage.total_tokens
-        out.seconds += time.perf_counter() - started
     return answer
 
 
 async def _judge_item(item: LabelledItem, evaluator: Evaluator, ctx: ScoringContext) -> list[KindAgreement]:
+    """The item's agreement; an item the judge gives no usable answer for is counted as an error."""
+    s = evaluator.settings
+    try:
+        return await _judge_one(item, evaluator, ctx)
+    except JudgeError as exc:
+        models = s.models_for_graded if item.kind == J.GRADED else (s.judge_model,)
+        error = ItemError(item.id, item.where, str(exc))
+        return [KindAgreement(item.kind, model, items=1, errors=[error]) for model in models]
+
+
+async def _judge_one(item: LabelledItem, evaluator: Evaluator, ctx: ScoringContext) -> list[KindAgreement]:
     s = evaluator.settings
     split = evaluator.splitter
     params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
@@ -369,12 +398,10 @@ async def _judge_item(item: LabelledItem, evaluator: Evaluator, ctx: ScoringCont
                 + "; ".join(f"{i}: {_short(t, 40)}" for i, t in enumerate(sentences, start=1))
             )
         # Judged by the metric itself, so the request is exactly the one a test makes for this chunk.
-        started = time.perf_counter()
         scored = await evaluator.ascore(RagSample(item.question, (chunk,)), "context_relevance", "sentence")
         if scored.judge_calls:
             out.judge_calls += scored.judge_calls
             out.tokens += scored.usage.total_tokens
-            out.seconds += time.perf_counter() - started
         verdict = scored.verdicts[0]
         chosen = _positions(sentences, verdict.extracted)
         for number in range(1, len(sentences) + 1):
@@ -432,8 +459,9 @@ def run_judge_check(
 ) -> dict[str, Any]:
     """Judge ``items`` with ``evaluator``'s cached judge and check ``floors``: the report's section.
 
-    ``source`` names the labelled set in messages. A judge that cannot answer (replay without a
-    recorded judgment, say) or an item that does not fit its split fails the check with the reason.
+    ``source`` names the labelled set in messages. An item the judge gives no usable answer for
+    (unparseable, failed, not recorded in replay) is counted as an error with its reason and the check
+    goes on; a check with errors does not pass. An item that does not fit its split fails the check.
     """
     from ..gates import compare
 
@@ -453,6 +481,19 @@ def run_judge_check(
         **section,
         "kinds": [r.to_json() for r in results],
         "floors": rows,
-        "passed": all(r["passed"] for r in rows),
+        "passed": all(r["passed"] for r in rows) and not any(r.errors for r in results),
         "error": None,
+        "item_errors": errors_message(results, source),
     }
+
+
+def errors_message(results: Sequence[KindAgreement], source: str) -> str | None:
+    """One line on the items the judge gave no usable answer for, or None when there are none."""
+    errors = [e for r in results for e in r.errors]
+    if not errors:
+        return None
+    first = errors[0]
+    return (
+        f"{source}: the judge gave no usable answer for {len(errors)} labelled item(s); "
+        f"first: {first.id!r} ({first.where}): {first.reason}"
+    )

@@ -7,7 +7,8 @@ that agrees enough. Exit 1 when a model is below a floor.
 
 ``judge drift --model NEW`` re-judges a seeded random sample of the recorded judgments (the judgment
 store, else the local cache) with ``NEW`` and the current prompt versions, and reports how many
-verdicts flip and how each metric's mean verdict would move.
+verdicts flip and how each metric's mean verdict would move. ``--max-flip-rate R`` (over all kinds)
+or ``--max-flip-rate KIND=R`` (repeatable) makes it exit 1 when more verdicts flip than that.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ def add_parser(commands: Any, common: Any) -> None:
     drift.add_argument("--sample", type=int, default=100, help="judgments to re-judge (default 100)")
     drift.add_argument("--seed", type=int, default=0, help="seed of the random sample (default 0)")
     drift.add_argument("--cache", choices=("readwrite", "replay", "refresh", "off"), help="cache mode")
+    drift.add_argument(
+        "--max-flip-rate",
+        action="append",
+        metavar="[KIND=]RATE",
+        help="exit 1 when the share of verdicts that flip exceeds RATE (0 to 1): over all kinds, or for "
+        "one kind with KIND=RATE, e.g. context_precision=0.1 (repeatable)",
+    )
     drift.add_argument("--json", action="store_true", help="print the figures (and every flip) as JSON")
 
 
@@ -154,16 +162,18 @@ def _check(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
             evaluator.close()
         rows = check_floors(floors, results, compare, path.name)
         calls = sum(r.judge_calls for r in results)
-        seconds = sum(r.seconds for r in results)
+        errors = sum(len(r.errors) for r in results)
         report["models"].append(
             {
                 "model": model,
                 "kinds": [r.to_json() for r in results],
                 "floors": rows,
-                "passed": all(r["passed"] for r in rows),
+                "passed": all(r["passed"] for r in rows) and not errors,
+                "errors": errors,
                 "judge_calls": calls,
                 "tokens": sum(r.tokens for r in results),
-                "latency": seconds / calls if calls else None,
+                # Each call's own time, from a free slot to its answer: not its wait behind others.
+                "latency": evaluator.stats.call_seconds / calls if calls else None,
                 "wall_seconds": round(time.perf_counter() - started, 3),
             }
         )
@@ -176,20 +186,29 @@ def _check(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
 
 def _print_check(report: Mapping[str, Any], with_floors: bool, out: TextIO) -> None:
     print(f"judge check {report['labelled_set']}: {report['items']} labelled items", file=out)
-    rows = [["model", "kind", "unit", "n", "accuracy", "kappa", "weighted_kappa", "f1"]]
+    rows = [["model", "kind", "unit", "n", "accuracy", "kappa", "weighted_kappa", "f1", "errors"]]
     for m in report["models"]:
         for k in m["kinds"]:
             rows.append(
                 [m["model"], k["kind"], k["unit"], str(k["n"]), _fmt(k["accuracy"]), _fmt(k["kappa"]),
-                 _fmt(k["weighted_kappa"]), _fmt(k["f1"])]
+                 _fmt(k["weighted_kappa"]), _fmt(k["f1"]), str(k["errors"])]
             )  # fmt: skip
     for line in _table(rows, 3):
         print(line, file=out)
     print("kappa: Cohen's; weighted_kappa: quadratic weights (graded ratings); f1 of yes / needed", file=out)
-    rows = [["model", "judge calls", "tokens", "latency/call", *(["floors"] if with_floors else [])]]
+    print("errors: labelled items the judge gave no usable answer for (not in the figures)", file=out)
     for m in report["models"]:
-        failed = [f for f in m["floors"] if not f["passed"]]
-        verdict = "PASS" if not failed else "FAIL: " + "; ".join(f["spec"] for f in failed)
+        for k in m["kinds"]:
+            for e in k["error_items"]:
+                item = f"item {e['id']!r} ({e['where']})"
+                print(f"error: {m['model']} {k['kind']} {item}: {e['reason']}", file=out)
+    with_verdict = with_floors or any(m["errors"] for m in report["models"])
+    rows = [["model", "judge calls", "tokens", "latency/call", *(["floors"] if with_verdict else [])]]
+    for m in report["models"]:
+        failed = [f["spec"] for f in m["floors"] if not f["passed"]]
+        if m["errors"]:
+            failed.append(f"{m['errors']} item(s) not judged")
+        verdict = "PASS" if not failed else "FAIL: " + "; ".join(failed)
         latency = "-" if m["latency"] is None else f"{m['latency']:.2f}s"
         rows.append(
             [
@@ -197,14 +216,16 @@ def _print_check(report: Mapping[str, Any], with_floors: bool, out: TextIO) -> N
                 str(m["judge_calls"]),
                 f"{m['tokens']:,}",
                 latency,
-                *([verdict] if with_floors else []),
+                *([verdict] if with_verdict else []),
             ]
         )
     print(file=out)
     for line in _table(rows, 1):
         print(line, file=out)
     print(
-        "judge calls, tokens and latency: fresh judge calls only (a recorded answer costs nothing)", file=out
+        "judge calls and tokens: fresh judge calls only (a recorded answer costs nothing); latency: the "
+        "mean time of a fresh call itself, not its wait for a free slot",
+        file=out,
     )
 
 
@@ -314,12 +335,59 @@ MEANS: Mapping[str, str] = {
 }
 
 
+def parse_flip_rate(text: str) -> tuple[str | None, float]:
+    """``RATE`` or ``KIND=RATE`` of ``--max-flip-rate``: (the kind or None for all kinds, the rate).
+
+    Raises :class:`ConfigError` naming the option and what was wrong.
+    """
+    from .labels import KINDS, kind_of
+
+    name, _, value = text.rpartition("=")
+    kind = None
+    if name.strip():
+        kind = kind_of(name.strip())
+        if kind is None:
+            raise ConfigError(
+                f"--max-flip-rate {text!r}: {name.strip()!r} is not a judgment kind (use "
+                f"{', '.join(KINDS)}, or context_relevance[graded], [sentence] or [binary])"
+            )
+    try:
+        rate = float(value)
+    except ValueError:
+        raise ConfigError(f"--max-flip-rate {text!r}: {value.strip()!r} is not a number") from None
+    if not 0.0 <= rate <= 1.0:
+        raise ConfigError(f"--max-flip-rate {text!r}: the rate must be between 0 and 1, got {rate:g}")
+    return kind, rate
+
+
+def check_flip_rates(
+    limits: Sequence[tuple[str, tuple[str | None, float]]], kinds: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """One row per ``--max-flip-rate``: the share of verdicts that flipped, and whether it is within."""
+    rows = []
+    for spec, (kind, rate) in limits:
+        chosen = [k for name, k in kinds.items() if kind is None or name == kind]
+        units = sum(k["units"] for k in chosen)
+        if not units:
+            value, passed = None, False
+            reason = f"no {kind or 'judgment'} verdicts were re-judged"
+        else:
+            value = sum(k["flipped"] for k in chosen) / units
+            passed = value <= rate
+            reason = "" if passed else f"{value:.1%} of {units} verdicts flipped, more than {rate:.1%}"
+        rows.append(
+            {"spec": spec, "kind": kind, "max": rate, "value": value, "passed": passed, "reason": reason}
+        )
+    return rows
+
+
 def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextIO) -> int:
     from ..judge.base import JudgeAnswer
 
     if args.sample < 1:
         print("error: --sample must be at least 1", file=err)
         return EXIT_USAGE
+    limits = [(spec, parse_flip_rate(spec)) for spec in args.max_flip_rate or ()]
     where, records = recorded_judgments(settings)
     source_model = args.from_model
     if source_model is None and any(r.get("model") == settings.judge_model for r in records):
@@ -382,9 +450,11 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
         "flips": flips,
         "sampled_keys": [r.get("key") for r in sample],
     }
+    summary["max_flip_rates"] = check_flip_rates(limits, summary["kinds"])
+    exit_code = EXIT_OK if all(row["passed"] for row in summary["max_flip_rates"]) else EXIT_FAILED
     if args.json:
         print(json.dumps(summary, indent=2, sort_keys=True), file=out)
-        return EXIT_OK
+        return exit_code
     print(
         f"judge drift: {len(sample)} of {len(records)} recorded judgments"
         + (f" of {source_model}" if source_model else "")
@@ -401,4 +471,9 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
         print(line, file=out)
     for kind in summary["kinds"]:
         print(f"  {MEANS[kind]}", file=out)
-    return EXIT_OK
+    for row in summary["max_flip_rates"]:
+        shown = "-" if row["value"] is None else f"{row['value']:.1%}"
+        where = row["kind"] or "all kinds"
+        verdict = "PASS" if row["passed"] else f"FAIL ({row['reason']})"
+        print(f"max flip rate {where} {row['max']:.1%}: {shown} {verdict}", file=out)
+    return exit_code

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,10 +40,13 @@ class JudgeStats:
     ``errors`` judgments that failed for good; ``seconds`` wall time spent waiting on the judge.
 
     ``seconds`` is wall-clock time during which at least one judge call was outstanding, not the sum
-    of call durations: 32 concurrent one-second calls add about one second, not 32.
+    of call durations: 32 concurrent one-second calls add about one second, not 32. ``call_seconds``
+    is that sum (each call timed from when it had a free slot to its answer, not while it queued), for
+    the mean latency of a call; it is not reported.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self.calls = 0
         self.cache_hits = 0
@@ -55,6 +58,7 @@ class JudgeStats:
         self.reasks = 0
         self.errors = 0
         self.seconds = 0.0
+        self.call_seconds = 0.0
         #: The response format the judge settled on (``auto`` finds it out), and why, if it fell back.
         self.response_format: str | None = None
         self.response_format_reason: str | None = None
@@ -132,17 +136,20 @@ class JudgeStats:
         Overlapping blocks (concurrent judge calls) are counted once: the clock runs while at least
         one block is open.
         """
+        started = self._clock()
         with self._lock:
             if self._busy == 0:
-                self._busy_since = time.perf_counter()
+                self._busy_since = started
             self._busy += 1
         try:
             yield
         finally:
             with self._lock:
+                now = self._clock()
+                self.call_seconds += now - started
                 self._busy -= 1
                 if self._busy == 0:
-                    self.seconds += time.perf_counter() - self._busy_since
+                    self.seconds += now - self._busy_since
 
     @contextmanager
     def call_in_flight(self) -> Iterator[None]:

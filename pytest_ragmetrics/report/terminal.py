@@ -355,6 +355,8 @@ def judge_check_failures(report: Mapping[str, Any]) -> list[str]:
     if check.get("error"):
         return [f"ragmetrics judge check failed: {_one_line(check['error'])}", *warnings]
     lines = []
+    if check.get("item_errors"):
+        lines.append(f"ragmetrics judge check failed: {_one_line(check['item_errors'])}")
     for floor in check.get("floors") or []:
         if not floor.get("passed"):
             detail = _floor_detail(floor, check.get("kinds") or [])
@@ -406,6 +408,11 @@ def _render_judge_check(tw: LineWriter, check: Mapping[str, Any], verbosity: int
     for line in lines[1:]:
         tw.line(line)
     tw.line("kappa: Cohen's; weighted_kappa: quadratic weights (graded ratings); f1 of yes / needed")
+    for k in kinds:
+        for error in k.get("error_items") or []:
+            where = f"{error.get('id')!r} ({error.get('where')})"
+            reason = _one_line(error.get("reason", ""))
+            tw.line(f"FAIL  {k.get('kind')} item {where}: no usable answer: {reason}", red=True)
     floors = list(check.get("floors") or [])
     cells = [
         ["PASS" if f.get("passed") else "FAIL", str(f.get("spec", "?")), _floor_detail(f, kinds)]
