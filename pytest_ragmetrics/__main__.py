@@ -7,7 +7,9 @@ check|drift`` (see :mod:`pytest_ragmetrics.calibration.cli`).
 the local cache (never the store); ``prune`` deletes store entries the last full test run did not use,
 so the committed store does not keep judgments of samples that no longer exist. A full run is one
 that covered the whole suite and passed (no named paths or node ids, no ``-k``/``-m``/``--lf``, no
-failure or ``-x`` stop). ``prune`` lists what it will delete and asks before deleting; ``--yes``
+failure or ``-x`` stop, no skipped test). After any other run that used the judge,
+``prune`` deletes nothing and says why; an entry stored after the last full run is never deleted.
+``prune`` lists what it will delete and asks before deleting; ``--yes``
 skips the question, and without a terminal to ask in it deletes nothing unless ``--yes`` is given.
 
 Exit codes, like pytest's: 0 success, 1 the operation could not be done or a gate failed (the message
@@ -188,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .judge.cache import cache_summary, read_last_run_keys
+    from .judge.cache import cache_summary, read_last_run
     from .judge.store import JudgmentStore
 
     cache_dir: Path = args.cache_dir
@@ -202,7 +204,7 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             file=err,
         )
         return EXIT_FAILED
-    last_run = read_last_run_keys(cache_dir)
+    last_run = read_last_run(cache_dir)
     if args.store_dir is not None:
         import warnings
 
@@ -214,7 +216,9 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report["store_entries"] = len(store_keys)
         report["store_bytes"] = sum(p.stat().st_size for p in store.shard_paths())
         report["store_legacy_files"] = len(store.legacy_files())
-        report["store_unused_by_last_run"] = None if last_run is None else len(store_keys - last_run)
+        unused = None if last_run is None or last_run.unused is None else last_run.unused & store_keys
+        report["store_unused_by_last_run"] = None if unused is None else len(unused)
+        report["last_run_partial"] = None if last_run is None else last_run.reason
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True), file=out)
         return EXIT_OK
@@ -236,8 +240,11 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 file=out,
             )
         unused = report["store_unused_by_last_run"]
-        if unused is None:
+        if last_run is None:
             print("  not used by the last full run: unknown (no record of a full run yet)", file=out)
+        elif unused is None:
+            partial = f"unknown (the last run was partial: {last_run.reason})"
+            print(f"  not used by the last run: {partial}", file=out)
         else:
             print(f"  not used by the last full run: {unused}", file=out)
     return EXIT_OK
@@ -269,14 +276,20 @@ def _clear(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | None = None) -> int:
-    from .judge.cache import read_last_run_keys
+    from .judge.cache import read_last_run
     from .judge.store import JudgmentStore
 
-    used = read_last_run_keys(args.cache_dir)
-    if used is None:
+    last_run = read_last_run(args.cache_dir)
+    if last_run is None or last_run.unused is None:
+        why = (
+            "no record of a full test run"
+            if last_run is None
+            else f"the last test run was partial ({last_run.reason})"
+        )
         print(
-            f"error: no record of a full test run in {args.cache_dir}; run the whole test suite "
-            "once (no named paths or node ids, no -k, -m or --lf) until it passes, then prune",
+            f"error: {why} ({args.cache_dir}), so it cannot tell which store entries the suite needs; "
+            "nothing pruned. Run the whole test suite (no named paths or node ids, no -k, -m or --lf, "
+            "no skipped tests) until it passes, then prune",
             file=err,
         )
         return EXIT_FAILED
@@ -284,8 +297,12 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
     if not store.directory.is_dir():
         print(f"error: the judgment store {store.directory} does not exist", file=err)
         return EXIT_FAILED
-    removed = store.prune(used, dry_run=True)
-    total = len(store.keys())
+    # Only what the last full run saw in the store and did not use: an entry stored since (by a
+    # partial run, a merge) is kept.
+    keys = store.keys()
+    keep = keys - last_run.unused
+    removed = store.prune(keep, dry_run=True)
+    total = len(keys)
     if not removed:
         print(f"nothing to prune: the last full run used all {total} store entries", file=out)
         return _drop_unused_texts(store, args, out)
@@ -309,7 +326,7 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
         if answer not in ("y", "yes"):
             print("nothing deleted", file=out)
             return EXIT_FAILED
-    deleted = store.prune(used)
+    deleted = store.prune(keep)
     print(f"deleted {len(deleted)} of {total} store entries", file=out)
     return _drop_unused_texts(store, args, out)
 

@@ -7,14 +7,16 @@ layer of hooks:
   it may teach ``python -m pytest_ragmetrics cache prune`` which store entries are unused. Named paths
   or node ids, ``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw``, ``--co``, a stop after ``-x`` /
   ``--maxfail``, collection errors, failed tests (a failing test never reaches its later
-  comparisons) and a crashed xdist worker (its judgments never reach the controller) all make a
-  run partial.
+  comparisons), skipped tests (they never reach theirs) and a crashed xdist worker (its
+  judgments never reach the controller) all make a run partial.
 * Which comparisons count? An attempt that pytest-rerunfailures discarded (its report's outcome is
   ``"rerun"``) does not: only the final attempt of a test counts in aggregates, gates and reports.
 """
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,15 +50,59 @@ def selected_part(config: pytest.Config, *, deselected: bool = False) -> bool:
     return False
 
 
-def covered_whole_suite(
-    session: pytest.Session, *, deselected: bool = False, worker_crashed: bool = False
-) -> bool:
-    """True when ``session`` ran every test of the suite to its end, and every test passed."""
-    if worker_crashed or session.shouldstop or session.shouldfail:
-        return False
+def incomplete_reason(
+    session: pytest.Session, *, deselected: bool = False, worker_crashed: bool = False, skipped: int = 0
+) -> str | None:
+    """Why ``session`` did not run every test of the suite to its end with every test passing, or
+    ``None`` when it did. ``skipped`` counts the tests (and modules) skipped: such a test never
+    reached its comparisons, so its judgments went unused although a run where it is not skipped
+    (another platform, another setting) needs them."""
+    if worker_crashed:
+        return "an xdist worker crashed"
+    if session.shouldstop or session.shouldfail or session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "the run stopped before its end"
+    if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        return "the run collected no tests"
     if session.exitstatus != pytest.ExitCode.OK:
-        return False  # failures, collection errors, interruptions, no tests at all
-    return not selected_part(session.config, deselected=deselected)
+        return "tests failed or errored"  # a failing test never reaches its later comparisons
+    if selected_part(session.config, deselected=deselected):
+        return "tests were deselected or named (paths, node ids, -k, -m, --deselect, --lf, --sw)"
+    if skipped:
+        return f"{skipped} test{'' if skipped == 1 else 's'} skipped"
+    return None
+
+
+def record_for_prune(session: pytest.Session, state: Any) -> list[str] | None:
+    """Record for ``cache prune`` what this run says about the judgment store, replacing the last
+    run's record: the entries it did not use when it covered the whole suite, else why it cannot
+    tell. A partial run replaces a full run's record too: the judgments it stored are not in that
+    record, which therefore no longer describes what the suite needs.
+
+    ``state`` is the plugin's run state. Returns the unused entries, as recorded, or ``None`` when
+    nothing usable was recorded (the run used no judge, or could not tell).
+    """
+    from .judge.cache import LAST_RUN_FILE, write_last_run
+
+    used: set[str] = state.used_keys
+    store: set[str] | None = state.store_keys
+    if not used and store is None:
+        return None  # the run judged nothing, so stored nothing: the last record still holds
+    reason = incomplete_reason(
+        session, deselected=state.deselected, worker_crashed=state.worker_crashed, skipped=state.skipped
+    )
+    if reason is None and store is None:
+        reason = "the run used no judgment store"
+    unused = sorted((store or set()) - used) if reason is None else None
+    cache_dir = Path(state.settings.cache_dir or state.default_cache_dir())
+    try:
+        write_last_run(cache_dir, unused=unused, reason=reason)
+    except OSError:
+        # Only `cache prune` reads the record: never fail a run over it; but an older record must
+        # not outlive this run.
+        with contextlib.suppress(OSError):
+            (cache_dir / LAST_RUN_FILE).unlink(missing_ok=True)
+        return None
+    return unused
 
 
 def counts(report: pytest.TestReport) -> bool:

@@ -83,8 +83,11 @@ class RunState:
         self.deselected = False
         #: An xdist worker went down with an error: the judgments it used never reached this process.
         self.worker_crashed = False
-        #: Set at the end: the run covered the whole suite (see ``_run.covered_whole_suite``).
-        self.complete = False
+        #: Tests (and modules) skipped: they never reached their comparisons.
+        self.skipped = 0
+        #: Set at the end: the store entries this run did not use, when it covered the whole suite
+        #: (see ``_run.record_for_prune``); None otherwise.
+        self.unused_store_entries: list[str] | None = None
         self.gate_results: list[dict[str, Any]] = []
         self.regression_gates: list[RegressionGate] = regression_gates or []
         #: The baseline report this run is compared with (controller only).
@@ -158,6 +161,16 @@ class RunState:
         return str(self.config.rootpath / ".ragmetrics_cache")
 
     # -- hooks of this run: the state is registered as a plugin for its session ------------------
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Once per skipped test (in setup or call). An xfail test is not counted: replayed, it stops
+        # where it stopped now, and needs the judgments it used now.
+        if report.skipped and not hasattr(report, "wasxfail"):
+            self.skipped += 1
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.skipped:  # a module skipped as a whole (importorskip, allow_module_level)
+            self.skipped += 1
+
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         if items:
             self.deselected = True  # a partial run: its used judgments say nothing about the store
@@ -179,16 +192,6 @@ class RunState:
 
     def add_store_keys(self, keys: Any) -> None:
         self.store_keys = (self.store_keys or set()) | set(keys)
-
-    @property
-    def unused_store_entries(self) -> list[str] | None:
-        """Store entries this run did not use: what ``cache prune`` would delete after it.
-
-        ``None`` unless the run covered the whole suite: a partial run cannot tell.
-        """
-        if not self.complete:
-            return None
-        return sorted((self.store_keys or set()) - self.used_keys)
 
     def evaluator(self, settings: Settings) -> Evaluator:
         last_settings, evaluator = self._last_evaluator
@@ -898,18 +901,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     wanted = state.gates or state.baseline is not None or s.save_baseline
     if not (used or wanted or s.report or s.report_json or s.report_md or s.report_html):
         return  # the plugin was not used in this run: build nothing, import nothing
-    from ._run import covered_whole_suite
+    from ._run import record_for_prune
 
-    # Only a complete, passing run knows every judgment the suite needs; `cache prune` learns from
-    # no other.
-    state.complete = covered_whole_suite(
-        session, deselected=state.deselected, worker_crashed=state.worker_crashed
-    )
-    if state.complete and (state.used_keys or state.store_keys) and state.settings.cache != "off":
-        from .judge.cache import write_last_run_keys
-
-        with contextlib.suppress(OSError):  # only `cache prune` reads it; never fail a run over it
-            write_last_run_keys(state.settings.cache_dir or state.default_cache_dir(), state.used_keys)
+    state.unused_store_entries = record_for_prune(session, state)
     if state.gates:
         from .gates import evaluate_gates
         from .report.build import per_sample_scores

@@ -22,8 +22,9 @@ from pytest_ragmetrics.judge.cache import (
     CachedJudge,
     RagMetricsWarning,
     default_cache_dir,
-    read_last_run_keys,
-    write_last_run_keys,
+    LastRun,
+    read_last_run,
+    write_last_run,
 )
 from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
 from pytest_ragmetrics.judge.stats import JudgeStats
@@ -326,15 +327,20 @@ def test_scripted_inner_judge_works_too(dirs):
     assert answer.choices == ({"reason": "s", "useful": False},)
 
 
-def test_last_run_keys_round_trip(tmp_path):
-    assert read_last_run_keys(tmp_path) is None
-    write_last_run_keys(tmp_path, ["b" * 64, "a" * 64, "a" * 64])
-    assert read_last_run_keys(tmp_path) == {"a" * 64, "b" * 64}
-    data = json.loads((tmp_path / "last_run_used_keys.json").read_text())
-    assert data["keys"] == ["a" * 64, "b" * 64]
+def test_last_run_record_round_trip(tmp_path):
+    assert read_last_run(tmp_path) is None
+    write_last_run(tmp_path, unused=["b" * 64, "a" * 64, "a" * 64], reason=None)
+    assert read_last_run(tmp_path) == LastRun(frozenset({"a" * 64, "b" * 64}), None)
+    data = json.loads((tmp_path / "last_run.json").read_text())
+    assert data["unused"] == ["a" * 64, "b" * 64]
     assert data["finished_at"].endswith("Z")
-    (tmp_path / "last_run_used_keys.json").write_text("{oops")
-    assert read_last_run_keys(tmp_path) is None
+    write_last_run(tmp_path, unused=None, reason="tests failed or errored")
+    assert read_last_run(tmp_path) == LastRun(None, "tests failed or errored")
+    (tmp_path / "last_run.json").write_text("{oops")
+    assert read_last_run(tmp_path) is None
+    # The older record of used keys cannot be read as a list of unused entries.
+    (tmp_path / "last_run.json").write_text('{"keys": []}')
+    assert read_last_run(tmp_path) is None
 
 
 def test_default_cache_dir(tmp_path):

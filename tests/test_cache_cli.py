@@ -14,7 +14,7 @@ from judge_requests import make_request
 
 from pytest_ragmetrics.__main__ import EXIT_USAGE, default_cli_cache_dir, main
 from pytest_ragmetrics.judge.base import JudgeAnswer, ScriptedJudge
-from pytest_ragmetrics.judge.cache import CachedJudge, write_last_run_keys
+from pytest_ragmetrics.judge.cache import CachedJudge, write_last_run
 from pytest_ragmetrics.judge.store import JudgmentStore
 
 
@@ -40,12 +40,17 @@ def populated(tmp_path: Path) -> dict[str, Any]:
     return {"cache": cache_dir, "store": store_dir, "keys": [r.cache_key() for r in requests]}
 
 
+def record_full_run(cache_dir: Path, keys: list[str], used: list[str]) -> None:
+    """Record a full run that used ``used`` of the store's ``keys``."""
+    write_last_run(cache_dir, unused=set(keys) - set(used), reason=None)
+
+
 def cli(*args: Any) -> int:
     return main([str(a) for a in args])
 
 
 def test_stats_counts_entries_models_and_unused_store_entries(populated, capsys):
-    write_last_run_keys(populated["cache"], populated["keys"][:4])
+    record_full_run(populated["cache"], populated["keys"], populated["keys"][:4])
     assert cli("cache", "stats", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
     out = capsys.readouterr().out
     assert "entries: 5" in out
@@ -72,14 +77,14 @@ def test_stats_of_a_missing_cache_is_empty(tmp_path, capsys):
 
 
 def test_clear_empties_the_cache_but_not_the_store(populated, capsys):
-    write_last_run_keys(populated["cache"], populated["keys"])
+    record_full_run(populated["cache"], populated["keys"], populated["keys"])
     assert cli("cache", "clear", "--cache-dir", populated["cache"]) == 0
     assert "cleared" in capsys.readouterr().out
     assert cli("cache", "stats", "--json", "--cache-dir", populated["cache"]) == 0
     assert json.loads(capsys.readouterr().out)["cache"]["entries"] == 0
     assert len(JudgmentStore(populated["store"])) == 5
     # The record of the last run survives: prune still works after a clear.
-    assert (populated["cache"] / "last_run_used_keys.json").is_file()
+    assert (populated["cache"] / "last_run.json").is_file()
 
 
 def test_clear_refuses_a_directory_that_is_not_a_cache(populated, capsys):
@@ -102,7 +107,7 @@ def test_corrupt_cache_stats_fails_clearly_and_clear_recovers(tmp_path, capsys):
 
 def test_prune_deletes_store_entries_the_last_run_did_not_use(populated, capsys):
     keep = populated["keys"][:2]
-    write_last_run_keys(populated["cache"], keep)
+    record_full_run(populated["cache"], populated["keys"], keep)
     base = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
 
     assert cli(*base, "--dry-run") == 0
@@ -134,7 +139,7 @@ class _Terminal:
 def test_prune_lists_what_it_will_delete_and_asks_in_a_terminal(
     populated, capsys, monkeypatch, answer, deleted
 ):
-    write_last_run_keys(populated["cache"], populated["keys"][:2])
+    record_full_run(populated["cache"], populated["keys"], populated["keys"][:2])
     terminal = _Terminal(answer)
     monkeypatch.setattr(sys, "stdin", terminal)
     code = cli("cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"])
@@ -154,7 +159,7 @@ def test_prune_lists_what_it_will_delete_and_asks_in_a_terminal(
 
 
 def test_prune_without_a_terminal_deletes_nothing_unless_told_yes(populated, capsys, monkeypatch):
-    write_last_run_keys(populated["cache"], populated["keys"][:2])
+    record_full_run(populated["cache"], populated["keys"], populated["keys"][:2])
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("y\n"))  # piped input: not a terminal
     args = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
     assert cli(*args) == EXIT_USAGE
@@ -165,9 +170,28 @@ def test_prune_without_a_terminal_deletes_nothing_unless_told_yes(populated, cap
 
 
 def test_prune_with_nothing_to_delete_says_so(populated, capsys):
-    write_last_run_keys(populated["cache"], populated["keys"])
+    record_full_run(populated["cache"], populated["keys"], populated["keys"])
     assert cli("cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
     assert "nothing to prune: the last full run used all 5 store entries" in capsys.readouterr().out
+
+
+def test_prune_after_a_partial_run_deletes_nothing_and_says_why(populated, capsys):
+    write_last_run(populated["cache"], unused=None, reason="1 test skipped")
+    args = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
+    assert cli(*args, "--yes") == 1
+    assert "the last test run was partial (1 test skipped)" in capsys.readouterr().err
+    assert len(JudgmentStore(populated["store"])) == 5
+    assert cli("cache", "stats", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
+    assert "unknown (the last run was partial: 1 test skipped)" in capsys.readouterr().out
+
+
+def test_prune_keeps_entries_stored_after_the_last_full_run(populated, capsys):
+    """Only what the full run saw and did not use goes: not what a later run or a merge stored."""
+    record_full_run(populated["cache"], populated["keys"][:3], populated["keys"][:2])
+    args = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
+    assert cli(*args, "--yes") == 0
+    assert "deleted 1 of 5 store entries" in capsys.readouterr().out
+    assert JudgmentStore(populated["store"]).keys() == set(populated["keys"]) - {populated["keys"][2]}
 
 
 def test_prune_refuses_without_a_record_of_a_full_run(populated, capsys):
@@ -221,7 +245,7 @@ def test_module_runs_as_a_program(populated):
 
 def test_after_prune_a_readwrite_run_restores_what_it_uses_so_replay_works(populated, capsys):
     """Prune after a partial record, then a full readwrite run served from the cache: CI must replay."""
-    write_last_run_keys(populated["cache"], populated["keys"][:2])
+    record_full_run(populated["cache"], populated["keys"], populated["keys"][:2])
     base = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
     assert cli(*base, "--yes") == 0
     assert "deleted 3 of 5 store entries" in capsys.readouterr().out
@@ -279,7 +303,7 @@ def test_directories_come_from_the_pytest_configuration_here(populated, capsys, 
     monkeypatch.chdir(root)
     monkeypatch.delenv("RAGMETRICS_STORE_DIR", raising=False)
     monkeypatch.delenv("RAGMETRICS_CACHE_DIR", raising=False)
-    write_last_run_keys(populated["cache"], populated["keys"][:1])
+    record_full_run(populated["cache"], populated["keys"], populated["keys"][:1])
     assert cli("cache", "prune", "--dry-run") == 0
     assert "would delete 4 of 5 store entries" in capsys.readouterr().out
 
@@ -408,7 +432,7 @@ def _text_lines(store_dir: Path) -> list[str]:
 def test_prune_keeps_shared_texts_unless_told_to_drop_the_unused(tmp_path, capsys):
     cache_dir, store_dir, keys = _with_shared_texts(tmp_path)
     assert len(_text_lines(store_dir)) == 4  # the question once, and each chunk
-    write_last_run_keys(cache_dir, keys[:1])
+    record_full_run(cache_dir, keys, keys[:1])
     base = ["cache", "prune", "--cache-dir", cache_dir, "--store-dir", store_dir, "--yes"]
     assert cli(*base) == 0
     assert "deleted 2 of 3 store entries" in capsys.readouterr().out

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from unittest.mock import ANY
 
 import pytest
 
@@ -932,14 +933,13 @@ def test_a_failing_run_does_not_teach_prune_which_judgments_are_unused(project):
     """.replace("THRESHOLD", "0.5")
     )
     project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=1)
-    record = project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run_used_keys.json"
-    assert len(json.loads(record.read_text())["keys"]) == 3  # 2 precision chunks + 1 recall
-    record.unlink()
+    record = project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run.json"
+    assert json.loads(record.read_text())["unused"] == []  # 2 precision chunks + 1 recall, all used
     (project.path / "test_rag.py").write_text(
         (project.path / "test_rag.py").read_text().replace(">= 0.5\n", ">= 1.5\n", 1)
     )
     project.runpytest("--rag-store-dir=judgments").assert_outcomes(failed=1)
-    assert not record.exists()
+    assert json.loads(record.read_text()) == {"reason": "tests failed or errored", "finished_at": ANY}
 
 
 def test_under_xdist_failures_warnings_and_junit_properties_reach_the_controller(project):
@@ -1048,14 +1048,14 @@ def test_prune_learns_nothing_from_a_partial_run(project, capsys):
     store = pytest_ragmetrics.judge.store.JudgmentStore(project.path / "judgments")
     before = store.keys()
     assert len(before) == 5  # test_one and test_two share a chunk
-    record = project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run_used_keys.json"
-    record.unlink()
+    record = project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run.json"
     for partial in PARTIAL_RUNS:
+        record.unlink(missing_ok=True)
         run = project.runpytest_subprocess if "-n" in partial else project.runpytest
         result = run("--rag-store-dir=judgments", "--rag-report", *partial)
         assert result.ret == pytest.ExitCode.OK, partial
         assert "unused judgment store entries" not in result.stdout.str(), partial
-        assert not record.exists(), partial
+        assert "unused" not in json.loads(record.read_text()), partial
     project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
     assert _prune(project, "--yes") == 0
     assert "nothing to prune" in capsys.readouterr().out
@@ -1084,6 +1084,57 @@ def test_unused_line_follows_complete_runs_only_with_the_number_prune_deletes(pr
     project.runpytest(
         "--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty"
     ).assert_outcomes(passed=3)
+
+
+ONE_SKIPPED = FOUR_TESTS.replace(
+    "def test_three", "@pytest.mark.skipif(True, reason='not today')\n    def test_three"
+).replace("from samples", "import pytest\n    from samples")
+
+
+def test_prune_deletes_nothing_after_a_run_that_skipped_tests(project, capsys):
+    """A complete, passing run with skipped tests never used their judgments: prune must keep them."""
+    project.makepyfile(test_rag=FOUR_TESTS)
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
+    store = pytest_ragmetrics.judge.store.JudgmentStore(project.path / "judgments")
+    before = store.keys()
+    project.makepyfile(test_rag=ONE_SKIPPED)
+    skipping = project.runpytest("--rag-store-dir=judgments", "--rag-report")
+    assert skipping.ret == pytest.ExitCode.OK
+    assert "unused judgment store entries" not in skipping.stdout.str()
+    assert _prune(project, "--yes") == 1
+    assert "1 test skipped" in capsys.readouterr().err
+    assert store.keys() == before
+    project.makepyfile(test_rag=FOUR_TESTS)
+    replay = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
+    replay.assert_outcomes(passed=4)
+
+
+def test_a_partial_run_after_a_full_one_stops_prune_from_using_the_older_record(project, capsys):
+    """Judgments a partial run records after a full run are not in that run's record: keep them."""
+    project.makepyfile(test_rag=FOUR_TESTS.replace("def test_four", "def _test_four"))
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=3)
+    project.makepyfile(test_rag=FOUR_TESTS)
+    project.runpytest("--rag-store-dir=judgments", "-k", "four").assert_outcomes(passed=1)
+    store = pytest_ragmetrics.judge.store.JudgmentStore(project.path / "judgments")
+    before = store.keys()
+    assert _prune(project, "--yes") == 1
+    assert "tests were deselected" in capsys.readouterr().err
+    assert store.keys() == before
+
+
+@pytest.mark.parametrize("extra", [[], ["--rag-cache=off"], ["-n", "2", "-p", "xdist", "--rag-cache=off"]])
+def test_the_unused_hint_and_prune_give_the_same_count(project, capsys, extra):
+    project.makepyfile(test_rag=FOUR_TESTS)
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
+    (project.path / "test_rag.py").write_text(
+        (project.path / "test_rag.py").read_text().replace("def test_two", "def _test_two")
+    )
+    run = project.runpytest_subprocess if "-n" in extra else project.runpytest
+    full = run("--rag-store-dir=judgments", "--rag-report", *extra)
+    full.assert_outcomes(passed=3)
+    full.stdout.fnmatch_lines(["*1 unused judgment store entries; remove them with: *prune*"])
+    assert _prune(project, "--dry-run") == 0
+    assert "would delete 1 of 5 store entries" in capsys.readouterr().out
 
 
 def test_no_credential_reaches_the_output_or_the_reports(project, judge_server, monkeypatch):

@@ -39,7 +39,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
 from .._aio import gather_or_cancel
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgmentNotRecorded
@@ -55,8 +55,9 @@ _T = TypeVar("_T")
 CacheMode = Literal["readwrite", "replay", "refresh", "off"]
 CACHE_MODES: tuple[CacheMode, ...] = ("readwrite", "replay", "refresh", "off")
 
-#: File in the cache directory listing the keys the last full run used (for ``prune``).
-LAST_RUN_FILE = "last_run_used_keys.json"
+#: File in the cache directory: the store entries the last run did not use, or why it cannot tell
+#: (for ``prune``). Named apart from the older record of used keys, which ``prune`` must not read.
+LAST_RUN_FILE = "last_run.json"
 #: Seconds a process waits for the SQLite lock before giving up on one cache operation.
 CACHE_TIMEOUT = 10.0
 #: Answers kept in memory per run in front of the disk cache (the oldest go first): enough for the
@@ -188,26 +189,46 @@ def default_cache_dir(
     return Path(rootdir) / ".ragmetrics_cache"
 
 
-def write_last_run_keys(cache_dir: str | os.PathLike[str], keys: Iterable[str]) -> Path:
-    """Record the judgment keys a full run used, for ``python -m pytest_ragmetrics cache prune``."""
+class LastRun(NamedTuple):
+    """What the last test run that used the judge says about the judgment store (see
+    :func:`write_last_run`)."""
+
+    #: Store entries the run did not use, when it covered the whole suite; else None.
+    unused: frozenset[str] | None
+    #: Why the run cannot tell which entries are unused (None when it can).
+    reason: str | None
+
+
+def write_last_run(
+    cache_dir: str | os.PathLike[str], *, unused: Iterable[str] | None, reason: str | None
+) -> Path:
+    """Record, for ``python -m pytest_ragmetrics cache prune``, the store entries a run that covered
+    the whole suite did not use (``unused``), or why the run cannot tell (``reason``)."""
     path = Path(cache_dir) / LAST_RUN_FILE
-    atomic_write_text(
-        path, json.dumps({"keys": sorted(set(keys)), "finished_at": utc_now()}, indent=1) + "\n"
-    )
+    record: dict[str, Any] = {"finished_at": utc_now()}
+    if reason is not None or unused is None:
+        record["reason"] = reason or "unknown"
+    else:
+        record["unused"] = sorted(set(unused))
+    atomic_write_text(path, json.dumps(record, indent=1) + "\n")
     return path
 
 
-def read_last_run_keys(cache_dir: str | os.PathLike[str]) -> set[str] | None:
-    """The keys recorded by :func:`write_last_run_keys`, or ``None`` when there is no usable record."""
+def read_last_run(cache_dir: str | os.PathLike[str]) -> LastRun | None:
+    """The record written by :func:`write_last_run`, or ``None`` when there is no usable record."""
     path = Path(cache_dir) / LAST_RUN_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    keys = data.get("keys") if isinstance(data, dict) else None
-    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+    if not isinstance(data, dict):
         return None
-    return set(keys)
+    reason, unused = data.get("reason"), data.get("unused")
+    if isinstance(reason, str):
+        return LastRun(None, reason)
+    if not isinstance(unused, list) or not all(isinstance(k, str) for k in unused):
+        return None
+    return LastRun(frozenset(unused), None)
 
 
 def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
