@@ -13,9 +13,12 @@ Matching. Per metric (``context_relevance`` per method), a run's per-sample scor
 every comparison outside xfail tests, as the aggregates are. Samples are matched by id, and a
 matched sample's *reference key* (a digest of its question, its reference and its relevance labels
 when it has them) is checked: a sample whose question, reference or labels changed is listed as
-changed, never compared. Samples only in the baseline are
-removed, samples only in this run are new. An id that names two different evaluations in one run
-(the same id with different contexts, say) is ambiguous and left out.
+changed, never compared. A sample of the baseline that this run did not score for a metric is *not
+measured* when the run has it all the same (another metric scored it: its test stopped at an earlier
+failing check, or does not ask for this metric), or when the run was partial (selected tests);
+otherwise it is *removed* from the golden set. Samples only in this run are new. An id that names
+two different evaluations in one run (the same id with different contexts, say) is ambiguous and
+left out.
 
 Comparability. Scores are comparable only when they were made the same way: the same judge
 model(s), the same prompt versions and the same sentence splitter (each recorded per sample in the
@@ -129,6 +132,17 @@ def run_scores(report: Mapping[str, Any]) -> RunScores:
     return scores
 
 
+def _ids_in_run(report: Mapping[str, Any]) -> set[str]:
+    """The ids of every sample a run report has a comparison of, scored or not, xfail or not."""
+    ids = set()
+    for row in report.get("results") or ():
+        for sample in row.get("samples") or ():
+            sid = _sample_id(sample)
+            if sid is not None:
+                ids.add(sid)
+    return ids
+
+
 def _listed(values: Iterable[str]) -> str:
     return ", ".join(sorted(values)) or "none"
 
@@ -168,10 +182,19 @@ def compare_metric(
     *,
     seed: int = DEFAULT_SEED,
     top: int = TOP_SAMPLES,
+    in_run: set[str] | None = None,
+    partial: bool = False,
 ) -> dict[str, Any]:
-    """The comparison of one metric: one entry of ``summary.baseline.metrics`` (see the report docs)."""
+    """The comparison of one metric: one entry of ``summary.baseline.metrics`` (see the report docs).
+
+    ``in_run`` holds the ids of every sample the current run has (any metric, scored or not): a
+    baseline sample among them, or any when the run is ``partial``, is not measured, not removed.
+    """
     new = sorted(set(current.samples) - set(baseline.samples))
-    removed = sorted(set(baseline.samples) - set(current.samples))
+    missing = sorted(set(baseline.samples) - set(current.samples) - current.ambiguous)
+    measured_elsewhere = in_run or set()
+    not_measured = [sid for sid in missing if partial or sid in measured_elsewhere]
+    removed = [sid for sid in missing if not (partial or sid in measured_elsewhere)]
     changed: list[str] = []
     pairs: list[tuple[str, float, float]] = []
     for sid in sorted(set(baseline.samples) & set(current.samples)):
@@ -196,11 +219,12 @@ def compare_metric(
         "p_value": None,
         "test": None,
         "max_drop": None,
-        "verdict": "not comparable" if reason else "no matched samples",
+        "verdict": "not comparable" if reason else "not measured" if not_measured else "no matched samples",
         "regressed": [],
         "improved": [],
         "pairs": [],
         "new": new,
+        "not_measured": not_measured,
         "removed": removed,
         "changed": changed,
         "ambiguous": sorted(baseline.ambiguous | current.ambiguous),
@@ -246,13 +270,16 @@ def compare_reports(
     source: str | None = None,
     seed: int = DEFAULT_SEED,
     top: int = TOP_SAMPLES,
+    partial: bool = False,
 ) -> dict[str, Any]:
     """Compare ``current`` with ``baseline`` (two run reports): ``summary.baseline`` of the report.
 
     ``{"source": where the baseline came from, "plugin_version": {"baseline", "current"},
     "metrics": [one entry per metric scored in either run, see :func:`compare_metric`]}``.
+    ``partial``: the current run ran selected tests, so a sample it lacks is not measured, not removed.
     """
     before, now = run_scores(baseline), run_scores(current)
+    in_run = _ids_in_run(current)
     metrics = [
         {
             "label": format_metric(*key),
@@ -263,6 +290,8 @@ def compare_reports(
                 now.get(key, MetricScores()),
                 seed=seed,
                 top=top,
+                in_run=in_run,
+                partial=partial,
             ),
         }
         for key in sorted(set(before) | set(now), key=_method_key)
@@ -436,7 +465,9 @@ def evaluate_regression_gates(
     ``summary.regression_gates`` rows.
 
     Each row: ``spec``, ``metric``, ``method``, ``stat``, ``op``, ``threshold``, ``significance``
-    (``"p < 0.05"`` or None), ``value`` (the drop, None without matched samples), ``n``, ``delta``,
+    (``"p < 0.05"`` or None), ``value`` (the drop, None without matched samples), ``n`` (the matched
+    samples it was evaluated over), ``not_measured`` (the baseline's samples this run did not score
+    for the metric, see :func:`compare_metric`), ``delta``,
     ``ci_low``, ``ci_high``, ``p_value``, ``passed``, ``margin`` (``value - threshold``), ``reason``
     (why it failed without a value: not comparable, nothing matched), ``note`` (why a drop beyond the
     threshold passed: not significant) and ``worst`` (the samples that fell most, as in the
@@ -461,6 +492,7 @@ def evaluate_regression_gates(
             "significance": significance,
             "value": None,
             "n": entry.get("n", 0),
+            "not_measured": len(entry.get("not_measured") or ()),
             "delta": entry.get("delta"),
             "ci_low": entry.get("ci_low"),
             "ci_high": entry.get("ci_high"),
@@ -477,6 +509,12 @@ def evaluate_regression_gates(
             continue
         if not entry or not entry.get("n") or entry.get("delta") is None:
             row["reason"] = f"no samples of {gate.label} matched the baseline"
+            if row["not_measured"]:
+                row["reason"] = (
+                    f"none of the baseline's samples of {gate.label} was measured in this run "
+                    f"({row['not_measured']} not measured: their tests stopped at an earlier failing "
+                    "check, or do not ask for this metric)"
+                )
             if partial:
                 row.update(passed=True, skipped=True, reason=f"not evaluated: {row['reason']} (partial run)")
             continue

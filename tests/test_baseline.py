@@ -29,6 +29,7 @@ from pytest_ragmetrics.engine import Evaluator
 from pytest_ragmetrics.errors import ConfigError
 from pytest_ragmetrics.judge.base import JudgeRequest, ScriptedJudge
 from pytest_ragmetrics.report.json_report import to_json
+from pytest_ragmetrics.report.model import regression_gate_detail, sample_changes
 from pytest_ragmetrics.sample import RagSample
 from pytest_ragmetrics.settings import Settings
 
@@ -222,12 +223,65 @@ def test_each_relevance_method_is_compared_on_its_own() -> None:
     assert graded["delta"] == pytest.approx(0.0) and binary["delta"] == pytest.approx(0.0)
 
 
-def test_a_metric_scored_in_one_run_only_has_no_matched_samples() -> None:
+def test_a_metric_the_run_did_not_ask_for_is_not_measured_never_removed() -> None:
     comparison = compare_reports(run(BASE), run(BASE, [("context_recall", None)]))
-    assert precision(comparison)["verdict"] == "no matched samples"
-    assert precision(comparison)["removed"] == [s.id for s in BASE]
+    assert precision(comparison)["verdict"] == "not measured"
+    assert precision(comparison)["not_measured"] == [s.id for s in BASE]
+    assert precision(comparison)["removed"] == []
     recall = find_metric(comparison, "context_recall", None)
     assert recall is not None and len(recall["new"]) == 15
+
+
+def stopped_at_first_failure(report: dict[str, Any], failing: set[str]) -> dict[str, Any]:
+    """``report`` as per-sample tests leave it when the samples in ``failing`` fail their first
+    (precision) check: the metrics after it are never scored for them."""
+    out = json.loads(json.dumps(report))
+    for row in out["results"]:
+        if row["metric"] != "context_precision":
+            row["samples"] = [s for s in row["samples"] if s["id"] not in failing]
+    return out
+
+
+def test_samples_whose_tests_stopped_before_a_check_are_not_measured_not_removed() -> None:
+    metrics = [("context_precision", None), ("context_recall", None)]
+    failing = {f"q{i:02d}" for i in range(1, 13)}  # 12 of 15 fail precision and stop there
+    current = stopped_at_first_failure(run(golden([NONE] * 12 + [SECOND] * 3), metrics), failing)
+    for row in current["results"]:  # q15 left the golden set
+        row["samples"] = [s for s in row["samples"] if s["id"] != "q15"]
+    recall = find_metric(compare_reports(run(BASE, metrics), current), "context_recall", None)
+    assert recall is not None
+    assert recall["not_measured"] == sorted(failing)
+    assert recall["removed"] == ["q15"]
+    assert recall["n"] == 2
+    (gate,) = evaluate_regression_gates(
+        parse_regression_gates("context_recall mean drop <= 0.1"),
+        compare_reports(run(BASE, metrics), current),
+    )
+    assert gate["n"] == 2 and gate["not_measured"] == 12 and gate["passed"]
+    assert regression_gate_detail(gate).endswith(", p 1.0000, n=2, 12 not measured")
+
+
+def test_a_gate_over_a_metric_no_sample_reached_says_so() -> None:
+    metrics = [("context_precision", None), ("context_recall", None)]
+    every = {s.id for s in BASE}
+    current = stopped_at_first_failure(run(golden([NONE] * 15), metrics), every)
+    comparison = compare_reports(run(BASE, metrics), current)
+    (gate,) = evaluate_regression_gates(parse_regression_gates("context_recall any drop <= 0.5"), comparison)
+    assert not gate["passed"] and gate["n"] == 0 and gate["not_measured"] == 15
+    assert gate["reason"].startswith("none of the baseline's samples of context_recall was measured")
+    assert "matched" not in gate["reason"]
+    recall = find_metric(comparison, "context_recall", None)
+    assert recall is not None
+    assert sample_changes(recall) == "15 not measured in this run (q01, q02, q03, q04, q05, ...)"
+
+
+def test_in_a_partial_run_a_sample_it_lacks_is_not_measured() -> None:
+    comparison = compare_reports(run(BASE), run(BASE[:5]), partial=True)
+    assert precision(comparison)["not_measured"] == [s.id for s in BASE[5:]]
+    assert precision(comparison)["removed"] == []
+    full = compare_reports(run(BASE), run(BASE[:5]))
+    assert precision(full)["removed"] == [s.id for s in BASE[5:]]
+    assert sample_changes(precision(full)).startswith("10 removed from the golden set (q06, ")
 
 
 def test_comparison_is_reproducible_byte_for_byte() -> None:

@@ -306,6 +306,49 @@ def test_markdown_and_html_reports_show_the_comparison(
     assert '<section id="regression-gates">' in html
 
 
+def test_samples_whose_tests_stopped_at_a_failing_check_are_not_measured_not_removed(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per-sample tests stop at their first failing assertion: the metrics after it are not measured
+    in this run, and the reports and gates say so rather than calling the samples removed."""
+    project.makepyfile(
+        test_rag=TESTS.split("@pytest.mark.parametrize")[0]
+        + """
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
+def test_sample(sample):
+    assert_context_precision(sample) >= float(os.environ.get("FLOOR", "0"))
+    assert_context_recall(sample) >= 0.0
+"""
+    )
+    project.runpytest("--rag-save-baseline=base.json").assert_outcomes(passed=15)
+    monkeypatch.setenv("FLOOR", "0.9")  # q11..q15 (precision 0.5) stop before their recall
+    result = project.runpytest(
+        "--rag-baseline=base.json",
+        "--rag-regression-gate=context_recall mean drop <= 0.1",
+        "--rag-report",
+        "--rag-report-md=r.md",
+        "--rag-report-html=r.html",
+        "--rag-report-json=r.json",
+    )
+    result.assert_outcomes(passed=10, failed=5)
+    result.stdout.fnmatch_lines(
+        [
+            "context_recall*10*1.000*1.000*+0.000*unchanged",
+            "*5 not measured in this run (q11, q12, q13, q14, q15)",
+            lit("PASS  context_recall mean drop <= 0.1  drop 0.000, delta +0.000*, n=10, 5 not measured"),
+        ]
+    )
+    assert " removed" not in result.stdout.str()
+    for path in ("r.md", "r.html"):
+        text = (project.path / path).read_text(encoding="utf-8")
+        assert "5 not measured in this run (q11, q12, q13, q14, q15)" in text, path
+        assert " removed" not in text, path
+    recall = report_of(project)["summary"]["baseline"]["metrics"][1]
+    assert recall["metric"] == "context_recall"
+    assert recall["not_measured"] == ["q11", "q12", "q13", "q14", "q15"] and recall["removed"] == []
+    assert report_of(project)["summary"]["regression_gates"][0]["not_measured"] == 5
+
+
 def test_under_xdist_the_comparison_is_made_once_on_the_merged_results(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -110,18 +110,23 @@ renderers read everything with defaults, so a report missing them still renders.
         the delta, paired bootstrap), ``p_value`` and ``test`` (``{"method": "exact" | "monte
         carlo", "permutations", "seed"}``: the paired sign-flip permutation test), ``max_drop``,
         ``verdict`` (``worse``, ``better``, ``not significant``, ``unchanged``, ``not comparable``,
-        ``no matched samples``), ``regressed`` and ``improved`` (the samples that moved most, each
-        ``{"id", "baseline", "current", "delta"}``), ``pairs`` (every matched sample, the same
-        way), and the ids that were not compared: ``new``, ``removed``, ``changed`` (question or
+        ``not measured``, ``no matched samples``), ``regressed`` and ``improved`` (the samples that
+        moved most, each ``{"id", "baseline", "current", "delta"}``), ``pairs`` (every matched
+        sample, the same way), and the ids that were not compared: ``new``, ``not_measured`` (in
+        the baseline and in this run, but not scored for this metric: the test stopped at an
+        earlier failing check or does not ask for it; in a partial run, every baseline sample the
+        run lacks), ``removed`` (in the baseline, not in this run at all), ``changed`` (question or
         reference changed) and ``ambiguous`` (one id naming two evaluations in a run). The numbers
         are ``None`` when the metric is not comparable or nothing matched.
     ``regression_gates`` (list, *optional*)
         From :func:`pytest_ragmetrics.baseline.evaluate_regression_gates`: ``spec``, ``metric``,
         ``method``, ``stat`` (``mean drop`` or ``any drop``), ``op``, ``threshold``,
         ``significance`` (``"p < 0.05"`` or ``None``), ``value`` (the drop, ``None`` without one),
-        ``n``, ``delta``, ``ci_low``, ``ci_high``, ``p_value``, ``passed``, ``margin``, ``reason``
-        (why it failed without a value), ``note`` (why a drop beyond the threshold passed),
-        ``worst`` (the samples that fell most) and ``skipped`` (*optional*, partial runs).
+        ``n`` (the matched samples it was evaluated over), ``not_measured`` (how many of the
+        baseline's samples this run did not measure), ``delta``, ``ci_low``, ``ci_high``,
+        ``p_value``, ``passed``, ``margin``, ``reason`` (why it failed without a value), ``note``
+        (why a drop beyond the threshold passed), ``worst`` (the samples that fell most) and
+        ``skipped`` (*optional*, partial runs).
 
 A run *passes* (see :func:`~pytest_ragmetrics.report.model.outcome`) when no comparison outside
 an xfail test, no gate and no regression gate failed.

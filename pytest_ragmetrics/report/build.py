@@ -170,7 +170,7 @@ def attach_baseline(
     gates, ``summary.regression_gates`` (see :mod:`pytest_ragmetrics.baseline`). Returns ``report``."""
     from ..baseline import compare_reports, evaluate_regression_gates
 
-    comparison = compare_reports(baseline, report, source=source)
+    comparison = compare_reports(baseline, report, source=source, partial=partial)
     summary = report.setdefault("summary", {})
     summary["baseline"] = comparison
     if regression_gates:

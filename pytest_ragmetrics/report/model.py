@@ -371,7 +371,8 @@ def sample_changes(entry: Mapping[str, Any], limit: int = 5) -> str | None:
     parts = []
     for key, word in (
         ("new", "new"),
-        ("removed", "removed"),
+        ("not_measured", "not measured in this run"),
+        ("removed", "removed from the golden set"),
         ("changed", "changed question, reference or labels"),
         ("ambiguous", "ambiguous id"),
     ):
@@ -391,6 +392,8 @@ def regression_gate_detail(gate: Mapping[str, Any]) -> str:
         f"drop {format_score(gate.get('value'))}, delta {format_delta(gate)}, "
         f"p {format_p(gate.get('p_value'))}, n={format_count(gate.get('n', 0))}"
     )
+    if gate.get("not_measured"):
+        text += f", {format_count(gate['not_measured'])} not measured"
     if gate.get("note"):
         text += f" ({gate['note']})"
     worst = moved_samples(gate.get("worst") or [])
