@@ -63,6 +63,7 @@ __all__ = [
     "load_report",
     "parse_regression_gate",
     "parse_regression_gates",
+    "report_problems",
     "run_scores",
 ]
 
@@ -368,9 +369,124 @@ def load_report(path: str | Path, what: str = "baseline") -> dict[str, Any]:
     except ValueError as exc:
         raise ConfigError(f"{what} file {str(path)!r}: {exc}") from None
     results = data.get("results")
-    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+    if not isinstance(results, list):
         raise ConfigError(f"{what} file {str(path)!r} has no 'results' list: not a ragmetrics JSON report")
+    problems = report_problems(data)
+    if problems:
+        listed = "".join(f"\n  {problem}" for problem in problems[:_PROBLEMS_SHOWN])
+        more = len(problems) - _PROBLEMS_SHOWN
+        if more > 0:
+            listed += f"\n  ... and {more} more"
+        raise ConfigError(f"{what} file {str(path)!r} is not a valid ragmetrics report:{listed}")
     return data
+
+
+#: Problems listed per invalid report file; the rest are counted.
+_PROBLEMS_SHOWN = 10
+
+#: Fields of a result row and of one of its samples that comparisons, merges and gates read, and
+#: the types each may hold (None stands for JSON null).
+_ROW_FIELDS: dict[str, tuple[type | None, ...]] = {
+    "nodeid": (str, None),
+    "metric": (str,),
+    "method": (str, None),
+    "stat": (str, None),
+    "score": (float, None),
+    "op": (str, None),
+    "threshold": (float, None),
+    "passed": (bool, None),
+    "xfail": (bool, None),
+    "judges": (list, None),
+    "samples": (list, None),
+}
+_SAMPLE_FIELDS: dict[str, tuple[type | None, ...]] = {
+    "id": (str, None),
+    "score": (float, None),
+    "key": (str, None),
+    "reference_key": (str, None),
+    "judges": (list, None),
+    "prompt_versions": (list, None),
+    "splitter": (str, None),
+}
+_TYPE_NAMES = {str: "a string", float: "a number", bool: "true or false", list: "a list", None: "null"}
+
+
+def _type_problem(value: Any, allowed: tuple[type | None, ...]) -> str | None:
+    """What is wrong with ``value`` as one of the ``allowed`` JSON types, or None."""
+    for kind in allowed:
+        if kind is None and value is None:
+            return None
+        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return None
+        if kind not in (None, float) and isinstance(value, kind):  # type: ignore[arg-type]
+            return None
+    expected = " or ".join(_TYPE_NAMES[k] for k in allowed)
+    return f"is {json.dumps(value)[:40]}, expected {expected}"
+
+
+def _non_finite(value: Any, where: str) -> Iterable[str]:
+    """Every NaN or infinity anywhere in ``value`` (Python writes them as NaN and Infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield f"{where} is {value!r}, expected a finite number"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, f"{where}[{index}]")
+
+
+def _bounded(metric: str) -> bool:
+    """Whether ``metric``'s scores lie in [0, 1]: every built-in metric's do. Other metrics are
+    only required to be finite (a registered metric may say ``bounded = False``)."""
+    from .specs import BUILTIN_CATALOG
+
+    return metric.partition("@")[0] in BUILTIN_CATALOG.bounded
+
+
+def report_problems(report: Mapping[str, Any]) -> list[str]:
+    """What makes ``report`` unusable as a baseline or a shard, each problem with its field:
+    ``results[3].samples[0].score is 5.0, outside [0, 1] (context_precision)``. Empty when none."""
+    problems = list(_non_finite(report, ""))
+    if problems:
+        return problems  # a NaN would also fail every range check below: one message each
+    if not isinstance(report.get("summary", {}), dict):
+        problems.append(f"summary {_type_problem(report.get('summary'), (dict,))}")
+    for r, row in enumerate(report.get("results") or ()):
+        where = f"results[{r}]"
+        if not isinstance(row, dict):
+            problems.append(f"{where} is {json.dumps(row)[:40]}, expected an object")
+            continue
+        problems += [
+            f"{where}.{name} {problem}"
+            for name, allowed in _ROW_FIELDS.items()
+            if name in row and (problem := _type_problem(row[name], allowed)) is not None
+        ]
+        if not isinstance(row.get("metric"), str):
+            if "metric" not in row:
+                problems.append(f"{where}.metric is missing")
+            continue
+        bounded = _bounded(row["metric"])
+        samples = row.get("samples")
+        for i, sample in enumerate(samples if isinstance(samples, list) else ()):
+            at = f"{where}.samples[{i}]"
+            if not isinstance(sample, dict):
+                problems.append(f"{at} is {json.dumps(sample)[:40]}, expected an object")
+                continue
+            problems += [
+                f"{at}.{name} {problem}"
+                for name, allowed in _SAMPLE_FIELDS.items()
+                if name in sample and (problem := _type_problem(sample[name], allowed)) is not None
+            ]
+            score = sample.get("score")
+            scored = isinstance(score, (int, float)) and not isinstance(score, bool)
+            if scored and bounded and not 0.0 <= score <= 1.0:
+                problems.append(f"{at}.score is {score!r}, outside [0, 1] ({row['metric']})")
+        score = row.get("score")
+        scored = isinstance(score, (int, float)) and not isinstance(score, bool)
+        if scored and bounded and not 0.0 <= score <= 1.0:  # every statistic of such scores is too
+            problems.append(f"{where}.score is {score!r}, outside [0, 1] ({row['metric']})")
+    return problems
 
 
 # --- regression gates ------------------------------------------------------------------------------

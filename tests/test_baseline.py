@@ -328,6 +328,78 @@ def test_load_report_names_the_file_and_the_problem(tmp_path: Any) -> None:
     assert load_report(path)["results"]
 
 
+def written(path: Any, report: dict[str, Any], edit: Any) -> Any:
+    """``report`` written to ``path`` as Python's json module writes it, after ``edit(report)``."""
+    data = json.loads(to_json(report))
+    edit(data)
+    path.write_text(json.dumps(data), encoding="utf-8")  # allow_nan: NaN is written as a bare NaN
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (
+            lambda d: d["results"][0]["samples"][2].update(score=float("nan")),
+            "results[0].samples[2].score is nan, expected a finite number",
+        ),
+        (
+            lambda d: d["results"][0].update(score=float("inf")),
+            "results[0].score is inf, expected a finite number",
+        ),
+        (
+            lambda d: d["results"][0].update(samples="q01 q02"),
+            'results[0].samples is "q01 q02", expected a list or null',
+        ),
+        (
+            lambda d: d["results"][0]["samples"][4].update(score=5.0),
+            "results[0].samples[4].score is 5.0, outside [0, 1] (context_precision)",
+        ),
+        (
+            lambda d: d["results"][0]["samples"][1].update(score="high"),
+            'results[0].samples[1].score is "high", expected a number or null',
+        ),
+        (lambda d: d["results"][0]["samples"].append(7), "results[0].samples[15] is 7, expected an object"),
+        (lambda d: d["results"][0].pop("metric"), "results[0].metric is missing"),
+        (
+            lambda d: d["results"][0].update(judges="gpt"),
+            'results[0].judges is "gpt", expected a list or null',
+        ),
+    ],
+    ids=["nan", "inf", "samples-string", "out-of-range", "score-string", "sample-int", "no-metric", "judges"],
+)
+def test_a_bad_baseline_is_refused_naming_the_file_and_the_field(
+    tmp_path: Any, edit: Any, problem: str
+) -> None:
+    path = written(tmp_path / "base.json", run(BASE), edit)
+    with pytest.raises(ConfigError) as error:
+        load_report(path)
+    message = str(error.value)
+    assert message.startswith(f"baseline file {str(path)!r} is not a valid ragmetrics report:\n  ")
+    assert message.splitlines()[1:] == [f"  {problem}"]
+
+
+def test_every_problem_of_a_baseline_is_named_up_to_ten(tmp_path: Any) -> None:
+    def every_score_out_of_range(data: dict[str, Any]) -> None:
+        for sample in data["results"][0]["samples"]:
+            sample["score"] = 2.0
+
+    path = written(tmp_path / "base.json", run(BASE), every_score_out_of_range)
+    with pytest.raises(ConfigError) as error:
+        load_report(path)
+    lines = str(error.value).splitlines()
+    assert len(lines) == 12 and lines[-1] == "  ... and 5 more"
+    assert lines[1] == "  results[0].samples[0].score is 2.0, outside [0, 1] (context_precision)"
+
+
+def test_a_metric_this_package_does_not_know_is_only_required_finite(tmp_path: Any) -> None:
+    def renamed(data: dict[str, Any]) -> None:
+        data["results"][0]["metric"] = "faithfulness_votes"
+        data["results"][0]["samples"][0]["score"] = 3.0
+
+    assert load_report(written(tmp_path / "base.json", run(BASE), renamed))["results"]
+
+
 # --- regression gates ------------------------------------------------------------------------------
 
 

@@ -239,15 +239,20 @@ def test_another_judge_model_fails_its_regression_gate_as_not_comparable(
             "*regression gates need a baseline to compare with: set --rag-baseline=PATH*",
         ),
         (["--rag-baseline=missing.json"], "*baseline file '*missing.json' does not exist*"),
+        (["--rag-baseline=nan.json"], "*baseline file '*nan.json' is not a valid ragmetrics report:*"),
     ],
 )
 def test_bad_regression_configuration_is_a_usage_error(
     project: pytest.Pytester, args: list[str], message: str
 ) -> None:
     (project.path / "base.json").write_text('{"version": 1, "results": []}', encoding="utf-8")
+    nan = '{"version": 1, "results": [{"metric": "context_recall", "score": NaN, "samples": []}]}'
+    (project.path / "nan.json").write_text(nan, encoding="utf-8")
     result = project.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+    if "nan.json" in message:
+        result.stderr.fnmatch_lines(["*results[[]0].score is nan, expected a finite number*"])
     assert "Traceback" not in result.stderr.str()
 
 
