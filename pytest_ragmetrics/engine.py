@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from . import _scope
 from ._aio import gather_or_cancel, map_bounded
-from .errors import ConfigError, RagMetricsError
+from .errors import ConfigError, JudgeCallCapReached, RagMetricsError
 from .judgments import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
@@ -249,6 +249,12 @@ class _CountingJudge:
         self.stats = stats
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        if not self.stats.take_call():  # the run's judge call cap holds for any judge
+            from .judge.budget import cap_message
+            from .settings import how_to_set
+
+            limit = self.stats.budget.limit if self.stats.budget is not None else 0
+            raise JudgeCallCapReached(cap_message(limit, request.label or request.kind, how_to_set))
         with self.stats.timer():
             answer = await self.inner.judge(request)
         self.stats.record_call(answer.usage)
@@ -358,7 +364,13 @@ class Evaluator:
         if self._stats is None:
             from .judge.stats import JudgeStats
 
-            self._stats = JudgeStats()
+            cap = self.settings.max_judge_calls
+            if cap is None:
+                self._stats = JudgeStats()
+            else:
+                from .judge.budget import CallBudget
+
+                self._stats = JudgeStats(budget=CallBudget(cap))
         return self._stats
 
     @property

@@ -50,5 +50,9 @@ class JudgeUnavailable(JudgeError):
     """The judge cannot be reached or is not configured (no API key, retries exhausted, ...)."""
 
 
+class JudgeCallCapReached(JudgeUnavailable):
+    """The run's judge call cap (``max_judge_calls``) is spent: nothing more is sent to the judge."""
+
+
 class JudgmentNotRecorded(JudgeError):
     """Replay mode: the judgment is in neither the cache nor the judgment store."""

@@ -221,6 +221,14 @@ OPTIONS: tuple[Option, ...] = (
         "N",
     ),
     Option("concurrency", _number(int, 1), "judge requests in flight at once", "N"),
+    Option(
+        "max_judge_calls",
+        _number(int, 0, optional=True),
+        "send at most N requests to the judge in the run (retries and re-asks count; all xdist workers "
+        "together); past it, a score that needs the judge fails and what was judged is kept",
+        "N",
+        ini_type="string",  # an integer or the word none
+    ),
     Option("timeout", _number(float, 0.001), "seconds before one judge request times out", "SECONDS"),
     Option("max_retries", _number(int, 0), "retries on 429, 5xx, timeouts and connection errors", "N"),
     Option("max_reasks", _number(int, 0), "re-asks when an answer does not fit the schema", "N"),
@@ -327,5 +335,6 @@ _OPTIONAL = frozenset(
         "save_baseline",
         "judge_check",
         "judge_max_tokens",
+        "max_judge_calls",
     }
 )

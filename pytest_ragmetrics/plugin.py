@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .calibration.labels import LabelledItem
     from .engine import Evaluator, LoopRunner
     from .gates import Gate
+    from .judge.budget import CallBudget
     from .judge.stats import JudgeStats
     from .prefetch import Prefetcher
     from .settings import Settings
@@ -50,6 +51,7 @@ RUN_WIDE = frozenset(
         "regression_gates",
         "judge_check",
         "judge_agreement",
+        "max_judge_calls",
     }
 )
 
@@ -76,6 +78,8 @@ class RunState:
         self._last_evaluator: tuple[Settings | None, Evaluator | None] = (None, None)
         self.runner: LoopRunner | None = None
         self._stats: JudgeStats | None = None
+        #: The run's judge call budget (``max_judge_calls``), shared by its xdist workers; None: no cap.
+        self.budget: CallBudget | None = None
         self.worker_stats: list[dict[str, Any]] = []
         self.used_keys: set[str] = set()
         #: Keys held by the judgment store(s) this run used (None: no store); unused = these - used_keys.
@@ -151,7 +155,7 @@ class RunState:
         if self._stats is None:
             from .judge.stats import JudgeStats
 
-            self._stats = JudgeStats()
+            self._stats = JudgeStats(budget=self.budget)
         return self._stats
 
     def default_cache_dir(self) -> str:
@@ -464,9 +468,50 @@ def pytest_configure(config: pytest.Config) -> None:
         from .pytest_html_scores import PytestHtmlScores
 
         config.pluginmanager.register(PytestHtmlScores(), "ragmetrics-pytest-html")
+    if state.configured and state.settings.max_judge_calls is not None:
+        _share_call_budget(state)
     _scope.session_evaluator = lambda: state.evaluator(state.settings)
     _scope.pytest_sessions += 1
     config.add_cleanup(_leave_session)
+
+
+#: xdist ``workerinput`` key naming the file of the run's judge call budget.
+BUDGET_INPUT_KEY = "ragmetrics_call_budget"
+
+
+class _BudgetForWorkers:
+    """Hands every xdist worker the file of the run's judge call budget."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[BUDGET_INPUT_KEY] = self.path
+
+
+def _share_call_budget(state: RunState) -> None:
+    """The run's judge call budget: a file made here, before any worker starts, or the worker's."""
+    from .judge.budget import CallBudget
+
+    config, cap = state.config, state.settings.max_judge_calls
+    assert cap is not None
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        state.budget = CallBudget(cap, workerinput.get(BUDGET_INPUT_KEY))
+        return
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="ragmetrics-calls-")
+    budget = state.budget = CallBudget.create(cap, os.path.join(directory, "calls.sqlite"))
+
+    def remove() -> None:
+        budget.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    config.add_cleanup(remove)
+    if config.pluginmanager.has_plugin("dsession"):
+        config.pluginmanager.register(_BudgetForWorkers(str(budget.path)), "ragmetrics-call-budget")
 
 
 def _configure_settings(state: RunState, ini: dict[str, Any], cli: dict[str, Any]) -> None:
@@ -940,6 +985,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     regression = report["summary"].get("regression_gates") or []
     if any(not g["passed"] for g in regression) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.stats.refused and session.exitstatus == 0:  # the judge call cap stopped the run
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     config.hook.pytest_ragmetrics_report(report=report)
     write_reports(report, state.settings)
     state.final_report = report
@@ -1015,6 +1062,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                     f"ragmetrics regression gate failed: {gate['spec']} ({regression_gate_detail(gate)})",
                     red=True,
                 )
+    if state is not None and state.stats.refused:
+        from .judge.budget import cap_stopped_message
+        from .settings import how_to_set
+
+        cap = state.stats.max_judge_calls or 0
+        terminalreporter.write_line(cap_stopped_message(cap, state.stats.refused, how_to_set), red=True)
     if state is not None and not state.settings.report:
         from .report.terminal import judge_check_failures
 

@@ -59,6 +59,7 @@ class Settings:
     seed: int | None = 0
     judge_n: int = 1
     concurrency: int = 16
+    max_judge_calls: int | None = None
     timeout: float = 60.0
     max_retries: int = 4
     max_reasks: int = 2

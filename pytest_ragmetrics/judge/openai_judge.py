@@ -26,9 +26,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ..errors import ConfigError, InvalidJudgeAnswer, JudgeError, JudgeUnavailable
+from ..errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgeError, JudgeUnavailable
 from ..redact import add_secret, redact
 from .base import JudgeAnswer, JudgeRequest, Usage, schema_errors, utc_now
+from .budget import cap_message
 from .limits import MAX_COMPLETION_TOKENS, completion_tokens
 from .stats import JudgeStats
 
@@ -665,6 +666,10 @@ class OpenAIJudge:
             unreachable = False
             # A request that was waiting or retrying while another one found the judge dead stops.
             self._fail_fast(model)
+            if not self.stats.take_call():
+                budget = self.stats.budget
+                limit = budget.limit if budget is not None else 0
+                raise JudgeCallCapReached(cap_message(limit, label, self.how_to_set))
             try:
                 # The SDK's generic post() (its documented way to make custom requests) rather than
                 # chat.completions.create(): create() deep-copies and type-transforms the whole

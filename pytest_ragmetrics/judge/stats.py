@@ -12,9 +12,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Usage
+
+if TYPE_CHECKING:
+    from .budget import CallBudget
 
 #: Integer counters, in the order they are reported.
 COUNTERS = (
@@ -43,10 +46,19 @@ class JudgeStats:
     of call durations: 32 concurrent one-second calls add about one second, not 32. ``call_seconds``
     is that sum (each call timed from when it had a free slot to its answer, not while it queued), for
     the mean latency of a call; it is not reported.
+
+    ``budget``, when given, caps the judge requests sent (see :meth:`take_call`); ``refused`` counts
+    the requests it refused.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.perf_counter, budget: CallBudget | None = None
+    ) -> None:
         self._clock = clock
+        self.budget = budget
+        self.refused = 0
+        #: The cap of the run, once known (a controller learns it from its workers' figures).
+        self.max_judge_calls: int | None = None if budget is None else budget.limit
         self._lock = threading.Lock()
         self.calls = 0
         self.cache_hits = 0
@@ -108,6 +120,15 @@ class JudgeStats:
         with self._lock:
             self.response_format = response_format
             self.response_format_reason = reason
+
+    def take_call(self) -> bool:
+        """May one more request be sent to the judge? Always, without a budget; else while the
+        budget lasts. Every request (retries and re-asks too) asks first."""
+        if self.budget is None or self.budget.take():
+            return True
+        with self._lock:
+            self.refused += 1
+        return False
 
     def record_retry(self) -> None:
         """A transport-level retry (rate limit, server error, timeout, connection error)."""
@@ -195,6 +216,9 @@ class JudgeStats:
             if self.response_format is not None:
                 data["response_format"] = self.response_format
                 data["response_format_reason"] = self.response_format_reason
+            if self.max_judge_calls is not None:
+                data["max_judge_calls"] = self.max_judge_calls
+                data["refused_calls"] = self.refused
         return data
 
     def merge_json(self, data: Mapping[str, Any]) -> None:
@@ -208,6 +232,11 @@ class JudgeStats:
             seconds = data.get("seconds", 0.0)
             if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
                 self.seconds += float(seconds)
+            cap, refused = data.get("max_judge_calls"), data.get("refused_calls", 0)
+            if isinstance(cap, int) and not isinstance(cap, bool):
+                self.max_judge_calls = cap
+                if isinstance(refused, int) and not isinstance(refused, bool):
+                    self.refused += refused
             # Every worker finds out the same server's format; keep the first one reported, preferring
             # one that fell back (its reason is what the user needs to see).
             fmt, reason = data.get("response_format"), data.get("response_format_reason")

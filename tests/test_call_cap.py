@@ -1,0 +1,141 @@
+"""The judge call cap: at most N requests reach the judge in a run, xdist workers together."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pytest_ragmetrics import Evaluator, RagSample, Settings
+from pytest_ragmetrics.errors import JudgeCallCapReached
+from pytest_ragmetrics.judge.budget import CallBudget
+from pytest_ragmetrics.judge.stats import JudgeStats
+from pytest_ragmetrics.testing import FakeJudgeServer
+
+QUESTION = "Where is France and what is its capital?"
+REFERENCE = "France is in Western Europe. Its capital is Paris."
+CHUNKS = [f"Chunk number {i} about France." for i in range(5)]
+
+
+def test_a_budget_in_memory_gives_exactly_its_calls():
+    budget = CallBudget(3)
+    assert [budget.take() for _ in range(5)] == [True, True, True, False, False]
+    assert budget.spent == 3 and budget.exhausted
+    assert not CallBudget(0).take()
+
+
+def test_a_budget_shared_through_a_file_never_gives_more_than_its_cap(tmp_path):
+    """Four connections (as four processes would open) take from eight threads at once."""
+    path = tmp_path / "calls.sqlite"
+    CallBudget.create(25, path).close()
+    budgets = [CallBudget(25, path) for _ in range(4)]
+    granted: list[bool] = []
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def take(budget: CallBudget) -> None:
+        start.wait()
+        for _ in range(10):
+            ok = budget.take()
+            with lock:
+                granted.append(ok)
+
+    threads = [threading.Thread(target=take, args=(budgets[i % 4],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert granted.count(True) == 25 and len(granted) == 80
+    assert {b.spent for b in budgets} == {25}
+    for budget in budgets:
+        budget.close()
+
+
+def test_stats_count_the_requests_a_budget_refused():
+    stats = JudgeStats(budget=CallBudget(1))
+    assert stats.take_call() and not stats.take_call() and not stats.take_call()
+    assert stats.refused == 2
+    assert stats.to_json()["max_judge_calls"] == 1 and stats.to_json()["refused_calls"] == 2
+    controller = JudgeStats()
+    controller.merge_json(stats.to_json())
+    controller.merge_json(stats.to_json())
+    assert (controller.max_judge_calls, controller.refused) == (1, 4)
+    assert "max_judge_calls" not in JudgeStats().to_json()
+
+
+def test_a_script_stops_at_the_cap_and_keeps_what_was_judged(fake_judge_server, monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    sample = RagSample(QUESTION, CHUNKS, REFERENCE, id="france")
+    settings = Settings(
+        judge_base_url=fake_judge_server.base_url,
+        cache_dir=str(tmp_path / "cache"),
+        max_judge_calls=3,
+        concurrency=1,
+    )
+    with Evaluator(settings) as ev, pytest.raises(JudgeCallCapReached) as info:
+        ev.score(sample, "context_precision")
+    assert fake_judge_server.request_count == 3
+    message = str(info.value)
+    assert "the judge call cap of 3 call(s) is reached" in message
+    assert "RAGMETRICS_MAX_JUDGE_CALLS=6" in message and "what was judged is kept" in message
+    # The three answers were kept: a run allowed two more calls finishes the sample with them.
+    with Evaluator(settings.replace(max_judge_calls=2)) as ev:
+        assert ev.score(sample, "context_precision").score == 1.0
+    assert fake_judge_server.request_count == 5
+
+
+CAPPED_TESTS = """
+    import pytest
+    from pytest_ragmetrics import RagSample, assert_context_precision
+
+    @pytest.mark.parametrize("i", range(6))
+    def test_precision(i):
+        sample = RagSample("Question {}?".format(i), ["Chunk of test {}.".format(i)], "Answer.", id=str(i))
+        assert_context_precision(sample) >= 0.5
+"""
+
+
+@pytest.fixture
+def capped_project(pytester, monkeypatch):
+    with FakeJudgeServer() as server:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        pytester.makeini("[pytest]\n")
+        pytester.makepyfile(test_capped=CAPPED_TESTS)
+        yield pytester, server
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["one process", "-n 2"])
+def test_a_pytest_run_stops_at_exactly_the_cap(capped_project, xdist):
+    pytester, server = capped_project
+    result = pytester.runpytest_subprocess("--rag-max-judge-calls=4", "-p", "no:randomly", *xdist)
+    assert server.request_count == 4
+    result.assert_outcomes(passed=4, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*JudgeCallCapReached: the judge call cap of 4 call(s) is reached*",
+            "*ragmetrics: the judge call cap stopped the run: 4 judge call(s) allowed, 2 more refused;*"
+            "--rag-max-judge-calls=8*",
+        ]
+    )
+    # What was judged is kept: the next run pays only for the two tests left.
+    again = pytester.runpytest_subprocess("--rag-max-judge-calls=2", "-p", "no:randomly", *xdist)
+    again.assert_outcomes(passed=6)
+    assert server.request_count == 6
+    assert "judge call cap" not in again.stdout.str()
+
+
+def test_the_cap_is_a_setting_of_the_run_not_of_a_test(capped_project):
+    pytester, _ = capped_project
+    pytester.makepyfile(
+        test_marked="""
+        import pytest
+
+        @pytest.mark.ragmetrics(max_judge_calls=1)
+        def test_marked():
+            pass
+        """
+    )
+    result = pytester.runpytest("test_marked.py")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*max_judge_calls applies to the whole run*"])
