@@ -32,6 +32,7 @@ __all__ = [
     "FIELD_ALIASES",
     "SUPPORTED_EXTENSIONS",
     "SampleLoadError",
+    "load_marker_samples",
     "load_samples",
     "sample_kwargs",
     "split_retrieved",
@@ -131,6 +132,25 @@ def load_samples(path: str | os.PathLike[str]) -> list[RagSample]:
         # An empty golden set would parametrize nothing and every gate would go unchecked.
         raise SampleLoadError(f"{name}: no samples (the file is empty or holds only blank lines)", file=name)
     return samples
+
+
+def load_marker_samples(name: str | os.PathLike[str], test_file: Path, root: Path) -> list[RagSample]:
+    """The golden set a ``@pytest.mark.ragmetrics(samples=name)`` marker names, in file order.
+
+    A relative ``name`` is looked up beside the test file first, then under the rootdir. Raises
+    ``ValueError`` naming the marker and what is wrong (no such file, or a :class:`SampleLoadError`).
+    """
+    path = Path(name)
+    if not path.is_absolute():
+        beside = test_file.parent / path
+        path = beside if beside.exists() else root / path
+    where = f"@pytest.mark.ragmetrics(samples={str(name)!r})"
+    try:
+        return load_samples(path)
+    except FileNotFoundError:
+        raise ValueError(f"{where}: no such file: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 # (location for messages, default id, line, index, data)

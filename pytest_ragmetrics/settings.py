@@ -1,7 +1,7 @@
 """Settings and the one resolver that builds them.
 
 Precedence, low to high: built-in default < ini (``rag_*``) < environment (``RAGMETRICS_*``) < command
-line (``--rag-*``) < marker / ``ragmetrics_config`` fixture. API keys are never settings: the judge
+line (``--rag-*``) < ``ragmetrics_config`` fixture < marker (the closest marker wins). API keys are never settings: the judge
 reads them from the environment (``OPENAI_API_KEY``, ``AZURE_OPENAI_API_KEY``).
 
 The option table they follow, :data:`OPTIONS`, lives in :mod:`pytest_ragmetrics.options` (imported
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
@@ -36,12 +37,16 @@ __all__ = [
     "PROVIDERS",
     "RELEVANCE_METHODS",
     "RESPONSE_FORMATS",
+    "RUN_WIDE",
     "Option",
     "Settings",
     "advice",
+    "check_marker",
+    "for_test",
     "from_env",
     "how_to_set",
     "resolve",
+    "with_paths_under",
 ]
 
 
@@ -140,6 +145,103 @@ def resolve(
                 continue
             values[name] = option.convert(raw, shown)
     return Settings(**values)
+
+
+#: Settings of the run as a whole (reports, gates): a marker or ``ragmetrics_config`` cannot change them.
+RUN_WIDE = frozenset(
+    {
+        "report",
+        "report_json",
+        "report_md",
+        "report_html",
+        "github_summary",
+        "gates",
+        "baseline",
+        "save_baseline",
+        "regression_gates",
+        "judge_check",
+        "judge_agreement",
+        "max_judge_calls",
+    }
+)
+
+#: Marker arguments that are not settings: ``samples`` parametrizes ``rag_sample``, ``method`` is
+#: short for ``relevance_method``.
+MARKER_WORDS = ("samples", "method")
+
+#: Settings that hold paths: relative ones are relative to the rootdir (where the ini file is).
+_PATHS = ("cache_dir", "store_dir", "baseline", "save_baseline", "judge_check")
+
+
+def with_paths_under(settings: Settings, root: Path) -> Settings:
+    """``settings`` with its relative paths made absolute under ``root``, wherever the run started."""
+    changes = {}
+    for name in _PATHS:
+        value = getattr(settings, name)
+        if value and not os.path.isabs(value):
+            changes[name] = str(root / value)
+    return settings.replace(**changes) if changes else settings
+
+
+def _changes(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Marker or ``ragmetrics_config`` arguments as setting changes."""
+    changes = {k: v for k, v in given.items() if k != "samples"}
+    if "method" in changes:
+        changes["relevance_method"] = changes.pop("method")
+    return changes
+
+
+def check_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` unless ``@pytest.mark.ragmetrics(*args, **kwargs)`` is valid: keyword
+    arguments only, each a per-test setting or one of :data:`MARKER_WORDS`, each value valid."""
+    if args:
+        raise ConfigError(f"@pytest.mark.ragmetrics takes keyword arguments only, got {args!r}")
+    run_wide = sorted(set(kwargs) & RUN_WIDE)
+    if run_wide:
+        raise ConfigError(
+            f"@pytest.mark.ragmetrics: {', '.join(run_wide)} applies to the whole run; "
+            "set it on the command line or in the ini file"
+        )
+    unknown = sorted(set(kwargs) - set(OPTIONS_BY_NAME) - set(MARKER_WORDS))
+    if unknown:
+        per_test = sorted(set(OPTIONS_BY_NAME) - RUN_WIDE)
+        raise ConfigError(
+            f"unknown @pytest.mark.ragmetrics argument(s) {', '.join(unknown)}; use samples, method "
+            f"or a setting name: {', '.join(per_test)}"
+        )
+    try:
+        resolve(overrides=_changes(kwargs))
+    except ConfigError as exc:
+        raise ConfigError(f"@pytest.mark.ragmetrics: {exc}") from None
+
+
+def for_test(
+    run: Settings,
+    *,
+    config: Mapping[str, Any] | None = None,
+    markers: Iterable[Mapping[str, Any]] = (),
+    root: Path,
+) -> Settings:
+    """The settings of one test: the run's, then its ``ragmetrics_config`` fixture's value, then its
+    markers' keyword arguments, farthest first (a test's own marker beats its module's).
+
+    Raises :class:`ConfigError` for a run-wide setting in ``config`` or an invalid value.
+    """
+    overrides = _changes(config or {})
+    run_wide = sorted(set(overrides) & RUN_WIDE)
+    if run_wide:
+        raise ConfigError(
+            f"ragmetrics_config: {', '.join(run_wide)} applies to the whole run; set it on the command "
+            "line or in the ini file"
+        )
+    for kwargs in markers:
+        overrides.update(_changes(kwargs))
+    if not overrides:
+        return run
+    try:
+        return with_paths_under(run.replace(**overrides), root)
+    except ConfigError as exc:
+        raise ConfigError(f"ragmetrics settings: {exc}") from None
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:

@@ -20,7 +20,7 @@ def test_golden(rag_sample):
 
 CONFTEST = """
 import json, pathlib
-from pytest_ragmetrics.plugin import state_key
+from pytest_ragmetrics.session import session_key
 
 def pytest_terminal_summary(terminalreporter):
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
@@ -29,7 +29,7 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
-    state = config.stash.get(state_key, None)
+    state = config.stash.get(session_key, None)
     if state is not None:
         pathlib.Path("released.json").write_text(
             json.dumps({"rows": len(state.rows), "report": state.final_report is not None})
@@ -47,11 +47,11 @@ def pytest_ragmetrics_report(report):
 KEPT = """
 import json, pathlib
 import pytest
-from pytest_ragmetrics.plugin import state_key
+from pytest_ragmetrics.session import session_key
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
-    rows = session.config.stash[state_key].rows
+    rows = session.config.stash[session_key].rows
     pathlib.Path("rows.json").write_text(json.dumps([s for row in rows for s in row["samples"]]))
 """
 

@@ -366,6 +366,26 @@ def judge_check_failures(report: Mapping[str, Any]) -> list[str]:
     return lines + warnings
 
 
+def failure_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The short summary printed without ``--rag-report``: one ``(line, colour)`` per failed gate,
+    failed regression gate and failed agreement floor, then the judge warnings."""
+    summary = report.get("summary") or {}
+    lines = []
+    for gate in summary.get("gates") or ():
+        if not gate["passed"]:
+            why = gate.get("reason") or (
+                f"value {format_score(gate['value'])}, margin {format_margin(gate.get('margin'))}"
+            )
+            lines.append((f"ragmetrics gate failed: {gate['spec']} ({why})", "red"))
+    for gate in summary.get("regression_gates") or ():
+        if not gate["passed"]:
+            detail = regression_gate_detail(gate)
+            lines.append((f"ragmetrics regression gate failed: {gate['spec']} ({detail})", "red"))
+    for line in judge_check_failures(report):
+        lines.append((line, "yellow" if line.startswith("ragmetrics warning") else "red"))
+    return lines
+
+
 def _cell(value: Any) -> str:
     return "-" if value is None else format_score(value)
 

@@ -1,0 +1,632 @@
+"""The ragmetrics side of one pytest run: its settings, evaluators, the comparisons its tests made, and
+the end-of-run sequence (judge check, xdist worker output, gates, the report, exit status).
+
+One :class:`RagmetricsSession` per pytest run, kept in ``config.stash`` under :data:`session_key`; the
+hooks in :mod:`pytest_ragmetrics.plugin` call :meth:`~RagmetricsSession.start`,
+:meth:`~RagmetricsSession.finish` and the per-test methods between them. Nothing here is module
+state: a pytester run inside a run has its own session.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .errors import ConfigError, RagMetricsError
+
+if TYPE_CHECKING:
+    from .baseline import RegressionGate
+    from .calibration.check import Floor
+    from .calibration.labels import LabelledItem
+    from .engine import Evaluator, LoopRunner
+    from .gates import Gate
+    from .judge.budget import CallBudget
+    from .judge.stats import JudgeStats
+    from .prefetch import Prefetcher
+    from .settings import Settings
+    from .specs import MetricCatalog
+
+
+#: pytest parses (and --help shows) "int" and "float" ini keys from 8.4 on; before, numbers are strings.
+_NUMERIC_INI = getattr(pytest, "version_tuple", (0,)) >= (8, 4)
+_INI_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "linelist": "lines"}
+
+
+def ini_type(kind: str | None) -> str:
+    """The ini type pytest is asked to parse an option's value as."""
+    return kind if kind and (_NUMERIC_INI or kind not in ("int", "float")) else "string"
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """This process is an xdist worker: the controller writes the report."""
+    return hasattr(config, "workerinput")
+
+
+class RagmetricsSession:
+    """One pytest run as ragmetrics sees it.
+
+    A plain class rather than a dataclass: every run with the plugin installed builds one, and most
+    never use it; its settings are resolved on first use when nothing was configured.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._settings: Settings | None = None
+        #: Something was configured (an option, an ini key, a RAGMETRICS_* variable).
+        self.configured = False
+        self.gates: list[Gate] = []
+        self.regression_gates: list[RegressionGate] = []
+        #: The baseline report this run is compared with (controller only).
+        self.baseline: dict[str, Any] | None = None
+        #: The judge check: its labelled items (None: not configured), floors, and outcome.
+        self.labels: list[LabelledItem] | None = None
+        self.floors: list[Floor] = []
+        self.judge_check: dict[str, Any] | None = None
+        #: Comparisons of the run, from every process, in report order.
+        self.rows: list[dict[str, Any]] = []
+        #: Tests stopped by a ragmetrics error (a judgment not recorded, the judge unavailable...).
+        self.errors: list[dict[str, Any]] = []
+        self.evaluators: dict[Settings, Evaluator] = {}
+        self._last_evaluator: tuple[Settings | None, Evaluator | None] = (None, None)
+        self.runner: LoopRunner | None = None
+        self._stats: JudgeStats | None = None
+        #: The run's judge call budget (``max_judge_calls``), shared by its xdist workers; None: no cap.
+        self.budget: CallBudget | None = None
+        self.worker_stats: list[dict[str, Any]] = []
+        self.used_keys: set[str] = set()
+        #: Keys held by the judgment store(s) this run used (None: no store); unused = these - used_keys.
+        self.store_keys: set[str] | None = None
+        #: What every judgment the tests used decided, by cache key: (kind, answer classes).
+        self.answer_classes: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self.deselected = False
+        #: An xdist worker went down with an error: the judgments it used never reached this process.
+        self.worker_crashed = False
+        #: Tests (and modules) skipped: they never reached their comparisons.
+        self.skipped = 0
+        #: Set at the end: the store entries this run did not use, when it covered the whole suite
+        #: (see ``_run.record_for_prune``); None otherwise.
+        self.unused_store_entries: list[str] | None = None
+        self.gate_results: list[dict[str, Any]] = []
+        self.final_report: dict[str, Any] | None = None
+        self.prefetcher: Prefetcher | None = None
+        #: The collected tests, once collection is over (the prefetcher's order), and their session.
+        self.items: Sequence[pytest.Item] | None = None
+        self.session: pytest.Session | None = None
+        #: The per-test recording hooks are registered: the run uses the plugin.
+        self.active = False
+        #: Usage errors found while generating tests, raised together once collection is over.
+        self.usage_errors: list[str] = []
+        #: Whether anything reads the comparisons' verdicts (see :meth:`verdicts_read`); None: not asked yet.
+        self._verdicts_read: bool | None = None
+        #: Called once, the first time the run is used: registers the per-test recording hooks.
+        self.on_activate: Any = None
+
+    # -- the start of the run -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Read the options, ini keys and ``RAGMETRICS_*`` variables; when any is given, resolve the
+        settings and read the gates, the baseline and the labelled set now, so that a bad one is a
+        usage error (exit 4) before the first test."""
+        ini, cli = self._ini_values(), self._cli_values()
+        self.configured = bool(
+            any(v is not None for v in cli.values()) or ini or any(k.startswith("RAGMETRICS_") for k in os.environ)
+        )
+        if self.configured:  # else every setting has its default, resolved on first use
+            self._configure(ini, cli)
+            if self.settings.max_judge_calls is not None:
+                self._share_call_budget(self.settings.max_judge_calls)
+
+    def _share_call_budget(self, cap: int) -> None:
+        """The run's judge call budget: a file made here, before any worker starts, or the worker's."""
+        from .judge.budget import CallBudget
+
+        config = self.config
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None:
+            self.budget = CallBudget(cap, workerinput.get(BUDGET_INPUT_KEY))
+            return
+        import shutil
+        import tempfile
+
+        directory = tempfile.mkdtemp(prefix="ragmetrics-calls-")
+        budget = self.budget = CallBudget.create(cap, os.path.join(directory, "calls.sqlite"))
+
+        def remove() -> None:
+            budget.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+        config.add_cleanup(remove)
+        if config.pluginmanager.has_plugin("dsession"):
+            config.pluginmanager.register(_BudgetForWorkers(str(budget.path)), "ragmetrics-call-budget")
+
+    def _ini_values(self) -> dict[str, Any]:
+        from .options import OPTIONS
+
+        values: dict[str, Any] = {}
+        for option in OPTIONS:
+            try:
+                # Registered with default None, so an unset key reads as None (a set `false` stays
+                # False); pytest < 8 returns [] for it instead.
+                value = self.config.getini(option.ini_name)
+            except (TypeError, ValueError, pytest.UsageError) as exc:  # pytest's parsing of the value
+                expected = _INI_WORDS.get(ini_type(option.ini_type), "text")
+                raise pytest.UsageError(f"ragmetrics: {option.ini_name} must be {expected} ({exc})") from None
+            if value is not None and value != []:
+                values[option.name] = value
+        return values
+
+    def _cli_values(self) -> dict[str, Any]:
+        from .options import OPTIONS
+
+        return {o.name: self.config.getoption("rag_" + o.name) for o in OPTIONS if o.cli or o.repeat}
+
+    def _configure(self, ini: dict[str, Any], cli: dict[str, Any]) -> None:
+        from .settings import advice, resolve, with_paths_under
+
+        config = self.config
+        try:
+            settings = with_paths_under(resolve(ini=ini, env=os.environ, cli=cli), config.rootpath)
+            self._settings = settings
+            if settings.gates:
+                from .gates import parse_gates
+
+                self.gates = parse_gates(settings.gates, self._catalog(settings.gates))
+            if settings.regression_gates:
+                from .baseline import parse_regression_gates
+
+                lines = settings.regression_gates
+                self.regression_gates = parse_regression_gates(lines, self._catalog(lines))
+            # The comparison is made once, by the process that writes the report (never by workers).
+            self.baseline = _load_baseline(settings) if not is_worker(config) else None
+        except ConfigError as exc:
+            raise pytest.UsageError(f"ragmetrics: {exc}") from None
+        if not is_worker(config):
+            self._configure_judge_check()
+        for note in advice(settings):
+            from .judge.cache import RagMetricsWarning
+
+            config.issue_config_time_warning(RagMetricsWarning(note), stacklevel=2)
+        if settings.judge_provider == "azure" and settings.cache != "replay":
+            from .judge.openai_judge import check_azure_settings
+            from .settings import how_to_set
+
+            try:  # every test would fail on it: stop before the first one
+                check_azure_settings(
+                    settings.judge_base_url, how_to_set=lambda name, value: how_to_set(name, value, True)
+                )
+            except ConfigError as exc:
+                raise pytest.UsageError(f"ragmetrics: {exc}") from None
+
+    def _configure_judge_check(self) -> None:
+        s = self.settings
+        if not (s.judge_check or s.judge_agreement):
+            return
+        from .calibration.check import parse_floors
+        from .calibration.labels import load_labels
+
+        if not s.judge_check:
+            raise pytest.UsageError(
+                "ragmetrics: rag_judge_agreement floors need a labelled set to measure the judge against: "
+                "set rag_judge_check (or --rag-judge-check=PATH)"
+            )
+        try:
+            self.floors = parse_floors(s.judge_agreement)
+            self.labels = load_labels(s.judge_check)
+        except (ConfigError, ValueError) as exc:
+            raise pytest.UsageError(f"ragmetrics: judge check: {exc}") from None
+        except OSError as exc:
+            raise pytest.UsageError(f"ragmetrics: judge check: cannot read the labelled set: {exc}") from None
+
+    def _catalog(self, lines: tuple[str, ...]) -> MetricCatalog:
+        """The metrics gate-like ``lines`` may name; the hooks are asked only when a line names a
+        custom one."""
+        from .specs import BUILTIN_CATALOG, MetricCatalog, subject_names
+
+        if subject_names(lines) <= BUILTIN_CATALOG.methods.keys():
+            return BUILTIN_CATALOG
+        registered = [m for batch in self.config.hook.pytest_ragmetrics_metrics() for m in batch or ()]
+        return BUILTIN_CATALOG.merged(MetricCatalog.of(registered))
+
+    def header(self) -> str | None:
+        """The line under pytest's header: judge model, cache and store; only when configured."""
+        if not self.configured:  # --rag-report is configuring too
+            return None
+        from .report.terminal import header_line
+
+        s = self.settings
+        return header_line(
+            {
+                "model": s.judge_model,
+                "cache_mode": s.cache,
+                "cache_dir": s.cache_dir or self.default_cache_dir(),
+                "store_dir": s.store_dir,
+                "response_format": s.response_format,
+            },
+            self.config.rootpath,
+        )
+
+    # -- settings and evaluators --------------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        """The run's settings; built-in defaults, resolved on first use, when nothing was configured."""
+        if self._settings is None:
+            from .settings import resolve
+
+            self._settings = resolve()
+        return self._settings
+
+    @property
+    def stats(self) -> JudgeStats:
+        if self._stats is None:
+            from .judge.stats import JudgeStats
+
+            self._stats = JudgeStats(budget=self.budget)
+        return self._stats
+
+    def default_cache_dir(self) -> str:
+        cache = getattr(self.config, "cache", None)  # None under -p no:cacheprovider
+        if cache is not None:
+            return str(cache.mkdir("ragmetrics"))
+        return str(self.config.rootpath / ".ragmetrics_cache")
+
+    def test_settings(self, item: pytest.Item, config: Mapping[str, Any] | None) -> Settings:
+        """The settings of test ``item``: the run's, its ``ragmetrics_config`` value, its markers."""
+        from .settings import for_test
+
+        markers = [mark.kwargs for mark in reversed(list(item.iter_markers("ragmetrics")))]
+        try:
+            return for_test(self.settings, config=config, markers=markers, root=self.config.rootpath)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+
+    def evaluator(self, settings: Settings) -> Evaluator:
+        """The run's evaluator for ``settings``: one per distinct settings, sharing the judge figures
+        and the judging loop."""
+        last_settings, evaluator = self._last_evaluator
+        if settings is not last_settings:  # nearly every test has the last one's: no hash of each field
+            evaluator = self.evaluators.get(settings)
+        if evaluator is None:
+            from .engine import Evaluator, LoopRunner
+
+            if self.runner is None:
+                progress = self._progress()
+                self.runner = LoopRunner(
+                    on_wait=progress.waiting if progress else None,
+                    on_wait_end=progress.done if progress else None,
+                )
+            evaluator = Evaluator(
+                settings,
+                hook=self.config.hook,
+                stats=self.stats,
+                runner=self.runner,
+                default_cache_dir=self.default_cache_dir(),
+            )
+            self.evaluators[settings] = evaluator
+            self.activate()
+            evaluator.ahead = self.prefetcher
+        self._last_evaluator = (settings, evaluator)
+        return evaluator
+
+    def _progress(self) -> Any:
+        """What shows judging progress in this process: the terminal, or the xdist controller via a file."""
+        from .progress import WORKER_INPUT_KEY, LocalProgress, WorkerProgress
+
+        live = self.stats.live
+        workerinput = getattr(self.config, "workerinput", None)
+        if workerinput is None:
+            return LocalProgress(self.config, live)
+        directory = workerinput.get(WORKER_INPUT_KEY)
+        if not directory:
+            return None
+        return WorkerProgress(directory, str(workerinput.get("workerid", os.getpid())), live)
+
+    def activate(self) -> None:
+        """The run uses the plugin: register the per-test hooks that record comparisons and, once
+        the tests are collected, start judging ahead.
+
+        Until then a test costs the plugin one cheap wrapper: a suite that never judges anything
+        does not notice it.
+        """
+        if not self.active:
+            self.active = True
+            if self.on_activate is not None:
+                self.on_activate()
+        if self.prefetcher is None and self.items is not None:
+            from .prefetch import Prefetcher
+
+            self.prefetcher = Prefetcher(self.settings, self.evaluator, active=not is_worker(self.config))
+            self.prefetcher.collected(self.items)
+            for evaluator in self.evaluators.values():
+                evaluator.ahead = self.prefetcher
+
+    def results_read(self) -> bool:
+        """Whether the report's comparisons are read: a report shown or written, a baseline compared
+        with, or a ``pytest_ragmetrics_report`` hook."""
+        from .report.build import report_wanted
+
+        return bool(
+            report_wanted(self.settings)
+            or self.baseline is not None
+            or self.config.hook.pytest_ragmetrics_report.get_hookimpls()
+        )
+
+    def verdicts_read(self) -> bool:
+        """Whether a comparison keeps its samples' verdicts: when its report's comparisons are read
+        (:meth:`results_read`, or a baseline named), pytest-html shows scores, or an xdist worker sends
+        it (the controller decides what it reads). Otherwise it keeps each sample's score and key, all
+        the summary and the gates use: turning every verdict into JSON and holding it to the end of
+        the run would cost a warm run nearly as much as serving the scores.
+
+        Decided at the first comparison, once every conftest is loaded, for the whole run.
+        """
+        if self._verdicts_read is None:
+            self._verdicts_read = bool(
+                is_worker(self.config)
+                or self.settings.baseline
+                or self.config.pluginmanager.has_plugin("ragmetrics-pytest-html")
+                or self.results_read()
+            )
+        return self._verdicts_read
+
+    # -- collection and tests -------------------------------------------------------------------------
+    def collected(self, session: pytest.Session, uses_marker: bool) -> None:
+        """Collection is over: judging ahead can start once the run uses the plugin."""
+        self.items = session.items
+        self.session = session
+        if self.evaluators or uses_marker:
+            self.activate()
+
+    def record(self, row: dict[str, Any]) -> None:
+        """A comparison made by a test: its verdicts (when read) or scores made plain data, for the
+        test's report to carry (to the xdist controller too)."""
+        self.activate()
+        results = row["samples"]
+        row["samples"] = (
+            [r.to_json() for r in results] if self.verdicts_read() else [r.score_json() for r in results]
+        )
+        if row.get("where"):
+            filename, line = row["where"]
+            row["where"] = [self.shown(filename), line]
+
+    def error_of(self, item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> dict[str, Any] | None:
+        """A ragmetrics error that stopped the test before its comparison, as report data, or None."""
+        if call.excinfo is None or not call.excinfo.errisinstance(RagMetricsError):
+            return None
+        message = str(call.excinfo.value).strip().splitlines()
+        return {
+            "nodeid": item.nodeid,
+            "when": call.when,
+            "error": call.excinfo.type.__name__,
+            "message": message[0] if message else "",
+            "xfail": hasattr(report, "wasxfail"),
+        }
+
+    def reported(self, report: pytest.TestReport, rows: list[dict[str, Any]] | None, error: Any) -> None:
+        """A test phase's report, with the comparisons and ragmetrics error it carried (from any process)."""
+        session, prefetcher = self.session, self.prefetcher
+        if prefetcher is not None and report.failed and session is not None:
+            if session.shouldfail or session.shouldstop:
+                # As soon as the run is known to stop, not once the failed test is torn down: the
+                # tests after it are judged ahead meanwhile.
+                prefetcher.stop()
+        if rows:
+            from ._run import counts
+
+            if not counts(report):
+                return  # an attempt a rerun plugin discarded: only the final attempt counts
+            # Comparisons in an xfail test (a deliberately broken retriever, say) are reported but
+            # kept out of aggregates and gates.
+            xfail = hasattr(report, "wasxfail")
+            for row in rows:  # the report gave them up: marked in place, not copied
+                row["xfail"] = xfail
+            self.rows.extend(rows)
+        if error:
+            self.errors.append(error)
+
+    def count_skipped(self, report: pytest.TestReport | pytest.CollectReport) -> None:
+        """Count a skipped test (in setup or call) or module. An xfail test is not counted: replayed,
+        it stops where it stopped now, and needs the judgments it used now."""
+        if report.skipped and not hasattr(report, "wasxfail"):
+            self.skipped += 1
+
+    def worker_finished(self, output: Mapping[str, Any] | None, crashed: bool) -> None:
+        """xdist: a worker finished; take its judge figures and the judgments it used."""
+        if crashed:
+            self.worker_crashed = True
+        data = (output or {}).get("ragmetrics")
+        if data:
+            self.deselected = self.deselected or bool(data.get("deselected"))
+            self.worker_stats.append(data["stats"])
+            self.used_keys.update(data["used_keys"])
+            for key, (kind, classes) in (data.get("answer_classes") or {}).items():
+                self.answer_classes[key] = (kind, tuple(classes))
+            if data.get("store_keys") is not None:
+                self._add_store_keys(data["store_keys"])
+
+    def _add_store_keys(self, keys: Iterable[str]) -> None:
+        self.store_keys = (self.store_keys or set()) | set(keys)
+
+    # -- the end of the run ---------------------------------------------------------------------------
+    def _close(self) -> None:
+        for evaluator in self.evaluators.values():
+            self.answer_classes.update(evaluator.answers)
+        for evaluator in self.evaluators.values():
+            judge = evaluator.built_judge
+            if judge is not None:
+                self.used_keys.update(judge.used_keys)
+                if judge.store is not None:
+                    self._add_store_keys(judge.store.keys())
+            evaluator.close()
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+
+    def finish(self, session: pytest.Session) -> None:
+        """The end of the run: the judge check, then (on an xdist worker) the output for the
+        controller, else the gates, the report, its files and hooks, and the exit status."""
+        config = self.config
+        if self.prefetcher is not None:
+            self.prefetcher.stop()
+        ran_tests = session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        if self.labels is not None and ran_tests and not config.option.collectonly:
+            from .calibration.check import run_judge_check
+
+            # Through the run's own evaluator: the same cache and store, and its used judgments count.
+            source = self.shown(str(self.settings.judge_check))
+            self.judge_check = run_judge_check(
+                self.evaluator(self.settings), self.labels, self.floors, source
+            )
+            if not self.judge_check["passed"]:
+                _fail(session)
+        self._close()
+        used = bool(self.rows or self.evaluators or self.worker_stats or self.errors)
+        if is_worker(config):
+            if used:
+                config.workeroutput["ragmetrics"] = self._worker_output()  # type: ignore[attr-defined]
+            return
+        if not (used or (self.configured and self._report_asked())):
+            return  # the plugin was not used in this run: build nothing, import nothing
+        s = self.settings
+        from ._run import record_for_prune
+
+        self.unused_store_entries = record_for_prune(session, self)
+        if self.gates:
+            from .gates import evaluate_gates
+            from .report.build import per_sample_scores
+
+            self.gate_results = evaluate_gates(
+                self.gates, per_sample_scores(self.rows), partial=self._partial()
+            )
+            if any(not g["passed"] for g in self.gate_results):
+                _fail(session)
+        report = self._report()
+        if any(not g["passed"] for g in report["summary"].get("regression_gates") or []):
+            _fail(session)
+        if self.stats.refused:  # the judge call cap stopped the run
+            _fail(session)
+        config.hook.pytest_ragmetrics_report(report=report)
+        from .report.build import write_reports
+
+        write_reports(report, s)
+        self.final_report = report
+
+    def _report_asked(self) -> bool:
+        """A report, a gate or a baseline was asked for: the run reports even when no test judged."""
+        s = self.settings
+        return bool(
+            self.gates
+            or self.baseline is not None
+            or s.save_baseline
+            or s.report
+            or s.report_json
+            or s.report_md
+            or s.report_html
+        )
+
+    def _worker_output(self) -> dict[str, Any]:
+        return {
+            "stats": self.stats.to_json(),
+            "used_keys": sorted(self.used_keys),
+            "store_keys": sorted(self.store_keys) if self.store_keys is not None else None,
+            "deselected": self.deselected,
+            "answer_classes": {k: [kind, list(c)] for k, (kind, c) in self.answer_classes.items()},
+        }
+
+    def _report(self) -> dict[str, Any]:
+        from .report.build import build_report
+
+        for data in self.worker_stats:
+            self.stats.merge_json(data)
+        s = self.settings
+        unused = self.unused_store_entries
+        return build_report(
+            self.rows,
+            settings=s,
+            stats=self.stats,
+            gate_results=self.gate_results,
+            unused_store_entries=None if unused is None else len(unused),
+            errors=self.errors,
+            shown=self.shown,
+            default_cache_dir=self.default_cache_dir(),
+            baseline=self.baseline,
+            baseline_source=self.shown(s.baseline) if s.baseline else None,
+            regression_gates=self.regression_gates,
+            partial=self._partial(),
+            judge_check=self.judge_check,
+            answers=self.answer_classes.values(),
+            # The comparisons themselves only for whoever reads them: most of the report's cost.
+            with_results=self.results_read(),
+        )
+
+    def _partial(self) -> bool:
+        """Tests were deselected (-k, -m, --lf), or paths / node ids were named on the command line."""
+        from ._run import selected_part
+
+        return selected_part(self.config, deselected=self.deselected)
+
+    def shown(self, path: str) -> str:
+        """A path relative to the rootdir when inside it, so reports read the same on every checkout."""
+        return _relative_to(str(path), self.config.rootpath)
+
+    def release(self) -> None:
+        """Drop what the run kept for its report (results, answers, evaluators and their answer
+        maps): the run is over, and pytest's last garbage collections need not walk through it."""
+        self.rows = []
+        self.final_report = None
+        self.answer_classes = {}
+        self.evaluators = {}
+        self._last_evaluator = (None, None)
+        self.used_keys = set()
+        self.store_keys = None
+        self.prefetcher = None
+        self.items = None
+
+
+session_key = pytest.StashKey[RagmetricsSession]()
+
+#: xdist ``workerinput`` key naming the file of the run's judge call budget.
+BUDGET_INPUT_KEY = "ragmetrics_call_budget"
+
+
+class _BudgetForWorkers:
+    """Hands every xdist worker the file of the run's judge call budget."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[BUDGET_INPUT_KEY] = self.path
+
+
+def _fail(session: pytest.Session) -> None:
+    """A check of the whole run failed: the run fails, unless it already failed for another reason."""
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _load_baseline(settings: Settings) -> dict[str, Any] | None:
+    if settings.regression_gates and not settings.baseline:
+        raise ConfigError(
+            "regression gates need a baseline to compare with: set --rag-baseline=PATH (ini rag_baseline, "
+            "env RAGMETRICS_BASELINE) to a report saved with --rag-save-baseline"
+        )
+    if not settings.baseline:
+        return None
+    baseline = Path(settings.baseline)
+    if settings.save_baseline and not baseline.exists() and Path(settings.save_baseline) == baseline:
+        return None  # the first run of a new baseline: nothing to compare with yet, this run saves it
+    from .baseline import load_report
+
+    return load_report(settings.baseline)
+
+
+@functools.lru_cache(maxsize=256)  # asked for every comparison, nearly always about the same files
+def _relative_to(path: str, root: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path
