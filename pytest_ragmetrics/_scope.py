@@ -40,13 +40,19 @@ class TestScope:
         return [c for c in self.checks if not c.compared]
 
 
-#: Set by the pytest plugin for its session: the configured evaluator for judging done outside a test
-#: (a session fixture, a helper thread), so it follows the run's settings rather than the defaults.
-session_evaluator: Callable[[], Any] | None = None
+#: The pytest run this code runs in, as a function returning the run's evaluator for judging done
+#: outside a test (a session fixture, a conftest hook), so that it follows the run's settings. Set by
+#: the plugin from configure to cleanup. A context variable rather than a module global: a pytester run
+#: inside a run sees its own and puts the outer one back, and a script never sees one.
+current_run: contextvars.ContextVar[Callable[[], Any] | None] = contextvars.ContextVar(
+    "ragmetrics_run", default=None
+)
 
-#: pytest sessions with the plugin configured in this process (a pytester run nests one in another):
-#: messages name pytest options while it is positive, ``Settings`` and variables otherwise.
-pytest_sessions = 0
+
+def in_pytest() -> bool:
+    """This code runs inside a pytest run with the plugin: messages name pytest options, not ``Settings``."""
+    return current_run.get() is not None
+
 
 current_test: contextvars.ContextVar[TestScope | None] = contextvars.ContextVar(
     "ragmetrics_test", default=None

@@ -307,7 +307,7 @@ class Evaluator:
         score_records: bool = True,
     ) -> None:
         self.settings = settings or from_env()
-        if not _scope.pytest_sessions:  # a script: inside pytest, the plugin warns at startup
+        if not _scope.in_pytest():  # a script: inside pytest, the plugin warns at startup
             from .settings import advice
 
             for note in advice(self.settings):
@@ -907,8 +907,9 @@ def get_evaluator() -> Evaluator:
     scope = _scope.current_test.get()
     if scope is not None:
         return scope.evaluator  # type: ignore[no-any-return]
-    if _scope.session_evaluator is not None:
-        return _scope.session_evaluator()  # type: ignore[no-any-return]
+    run = _scope.current_run.get()
+    if run is not None:
+        return run()  # type: ignore[no-any-return]
     with _default_lock:
         if _default is None:
             _default = Evaluator()

@@ -96,17 +96,11 @@ def pytest_configure(config: pytest.Config) -> None:
         from .pytest_html_scores import PytestHtmlScores
 
         config.pluginmanager.register(PytestHtmlScores(), "ragmetrics-pytest-html")
-    _scope.session_evaluator = lambda: session.evaluator(session.settings)
-    _scope.pytest_sessions += 1
-    config.add_cleanup(_leave_session)
-
-
-def _leave_session() -> None:
-    _scope.pytest_sessions -= 1
+    token = _scope.current_run.set(lambda: session.evaluator(session.settings))
+    config.add_cleanup(lambda: _scope.current_run.reset(token))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    _scope.session_evaluator = None
     session = config.stash.get(session_key, None)
     if session is not None:
         for name in ("ragmetrics-recorder", "ragmetrics-run"):

@@ -259,7 +259,7 @@ def how_to_set(name: str, value: Any, in_pytest: bool | None = None) -> str:
     from . import _scope
 
     option = OPTIONS_BY_NAME[name]
-    if in_pytest if in_pytest is not None else _scope.pytest_sessions:
+    if in_pytest if in_pytest is not None else _scope.in_pytest():
         if option.cli:
             return f"{option.cli_name}={value} ({option.env_name}={value})"
         return f"{option.ini_name} = {value} ({option.env_name})"

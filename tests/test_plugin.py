@@ -551,6 +551,7 @@ def test_replay_miss_fails_the_test_and_says_how_to_record(project, judge_server
     result = project.runpytest("--rag-cache=replay")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*JudgmentNotRecorded*context_recall of sample 'good'*"])
+    assert "--rag-cache=readwrite" in result.stdout.str()  # pytest's words, from the judging thread too
     assert judge_server.request_count == 0
     # The message is the whole story: no frames from the judging thread, the engine or asyncio.
     out = result.stdout.str()
