@@ -79,6 +79,20 @@ or false).
         },
         {"reason": "The passage dates the opening to 1889, the year the reference gives.", "useful": True},
     )
+}
+
+{
+    _example(
+        {
+            "question": "When was the Eiffel Tower completed?",
+            "reference": "The Eiffel Tower was completed in 1889.",
+            "chunk": "The Eiffel Tower is 330 metres tall and stands on the Champ de Mars in Paris.",
+        },
+        {
+            "reason": "The passage is about the tower but gives no date, so nothing in it leads to 1889.",
+            "useful": False,
+        },
+    )
 }"""
 
 _PRECISION_ANSWER_PROMPT = f"""{_ROLE}
@@ -101,6 +115,17 @@ or false).
             "chunk": "Paris has many museums, among them the Louvre and the Musée d'Orsay.",
         },
         {"reason": "The passage does not mention the tower or any date the answer states.", "useful": False},
+    )
+}
+
+{
+    _example(
+        {
+            "question": "When was the Eiffel Tower completed?",
+            "answer": "It was completed in 1889 for the World's Fair.",
+            "chunk": "The tower was built for the World's Fair and opened to the public in March 1889.",
+        },
+        {"reason": "The passage gives the year and the occasion the answer states.", "useful": True},
     )
 }"""
 
@@ -199,6 +224,19 @@ the selected sentences, possibly an empty list). Give numbers only; never quote 
             "relevant_sentences": [2],
         },
     )
+}
+
+{
+    _example(
+        {
+            "question": "How tall is the Eiffel Tower?",
+            "sentences": {
+                "1": "The Eiffel Tower stands in Paris.",
+                "2": "It was completed in 1889 for the World's Fair.",
+            },
+        },
+        {"reason": "Both sentences are about the tower, but neither gives its height.", "relevant_sentences": []},
+    )
 }"""
 
 _GRADED_PROMPT = f"""{_ROLE}
@@ -220,6 +258,16 @@ Answer with a JSON object: "reason" (one or two sentences) and "rating" (0, 1 or
         },
         {"reason": "The passage gives the completion year but not the height.", "rating": 1},
     )
+}
+
+{
+    _example(
+        {
+            "question": "How tall is the Eiffel Tower?",
+            "chunk": "The Eiffel Tower was completed in 1889 for the World's Fair.",
+        },
+        {"reason": "The passage is about the same tower but says nothing of its height.", "rating": 0},
+    )
 }"""
 
 
@@ -232,15 +280,15 @@ class Prompt:
 
 
 PROMPTS: Mapping[str, Prompt] = {
-    PRECISION: Prompt("precision-3", _PRECISION_PROMPT),
+    PRECISION: Prompt("precision-4", _PRECISION_PROMPT),
     RECALL: Prompt("recall-3", _RECALL_PROMPT),
     CLAIMS: Prompt("claims-1", _CLAIMS_PROMPT),
-    SENTENCES: Prompt("sentences-3", _SENTENCES_PROMPT),
-    GRADED: Prompt("graded-3", _GRADED_PROMPT),
+    SENTENCES: Prompt("sentences-4", _SENTENCES_PROMPT),
+    GRADED: Prompt("graded-4", _GRADED_PROMPT),
 }
 
 #: Precision judged against the system's own answer (the sample has no reference answer).
-PRECISION_WITHOUT_REFERENCE = Prompt("precision-answer-3", _PRECISION_ANSWER_PROMPT)
+PRECISION_WITHOUT_REFERENCE = Prompt("precision-answer-4", _PRECISION_ANSWER_PROMPT)
 
 
 @dataclass(frozen=True)

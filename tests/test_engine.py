@@ -293,12 +293,12 @@ RENDERED = {
     "context_relevance_graded": lambda p: J.graded_request("Q?", "Chunk.", p),
 }
 PROMPT_DIGESTS = {
-    "context_precision": ("precision-3", "fea496b0"),
-    "context_precision without reference": ("precision-answer-3", "41a26bfd"),
+    "context_precision": ("precision-4", "a691ecad"),
+    "context_precision without reference": ("precision-answer-4", "d505af41"),
     "context_recall": ("recall-3", "8aa18054"),
     "context_recall_claims": ("claims-1", "f55407c4"),
-    "context_relevance_sentences": ("sentences-3", "e2e1c95c"),
-    "context_relevance_graded": ("graded-3", "7bceb1e5"),
+    "context_relevance_sentences": ("sentences-4", "2478cdd7"),
+    "context_relevance_graded": ("graded-4", "d6b01bd5"),
 }
 
 
@@ -311,25 +311,27 @@ def test_prompt_and_rendering_are_pinned_to_the_version(kind):
 
 
 @pytest.mark.parametrize("kind", sorted(RENDERED))
-def test_each_prompt_calibrates_with_one_example_that_fits_its_schema(kind):
-    """The worked example in every prompt has the input's shape and an answer the schema accepts."""
+def test_each_prompt_calibrates_with_examples_that_fit_its_schema(kind):
+    """The worked examples in every prompt have the input's shape and answers the schema accepts."""
     request = RENDERED[kind](J.JudgeParams("m"))
     system = request.messages[0]["content"]
-    [example_input] = [line[len("input: ") :] for line in system.splitlines() if line.startswith("input: ")]
-    [output] = [line[len("output: ") :] for line in system.splitlines() if line.startswith("output: ")]
+    inputs = [line[len("input: ") :] for line in system.splitlines() if line.startswith("input: ")]
+    outputs = [line[len("output: ") :] for line in system.splitlines() if line.startswith("output: ")]
+    assert inputs and len(inputs) == len(outputs)
     user = json.loads(request.messages[1]["content"])
-    assert set(json.loads(example_input)) == set(user)
-    answer = json.loads(output)
-    verdicts = list(answer.values()) if kind == "context_recall" else [answer]
-    if kind == "context_recall_claims":
-        verdicts = [{k: v for k, v in c.items() if k != "claim"} for c in answer["sentence_1"]["claims"]]
-    assert all(next(iter(v)) == "reason" for v in verdicts)  # the reasoning comes before the verdict
-    example_schema = request.schema
-    if kind == "context_recall":  # the example has its own number of sentences
-        example_schema = J.recall_request("q", ["c"], ["a.", "b."], J.JudgeParams("m")).schema
-    if kind == "context_recall_claims":
-        example_schema = J.claims_request("q", ["c"], ["a."], J.JudgeParams("m")).schema
-    assert validate_answer(dataclasses.replace(request, schema=example_schema), answer) == answer
+    for example_input, output in zip(inputs, outputs, strict=True):
+        assert set(json.loads(example_input)) == set(user)
+        answer = json.loads(output)
+        verdicts = list(answer.values()) if kind == "context_recall" else [answer]
+        if kind == "context_recall_claims":
+            verdicts = [{k: v for k, v in c.items() if k != "claim"} for c in answer["sentence_1"]["claims"]]
+        assert all(next(iter(v)) == "reason" for v in verdicts)  # the reasoning comes before the verdict
+        example_schema = request.schema
+        if kind == "context_recall":  # the example has its own number of sentences
+            example_schema = J.recall_request("q", ["c"], ["a.", "b."], J.JudgeParams("m")).schema
+        if kind == "context_recall_claims":
+            example_schema = J.claims_request("q", ["c"], ["a."], J.JudgeParams("m")).schema
+        assert validate_answer(dataclasses.replace(request, schema=example_schema), answer) == answer
 
 
 def test_precision_without_a_reference_calls_the_answer_the_systems_own():
