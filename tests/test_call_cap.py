@@ -65,23 +65,23 @@ def test_stats_count_the_requests_a_budget_refused():
 
 def test_a_script_stops_at_the_cap_and_keeps_what_was_judged(fake_judge_server, monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
-    sample = RagSample(QUESTION, CHUNKS, REFERENCE, id="france")
+    first = RagSample(QUESTION, CHUNKS[:3], REFERENCE, id="first")
+    second = RagSample(QUESTION, CHUNKS[3:], REFERENCE, id="second")
     settings = Settings(
-        judge_base_url=fake_judge_server.base_url,
-        cache_dir=str(tmp_path / "cache"),
-        max_judge_calls=3,
-        concurrency=1,
+        judge_base_url=fake_judge_server.base_url, cache_dir=str(tmp_path / "cache"), max_judge_calls=3
     )
-    with Evaluator(settings) as ev, pytest.raises(JudgeCallCapReached) as info:
-        ev.score(sample, "context_precision")
+    with Evaluator(settings) as ev:
+        assert ev.score(first, "context_precision").score == 1.0
+        with pytest.raises(JudgeCallCapReached) as info:
+            ev.score(second, "context_precision")
     assert fake_judge_server.request_count == 3
     message = str(info.value)
     assert "the judge call cap of 3 call(s) is reached" in message
     assert "RAGMETRICS_MAX_JUDGE_CALLS=6" in message and "what was judged is kept" in message
-    # The three answers were kept: a run allowed two more calls finishes the sample with them.
-    with Evaluator(settings.replace(max_judge_calls=2)) as ev:
-        assert ev.score(sample, "context_precision").score == 1.0
-    assert fake_judge_server.request_count == 5
+    # What was judged was kept: a run allowed no call at all scores the first sample.
+    with Evaluator(settings.replace(max_judge_calls=0)) as ev:
+        assert ev.score(first, "context_precision").score == 1.0
+    assert fake_judge_server.request_count == 3
 
 
 CAPPED_TESTS = """
