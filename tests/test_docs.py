@@ -259,6 +259,16 @@ def test_cli_reference_documents_only_real_commands_and_options():
         assert flags <= commands[(command, action)] | shared, (command, action, flags - commands[(command, action)])
 
 
+def test_every_hook_has_the_docstring_its_reference_is_built_from():
+    from pytest_ragmetrics import hookspecs
+
+    hooks = [name for name in vars(hookspecs) if name.startswith("pytest_ragmetrics_")]
+    assert hooks
+    for name in hooks:
+        assert (getattr(hookspecs, name).__doc__ or "").strip(), f"hookspec {name} has no docstring"
+    assert '::: pytest_ragmetrics.hookspecs' in page_text(ROOT / "docs" / "extending.md")
+
+
 # --- the options table ------------------------------------------------------------------------------
 
 CONFIGURATION = ROOT / "docs" / "configuration.md"
