@@ -9,6 +9,9 @@ layer of hooks:
   ``--maxfail``, collection errors, failed tests (a failing test never reaches its later
   comparisons), skipped tests (they never reach theirs) and a crashed xdist worker (its
   judgments never reach the controller) all make a run partial.
+* Which tests did the run collect and run? :class:`SuiteRecord` keeps a digest and a count of the
+  tests collected before any deselection, and of those that ran, so that ``report merge`` can tell
+  when the reports of a run's shards do not add up to the whole suite.
 * Which comparisons count? An attempt that pytest-rerunfailures discarded (its report's outcome is
   ``"rerun"``) does not: only the final attempt of a test counts in aggregates, gates and reports.
 """
@@ -16,6 +19,8 @@ layer of hooks:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +113,44 @@ def record_for_prune(session: pytest.Session, state: Any) -> list[str] | None:
 def counts(report: pytest.TestReport) -> bool:
     """False for an attempt that a rerun plugin discarded (pytest-rerunfailures: outcome "rerun")."""
     return report.outcome != "rerun"  # type: ignore[comparison-overlap]  # plugins add outcomes
+
+
+#: A set digest is the sum of its members' SHA-256 values modulo 2**256: the digest of the union of
+#: disjoint sets is the sum of theirs, so shards' digests add up to the suite's.
+_DIGEST_MODULUS = 2**256
+
+
+def set_digest(nodeids: Iterable[str]) -> int:
+    """The digest of a set of test ids (each counted once)."""
+    total = 0
+    for nodeid in set(nodeids):
+        total += int.from_bytes(hashlib.sha256(nodeid.encode("utf-8")).digest(), "big")
+    return total % _DIGEST_MODULUS
+
+
+def add_digests(digests: Iterable[str]) -> str:
+    """The digest of the union of disjoint sets, from theirs (hex, as reports hold them)."""
+    return f"{sum(int(d, 16) for d in digests) % _DIGEST_MODULUS:064x}"
+
+
+class SuiteRecord:
+    """The tests a run collected before deselection and the tests it ran (``summary.suite``)."""
+
+    def __init__(self) -> None:
+        #: (count, hex digest) of the collected tests, once known (from a worker under xdist).
+        self.collected: tuple[int, str] | None = None
+        self.ran: set[str] = set()
+
+    def collect(self, nodeids: Iterable[str]) -> None:
+        ids = set(nodeids)
+        self.collected = (len(ids), f"{set_digest(ids):064x}")
+
+    def to_json(self) -> dict[str, Any] | None:
+        if self.collected is None:
+            return None
+        return {
+            "collected": self.collected[0],
+            "collected_digest": self.collected[1],
+            "ran": len(self.ran),
+            "ran_digest": f"{set_digest(self.ran):064x}",
+        }

@@ -342,6 +342,7 @@ def baseline_form(report: Mapping[str, Any]) -> dict[str, Any]:
     summary = dict(out.get("summary") or {})
     summary.pop("baseline", None)
     summary.pop("regression_gates", None)
+    summary.pop("suite", None)  # which tests ran: nothing a later run is compared on
     judge = summary.get("judge")
     if isinstance(judge, Mapping):
         summary["judge"] = {"model": judge.get("model")}

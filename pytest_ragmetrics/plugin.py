@@ -303,9 +303,13 @@ class _RunHooks:
     def __init__(self, session: RagmetricsSession) -> None:
         self.session = session
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None, None, None]:
+        self.session.suite.collect(item.nodeid for item in items)  # before any plugin deselects
+        return (yield)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.skipped:
-            self.session.count_skipped(report)
+        self.session.test_reported(report)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.skipped:  # a module skipped as a whole (importorskip, allow_module_level)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ._run import SuiteRecord  # stdlib and pytest only: the run records its tests from the start
 from .errors import ConfigError, RagMetricsError
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ class RagmetricsSession:
         self.worker_crashed = False
         #: Tests (and modules) skipped: they never reached their comparisons.
         self.skipped = 0
+        #: The tests collected (before deselection) and run, for ``report merge``.
+        self.suite = SuiteRecord()
         #: Set at the end: the store entries this run did not use, when it covered the whole suite
         #: (see ``_run.record_for_prune``); None otherwise.
         self.unused_store_entries: list[str] | None = None
@@ -427,6 +430,12 @@ class RagmetricsSession:
         if error:
             self.errors.append(error)
 
+    def test_reported(self, report: pytest.TestReport) -> None:
+        """A test's report: the test ran (its setup report says so once), and may have been skipped."""
+        if report.when == "setup":
+            self.suite.ran.add(report.nodeid)
+        self.count_skipped(report)
+
     def count_skipped(self, report: pytest.TestReport | pytest.CollectReport) -> None:
         """Count a skipped test (in setup or call) or module. An xfail test is not counted: replayed,
         it stops where it stopped now, and needs the judgments it used now."""
@@ -440,6 +449,9 @@ class RagmetricsSession:
         data = (output or {}).get("ragmetrics")
         if data:
             self.deselected = self.deselected or bool(data.get("deselected"))
+            if data.get("collected"):
+                count, digest = data["collected"]
+                self.suite.collected = (int(count), str(digest))
             self.worker_stats.append(data["stats"])
             self.used_keys.update(data["used_keys"])
             for key, (kind, classes) in (data.get("answer_classes") or {}).items():
@@ -533,6 +545,7 @@ class RagmetricsSession:
             "used_keys": sorted(self.used_keys),
             "store_keys": sorted(self.store_keys) if self.store_keys is not None else None,
             "deselected": self.deselected,
+            "collected": self.suite.collected,
             "answer_classes": {k: [kind, list(c)] for k, (kind, c) in self.answer_classes.items()},
         }
 
@@ -558,6 +571,7 @@ class RagmetricsSession:
             partial=self._partial(),
             judge_check=self.judge_check,
             answers=self.answer_classes.values(),
+            suite=self.suite.to_json(),
             # The comparisons themselves only for whoever reads them: most of the report's cost.
             with_results=self.results_read(),
         )

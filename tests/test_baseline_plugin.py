@@ -434,6 +434,54 @@ def test_two_shard_reports_merged_give_the_whole_runs_comparisons_and_gate_outco
     assert [g["passed"] for g in two["summary"]["regression_gates"]] == [True, False]
 
 
+def test_report_merge_refuses_reports_that_are_not_the_shards_of_one_run(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.runpytest("-k", SHARD_A, "--rag-report-json=a.json").assert_outcomes(passed=7)
+    project.runpytest("-k", f"not ({SHARD_A})", "--rag-report-json=b.json").assert_outcomes(passed=9)
+    # Another judge model, the same tests as b.json.
+    project.runpytest(
+        "-k", f"not ({SHARD_A})", "--rag-report-json=other.json", "--rag-judge-model=other-model"
+    ).assert_outcomes(passed=9)
+    # Another commit: the retriever changed, so q01 is another sample under the same id.
+    monkeypatch.setenv("RETRIEVER", "single")
+    project.runpytest("-k", SHARD_A, "--rag-report-json=a2.json").assert_outcomes(passed=7)
+
+    def refused(*inputs: str) -> str:
+        result = cli(project, "report", "merge", "--output", "m.json", *inputs)
+        assert result.ret == 4, result.stdout.str()
+        assert "Traceback" not in result.stderr.str()
+        assert not (project.path / "m.json").exists()
+        return result.stderr.str()
+
+    assert "9 of the 16 tests collected ran in no shard: a shard is missing" in refused("a.json")
+    assert "'a.json' is given twice" in refused("a.json", "b.json", "./a.json")
+    mixed = refused("a.json", "other.json")
+    assert 'setting judge_model differs: a.json "gpt-4o-mini", other.json "other-model"' in mixed
+    assert "context_precision: judge models differ: a.json gpt-4o-mini, other.json other-model" in mixed
+    conflict = refused("a.json", "a2.json", "b.json")
+    assert "sample id 'q01' names different samples in a.json, a2.json" in conflict
+    # Told otherwise, the merge goes ahead.
+    assert cli(project, "report", "merge", "-o", "m.json", "a.json", "--allow-partial").ret == 0
+    assert cli(project, "report", "merge", "-o", "m.json", "a.json", "other.json", "--allow-mixed").ret == 0
+    assert report_of(project, "m.json")["summary"]["suite"]["ran"] == 16
+
+
+def test_shards_run_under_xdist_record_the_whole_suite_they_were_cut_from(
+    project: pytest.Pytester,
+) -> None:
+    for name, selection in (("a", SHARD_A), ("b", f"not ({SHARD_A})")):
+        result = project.runpytest_subprocess(
+            "-n", "2", "-p", "xdist", "-k", selection, f"--rag-report-json={name}.json"
+        )
+        assert result.ret == 0
+    suites = [report_of(project, f"{name}.json")["summary"]["suite"] for name in "ab"]
+    assert [(s["collected"], s["ran"]) for s in suites] == [(16, 7), (16, 9)]
+    assert suites[0]["collected_digest"] == suites[1]["collected_digest"]
+    assert cli(project, "report", "merge", "-o", "m.json", "a.json", "b.json").ret == 0
+    assert "ran in no shard" in cli(project, "report", "merge", "-o", "m.json", "b.json").stderr.str()
+
+
 def test_baseline_compare_prints_the_comparison_and_exits_1_when_a_regression_gate_fails(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -211,3 +211,48 @@ def test_merged_shard_reports_keep_every_shards_errors():
     merged = merge_reports([first, second])
     assert merged["summary"]["errors"] == [error]
     assert outcome(merged)["errors"] == 1 and not outcome(merged)["passed"]
+
+
+def _shard(collected: list[str], ran: list[str]) -> dict:
+    from pytest_ragmetrics._run import set_digest
+
+    report = example_report()
+    report["summary"]["suite"] = {
+        "collected": len(collected),
+        "collected_digest": f"{set_digest(collected):064x}",
+        "ran": len(ran),
+        "ran_digest": f"{set_digest(ran):064x}",
+    }
+    return report
+
+
+def test_the_digests_of_disjoint_shards_add_up_to_the_suites():
+    from pytest_ragmetrics._run import add_digests, set_digest
+
+    suite = [f"tests/test_rag.py::test_{i}" for i in range(50)]
+    parts = [f"{set_digest(suite[:20]):064x}", f"{set_digest(suite[20:]):064x}"]
+    assert add_digests(parts) == f"{set_digest(suite):064x}"
+    overlapping = [f"{set_digest(suite[:21]):064x}", f"{set_digest(suite[20:]):064x}"]
+    assert add_digests(overlapping) != f"{set_digest(suite):064x}"
+
+
+@pytest.mark.parametrize(
+    ("shards", "problem"),
+    [
+        ([(["a", "b", "c"], ["a", "b"]), (["a", "b", "c"], ["b", "c"])], "some ran in more than one shard"),
+        ([(["a", "b", "c"], ["a"]), (["a", "b", "c"], ["c"])], "1 of the 3 tests collected ran in no shard"),
+        (
+            [(["a", "b", "c"], ["a"]), (["a", "b", "x"], ["b", "x"])],
+            "the shards collected different test suites",
+        ),
+        ([(["a", "b"], ["a", "b"]), None], "s2.json record(s) no test list"),
+    ],
+    ids=["overlap", "missing", "different-suites", "no-record"],
+)
+def test_shards_that_do_not_make_the_whole_suite_are_named(shards, problem):
+    from pytest_ragmetrics.report.build import shard_problems
+
+    reports = [example_report() if shard is None else _shard(*shard) for shard in shards]
+    problems = shard_problems(reports, ["s1.json", "s2.json"])
+    assert len(problems) == 1 and problem in problems[0]
+    assert shard_problems(reports, ["s1.json", "s2.json"], allow_partial=True) == []

@@ -7,6 +7,7 @@ can call them on rows read back from JSON reports.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,28 @@ def comparison_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return counts
 
 
+#: Settings that change the scores a judge gives: shards of one run must agree on them.
+SCORING_SETTINGS = (
+    "judge_model",
+    "judge_provider",
+    "relevance_models",
+    "relevance_method",
+    "response_format",
+    "temperature",
+    "graded_temperature",
+    "seed",
+    "judge_n",
+    "judge_max_tokens",
+)
+
+
+def scoring_settings(settings: Settings) -> dict[str, Any]:
+    """``summary.scoring``: the run's settings that change scores (:data:`SCORING_SETTINGS`)."""
+    out = {name: getattr(settings, name) for name in SCORING_SETTINGS}
+    out["relevance_models"] = list(out["relevance_models"])
+    return out
+
+
 def build_report(
     rows: list[dict[str, Any]],
     *,
@@ -89,6 +112,7 @@ def build_report(
     judge_check: Mapping[str, Any] | None = None,
     answers: Iterable[tuple[str, Iterable[str]]] = (),
     with_results: bool = True,
+    suite: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The plain-JSON run report that every renderer reads.
 
@@ -103,6 +127,9 @@ def build_report(
     run_judge_check`), if one ran; the report adds what rests on each judgment kind that failed.
     ``answers`` holds what each distinct judgment decided, ``(kind, classes)``: a kind whose answers
     are nearly all alike gets a warning in ``summary["judge_warnings"]``.
+    ``suite`` records the tests the run collected before deselection and those it ran (see
+    :class:`pytest_ragmetrics._run.SuiteRecord`); ``summary["suite"]``, read by ``report merge``.
+    The settings that change scores are recorded in ``summary["scoring"]``, for the same reason.
     """
     from .. import __version__
     from ..calibration.degenerate import degenerate_kinds
@@ -134,6 +161,8 @@ def build_report(
         "errors": sorted(errors or [], key=lambda e: (e["nodeid"], e["when"])),
         "comparisons": comparisons,
         **({"labels": labels} if (labels := label_summary(rows)) else {}),
+        "scoring": scoring_settings(s),
+        **({"suite": dict(suite)} if suite else {}),
     }
     warnings = degenerate_kinds(answers)
     if warnings:
@@ -248,6 +277,19 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     errors = [dict(e) for s in summaries for e in s.get("errors") or () if isinstance(e, Mapping)]
     if errors:
         summary["errors"] = sorted(errors, key=lambda e: (str(e.get("nodeid")), str(e.get("when"))))
+    suites = [s["suite"] for s in summaries if isinstance(s.get("suite"), Mapping)]
+    if suites and len(suites) == len(summaries):
+        from .._run import add_digests
+
+        summary["suite"] = {
+            "collected": suites[0].get("collected"),
+            "collected_digest": suites[0].get("collected_digest"),
+            "ran": sum(int(s.get("ran", 0)) for s in suites),
+            "ran_digest": add_digests(str(s.get("ran_digest")) for s in suites),
+        }
+    scorings = [s.get("scoring") for s in summaries]
+    if scorings and all(isinstance(v, Mapping) and v == scorings[0] for v in scorings):
+        summary["scoring"] = dict(scorings[0])  # type: ignore[arg-type]
     tests = [s["tests"] for s in summaries if isinstance(s.get("tests"), Mapping)]
     if tests:
         summary["tests"] = {k: sum(int(t.get(k, 0)) for t in tests) for k in ("passed", "failed")}
@@ -257,6 +299,101 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     merged["results"] = [dict(r) for r in sort_results(rows)]
     merged["summary"] = summary
     return merged
+
+
+def _shown_values(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in values.items())
+
+
+def shard_problems(
+    reports: Sequence[Mapping[str, Any]],
+    names: Sequence[str],
+    *,
+    allow_mixed: bool = False,
+    allow_partial: bool = False,
+) -> list[str]:
+    """Why the reports ``names`` (one per report) are not the shards of one run, or ``[]``.
+
+    Always: a sample id naming different samples in two shards (another commit's shard, say).
+    Unless ``allow_mixed``: different package versions, settings that change scores
+    (``summary.scoring``), or, per metric, different judge models, prompt versions or sentence
+    splitters. Unless ``allow_partial``: shards that collected different suites, a shard without a
+    record of its tests, or tests of the suite that ran in no shard (a missing shard) or in several.
+    """
+    from ..baseline import run_scores
+    from ..specs import format_metric
+
+    problems: list[str] = []
+    # A sample id naming two different samples: its evaluation's content key differs.
+    contents: dict[str, dict[str, set[str]]] = {}
+    metrics_of: dict[str, set[str]] = {}
+    facts: dict[tuple[str, str], dict[str, str]] = {}
+    for report, name in zip(reports, names):
+        for key, scores in run_scores(report).items():
+            label = format_metric(*key)
+            for sid, evaluation in scores.evaluations.items():
+                contents.setdefault(sid, {}).setdefault(str(evaluation), set()).add(name)
+                metrics_of.setdefault(sid, set()).add(label)
+            for what, values in (
+                ("judge models", scores.judges),
+                ("prompt versions", scores.prompt_versions),
+                ("sentence splitter", scores.splitters),
+            ):
+                if values:
+                    facts.setdefault((label, what), {})[name] = ", ".join(sorted(values))
+    for sid, by_key in sorted(contents.items()):
+        files = sorted({n for ns in by_key.values() for n in ns})
+        if len(by_key) > 1 and len(files) > 1:  # within one report, the baseline's "ambiguous"
+            problems.append(
+                f"sample id {sid!r} names different samples in {', '.join(files)} "
+                f"({', '.join(sorted(metrics_of[sid]))}): shards of different commits?"
+            )
+    if not allow_mixed:
+        versions = {n: r.get("plugin_version") for r, n in zip(reports, names) if r.get("plugin_version")}
+        if len(set(versions.values())) > 1:
+            problems.append(f"written by different pytest-ragmetrics versions: {_shown_values(versions)}")
+        scorings = {n: (r.get("summary") or {}).get("scoring") for r, n in zip(reports, names)}
+        known = {n: v for n, v in scorings.items() if isinstance(v, Mapping)}
+        for setting in sorted({k for v in known.values() for k in v}):
+            values = {n: json.dumps(v.get(setting)) for n, v in known.items()}
+            if len(set(values.values())) > 1:
+                problems.append(f"setting {setting} differs: {_shown_values(values)}")
+        for (label, what), by_name in sorted(facts.items()):
+            if len(set(by_name.values())) > 1:
+                problems.append(f"{label}: {what} differ: {_shown_values(by_name)}")
+    if not allow_partial:
+        problems += _suite_problems(reports, names)
+    return problems
+
+
+def _suite_problems(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
+    from .._run import add_digests
+
+    suites = {n: (r.get("summary") or {}).get("suite") for r, n in zip(reports, names)}
+    missing = [n for n, suite in suites.items() if not isinstance(suite, Mapping)]
+    if missing:
+        return [
+            f"{', '.join(missing)} record(s) no test list (written by an older version?): "
+            "cannot tell whether a shard is missing"
+        ]
+    collected = {n: (s["collected"], s["collected_digest"]) for n, s in suites.items()}
+    if len(set(collected.values())) > 1:
+        counts = {n: f"{c} tests" for n, (c, _) in collected.items()}
+        return [
+            f"the shards collected different test suites ({_shown_values(counts)}): shard by "
+            "deselection (-k, -m, a splitting plugin) over one suite for the merge to check it"
+        ]
+    total, digest = next(iter(collected.values()))
+    ran = sum(int(s["ran"]) for s in suites.values())
+    ran_digest = add_digests(str(s["ran_digest"]) for s in suites.values())
+    if ran < total:
+        return [
+            f"{total - ran} of the {total} tests collected ran in no shard: a shard is missing or "
+            "stopped early"
+        ]
+    if ran > total or ran_digest != digest:
+        return [f"the shards ran {ran} tests of the {total} collected: some ran in more than one shard"]
+    return []
 
 
 def judge_check_section(

@@ -8,7 +8,8 @@ evaluate the aggregate gates and the comparison with a baseline once, over the m
 
 Both exit like pytest: 0 when everything evaluated passed, 1 when a gate failed (for ``merge``, also
 when a shard recorded a failing comparison), 4 for a usage error (a malformed gate, a regression gate
-without a baseline, a missing or unreadable report).
+without a baseline, a missing, unreadable or invalid report, reports that are not the shards of one
+run: see :func:`~pytest_ragmetrics.report.build.shard_problems`).
 """
 
 from __future__ import annotations
@@ -81,6 +82,17 @@ def add_commands(commands: Any) -> None:
     )
     merge.add_argument("--output", "-o", type=Path, required=True, metavar="MERGED", help="merged report")
     merge.add_argument("inputs", nargs="+", type=Path, metavar="IN", help="the shards' JSON reports")
+    merge.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="merge shards made with different package versions, judge models, prompt versions or "
+        "settings that change scores (refused by default)",
+    )
+    merge.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="merge shards that do not add up to the whole suite (a missing shard; refused by default)",
+    )
     _gate_arguments(merge, baseline=True)
 
 
@@ -172,7 +184,7 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
 def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
     from ..baseline import load_report, parse_regression_gates
     from ..gates import evaluate_gates, parse_gates
-    from .build import attach_baseline, merge_reports, per_sample_scores
+    from .build import attach_baseline, merge_reports, per_sample_scores, shard_problems
     from .json_report import to_json, write_text_atomic
     from .model import outcome
 
@@ -183,7 +195,25 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
             "regression gates need a baseline to compare with: pass --baseline PATH (or set rag_baseline "
             "and use --gates)"
         )
+    seen: dict[Path, Path] = {}
+    for path in args.inputs:
+        first = seen.setdefault(path.resolve(), path)
+        if first is not path:
+            raise ConfigError(f"report merge: {str(path)!r} is given twice")
     shards = [load_report(path, "report") for path in args.inputs]
+    problems = shard_problems(
+        shards,
+        [str(path) for path in args.inputs],
+        allow_mixed=args.allow_mixed,
+        allow_partial=args.allow_partial,
+    )
+    if problems:
+        raise ConfigError(
+            "report merge: these reports are not the shards of one run:"
+            + "".join(f"\n  {problem}" for problem in problems)
+            + "\n(--allow-mixed merges shards made with different settings, --allow-partial shards "
+            "that do not make the whole suite)"
+        )
     baseline = load_report(baseline_path, "baseline") if baseline_path is not None else None
     catalog = _catalog([*shards, *([baseline] if baseline else [])])
     gates = parse_gates(gate_lines, catalog)
