@@ -235,7 +235,10 @@ the selected sentences, possibly an empty list). Give numbers only; never quote 
                 "2": "It was completed in 1889 for the World's Fair.",
             },
         },
-        {"reason": "Both sentences are about the tower, but neither gives its height.", "relevant_sentences": []},
+        {
+            "reason": "Both sentences are about the tower, but neither gives its height.",
+            "relevant_sentences": [],
+        },
     )
 }"""
 

@@ -307,6 +307,14 @@ OPTIONS: tuple[Option, ...] = (
         "PATH",
     ),
     Option(
+        "judge_controls",
+        _number(int, 0),
+        "judge N negative controls at the end of the run (a question with a chunk retrieved for another "
+        "sample) and report the share judged useful / relevant / needed; floors like "
+        "'context_precision controls <= 0.2' go in rag_judge_agreement",
+        "N",
+    ),
+    Option(
         "judge_agreement",
         _lines,
         "judge agreement floors, one per line, e.g. 'context_precision kappa >= 0.6'; a judge below one "

@@ -374,6 +374,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         for line, colour in failure_lines(report):
             terminalreporter.write_line(line, **{colour: True})
+    if session.controls is not None:
+        from .calibration.controls import control_lines
+
+        for line, colour in control_lines(session.controls):
+            terminalreporter.write_line(line, **{colour: True})
     if session.stats.refused:
         from .judge.budget import cap_stopped_message
         from .settings import how_to_set

@@ -68,6 +68,9 @@ class RagmetricsSession:
         self.labels: list[LabelledItem] | None = None
         self.floors: list[Floor] = []
         self.judge_check: dict[str, Any] | None = None
+        #: The negative controls (``judge_controls``): the pairs to judge, and the outcome.
+        self.control_pairs: list[dict[str, Any]] | None = None
+        self.controls: dict[str, Any] | None = None
         #: Comparisons of the run, from every process, in report order.
         self.rows: list[dict[str, Any]] = []
         #: Tests stopped by a ragmetrics error (a judgment not recorded, the judge unavailable...).
@@ -208,16 +211,27 @@ class RagmetricsSession:
         s = self.settings
         if not (s.judge_check or s.judge_agreement):
             return
-        from .calibration.check import parse_floors
+        from .calibration.check import CONTROLS, parse_floors
         from .calibration.labels import load_labels
 
-        if not s.judge_check:
+        try:
+            self.floors = parse_floors(s.judge_agreement)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"ragmetrics: judge check: {exc}") from None
+        on_controls = [f for f in self.floors if f.stat == CONTROLS]
+        if len(on_controls) < len(self.floors) and not s.judge_check:
             raise pytest.UsageError(
                 "ragmetrics: rag_judge_agreement floors need a labelled set to measure the judge against: "
                 "set rag_judge_check (or --rag-judge-check=PATH)"
             )
+        if on_controls and not s.judge_controls:
+            raise pytest.UsageError(
+                f"ragmetrics: the floor {on_controls[0].spec!r} needs negative controls: set "
+                "--rag-judge-controls=N (rag_judge_controls)"
+            )
+        if not s.judge_check:
+            return
         try:
-            self.floors = parse_floors(s.judge_agreement)
             self.labels = load_labels(s.judge_check)
         except (ConfigError, ValueError) as exc:
             raise pytest.UsageError(f"ragmetrics: judge check: {exc}") from None
@@ -458,6 +472,8 @@ class RagmetricsSession:
                 self.answer_classes[key] = (kind, tuple(classes))
             if data.get("store_keys") is not None:
                 self._add_store_keys(data["store_keys"])
+            if data.get("control_pairs") is not None and self.control_pairs is None:
+                self.control_pairs = data["control_pairs"]  # every worker draws the same pairs
 
     def _add_store_keys(self, keys: Iterable[str]) -> None:
         self.store_keys = (self.store_keys or set()) | set(keys)
@@ -494,6 +510,13 @@ class RagmetricsSession:
             )
             if not self.judge_check["passed"]:
                 _fail(session)
+        if self.settings.judge_controls and ran_tests and not config.option.collectonly:
+            if is_worker(config):
+                self.control_pairs = self._control_pairs()
+            else:
+                self.controls = self._judge_controls()
+                if self.controls is not None and not self.controls["passed"]:
+                    _fail(session)
         self._close()
         used = bool(self.rows or self.evaluators or self.worker_stats or self.errors)
         if is_worker(config):
@@ -516,6 +539,8 @@ class RagmetricsSession:
             if any(not g["passed"] for g in self.gate_results):
                 _fail(session)
         report = self._report()
+        if self.controls is not None:
+            report["summary"]["judge_controls"] = self.controls
         if any(not g["passed"] for g in report["summary"].get("regression_gates") or []):
             _fail(session)
         if self.stats.refused:  # the judge call cap stopped the run
@@ -525,6 +550,34 @@ class RagmetricsSession:
 
         write_reports(report, s)
         self.final_report = report
+
+    def _control_pairs(self) -> list[dict[str, Any]]:
+        """The negative-control pairs of this run, drawn from its tests' ``rag_sample`` parameters
+        (every xdist worker collects them all: each draws the same pairs)."""
+        from .calibration.controls import control_pairs
+        from .sample import RagSample
+
+        samples = []
+        for item in self.items or ():
+            callspec = getattr(item, "callspec", None)
+            sample = callspec.params.get("rag_sample") if callspec is not None else None
+            if isinstance(sample, RagSample):
+                samples.append(sample)
+        s = self.settings
+        return [p.to_json() for p in control_pairs(samples, s.judge_controls, s.seed or 0)]
+
+    def _judge_controls(self) -> dict[str, Any] | None:
+        """Judge the negative controls for the judgment kinds the run used; the report's section."""
+        from .calibration.controls import ControlPair, run_controls
+
+        pairs = self.control_pairs if self.control_pairs is not None else self._control_pairs()
+        kinds = {kind for kind, _ in self.answer_classes.values()}
+        for evaluator in self.evaluators.values():
+            kinds.update(kind for kind, _ in evaluator.answers.values())
+        floors = [f for f in self.floors if f.stat == "controls"]
+        return run_controls(
+            self.evaluator(self.settings), [ControlPair.from_json(p) for p in pairs], kinds, floors
+        )
 
     def _report_asked(self) -> bool:
         """A report, a gate or a baseline was asked for: the run reports even when no test judged."""
@@ -547,6 +600,7 @@ class RagmetricsSession:
             "deselected": self.deselected,
             "collected": self.suite.collected,
             "answer_classes": {k: [kind, list(c)] for k, (kind, c) in self.answer_classes.items()},
+            "control_pairs": self.control_pairs,
         }
 
     def _report(self) -> dict[str, Any]:

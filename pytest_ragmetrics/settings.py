@@ -85,6 +85,7 @@ class Settings:
     save_baseline: str | None = None
     regression_gates: tuple[str, ...] = ()
     judge_check: str | None = None
+    judge_controls: int = 0
     judge_agreement: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

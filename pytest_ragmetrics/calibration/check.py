@@ -49,6 +49,10 @@ STATISTICS: Mapping[str, str] = {
     "f1": "F1 of 'yes' / 'needed', the labels being the truth (not for graded ratings)",
 }
 
+#: The statistic of a floor on negative controls (``context_precision controls <= 0.2``): the share of
+#: controls judged useful / relevant / needed (see :mod:`.controls`). It needs no labelled set.
+CONTROLS = "controls"
+
 #: The unit agreement is counted over, per kind.
 UNITS: Mapping[str, str] = {
     J.PRECISION: "chunk",
@@ -184,8 +188,9 @@ class Floor:
 
 #: The expected form of a floor, quoted in every parse error.
 FLOOR_FORM = (
-    "expected '<judgment kind> <statistic> <op> <number>', e.g. 'context_precision kappa >= 0.6' or "
-    "'context_relevance[graded] weighted_kappa >= 0.5'; statistic is one of " + ", ".join(STATISTICS)
+    "expected '<judgment kind> <statistic> <op> <number>', e.g. 'context_precision kappa >= 0.6', "
+    "'context_relevance[graded] weighted_kappa >= 0.5' or 'context_precision controls <= 0.2'; "
+    "statistic is one of " + ", ".join([*STATISTICS, CONTROLS])
 )
 
 
@@ -203,6 +208,12 @@ def parse_floor(line: str) -> Floor:
         )
     if parsed.condition is not None:
         raise parsed.error("an agreement floor takes no 'at ...' condition")
+    if parsed.stat == CONTROLS:
+        from .controls import CONTROL_KINDS
+
+        if kind not in CONTROL_KINDS:
+            raise parsed.error(f"there are no negative controls for {kind}; use {', '.join(CONTROL_KINDS)}")
+        return Floor(parsed.spec, kind, parsed.stat, parsed.op, parsed.threshold)
     if parsed.stat not in STATISTICS:
         raise parsed.error(f"unknown statistic {parsed.stat!r}")
     if parsed.stat == "weighted_kappa" and kind != J.GRADED:
@@ -228,6 +239,8 @@ def check_floors(
     """One row per floor and judge model: value, passed, and why when it failed."""
     rows: list[dict[str, Any]] = []
     for floor in floors:
+        if floor.stat == CONTROLS:
+            continue  # checked on the negative controls, not the labels
         matching = [r for r in results if r.kind == floor.kind]
         if not matching:
             rows.append(

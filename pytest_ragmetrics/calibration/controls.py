@@ -1,0 +1,337 @@
+"""Negative controls: judge pairs that should come out negative, and see how often they do not.
+
+A control pairs the question of one of the run's samples with a chunk retrieved for a different
+sample. Such a chunk may happen to help (two questions about the same thing), but across many pairs a
+judge that calls most of them useful or relevant is not discriminating, whatever it says of the run's
+own chunks. No labels are needed. Controls are judged with exactly the requests the metrics send (same
+prompts, parameters, cache and judgment store), for the judgment kinds the run used:
+
+* ``context_precision``: the share of controls judged *useful* for the question's reference;
+* ``context_relevance_graded``: the share rated *relevant* (1 or 2);
+* ``context_relevance_sentences``: the share with at least one sentence judged *needed*.
+
+Pairs are drawn with a seeded generator from the samples sorted by a stable key, so a run draws the
+same pairs whatever order its tests ran in. A pair whose question and chunk come from samples sharing
+an id, a reference or the question's text, or whose chunk (by text or context id) was retrieved for
+or is a reference context of the question's own sample, is never used.
+
+What a control cannot tell: a low share does not make a judge right about the run's own chunks (it
+may reject everything); a high share can also mean the golden set asks near-duplicate questions. It is
+a tripwire for a judge that says yes to everything, not a measure of agreement (see the judge check).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .. import judgments as J
+from .._aio import gather_or_cancel
+from ..errors import JudgeError, RagMetricsError
+from ..sample import RagSample
+from ..text import normalize_text
+
+if TYPE_CHECKING:
+    from ..engine import Evaluator
+    from ..metrics.builtin import ScoringContext
+    from .check import Floor
+
+__all__ = [
+    "CONTROL_KINDS",
+    "WARN_SHARE",
+    "ControlPair",
+    "ControlShare",
+    "check_control_floors",
+    "control_lines",
+    "control_pairs",
+    "judge_controls",
+    "run_controls",
+]
+
+#: The kinds a control is judged for, and what a positive verdict is called in reports.
+CONTROL_KINDS: Mapping[str, str] = {
+    J.PRECISION: "useful",
+    J.GRADED: "relevant",
+    J.SENTENCES: "needed",
+}
+
+#: Above this share of controls judged positive the run warns that the judge may not discriminate.
+WARN_SHARE = 0.5
+
+#: How many draws per wanted pair before giving up (a small or homogeneous golden set has few pairs).
+_DRAWS_PER_PAIR = 50
+
+
+@dataclass(frozen=True)
+class ControlPair:
+    """A question (with its sample's reference) and a chunk retrieved for another sample."""
+
+    question: str
+    reference: str | None
+    reference_kind: str
+    chunk: str
+    question_sample: str
+    chunk_sample: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "reference": self.reference,
+            "reference_kind": self.reference_kind,
+            "chunk": self.chunk,
+            "question_sample": self.question_sample,
+            "chunk_sample": self.chunk_sample,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ControlPair:
+        return cls(
+            str(data["question"]),
+            None if data.get("reference") is None else str(data["reference"]),
+            str(data.get("reference_kind", "ground_truth")),
+            str(data["chunk"]),
+            str(data["question_sample"]),
+            str(data["chunk_sample"]),
+        )
+
+
+def _name(sample: RagSample) -> str:
+    return str(sample.id) if sample.id is not None else sample.question
+
+
+def _reference(sample: RagSample) -> tuple[str | None, str]:
+    if sample.ground_truth:
+        return sample.ground_truth, "ground_truth"
+    if sample.answer:
+        return sample.answer, "answer"
+    return None, "ground_truth"
+
+
+def _unrelated(question: RagSample, other: RagSample, chunk: int) -> bool:
+    """May ``other``'s chunk number ``chunk`` be a control for ``question``'s question?"""
+    if question.id is not None and question.id == other.id:
+        return False
+    if normalize_text(question.question) == normalize_text(other.question):
+        return False
+    ours, theirs = _reference(question)[0], _reference(other)[0]
+    if ours and theirs and normalize_text(ours) == normalize_text(theirs):
+        return False
+    text = normalize_text(other.contexts[chunk])
+    own = {normalize_text(c) for c in (*question.contexts, *(question.reference_contexts or ()))}
+    if text in own:
+        return False
+    if other.context_ids is not None:
+        chunk_id = other.context_ids[chunk]
+        known = {*(question.context_ids or ()), *(question.reference_context_ids or ())}
+        if chunk_id in known:
+            return False
+    return True
+
+
+def control_pairs(samples: Iterable[RagSample], count: int, seed: int = 0) -> list[ControlPair]:
+    """``count`` distinct control pairs drawn from ``samples`` (fewer when there are not enough)."""
+    unique: dict[str, RagSample] = {}
+    for sample in samples:
+        if sample.contexts:
+            unique.setdefault(f"{_name(sample)}\0{sample.question}\0{sample.contexts!r}", sample)
+    pool = [unique[key] for key in sorted(unique)]
+    if count < 1 or len(pool) < 2:
+        return []
+    rng = random.Random(seed)
+    chosen: list[ControlPair] = []
+    seen: set[tuple[int, int, int]] = set()
+    for _ in range(count * _DRAWS_PER_PAIR):
+        if len(chosen) == count:
+            break
+        i, j = rng.randrange(len(pool)), rng.randrange(len(pool))
+        k = rng.randrange(len(pool[j].contexts))
+        if i == j or (i, j, k) in seen:
+            continue
+        seen.add((i, j, k))
+        if not _unrelated(pool[i], pool[j], k):
+            continue
+        reference, reference_kind = _reference(pool[i])
+        chosen.append(
+            ControlPair(
+                pool[i].question,
+                reference,
+                reference_kind,
+                pool[j].contexts[k],
+                _name(pool[i]),
+                _name(pool[j]),
+            )
+        )
+    return chosen
+
+
+@dataclass
+class ControlShare:
+    """How one judgment kind's controls came out."""
+
+    kind: str
+    judged: int = 0
+    positive: int = 0
+    errors: list[str] = field(default_factory=list)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def share(self) -> float | None:
+        return self.positive / self.judged if self.judged else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "verdict": CONTROL_KINDS[self.kind],
+            "judged": self.judged,
+            "positive": self.positive,
+            "share": self.share,
+            "errors": len(self.errors),
+            "error_reasons": self.errors[:5],
+            "examples": self.examples[:5],
+        }
+
+
+async def _judge_pair(
+    pair: ControlPair, kind: str, evaluator: Evaluator, ctx: ScoringContext, label: str
+) -> bool | None:
+    """True when the judge found the control useful / relevant / needed; None for precision without
+    a reference."""
+    s = evaluator.settings
+    question, chunk = normalize_text(pair.question), normalize_text(pair.chunk)
+    if kind == J.PRECISION:
+        if pair.reference is None:
+            return None
+        params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
+        request = J.precision_request(
+            question, normalize_text(pair.reference), pair.reference_kind, chunk, params, label
+        )
+        answer = await ctx.judge(request)
+        return J.combine_boolean(answer.choices, "useful")[0]
+    if kind == J.GRADED:
+        ratings = []
+        for model in s.models_for_graded:
+            graded = J.JudgeParams(model, s.graded_temperature, s.seed, s.judge_n)
+            answer = await ctx.judge(J.graded_request(question, chunk, graded, label))
+            ratings.append(J.combine_rating(answer.choices)[0])
+        return sum(ratings) / len(ratings) >= 0.5  # the nearest rating, halves up, is 1 or 2
+    # Sentence selection, judged by the metric itself: exactly the request a test makes for the chunk.
+    scored = await evaluator.ascore(RagSample(pair.question, (pair.chunk,)), "context_relevance", "sentence")
+    return bool(scored.verdicts and scored.verdicts[0].extracted)
+
+
+async def judge_controls(
+    pairs: Sequence[ControlPair], kinds: Iterable[str], evaluator: Evaluator
+) -> list[ControlShare]:
+    """Judge every pair for every kind in ``kinds`` that controls cover; one share per kind."""
+    ctx = evaluator.scoring_context()
+    wanted = [kind for kind in CONTROL_KINDS if kind in set(kinds)]
+
+    async def one(pair: ControlPair, kind: str, number: int) -> tuple[str, ControlPair, Any]:
+        label = f"negative control {number} ({pair.question_sample!r}, a chunk of {pair.chunk_sample!r})"
+        try:
+            return kind, pair, await _judge_pair(pair, kind, evaluator, ctx, label)
+        except JudgeError as exc:
+            return kind, pair, exc
+
+    outcomes = await gather_or_cancel(
+        *(one(pair, kind, n) for kind in wanted for n, pair in enumerate(pairs, start=1))
+    )
+    shares = {kind: ControlShare(kind) for kind in wanted}
+    for kind, pair, outcome in outcomes:
+        share = shares[kind]
+        if isinstance(outcome, JudgeError):
+            share.errors.append(str(outcome))
+        elif outcome is not None:
+            share.judged += 1
+            if outcome:
+                share.positive += 1
+                share.examples.append(
+                    {
+                        "question": pair.question_sample,
+                        "chunk_of": pair.chunk_sample,
+                        "chunk": pair.chunk[:200],
+                    }
+                )
+    return list(shares.values())
+
+
+def check_control_floors(
+    floors: Sequence[Floor], shares: Sequence[ControlShare], compare: Callable[[float, str, float], bool]
+) -> list[dict[str, Any]]:
+    """One row per controls floor (``context_precision controls <= 0.2``): value, passed, and why."""
+    by_kind = {s.kind: s for s in shares}
+    rows = []
+    for floor in floors:
+        share = by_kind.get(floor.kind)
+        value = share.share if share is not None else None
+        if floor.kind not in CONTROL_KINDS:
+            passed, reason = False, f"there are no negative controls for {floor.kind}"
+        elif value is None:
+            passed = False
+            reason = f"no {floor.kind} control was judged (the run made no such judgment, or each failed)"
+        else:
+            assert share is not None  # a value comes from a share
+            passed = compare(value, floor.op, floor.threshold)
+            verdict = CONTROL_KINDS[floor.kind]
+            reason = "" if passed else f"{share.positive} of {share.judged} controls judged {verdict}"
+        rows.append(
+            {"spec": floor.spec, "kind": floor.kind, "value": value, "passed": passed, "reason": reason}
+        )
+    return rows
+
+
+def run_controls(
+    evaluator: Evaluator, pairs: Sequence[ControlPair], kinds: Iterable[str], floors: Sequence[Floor]
+) -> dict[str, Any]:
+    """Judge the controls with ``evaluator``'s cached judge and check ``floors``: the report's section."""
+    from ..gates import compare
+
+    section: dict[str, Any] = {"pairs": len(pairs), "model": evaluator.settings.judge_model}
+    judged_before = set(evaluator.answers)
+    try:
+        shares = evaluator.runner.run(judge_controls(pairs, kinds, evaluator))
+    except RagMetricsError as exc:
+        return {**section, "kinds": [], "floors": [], "warnings": [], "passed": False, "error": str(exc)}
+    finally:
+        # What the controls decided says nothing about how the tests' judgments were spread.
+        for key in set(evaluator.answers) - judged_before:
+            del evaluator.answers[key]
+    rows = check_control_floors(floors, shares, compare)
+    warnings = [
+        f"{s.positive} of {s.judged} negative controls ({s.share:.0%}) were judged {CONTROL_KINDS[s.kind]} "
+        f"for {s.kind}: above {WARN_SHARE:.0%}, the judge may not be discriminating"
+        for s in shares
+        if s.share is not None and s.share > WARN_SHARE
+    ]
+    return {
+        **section,
+        "kinds": [s.to_json() for s in shares],
+        "floors": rows,
+        "warnings": warnings,
+        "passed": all(r["passed"] for r in rows),
+        "error": None,
+    }
+
+
+def control_lines(section: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's closing lines on its negative controls, each with its colour."""
+    if section.get("error"):
+        return [(f"ragmetrics negative controls could not be judged: {section['error']}", "red")]
+    lines = []
+    for k in section.get("kinds") or []:
+        share = "-" if k.get("share") is None else f"{k['share']:.0%}"
+        errors = f", {k['errors']} not judged" if k.get("errors") else ""
+        lines.append(
+            (
+                f"ragmetrics negative controls: {k['kind']}: {k['positive']} of {k['judged']} judged "
+                f"{k['verdict']} ({share}){errors}",
+                "bold",
+            )
+        )
+    lines += [(f"ragmetrics warning: {w}", "yellow") for w in section.get("warnings") or []]
+    for floor in section.get("floors") or []:
+        if not floor["passed"]:
+            lines.append((f"ragmetrics controls floor failed: {floor['spec']} ({floor['reason']})", "red"))
+    return lines
