@@ -3,13 +3,17 @@
 Shown only once a test has waited on the judge for a while, so a warm run (answers from the cache in
 milliseconds) and a quick cold test print nothing. On a terminal the figures sit at the end of the
 current line (after the dots, or after the test id under ``-v``) and are updated in place, then erased
-before pytest writes anything else; elsewhere (CI logs) a plain line is written every few seconds.
+before pytest writes anything else. Elsewhere (CI logs) nothing can be erased, and a line written
+while tests run would break pytest's line of dots: one line at the end of the run says what was
+judged and how fast, and ``-q`` leaves it out.
 
 "Total" is every judge call this run has asked for so far (including any asked for ahead of the test
 that needs it), "judged" the calls answered or failed; cache and store hits are not calls.
 
 Under pytest-xdist the workers have no terminal: each writes its figures to a small JSON file in a
-directory the controller hands out, and a thread on the controller adds them up and shows them.
+directory the controller hands out, and a thread on the controller adds them up and shows them. The
+workers do not judge ahead, so their totals grow as their tests start: the time left is reckoned
+from the tests instead, whose number the controller knows from the start.
 """
 
 from __future__ import annotations
@@ -28,7 +32,15 @@ from typing import Any
 
 import pytest
 
-__all__ = ["ControllerProgress", "LocalProgress", "ProgressLine", "WorkerProgress", "format_progress"]
+__all__ = [
+    "ControllerProgress",
+    "LocalProgress",
+    "ProgressLine",
+    "WorkerProgress",
+    "format_done",
+    "format_progress",
+    "format_xdist_progress",
+]
 
 #: xdist ``workerinput`` key naming the directory workers write their figures to.
 WORKER_INPUT_KEY = "ragmetrics_progress_dir"
@@ -43,6 +55,25 @@ def format_progress(judged: int, total: int, rate: float | None) -> str:
         if left:
             text += f", about {_duration(left / rate)} left"
     return text
+
+
+def format_xdist_progress(
+    judged: int, rate: float | None, tests_done: int, tests: int, left: float | None
+) -> str:
+    """``ragmetrics: judged 40 judge calls, 3.2/s; 50/126 tests, about 12s left``."""
+    text = f"ragmetrics: judged {judged} judge call{'s' if judged != 1 else ''}"
+    if rate:
+        text += f", {rate:.1f}/s"
+    text += f"; {tests_done}/{tests} tests"
+    if left:
+        text += f", about {_duration(left)} left"
+    return text
+
+
+def format_done(judged: int, seconds: float) -> str:
+    """``ragmetrics: judged 126 judge calls in 17s, 7.4/s``: the line a log gets at the end."""
+    text = f"ragmetrics: judged {judged} judge call{'s' if judged != 1 else ''} in {_duration(seconds)}"
+    return text + (f", {judged / seconds:.1f}/s" if judged and seconds > 0 else "")
 
 
 def _duration(seconds: float) -> str:
@@ -63,16 +94,18 @@ class ProgressLine:
     pytest writes.
     """
 
-    #: Seconds of waiting before anything is shown, and between updates, on a terminal ...
+    #: Seconds of waiting before anything is shown, and between updates, on a terminal.
     tty_after, tty_every = 1.0, 0.5
-    #: ... and in a log (not a terminal), where every update is a new line.
-    plain_after, plain_every = 3.0, 5.0
+    #: Seconds of waiting, in a log (not a terminal), that earn the run its line at the end.
+    plain_after = 3.0
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.lock = threading.RLock()
         self._drawn = False  # text of ours is on the terminal's current line
         self._last = 0.0
+        #: Off a terminal, a wait long enough to be shown happened: the run ends with one line.
+        self.waited_in_log = False
 
     def _reporter(self) -> Any:
         # -qq: nothing but the summary (read as an option: Config.get_verbosity is pytest 8+)
@@ -105,19 +138,15 @@ class ProgressLine:
             if reporter is None:
                 return
             file = self._file(reporter)
-            after, every = (self.tty_after, self.tty_every) if file else (self.plain_after, self.plain_every)
+            if file is None:
+                # Off a terminal nothing is written while tests run: the run ends with a line.
+                self.waited_in_log = self.waited_in_log or waited >= self.plain_after
+                return
             now = time.monotonic()
-            if waited < after or now - self._last < every:
+            if waited < self.tty_after or now - self._last < self.tty_every:
                 return
             self._last = now
             with self._uncaptured():
-                if file is None:
-                    tw = getattr(reporter, "_tw", None)
-                    if tw is not None and tw.width_of_current_line:
-                        # Under xdist the dots do not tell the reporter a line is open.
-                        reporter.write("\n")
-                    reporter.write_line(text())
-                    return
                 tw = reporter._tw
                 room = tw.fullwidth - tw.width_of_current_line - 2
                 if room < 12:
@@ -150,6 +179,12 @@ class ProgressLine:
         self.clear()
         self._last = 0.0
 
+    def summary(self, reporter: Any, text: Callable[[], str]) -> None:
+        """At the end of a run logged off a terminal that waited on the judge: ``text()`` on a line
+        of its own, unless ``-q`` asked for less."""
+        if self.waited_in_log and int(self.config.getoption("verbose")) >= 0:
+            reporter.write_line(text())
+
 
 def _encodes(file: Any, text: str) -> bool:
     try:
@@ -169,8 +204,11 @@ class _Rate:
         now = time.monotonic()
         if total and self.since is None:
             self.since = now
-        elapsed = now - self.since if self.since is not None else 0.0
+        elapsed = self.elapsed()
         return judged / elapsed if judged and elapsed > 0 else None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.since if self.since is not None else 0.0
 
 
 class LocalProgress:
@@ -180,6 +218,10 @@ class LocalProgress:
         self.line = ProgressLine(config)
         self.live = live
         self.rate = _Rate()
+        config.pluginmanager.register(self)  # for its line at the end of the run
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self.line.summary(terminalreporter, lambda: format_done(self.live()[0], self.rate.elapsed()))
 
     def _text(self) -> str:
         judged, total = self.live()
@@ -240,6 +282,12 @@ class ControllerProgress:
         self.rate = _Rate()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: The tests of the run, once a worker has collected them, and how many have finished.
+        self.tests: int | None = None
+        self.tests_done = 0
+        self._tests_since: float | None = None
+        #: The judge calls the workers judged, as last read (kept for the line at the end).
+        self.judged = 0
 
     def figures(self) -> tuple[int, int, float]:
         """Judged and total over all workers, and the longest current wait of any worker."""
@@ -257,12 +305,22 @@ class ControllerProgress:
                 continue
         return judged, total, waited
 
+    def _text(self, judged: int, total: int, rate: float | None) -> str:
+        tests = self.tests
+        if not tests:
+            return format_progress(judged, total, rate)
+        done = min(self.tests_done, tests)
+        elapsed = time.monotonic() - self._tests_since if self._tests_since is not None else 0.0
+        left = (tests - done) * elapsed / done if done and elapsed > 0 else None
+        return format_xdist_progress(judged, rate, done, tests, left)
+
     def _run(self) -> None:
         while not self._stop.wait(self.poll):
             judged, total, waited = self.figures()
+            self.judged = max(self.judged, judged)
             rate = self.rate(judged, total)
             if waited > 0:
-                self.line.show(waited, functools.partial(format_progress, judged, total, rate))
+                self.line.show(waited, functools.partial(self._text, judged, total, rate))
             else:
                 self.line.rest()
 
@@ -276,6 +334,8 @@ class ControllerProgress:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if os.path.isdir(self.directory):
+            self.judged = max(self.judged, self.figures()[0])
         self.line.clear()
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -288,8 +348,19 @@ class ControllerProgress:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
+        if report.when == "teardown":
+            self.tests_done += 1
         with self._quiet():
             return (yield)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
+        if self.tests is None:
+            self.tests = len(ids)  # every worker collects the same tests
+            self._tests_since = time.monotonic()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self.line.summary(terminalreporter, lambda: format_done(self.judged, self.rate.elapsed()))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Generator[None, Any, Any]:

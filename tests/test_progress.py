@@ -4,6 +4,7 @@ and nothing for a warm or quick run."""
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 
@@ -15,7 +16,14 @@ import pytest_ragmetrics.judge.cache
 import pytest_ragmetrics.judge.openai_judge
 import pytest_ragmetrics.metrics.builtin
 import pytest_ragmetrics.text  # noqa: F401
-from pytest_ragmetrics.progress import ControllerProgress, ProgressLine, WorkerProgress, format_progress
+from pytest_ragmetrics.progress import (
+    ControllerProgress,
+    ProgressLine,
+    WorkerProgress,
+    format_done,
+    format_progress,
+    format_xdist_progress,
+)
 from pytest_ragmetrics.testing import FakeJudgeServer
 
 pytest_plugins = ["pytester"]
@@ -48,14 +56,32 @@ def test_progress_text_gives_judged_total_rate_and_time_left():
     assert format_progress(40, 40, 2.0) == "ragmetrics: judged 40/40 judge calls, 2.0/s"
     assert format_progress(1, 500, 0.1).endswith("about 1h23m left")
     assert format_progress(10, 100, 1.0).endswith("about 1m30s left")
+    assert format_xdist_progress(40, 3.2, 50, 126, 12.4) == (
+        "ragmetrics: judged 40 judge calls, 3.2/s; 50/126 tests, about 12s left"
+    )
+    assert format_xdist_progress(1, None, 0, 126, None) == "ragmetrics: judged 1 judge call; 0/126 tests"
+    assert format_done(126, 17.0) == "ragmetrics: judged 126 judge calls in 17s, 7.4/s"
 
 
-def test_plain_progress_lines_in_a_log_while_a_cold_run_waits(slow_project):
+def assert_one_unbroken_dots_line(result):
+    """pytest's line of dots reads as without progress, and nothing of ours comes before it."""
+    lines = result.stdout.lines
+    [end] = [i for i, line in enumerate(lines) if line.endswith("[100%]")]
+    assert re.fullmatch(r"(test_rag\.py )?\.\. +\[100%\]", lines[end]), lines[end]
+    assert not any("ragmetrics: judged" in line for line in lines[:end])
+
+
+def test_in_a_log_a_cold_run_ends_with_one_progress_line_and_keeps_the_dots_line(slow_project):
     slow_project.server.delay(0.8)
     slow_project.makepyfile(test_rag=SLOW_TEST.replace("CHUNKS", "6"))
     cold = slow_project.runpytest("--rag-concurrency=1")
     cold.assert_outcomes(passed=2)
-    cold.stdout.fnmatch_lines(["ragmetrics: judged */6 judge calls, *.*/s, about *s left"])
+    assert_one_unbroken_dots_line(cold)
+    assert cold.stdout.str().count("ragmetrics: judged") == 1
+    cold.stdout.fnmatch_lines(["*[100%]", "*", "ragmetrics: judged 6 judge calls in *s, *.*/s"])
+    quiet = slow_project.runpytest("--rag-concurrency=1", "-q", "--rag-cache=off")
+    quiet.assert_outcomes(passed=2)
+    assert "ragmetrics: judged" not in quiet.stdout.str()
     warm = slow_project.runpytest("--rag-concurrency=1")
     warm.assert_outcomes(passed=2)
     assert "ragmetrics: judged" not in warm.stdout.str()
@@ -111,12 +137,30 @@ def test_progress_on_a_terminal_is_drawn_in_place_and_erased(slow_project):
     assert "\n" not in out[first : out.index("[100%]")]
 
 
-def test_under_xdist_the_controller_shows_the_workers_progress(slow_project):
+def test_under_xdist_a_log_gets_one_line_at_the_end_and_an_unbroken_dots_line(slow_project):
     slow_project.server.delay(0.8)
     slow_project.makepyfile(test_rag=SLOW_TEST.replace("CHUNKS", "6"))
     result = slow_project.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-concurrency=1")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["ragmetrics: judged */6 judge calls*"])  # on a line of its own
+    assert_one_unbroken_dots_line(result)
+    assert result.stdout.str().count("ragmetrics: judged") == 1
+    result.stdout.fnmatch_lines(["ragmetrics: judged 6 judge calls in *s*"])
+
+
+def test_under_xdist_time_left_is_reckoned_from_the_runs_known_number_of_tests(pytester):
+    controller = ControllerProgress(pytester.parseconfig())
+    try:
+        assert controller._text(1, 2, None) == "ragmetrics: judged 1/2 judge calls"  # tests not known yet
+        controller.pytest_xdist_node_collection_finished(None, [f"t{i}" for i in range(126)])
+        controller.pytest_xdist_node_collection_finished(None, [f"t{i}" for i in range(126)])
+        assert controller.tests == 126
+        controller._tests_since -= 10.0  # ten seconds into the run, 50 tests done
+        controller.tests_done = 50
+        text = controller._text(40, 41, 4.0)
+        assert text.startswith("ragmetrics: judged 40 judge calls, 4.0/s; 50/126 tests, about 1")
+        assert text.endswith("s left") and "/41" not in text
+    finally:
+        controller.stop()
 
 
 def test_controller_adds_up_fresh_worker_files_and_ignores_broken_ones(tmp_path, pytester):
