@@ -249,12 +249,11 @@ class _CountingJudge:
         self.stats = stats
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
-        if not self.stats.take_call():  # the run's judge call cap holds for any judge
-            from .judge.budget import cap_message
+        if not self.stats.take_call():  # the run's spending caps hold for any judge
             from .settings import how_to_set
 
-            limit = self.stats.budget.limit if self.stats.budget is not None else 0
-            raise JudgeCallCapReached(cap_message(limit, request.label or request.kind, how_to_set))
+            assert self.stats.budget is not None  # only a budget refuses
+            raise JudgeCallCapReached(self.stats.budget.refusal(request.label or request.kind, how_to_set))
         with self.stats.timer():
             answer = await self.inner.judge(request)
         self.stats.record_call(answer.usage)
@@ -364,13 +363,13 @@ class Evaluator:
         if self._stats is None:
             from .judge.stats import JudgeStats
 
-            cap = self.settings.max_judge_calls
-            if cap is None:
+            calls, tokens = self.settings.max_judge_calls, self.settings.max_judge_tokens
+            if calls is None and tokens is None:
                 self._stats = JudgeStats()
             else:
-                from .judge.budget import CallBudget
+                from .judge.budget import JudgeBudget
 
-                self._stats = JudgeStats(budget=CallBudget(cap))
+                self._stats = JudgeStats(budget=JudgeBudget(calls, tokens))
         return self._stats
 
     @property

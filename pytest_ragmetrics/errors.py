@@ -51,7 +51,8 @@ class JudgeUnavailable(JudgeError):
 
 
 class JudgeCallCapReached(JudgeUnavailable):
-    """The run's judge call cap (``max_judge_calls``) is spent: nothing more is sent to the judge."""
+    """A spending cap of the run (``max_judge_calls``, ``max_judge_tokens``) is reached: nothing more
+    is sent to the judge."""
 
 
 class JudgmentNotRecorded(JudgeError):

@@ -229,6 +229,14 @@ OPTIONS: tuple[Option, ...] = (
         "N",
         ini_type="string",  # an integer or the word none
     ),
+    Option(
+        "max_judge_tokens",
+        _number(int, 0, optional=True),
+        "send no more requests to the judge once its answers in the run used N tokens (prompt and "
+        "completion; all xdist workers together; requests in flight may pass it by their own size)",
+        "N",
+        ini_type="string",  # an integer or the word none
+    ),
     Option("timeout", _number(float, 0.001), "seconds before one judge request times out", "SECONDS"),
     Option("max_retries", _number(int, 0), "retries on 429, 5xx, timeouts and connection errors", "N"),
     Option("max_reasks", _number(int, 0), "re-asks when an answer does not fit the schema", "N"),
@@ -344,5 +352,6 @@ _OPTIONAL = frozenset(
         "judge_check",
         "judge_max_tokens",
         "max_judge_calls",
+        "max_judge_tokens",
     }
 )

@@ -92,7 +92,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(ControllerProgress(config), "ragmetrics-progress")
         session.activate()  # the workers' reports carry the comparisons
-    if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None) and not is_worker(config):
+    if (
+        config.pluginmanager.hasplugin("html")
+        and config.getoption("htmlpath", None)
+        and not is_worker(config)
+    ):
         from .pytest_html_scores import PytestHtmlScores
 
         config.pluginmanager.register(PytestHtmlScores(), "ragmetrics-pytest-html")
@@ -142,7 +146,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     problems = _session(metafunc.config).usage_errors
     where = metafunc.definition.nodeid
     if "rag_sample" not in metafunc.fixturenames:
-        problems.append(f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the rag_sample fixture")
+        problems.append(
+            f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the rag_sample fixture"
+        )
         return
     try:
         samples = load_marker_samples(name, Path(str(metafunc.definition.path)), metafunc.config.rootpath)
@@ -380,11 +386,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for line, colour in control_lines(session.controls):
             terminalreporter.write_line(line, **{colour: True})
     if session.stats.refused:
-        from .judge.budget import cap_stopped_message
+        from .judge.budget import stopped_message
         from .settings import how_to_set
 
-        cap = session.stats.max_judge_calls or 0
-        message = cap_stopped_message(cap, session.stats.refused, lambda n, v: how_to_set(n, v, True))
+        stats = session.stats
+        message = stopped_message(
+            stats.max_judge_calls, stats.max_judge_tokens, stats.refused, lambda n, v: how_to_set(n, v, True)
+        )
         terminalreporter.write_line(message, red=True)
 
 

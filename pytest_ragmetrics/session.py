@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .calibration.labels import LabelledItem
     from .engine import Evaluator, LoopRunner
     from .gates import Gate
-    from .judge.budget import CallBudget
+    from .judge.budget import JudgeBudget
     from .judge.stats import JudgeStats
     from .prefetch import Prefetcher
     from .settings import Settings
@@ -79,8 +79,9 @@ class RagmetricsSession:
         self._last_evaluator: tuple[Settings | None, Evaluator | None] = (None, None)
         self.runner: LoopRunner | None = None
         self._stats: JudgeStats | None = None
-        #: The run's judge call budget (``max_judge_calls``), shared by its xdist workers; None: no cap.
-        self.budget: CallBudget | None = None
+        #: The run's judge spending budget (``max_judge_calls``, ``max_judge_tokens``), shared by its
+        #: xdist workers; None: no cap.
+        self.budget: JudgeBudget | None = None
         self.worker_stats: list[dict[str, Any]] = []
         self.used_keys: set[str] = set()
         #: Keys held by the judgment store(s) this run used (None: no store); unused = these - used_keys.
@@ -119,27 +120,30 @@ class RagmetricsSession:
         usage error (exit 4) before the first test."""
         ini, cli = self._ini_values(), self._cli_values()
         self.configured = bool(
-            any(v is not None for v in cli.values()) or ini or any(k.startswith("RAGMETRICS_") for k in os.environ)
+            any(v is not None for v in cli.values())
+            or ini
+            or any(k.startswith("RAGMETRICS_") for k in os.environ)
         )
         if self.configured:  # else every setting has its default, resolved on first use
             self._configure(ini, cli)
-            if self.settings.max_judge_calls is not None:
-                self._share_call_budget(self.settings.max_judge_calls)
+            s = self.settings
+            if s.max_judge_calls is not None or s.max_judge_tokens is not None:
+                self._share_budget(s.max_judge_calls, s.max_judge_tokens)
 
-    def _share_call_budget(self, cap: int) -> None:
-        """The run's judge call budget: a file made here, before any worker starts, or the worker's."""
-        from .judge.budget import CallBudget
+    def _share_budget(self, calls: int | None, tokens: int | None) -> None:
+        """The run's judge spending budget: a file made here, before any worker starts, or the worker's."""
+        from .judge.budget import JudgeBudget
 
         config = self.config
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
-            self.budget = CallBudget(cap, workerinput.get(BUDGET_INPUT_KEY))
+            self.budget = JudgeBudget(calls, tokens, workerinput.get(BUDGET_INPUT_KEY))
             return
         import shutil
         import tempfile
 
-        directory = tempfile.mkdtemp(prefix="ragmetrics-calls-")
-        budget = self.budget = CallBudget.create(cap, os.path.join(directory, "calls.sqlite"))
+        directory = tempfile.mkdtemp(prefix="ragmetrics-budget-")
+        budget = self.budget = JudgeBudget.create(calls, tokens, os.path.join(directory, "budget.sqlite"))
 
         def remove() -> None:
             budget.close()
@@ -656,12 +660,12 @@ class RagmetricsSession:
 
 session_key = pytest.StashKey[RagmetricsSession]()
 
-#: xdist ``workerinput`` key naming the file of the run's judge call budget.
+#: xdist ``workerinput`` key naming the file of the run's judge spending budget.
 BUDGET_INPUT_KEY = "ragmetrics_call_budget"
 
 
 class _BudgetForWorkers:
-    """Hands every xdist worker the file of the run's judge call budget."""
+    """Hands every xdist worker the file of the run's judge spending budget."""
 
     def __init__(self, path: str) -> None:
         self.path = path

@@ -65,6 +65,7 @@ class Settings:
     judge_n: int = 1
     concurrency: int = 16
     max_judge_calls: int | None = None
+    max_judge_tokens: int | None = None
     timeout: float = 60.0
     max_retries: int = 4
     max_reasks: int = 2
@@ -163,6 +164,8 @@ RUN_WIDE = frozenset(
         "judge_check",
         "judge_agreement",
         "max_judge_calls",
+        "max_judge_tokens",
+        "judge_controls",
     }
 )
 

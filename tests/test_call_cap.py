@@ -8,7 +8,7 @@ import pytest
 
 from pytest_ragmetrics import Evaluator, RagSample, Settings
 from pytest_ragmetrics.errors import JudgeCallCapReached
-from pytest_ragmetrics.judge.budget import CallBudget
+from pytest_ragmetrics.judge.budget import JudgeBudget
 from pytest_ragmetrics.judge.stats import JudgeStats
 from pytest_ragmetrics.testing import FakeJudgeServer
 
@@ -18,22 +18,22 @@ CHUNKS = [f"Chunk number {i} about France." for i in range(5)]
 
 
 def test_a_budget_in_memory_gives_exactly_its_calls():
-    budget = CallBudget(3)
+    budget = JudgeBudget(calls=3)
     assert [budget.take() for _ in range(5)] == [True, True, True, False, False]
-    assert budget.spent == 3 and budget.exhausted
-    assert not CallBudget(0).take()
+    assert budget.spent == (3, 0) and budget.exhausted
+    assert not JudgeBudget(calls=0).take()
 
 
 def test_a_budget_shared_through_a_file_never_gives_more_than_its_cap(tmp_path):
     """Four connections (as four processes would open) take from eight threads at once."""
     path = tmp_path / "calls.sqlite"
-    CallBudget.create(25, path).close()
-    budgets = [CallBudget(25, path) for _ in range(4)]
+    JudgeBudget.create(25, None, path).close()
+    budgets = [JudgeBudget(25, None, path) for _ in range(4)]
     granted: list[bool] = []
     lock = threading.Lock()
     start = threading.Barrier(8)
 
-    def take(budget: CallBudget) -> None:
+    def take(budget: JudgeBudget) -> None:
         start.wait()
         for _ in range(10):
             ok = budget.take()
@@ -46,20 +46,35 @@ def test_a_budget_shared_through_a_file_never_gives_more_than_its_cap(tmp_path):
     for thread in threads:
         thread.join()
     assert granted.count(True) == 25 and len(granted) == 80
-    assert {b.spent for b in budgets} == {25}
+    assert {b.spent for b in budgets} == {(25, 0)}
     for budget in budgets:
         budget.close()
 
 
+def test_a_token_cap_refuses_once_the_answers_used_it_across_processes(tmp_path):
+    path = tmp_path / "budget.sqlite"
+    first, second = JudgeBudget.create(None, 100, path), JudgeBudget(None, 100, path)
+    assert first.take() and second.take()  # two calls in flight: neither has answered yet
+    first.spend(60)
+    assert second.take()
+    second.spend(60)  # 120: the calls in flight passed the cap by their own size
+    assert not first.take() and not second.take()
+    assert first.spent == (3, 120)
+    assert "the judge token cap of 100 tokens is reached" in first.refusal("chunk 1", lambda n, v: f"{n}={v}")
+    assert "max_judge_tokens=200" in first.refusal("chunk 1", lambda n, v: f"{n}={v}")
+    first.close()
+    second.close()
+
+
 def test_stats_count_the_requests_a_budget_refused():
-    stats = JudgeStats(budget=CallBudget(1))
+    stats = JudgeStats(budget=JudgeBudget(calls=1))
     assert stats.take_call() and not stats.take_call() and not stats.take_call()
     assert stats.refused == 2
     assert stats.to_json()["max_judge_calls"] == 1 and stats.to_json()["refused_calls"] == 2
     controller = JudgeStats()
     controller.merge_json(stats.to_json())
     controller.merge_json(stats.to_json())
-    assert (controller.max_judge_calls, controller.refused) == (1, 4)
+    assert (controller.max_judge_calls, controller.max_judge_tokens, controller.refused) == (1, None, 4)
     assert "max_judge_calls" not in JudgeStats().to_json()
 
 
@@ -114,15 +129,30 @@ def test_a_pytest_run_stops_at_exactly_the_cap(capped_project, xdist):
     result.stdout.fnmatch_lines(
         [
             "*JudgeCallCapReached: the judge call cap of 4 call(s) is reached*",
-            "*ragmetrics: the judge call cap stopped the run: 4 judge call(s) allowed, 2 more refused;*"
-            "--rag-max-judge-calls=8*",
+            "*ragmetrics: the judge spending cap stopped the run: 2 judge call(s) refused past 4 judge call(s) "
+            "(--rag-max-judge-calls=8 *to allow more); what was judged is kept",
         ]
     )
     # What was judged is kept: the next run pays only for the two tests left.
     again = pytester.runpytest_subprocess("--rag-max-judge-calls=2", "-p", "no:randomly", *xdist)
     again.assert_outcomes(passed=6)
     assert server.request_count == 6
-    assert "judge call cap" not in again.stdout.str()
+    assert "spending cap" not in again.stdout.str()
+
+
+def test_a_pytest_run_stops_sending_once_its_token_cap_is_used(capped_project):
+    pytester, server = capped_project
+    result = pytester.runpytest_subprocess(
+        "--rag-max-judge-tokens=1", "-p", "no:randomly", "--rag-concurrency=1"
+    )
+    assert server.request_count == 1  # the first answer used more than the cap: nothing more was sent
+    result.assert_outcomes(passed=1, failed=5)
+    result.stdout.fnmatch_lines(
+        [
+            "*JudgeCallCapReached: the judge token cap of 1 tokens is reached*--rag-max-judge-tokens=2*",
+            "*the judge spending cap stopped the run: 5 judge call(s) refused past 1 tokens*",
+        ]
+    )
 
 
 def test_the_cap_is_a_setting_of_the_run_not_of_a_test(capped_project):

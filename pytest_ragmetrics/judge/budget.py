@@ -1,13 +1,16 @@
-"""A cap on the judge requests a run sends, counted across the processes of the run.
+"""Caps on what a run spends on the judge, counted across the processes of the run.
 
 A first run against a large golden set, or a prompt change that invalidates every recorded judgment,
-has no natural brake: :class:`CallBudget` is one. Every request sent to the judge (retries and re-asks
-included: each is paid for) first takes one call from the budget; once the budget is spent, nothing
-more is sent and the judgment fails with :class:`~pytest_ragmetrics.errors.JudgeCallCapReached`.
+has no natural brake: :class:`JudgeBudget` is one. Every request sent to the judge (retries and re-asks
+included: each is paid for) first takes one call from the budget; the tokens each answer used are
+added to it. Once the calls are spent, or the tokens have reached their cap, nothing more is sent and
+the judgment fails with :class:`~pytest_ragmetrics.errors.JudgeCallCapReached`. The call cap is exact;
+the token cap is known only as answers come back, so the requests already in flight when it is
+reached may pass it by their own size.
 
 Under pytest-xdist the workers share one budget: a one-row SQLite table in a file the controller
-creates, whose counter a single ``UPDATE ... WHERE spent < cap`` statement raises atomically, so no two
-processes can together send more than the cap. Without a file (a script) the count is kept in memory.
+creates, whose counters single ``UPDATE`` statements change atomically, so no two processes together
+send more calls than the cap. Without a file (a script) the counts are kept in memory.
 """
 
 from __future__ import annotations
@@ -20,86 +23,123 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["CallBudget", "cap_message", "cap_stopped_message"]
+__all__ = ["JudgeBudget", "stopped_message"]
+
+HowToSet = Callable[[str, str], str]
+#: Stands for "no cap" in the shared table's comparisons.
+_NO_CAP = 2**62
 
 
-def cap_message(limit: int, label: str, how_to_set: Callable[[str, str], str]) -> str:
-    """Why ``label`` was not judged: the cap, and how to raise it (in the caller's wording)."""
+def _raise(name: str, limit: int, how_to_set: HowToSet) -> str:
+    return how_to_set(name, str(max(1, 2 * limit)))
+
+
+def stopped_message(calls: int | None, tokens: int | None, refused: int, how_to_set: HowToSet) -> str:
+    """The run's closing line when a cap refused requests."""
+    caps = []
+    if calls is not None:
+        caps.append(f"{calls} judge call(s) ({_raise('max_judge_calls', calls, how_to_set)} to allow more)")
+    if tokens is not None:
+        caps.append(f"{tokens} tokens ({_raise('max_judge_tokens', tokens, how_to_set)} to allow more)")
     return (
-        f"the judge call cap of {limit} call(s) is reached: {label} was not judged (what was judged is "
-        f"kept); to allow more, set {how_to_set('max_judge_calls', str(max(1, 2 * limit)))}"
+        f"ragmetrics: the judge spending cap stopped the run: {refused} judge call(s) refused past "
+        + " and ".join(caps)
+        + "; what was judged is kept"
     )
 
 
-def cap_stopped_message(limit: int, refused: int, how_to_set: Callable[[str, str], str]) -> str:
-    """The run's closing line when the cap refused requests."""
-    return (
-        f"ragmetrics: the judge call cap stopped the run: {limit} judge call(s) allowed, {refused} more "
-        f"refused; what was judged is kept; to allow more, set "
-        f"{how_to_set('max_judge_calls', str(max(1, 2 * limit)))}"
-    )
+class JudgeBudget:
+    """At most ``calls`` judge calls and about ``tokens`` tokens (None: no such cap), shared by every
+    process that opens the same ``path``."""
 
-
-class CallBudget:
-    """At most ``limit`` judge calls, shared by every process that opens the same ``path``."""
-
-    def __init__(self, limit: int, path: str | os.PathLike[str] | None = None) -> None:
-        if limit < 0:
-            raise ValueError(f"a judge call cap must not be negative, got {limit}")
-        self.limit = limit
+    def __init__(
+        self, calls: int | None = None, tokens: int | None = None, path: str | os.PathLike[str] | None = None
+    ) -> None:
+        for name, cap in (("call", calls), ("token", tokens)):
+            if cap is not None and cap < 0:
+                raise ValueError(f"a judge {name} cap must not be negative, got {cap}")
+        self.calls = calls
+        self.tokens = tokens
         self.path = None if path is None else os.fspath(path)
         self._lock = threading.Lock()
-        self._spent_here = 0
-        self._exhausted = False
+        self._calls_here = 0
+        self._tokens_here = 0
+        self._refusal: str | None = None
         self._db: sqlite3.Connection | None = None
 
     def __repr__(self) -> str:
-        return f"CallBudget(limit={self.limit}, path={self.path!r})"
+        return f"JudgeBudget(calls={self.calls}, tokens={self.tokens}, path={self.path!r})"
 
     @classmethod
-    def create(cls, limit: int, path: str | os.PathLike[str]) -> CallBudget:
+    def create(cls, calls: int | None, tokens: int | None, path: str | os.PathLike[str]) -> JudgeBudget:
         """A fresh budget in the file ``path`` (made now, before the processes that share it start)."""
-        budget = cls(limit, path)
-        budget._connect()
+        budget = cls(calls, tokens, path)
+        with budget._lock:
+            budget._connect()
         return budget
 
     def take(self) -> bool:
-        """Take one call: True when it may be sent, False (from then on) once the cap is reached."""
+        """Take one call: True when it may be sent, False (from then on) once a cap is reached."""
         with self._lock:
-            if self._exhausted:
+            if self._refusal is not None:
                 return False
+            calls = _NO_CAP if self.calls is None else self.calls
+            tokens = _NO_CAP if self.tokens is None else self.tokens
             if self.path is None:
-                allowed = self._spent_here < self.limit
+                allowed = self._calls_here < calls and self._tokens_here < tokens
             else:
                 cursor = self._connect().execute(
-                    "UPDATE calls SET spent = spent + 1 WHERE spent < ?", (self.limit,)
+                    "UPDATE budget SET calls = calls + 1 WHERE calls < ? AND tokens < ?", (calls, tokens)
                 )
                 allowed = cursor.rowcount == 1
             if allowed:
-                self._spent_here += 1
+                self._calls_here += 1
             else:
-                self._exhausted = True
+                self._refusal = "tokens" if self._spent_locked()[1] >= tokens else "calls"
             return allowed
 
-    @property
-    def spent(self) -> int:
-        """Calls taken so far: by every process sharing the file, else by this one."""
+    def spend(self, tokens: int) -> None:
+        """An answer came back having used ``tokens`` tokens."""
+        if self.tokens is None or tokens <= 0:
+            return
         with self._lock:
-            if self.path is None:
-                return self._spent_here
-            row = self._connect().execute("SELECT spent FROM calls").fetchone()
-            return int(row[0]) if row else 0
+            self._tokens_here += tokens
+            if self.path is not None:
+                self._connect().execute("UPDATE budget SET tokens = tokens + ?", (tokens,))
+
+    @property
+    def spent(self) -> tuple[int, int]:
+        """Calls and tokens spent so far: by every process sharing the file, else by this one."""
+        with self._lock:
+            return self._spent_locked()
 
     @property
     def exhausted(self) -> bool:
         """True once a call was refused in this process."""
-        return self._exhausted
+        return self._refusal is not None
+
+    def refusal(self, label: str, how_to_set: HowToSet) -> str:
+        """Why ``label`` was not judged: the cap that was reached, and how to raise it."""
+        if self._refusal == "tokens" and self.tokens is not None:
+            cap = f"the judge token cap of {self.tokens} tokens is reached"
+            more = _raise("max_judge_tokens", self.tokens, how_to_set)
+        else:
+            calls = self.calls or 0
+            cap = f"the judge call cap of {calls} call(s) is reached"
+            more = _raise("max_judge_calls", calls, how_to_set)
+        return f"{cap}: {label} was not judged (what was judged is kept); to allow more, set {more}"
 
     def close(self) -> None:
         with self._lock:
             db, self._db = self._db, None
         if db is not None:
             db.close()
+
+    def _spent_locked(self) -> tuple[int, int]:
+        if self.path is None:
+            return self._calls_here, self._tokens_here
+        row = self._connect().execute("SELECT calls, tokens FROM budget").fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
@@ -109,7 +149,9 @@ class CallBudget:
             # Autocommit: each statement is its own transaction; the event loop's thread and the
             # main thread share the connection under self._lock.
             db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-            db.execute("CREATE TABLE IF NOT EXISTS calls (spent INTEGER NOT NULL)")
-            db.execute("INSERT INTO calls (spent) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM calls)")
+            db.execute("CREATE TABLE IF NOT EXISTS budget (calls INTEGER NOT NULL, tokens INTEGER NOT NULL)")
+            db.execute(
+                "INSERT INTO budget (calls, tokens) SELECT 0, 0 WHERE NOT EXISTS (SELECT 1 FROM budget)"
+            )
             self._db = db
         return self._db

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgeError, JudgeUnavailable
 from ..redact import add_secret, redact
 from .base import JudgeAnswer, JudgeRequest, Usage, schema_errors, utc_now
-from .budget import cap_message
 from .limits import MAX_COMPLETION_TOKENS, completion_tokens
 from .stats import JudgeStats
 
@@ -667,9 +666,8 @@ class OpenAIJudge:
             # A request that was waiting or retrying while another one found the judge dead stops.
             self._fail_fast(model)
             if not self.stats.take_call():
-                budget = self.stats.budget
-                limit = budget.limit if budget is not None else 0
-                raise JudgeCallCapReached(cap_message(limit, label, self.how_to_set))
+                assert self.stats.budget is not None  # only a budget refuses
+                raise JudgeCallCapReached(self.stats.budget.refusal(label, self.how_to_set))
             try:
                 # The SDK's generic post() (its documented way to make custom requests) rather than
                 # chat.completions.create(): create() deep-copies and type-transforms the whole

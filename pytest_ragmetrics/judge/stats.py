@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .base import Usage
 
 if TYPE_CHECKING:
-    from .budget import CallBudget
+    from .budget import JudgeBudget
 
 #: Integer counters, in the order they are reported.
 COUNTERS = (
@@ -47,18 +47,19 @@ class JudgeStats:
     is that sum (each call timed from when it had a free slot to its answer, not while it queued), for
     the mean latency of a call; it is not reported.
 
-    ``budget``, when given, caps the judge requests sent (see :meth:`take_call`); ``refused`` counts
-    the requests it refused.
+    ``budget``, when given, caps the judge requests sent and the tokens spent (see :meth:`take_call`);
+    ``refused`` counts the requests it refused.
     """
 
     def __init__(
-        self, clock: Callable[[], float] = time.perf_counter, budget: CallBudget | None = None
+        self, clock: Callable[[], float] = time.perf_counter, budget: JudgeBudget | None = None
     ) -> None:
         self._clock = clock
         self.budget = budget
         self.refused = 0
-        #: The cap of the run, once known (a controller learns it from its workers' figures).
-        self.max_judge_calls: int | None = None if budget is None else budget.limit
+        #: The caps of the run, once known (a controller learns them from its workers' figures).
+        self.max_judge_calls: int | None = None if budget is None else budget.calls
+        self.max_judge_tokens: int | None = None if budget is None else budget.tokens
         self._lock = threading.Lock()
         self.calls = 0
         self.cache_hits = 0
@@ -92,6 +93,8 @@ class JudgeStats:
             if usage is not None:
                 self.prompt_tokens += usage.prompt_tokens
                 self.completion_tokens += usage.completion_tokens
+        if self.budget is not None and usage is not None:
+            self.budget.spend(usage.total_tokens)
 
     def record_cache_hit(self, usage: Usage | None = None) -> None:
         """An answer was served from the local disk cache instead of the judge."""
@@ -216,8 +219,9 @@ class JudgeStats:
             if self.response_format is not None:
                 data["response_format"] = self.response_format
                 data["response_format_reason"] = self.response_format_reason
-            if self.max_judge_calls is not None:
+            if self.max_judge_calls is not None or self.max_judge_tokens is not None:
                 data["max_judge_calls"] = self.max_judge_calls
+                data["max_judge_tokens"] = self.max_judge_tokens
                 data["refused_calls"] = self.refused
         return data
 
@@ -232,9 +236,16 @@ class JudgeStats:
             seconds = data.get("seconds", 0.0)
             if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
                 self.seconds += float(seconds)
-            cap, refused = data.get("max_judge_calls"), data.get("refused_calls", 0)
-            if isinstance(cap, int) and not isinstance(cap, bool):
-                self.max_judge_calls = cap
+            if "refused_calls" in data:
+                calls, tokens, refused = (
+                    data.get(k) for k in ("max_judge_calls", "max_judge_tokens", "refused_calls")
+                )
+                self.max_judge_calls = (
+                    calls if isinstance(calls, int) and not isinstance(calls, bool) else None
+                )
+                self.max_judge_tokens = (
+                    tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+                )
                 if isinstance(refused, int) and not isinstance(refused, bool):
                     self.refused += refused
             # Every worker finds out the same server's format; keep the first one reported, preferring
