@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -169,3 +170,29 @@ def test_the_cap_is_a_setting_of_the_run_not_of_a_test(capped_project):
     result = pytester.runpytest("test_marked.py")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*max_judge_calls applies to the whole run*"])
+
+
+def test_judging_a_golden_set_ahead_never_spends_past_the_cap(capped_project):
+    """The golden set's samples are judged ahead of their tests, through the same budget."""
+    pytester, server = capped_project
+    rows = [
+        {"id": str(i), "question": f"Question {i}?", "contexts": [f"Chunk {i}."], "ground_truth": "A."}
+        for i in range(8)
+    ]
+    pytester.makefile(".jsonl", golden="\n".join(json.dumps(row) for row in rows))
+    pytester.makepyfile(
+        test_capped="""
+        import pytest
+        from pytest_ragmetrics import assert_context_precision, assert_context_relevance
+
+        @pytest.mark.ragmetrics(samples="golden.jsonl")
+        def test_golden(rag_sample):
+            assert_context_precision(rag_sample) >= 0.5
+            assert_context_relevance(rag_sample, method="graded") >= 0.5
+        """
+    )
+    result = pytester.runpytest_subprocess("--rag-max-judge-calls=5", "--rag-report-json=report.json")
+    assert server.request_count == 5
+    assert result.ret == 1
+    judge = json.loads((pytester.path / "report.json").read_text())["summary"]["judge"]
+    assert judge["max_judge_calls"] == 5 and judge["refused_calls"] >= 1 and judge["calls"] == 5
