@@ -108,14 +108,16 @@ def test_check_reads_the_configuration_and_replays_the_store(workdir, capsys):
         "[pytest]\nrag_judge_check = labels.jsonl\nrag_judge_model = labelled\nrag_store_dir = judgments\n"
         "rag_judge_agreement =\n    context_recall kappa >= 0.6\n"
     )
-    assert main(["judge", "check"]) == 0
+    assert main(["judge", "check", "--json"]) == 0
     first = server.request_count
-    capsys.readouterr()
+    (judged,) = json.loads(capsys.readouterr().out)["models"]
+    assert judged["judge_calls"] == first and judged["tokens"] > 0
     assert main(["judge", "check", "--cache", "replay", "--json"]) == 0
     assert server.request_count == first  # replayed: no judge call
     report = json.loads(capsys.readouterr().out)
     (model,) = report["models"]
-    assert model["judge_calls"] == 0 and model["tokens"] == 0 and model["latency"] is None
+    assert model["judge_calls"] == 0 and model["latency"] is None
+    assert model["tokens"] == judged["tokens"]  # the tokens recorded with the answers, cached or not
     assert model["floors"][0]["value"] == 1.0
 
 

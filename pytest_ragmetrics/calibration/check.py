@@ -122,9 +122,8 @@ class KindAgreement:
     disagreements: list[Disagreement] = field(default_factory=list)
     #: Items the judge gave no usable answer for: counted, with the reason, not in the figures.
     errors: list[ItemError] = field(default_factory=list)
-    #: Fresh judge calls and the tokens they spent.
+    #: Fresh judge calls (the tokens of a model's answers are in its evaluator's figures).
     judge_calls: int = 0
-    tokens: int = 0
 
     @property
     def classes(self) -> tuple[Any, ...]:
@@ -168,7 +167,6 @@ class KindAgreement:
             "errors": len(self.errors),
             "error_items": [e.to_json() for e in self.errors],
             "judge_calls": self.judge_calls,
-            "tokens": self.tokens,
         }
 
 
@@ -331,7 +329,6 @@ async def judge_labels(items: Sequence[LabelledItem], evaluator: Evaluator) -> l
             whole.disagreements += part.disagreements
             whole.errors += part.errors
             whole.judge_calls += part.judge_calls
-            whole.tokens += part.tokens
     order = {kind: i for i, kind in enumerate(KINDS)}
     return [results[key] for key in sorted(results, key=lambda k: (order[k[0]], k[1]))]
 
@@ -340,7 +337,6 @@ async def _ask(ctx: ScoringContext, request: JudgeRequest, out: KindAgreement) -
     answer = await ctx.judge(request)
     if not answer.cached:
         out.judge_calls += 1
-        out.tokens += answer.usage.total_tokens
     return answer
 
 
@@ -412,9 +408,7 @@ async def _judge_one(item: LabelledItem, evaluator: Evaluator, ctx: ScoringConte
             )
         # Judged by the metric itself, so the request is exactly the one a test makes for this chunk.
         scored = await evaluator.ascore(RagSample(item.question, (chunk,)), "context_relevance", "sentence")
-        if scored.judge_calls:
-            out.judge_calls += scored.judge_calls
-            out.tokens += scored.usage.total_tokens
+        out.judge_calls += scored.judge_calls
         verdict = scored.verdicts[0]
         chosen = _positions(sentences, verdict.extracted)
         for number in range(1, len(sentences) + 1):

@@ -171,7 +171,9 @@ def _check(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
                 "passed": all(r["passed"] for r in rows) and not errors,
                 "errors": errors,
                 "judge_calls": calls,
-                "tokens": sum(r.tokens for r in results),
+                # As recorded with every answer, judged now or read from the cache or store: what
+                # judging the set costs with this model, even when this check replayed it.
+                "tokens": evaluator.stats.total_tokens + evaluator.stats.tokens_saved,
                 # Each call's own time, from a free slot to its answer: not its wait behind others.
                 "latency": evaluator.stats.call_seconds / calls if calls else None,
                 "wall_seconds": round(time.perf_counter() - started, 3),
@@ -223,8 +225,9 @@ def _print_check(report: Mapping[str, Any], with_floors: bool, out: TextIO) -> N
     for line in _table(rows, 1):
         print(line, file=out)
     print(
-        "judge calls and tokens: fresh judge calls only (a recorded answer costs nothing); latency: the "
-        "mean time of a fresh call itself, not its wait for a free slot",
+        "judge calls: fresh calls only (a recorded answer costs nothing); tokens: as recorded with every "
+        "answer, cached or not; latency/call: the mean time of a fresh call itself, not its wait for a "
+        "free slot",
         file=out,
     )
 
