@@ -580,7 +580,11 @@ class RagmetricsSession:
             kinds.update(kind for kind, _ in evaluator.answers.values())
         floors = [f for f in self.floors if f.stat == "controls"]
         return run_controls(
-            self.evaluator(self.settings), [ControlPair.from_json(p) for p in pairs], kinds, floors
+            self.evaluator(self.settings),
+            [ControlPair.from_json(p) for p in pairs],
+            kinds,
+            floors,
+            wanted=self.settings.judge_controls,
         )
 
     def _report_asked(self) -> bool:

@@ -166,3 +166,31 @@ def test_a_controls_floor_without_controls_is_a_usage_error(golden_project):
     result = golden_project.runpytest("--rag-judge-agreement=context_precision controls <= 0.2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*needs negative controls: set --rag-judge-controls=N*"])
+
+
+def test_a_run_without_golden_sets_says_no_control_could_be_drawn(pytester, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(
+        """
+        from pytest_ragmetrics import RagSample, assert_context_precision
+
+        def test_one():
+            assert_context_precision(RagSample("Q?", ["A chunk."], "A.", id="q")) >= 0.5
+        """
+    )
+    with FakeJudgeServer() as server:
+        result = pytester.runpytest_subprocess(
+            f"--rag-judge-base-url={server.base_url}",
+            "--rag-judge-controls=5",
+            "--rag-judge-agreement=context_precision controls <= 0.2",
+        )
+        assert server.request_count == 1  # the test's own judgment: no control
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*ragmetrics warning: only 0 of the 5 negative controls asked for could be drawn*",
+            "*ragmetrics controls floor failed: context_precision controls <= 0.2 (no context_precision control "
+            "was judged*",
+        ]
+    )

@@ -283,9 +283,14 @@ def check_control_floors(
 
 
 def run_controls(
-    evaluator: Evaluator, pairs: Sequence[ControlPair], kinds: Iterable[str], floors: Sequence[Floor]
+    evaluator: Evaluator,
+    pairs: Sequence[ControlPair],
+    kinds: Iterable[str],
+    floors: Sequence[Floor],
+    wanted: int | None = None,
 ) -> dict[str, Any]:
-    """Judge the controls with ``evaluator``'s cached judge and check ``floors``: the report's section."""
+    """Judge the controls with ``evaluator``'s cached judge and check ``floors``: the report's section.
+    ``wanted`` is the number of pairs asked for: fewer drawn is a warning."""
     from ..gates import compare
 
     section: dict[str, Any] = {"pairs": len(pairs), "model": evaluator.settings.judge_model}
@@ -305,6 +310,12 @@ def run_controls(
         for s in shares
         if s.share is not None and s.share > WARN_SHARE
     ]
+    if wanted is not None and len(pairs) < wanted:
+        warnings.insert(
+            0,
+            f"only {len(pairs)} of the {wanted} negative controls asked for could be drawn: controls pair "
+            "the samples of golden sets (tests taking rag_sample), and need two unrelated ones",
+        )
     return {
         **section,
         "kinds": [s.to_json() for s in shares],
