@@ -89,7 +89,17 @@ renderers read everything with defaults, so a report missing them still renders.
     ``unused_store_entries`` (int | None)
         Judgment store entries no test used in this run: what ``python -m pytest_ragmetrics cache
         prune`` would delete after it. ``None`` after a run that did not cover the whole suite
-        (named paths or node ids, ``-k``, ``-m``, ``--lf``, a failure, a stop after ``-x``...).
+        (named paths or node ids, ``-k``, ``-m``, ``--lf``, a failure, a skipped test, a stop
+        after ``-x``...).
+    ``scoring`` (dict, *optional*)
+        The run's settings that change scores (``judge_model``, ``temperature``, ``judge_n``...,
+        see :data:`pytest_ragmetrics.report.build.SCORING_SETTINGS`): ``report merge`` refuses
+        shards that differ in them.
+    ``suite`` (dict, *optional*)
+        The tests the run collected before any deselection and those it ran: ``collected``,
+        ``collected_digest``, ``ran``, ``ran_digest`` (a count and a digest each; the digest of a
+        union of disjoint sets is the sum of theirs modulo 2**256). ``report merge`` reads them to
+        find a missing shard.
     ``errors`` (list)
         Tests a ragmetrics error stopped before their comparison (a judgment not recorded in replay
         mode, the judge unavailable), sorted by test: ``nodeid``, ``when`` (setup, call, teardown),
