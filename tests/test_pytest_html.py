@@ -67,7 +67,8 @@ def html_tests(path):
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["serial", "xdist"])
 def test_pytest_html_rows_carry_scores_and_verdicts(project, xdist):
-    result = project.runpytest_subprocess("--html=report.html", "--self-contained-html", *xdist)
+    run = project.runpytest_subprocess if xdist else project.runpytest
+    result = run("--html=report.html", "--self-contained-html", *xdist)
     result.assert_outcomes(passed=2, failed=1)
     page, tests = html_tests(project.path / "report.html")
     assert "col-ragmetrics" in page  # the column header
