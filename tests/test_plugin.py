@@ -156,20 +156,7 @@ def test_disabled_plugin_gives_a_clean_run(pytester):
     assert pytester.runpytest("-p", "no:ragmetrics", "--rag-report").ret == pytest.ExitCode.USAGE_ERROR
 
 
-def test_unused_plugin_imports_no_heavy_package(pytester):
-    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
-    code = textwrap.dedent("""
-        import sys, pytest
-        rc = pytest.main(["-q", "-p", "no:cacheprovider", "test_plain.py"])
-        print("HEAVY", sorted(m for m in ("openai", "nltk", "diskcache", "httpx", "httpx2") if m in sys.modules))
-        sys.exit(rc)
-    """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=pytester.path, capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "HEAVY []" in out.stdout
-
-
-def test_unused_plugin_resolves_no_settings_and_adds_no_per_test_recording(pytester):
+def test_unused_plugin_imports_no_heavy_package_resolves_no_settings_and_adds_no_recording(pytester):
     """A run that never judges pays for options and one cheap wrapper per test, nothing more."""
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     code = textwrap.dedent("""
@@ -183,12 +170,14 @@ def test_unused_plugin_resolves_no_settings_and_adds_no_per_test_recording(pytes
                 print("SETTINGS", "pytest_ragmetrics.settings" in sys.modules)
 
         rc = pytest.main(["-q", "-p", "no:cacheprovider", "test_plain.py"], plugins=[Probe()])
+        print("HEAVY", sorted(m for m in ("openai", "nltk", "diskcache", "httpx", "httpx2") if m in sys.modules))
         sys.exit(rc)
     """)
     out = subprocess.run([sys.executable, "-c", code], cwd=pytester.path, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "RECORDER False" in out.stdout
     assert "SETTINGS False" in out.stdout
+    assert "HEAVY []" in out.stdout
 
 
 def test_marker_is_registered_for_strict_markers(pytester):
@@ -951,8 +940,7 @@ def test_azure_provider_without_endpoint_or_version_says_what_to_set(project, ju
             assert_context_recall(GOOD) >= 0.8
     """
     )
-    # In a process of its own: no outer pytest session may lend its wording to the message.
-    result = project.runpytest_subprocess("--rag-judge-provider=azure")
+    result = project.runpytest("--rag-judge-provider=azure")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # at startup, not one failure per test
     result.stderr.fnmatch_lines(
         [
@@ -1157,7 +1145,8 @@ def test_only_the_final_attempt_of_a_rerun_test_counts(project, extra):
             assert_context_recall(PARTIAL if first else GOOD) >= 0.8
     """
     )
-    result = project.runpytest_subprocess(
+    run = project.runpytest_subprocess if extra else project.runpytest
+    result = run(
         "-p",
         "rerunfailures",
         "--reruns=1",
