@@ -63,8 +63,7 @@ def no_judge(pytester, monkeypatch):
     return pytester
 
 
-@pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
-def test_label_metrics_run_without_a_judge_and_show_in_every_report(no_judge, xdist):
+def test_label_metrics_run_without_a_judge_and_show_in_every_report(no_judge):
     no_judge.makepyfile(test_labels=LABELLED)
     no_judge.makeini(
         "[pytest]\nrag_gates =\n    ndcg@5 mean >= 0.7\n    recall@2 min >= 0.5\n    mrr p10 >= 1\n"
@@ -76,9 +75,7 @@ def test_label_metrics_run_without_a_judge_and_show_in_every_report(no_judge, xd
         "--rag-report-md=r.md",
         "--rag-report-html=r.html",
     ]
-    if xdist:
-        args = ["-n", "2", "-p", "xdist", *args]
-    result = no_judge.runpytest_subprocess(*args)
+    result = no_judge.runpytest(*args)
     result.assert_outcomes(passed=4)
     for line in (
         "*result*score*threshold*comparison*judge*test",
