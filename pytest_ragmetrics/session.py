@@ -514,7 +514,8 @@ class RagmetricsSession:
             )
             if not self.judge_check["passed"]:
                 _fail(session)
-        if self.settings.judge_controls and ran_tests and not config.option.collectonly:
+        # Unconfigured, every setting has its default (no controls): not resolved for nothing.
+        if self.configured and self.settings.judge_controls and ran_tests and not config.option.collectonly:
             if is_worker(config):
                 self.control_pairs = self._control_pairs()
             else:
