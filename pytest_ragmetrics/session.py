@@ -464,12 +464,12 @@ class RagmetricsSession:
         """xdist: a worker finished; take its judge figures and the judgments it used."""
         if crashed:
             self.worker_crashed = True
+        collected = (output or {}).get("ragmetrics_collected")
+        if collected:
+            self.suite.collected = (int(collected[0]), str(collected[1]))
         data = (output or {}).get("ragmetrics")
         if data:
             self.deselected = self.deselected or bool(data.get("deselected"))
-            if data.get("collected"):
-                count, digest = data["collected"]
-                self.suite.collected = (int(count), str(digest))
             self.worker_stats.append(data["stats"])
             self.used_keys.update(data["used_keys"])
             for key, (kind, classes) in (data.get("answer_classes") or {}).items():
@@ -525,8 +525,11 @@ class RagmetricsSession:
         self._close()
         used = bool(self.rows or self.evaluators or self.worker_stats or self.errors)
         if is_worker(config):
+            output = config.workeroutput  # type: ignore[attr-defined]
+            # Also from a worker that judged nothing: the controller's report records the suite.
+            output["ragmetrics_collected"] = self.suite.collected
             if used:
-                config.workeroutput["ragmetrics"] = self._worker_output()  # type: ignore[attr-defined]
+                output["ragmetrics"] = self._worker_output()
             return
         if not (used or (self.configured and self._report_asked())):
             return  # the plugin was not used in this run: build nothing, import nothing
@@ -607,7 +610,6 @@ class RagmetricsSession:
             "used_keys": sorted(self.used_keys),
             "store_keys": sorted(self.store_keys) if self.store_keys is not None else None,
             "deselected": self.deselected,
-            "collected": self.suite.collected,
             "answer_classes": {k: [kind, list(c)] for k, (kind, c) in self.answer_classes.items()},
             "control_pairs": self.control_pairs,
         }

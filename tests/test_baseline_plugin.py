@@ -470,16 +470,19 @@ def test_report_merge_refuses_reports_that_are_not_the_shards_of_one_run(
 def test_shards_run_under_xdist_record_the_whole_suite_they_were_cut_from(
     project: pytest.Pytester,
 ) -> None:
-    for name, selection in (("a", SHARD_A), ("b", f"not ({SHARD_A})")):
+    project.makepyfile(test_plain="def test_plain():\n    pass\n")  # a shard may judge nothing
+    shards = {"a": SHARD_A, "b": f"not ({SHARD_A}) and not plain", "c": "plain"}
+    for name, selection in shards.items():
         result = project.runpytest_subprocess(
             "-n", "2", "-p", "xdist", "-k", selection, f"--rag-report-json={name}.json"
         )
         assert result.ret == 0
-    suites = [report_of(project, f"{name}.json")["summary"]["suite"] for name in "ab"]
-    assert [(s["collected"], s["ran"]) for s in suites] == [(16, 7), (16, 9)]
-    assert suites[0]["collected_digest"] == suites[1]["collected_digest"]
-    assert cli(project, "report", "merge", "-o", "m.json", "a.json", "b.json").ret == 0
-    assert "ran in no shard" in cli(project, "report", "merge", "-o", "m.json", "b.json").stderr.str()
+    suites = [report_of(project, f"{name}.json")["summary"]["suite"] for name in shards]
+    assert [(s["collected"], s["ran"]) for s in suites] == [(17, 7), (17, 9), (17, 1)]
+    assert len({s["collected_digest"] for s in suites}) == 1
+    assert cli(project, "report", "merge", "-o", "m.json", "a.json", "b.json", "c.json").ret == 0
+    missing = cli(project, "report", "merge", "-o", "m.json", "a.json", "b.json").stderr.str()
+    assert "1 of the 17 tests collected ran in no shard" in missing
 
 
 def test_baseline_compare_prints_the_comparison_and_exits_1_when_a_regression_gate_fails(

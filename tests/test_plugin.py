@@ -1080,8 +1080,8 @@ def test_a_partial_run_after_a_full_one_stops_prune_from_using_the_older_record(
     assert store.keys() == before
 
 
-@pytest.mark.parametrize("extra", [[], ["--rag-cache=off"], ["-n", "2", "-p", "xdist", "--rag-cache=off"]])
-def test_the_unused_hint_and_prune_give_the_same_count(project, capsys, extra):
+@pytest.mark.parametrize("extra", [["--rag-cache=off"], ["-n", "2", "-p", "xdist", "--rag-cache=off"]])
+def test_the_unused_hint_and_prune_give_the_same_count_without_a_cache(project, capsys, extra):
     project.makepyfile(test_rag=FOUR_TESTS)
     project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
     (project.path / "test_rag.py").write_text(
