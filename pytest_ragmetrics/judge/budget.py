@@ -18,20 +18,21 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import sqlite3
 
 __all__ = ["JudgeBudget", "stopped_message"]
 
-HowToSet = Callable[[str, str], str]
+#: ``how_to_set(name, value)``: the wording of "set setting ``name`` to ``value``" where the run is.
+HowToSet = Callable[[str, Any], str]
 #: Stands for "no cap" in the shared table's comparisons.
 _NO_CAP = 2**62
 
 
 def _raise(name: str, limit: int, how_to_set: HowToSet) -> str:
-    return how_to_set(name, str(max(1, 2 * limit)))
+    return how_to_set(name, max(1, 2 * limit))
 
 
 def stopped_message(calls: int | None, tokens: int | None, refused: int, how_to_set: HowToSet) -> str:

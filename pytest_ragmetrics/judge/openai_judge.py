@@ -51,10 +51,10 @@ _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 #: ``how_to_set(name, value)``: how a message tells the user to set setting ``name`` to ``value`` where
 #: the judge runs (a command-line option inside pytest, ``Settings(...)`` in a script). The judge knows
 #: no settings itself: whoever builds it passes the wording in.
-HowToSet = Callable[[str, str], str]
+HowToSet = Callable[[str, Any], str]
 
 
-def by_environment(name: str, value: str) -> str:
+def by_environment(name: str, value: Any) -> str:
     """The wording of a judge built by hand: the environment variable, which works everywhere."""
     return f"RAGMETRICS_{name.upper()}={value}"
 
@@ -584,7 +584,7 @@ class OpenAIJudge:
                 shown = "; ".join(problems[:5])
                 hint = ""
                 if cut_off:
-                    bigger = str(2 * self.completion_limit(request))
+                    bigger = 2 * self.completion_limit(request)
                     hint = f"; to allow longer answers, set {self.how_to_set('judge_max_tokens', bigger)}"
                 raise InvalidJudgeAnswer(
                     f"judge answer for {label} is invalid after {attempt + 1} attempt(s) "
