@@ -1,0 +1,79 @@
+"""One test's settings, resolved without pytest: the run's, its ``ragmetrics_config``, its markers."""
+
+from pathlib import Path
+
+import pytest
+
+from pytest_ragmetrics.errors import ConfigError
+from pytest_ragmetrics.loaders import load_marker_samples
+from pytest_ragmetrics.settings import Settings, check_marker, for_test
+
+ROOT = Path("/project")
+
+
+def test_without_changes_the_run_settings_are_returned_as_they_are():
+    run = Settings(judge_model="m")
+    assert for_test(run, config={}, markers=[], root=ROOT) is run
+
+
+def test_the_closest_marker_beats_a_farther_one_and_the_config_fixture():
+    run = Settings(judge_model="run")
+    settings = for_test(
+        run,
+        config={"judge_model": "config", "temperature": 0.5},
+        markers=[{"judge_model": "module"}, {"judge_model": "test", "method": "binary"}],
+        root=ROOT,
+    )
+    assert (settings.judge_model, settings.temperature, settings.relevance_method) == ("test", 0.5, "binary")
+
+
+def test_a_relative_path_from_a_test_is_under_the_rootdir():
+    settings = for_test(Settings(), config={"cache_dir": "cache"}, root=ROOT)
+    assert settings.cache_dir == str(ROOT / "cache")
+
+
+def test_a_run_wide_setting_in_the_config_fixture_is_refused_by_name():
+    with pytest.raises(ConfigError, match="ragmetrics_config: report_json applies to the whole run"):
+        for_test(Settings(), config={"report_json": "r.json"}, root=ROOT)
+
+
+def test_a_bad_value_names_the_setting():
+    with pytest.raises(ConfigError, match="ragmetrics settings: temperature must be a number"):
+        for_test(Settings(), markers=[{"temperature": "hot"}], root=ROOT)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (("gpt-4o",), {}, "keyword arguments only"),
+        ((), {"gates": ["x"]}, "gates applies to the whole run"),
+        ((), {"judge_modle": "m"}, "unknown @pytest.mark.ragmetrics argument(s) judge_modle"),
+        ((), {"temperature": "hot"}, "@pytest.mark.ragmetrics: temperature must be a number"),
+    ],
+)
+def test_a_bad_marker_is_a_config_error_saying_what_is_wrong(args, kwargs, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        check_marker(args, kwargs)
+
+
+def test_a_good_marker_passes():
+    check_marker((), {"samples": "golden.jsonl", "method": "binary", "judge_model": "m"})
+
+
+def test_a_marker_samples_file_is_found_beside_the_test_before_the_rootdir(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "golden.jsonl").write_text('{"question": "beside?"}\n')
+    (tmp_path / "golden.jsonl").write_text('{"question": "root?"}\n')
+    (tmp_path / "only_root.jsonl").write_text('{"question": "root only?"}\n')
+    test_file = tmp_path / "tests" / "test_x.py"
+    assert load_marker_samples("golden.jsonl", test_file, tmp_path)[0].question == "beside?"
+    assert load_marker_samples("only_root.jsonl", test_file, tmp_path)[0].question == "root only?"
+
+
+def test_a_missing_or_bad_marker_samples_file_names_the_marker_and_the_problem(tmp_path):
+    test_file = tmp_path / "test_x.py"
+    with pytest.raises(ValueError, match=r"samples='none.jsonl'\): no such file: .*none.jsonl"):
+        load_marker_samples("none.jsonl", test_file, tmp_path)
+    (tmp_path / "bad.jsonl").write_text('{"question": 5}\n')
+    with pytest.raises(ValueError, match=r"samples='bad.jsonl'\): bad.jsonl, line 1: field 'question'"):
+        load_marker_samples("bad.jsonl", test_file, tmp_path)
