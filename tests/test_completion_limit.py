@@ -164,3 +164,22 @@ def test_a_limit_below_one_is_a_config_error():
         OpenAIJudge(max_tokens=0)
     with pytest.raises(ConfigError, match="judge_max_tokens"):
         Settings(judge_max_tokens=0)
+
+
+def test_a_limit_the_models_context_cannot_hold_is_lowered_to_what_the_prompt_leaves(key):
+    """vLLM rejects a limit that does not fit the context beside the prompt: the rest of it is asked for."""
+    server = FakeJudgeServer().start()
+    try:
+        limit = completion_tokens(make_request().schema)
+        message = (
+            "This model's maximum context length is 1000 tokens. However, you requested "
+            f"{950 + limit} tokens (950 in the messages, {limit} in the completion). Please reduce the length "
+            "of the messages or completion."
+        )
+        server.fail_next(400, body={"object": "error", "message": message, "type": "BadRequestError"})
+        stats = JudgeStats()
+        run_judge(make_judge(server, stats=stats), make_request())
+        assert [limit_of(r.body) for r in server.requests] == [limit, 50]
+        assert stats.retries == 0 and stats.errors == 0
+    finally:
+        server.stop()

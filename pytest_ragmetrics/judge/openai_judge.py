@@ -189,6 +189,13 @@ _OTHER_LIMIT_PARAMETER = {"max_tokens": "max_completion_tokens", "max_completion
 #: The server's largest completion limit, as OpenAI words it: "max_tokens is too large: 20000. This
 #: model supports at most 4096 completion tokens".
 _LIMIT_TOO_LARGE = re.compile(r"at most (\d+) completion tokens", re.IGNORECASE)
+#: The prompt and the limit together exceed the model's context, as vLLM and OpenAI word it: "maximum
+#: context length is 8192 tokens. However, you requested 17000 tokens (616 in the messages, 16384 in
+#: the completion)".
+_CONTEXT_TOO_SMALL = re.compile(
+    r"maximum context length is (\d+) tokens.*?\((\d+) in the messages, (\d+) in the completion\)",
+    re.IGNORECASE | re.DOTALL,
+)
 #: Reasoning models count their hidden reasoning in ``max_completion_tokens``: room for it on top of
 #: the answer (a limit sized to the answer alone would cut most of them off before they answer).
 REASONING_TOKENS = 4096
@@ -729,8 +736,9 @@ class OpenAIJudge:
             await asyncio.sleep(self._backoff(attempt, retry_after))
 
     def _adjust_limit(self, request: JudgeRequest, params: dict[str, Any], detail: str) -> bool:
-        """Take what a rejection says about the completion limit: another parameter name, or a lower
-        maximum. True when ``params`` changed and are worth sending again."""
+        """Take what a rejection says about the completion limit: another parameter name, a lower
+        maximum, or (for this request) what the model's context leaves after the prompt. True when
+        ``params`` changed and are worth sending again."""
         current = self.limit_parameter
         other = _OTHER_LIMIT_PARAMETER[current]
         if current not in params:
@@ -746,6 +754,12 @@ class OpenAIJudge:
             if 0 < maximum < params[current]:
                 self.server_max_tokens = maximum
                 params[current] = self.completion_limit(request)
+                return True
+        match = _CONTEXT_TOO_SMALL.search(detail)
+        if match is not None:
+            left = int(match.group(1)) - int(match.group(2))
+            if 0 < left < params[current]:
+                params[current] = left
                 return True
         return False
 
