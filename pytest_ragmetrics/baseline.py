@@ -409,20 +409,62 @@ _SAMPLE_FIELDS: dict[str, tuple[type | None, ...]] = {
     "prompt_versions": (list, None),
     "splitter": (str, None),
 }
-_TYPE_NAMES = {str: "a string", float: "a number", bool: "true or false", list: "a list", None: "null"}
+_TYPE_NAMES: dict[type | None, str] = {
+    str: "a string",
+    float: "a number",
+    int: "a whole number",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+    None: "null",
+}
+
+
+def _is_type(value: Any, kind: type | None) -> bool:
+    if kind is None:
+        return value is None
+    if kind is float:  # JSON numbers: int or float, never bool
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
 
 
 def _type_problem(value: Any, allowed: tuple[type | None, ...]) -> str | None:
     """What is wrong with ``value`` as one of the ``allowed`` JSON types, or None."""
-    for kind in allowed:
-        if kind is None and value is None:
-            return None
-        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return None
-        if kind not in (None, float) and isinstance(value, kind):  # type: ignore[arg-type]
-            return None
+    if any(_is_type(value, kind) for kind in allowed):
+        return None
     expected = " or ".join(_TYPE_NAMES[k] for k in allowed)
     return f"is {json.dumps(value)[:40]}, expected {expected}"
+
+
+def _outside_unit(value: Any) -> bool:
+    """A number outside [0, 1]; anything else is judged by its type check."""
+    return _is_type(value, float) and not 0.0 <= float(value) <= 1.0
+
+
+_SUITE_FIELDS: dict[str, tuple[type | None, ...]] = {
+    "collected": (int,),
+    "collected_digest": (str,),
+    "ran": (int,),
+    "ran_digest": (str,),
+}
+
+
+def _suite_problems(suite: Any) -> list[str]:
+    if not isinstance(suite, dict):
+        return [f"summary.suite {_type_problem(suite, (dict,))}"]
+    problems = []
+    for name, allowed in _SUITE_FIELDS.items():
+        value = suite.get(name)
+        if name.endswith("digest") and isinstance(value, str):
+            try:
+                int(value, 16)
+            except ValueError:
+                problems.append(f"summary.suite.{name} is {json.dumps(value)[:40]}, expected hex digits")
+        elif (problem := _type_problem(value, allowed)) is not None:
+            problems.append(f"summary.suite.{name} {problem}")
+    return problems
 
 
 def _non_finite(value: Any, where: str) -> Iterable[str]:
@@ -479,14 +521,13 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
                 for name, allowed in _SAMPLE_FIELDS.items()
                 if name in sample and (problem := _type_problem(sample[name], allowed)) is not None
             ]
-            score = sample.get("score")
-            scored = isinstance(score, (int, float)) and not isinstance(score, bool)
-            if scored and bounded and not 0.0 <= score <= 1.0:
-                problems.append(f"{at}.score is {score!r}, outside [0, 1] ({row['metric']})")
-        score = row.get("score")
-        scored = isinstance(score, (int, float)) and not isinstance(score, bool)
-        if scored and bounded and not 0.0 <= score <= 1.0:  # every statistic of such scores is too
-            problems.append(f"{where}.score is {score!r}, outside [0, 1] ({row['metric']})")
+            if bounded and _outside_unit(sample.get("score")):
+                problems.append(f"{at}.score is {sample['score']!r}, outside [0, 1] ({row['metric']})")
+        if bounded and _outside_unit(row.get("score")):  # every statistic of such scores is too
+            problems.append(f"{where}.score is {row['score']!r}, outside [0, 1] ({row['metric']})")
+    summary = report.get("summary")
+    if isinstance(summary, dict) and "suite" in summary:
+        problems += _suite_problems(summary["suite"])
     return problems
 
 

@@ -365,8 +365,25 @@ def written(path: Any, report: dict[str, Any], edit: Any) -> Any:
             lambda d: d["results"][0].update(judges="gpt"),
             'results[0].judges is "gpt", expected a list or null',
         ),
+        (
+            lambda d: d["summary"].update(
+                suite={"collected": 17, "collected_digest": "zz", "ran": "3", "ran_digest": "0a"}
+            ),
+            'summary.suite.collected_digest is "zz", expected hex digits\n'
+            'summary.suite.ran is "3", expected a whole number',
+        ),
     ],
-    ids=["nan", "inf", "samples-string", "out-of-range", "score-string", "sample-int", "no-metric", "judges"],
+    ids=[
+        "nan",
+        "inf",
+        "samples-string",
+        "out-of-range",
+        "score-string",
+        "sample-int",
+        "no-metric",
+        "judges",
+        "suite",
+    ],
 )
 def test_a_bad_baseline_is_refused_naming_the_file_and_the_field(
     tmp_path: Any, edit: Any, problem: str
@@ -376,7 +393,7 @@ def test_a_bad_baseline_is_refused_naming_the_file_and_the_field(
         load_report(path)
     message = str(error.value)
     assert message.startswith(f"baseline file {str(path)!r} is not a valid ragmetrics report:\n  ")
-    assert message.splitlines()[1:] == [f"  {problem}"]
+    assert message.splitlines()[1:] == [f"  {line}" for line in problem.splitlines()]
 
 
 def test_every_problem_of_a_baseline_is_named_up_to_ten(tmp_path: Any) -> None:

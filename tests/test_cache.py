@@ -20,9 +20,9 @@ from pytest_ragmetrics.errors import InvalidJudgeAnswer, JudgmentNotRecorded
 from pytest_ragmetrics.judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge
 from pytest_ragmetrics.judge.cache import (
     CachedJudge,
+    LastRun,
     RagMetricsWarning,
     default_cache_dir,
-    LastRun,
     read_last_run,
     write_last_run,
 )

@@ -328,7 +328,7 @@ def shard_problems(
     contents: dict[str, dict[str, set[str]]] = {}
     metrics_of: dict[str, set[str]] = {}
     facts: dict[tuple[str, str], dict[str, str]] = {}
-    for report, name in zip(reports, names):
+    for report, name in zip(reports, names, strict=True):
         for key, scores in run_scores(report).items():
             label = format_metric(*key)
             for sid, evaluation in scores.evaluations.items():
@@ -349,15 +349,16 @@ def shard_problems(
                 f"({', '.join(sorted(metrics_of[sid]))}): shards of different commits?"
             )
     if not allow_mixed:
-        versions = {n: r.get("plugin_version") for r, n in zip(reports, names) if r.get("plugin_version")}
+        pairs = list(zip(reports, names, strict=True))
+        versions = {n: r.get("plugin_version") for r, n in pairs if r.get("plugin_version")}
         if len(set(versions.values())) > 1:
             problems.append(f"written by different pytest-ragmetrics versions: {_shown_values(versions)}")
-        scorings = {n: (r.get("summary") or {}).get("scoring") for r, n in zip(reports, names)}
+        scorings = {n: (r.get("summary") or {}).get("scoring") for r, n in pairs}
         known = {n: v for n, v in scorings.items() if isinstance(v, Mapping)}
         for setting in sorted({k for v in known.values() for k in v}):
-            values = {n: json.dumps(v.get(setting)) for n, v in known.items()}
-            if len(set(values.values())) > 1:
-                problems.append(f"setting {setting} differs: {_shown_values(values)}")
+            written = {n: json.dumps(v.get(setting)) for n, v in known.items()}
+            if len(set(written.values())) > 1:
+                problems.append(f"setting {setting} differs: {_shown_values(written)}")
         for (label, what), by_name in sorted(facts.items()):
             if len(set(by_name.values())) > 1:
                 problems.append(f"{label}: {what} differ: {_shown_values(by_name)}")
@@ -369,8 +370,9 @@ def shard_problems(
 def _suite_problems(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
     from .._run import add_digests
 
-    suites = {n: (r.get("summary") or {}).get("suite") for r, n in zip(reports, names)}
-    missing = [n for n, suite in suites.items() if not isinstance(suite, Mapping)]
+    found = {n: (r.get("summary") or {}).get("suite") for r, n in zip(reports, names, strict=True)}
+    suites: dict[str, Mapping[str, Any]] = {n: s for n, s in found.items() if isinstance(s, Mapping)}
+    missing = [n for n in found if n not in suites]
     if missing:
         return [
             f"{', '.join(missing)} record(s) no test list (written by an older version?): "
