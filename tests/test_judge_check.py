@@ -158,7 +158,20 @@ def random_judge(body):
     return draw(body["response_format"]["json_schema"]["schema"])
 
 
-JUDGES = {"labelled": labelled_judge, "always-yes": None, "always-no": always_no, "random": random_judge}
+def garbled(body):
+    """Answers as labelled, except prose (never JSON, also when asked again) for the items with cuisine."""
+    if CUISINE in body["messages"][1]["content"]:
+        return "The passage is about food, so I would say no."
+    return labelled_judge(body)
+
+
+JUDGES = {
+    "labelled": labelled_judge,
+    "always-yes": None,
+    "always-no": always_no,
+    "random": random_judge,
+    "garbled": garbled,
+}
 
 
 @pytest.fixture
@@ -305,6 +318,22 @@ def test_a_judgment_missing_from_replay_fails_the_check_with_the_reason(project,
             "item(s); first: 'p1' (labels.jsonl, line 1): no recorded judgment for*"
         ]
     )
+
+
+def test_an_unparseable_answer_is_an_error_of_its_item_and_the_check_goes_on(project, serve):
+    serve("garbled")
+    result = project.runpytest("--rag-report", "--rag-report-json=report.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*FAIL  context_precision item 'p2' (labels.jsonl, line 2): no usable answer: judge answer for*"]
+    )
+    check = json.loads((project.path / "report.json").read_text())["summary"]["judge_check"]
+    kinds = {k["kind"]: k for k in check["kinds"]}
+    # Five items show the judge the cuisine chunk; the six others are still judged and counted.
+    assert (kinds["context_precision"]["n"], kinds["context_precision"]["errors"]) == (3, 1)
+    assert (kinds["context_recall"]["n"], kinds["context_recall"]["errors"]) == (2, 1)
+    assert (kinds["context_relevance_graded"]["n"], kinds["context_relevance_graded"]["errors"]) == (2, 1)
+    assert not check["passed"] and "no usable answer for 5 labelled item(s)" in check["item_errors"]
 
 
 def test_the_check_runs_once_on_the_xdist_controller(project, serve):
