@@ -429,11 +429,11 @@ class RagmetricsSession:
     def reported(self, report: pytest.TestReport, rows: list[dict[str, Any]] | None, error: Any) -> None:
         """A test phase's report, with the comparisons and ragmetrics error it carried (from any process)."""
         session, prefetcher = self.session, self.prefetcher
-        if prefetcher is not None and report.failed and session is not None:
-            if session.shouldfail or session.shouldstop:
-                # As soon as the run is known to stop, not once the failed test is torn down: the
-                # tests after it are judged ahead meanwhile.
-                prefetcher.stop()
+        stopping = session is not None and bool(session.shouldfail or session.shouldstop)
+        if prefetcher is not None and report.failed and stopping:
+            # As soon as the run is known to stop, not once the failed test is torn down: the
+            # tests after it are judged ahead meanwhile.
+            prefetcher.stop()
         if rows:
             from ._run import counts
 

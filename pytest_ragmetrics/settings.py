@@ -1,8 +1,8 @@
 """Settings and the one resolver that builds them.
 
 Precedence, low to high: built-in default < ini (``rag_*``) < environment (``RAGMETRICS_*``) < command
-line (``--rag-*``) < ``ragmetrics_config`` fixture < marker (the closest marker wins). API keys are never settings: the judge
-reads them from the environment (``OPENAI_API_KEY``, ``AZURE_OPENAI_API_KEY``).
+line (``--rag-*``) < ``ragmetrics_config`` fixture < marker (the closest marker wins). API keys are
+never settings: the judge reads them from the environment (``OPENAI_API_KEY``, ``AZURE_OPENAI_API_KEY``).
 
 The option table they follow, :data:`OPTIONS`, lives in :mod:`pytest_ragmetrics.options` (imported
 here too): the pytest options, ini keys, environment variables and the README's configuration table
