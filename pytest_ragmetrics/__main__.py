@@ -282,14 +282,14 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
     last_run = read_last_run(args.cache_dir)
     if last_run is None or last_run.unused is None:
         why = (
-            "no record of a full test run"
+            f"no record of a full test run in {args.cache_dir}"
             if last_run is None
-            else f"the last test run was partial ({last_run.reason})"
+            else f"the last test run (recorded in {args.cache_dir}) was partial: {last_run.reason}"
         )
         print(
-            f"error: {why} ({args.cache_dir}), so it cannot tell which store entries the suite needs; "
-            "nothing pruned. Run the whole test suite (no named paths or node ids, no -k, -m or --lf, "
-            "no skipped tests) until it passes, then prune",
+            f"error: {why}; it cannot tell which store entries the suite needs, so nothing is pruned. "
+            "Run the whole test suite (no named paths or node ids, no -k, -m or --lf, no skipped "
+            "tests) until it passes, then prune",
             file=err,
         )
         return EXIT_FAILED
