@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "JudgeError": "errors",
     "InvalidJudgeAnswer": "errors",
     "JudgeUnavailable": "errors",
+    "JudgeCallCapReached": "errors",
     "JudgmentNotRecorded": "errors",
     "split_sentences": "text",
     "hookimpl": "hookspecs",
@@ -82,6 +83,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .errors import (
         ConfigError,
         InvalidJudgeAnswer,
+        JudgeCallCapReached,
         JudgeError,
         JudgeUnavailable,
         JudgmentNotRecorded,
