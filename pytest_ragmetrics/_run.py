@@ -134,23 +134,39 @@ def add_digests(digests: Iterable[str]) -> str:
 
 
 class SuiteRecord:
-    """The tests a run collected before deselection and the tests it ran (``summary.suite``)."""
+    """The tests a run collected before deselection and the tests it ran (``summary.suite``).
+
+    The digests are computed when asked for (a report, an xdist worker's output): a run that
+    writes no report pays for a list of ids and a set.
+    """
 
     def __init__(self) -> None:
-        #: (count, hex digest) of the collected tests, once known (from a worker under xdist).
-        self.collected: tuple[int, str] | None = None
+        self._collected_ids: list[str] | None = None
+        self._collected: tuple[int, str] | None = None
         self.ran: set[str] = set()
 
     def collect(self, nodeids: Iterable[str]) -> None:
-        ids = set(nodeids)
-        self.collected = (len(ids), f"{set_digest(ids):064x}")
+        self._collected_ids, self._collected = list(nodeids), None
+
+    @property
+    def collected(self) -> tuple[int, str] | None:
+        """(count, hex digest) of the collected tests, once known (from a worker under xdist)."""
+        if self._collected is None and self._collected_ids is not None:
+            ids = set(self._collected_ids)
+            self._collected, self._collected_ids = (len(ids), f"{set_digest(ids):064x}"), None
+        return self._collected
+
+    @collected.setter
+    def collected(self, value: tuple[int, str]) -> None:
+        self._collected, self._collected_ids = value, None
 
     def to_json(self) -> dict[str, Any] | None:
-        if self.collected is None:
+        collected = self.collected
+        if collected is None:
             return None
         return {
-            "collected": self.collected[0],
-            "collected_digest": self.collected[1],
+            "collected": collected[0],
+            "collected_digest": collected[1],
             "ran": len(self.ran),
             "ran_digest": f"{set_digest(self.ran):064x}",
         }
