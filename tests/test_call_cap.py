@@ -196,3 +196,24 @@ def test_judging_a_golden_set_ahead_never_spends_past_the_cap(capped_project):
     assert result.ret == 1
     judge = json.loads((pytester.path / "report.json").read_text())["summary"]["judge"]
     assert judge["max_judge_calls"] == 5 and judge["refused_calls"] >= 1 and judge["calls"] == 5
+
+
+def test_answers_paid_for_are_kept_when_the_cap_refuses_a_sibling_chunk(
+    fake_judge_server, monkeypatch, tmp_path
+):
+    """The cap refuses chunk 4 while the answers of chunks 1 to 3 are still being written: all three
+    are written (a cancelled judgment's answer used to be dropped with its queued write)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    sample = RagSample(QUESTION, CHUNKS, REFERENCE, id="france")
+    settings = Settings(
+        judge_base_url=fake_judge_server.base_url,
+        cache_dir=str(tmp_path / "cache"),
+        max_judge_calls=3,
+        concurrency=1,
+    )
+    with Evaluator(settings) as ev, pytest.raises(JudgeCallCapReached):
+        ev.score(sample, "context_precision")
+    assert fake_judge_server.request_count == 3
+    with Evaluator(settings.replace(max_judge_calls=2)) as ev:
+        assert ev.score(sample, "context_precision").score == 1.0
+    assert fake_judge_server.request_count == 5

@@ -719,8 +719,10 @@ class CachedJudge:
             answer = dataclasses.replace(answer, derived=request.derived_inputs())
         if self.mode != "off":
             # File and SQLite writes take ~1 ms; in a worker thread they do not stall the event loop
-            # while 30 other judge requests are waiting for their responses.
-            await self._off_loop(self._write_both, request, key, answer)
+            # while 30 other judge requests are waiting for their responses. Shielded: an answer paid
+            # for is written even when its judgment is cancelled meanwhile (a sibling chunk failed,
+            # a spending cap was reached), else the write queued behind others would be dropped.
+            await asyncio.shield(self._off_loop(self._write_both, request, key, answer))
             self._in_store.add(key)
         # Also in "off": within one run, sentence and binary relevance share one judgment per chunk.
         self._remember(key, answer)
