@@ -783,3 +783,23 @@ def test_a_calls_time_runs_from_its_free_slot_to_its_answer_not_while_it_queues(
     assert fake_judge_server.max_in_flight == 1
     assert stats.calls == 3
     assert stats.call_seconds == 3.0
+
+
+def test_waiting_for_the_response_format_probe_is_not_timed_as_a_call(fake_judge_server):
+    """Three requests at once: one finds the response format, two wait for it. Each answer ticks the
+    clock once: the probe takes 1 tick, the two sent after it end at tick 2 or 3, so they count 2 to 4
+    ticks; timed while waiting for the probe too, they would count 5 or 6 on top of the probe's 1."""
+    ticks = [0.0]
+    lock = threading.Lock()
+
+    def answer(body: dict[str, Any]) -> dict[str, Any] | str:
+        with lock:
+            ticks[0] += 1.0
+        return default_responder(body)
+
+    fake_judge_server.responder = answer
+    stats = JudgeStats(clock=lambda: ticks[0])
+    judge = make_judge(fake_judge_server, stats=stats, concurrency=3, response_format="auto")
+    run_judge(judge, make_request(0), make_request(1), make_request(2))
+    assert stats.calls == 3
+    assert stats.call_seconds <= 5.0

@@ -477,11 +477,14 @@ class OpenAIJudge:
             self._fail_fast(request.model or self.model)
             client, semaphore = self._ensure_client()
             async with semaphore:
-                with self.stats.timer():
-                    if not self._format_settled:
-                        async with self._probe_lock():
-                            if not self._format_settled:
+                if not self._format_settled:
+                    # Waiting for the first request to find the response format is queueing too:
+                    # only the call itself is timed.
+                    async with self._probe_lock():
+                        if not self._format_settled:
+                            with self.stats.timer():
                                 return await self._probe(client, request)
+                with self.stats.timer():
                     answer = await self._judge(client, request, self.active_format)
                     if self.stats.response_format is None:
                         self.stats.record_response_format(self.active_format, self.fallback_reason)
