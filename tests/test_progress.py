@@ -71,8 +71,9 @@ def assert_one_unbroken_dots_line(result):
     assert not any("ragmetrics: judged" in line for line in lines[:end])
 
 
-def test_in_a_log_a_cold_run_ends_with_one_progress_line_and_keeps_the_dots_line(slow_project):
-    slow_project.server.delay(0.8)
+def test_in_a_log_a_cold_run_ends_with_one_progress_line_and_keeps_the_dots_line(slow_project, monkeypatch):
+    monkeypatch.setattr(ProgressLine, "plain_after", 0.2)  # a shorter wait earns the line: a quicker test
+    slow_project.server.delay(0.3)
     slow_project.makepyfile(test_rag=SLOW_TEST.replace("CHUNKS", "6"))
     cold = slow_project.runpytest("--rag-concurrency=1")
     cold.assert_outcomes(passed=2)
