@@ -494,6 +494,24 @@ def test_shards_run_under_xdist_record_the_whole_suite_they_were_cut_from(
     assert code == 4 and "9 of the 17 tests collected ran in no shard" in err
 
 
+def test_baseline_compare_of_a_shard_calls_the_other_shards_samples_not_measured(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_ragmetrics.__main__ import main
+
+    save_baseline(project)
+    project.runpytest("-k", SHARD_A, "--rag-report-json=a.json").assert_outcomes(passed=7)
+    capsys.readouterr()
+    gate = "--regression-gate=context_precision any drop <= 0.1"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(project.path)
+        assert main(["baseline", "compare", "base.json", "a.json", gate]) == 0
+    out = capsys.readouterr().out
+    assert "8 not measured in this run (q08, q09, q10, q11, q12, ...)" in out
+    assert " removed" not in out
+    assert "n=7, 8 not measured" in out
+
+
 def test_baseline_compare_prints_the_comparison_and_exits_1_when_a_regression_gate_fails(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

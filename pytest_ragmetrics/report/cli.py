@@ -151,6 +151,13 @@ def _gate_lines(args: argparse.Namespace, ini: Mapping[str, str]) -> tuple[Seque
     return gates, regression, settings
 
 
+def ran_part(report: Mapping[str, Any]) -> bool:
+    """Whether the run of ``report`` ran part of the tests it collected (a shard, ``-k``...), as its
+    ``summary.suite`` records: a sample it lacks is then not measured, not removed."""
+    suite = (report.get("summary") or {}).get("suite")
+    return isinstance(suite, Mapping) and int(suite.get("ran", 0)) < int(suite.get("collected", 0))
+
+
 def _render(report: Mapping[str, Any], out: TextIO) -> None:
     from .terminal import render_sections
 
@@ -175,7 +182,13 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
     # Only the gates evaluated here decide; those the run evaluated itself are in its own report.
     summary["gates"] = evaluate_gates(gates, per_sample_scores(current["results"])) if gates else []
     current = {**current, "summary": summary}
-    attach_baseline(current, baseline, source=str(args.baseline_path), regression_gates=regression)
+    attach_baseline(
+        current,
+        baseline,
+        source=str(args.baseline_path),
+        regression_gates=regression,
+        partial=ran_part(current),
+    )
     _render(current, out)
     result = outcome({**current, "results": []})
     return EXIT_OK if result["passed"] else EXIT_FAILED
@@ -222,7 +235,9 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
     if gates:
         merged["summary"]["gates"] = evaluate_gates(gates, per_sample_scores(merged["results"]))
     if baseline is not None:
-        attach_baseline(merged, baseline, source=str(baseline_path), regression_gates=regression)
+        attach_baseline(
+            merged, baseline, source=str(baseline_path), regression_gates=regression, partial=ran_part(merged)
+        )
     write_text_atomic(args.output, to_json(merged))
     result = outcome(merged)
     print(
