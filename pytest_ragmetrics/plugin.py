@@ -375,25 +375,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             verbosity=int(config.getoption("verbose")),  # Config.get_verbosity is pytest 8+
             rootdir=config.rootpath,
         )
-    else:
-        from .report.terminal import failure_lines
-
-        for line, colour in failure_lines(report):
-            terminalreporter.write_line(line, **{colour: True})
-    if session.controls is not None:
-        from .calibration.controls import control_lines
-
-        for line, colour in control_lines(session.controls):
-            terminalreporter.write_line(line, **{colour: True})
-    if session.stats.refused:
-        from .judge.budget import stopped_message
-        from .settings import how_to_set
-
-        stats = session.stats
-        message = stopped_message(
-            stats.max_judge_calls, stats.max_judge_tokens, stats.refused, lambda n, v: how_to_set(n, v, True)
-        )
-        terminalreporter.write_line(message, red=True)
+    for line, colour in session.summary_lines():
+        terminalreporter.write_line(line, **{colour: True})
 
 
 class _ReporterWriter:

@@ -591,6 +591,33 @@ class RagmetricsSession:
             wanted=self.settings.judge_controls,
         )
 
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """Lines for the end of pytest's terminal summary, as ``(text, colour)``: without
+        ``--rag-report``, the failed checks of the run; then the negative controls and a stop by a
+        spending cap."""
+        lines = []
+        if not self.settings.report and self.final_report is not None:
+            from .report.terminal import failure_lines
+
+            lines += failure_lines(self.final_report)
+        if self.controls is not None:
+            from .calibration.controls import control_lines
+
+            lines += control_lines(self.controls)
+        if self.stats.refused:
+            from .judge.budget import stopped_message
+            from .settings import how_to_set
+
+            stats = self.stats
+            message = stopped_message(
+                stats.max_judge_calls,
+                stats.max_judge_tokens,
+                stats.refused,
+                lambda n, v: how_to_set(n, v, True),
+            )
+            lines.append((message, "red"))
+        return lines
+
     def _report_asked(self) -> bool:
         """A report, a gate or a baseline was asked for: the run reports even when no test judged."""
         s = self.settings
