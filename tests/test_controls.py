@@ -61,6 +61,16 @@ def test_a_pair_sharing_a_reference_a_chunk_or_a_context_id_is_never_drawn():
     assert control_pairs([c], 5) == [] and control_pairs([c, d], 0) == []
 
 
+def test_a_chunk_two_samples_share_is_one_control_per_question():
+    shared = "A chunk both samples retrieved."
+    a = RagSample("Question a?", ["chunk a"], "Reference a.", id="a")
+    b = RagSample("Question b?", [shared, "chunk b"], "Reference b.", id="b")
+    c = RagSample("Question c?", [shared, "chunk c"], "Reference c.", id="c")
+    pairs = control_pairs([a, b, c], 20)
+    assert len({(p.question, p.chunk) for p in pairs}) == len(pairs)
+    assert [p.chunk for p in pairs if p.question == "Question a?"].count(shared) == 1
+
+
 def test_a_pair_round_trips_through_json():
     [pair] = control_pairs(samples()[:2], 1)
     assert ControlPair.from_json(json.loads(json.dumps(pair.to_json()))) == pair

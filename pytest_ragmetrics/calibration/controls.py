@@ -142,6 +142,8 @@ def control_pairs(samples: Iterable[RagSample], count: int, seed: int = 0) -> li
     rng = random.Random(seed)
     chosen: list[ControlPair] = []
     seen: set[tuple[int, int, int]] = set()
+    # Two samples can hold the same chunk: a control is one question and one chunk text, once.
+    texts: set[tuple[str, str]] = set()
     for _ in range(count * _DRAWS_PER_PAIR):
         if len(chosen) == count:
             break
@@ -152,6 +154,10 @@ def control_pairs(samples: Iterable[RagSample], count: int, seed: int = 0) -> li
         seen.add((i, j, k))
         if not _unrelated(pool[i], pool[j], k):
             continue
+        text = (normalize_text(pool[i].question), normalize_text(pool[j].contexts[k]))
+        if text in texts:
+            continue
+        texts.add(text)
         reference, reference_kind = _reference(pool[i])
         chosen.append(
             ControlPair(
