@@ -204,3 +204,30 @@ def test_a_run_without_golden_sets_says_no_control_could_be_drawn(pytester, monk
             "was judged*",
         ]
     )
+
+
+@pytest.mark.parametrize(("needed", "share"), [(True, 1.0), (False, 0.0)])
+def test_sentence_selection_controls_count_a_chunk_with_any_sentence_needed(
+    monkeypatch, tmp_path, needed, share
+):
+    from pytest_ragmetrics import Evaluator, Settings
+    from pytest_ragmetrics.calibration.controls import run_controls
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        numbers = body["response_format"]["json_schema"]["schema"]["properties"]["relevant_sentences"]
+        return {"reason": "r", "relevant_sentences": numbers["items"]["enum"][:1] if needed else []}
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    pairs = control_pairs(samples(), 4)
+    with FakeJudgeServer(answer) as server:
+        settings = Settings(judge_base_url=server.base_url, cache_dir=str(tmp_path / "cache"))
+        with Evaluator(settings) as ev:
+            section = run_controls(ev, pairs, ["context_relevance_sentences", "context_recall"], [])
+        assert server.request_count == 4  # recall has no controls
+    [kind] = section["kinds"]
+    assert (kind["kind"], kind["judged"], kind["share"], kind["verdict"]) == (
+        "context_relevance_sentences",
+        4,
+        share,
+        "needed",
+    )
