@@ -348,7 +348,7 @@ class _Recorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Taken off the report, which pytest keeps to the end of the run: the session holds them now.
         rows = report.__dict__.pop("ragmetrics", None)
-        self.session.reported(report, rows, getattr(report, "ragmetrics_error", None))
+        self.session.take_comparisons(report, rows, getattr(report, "ragmetrics_error", None))
 
 
 # --- the end of the run --------------------------------------------------------------------------

@@ -426,7 +426,9 @@ class RagmetricsSession:
             "xfail": hasattr(report, "wasxfail"),
         }
 
-    def reported(self, report: pytest.TestReport, rows: list[dict[str, Any]] | None, error: Any) -> None:
+    def take_comparisons(
+        self, report: pytest.TestReport, rows: list[dict[str, Any]] | None, error: Any
+    ) -> None:
         """A test phase's report, with the comparisons and ragmetrics error it carried (from any process)."""
         session, prefetcher = self.session, self.prefetcher
         stopping = session is not None and bool(session.shouldfail or session.shouldstop)
