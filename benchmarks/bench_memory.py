@@ -3,7 +3,7 @@
 10,000 samples (three chunks of four sentences each) on the three default metrics (precision, recall,
 graded relevance), each phase in a fresh child process: ``cold`` judges everything with a judge that
 answers instantly and keeps nothing, writing a real diskcache; ``warm`` answers everything from that
-cache, as a rerun does (from the score records the cold phase kept). With ``--store`` the cold phase
+cache, as a rerun does. With ``--store`` the cold phase
 records into a judgment store too, and a ``store`` phase replays from the store alone (an empty
 cache), as a fresh CI checkout does. Bound: at most 150 MB peak RSS at 10,000 samples. The figure
 for an empty evaluation (imports only) is printed beside it.

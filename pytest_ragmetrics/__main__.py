@@ -225,7 +225,6 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     cache = report["cache"]
     print(f"cache: {cache_dir}" + ("" if cache_dir.is_dir() else " (does not exist)"), file=out)
     print(f"  entries: {cache['entries']}", file=out)
-    print(f"  score records: {cache['score_records']}", file=out)
     print(f"  size on disk: {_human_size(cache['bytes'])}", file=out)
     for model, count in cache["models"].items():
         print(f"  model {model}: {count}", file=out)

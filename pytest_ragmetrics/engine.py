@@ -8,6 +8,7 @@ concurrency limit, and nothing ever nests event loops.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -16,7 +17,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
@@ -28,7 +29,7 @@ from .judgments import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
-from .settings import Settings, from_env
+from .settings import Settings, from_env, how_to_set
 from .specs import format_metric
 from .text import normalize_text  # stdlib only at import: nltk loads when a splitter is first built
 
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from .judge.base import Judge, JudgeAnswer, JudgeRequest
     from .judge.cache import CachedJudge, CacheMode
     from .judge.stats import JudgeStats
-    from .score_records import ScoreRecords, Traced
     from .text import Splitter
 
 T = TypeVar("T")
@@ -179,14 +179,12 @@ class EvaluationResult:
 class _Context:
     """The :class:`~pytest_ragmetrics.metrics.builtin.ScoringContext` the engine hands to metrics."""
 
-    def __init__(self, evaluator: Evaluator, *, traced: bool = False) -> None:
+    def __init__(self, evaluator: Evaluator) -> None:
         self._evaluator = evaluator
         self.settings = evaluator.settings
         #: What the score was made with, for telling whether two runs' scores can be compared.
         self.prompt_versions: set[str] = set()
         self.split_used = False
-        #: With ``traced``, every judgment the score rests on (for its score record).
-        self.traced: list[Traced] | None = [] if traced else None
 
     def split(self, text: str) -> list[str]:
         self.split_used = True
@@ -205,8 +203,6 @@ class _Context:
         self.prompt_versions.add(request.prompt_version)
         answer = await self._evaluator.judge.judge(request)
         self._evaluator.note_answer(request, answer)
-        if self.traced is not None:
-            self._trace(request, answer)
         return answer
 
     async def judge_many(
@@ -217,17 +213,7 @@ class _Context:
         for request, answer in zip(requests, answers, strict=True):
             if answer is not None:
                 self._evaluator.note_answer(request, answer)
-                if self.traced is not None:
-                    self._trace(request, answer)
         return answers
-
-    def _trace(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
-        key = request.cache_key()
-        kind, classes = self._evaluator.answers[key]
-        # Where it is recorded, not where this run first found it (an answer in memory is "cache").
-        source = "store" if self._evaluator.judge.in_store(key) else "cache"
-        self.traced.append((key, kind, classes, source, answer.usage.total_tokens))  # type: ignore[union-attr]
-
 
 # Every metric of a sample normalizes the same question and chunks again: remember recent texts.
 _normalize = functools.lru_cache(maxsize=4096)(normalize_text)
@@ -277,11 +263,6 @@ class ScoresAhead(Protocol):
         """
         ...
 
-    def coming_samples(self, count: int) -> list[RagSample]:
-        """The samples of (at most) ``count`` scores to come, in order: their score records are read
-        with the current one's."""
-        ...
-
 
 class Evaluator:
     """Computes metrics for samples with one configuration.
@@ -289,8 +270,8 @@ class Evaluator:
     ``judge`` replaces the configured judge (it still sits behind the cache and store as configured by
     ``settings.cache``); ``hook`` is a pluggy hook relay (pytest's ``config.hook`` inside pytest, else
     :func:`~pytest_ragmetrics.builtin_hooks.plugin_manager`'s). ``stats`` and ``runner`` can be shared
-    between evaluators. ``score_records=False`` neither serves nor keeps finished scores in the disk
-    cache (:mod:`~pytest_ragmetrics.score_records`): every score is made from its judgments.
+    between evaluators. Use it as a context manager, or call :meth:`close`, to let the judgments
+    in flight finish and sort the judgment store.
     """
 
     def __init__(
@@ -303,7 +284,6 @@ class Evaluator:
         stats: JudgeStats | None = None,
         runner: LoopRunner | None = None,
         default_cache_dir: str | Path | None = None,
-        score_records: bool = True,
     ) -> None:
         self.settings = settings or from_env()
         if not _scope.in_pytest():  # a script: inside pytest, the plugin warns at startup
@@ -326,14 +306,9 @@ class Evaluator:
         self._metrics: dict[str, Metric] | None = None
         self._fingerprint: object = _UNKNOWN
         self._cut: dict[str, Metric] = {}  # "ndcg@5" -> the ndcg family cut at 5
-        self._records: ScoreRecords | None = None
-        self._keeps_records = score_records
         self._lock = threading.Lock()
         #: Results judged ahead of time, asked first by :meth:`score` (see :class:`ScoresAhead`).
         self.ahead: ScoresAhead | None = None
-        #: A score needed the judging loop (an answer not recorded, a write): until then every score
-        #: was served on the calling thread, and nothing is worth judging ahead.
-        self.judging = False
         #: What every judgment the metrics asked for decided, by cache key: (kind, answer classes).
         self.answers: dict[str, tuple[str, tuple[str, ...]]] = {}
 
@@ -437,6 +412,7 @@ class Evaluator:
                     store=store,
                     stats=self.stats,
                     concurrency=self.settings.concurrency,
+                    how_to_set=how_to_set,
                 )
             return self._cached_judge
 
@@ -470,71 +446,16 @@ class Evaluator:
         self._cut[name] = cut
         return cut
 
-    def _score_records(self, metric: Metric) -> ScoreRecords | None:
-        """The score records of ``metric``'s results, or ``None`` when it has none."""
-        from .score_records import ScoreRecords, records_serve
-
-        if not self._keeps_records or not records_serve(metric):
-            return None
-        if self._records is None:
-            self._records = ScoreRecords(self)
-        return self._records
-
     # -- scoring -----------------------------------------------------------------------------
-    async def _score(
-        self, sample: RagSample, name: str, method: str | None, *, look: bool = True
-    ) -> MetricResult:
-        """Score one sample: from its score record when there is one (``look``), else with the
-        judge's (recorded) answers, then keeping the record."""
+    async def _score(self, sample: RagSample, name: str, method: str | None) -> MetricResult:
+        """Score one sample: the metric asks the (cached) judge for its judgments."""
         if not isinstance(sample, RagSample):
             raise TypeError(f"expected a RagSample, got {type(sample).__name__}")
         metric = self.metric(name)
         method = check_method(metric, method)
-        records = self._score_records(metric)
-        key = None if records is None else records.key(name, method, sample)
-        if look and key is not None:
-            found = records.find(name, method, key, sample)  # type: ignore[union-attr]
-            if found is not None:
-                return found
-        ctx = _Context(self, traced=key is not None)
+        ctx = _Context(self)
         result = await metric.score(sample, method, ctx)
-        result = self._finish(metric, sample, result, ctx)
-        if key is not None:
-            records.keep(key, result, ctx.traced or (), sample)  # type: ignore[union-attr]
-        return result
-
-    async def _recorded(
-        self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]]
-    ) -> dict[tuple[int, int], MetricResult] | None:
-        """The results of (spec, sample) pairs served from score records, read in one go off the
-        loop; ``None`` when no record was looked for (none of the metrics keeps them, or they are off)."""
-        wanted: list[tuple[int, int, str]] = []
-        for s, (name, method) in enumerate(specs):
-            metric = self.metric(name)
-            records = self._score_records(metric)
-            if records is None:
-                continue
-            method = check_method(metric, method)
-            for i, sample in enumerate(samples):
-                key = records.key(name, method, sample)
-                if key is None:
-                    return None
-                wanted.append((s, i, key))
-        records = self._records
-        if not wanted or records is None:
-            return None
-        judge = self.judge
-        served: dict[tuple[int, int], MetricResult] = {}
-        # In slices, so a large evaluation never holds every record's text at once.
-        for start in range(0, len(wanted), _RECORDS_READ):
-            part = wanted[start : start + _RECORDS_READ]
-            found = await judge._off_loop(judge.read_entries, [key for _, _, key in part])
-            hits = [(s, i, key, found[key]) for s, i, key in part if key in found]
-            results = records.serve_many([(key, entry, samples[i]) for _, i, key, entry in hits])
-            for (s, i, _, _), result in zip(hits, results, strict=True):
-                if result is not None:
-                    served[s, i] = result
-        return served
+        return self._finish(metric, sample, result, ctx)
 
     def _finish(
         self, metric: Metric, sample: RagSample, result: MetricResult, ctx: _Context | None = None
@@ -582,83 +503,18 @@ class Evaluator:
         return await self.runner.arun(self._score(sample, metric, method))
 
     def score(self, sample: RagSample, metric: str, method: str | None = None) -> MetricResult:
-        """Score one sample, blocking until the judge has answered."""
+        """Score one sample on the judging loop, blocking until the judge has answered.
+
+        A score the pytest plugin started ahead for this test (a golden set's next samples) is
+        taken instead of starting it again: the same coroutine, started earlier.
+        """
         __tracebackhide__ = True
         ahead = self.ahead
-        tried = not self.judging
-        if tried:
-            # Served from records so far: nothing was started ahead, and this one needs no loop.
-            result, looked = self._from_record(sample, metric, method)
-            if result is None:
-                result = self._score_here(sample, metric, method, look=not looked)
-            if result is not None:
-                if ahead is not None:
-                    ahead.claim(self, sample, metric, method)  # learns the plan; starts nothing yet
-                return result
         if ahead is not None:
-            # Judged ahead (the pytest plugin's prefetching): take that result instead.
             future = ahead.claim(self, sample, metric, method)
             if future is not None:
                 return self.runner.wait(future)
-        if not tried:
-            result = self._score_here(sample, metric, method)
-            if result is not None:
-                return result
         return self.runner.run(self._score(sample, metric, method))
-
-    def _from_record(
-        self, sample: RagSample, name: str, method: str | None
-    ) -> tuple[MetricResult | None, bool]:
-        """The score served from its score record on the calling thread, if it has one, and
-        whether its record was looked for (the quickest way a warm run serves a score)."""
-        metric = self.metrics.get(name)
-        if metric is None or not isinstance(sample, RagSample):
-            return None, False
-        records = self._score_records(metric)
-        if records is None:
-            return None, False
-        try:
-            method = check_method(metric, method)
-        except Exception:
-            return None, False  # scoring raises it, as it would without records
-        key = records.key(name, method, sample)
-        if key is None:
-            return None, False
-        return records.find(name, method, key, sample), True
-
-    def _score_here(
-        self, sample: RagSample, name: str, method: str | None, *, look: bool = True
-    ) -> MetricResult | None:
-        """The score served on the calling thread when every answer it rests on is recorded, else
-        ``None`` (score it on the judging loop).
-
-        A warm run's score needs no event loop: handing it to the judging thread and back would
-        cost more than the score itself. Only for metrics that await nothing but the scoring
-        context's judge (``serves_recorded = True``, as the built-in ones).
-        """
-        from .judge.cache import ServedElsewhere, serving_here
-
-        metric = self.metrics.get(name)
-        if metric is None or not getattr(metric, "serves_recorded", False):
-            return None
-        judge = self.judge
-        with serving_here() as served:
-            coro = self._score(sample, name, method, look=look)
-            try:
-                coro.send(None)
-            except StopIteration as done:
-                result: MetricResult = done.value
-            except ServedElsewhere:
-                self.judging = True
-                return None
-            except Exception:
-                return None  # the judging loop scores it again and raises what it raises
-            else:
-                coro.close()  # it awaited something after all
-                self.judging = True
-                return None
-        judge.count_served(served)
-        return result
 
     def submit_score(
         self, sample: RagSample, metric: str, method: str | None = None
@@ -673,11 +529,6 @@ class Evaluator:
         __tracebackhide__ = True
         return self.runner.run(self._score_many(samples, metric, method))
 
-    async def ascore_many(
-        self, samples: Sequence[RagSample], metric: str, method: str | None = None
-    ) -> list[MetricResult]:
-        return await self.runner.arun(self._score_many(samples, metric, method))
-
     async def _evaluate(
         self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]], errors: str = "raise"
     ) -> EvaluationResult:
@@ -686,11 +537,10 @@ class Evaluator:
         ids = _sample_ids(samples)
         for name, method in specs:
             check_method(self.metric(name), method)  # fail before judging anything
-        served = await self._recorded(samples, specs)
         # One failure does not cancel the others: every answer that arrives is recorded (cache and
         # store), so what was paid for is never paid again. Bugs (other exceptions) still cancel.
         columns = await gather_or_cancel(
-            *(self._score_settled(samples, name, method, served, s) for s, (name, method) in enumerate(specs))
+            *(self._score_settled(samples, name, method) for name, method in specs)
         )
         paired = list(zip(specs, columns, strict=True))
         outcomes = [(sid, spec, column[i]) for i, sid in enumerate(ids) for spec, column in paired]
@@ -714,16 +564,9 @@ class Evaluator:
         return EvaluationResult(list(samples), results, aggregates, failed)
 
     async def _score_settled(
-        self,
-        samples: Sequence[RagSample],
-        name: str,
-        method: str | None,
-        served: Mapping[tuple[int, int], MetricResult] | None = None,
-        column: int = 0,
+        self, samples: Sequence[RagSample], name: str, method: str | None
     ) -> list[MetricResult | RagMetricsError]:
-        """Like :meth:`_score_many`, but a sample's failure is its outcome, not the column's.
-        ``served`` holds the results already served from score records, by (``column``, sample);
-        ``None`` when none were looked for."""
+        """Like :meth:`_score_many`, but a sample's failure is its outcome, not the column's."""
         metric = self.metric(name)
         now = getattr(metric, "score_now", None)
         if now is not None and not getattr(metric, "uses_judge", True):
@@ -736,21 +579,13 @@ class Evaluator:
                     out.append(exc)
             return out
 
-        outcomes: list[MetricResult | RagMetricsError | None] = (
-            [served.get((column, i)) for i in range(len(samples))] if served else [None] * len(samples)
-        )
-        todo = [i for i, outcome in enumerate(outcomes) if outcome is None]
-
-        async def settled(j: int) -> MetricResult | RagMetricsError:
+        async def settled(i: int) -> MetricResult | RagMetricsError:
             try:
-                # A sample without a record was looked for already (see _recorded).
-                return await self._score(samples[todo[j]], name, method, look=served is None)
+                return await self._score(samples[i], name, method)
             except RagMetricsError as exc:
                 return exc
 
-        for i, outcome in zip(todo, await map_bounded(settled, len(todo), self._jobs), strict=True):
-            outcomes[i] = outcome
-        return outcomes  # type: ignore[return-value]  # every one filled in
+        return await map_bounded(settled, len(samples), self._jobs)
 
     async def aevaluate(
         self,
@@ -782,8 +617,6 @@ class Evaluator:
 
     def close(self) -> None:
         """Close the judge's client and the cache; stop the event loop if this evaluator owns it."""
-        if self._records is not None:
-            self._records.flush()
         judge, self._cached_judge = self._cached_judge, None
         if judge is not None:
             with contextlib.suppress(RuntimeError):  # the loop is already gone: nothing left to close
@@ -797,9 +630,6 @@ class Evaluator:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-#: Score records read in one go by an evaluation (see Evaluator._recorded).
-_RECORDS_READ = 500
 
 DEFAULT_METRICS = ("context_precision", "context_recall", "context_relevance[graded]")
 
@@ -912,6 +742,9 @@ def get_evaluator() -> Evaluator:
     with _default_lock:
         if _default is None:
             _default = Evaluator()
+            # It owns a thread, a cache connection and the store's appended shards: a script that
+            # never closes it still has its judgments in flight finished and its store sorted.
+            atexit.register(_default.close)
         return _default
 
 

@@ -57,3 +57,7 @@ class JudgeCallCapReached(JudgeUnavailable):
 
 class JudgmentNotRecorded(JudgeError):
     """Replay mode: the judgment is in neither the cache nor the judgment store."""
+
+
+class RagMetricsWarning(UserWarning):
+    """Something degraded but the run can go on (e.g. the disk cache is unusable)."""

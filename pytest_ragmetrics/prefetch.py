@@ -8,6 +8,13 @@ Each score the first of them asks for on its sample is started for the next test
 on its own sample, as soon as it is asked for (after the first test's own request, so that one goes
 first).
 
+A test that builds its sample in its body (a retriever called there) cannot be judged before it runs,
+but it can say which scores it takes: ``@pytest.mark.ragmetrics(metrics=["context_precision",
+"context_recall"])``. At the test's first score of one of those on a sample, the other declared scores
+are started on that same sample at once, so the test waits about one judge call, not one per
+assertion. Declared scores it does not take are dropped when it ends (an answer already received is
+still recorded).
+
 Only judging happens ahead: no test code runs out of its turn. Scores are started for a window of
 tests ahead of the running one (as many tests as judge calls allowed at once, at least 8), on the
 shared judging loop, so every judge call still passes the concurrency bound. A test takes the result
@@ -78,8 +85,6 @@ class Prefetcher:
         self.settings = settings
         self._evaluator_for = evaluator_for
         self.active = active and settings.cache != "replay"
-        #: The tests to come run here, in order (not an xdist worker): their score records may be read ahead.
-        self.ordered = active
         self.window = max(MIN_WINDOW, settings.concurrency or MIN_WINDOW)
         self._lock = threading.Lock()
         self._items: Sequence[pytest.Item] = ()
@@ -91,20 +96,19 @@ class Prefetcher:
         #: The test each group's plan is being learned from (its first test to ask for a score).
         self._teachers: dict[tuple[str, str], str] = {}
         self._current: dict[str, list[tuple[Evaluator, RagSample, str, str | None]]] = {}
-        #: Scores of the window were not started because every score so far was served from
-        #: records: they are started once one needs the judge.
-        self._deferred = False
+        #: Per test: the scores its marker declares (``metrics=``), as (metric, method) pairs.
+        self._declared: dict[str, list[tuple[str, str | None]]] = {}
+        self._stopped = False
         self.started = 0
 
     # --- the engine asks -----------------------------------------------------------------------
     def claim(
         self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
     ) -> concurrent.futures.Future[MetricResult] | None:
+        metric, method = _spec(evaluator, metric, method)
         scope = _scope.current_test.get()
         if scope is not None:
             self._current.setdefault(scope.nodeid, []).append((evaluator, sample, metric, method))
-            if self._deferred and evaluator.judging:
-                self._resume(scope.nodeid)
         try:
             key = (id(evaluator), sample, metric, method)
             with self._lock:
@@ -112,27 +116,27 @@ class Prefetcher:
         except TypeError:  # a sample that cannot be hashed is never started ahead
             return None
         if entry is None or entry[1].cancelled():
-            return None if scope is None else self._teach(scope.nodeid, evaluator, sample, metric, method)
+            if scope is None:
+                return None
+            self._start_declared(scope.nodeid, evaluator, sample, metric, method)
+            return self._teach(scope.nodeid, evaluator, sample, metric, method)
         return entry[1]
 
-    def _resume(self, nodeid: str) -> None:
-        """The first score that needs the judge: start what was passed over while every score was
-        served from records, the running test's scores it has not asked for yet first, then the
-        window after it."""
-        self._deferred = False
-        position = self._positions.get(nodeid)
-        if not self.active or position is None:
+    def _start_declared(
+        self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
+    ) -> None:
+        """A test asks for a score its marker declares, on a sample it has not scored before: start
+        the other declared scores on that sample (after this one, which the test asks for itself)."""
+        declared = self._declared.get(nodeid)
+        if not declared or self._stopped or evaluator.settings.cache == "replay":
             return
-        try:
-            asked = {(id(ev), s, m, meth) for ev, s, m, meth in self._current.get(nodeid, [])[:-1]}
-        except TypeError:  # a sample that cannot be hashed
-            asked = None
-        if asked is not None:
-            for evaluator, sample, metric, method in self._predicted(self._items[position]):
-                if (id(evaluator), sample, metric, method) not in asked:
-                    self._start_one(nodeid, evaluator, sample, metric, method)
-        for later in self._items[position + 1 : self._started_to]:
-            self._start(later)
+        declared = [_spec(evaluator, name, how) for name, how in declared]
+        asked = self._current[nodeid]
+        if any(s is sample for _, s, _, _ in asked[:-1]) or (metric, method) not in declared:
+            return
+        for other, other_method in declared:
+            if (other, other_method) != (metric, method):
+                self._start_one(nodeid, evaluator, sample, other, other_method)
 
     def _teach(
         self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
@@ -164,8 +168,6 @@ class Prefetcher:
         if call in learned:
             return None  # asked again: scored as usual
         learned.append(call)
-        if not evaluator.judging:
-            return None  # so far served from records: nothing worth starting ahead (see Evaluator.score)
         own = evaluator.submit_score(sample, metric, method)
         for later in self._items[position + 1 : self._started_to]:
             later_sample = _rag_sample(later)
@@ -173,23 +175,17 @@ class Prefetcher:
                 self._start_one(later.nodeid, evaluator, later_sample, metric, method)
         return own
 
-    def coming_samples(self, count: int) -> list[RagSample]:
-        """The ``rag_sample`` of the (at most) ``count`` tests after the running one, in order: a warm
-        run reads their score records with the running test's. None under xdist workers."""
-        scope = _scope.current_test.get()
-        position = self._positions.get(scope.nodeid) if scope is not None and self.ordered else None
-        if position is None:
-            return []
-        coming = (_rag_sample(item) for item in self._items[position + 1 : position + 1 + count])
-        return [sample for sample in coming if sample is not None]
-
     # --- pytest tells ---------------------------------------------------------------------------
     def collected(self, items: Sequence[pytest.Item]) -> None:
         self._items = items
         self._positions = {item.nodeid: i for i, item in enumerate(items)}
 
     def before(self, item: pytest.Item) -> None:
-        """``item`` starts: make sure the scores of the window after it have been started."""
+        """``item`` starts: note the scores it declares, and make sure the scores of the window after
+        it have been started."""
+        declared = _declared(item)
+        if declared:
+            self._declared[item.nodeid] = declared
         if not self.active:
             return
         position = self._positions.get(item.nodeid)
@@ -204,6 +200,7 @@ class Prefetcher:
     def after(self, item: pytest.Item) -> None:
         """``item`` ended: learn its group's plan if nobody taught it yet, drop what was started for
         it and not taken."""
+        self._declared.pop(item.nodeid, None)
         calls = self._current.pop(item.nodeid, [])
         if not calls and not self._pending:
             return  # it asked for nothing, and nothing was started for it
@@ -227,6 +224,7 @@ class Prefetcher:
     def stop(self) -> None:
         """The run stops (``-x``, ``--maxfail``, Ctrl-C, its end): cancel all that was started ahead."""
         self.active = False
+        self._stopped = True
         with self._lock:
             futures = [future for _, future in self._pending.values()]
             self._pending.clear()
@@ -250,9 +248,6 @@ class Prefetcher:
     ) -> None:
         if evaluator.settings.cache == "replay":
             return
-        if not evaluator.judging:
-            self._deferred = True  # started once a score needs the judge (see claim)
-            return
         try:
             key = (id(evaluator), sample, metric, method)
             with self._lock:
@@ -262,3 +257,25 @@ class Prefetcher:
         except TypeError:
             return
         self.started += 1
+
+
+def _spec(evaluator: Evaluator, metric: str, method: str | None) -> tuple[str, str | None]:
+    """``(metric, method)`` with the method a metric takes by default spelled out, so a score asked
+    for as ``context_relevance`` is the declared ``context_relevance[graded]``."""
+    from .metrics.builtin import check_method
+
+    try:
+        return metric, check_method(evaluator.metric(metric), method)
+    except Exception:  # scoring it raises the error where the test asked for it
+        return metric, method
+
+
+def _declared(item: pytest.Item) -> list[tuple[str, str | None]]:
+    """The scores ``item``'s closest ``ragmetrics`` marker with ``metrics=`` declares (checked when
+    the tests were collected)."""
+    from .engine import parse_metric_spec
+
+    for mark in item.iter_markers("ragmetrics"):
+        if "metrics" in mark.kwargs:
+            return [parse_metric_spec(name) for name in mark.kwargs["metrics"]]
+    return []

@@ -170,8 +170,9 @@ RUN_WIDE = frozenset(
 )
 
 #: Marker arguments that are not settings: ``samples`` parametrizes ``rag_sample``, ``method`` is
-#: short for ``relevance_method``.
-MARKER_WORDS = ("samples", "method")
+#: short for ``relevance_method``, ``metrics`` lists the scores a test takes (started together at its
+#: first one; see :mod:`pytest_ragmetrics.prefetch`).
+MARKER_WORDS = ("samples", "method", "metrics")
 
 #: Settings that hold paths: relative ones are relative to the rootdir (where the ini file is).
 _PATHS = ("cache_dir", "store_dir", "baseline", "save_baseline", "judge_check")
@@ -189,7 +190,7 @@ def with_paths_under(settings: Settings, root: Path) -> Settings:
 
 def _changes(given: Mapping[str, Any]) -> dict[str, Any]:
     """Marker or ``ragmetrics_config`` arguments as setting changes."""
-    changes = {k: v for k, v in given.items() if k != "samples"}
+    changes = {k: v for k, v in given.items() if k not in ("samples", "metrics")}
     if "method" in changes:
         changes["relevance_method"] = changes.pop("method")
     return changes
@@ -210,13 +211,28 @@ def check_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     if unknown:
         per_test = sorted(set(OPTIONS_BY_NAME) - RUN_WIDE)
         raise ConfigError(
-            f"unknown @pytest.mark.ragmetrics argument(s) {', '.join(unknown)}; use samples, method "
+            f"unknown @pytest.mark.ragmetrics argument(s) {', '.join(unknown)}; use samples, method, metrics "
             f"or a setting name: {', '.join(per_test)}"
         )
     try:
         resolve(overrides=_changes(kwargs))
     except ConfigError as exc:
         raise ConfigError(f"@pytest.mark.ragmetrics: {exc}") from None
+    if "metrics" in kwargs:
+        _check_metric_names(kwargs["metrics"])
+
+
+def _check_metric_names(value: Any) -> None:
+    """The marker's ``metrics=``: a list of metric names such as ``"context_relevance[graded]"``."""
+    from .specs import parse_metric_name
+
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"@pytest.mark.ragmetrics(metrics=...) must be a list of metric names, got {value!r}")
+    for name in value:
+        try:
+            parse_metric_name(name)
+        except ConfigError as exc:
+            raise ConfigError(f"@pytest.mark.ragmetrics(metrics=...): {exc}") from None
 
 
 def for_test(

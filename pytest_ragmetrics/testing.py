@@ -143,6 +143,9 @@ class FakeJudgeServer:
       given (e.g. valid JSON of the wrong shape);
     * :meth:`hang_next` holds the next requests for longer than the client's timeout;
     * :meth:`delay` adds latency to every request (requests are served concurrently);
+    * :meth:`close_gate` holds every request that arrives until :meth:`open_gate`, and
+      :meth:`wait_for_requests` waits until some have arrived: a test knows a request reached the
+      server (and its answer has not) without measuring time;
     * ``reported_model`` overrides the model named in responses.
 
     Emulating real servers:
@@ -198,6 +201,9 @@ class FakeJudgeServer:
         self._ids = itertools.count(1)
         self._in_flight = 0
         self.max_in_flight = 0
+        self._gate = threading.Event()
+        self._gate.set()
+        self._arrived = threading.Condition(self._lock)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -281,6 +287,19 @@ class FakeJudgeServer:
             for _ in range(times):
                 self._actions.append(_Action("hang", seconds=seconds))
 
+    def close_gate(self) -> None:
+        """Hold every request that arrives from now on until :meth:`open_gate` (or :meth:`stop`)."""
+        self._gate.clear()
+
+    def open_gate(self) -> None:
+        """Answer the requests being held, and those that arrive from now on."""
+        self._gate.set()
+
+    def wait_for_requests(self, count: int, timeout: float = 30.0) -> bool:
+        """Wait until the server has received ``count`` requests in all; False if ``timeout`` passed."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self.requests) >= count, timeout)
+
     def delay(self, seconds: float) -> None:
         """Add ``seconds`` of latency to every following request."""
         self.latency = seconds
@@ -296,6 +315,7 @@ class FakeJudgeServer:
     def _record(self, request: RecordedRequest) -> _Action | None:
         with self._lock:
             self.requests.append(request)
+            self._arrived.notify_all()
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             return self._actions.popleft() if self._actions else None
@@ -480,6 +500,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
         )
         try:
+            while not fake._gate.wait(0.05) and not fake._stopping.is_set():
+                pass
             fake._sleep(fake.latency)
             if action is not None and action.kind == "hang":
                 fake._sleep(action.seconds)

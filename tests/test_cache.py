@@ -141,7 +141,7 @@ def test_replay_miss_names_the_label_and_how_to_record(dirs):
         run(replay, make_request(7))
     message = str(info.value)
     assert "test_rag[sample-7] chunk 1" in message
-    assert "--rag-cache=readwrite" in message
+    assert "RAGMETRICS_CACHE=readwrite" in message  # built by hand: the wording that works everywhere
     assert str(dirs.store) in message
     assert replay.stats.errors == 1
 
@@ -297,7 +297,7 @@ def test_replay_with_an_unusable_cache_and_no_store_explains_both(dirs):
         run(judge, make_request())
     message = str(info.value)
     assert "the cache was unusable" in message
-    assert "--rag-cache=readwrite" in message
+    assert "RAGMETRICS_CACHE=readwrite" in message
 
 
 def test_api_key_never_reaches_the_disk(fake_judge_server, dirs):
@@ -375,6 +375,7 @@ def test_stats_merge_adds_another_processes_figures():
     worker.record_call(Usage(10, 2))
     worker.record_cache_hit(Usage(5, 1))
     worker.record_store_hit(Usage(3, 1))
+    worker.record_reuse()
     worker.record_retry()
     worker.record_reask()
     worker.record_error()
@@ -386,6 +387,7 @@ def test_stats_merge_adds_another_processes_figures():
         "calls": 2,
         "cache_hits": 1,
         "store_hits": 1,
+        "reused": 1,
         "prompt_tokens": 11,
         "completion_tokens": 3,
         "tokens_saved": 10,
@@ -636,7 +638,7 @@ def test_off_judges_a_repeated_request_once_per_run(fake_judge_server, dirs):
     assert fake_judge_server.request_count == 1
     assert second.choices == first.choices
     assert judge.stats.calls == 1
-    assert judge.stats.cache_hits == 1
+    assert (judge.stats.cache_hits, judge.stats.reused) == (0, 1)  # reused within the run, not read
     assert not dirs.cache.exists()
     assert not dirs.store.exists()
     # A new run judges again: the memory is the run's only.
@@ -687,16 +689,26 @@ import asyncio, sys, warnings
 sys.path.insert(0, {tests!r})
 from judge_requests import make_request
 from pytest_ragmetrics.judge.cache import CachedJudge
+from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
+from pytest_ragmetrics.judge.store import JudgmentStore
 
-def no_judge():
-    raise AssertionError("a warm read-only cache must answer without the judge")
+judge = CachedJudge(
+    lambda: OpenAIJudge(api_key="sk-dummy", base_url={base_url!r}, max_retries=0, timeout=30),
+    cache_dir={cache!r},
+    store=JudgmentStore({store!r}),
+)
 
-judge = CachedJudge(no_judge, cache_dir={cache!r})
+async def main():
+    try:
+        return await asyncio.gather(*(judge.judge(make_request(i)) for i in (0, 1, 0, 2, 2)))
+    finally:
+        await judge.aclose()
+
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    answers = asyncio.run(judge.judge(make_request(0))), asyncio.run(judge.judge(make_request(1)))
-print([a.source for a in answers], judge.stats.cache_hits)
-print(" | ".join(str(w.message) for w in caught))
+    answers = asyncio.run(main())
+print([a.source for a in answers], judge.stats.store_hits, judge.stats.cache_hits, judge.stats.reused)
+print(len(caught), " | ".join(str(w.message) for w in caught))
 """
 
 
@@ -714,19 +726,23 @@ def _can_mount_read_only(tmp_path: Path) -> bool:
     return probe.returncode == 0
 
 
-def test_a_warm_cache_on_a_read_only_filesystem_is_read(fake_judge_server, dirs, tmp_path):
-    """A read-only mount used to give "unable to open database file" and every judgment paid again."""
+def test_a_cache_on_a_read_only_filesystem_is_skipped_with_one_warning_and_the_store_serves(
+    fake_judge_server, dirs, tmp_path
+):
+    """diskcache cannot open a database it cannot write: the cache is skipped, said once, the
+    committed store still answers what it holds, and what it lacks is judged once."""
     if not _can_mount_read_only(tmp_path):
         pytest.skip("needs `unshare -m` and bind mounts to make a read-only filesystem")
-    fake_judge_server.responder = lambda body: {"reason": "r", "useful": True}
-    long_reason = "x" * 40_000  # diskcache keeps values this long in a file beside the database
-    fake_judge_server.responder = lambda body: {
-        "reason": long_reason if "chunk 1" in json.dumps(body) else "short",
-        "useful": True,
-    }
-    run(cached_judge(fake_judge_server, dirs, max_tokens=20_000), make_request(0), make_request(1))
+    run(cached_judge(fake_judge_server, dirs), make_request(0), make_request(1))
     script = tmp_path / "read_only.py"
-    script.write_text(READ_ONLY_SCRIPT.format(tests=str(Path(__file__).parent), cache=str(dirs.cache)))
+    script.write_text(
+        READ_ONLY_SCRIPT.format(
+            tests=str(Path(__file__).parent),
+            cache=str(dirs.cache),
+            store=str(dirs.store),
+            base_url=fake_judge_server.base_url,
+        )
+    )
     command = (
         f"mount --bind {dirs.cache} {dirs.cache} && mount -o remount,bind,ro {dirs.cache} && "
         f"{sys.executable} {script}"
@@ -734,9 +750,9 @@ def test_a_warm_cache_on_a_read_only_filesystem_is_read(fake_judge_server, dirs,
     out = subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     sources, warning = out.stdout.strip().splitlines()
-    assert sources == "['cache', 'cache'] 2"
-    assert "cannot be written" in warning and "reading it" in warning
-    assert fake_judge_server.request_count == 2
+    assert sources == "['store', 'store', 'store', 'judge', 'judge'] 2 0 1"
+    assert warning.startswith("1 ") and "cannot be used" in warning and "still serves" in warning
+    assert fake_judge_server.request_count == 3  # the two recorded, then the one the store lacked
 
 
 SHARED_SCRIPT = """
@@ -816,3 +832,66 @@ def test_xdist_workers_share_their_cache_by_default(dirs, monkeypatch):
     assert CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache).shared is False
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
     assert CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache).shared is True
+
+
+# --- an answer that arrives is kept -----------------------------------------------------------------
+
+
+def _cancel_after_arrival(judge: CachedJudge, server: FakeJudgeServer, requests: list[JudgeRequest], arrived: int) -> None:
+    """Ask for ``requests`` with the server holding every request; once ``arrived`` have reached it,
+    cancel every waiter, then let the server answer and close the judge."""
+
+    async def go() -> None:
+        waiters = [asyncio.ensure_future(judge.judge(r)) for r in requests]
+        assert await asyncio.get_running_loop().run_in_executor(None, server.wait_for_requests, arrived)
+        for waiter in waiters:
+            waiter.cancel()
+        results = await asyncio.gather(*waiters, return_exceptions=True)
+        assert all(isinstance(r, asyncio.CancelledError) for r in results)
+        server.open_gate()
+        await judge.aclose()  # lets what was sent finish
+
+    server.close_gate()
+    asyncio.run(go())
+
+
+def test_an_answer_that_arrives_after_its_waiter_was_cancelled_is_recorded(fake_judge_server, dirs):
+    judge = cached_judge(fake_judge_server, dirs)
+    _cancel_after_arrival(judge, fake_judge_server, [make_request(0)], arrived=1)
+    assert fake_judge_server.request_count == 1
+    replayed = run(cached_judge(None, dirs, mode="replay"), make_request(0))
+    assert replayed[0].source == "store"
+
+
+def test_a_cancelled_request_not_yet_sent_is_never_sent(fake_judge_server, dirs):
+    """Within a bound of one call, the second request waits for the first: cancelled then, it is
+    dropped without reaching the server, while the first one's answer is recorded."""
+    judge = cached_judge(fake_judge_server, dirs)
+    judge.concurrency = 1
+    _cancel_after_arrival(judge, fake_judge_server, [make_request(0), make_request(1)], arrived=1)
+    assert fake_judge_server.request_count == 1
+    replay = cached_judge(None, dirs, mode="replay")
+    assert run(replay, make_request(0))[0].source == "store"
+    with pytest.raises(JudgmentNotRecorded):
+        run(cached_judge(None, dirs, mode="replay"), make_request(1))
+
+
+def test_callers_asking_for_one_key_at_once_share_one_request(fake_judge_server, dirs):
+    """A waiter cancelled while another still waits for the same judgment cancels nothing."""
+    judge = cached_judge(fake_judge_server, dirs)
+
+    async def go() -> list[JudgeAnswer]:
+        fake_judge_server.close_gate()
+        first = asyncio.ensure_future(judge.judge(make_request(0)))
+        second = asyncio.ensure_future(judge.judge(make_request(0)))
+        assert await asyncio.get_running_loop().run_in_executor(None, fake_judge_server.wait_for_requests, 1)
+        first.cancel()
+        fake_judge_server.open_gate()
+        try:
+            return [await second]
+        finally:
+            await judge.aclose()
+
+    (answer,) = asyncio.run(go())
+    assert answer.source == "judge"
+    assert fake_judge_server.request_count == 1

@@ -118,7 +118,7 @@ def test_only_refresh_remembers_which_judgments_this_run_made(tmp_path):
     for mode, kept in (("readwrite", 0), ("refresh", 30 * 7)):
         judge = ScriptedJudge(positive)
         settings = Settings(cache_dir=str(tmp_path / "cache"), cache=mode)
-        with Evaluator(settings, judge=judge, score_records=False) as ev:
+        with Evaluator(settings, judge=judge) as ev:
             ev.evaluate(golden(30))
             ev.evaluate(golden(30))
             assert len(ev.judge._judged_this_run) == kept

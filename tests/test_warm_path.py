@@ -17,7 +17,7 @@ from pytest_ragmetrics.text import default_splitter
 from tests.judge_requests import make_request
 
 # What is tested here is serving judgments: no finished scores kept in the cache.
-FromJudgments = functools.partial(Evaluator, score_records=False)
+FromJudgments = Evaluator
 
 FIVE = [
     "context_precision",

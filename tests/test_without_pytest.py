@@ -86,3 +86,50 @@ def test_a_script_with_several_judge_samples_at_temperature_zero_is_warned(tmp_p
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("identical answers") == 1
     assert "Settings(temperature=0.7)" in out.stdout
+
+
+STORE_SCRIPT = textwrap.dedent("""
+    import os, sys
+    os.environ["RAGMETRICS_STORE_DIR"] = "judgments"
+    os.environ["RAGMETRICS_JUDGE_BASE_URL"] = sys.argv[1]
+    os.environ["RAGMETRICS_RESPONSE_FORMAT"] = "json_schema"
+    os.environ["OPENAI_API_KEY"] = "test-key-not-secret"
+    from pytest_ragmetrics import RagSample, context_precision, context_recall, evaluate
+
+    samples = [
+        RagSample(f"What is the limit of plan {i}?", [f"Plan {i} has a limit of {i} GB.", f"Plan {i} costs {i}."],
+                  ground_truth=f"The limit is {i} GB.", id=f"s{i}")
+        for i in range(150)
+    ]
+    for sample in samples[:4]:
+        context_precision(sample)
+        context_recall(sample)
+    evaluate(samples[4:], ["context_precision", "context_recall"])
+    print("scored")  # and exits without closing anything: the default evaluator closes at exit
+""")
+
+
+def test_a_script_scoring_with_a_store_leaves_every_shard_sorted_and_nothing_pending(tmp_path):
+    from pytest_ragmetrics.testing import FakeJudgeServer
+
+    with FakeJudgeServer() as server:
+        out = subprocess.run(
+            [sys.executable, "-c", STORE_SCRIPT, server.base_url],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+        )
+        received = server.request_count
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "scored"
+    shards = sorted((tmp_path / "judgments").glob("*.jsonl"))
+    assert shards
+    keys = []
+    for shard in shards:
+        lines = shard.read_text(encoding="utf-8").splitlines()
+        assert lines == sorted(lines), shard.name  # sorted at exit: no appended tail left
+        keys += [line for line in lines if line.startswith('{"key":')]
+    assert len(keys) == received == 150 * 3  # every answer received is in the store, once
+    leftovers = [p.name for p in (tmp_path / "judgments").iterdir() if p.suffix != ".jsonl"]
+    assert sorted(leftovers) == [".gitattributes"]  # no temporary file, no lock file

@@ -248,16 +248,15 @@ def recorded_judgments(settings: Settings) -> tuple[str, list[dict[str, Any]]]:
             if data is not None and isinstance(data.get("inputs"), dict):
                 records.append(data)
         return f"judgment store {settings.store_dir}", records
-    from ..judge.cache import open_disk_cache
-    from ..score_records import EPOCH_KEY, SCORE_PREFIX
+    from ..judge.cache import CLAIM_PREFIX, open_disk_cache
 
     directory = Path(settings.cache_dir or ".ragmetrics_cache")
     if (directory / "cache.db").is_file():
         cache = open_disk_cache(directory)
         try:
             for key in sorted(cache.iterkeys()):
-                if isinstance(key, str) and (key.startswith(SCORE_PREFIX) or key == EPOCH_KEY):
-                    continue  # a finished score, not a judgment
+                if isinstance(key, str) and key.startswith(CLAIM_PREFIX):
+                    continue  # a judgment being asked for right now, not an entry
                 try:
                     data = json.loads(cache.get(key))
                 except (TypeError, ValueError):

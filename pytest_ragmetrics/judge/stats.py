@@ -24,6 +24,7 @@ COUNTERS = (
     "calls",
     "cache_hits",
     "store_hits",
+    "reused",
     "prompt_tokens",
     "completion_tokens",
     "tokens_saved",
@@ -36,9 +37,12 @@ COUNTERS = (
 class JudgeStats:
     """Thread-safe counters for one run.
 
-    ``calls`` counts judge requests actually sent and answered; ``cache_hits`` and ``store_hits``
-    answers served from the local disk cache and from the committed judgment store; ``tokens_saved``
-    the usage recorded with those served answers; ``retries`` transport retries (429, 5xx, timeouts,
+    Four counters say where each judgment a run used came from, with the same meaning with and
+    without pytest-xdist (each process counts its own lookups): ``calls`` judge requests sent and
+    answered (judged now); ``store_hits`` answers read from the committed judgment store;
+    ``cache_hits`` answers read from the local disk cache; ``reused`` answers this process already
+    had in memory (asked for again within the run: sentence and binary relevance share one judgment
+    per chunk). ``tokens_saved`` is the usage recorded with the answers read from store and cache; ``retries`` transport retries (429, 5xx, timeouts,
     connection errors); ``reasks`` requests sent again after an answer that did not fit the schema;
     ``errors`` judgments that failed for good; ``seconds`` wall time spent waiting on the judge.
 
@@ -64,6 +68,7 @@ class JudgeStats:
         self.calls = 0
         self.cache_hits = 0
         self.store_hits = 0
+        self.reused = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.tokens_saved = 0
@@ -110,13 +115,10 @@ class JudgeStats:
             if usage is not None:
                 self.tokens_saved += usage.total_tokens
 
-    def record_hits(self, *, cache: int = 0, store: int = 0, tokens_saved: int = 0) -> None:
-        """Several answers served at once (a score record): ``cache`` from the disk cache, ``store``
-        from the judgment store, saving ``tokens_saved`` tokens in all."""
+    def record_reuse(self) -> None:
+        """An answer this process already had in memory was used again."""
         with self._lock:
-            self.cache_hits += cache
-            self.store_hits += store
-            self.tokens_saved += tokens_saved
+            self.reused += 1
 
     def record_response_format(self, response_format: str, reason: str | None = None) -> None:
         """The judge found the response format the server supports (``reason``: why not a stricter one)."""

@@ -883,7 +883,7 @@ class JudgmentStore:
         return f"{self.path_for(key)} (key {key[:12]}…)"
 
     def _warn(self, topic: str, message: str) -> None:
-        from .cache import RagMetricsWarning
+        from ..errors import RagMetricsWarning
 
         with self._lock:
             if topic in self._warned:

@@ -146,9 +146,10 @@ def build_report(
         "cache_dir": None if s.cache == "off" else shown(s.cache_dir or default_cache_dir),
         "store_dir": shown(s.store_dir) if s.store_dir else None,
         **stats.to_json(),
-        # Answers served from a recording, wherever it was found: the same on every machine that
-        # replays the same judgments (cache_hits and store_hits split it by what this machine had).
-        "recorded": stats.cache_hits + stats.store_hits,
+        # Answers served without a call, wherever they were found: the same on every machine that
+        # replays the same judgments (cache_hits, store_hits and reused split it by what this
+        # machine had, and by how xdist shared the tests out).
+        "recorded": stats.cache_hits + stats.store_hits + stats.reused,
         "cost": stats.cost(s.price_input, s.price_output),
     }
     comparisons = comparison_counts(rows)

@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_NDIGITS", "LOCAL_FIGURES", "sort_results", "to_json", "write
 #: ``summary.judge`` figures that describe this machine, not the run's judgments: two replays of the
 #: same store differ in them (the first finds answers in the store, the next in the cache it filled).
 #: ``recorded`` (their sum) stays.
-LOCAL_FIGURES = ("seconds", "cache_hits", "store_hits")
+LOCAL_FIGURES = ("seconds", "cache_hits", "store_hits", "reused")
 
 #: Decimals kept for every float. Six is far below any meaningful score difference and far above
 #: the last-bit noise that differs between platforms' float summation orders.
@@ -83,7 +83,7 @@ def to_json(
     judge = (data.get("summary") or {}).get("judge")
     if not include_timing and isinstance(judge, dict):
         if "recorded" not in judge and ("cache_hits" in judge or "store_hits" in judge):
-            judge["recorded"] = (judge.get("cache_hits") or 0) + (judge.get("store_hits") or 0)
+            judge["recorded"] = sum(judge.get(name) or 0 for name in ("cache_hits", "store_hits", "reused"))
         for name in LOCAL_FIGURES:
             judge.pop(name, None)
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

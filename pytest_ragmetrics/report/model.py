@@ -136,8 +136,10 @@ class JudgeSummary(TypedDict, total=False):
     calls: int
     cache_hits: int
     store_hits: int
-    #: Answers served from a recording (cache or store): ``cache_hits + store_hits``, and the one of
-    #: the three a JSON report file keeps (the split depends on the machine).
+    #: Answers this process already had in memory, asked for again within the run.
+    reused: int
+    #: Answers served without a call: ``cache_hits + store_hits + reused``, and the one of the four
+    #: a JSON report file keeps (the split depends on the machine and on how xdist shares tests out).
     recorded: int
     prompt_tokens: int
     completion_tokens: int
@@ -434,13 +436,14 @@ def _recorded_figures(judge: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [
         ("cache hits", format_count(judge.get("cache_hits", 0))),
         ("store hits", format_count(judge.get("store_hits", 0))),
+        ("reused in the run", format_count(judge.get("reused", 0))),
     ]
 
 
 def recorded_answers(judge: Mapping[str, Any]) -> int:
     """Answers served from the cache or the store (the sum, when only that was kept)."""
     if "cache_hits" in judge or "store_hits" in judge:
-        return int(judge.get("cache_hits") or 0) + int(judge.get("store_hits") or 0)
+        return sum(int(judge.get(name) or 0) for name in ("cache_hits", "store_hits", "reused"))
     return int(judge.get("recorded") or 0)
 
 
@@ -691,6 +694,7 @@ def example_report() -> dict[str, Any]:
                 "calls": 3,
                 "cache_hits": 40,
                 "store_hits": 2,
+                "reused": 5,
                 "prompt_tokens": 1200,
                 "completion_tokens": 300,
                 "tokens_saved": 9000,

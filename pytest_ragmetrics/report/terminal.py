@@ -313,8 +313,10 @@ def _render_regression_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> 
 def _hit_parts(judge: Mapping[str, Any]) -> list[str]:
     if "cache_hits" not in judge and "store_hits" not in judge and "recorded" in judge:
         return [_plural(judge.get("recorded", 0), "recorded answer")]  # read back from a JSON file
+    # Besides the calls (judged now): read from the local cache, from the committed store, and
+    # answers this run already had, asked for again.
     hits = judge.get("cache_hits", 0), judge.get("store_hits", 0)
-    return [_plural(hits[0], "cache hit"), _plural(hits[1], "store hit")]
+    return [_plural(hits[0], "cache hit"), _plural(hits[1], "store hit"), f"{judge.get('reused', 0)} reused"]
 
 
 #: Disagreements listed per judgment kind below -v.
