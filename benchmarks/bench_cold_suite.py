@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _workload import FIVE_ASSERTIONS, IMPORTS, write_golden
+from _workload import FIVE_ASSERTIONS, FIVE_METHODS, IMPORTS, write_golden
 
 SERVER_SCRIPT = """
 import sys
@@ -65,6 +65,8 @@ def retrieve(question):
     return entry["contexts"]
 
 
+# The scores each test takes, declared: at its first one, the others start on the same sample.
+@pytest.mark.ragmetrics(metrics={list(FIVE_METHODS)!r})
 @pytest.mark.parametrize("entry", GOLDEN, ids=[e["id"] for e in GOLDEN])
 def test_retrieval(entry):
     rag_sample = RagSample(entry["question"], retrieve(entry["question"]),

@@ -11,10 +11,7 @@ metric methods, answered by a scripted judge) into a judgment store and a disk c
   alone (no store), both through ``evaluate()`` with fresh evaluators.
   Bound: within 1.2x.
 
-``--legacy`` also writes the same judgments as one file each (the layout of pytest-ragmetrics 0.2)
-and measures its size and git figures, for comparison.
-
-    python benchmarks/bench_store_scale.py [--samples 10000] [--rounds 3] [--legacy]
+    python benchmarks/bench_store_scale.py [--samples 10000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ from _workload import FIVE_METHODS, answer, make_samples
 
 from pytest_ragmetrics import Evaluator, ScriptedJudge, Settings
 from pytest_ragmetrics.judge.base import JudgeRequest
-from pytest_ragmetrics.judge.store import JudgmentStore, dump_stable
+from pytest_ragmetrics.judge.store import JudgmentStore
 
 MIB = 1024 * 1024
 GIT_ENV = {
@@ -94,7 +91,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--legacy", action="store_true", help="also measure one file per judgment")
     args = parser.parse_args()
     if shutil.which("git") is None:
         raise SystemExit("git is needed")
@@ -138,20 +134,6 @@ def main() -> None:
         print(f"replay, store alone: {store_wall:.2f} s wall, {store_cpu:.2f} s CPU "
               f"({served_store:,} judgments): ratio to the warm cache {store_wall / warm:.2f} "
               f"(bound 1.2: ratio {store_wall / warm / 1.2:.2f})")  # fmt: skip
-
-        if args.legacy:
-            old_repo = Path(tmp) / "legacy"
-            old_store = old_repo / "judgments"
-            for record in JudgmentStore(store_dir).records():
-                path = old_store / record["key"][:2] / f"{record['key']}.json"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(dump_stable(record), encoding="utf-8")
-            allocated, apparent, files = disk_usage(old_store)
-            print(f"one file each:       {allocated / MIB:.1f} MiB in {files} files "
-                  f"({apparent / count:.0f} bytes per judgment)")  # fmt: skip
-            added, status, objects = git_figures(old_repo)
-            print(f"  git add {added:.2f} s, git status {status * 1000:.0f} ms, "
-                  f"{objects / MIB:.1f} MiB in git's objects")  # fmt: skip
 
 
 if __name__ == "__main__":

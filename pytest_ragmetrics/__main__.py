@@ -1,5 +1,5 @@
 """Command line: ``python -m pytest_ragmetrics cache stats|clear|prune`` (also ``pytest-ragmetrics``),
-``store migrate``,
+``store show``,
 ``baseline compare`` and ``report merge`` (see :mod:`pytest_ragmetrics.report.cli`), and ``judge
 check|drift`` (see :mod:`pytest_ragmetrics.calibration.cli`).
 
@@ -160,25 +160,12 @@ def _parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--yes", "-y", action="store_true", help="delete without asking (needed when not in a terminal)"
     )
-    prune.add_argument(
-        "--drop-unused-texts",
-        action="store_true",
-        help="also delete the store's shared texts no remaining judgment refers to (on the main "
-        "branch only: a branch recording judgments that refer to them would merge without them)",
-    )
     store = commands.add_parser("store", help="maintain the committed judgment store")
     store_actions = store.add_subparsers(dest="action", metavar="ACTION")
     store_actions.required = True
-    migrate = store_actions.add_parser(
-        "migrate",
-        help="move a store of one file per judgment (pytest-ragmetrics 0.2 and older) into JSON Lines "
-        "shards and rewrite full-form lines in the compact form (shared texts written once); also "
-        "sorts shards and removes duplicate lines. Safe to run again",
-    )
-    common(migrate)
     show = store_actions.add_parser(
         "show",
-        help="print stored judgments whole, their shared texts written out (a key, or its first "
+        help="print stored judgments whole, indented (a key, or its first "
         "characters as a report or a shard line shows them; several may be given)",
     )
     show.add_argument("keys", nargs="+", metavar="KEY", help="a judgment's key or a prefix of it")
@@ -206,16 +193,11 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_FAILED
     last_run = read_last_run(cache_dir)
     if args.store_dir is not None:
-        import warnings
-
         store = JudgmentStore(args.store_dir)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the stats say it: legacy files are counted below
-            store_keys = store.keys()
+        store_keys = store.keys()
         report["store_dir"] = str(args.store_dir)
         report["store_entries"] = len(store_keys)
         report["store_bytes"] = sum(p.stat().st_size for p in store.shard_paths())
-        report["store_legacy_files"] = len(store.legacy_files())
         unused = None if last_run is None or last_run.unused is None else last_run.unused & store_keys
         report["store_unused_by_last_run"] = None if unused is None else len(unused)
         report["last_run_partial"] = None if last_run is None else last_run.reason
@@ -232,12 +214,6 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"store: {args.store_dir}", file=out)
         print(f"  entries: {report['store_entries']}", file=out)
         print(f"  size on disk: {_human_size(report['store_bytes'])}", file=out)
-        if report["store_legacy_files"]:
-            print(
-                f"  one file each (0.2 layout): {report['store_legacy_files']}; "
-                f"`python -m pytest_ragmetrics store migrate --store-dir {args.store_dir}` moves them",
-                file=out,
-            )
         unused = report["store_unused_by_last_run"]
         if last_run is None:
             print("  not used by the last full run: unknown (no record of a full run yet)", file=out)
@@ -304,13 +280,12 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
     total = len(keys)
     if not removed:
         print(f"nothing to prune: the last full run used all {total} store entries", file=out)
-        return _drop_unused_texts(store, args, out)
+        return EXIT_OK
     for key in removed:
-        where = store.legacy_path(key) if store.legacy_path(key).is_file() else store.path_for(key)
-        print(f"{'would delete' if args.dry_run else 'to delete:'} {key} ({where})", file=out)
+        print(f"{'would delete' if args.dry_run else 'to delete:'} {key} ({store.path_for(key)})", file=out)
     if args.dry_run:
         print(f"would delete {len(removed)} of {total} store entries", file=out)
-        return _drop_unused_texts(store, args, out)
+        return EXIT_OK
     if not args.yes:
         stdin = sys.stdin if stdin is None else stdin
         if not (stdin is not None and stdin.isatty()):
@@ -327,49 +302,11 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
             return EXIT_FAILED
     deleted = store.prune(keep)
     print(f"deleted {len(deleted)} of {total} store entries", file=out)
-    return _drop_unused_texts(store, args, out)
-
-
-def _drop_unused_texts(store: JudgmentStore, args: argparse.Namespace, out: TextIO) -> int:
-    if args.drop_unused_texts:
-        dropped = store.drop_unused_texts(dry_run=args.dry_run)
-        done = "would delete" if args.dry_run else "deleted"
-        print(f"{done} {len(dropped)} shared text(s) no judgment uses", file=out)
-    return EXIT_OK
-
-
-def _migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import warnings
-
-    from .judge.store import JudgmentStore
-
-    store = JudgmentStore(args.store_dir)
-    if not store.directory.is_dir():
-        print(f"error: the judgment store {store.directory} does not exist", file=err)
-        return EXIT_FAILED
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the layout warning says to run this very command
-        try:
-            result = store.migrate()
-        except OSError as exc:
-            print(f"error: cannot migrate the judgment store {store.directory}: {exc}", file=err)
-            return EXIT_FAILED
-    print(
-        f"moved {result.moved} judgment file(s) into {result.shards} shard(s) in {store.directory}"
-        + (f"; removed {result.compacted} duplicate line(s)" if result.compacted else "")
-        + (f"; rewrote {result.converted} judgment(s) in the compact form" if result.converted else ""),
-        file=out,
-    )
-    for path, why in result.kept:
-        print(f"kept {path}: {why}", file=err)
-    if result.kept:
-        print(f"error: {len(result.kept)} file(s) were not migrated; fix or delete them", file=err)
-        return EXIT_FAILED
     return EXIT_OK
 
 
 def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Print each judgment a key or key prefix names, as one indented JSON object with its texts."""
+    """Print each judgment a key or key prefix names, as one indented JSON object."""
     from .judge.store import JudgmentStore
 
     store = JudgmentStore(args.store_dir)
@@ -416,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .calibration.cli import run as run_judge
 
         return run_judge(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
-    if args.action in ("prune", "migrate", "show") and args.store_dir is None:
+    if args.action in ("prune", "show") and args.store_dir is None:
         print(
             f"error: no judgment store to {args.action}: pass --store-dir, or set rag_store_dir in the "
             "pytest configuration of this directory",
@@ -424,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_USAGE
     if args.command == "store":
-        store_handlers = {"migrate": _migrate, "show": _show}
+        store_handlers = {"show": _show}
         return store_handlers[args.action](args, sys.stdout, sys.stderr)
     handlers = {"stats": _stats, "clear": _clear, "prune": _prune}
     return handlers[args.action](args, sys.stdout, sys.stderr)

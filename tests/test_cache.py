@@ -895,3 +895,18 @@ def test_callers_asking_for_one_key_at_once_share_one_request(fake_judge_server,
     (answer,) = asyncio.run(go())
     assert answer.source == "judge"
     assert fake_judge_server.request_count == 1
+
+
+def test_an_unreadable_cache_is_skipped_with_one_warning_and_nothing_is_paid_twice(fake_judge_server, dirs):
+    """Every request asked twice at once, while the cache is found unusable: each judged once."""
+    dirs.cache.mkdir()
+    (dirs.cache / "cache.db").write_bytes(b"not a database" * 100)
+    judge = cached_judge(fake_judge_server, dirs)
+    requests = [make_request(i) for i in range(20)]
+    with pytest.warns(RagMetricsWarning, match="cannot be used") as caught:
+        answers = run(judge, *requests, *requests)
+    assert len([w for w in caught if issubclass(w.category, RagMetricsWarning)]) == 1
+    assert fake_judge_server.request_count == 20
+    assert len(answers) == 40
+    replayed = run(cached_judge(None, dirs, mode="replay"), *requests)  # the store kept every answer
+    assert {a.source for a in replayed} == {"store"}

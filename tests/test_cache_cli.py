@@ -326,145 +326,7 @@ def test_prune_without_any_store_says_how_to_name_one(tmp_path, capsys, monkeypa
     assert "pass --store-dir, or set rag_store_dir" in capsys.readouterr().err
 
 
-# --- store migrate --------------------------------------------------------------------------------
-
-
-def _as_legacy(store_dir: Path) -> dict[str, Any]:
-    """Rewrite a store in the one-file-per-judgment layout of pytest-ragmetrics 0.2; returns its records."""
-    from pytest_ragmetrics.judge.store import dump_stable
-
-    records = {record["key"]: record for record in JudgmentStore(store_dir).records()}
-    for path in store_dir.glob("*.jsonl"):
-        path.unlink()
-    for key, record in records.items():
-        path = store_dir / key[:2] / f"{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dump_stable(record), encoding="utf-8")
-    return records
-
-
-def test_store_migrate_moves_a_legacy_store_into_shards_and_says_so(populated, capsys):
-    records = _as_legacy(populated["store"])
-    assert cli("store", "migrate", "--store-dir", populated["store"]) == 0
-    out = capsys.readouterr().out
-    shards = len(list(populated["store"].glob("*.jsonl")))
-    assert f"moved 5 judgment file(s) into {shards} shard(s) in {populated['store']}" in out
-    assert not list(populated["store"].glob("*/*.json"))
-    store = JudgmentStore(populated["store"])
-    assert {key: store.read_json(key) for key in records} == records
-    # Replay from the migrated store serves every judgment without a judge.
-    replay = CachedJudge(lambda: pytest.fail("replay never judges"), mode="replay", store=store)
-    requests = [make_request(i, model="judge-a") for i in range(3)] + [
-        make_request(i, model="judge-b") for i in range(2)
-    ]
-    assert [a.source for a in run_all(replay, requests)] == ["store"] * 5
-    assert cli("store", "migrate", "--store-dir", populated["store"]) == 0
-    assert "moved 0 judgment file(s)" in capsys.readouterr().out
-
-
-def test_stats_count_a_legacy_store_and_say_how_to_migrate_it(populated, capsys):
-    _as_legacy(populated["store"])
-    assert cli("cache", "stats", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
-    out = capsys.readouterr().out
-    assert "entries: 5" in out
-    assert "one file each (0.2 layout): 5; `python -m pytest_ragmetrics store migrate" in out
-    assert cli("store", "migrate", "--store-dir", populated["store"]) == 0
-    capsys.readouterr()
-    args = ["cache", "stats", "--json", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
-    assert cli(*args) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert (report["store_entries"], report["store_legacy_files"]) == (5, 0)
-    assert report["store_bytes"] == sum(p.stat().st_size for p in populated["store"].glob("*.jsonl"))
-
-
-def test_store_migrate_keeps_and_names_a_file_it_cannot_read(populated, capsys):
-    _as_legacy(populated["store"])
-    bad = next(populated["store"].glob("*/*.json"))
-    bad.write_text("{ not json", encoding="utf-8")
-    assert cli("store", "migrate", "--store-dir", populated["store"]) == 1
-    captured = capsys.readouterr()
-    assert "moved 4 judgment file(s)" in captured.out
-    assert f"kept {bad}: not valid JSON" in captured.err
-    assert "1 file(s) were not migrated" in captured.err
-    assert bad.read_text(encoding="utf-8") == "{ not json"
-
-
-def test_store_migrate_needs_a_store(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RAGMETRICS_STORE_DIR", raising=False)
-    assert cli("store", "migrate") == EXIT_USAGE
-    assert "no judgment store to migrate" in capsys.readouterr().err
-    assert cli("store", "migrate", "--store-dir", tmp_path / "nowhere") == 1
-    assert "does not exist" in capsys.readouterr().err
-
-
-# --- shared texts ---------------------------------------------------------------------------------
-
-QUESTION = "Which of the three plans includes two terabytes of storage per user?"
-
-
-def _with_shared_texts(tmp_path: Path) -> tuple[Path, Path, list[str]]:
-    """A cache and a store of 3 judgments sharing one question, each with a chunk of its own."""
-    cache_dir, store_dir = tmp_path / "cache", tmp_path / "judgments"
-    store = JudgmentStore(store_dir)
-    requests = [
-        make_request(
-            i, inputs={"question": QUESTION, "chunk": f"Chunk {i}: the Business plan has 2 TB per user."}
-        )
-        for i in range(3)
-    ]
-    judge = CachedJudge(
-        lambda: ScriptedJudge(lambda r: {"reason": "r", "useful": True}), cache_dir=cache_dir, store=store
-    )
-    run_all(judge, requests)  # closes the judge: the store's shards are sorted
-    return cache_dir, store_dir, [r.cache_key() for r in requests]
-
-
-def _text_lines(store_dir: Path) -> list[str]:
-    return [
-        line
-        for p in sorted(store_dir.glob("*.jsonl"))
-        for line in p.read_text().splitlines()
-        if "text" in line[:7]
-    ]
-
-
-def test_prune_keeps_shared_texts_unless_told_to_drop_the_unused(tmp_path, capsys):
-    cache_dir, store_dir, keys = _with_shared_texts(tmp_path)
-    assert len(_text_lines(store_dir)) == 4  # the question once, and each chunk
-    record_full_run(cache_dir, keys, keys[:1])
-    base = ["cache", "prune", "--cache-dir", cache_dir, "--store-dir", store_dir, "--yes"]
-    assert cli(*base) == 0
-    assert "deleted 2 of 3 store entries" in capsys.readouterr().out
-    assert len(_text_lines(store_dir)) == 4
-    assert cli(*base, "--drop-unused-texts", "--dry-run") == 0
-    assert "would delete 2 shared text(s) no judgment uses" in capsys.readouterr().out
-    assert len(_text_lines(store_dir)) == 4
-    assert cli(*base, "--drop-unused-texts") == 0
-    out = capsys.readouterr().out
-    assert "nothing to prune" in out and "deleted 2 shared text(s) no judgment uses" in out
-    assert len(_text_lines(store_dir)) == 2
-    assert JudgmentStore(store_dir).read_json(keys[0])["inputs"]["question"] == QUESTION
-
-
-def test_store_migrate_rewrites_full_form_lines_compactly_and_says_so(tmp_path, capsys):
-    _, store_dir, keys = _with_shared_texts(tmp_path)
-    from pytest_ragmetrics.judge.store import dump_line
-
-    records = {key: JudgmentStore(store_dir).read_json(key) for key in keys}
-    for path in store_dir.glob("*.jsonl"):
-        path.unlink()
-    for key, record in records.items():  # the full form: every field, every text inline
-        with (store_dir / f"{key[:2]}.jsonl").open("ab") as handle:
-            handle.write(dump_line(record) + b"\n")
-    assert not _text_lines(store_dir)
-    assert cli("store", "migrate", "--store-dir", store_dir) == 0
-    assert "rewrote 3 judgment(s) in the compact form" in capsys.readouterr().out
-    assert len(_text_lines(store_dir)) == 4
-    store = JudgmentStore(store_dir)
-    assert {key: store.read_json(key) for key in keys} == records
-    assert cli("store", "migrate", "--store-dir", store_dir) == 0
-    assert "rewrote" not in capsys.readouterr().out
+# --- store show ------------------------------------------------------------------------------------
 
 
 def shown_records(out: str) -> list[Any]:
@@ -481,18 +343,16 @@ def test_store_show_prints_judgments_whole_by_key_or_prefix(populated, capsys):
     store = JudgmentStore(populated["store"])
     chunk = "Paris is the capital and the largest city of France, on the Seine."
     long = make_request(7, inputs={"question": "Where is the capital of France?", "chunk": chunk})
-    store.put(long, JudgeAnswer(choices=({"reason": "names it", "useful": True},), model="m"))
+    store.put_many([(long, JudgeAnswer(choices=({"reason": "names it", "useful": True},), model="m"))])
     store.flush()
-    assert chunk not in "".join(
-        p.read_text(encoding="utf-8") for p in store.shard_paths() if long.cache_key()[:2] in p.name
-    )
+    assert chunk in store.path_for(long.cache_key()).read_text(encoding="utf-8")  # a diff shows it
     keys = sorted(store.keys())
     assert (
         cli("store", "show", long.cache_key()[:10].upper(), keys[1], "--store-dir", populated["store"]) == 0
     )
     shown = shown_records(capsys.readouterr().out)
     assert shown == [store.read_json(long.cache_key()), store.read_json(keys[1])]
-    assert shown[0]["inputs"]["chunk"] == chunk  # a shared text written out, not referred to
+    assert shown[0]["inputs"]["chunk"] == chunk
     # A prefix shared by several keys shows each of them.
     first = keys[0][0]
     assert cli("store", "show", first, "--store-dir", populated["store"]) == 0

@@ -28,7 +28,8 @@ def judge_server(monkeypatch):
 
 
 def test_two_replays_write_byte_identical_json_reports(pytester, judge_server):
-    """The first replay finds the answers in the store, the next in the cache it filled: same file."""
+    """Both replays read the store first (the second has the cache the first filled): same file,
+    where each judgment came from included."""
     pytester.makeini("[pytest]\nrag_store_dir = judgments\n")
     pytester.makepyfile(test_retrieved=RETRIEVER_TEST)
     pytester.runpytest("--rag-cache-dir=recording").assert_outcomes(passed=10)
@@ -41,4 +42,5 @@ def test_two_replays_write_byte_identical_json_reports(pytester, judge_server):
     assert reports[0] == reports[1]
     judge = json.loads(reports[0])["summary"]["judge"]
     assert judge["recorded"] == 20 and judge["calls"] == 0
-    assert "cache_hits" not in judge and "store_hits" not in judge and "seconds" not in judge
+    assert (judge["store_hits"], judge["cache_hits"], judge["reused"]) == (20, 0, 0)
+    assert "seconds" not in judge

@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 import pytest
 
 from pytest_ragmetrics.report.html import to_html
-from pytest_ragmetrics.report.model import example_report
+from report_example import example_report
 
 SCRIPT_ALERT = "<script>alert(1)</script>"
 # Each of these would leave a visible mark on the page if the browser ran it.

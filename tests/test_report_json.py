@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from pytest_ragmetrics.report.json_report import sort_results, to_json, write_text_atomic
-from pytest_ragmetrics.report.model import example_report
+from report_example import example_report
 
 
 def _reversed_keys(value):

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from pytest_ragmetrics.report.markdown import escape_markdown, to_markdown
-from pytest_ragmetrics.report.model import example_report
+from report_example import example_report
 
 
 def _section(text: str, title: str) -> str:

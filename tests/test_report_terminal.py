@@ -7,7 +7,7 @@ import io
 import pytest
 from _pytest._io import TerminalWriter
 
-from pytest_ragmetrics.report.model import example_report
+from report_example import example_report
 from pytest_ragmetrics.report.terminal import header_line, render_terminal
 
 

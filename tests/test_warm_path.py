@@ -253,3 +253,38 @@ def test_a_long_chunk_is_judged_in_windows_and_rerun_without_splitting(tmp_path)
     with FromJudgments(settings, judge=ScriptedJudge(never), splitter=splitter) as ev:
         warm = ev.score(sample, "context_relevance", "sentence")
     assert splitter.texts == [] and warm.to_json() == {**cold.to_json(), "cached": True}
+
+
+def test_an_in_place_edit_of_a_store_line_is_scored_the_same_locally_and_in_ci_replay(tmp_path):
+    """A reviewed correction of one answer, the line's size and modification time kept: the local
+    run (its cache still holding the old answer) and a CI replay (the store alone) score the edit."""
+    import os
+
+    from pytest_ragmetrics import RagSample, ScriptedJudge, Settings
+
+    sample = RagSample("Capital of France?", ["Paris is the capital.", "Bread is tasty."], ground_truth="Paris.")
+    store_dir, cache_dir = tmp_path / "judgments", tmp_path / "cache"
+    with Evaluator(
+        Settings(cache_dir=str(cache_dir), store_dir=str(store_dir)),
+        judge=ScriptedJudge(lambda r: {"reason": "says so!", "useful": True}),
+    ) as ev:
+        assert ev.score(sample, "context_precision").score == 1.0
+    (path,) = [p for p in store_dir.glob("*.jsonl") if "Paris is the capital." in p.read_text(encoding="utf-8")]
+    before, stat = path.read_bytes(), path.stat()
+    lines = before.split(b"\n")
+    i = next(i for i, line in enumerate(lines) if b"Paris is the capital." in line)
+    lines[i] = lines[i].replace(b'"reason":"says so!","useful":true', b'"reason":"says no","useful":false')
+    path.write_bytes(b"\n".join(lines))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == len(before)
+
+    def never(request):
+        raise AssertionError("recorded: the judge is not asked")
+
+    local = Settings(cache_dir=str(cache_dir), store_dir=str(store_dir))
+    ci = Settings(cache_dir=str(tmp_path / "fresh"), store_dir=str(store_dir), cache="replay")
+    scores = []
+    for settings in (local, ci):
+        with Evaluator(settings, judge=ScriptedJudge(never)) as ev:
+            scores.append(ev.score(sample, "context_precision").score)
+    assert scores == [0.5, 0.5]  # the first chunk is no longer useful, in both

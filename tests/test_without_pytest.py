@@ -132,4 +132,4 @@ def test_a_script_scoring_with_a_store_leaves_every_shard_sorted_and_nothing_pen
         keys += [line for line in lines if line.startswith('{"key":')]
     assert len(keys) == received == 150 * 3  # every answer received is in the store, once
     leftovers = [p.name for p in (tmp_path / "judgments").iterdir() if p.suffix != ".jsonl"]
-    assert sorted(leftovers) == [".gitattributes"]  # no temporary file, no lock file
+    assert sorted(leftovers) == [".gitattributes", ".gitignore"]  # no temporary file, no lock file

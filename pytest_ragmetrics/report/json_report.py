@@ -2,8 +2,7 @@
 
 Two runs with the same judgments write byte-identical files, so the report can be committed, diffed
 and compared in CI: keys are sorted, floats rounded, and what depends on the machine rather than on
-the judgments (:data:`LOCAL_FIGURES`: the judge's wall-clock ``seconds``, and how the recorded answers
-split between this machine's disk cache and the judgment store) is left out unless asked for.
+the judgments (:data:`LOCAL_FIGURES`: the judge's wall-clock ``seconds``) is left out unless asked for.
 """
 
 from __future__ import annotations
@@ -22,9 +21,9 @@ from .model import check_version
 __all__ = ["DEFAULT_NDIGITS", "LOCAL_FIGURES", "sort_results", "to_json", "write_text_atomic"]
 
 #: ``summary.judge`` figures that describe this machine, not the run's judgments: two replays of the
-#: same store differ in them (the first finds answers in the store, the next in the cache it filled).
-#: ``recorded`` (their sum) stays.
-LOCAL_FIGURES = ("seconds", "cache_hits", "store_hits", "reused")
+#: same store differ in them. Where each judgment came from (``calls``, ``store_hits``, ``cache_hits``,
+#: ``reused``) is kept: the store is read before the cache, so two replays count alike.
+LOCAL_FIGURES = ("seconds",)
 
 #: Decimals kept for every float. Six is far below any meaningful score difference and far above
 #: the last-bit noise that differs between platforms' float summation orders.
@@ -74,8 +73,8 @@ def to_json(
     """Serialize a run report: sorted keys, indent 2, floats rounded to ``ndigits``, trailing newline.
 
     Rows stay in the order given (sort them with :func:`sort_results` first). The machine-local
-    figures of ``summary.judge`` (:data:`LOCAL_FIGURES`: wall-clock ``seconds``, ``cache_hits``,
-    ``store_hits``) are omitted unless ``include_timing`` is true.
+    figures of ``summary.judge`` (:data:`LOCAL_FIGURES`: wall-clock ``seconds``) are omitted unless
+    ``include_timing`` is true.
     Raises ``ValueError`` for an unsupported ``version`` or a NaN/infinite number.
     """
     check_version(report)
