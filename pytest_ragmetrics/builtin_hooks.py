@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 @hookimpl(trylast=True)
 def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
+    from . import _scope
     from .judge.openai_judge import OpenAIJudge
-    from .settings import how_to_set
+    from .settings import wording
 
     azure = settings.judge_provider == "azure"
     return OpenAIJudge(
@@ -37,7 +38,8 @@ def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
         max_reasks=settings.max_reasks,
         concurrency=settings.concurrency,
         response_format=cast("ResponseFormat", settings.response_format),
-        how_to_set=how_to_set,
+        # Built when a test (or a script) first needs the judge: its messages name what that can set.
+        how_to_set=wording(_scope.in_pytest()),
         max_tokens=settings.judge_max_tokens,
     )
 

@@ -29,7 +29,7 @@ from .judgments import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
-from .settings import Settings, from_env, how_to_set
+from .settings import Settings, from_env, wording
 from .specs import format_metric
 from .text import normalize_text  # stdlib only at import: nltk loads when a splitter is first built
 
@@ -230,16 +230,16 @@ def decision(kind: str, classes: tuple[str, ...]) -> tuple[str, tuple[str, ...]]
 class _CountingJudge:
     """Counts calls, tokens and time for a judge that keeps no figures of its own (a scripted one)."""
 
-    def __init__(self, inner: Judge, stats: JudgeStats) -> None:
+    def __init__(self, inner: Judge, stats: JudgeStats, how_to_set: Callable[[str, Any], str]) -> None:
         self.inner = inner
         self.stats = stats
+        self.how_to_set = how_to_set
 
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         if not self.stats.take_call():  # the run's spending caps hold for any judge
-            from .settings import how_to_set
-
             assert self.stats.budget is not None  # only a budget refuses
-            raise JudgeCallCapReached(self.stats.budget.refusal(request.label or request.kind, how_to_set))
+            label = request.label or request.kind
+            raise JudgeCallCapReached(self.stats.budget.refusal(label, self.how_to_set))
         with self.stats.timer():
             answer = await self.inner.judge(request)
         self.stats.record_call(answer.usage)
@@ -286,10 +286,13 @@ class Evaluator:
         default_cache_dir: str | Path | None = None,
     ) -> None:
         self.settings = settings or from_env()
-        if not _scope.in_pytest():  # a script: inside pytest, the plugin warns at startup
+        in_pytest = _scope.in_pytest()
+        #: How this evaluator's messages tell a person to set a setting: pytest options or Settings.
+        self.how_to_set = wording(in_pytest)
+        if not in_pytest:  # a script: inside pytest, the plugin warns at startup
             from .settings import advice
 
-            for note in advice(self.settings):
+            for note in advice(self.settings, in_pytest=False):
                 import warnings
 
                 from .judge.cache import RagMetricsWarning
@@ -387,7 +390,7 @@ class Evaluator:
         if isinstance(getattr(judge, "stats", None), JudgeStats):
             judge.stats = self.stats  # type: ignore[union-attr]  # it counts calls, retries, re-asks itself
             return judge
-        return _CountingJudge(judge, self.stats)
+        return _CountingJudge(judge, self.stats, self.how_to_set)
 
     @property
     def cache_dir(self) -> str:
@@ -412,7 +415,7 @@ class Evaluator:
                     store=store,
                     stats=self.stats,
                     concurrency=self.settings.concurrency,
-                    how_to_set=how_to_set,
+                    how_to_set=self.how_to_set,
                 )
             return self._cached_judge
 

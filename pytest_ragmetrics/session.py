@@ -196,18 +196,16 @@ class RagmetricsSession:
             raise pytest.UsageError(f"ragmetrics: {exc}") from None
         if not is_worker(config):
             self._configure_judge_check()
-        for note in advice(settings):
+        for note in advice(settings, in_pytest=True):
             from .judge.cache import RagMetricsWarning
 
             config.issue_config_time_warning(RagMetricsWarning(note), stacklevel=2)
         if settings.judge_provider == "azure" and settings.cache != "replay":
             from .judge.openai_judge import check_azure_settings
-            from .settings import how_to_set
+            from .settings import wording
 
             try:  # every test would fail on it: stop before the first one
-                check_azure_settings(
-                    settings.judge_base_url, how_to_set=lambda name, value: how_to_set(name, value, True)
-                )
+                check_azure_settings(settings.judge_base_url, how_to_set=wording(True))
             except ConfigError as exc:
                 raise pytest.UsageError(f"ragmetrics: {exc}") from None
 
@@ -608,14 +606,11 @@ class RagmetricsSession:
             lines += control_lines(self.controls)
         if self.stats.refused:
             from .judge.budget import stopped_message
-            from .settings import how_to_set
+            from .settings import wording
 
             stats = self.stats
             message = stopped_message(
-                stats.max_judge_calls,
-                stats.max_judge_tokens,
-                stats.refused,
-                lambda n, v: how_to_set(n, v, True),
+                stats.max_judge_calls, stats.max_judge_tokens, stats.refused, wording(True)
             )
             lines.append((message, "red"))
         return lines

@@ -12,8 +12,9 @@ come from it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ __all__ = [
     "from_env",
     "how_to_set",
     "resolve",
+    "wording",
     "with_paths_under",
 ]
 
@@ -226,8 +228,14 @@ def _check_metric_names(value: Any) -> None:
     """The marker's ``metrics=``: a list of metric names such as ``"context_relevance[graded]"``."""
     from .specs import parse_metric_name
 
-    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"@pytest.mark.ragmetrics(metrics=...) must be a list of metric names, got {value!r}")
+    if (
+        isinstance(value, str)
+        or not isinstance(value, (list, tuple))
+        or not all(isinstance(v, str) for v in value)
+    ):
+        raise ConfigError(
+            f"@pytest.mark.ragmetrics(metrics=...) must be a list of metric names, got {value!r}"
+        )
     for name in value:
         try:
             parse_metric_name(name)
@@ -269,30 +277,33 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     return resolve(env=os.environ if environ is None else environ)
 
 
-def how_to_set(name: str, value: Any, in_pytest: bool | None = None) -> str:
-    """How a person sets setting ``name`` to ``value`` where this code runs, for messages.
+def how_to_set(name: str, value: Any, in_pytest: bool) -> str:
+    """How a person sets setting ``name`` to ``value``, for messages.
 
-    Inside a pytest run the command-line option (or ini key) is named; in a plain script, which has
-    no pytest options, :class:`Settings` and the environment variable. ``in_pytest`` says which,
-    when the caller knows (the plugin's own startup checks run before the session counts as begun).
+    Inside a pytest run (``in_pytest``) the command-line option (or ini key) is named; in a plain
+    script, which has no pytest options, :class:`Settings` and the environment variable.
     """
-    from . import _scope
-
     option = OPTIONS_BY_NAME[name]
-    if in_pytest if in_pytest is not None else _scope.in_pytest():
+    if in_pytest:
         if option.cli:
             return f"{option.cli_name}={value} ({option.env_name}={value})"
         return f"{option.ini_name} = {value} ({option.env_name})"
     return f"Settings({name}={value!r}) ({option.env_name}={value})"
 
 
-def advice(settings: Settings) -> list[str]:
+def wording(in_pytest: bool) -> Callable[[str, Any], str]:
+    """:func:`how_to_set` for code that runs inside a pytest run (``in_pytest``) or a script: what
+    the judge and the cache are given to word their messages."""
+    return functools.partial(how_to_set, in_pytest=in_pytest)
+
+
+def advice(settings: Settings, in_pytest: bool) -> list[str]:
     """Warnings about settings that are valid but almost certainly not what was meant."""
     notes = []
     if settings.judge_n > 1 and settings.temperature == 0:
         notes.append(
             f"judge_n={settings.judge_n} at temperature 0 pays for {settings.judge_n} identical answers "
             "per judgment (graded relevance excepted, at graded_temperature): raise the temperature "
-            f"(e.g. {how_to_set('temperature', 0.7)}) or keep judge_n=1"
+            f"(e.g. {how_to_set('temperature', 0.7, in_pytest)}) or keep judge_n=1"
         )
     return notes

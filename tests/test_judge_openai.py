@@ -580,10 +580,10 @@ def test_connection_errors_hide_the_sdk_traceback_but_keep_the_cause():
 
 def test_no_api_key_message_explains_replay_and_the_store(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    from pytest_ragmetrics.settings import how_to_set
+    from pytest_ragmetrics.settings import wording
 
     with pytest.raises(JudgeUnavailable) as info:
-        run_judge(OpenAIJudge(how_to_set=lambda name, value: how_to_set(name, value, True)), make_request())
+        run_judge(OpenAIJudge(how_to_set=wording(True)), make_request())
     message = str(info.value)
     assert "--rag-cache=replay" in message
     assert "RAGMETRICS_CACHE=replay" in message

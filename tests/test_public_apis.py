@@ -33,9 +33,9 @@ PRIVATE = frozenset(
 )
 
 #: Modules still being moved off private names: tolerated until they are gone. Nothing may be added.
+#: (The progress line draws in place on pytest's terminal writer, which pytest does not expose.)
 _NOT_YET_PUBLIC = {
     "progress.py": {"_tw"},
-    "judge/cache.py": {"_sql", "_disk"},
 }
 
 
