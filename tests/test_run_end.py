@@ -4,9 +4,32 @@ import json
 
 import pytest
 
-from tests.test_served_here import scripted_project
-
 pytest_plugins = ["pytester"]
+
+SCRIPTED_JUDGE = """
+import pytest
+from pytest_ragmetrics import ScriptedJudge
+from pytest_ragmetrics.testing import conforming_value
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_ragmetrics_make_judge(settings):
+    return ScriptedJudge(lambda request: conforming_value(request.schema))
+"""
+
+
+def scripted_project(pytester, count, test, conftest=""):
+    """A golden set of ``count`` one-chunk samples, the test file ``test``, a scripted judge and a
+    disk cache in the project (``conftest`` adds to the conftest.py)."""
+    pytester.makeini("[pytest]\nrag_cache_dir = cache\n")
+    golden = [
+        {"id": f"s{i}", "question": f"Limit of plan {i}?", "contexts": [f"Plan {i} has {i} GB."],
+         "ground_truth": f"{i} GB."}
+        for i in range(count)
+    ]  # fmt: skip
+    pytester.path.joinpath("golden.jsonl").write_text("\n".join(map(json.dumps, golden)))
+    pytester.makepyfile(test_golden=test)
+    pytester.makeconftest(SCRIPTED_JUDGE + conftest)
+    return pytester
 
 SUITE = """
 import pytest
@@ -58,6 +81,7 @@ def pytest_sessionfinish(session):
 
 @pytest.fixture
 def suite(pytester):
+    pytester.syspathinsert()  # the project's own plugins (-p hooks), in the in-process runs
     return scripted_project(pytester, 6, SUITE, CONFTEST)
 
 
@@ -67,7 +91,8 @@ def read(pytester, name):
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_test_reports_do_not_keep_the_comparisons_the_report_holds(suite, workers):
-    suite.runpytest_subprocess(
+    run = suite.runpytest_subprocess if workers else suite.runpytest
+    run(
         "-p", "no:randomly", "--rag-report-json=report.json", *workers
     ).assert_outcomes(passed=6)
     assert read(suite, "kept.json") == {"reports": 6, "with_rows": 0}
@@ -77,7 +102,7 @@ def test_test_reports_do_not_keep_the_comparisons_the_report_holds(suite, worker
 
 def test_a_report_hook_gets_every_comparison_when_nothing_else_asks_for_them(suite):
     suite.makepyfile(hooks=HOOK)
-    suite.runpytest_subprocess("-p", "no:randomly", "-p", "hooks").assert_outcomes(passed=6)
+    suite.runpytest("-p", "no:randomly", "-p", "hooks").assert_outcomes(passed=6)
     verdicts = read(suite, "hooked.json")
     assert len(verdicts) == 6 * 2 and all(n >= 1 for n in verdicts)
 
@@ -87,7 +112,8 @@ def test_a_run_nobody_reads_keeps_each_comparisons_score_and_key_alone(suite, wo
     """No report, baseline or report hook: the verdicts are never made JSON nor held to the end (an
     xdist worker still sends them: the controller decides what it reads)."""
     suite.makepyfile(kept=KEPT)
-    suite.runpytest_subprocess("-p", "no:randomly", "-p", "kept", *workers).assert_outcomes(passed=6)
+    run = suite.runpytest_subprocess if workers else suite.runpytest
+    run("-p", "no:randomly", "-p", "kept", *workers).assert_outcomes(passed=6)
     samples = read(suite, "rows.json")
     assert len(samples) == 6 * 2
     if workers:
@@ -98,7 +124,7 @@ def test_a_run_nobody_reads_keeps_each_comparisons_score_and_key_alone(suite, wo
 
 
 def test_a_report_without_readers_still_gates(suite):
-    result = suite.runpytest_subprocess("-p", "no:randomly", "--rag-gate=context_precision mean <= 0.5")
+    result = suite.runpytest("-p", "no:randomly", "--rag-gate=context_precision mean <= 0.5")
     result.assert_outcomes(passed=6)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*ragmetrics gate failed: context_precision mean <= 0.5*"])
