@@ -823,7 +823,7 @@ def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monke
     start = time.perf_counter()
     [answer] = run(judge, request)
     assert answer.source == "judge"
-    assert 0.8 < time.perf_counter() - start < 10
+    assert time.perf_counter() - start > 0.8  # it waited for the claim to expire (a load only adds)
     assert fake_judge_server.request_count == 1
 
 
