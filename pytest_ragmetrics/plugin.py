@@ -30,7 +30,7 @@ _MARKER_HELP = (
 
 _rows_key = pytest.StashKey[list[dict[str, Any]]]()
 _numbers_key = pytest.StashKey[int]()
-_request_key = pytest.StashKey[pytest.FixtureRequest]()
+_config_key = pytest.StashKey[Any]()
 
 
 def _session(config: pytest.Config) -> RagmetricsSession:
@@ -221,17 +221,18 @@ def rag_sample(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _ragmetrics_request(request: pytest.FixtureRequest) -> None:
-    """Keeps the test's fixture request, through which a test that scores asks for its
-    ``ragmetrics_config`` (pytest offers no public way from the test item to its request)."""
-    request.node.stash[_request_key] = request
+def _ragmetrics_test_config(request: pytest.FixtureRequest, ragmetrics_config: Any) -> None:
+    """Keeps the test's ``ragmetrics_config`` for the scores it takes. Asked for by every test (pytest
+    offers no public way from a test item to its fixtures later), and at setup, so that a score taken
+    in a fixture's teardown finds it too."""
+    request.node.stash[_config_key] = ragmetrics_config
 
 
 def _evaluator_for(item: pytest.Item) -> Evaluator:
     """The evaluator for ``item``'s settings (see :func:`pytest_ragmetrics.settings.for_test`)."""
     session = _session(item.config)
-    request = item.stash.get(_request_key, None)  # None: scoring in a fixture set up before it
-    config = request.getfixturevalue("ragmetrics_config") if request is not None else None
+    # None: a score taken in a fixture set up before the test's own (a session fixture, say).
+    config = item.stash.get(_config_key, None)
     return session.evaluator(session.test_settings(item, config))
 
 

@@ -403,6 +403,27 @@ def test_config_fixture_and_marker_override_per_test(project, judge_server):
     }
 
 
+def test_a_score_in_a_fixture_teardown_follows_the_config_fixture(project, judge_server):
+    """The test's settings are known from its setup on: a fixture may score after the test's body."""
+    project.makeconftest("""
+        import pytest
+        from pytest_ragmetrics import assert_context_relevance
+        from samples import GOOD
+
+        @pytest.fixture
+        def ragmetrics_config():
+            return {"judge_model": "fixture-model"}
+
+        @pytest.fixture
+        def scored_after():
+            yield
+            assert_context_relevance(GOOD) >= 0.5
+    """)
+    project.makepyfile(test_rag="def test_body(scored_after):\n    pass\n")
+    project.runpytest().assert_outcomes(passed=1)
+    assert {r.body["model"] for r in judge_server.requests} == {"fixture-model"}
+
+
 def test_config_fixture_from_a_module_a_class_or_a_parameter_applies_only_where_it_is_given(
     project, judge_server
 ):
