@@ -547,8 +547,6 @@ class RagmetricsSession:
             if any(not g["passed"] for g in self.gate_results):
                 _fail(session)
         report = self._report()
-        if self.controls is not None:
-            report["summary"]["judge_controls"] = self.controls
         if any(not g["passed"] for g in report["summary"].get("regression_gates") or []):
             _fail(session)
         if self.stats.refused:  # the judge call cap stopped the run
@@ -659,6 +657,7 @@ class RagmetricsSession:
             regression_gates=self.regression_gates,
             partial=self._partial(),
             judge_check=self.judge_check,
+            judge_controls=self.controls,
             answers=self.answer_classes.values(),
             suite=self.suite.to_json(),
             # The comparisons themselves only for whoever reads them: most of the report's cost.

@@ -1,8 +1,9 @@
 """The judge figures answer "where did each judgment come from?": judged now (calls), read from the
 committed store, read from the local cache, reused within the run; the same meaning with and
-without pytest-xdist, in the terminal report and the JSON report."""
+without pytest-xdist, in the terminal, JSON, Markdown and HTML reports."""
 
 import json
+import re
 
 import pytest
 
@@ -37,7 +38,13 @@ def project(pytester, monkeypatch):
 
 
 def figures(pytester, *args):
-    result = pytester.runpytest_subprocess("--rag-report-json=report.json", "--rag-report", *args)
+    result = pytester.runpytest_subprocess(
+        "--rag-report-json=report.json",
+        "--rag-report-md=report.md",
+        "--rag-report-html=report.html",
+        "--rag-report",
+        *args,
+    )
     result.assert_outcomes(passed=6)
     judge = json.loads(pytester.path.joinpath("report.json").read_text())["summary"]["judge"]
     line = next(line for line in result.stdout.lines if line.startswith("judge "))
@@ -53,7 +60,43 @@ def test_a_first_run_judges_each_judgment_once_and_reuses_it_within_the_run(proj
     judge, line = figures(pytester, "--rag-cache-dir=cache")
     assert where(judge) == (JUDGMENTS, 0, 0, USES - JUDGMENTS)
     assert server.request_count == JUDGMENTS
-    assert f"{JUDGMENTS} calls, 0 cache hits, 0 store hits, {USES - JUDGMENTS} reused" in line
+    assert f"{JUDGMENTS} calls, 0 store hits, 0 cache hits, {USES - JUDGMENTS} reused" in line
+
+
+def test_every_report_format_gives_the_same_four_figures_in_the_same_order(project):
+    """The terminal, JSON, Markdown and HTML reports of one warm run: calls, store, cache, reused."""
+    pytester, _ = project
+    figures(pytester, "--rag-cache-dir=cache")  # record: the store and the cache hold every judgment
+    # A cache hit needs a judgment the store lacks: drop every other shard of the store.
+    for shard in sorted(pytester.path.joinpath("judgments").glob("*.jsonl"))[::2]:
+        shard.unlink()
+    judge, line = figures(pytester, "--rag-cache-dir=cache")
+    calls, store, cache, reused = where(judge)
+    assert calls == 0 and store > 0 and cache > 0 and reused > 0
+
+    terminal = re.search(r"(\d+) calls?, (\d+) store hits?, (\d+) cache hits?, (\d+) reused", line)
+    assert terminal and tuple(map(int, terminal.groups())) == (calls, store, cache, reused)
+    markdown = pytester.path.joinpath("report.md").read_text()
+    rows = re.findall(
+        r"^\| (judge calls|store hits|cache hits|reused in the run) \| (\d+) \|$", markdown, re.M
+    )
+    assert rows == [
+        ("judge calls", str(calls)),
+        ("store hits", str(store)),
+        ("cache hits", str(cache)),
+        ("reused in the run", str(reused)),
+    ]
+    page = pytester.path.joinpath("report.html").read_text()
+    section = page[page.index('<section id="judge">') :]
+    pairs = re.findall(
+        r"<dt>(judge calls|store hits|cache hits|reused in the run)</dt><dd>(\d+)</dd>", section
+    )
+    assert pairs == rows
+    cards = re.findall(
+        r'<div class="num ">(\d+)</div><div class="label">(judge calls|store hits|cache hits|reused in the run)<',
+        page,
+    )
+    assert [(label, n) for n, label in cards] == rows
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2", "-p", "xdist"]], ids=["one process", "xdist"])

@@ -199,7 +199,7 @@ def test_judge_figures_cache_and_store_lines():
     lines = render(example_report(), width=200)
     start = next(i for i, line in enumerate(lines) if " judge " in line and line.startswith("-"))
     assert lines[start + 1] == (
-        "judge gpt-4o-mini: 3 calls, 40 cache hits, 2 store hits, 5 reused, "
+        "judge gpt-4o-mini: 3 calls, 2 store hits, 40 cache hits, 5 reused, "
         "1,500 tokens (1,200 prompt + 300 completion), 9,000 tokens saved, cost $0.00036, 1 retry, "
         "0 re-asks, 0 errors, 1.23s judging"
     )
@@ -220,7 +220,7 @@ def test_judge_figures_wrap_to_the_terminal_width():
     assert len(block) > 1
     assert all(len(line) <= 80 for line in block)
     assert "".join(line.strip() + " " for line in block).startswith(
-        "judge gpt-4o-mini: 3 calls, 40 cache hits,"
+        "judge gpt-4o-mini: 3 calls, 2 store hits,"
     )
 
 

@@ -73,15 +73,18 @@ renderers read everything with defaults, so a report missing them still renders.
         ``None`` without a value) and ``reason`` (``None``, or why the gate failed without a value,
         e.g. no recorded evaluations).
     ``judge`` (dict)
-        ``model``, ``cache_mode``, ``cache_dir``, ``store_dir`` (str | None); counters ``calls``,
-        ``cache_hits``, ``store_hits``, ``prompt_tokens``, ``completion_tokens``, ``tokens_saved``,
-        ``retries``, ``reasks``, ``errors`` (int, as in ``JudgeStats.to_json``) and ``recorded``
-        (int: ``cache_hits + store_hits``, answers served from a recording); ``model`` is ``None``
-        when every comparison was scored without a judge; ``seconds`` (float, wall time).
-        ``seconds``, ``cache_hits`` and ``store_hits`` describe the machine (its clock, what its
-        cache held), not the judgments: the JSON file leaves them out unless timing is asked for,
-        so that two replays of the same judgments write the same bytes; ``cost`` (float | None:
-        ``None`` when the model has no configured price).
+        ``model``, ``cache_mode``, ``cache_dir``, ``store_dir`` (str | None); ``model`` is ``None``
+        when every comparison was scored without a judge. Where each judgment came from, four
+        counters every report format shows in this order and with this meaning: ``calls`` (judged
+        now: requests sent and answered), ``store_hits`` (read from the committed judgment store),
+        ``cache_hits`` (read from the local cache) and ``reused`` (answers the run already had, asked
+        for again); ``recorded`` is ``store_hits + cache_hits + reused``. Then ``prompt_tokens``,
+        ``completion_tokens``, ``tokens_saved``, ``retries``, ``reasks``, ``errors`` (int, as in
+        ``JudgeStats.to_json``), ``seconds`` (float, wall time: the JSON file leaves it out unless
+        timing is asked for, so that two replays of the same judgments write the same bytes) and
+        ``cost`` (float | None: ``None`` when the model has no configured price). With a spending cap
+        only: ``max_judge_calls``, ``max_judge_tokens`` (int | None each) and ``refused_calls`` (the
+        requests the cap refused: more than 0 fails the run).
     ``labels`` (dict, *optional*)
         Present when label metrics scored samples by id: ``samples`` (distinct samples that
         retrieved something), ``not_found`` (those where no retrieved id is labelled at all) and
@@ -100,6 +103,13 @@ renderers read everything with defaults, so a report missing them still renders.
         ``collected_digest``, ``ran``, ``ran_digest`` (a count and a digest each; the digest of a
         union of disjoint sets is the sum of theirs modulo 2**256). ``report merge`` reads them to
         find a missing shard.
+    ``judge_controls`` (dict, *optional*)
+        The negative controls (``--rag-judge-controls``), from
+        :func:`pytest_ragmetrics.calibration.controls.run_controls`: ``pairs``, ``model``, ``kinds``
+        (per judgment kind: ``kind``, ``verdict``, ``judged``, ``positive``, ``share``, ``errors``,
+        ``error_reasons``, ``examples``), ``floors`` (``spec``, ``kind``, ``value``, ``passed``,
+        ``reason``), ``warnings``, ``passed`` and ``error`` (why they could not be judged, or None).
+        A failed floor or an error fails the run.
     ``errors`` (list)
         Tests a ragmetrics error stopped before their comparison (a judgment not recorded in replay
         mode, the judge unavailable), sorted by test: ``nodeid``, ``when`` (setup, call, teardown),
@@ -139,7 +149,8 @@ renderers read everything with defaults, so a report missing them still renders.
         ``skipped`` (*optional*, partial runs).
 
 A run *passes* (see :func:`~pytest_ragmetrics.report.model.outcome`) when no comparison outside
-an xfail test, no gate and no regression gate failed.
+an xfail test, no gate, no regression gate, no judge agreement floor and no negative-controls floor
+failed, and no spending cap refused a judge call.
 
 A *baseline* is a report of this format; ``--rag-save-baseline`` writes it without what only one run
 knows or only explains a score (see :func:`pytest_ragmetrics.baseline.baseline_form`).

@@ -110,6 +110,7 @@ def build_report(
     partial: bool = False,
     errors: list[dict[str, Any]] | None = None,
     judge_check: Mapping[str, Any] | None = None,
+    judge_controls: Mapping[str, Any] | None = None,
     answers: Iterable[tuple[str, Iterable[str]]] = (),
     with_results: bool = True,
     suite: Mapping[str, Any] | None = None,
@@ -125,6 +126,8 @@ def build_report(
     Every string passes through :func:`~pytest_ragmetrics.redact.redact`.
     ``judge_check`` is the judge check's outcome (see :func:`~pytest_ragmetrics.calibration.check.
     run_judge_check`), if one ran; the report adds what rests on each judgment kind that failed.
+    ``judge_controls`` is the negative controls' outcome (see :func:`~pytest_ragmetrics.calibration.
+    controls.run_controls`), if they were judged: ``summary["judge_controls"]``.
     ``answers`` holds what each distinct judgment decided, ``(kind, classes)``: a kind whose answers
     are nearly all alike gets a warning in ``summary["judge_warnings"]``.
     ``suite`` records the tests the run collected before deselection and those it ran (see
@@ -170,9 +173,12 @@ def build_report(
         summary["judge_warnings"] = warnings
     if judge_check is not None:
         summary["judge_check"] = judge_check_section(judge_check, rows, gate_results)
+    if judge_controls is not None:
+        summary["judge_controls"] = dict(judge_controls)
     from ..redact import redact_json
 
-    # Judge reasons and error texts quote what servers said: no credential reaches a report.
+    # Judge reasons and error texts (of the judge check and the controls too) quote what servers
+    # said: no credential reaches a report.
     report = redact_json(
         {
             "version": REPORT_VERSION,

@@ -24,8 +24,11 @@ from typing import Any
 
 from .model import (
     PRUNE_COMMAND,
+    cap_stop,
     check_version,
     comparison_label,
+    control_share,
+    controls_failed,
     error_line,
     error_rows,
     format_count,
@@ -35,12 +38,12 @@ from .model import (
     format_score,
     format_threshold,
     judge_figures,
+    judge_sources,
     judge_status,
     metric_label,
     moved_samples,
     outcome,
     picked_sentences,
-    recorded_answers,
     regression_gate_detail,
     report_notes,
     row_fails,
@@ -201,12 +204,11 @@ def _cards(report: Mapping[str, Any]) -> str:
             )
         )
     if judge:
-        figures = dict(judge_figures(judge))
-        cards.append((figures["judge calls"], "judge calls", ""))
-        hits = recorded_answers(judge)
-        cards.append((format_count(hits), "answers from cache or store", ""))
-        if "cost" in figures:
-            cards.append((figures["cost"], "judge cost", ""))
+        # Where the judgments came from, as in the judge section below (same labels, same order).
+        cards += [(format_count(count), label, "") for label, _, _, count in judge_sources(judge)]
+        cost = dict(judge_figures(judge)).get("cost")
+        if cost is not None:
+            cards.append((cost, "judge cost", ""))
     parts = [
         f'<div class="card"><div class="num {css}">{_e(num)}</div><div class="label">{_e(label)}</div></div>'
         for num, label, css in cards
@@ -253,9 +255,20 @@ def _judge_check(check: Mapping[str, Any], warnings: list[Mapping[str, Any]]) ->
             f'<td class="num">{_e(format_score(k.get(name)) if k.get(name) is not None else "-")}</td>'
             for name in ("accuracy", "kappa", "weighted_kappa", "f1")
         )
-        + f'<td class="num">{_e(format_count(len(k.get("disagreements") or [])))}</td></tr>'
+        + f'<td class="num">{_e(format_count(len(k.get("disagreements") or [])))}</td>'
+        + f'<td class="num">{_e(format_count(k.get("errors") or 0))}</td></tr>'
         for k in check.get("kinds") or []
     )
+    items = "".join(
+        f'<li class="bad">{_e(k.get("kind", "?"))} item {_e(repr(e.get("id")))} ({_e(e.get("where"))}): '
+        f"no usable answer: {_e(e.get('reason', ''))}</li>"
+        for k in check.get("kinds") or []
+        for e in k.get("error_items") or []
+    )
+    if check.get("item_errors"):
+        items = f'<p class="bad">{_e(check["item_errors"])}</p><ul>{items}</ul>'
+    elif items:
+        items = f"<ul>{items}</ul>"
     floors = "".join(
         f'<tr class="{"pass" if f.get("passed") else "fail"}">'
         f'<td class="{"ok" if f.get("passed") else "bad"}">{"PASS" if f.get("passed") else "FAIL"}</td>'
@@ -267,7 +280,7 @@ def _judge_check(check: Mapping[str, Any], warnings: list[Mapping[str, Any]]) ->
         f'<section id="judge-check"><h2>Judge check</h2>{head}<table><thead><tr><th>Kind</th><th>Judge</th>'
         '<th>Unit</th><th class="num">n</th><th class="num">Accuracy</th><th class="num">Kappa</th>'
         '<th class="num">Weighted kappa</th><th class="num">F1</th><th class="num">Disagreements</th>'
-        f"</tr></thead><tbody>{kinds}</tbody></table>"
+        f'<th class="num">No usable answer</th></tr></thead><tbody>{kinds}</tbody></table>{items}'
         + (
             '<table><thead><tr><th>Result</th><th>Floor</th><th class="num">Value</th></tr></thead>'
             f"<tbody>{floors}</tbody></table>"
@@ -275,6 +288,51 @@ def _judge_check(check: Mapping[str, Any], warnings: list[Mapping[str, Any]]) ->
             else ""
         )
         + f"{notes}</section>"
+    )
+
+
+def _controls(section: Mapping[str, Any]) -> str:
+    head = (
+        f"<p>{_e(format_count(section.get('pairs', 0)))} pairs of a question with a chunk retrieved for an "
+        f"unrelated sample, judge {_e(section.get('model') or '?')}: a judge that tells chunks apart finds "
+        "few of them useful, relevant or needed.</p>"
+    )
+    if section.get("error"):
+        return (
+            f'<section id="judge-controls"><h2>Negative controls</h2>{head}'
+            f'<p class="bad">The negative controls could not be judged: {_e(section["error"])}</p></section>'
+        )
+    kinds = list(section.get("kinds") or [])
+    rows = "".join(
+        f"<tr><td>{_e(k.get('kind', '?'))}</td><td>{_e(control_share(k))}</td>"
+        f'<td class="num">{_e(format_count(k.get("errors") or 0))}</td></tr>'
+        for k in kinds
+    )
+    reasons = "".join(
+        f'<li class="bad">{_e(k.get("kind", "?"))} not judged: {_e(reason)}</li>'
+        for k in kinds
+        for reason in k.get("error_reasons") or []
+    )
+    warnings = "".join(f'<p class="warn">Warning: {_e(w)}</p>' for w in section.get("warnings") or [])
+    floors = "".join(
+        f'<tr class="{"pass" if f.get("passed") else "fail"}">'
+        f'<td class="{"ok" if f.get("passed") else "bad"}">{"PASS" if f.get("passed") else "FAIL"}</td>'
+        f"<td><code>{_e(f.get('spec', ''))}</code> {_e(f.get('reason') or '')}</td>"
+        f'<td class="num">{_e(format_score(f.get("value")))}</td></tr>'
+        for f in section.get("floors") or []
+    )
+    return (
+        f'<section id="judge-controls"><h2>Negative controls</h2>{head}<table><thead><tr><th>Kind</th>'
+        f'<th>Judged</th><th class="num">Not judged</th></tr></thead><tbody>{rows}</tbody></table>'
+        + (f"<ul>{reasons}</ul>" if reasons else "")
+        + warnings
+        + (
+            '<table><thead><tr><th>Result</th><th>Floor</th><th class="num">Value</th></tr></thead>'
+            f"<tbody>{floors}</tbody></table>"
+            if floors
+            else ""
+        )
+        + "</section>"
     )
 
 
@@ -533,7 +591,7 @@ def to_html(
     summary: Mapping[str, Any] = report.get("summary") or {}
     rows: list[Mapping[str, Any]] = list(report.get("results") or [])
     result = outcome(report)
-    if result["comparisons"] == 0 and result["gates"] == 0 and not result["errors"]:
+    if result["comparisons"] == 0 and result["gates"] == 0 and not result["errors"] and result["passed"]:
         headline = "No comparisons recorded."
     else:
         bits = []
@@ -548,6 +606,10 @@ def to_html(
         check = summary.get("judge_check")
         if check and not check.get("passed"):
             bits.append("the judge check failed")
+        if controls_failed(report):
+            bits.append("the negative controls failed")
+        if cap_stop(report):
+            bits.append("the judge spending cap stopped the run")
         headline = ("Passed: " if result["passed"] else "Failed: ") + ", ".join(bits) + "."
     status = "ok" if result["passed"] else "bad"
     parts = [
@@ -562,6 +624,9 @@ def to_html(
         _cards(report),
         *(f'<p class="note">{_e(note)}</p>' for note in report_notes(report)),
     ]
+    stopped = cap_stop(report)
+    if stopped:
+        parts.append(f'<p class="note bad" id="spending-cap">{_e(stopped[0].upper() + stopped[1:])}.</p>')
     if error_rows(report):
         items = "".join(
             f'<li class="{"warn" if e.get("xfail") else "bad"}">{_e(error_line(e))}</li>'
@@ -580,6 +645,8 @@ def to_html(
         parts.append(_results(rows, summary.get("baseline")))
     if summary.get("judge_check") or summary.get("judge_warnings"):
         parts.append(_judge_check(summary.get("judge_check") or {}, summary.get("judge_warnings") or []))
+    if summary.get("judge_controls"):
+        parts.append(_controls(summary["judge_controls"]))
     if summary.get("judge") or summary.get("unused_store_entries"):
         parts.append(_judge(summary, include_timing))
     parts.append(f"<script>{_JS}</script></body></html>")

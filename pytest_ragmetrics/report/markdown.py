@@ -13,8 +13,11 @@ from typing import Any
 
 from .model import (
     PRUNE_COMMAND,
+    cap_stop,
     check_version,
     comparison_label,
+    control_share,
+    controls_failed,
     error_line,
     error_rows,
     format_count,
@@ -37,6 +40,9 @@ __all__ = ["DEFAULT_MAX_FAILURES", "PRUNE_COMMAND", "escape_markdown", "to_markd
 
 #: Failing comparisons listed in full; GitHub caps a job summary at 1 MiB.
 DEFAULT_MAX_FAILURES = 50
+
+#: Judge check items without a usable answer listed one by one (the JSON report has them all).
+MAX_ITEM_ERRORS = 20
 
 
 PASS_MARK = "✅"
@@ -70,7 +76,7 @@ def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
 
 def _headline(report: Mapping[str, Any]) -> str:
     result = outcome(report)
-    if result["comparisons"] == 0 and result["gates"] == 0 and not result["errors"]:
+    if result["comparisons"] == 0 and result["gates"] == 0 and not result["errors"] and result["passed"]:
         return "## ragmetrics: no comparisons recorded"
     parts = []
     if result["errors"]:
@@ -94,6 +100,10 @@ def _headline(report: Mapping[str, Any]) -> str:
     check = (report.get("summary") or {}).get("judge_check")
     if check and not check.get("passed"):
         parts.append("the judge check failed")
+    if controls_failed(report):
+        parts.append("the negative controls failed")
+    if cap_stop(report):
+        parts.append("the judge spending cap stopped the run")
     mark = PASS_MARK if result["passed"] else FAIL_MARK
     return f"## {mark} ragmetrics: " + ", ".join(parts)
 
@@ -284,10 +294,35 @@ def _judge_check(check: Mapping[str, Any]) -> list[str]:
         names = [escape_markdown(k.get(name, "?")) for name in ("kind", "model", "unit")]
         figures = [_score(k.get(name)) for name in ("accuracy", "kappa", "weighted_kappa", "f1")]
         disagreements = format_count(len(k.get("disagreements") or []))
-        rows.append([*names, format_count(k.get("n", 0)), *figures, disagreements])
-    header = ["Kind", "Judge", "Unit", "n", "Accuracy", "Kappa", "Weighted kappa", "F1", "Disagreements"]
-    lines += _table(header, "lllrrrrrr", rows)
+        errors = format_count(k.get("errors") or 0)
+        rows.append([*names, format_count(k.get("n", 0)), *figures, disagreements, errors])
+    header = [
+        "Kind",
+        "Judge",
+        "Unit",
+        "n",
+        "Accuracy",
+        "Kappa",
+        "Weighted kappa",
+        "F1",
+        "Disagreements",
+        "No usable answer",
+    ]
+    lines += _table(header, "lllrrrrrrr", rows)
     lines += ["", "Kappa is Cohen's; the weighted kappa (graded ratings) uses quadratic weights.", ""]
+    if check.get("item_errors"):
+        lines += [f"**FAIL**: {escape_markdown(check['item_errors'])}", ""]
+    items = [(k, e) for k in check.get("kinds") or [] for e in k.get("error_items") or []]
+    for k, error in items[:MAX_ITEM_ERRORS]:
+        where = f"{error.get('id')!r} ({error.get('where')})"
+        lines.append(
+            f"- {escape_markdown(k.get('kind', '?'))} item {escape_markdown(where)}: no usable answer: "
+            f"{escape_markdown(error.get('reason', ''))}"
+        )
+    if len(items) > MAX_ITEM_ERRORS:
+        lines.append(f"- …and {len(items) - MAX_ITEM_ERRORS} more items without a usable answer")
+    if items:
+        lines.append("")
     for floor in check.get("floors") or []:
         status = "PASS" if floor.get("passed") else "**FAIL**"
         text = f"- {status} {escape_markdown(floor.get('spec', '?'))}: {_score(floor.get('value'))}"
@@ -298,6 +333,43 @@ def _judge_check(check: Mapping[str, Any]) -> list[str]:
             gates = ", ".join(f"gate {escape_markdown(g)}" for g in resting.get("gates") or [])
             comparisons = f"{resting.get('comparisons', 0)} comparisons"
             text += f"; resting on this judge: {gates + ', ' if gates else ''}{comparisons}"
+        lines.append(text)
+    return [*lines, ""]
+
+
+def _controls(section: Mapping[str, Any]) -> list[str]:
+    lines = ["### Negative controls", ""]
+    lines += [
+        f"{format_count(section.get('pairs', 0))} pairs of a question with a chunk retrieved for an "
+        f"unrelated sample, judge {escape_markdown(section.get('model') or '?')}: a judge that tells "
+        "chunks apart finds few of them useful, relevant or needed.",
+        "",
+    ]
+    if section.get("error"):
+        return [
+            *lines,
+            f"**FAIL**: the negative controls could not be judged: {escape_markdown(section['error'])}",
+            "",
+        ]
+    rows = [
+        [
+            escape_markdown(k.get("kind", "?")),
+            escape_markdown(control_share(k)),
+            format_count(k.get("errors") or 0),
+        ]
+        for k in section.get("kinds") or []
+    ]
+    lines += [*_table(["Kind", "Judged", "Not judged"], "llr", rows), ""]
+    reasons = [(k, r) for k in section.get("kinds") or [] for r in k.get("error_reasons") or []]
+    lines += [f"- {escape_markdown(k.get('kind', '?'))} not judged: {escape_markdown(r)}" for k, r in reasons]
+    lines += [""] if reasons else []
+    for warning in section.get("warnings") or []:
+        lines += [f"> **Warning:** {escape_markdown(warning)}", ""]
+    for floor in section.get("floors") or []:
+        status = "PASS" if floor.get("passed") else "**FAIL**"
+        text = f"- {status} {escape_markdown(floor.get('spec', '?'))}: {_score(floor.get('value'))}"
+        if not floor.get("passed") and floor.get("reason"):
+            text += f" ({escape_markdown(floor['reason'])})"
         lines.append(text)
     return [*lines, ""]
 
@@ -333,8 +405,13 @@ def to_markdown(report: Mapping[str, Any], *, max_failures: int = DEFAULT_MAX_FA
     lines += _failures(rows, max_failures)
     if summary.get("judge_check"):
         lines += _judge_check(summary["judge_check"])
+    if summary.get("judge_controls"):
+        lines += _controls(summary["judge_controls"])
     for warning in summary.get("judge_warnings") or []:
         lines += [f"> **Warning:** {escape_markdown(warning.get('message', ''))}", ""]
+    stopped = cap_stop(report)
+    if stopped:
+        lines += [f"> **{escape_markdown(stopped[0].upper() + stopped[1:])}.**", ""]
     if summary.get("judge") or summary.get("unused_store_entries"):
         lines += _judge(summary)
     return "\n".join(lines).rstrip("\n") + "\n"

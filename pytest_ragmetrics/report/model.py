@@ -12,6 +12,7 @@ from typing import Any, TypedDict
 from ..gates import format_number
 
 __all__ = [
+    "JUDGE_SOURCES",
     "PRUNE_COMMAND",
     "SCHEMA_VERSION",
     "ErrorRow",
@@ -25,8 +26,11 @@ __all__ = [
     "SampleResult",
     "Summary",
     "Verdict",
+    "cap_stop",
     "check_version",
     "comparison_label",
+    "control_share",
+    "controls_failed",
     "error_line",
     "error_rows",
     "format_cost",
@@ -37,16 +41,19 @@ __all__ = [
     "format_score",
     "format_threshold",
     "judge_figures",
+    "judge_sources",
     "judge_status",
     "metric_label",
     "moved_samples",
     "outcome",
     "picked_sentences",
+    "recorded_answers",
     "regression_gate_detail",
     "report_notes",
     "row_fails",
     "row_status",
     "sample_changes",
+    "spending_cap",
 ]
 
 #: The ``version`` this package writes and reads.
@@ -132,13 +139,13 @@ class JudgeSummary(TypedDict, total=False):
     cache_mode: str | None
     cache_dir: str | None
     store_dir: str | None
+    #: Where each judgment came from (:data:`JUDGE_SOURCES`): judged now, read from the committed
+    #: store, read from the local cache, and answers the run already had, asked for again.
     calls: int
-    cache_hits: int
     store_hits: int
-    #: Answers this process already had in memory, asked for again within the run.
+    cache_hits: int
     reused: int
-    #: Answers served without a call: ``cache_hits + store_hits + reused``, and the one of the four
-    #: a JSON report file keeps (the split depends on the machine and on how xdist shares tests out).
+    #: Answers the run had without a call: ``store_hits + cache_hits + reused``.
     recorded: int
     prompt_tokens: int
     completion_tokens: int
@@ -152,6 +159,10 @@ class JudgeSummary(TypedDict, total=False):
     response_format: str | None
     #: Why that format and not a stricter one: the server's rejections, or None.
     response_format_reason: str | None
+    #: With a spending cap only: the caps (None: no such cap) and the requests they refused.
+    max_judge_calls: int | None
+    max_judge_tokens: int | None
+    refused_calls: int
 
 
 class LabelSummary(TypedDict, total=False):
@@ -263,8 +274,8 @@ def report_notes(report: Mapping[str, Any]) -> list[str]:
 
 
 def outcome(report: Mapping[str, Any]) -> Outcome:
-    """How the run went: the report passes when no comparison (outside xfail tests), no gate and no
-    judge agreement floor failed.
+    """How the run went: the report passes when no comparison (outside xfail tests), no gate, no
+    judge agreement floor and no negative-controls floor failed, and no spending cap stopped the run.
 
     Test counts are reported but do not decide: a test can fail for reasons that have nothing to do
     with retrieval quality, and pytest already says so.
@@ -281,7 +292,9 @@ def outcome(report: Mapping[str, Any]) -> Outcome:
         passed=comparisons_failed == 0
         and gates_failed == 0
         and errors == 0
-        and (not check or bool(check.get("passed"))),
+        and (not check or bool(check.get("passed")))
+        and not controls_failed(report)
+        and cap_stop(report) is None,
         comparisons=len(rows),
         comparisons_failed=comparisons_failed,
         comparisons_xfailed=sum(1 for row in rows if row.get("xfail") and not row.get("passed")),
@@ -428,22 +441,82 @@ def format_cost(cost: float | None) -> str | None:
     return f"${cost:.4g}" if cost >= 1e-4 else f"${cost:.2e}"
 
 
-def _recorded_figures(judge: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Cache and store hits; a report read back from a JSON file has only their sum."""
+#: Where the run's judgments came from, in the order every renderer shows them: judged now (requests
+#: sent and answered), read from the committed judgment store, read from the local cache, and answers
+#: the run already had, asked for again. ``(field of summary.judge, label, singular, plural)``: the
+#: label heads a figure in the Markdown and HTML reports, the words count it in the terminal's line.
+JUDGE_SOURCES: tuple[tuple[str, str, str, str], ...] = (
+    ("calls", "judge calls", "call", "calls"),
+    ("store_hits", "store hits", "store hit", "store hits"),
+    ("cache_hits", "cache hits", "cache hit", "cache hits"),
+    ("reused", "reused in the run", "reused", "reused"),
+)
+
+
+def judge_sources(judge: Mapping[str, Any]) -> list[tuple[str, str, str, Any]]:
+    """The four counts of :data:`JUDGE_SOURCES` as ``(label, singular, plural, count)``.
+
+    A report written before the four were kept apart has the calls and only the sum of the others
+    (``recorded``): that sum is shown as one figure instead of three made-up ones.
+    """
     if "cache_hits" not in judge and "store_hits" not in judge and "recorded" in judge:
-        return [("recorded answers", format_count(judge.get("recorded") or 0))]
-    return [
-        ("cache hits", format_count(judge.get("cache_hits", 0))),
-        ("store hits", format_count(judge.get("store_hits", 0))),
-        ("reused in the run", format_count(judge.get("reused", 0))),
-    ]
+        return [
+            ("judge calls", "call", "calls", judge.get("calls", 0)),
+            ("recorded answers", "recorded answer", "recorded answers", judge.get("recorded") or 0),
+        ]
+    return [(label, one, many, judge.get(field, 0)) for field, label, one, many in JUDGE_SOURCES]
 
 
 def recorded_answers(judge: Mapping[str, Any]) -> int:
-    """Answers served from the cache or the store (the sum, when only that was kept)."""
+    """Answers the run had without a call: from the store, the cache, or reused (``recorded``)."""
     if "cache_hits" in judge or "store_hits" in judge:
         return sum(int(judge.get(name) or 0) for name in ("cache_hits", "store_hits", "reused"))
     return int(judge.get("recorded") or 0)
+
+
+def spending_cap(judge: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's judge spending caps and the requests they refused, as ``(label, text)`` pairs; none
+    when the run had no cap."""
+    if "refused_calls" not in judge:
+        return []
+    figures = []
+    if judge.get("max_judge_calls") is not None:
+        figures.append(("call cap", f"{format_count(judge['max_judge_calls'])} calls"))
+    if judge.get("max_judge_tokens") is not None:
+        figures.append(("token cap", f"{format_count(judge['max_judge_tokens'])} tokens"))
+    return [*figures, ("calls refused by the cap", format_count(judge.get("refused_calls") or 0))]
+
+
+def cap_stop(report: Mapping[str, Any]) -> str | None:
+    """``the judge spending cap stopped the run: 2 judge calls refused past the cap of 4 calls``, or
+    None when no cap refused a call."""
+    judge = _summary(report).get("judge") or {}
+    refused = judge.get("refused_calls")
+    if not isinstance(refused, int) or isinstance(refused, bool) or refused <= 0:
+        return None
+    caps = [text for label, text in spending_cap(judge) if label in ("call cap", "token cap")]
+    calls = "judge call" if refused == 1 else "judge calls"
+    return (
+        f"the judge spending cap stopped the run: {format_count(refused)} {calls} refused past the cap "
+        f"of {' and '.join(caps) or '?'}; what was judged is kept"
+    )
+
+
+def controls_failed(report: Mapping[str, Any]) -> bool:
+    """The negative controls were asked for and did not pass (a floor failed, or they could not be
+    judged)."""
+    controls = _summary(report).get("judge_controls") or {}
+    return bool(controls) and not controls.get("passed")
+
+
+def control_share(kind: Mapping[str, Any]) -> str:
+    """``3 of 12 judged useful (25%)``: how one judgment kind's negative controls came out."""
+    share = kind.get("share")
+    percent = "-" if not isinstance(share, (int, float)) else f"{share:.0%}"
+    return (
+        f"{format_count(kind.get('positive', 0))} of {format_count(kind.get('judged', 0))} judged "
+        f"{kind.get('verdict', '?')} ({percent})"
+    )
 
 
 def judge_figures(judge: Mapping[str, Any], *, include_timing: bool = True) -> list[tuple[str, str]]:
@@ -451,8 +524,7 @@ def judge_figures(judge: Mapping[str, Any], *, include_timing: bool = True) -> l
     prompt = judge.get("prompt_tokens") or 0
     completion = judge.get("completion_tokens") or 0
     figures: list[tuple[str, str]] = [
-        ("judge calls", format_count(judge.get("calls", 0))),
-        *_recorded_figures(judge),
+        *((label, format_count(count)) for label, _, _, count in judge_sources(judge)),
         (
             "tokens",
             f"{format_count(prompt + completion)} ({format_count(prompt)} prompt + "
@@ -467,6 +539,7 @@ def judge_figures(judge: Mapping[str, Any], *, include_timing: bool = True) -> l
         ("retries", format_count(judge.get("retries", 0))),
         ("re-asks", format_count(judge.get("reasks", 0))),
         ("errors", format_count(judge.get("errors", 0))),
+        *spending_cap(judge),
     ]
     seconds = judge.get("seconds")
     if include_timing and isinstance(seconds, (int, float)):

@@ -28,6 +28,7 @@ from .model import (
     format_p,
     format_score,
     format_threshold,
+    judge_sources,
     judge_status,
     metric_label,
     moved_samples,
@@ -310,15 +311,6 @@ def _render_regression_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> 
         )
 
 
-def _hit_parts(judge: Mapping[str, Any]) -> list[str]:
-    if "cache_hits" not in judge and "store_hits" not in judge and "recorded" in judge:
-        return [_plural(judge.get("recorded", 0), "recorded answer")]  # read back from a JSON file
-    # Besides the calls (judged now): read from the local cache, from the committed store, and
-    # answers this run already had, asked for again.
-    hits = judge.get("cache_hits", 0), judge.get("store_hits", 0)
-    return [_plural(hits[0], "cache hit"), _plural(hits[1], "store hit"), f"{judge.get('reused', 0)} reused"]
-
-
 #: Disagreements listed per judgment kind below -v.
 DISAGREEMENTS_SHOWN = 5
 
@@ -483,9 +475,11 @@ def _judge_parts(judge: Mapping[str, Any]) -> list[str]:
     prompt = judge.get("prompt_tokens") or 0
     completion = judge.get("completion_tokens") or 0
     model = judge.get("model")
+    # Where the judgments came from, in the order and with the meaning of every report format.
+    sources = [_plural(count, one, many) for _, one, many, count in judge_sources(judge)]
     parts = [
-        (f"judge {model}: " if model else "judge: ") + _plural(judge.get("calls", 0), "call"),
-        *_hit_parts(judge),
+        (f"judge {model}: " if model else "judge: ") + sources[0],
+        *sources[1:],
         f"{_plural(prompt + completion, 'token')} ({format_count(prompt)} prompt + "
         f"{format_count(completion)} completion)",
         f"{_plural(judge.get('tokens_saved', 0), 'token')} saved",

@@ -1,0 +1,354 @@
+"""The run's checks beyond comparisons and gates in every report file: the negative controls, the judge
+check's items without a usable answer, and a run stopped by the judge spending cap."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from report_example import example_report
+from test_controls import TESTS as GOLDEN_TESTS
+from test_controls import golden
+
+from pytest_ragmetrics.report.html import to_html
+from pytest_ragmetrics.report.markdown import to_markdown
+from pytest_ragmetrics.report.model import outcome
+from pytest_ragmetrics.testing import FakeJudgeServer
+
+pytest_plugins = ["pytester"]
+
+
+def controls(**changes: Any) -> dict[str, Any]:
+    """A negative-controls section as the run writes it: a judge that found every control useful."""
+    section = {
+        "pairs": 12,
+        "model": "gpt-4o-mini",
+        "kinds": [
+            {
+                "kind": "context_precision",
+                "verdict": "useful",
+                "judged": 12,
+                "positive": 12,
+                "share": 1.0,
+                "errors": 0,
+                "error_reasons": [],
+                "examples": [],
+            },
+            {
+                "kind": "context_relevance_graded",
+                "verdict": "relevant",
+                "judged": 11,
+                "positive": 1,
+                "share": 1 / 11,
+                "errors": 1,
+                "error_reasons": ["the judge gave no usable answer <b>twice</b>"],
+                "examples": [],
+            },
+        ],
+        "floors": [
+            {
+                "spec": "context_precision controls <= 0.2",
+                "kind": "context_precision",
+                "value": 1.0,
+                "passed": False,
+                "reason": "12 of 12 controls judged useful",
+            },
+            {
+                "spec": "context_relevance[graded] controls <= 0.2",
+                "kind": "context_relevance_graded",
+                "value": 1 / 11,
+                "passed": True,
+                "reason": "",
+            },
+        ],
+        "warnings": ["12 of 12 negative controls (100%) were judged useful for context_precision"],
+        "passed": False,
+        "error": None,
+    }
+    return {**section, **changes}
+
+
+def with_summary(**fields: Any) -> dict[str, Any]:
+    report = example_report()
+    report["summary"].update(fields)
+    return report
+
+
+def passing(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with nothing else failing: no failing comparison, gate or error."""
+    report["results"] = [r for r in report["results"] if r.get("passed")]
+    report["summary"]["gates"] = [g for g in report["summary"]["gates"] if g.get("passed")]
+    report["summary"]["errors"] = []
+    return report
+
+
+def html_section(page: str, section_id: str) -> str:
+    match = re.search(rf'<section id="{section_id}">(.*?)</section>', page, re.S)
+    assert match, f"no section {section_id!r}"
+    return match.group(1)
+
+
+def md_section(text: str, title: str) -> str:
+    match = re.search(rf"^### {re.escape(title)}\n(.*?)(?=^### |\Z)", text, re.S | re.M)
+    assert match, f"no section {title!r} in:\n{text}"
+    return match.group(1)
+
+
+# -- negative controls --------------------------------------------------------------------------------
+
+
+def test_failing_negative_controls_fail_the_report_and_are_shown_in_markdown_and_html():
+    report = passing(with_summary(judge_controls=controls()))
+    assert not outcome(report)["passed"]
+    assert outcome(passing(example_report()))["passed"]
+
+    text = to_markdown(report)
+    assert text.startswith("## ❌ ragmetrics:") and "the negative controls failed" in text.splitlines()[0]
+    section = md_section(text, "Negative controls")
+    assert (
+        "12 pairs of a question with a chunk retrieved for an unrelated sample, judge gpt-4o-mini" in section
+    )
+    assert "| context\\_precision | 12 of 12 judged useful (100%) | 0 |" in section
+    assert "| context\\_relevance\\_graded | 1 of 11 judged relevant (9%) | 1 |" in section
+    assert (
+        "- context\\_relevance\\_graded not judged: the judge gave no usable answer &lt;b&gt;twice&lt;/b&gt;"
+        in section
+    )
+    assert (
+        "> **Warning:** 12 of 12 negative controls (100%) were judged useful for context\\_precision" in section
+    )
+    assert "- **FAIL** context\\_precision controls &lt;= 0.2: 1.000 (12 of 12 controls judged useful)" in section
+    assert "- PASS context\\_relevance\\[graded\\] controls &lt;= 0.2: 0.091" in section
+
+    page = to_html(report)
+    assert "the negative controls failed" in page
+    html = html_section(page, "judge-controls")
+    assert "<td>context_precision</td><td>12 of 12 judged useful (100%)</td>" in html
+    assert "the judge gave no usable answer &lt;b&gt;twice&lt;/b&gt;" in html
+    assert "Warning: 12 of 12 negative controls (100%) were judged useful for context_precision" in html
+    assert '<td class="bad">FAIL</td><td><code>context_precision controls &lt;= 0.2</code>' in html
+
+
+def test_passing_negative_controls_are_shown_and_pass():
+    section = controls(passed=True, warnings=[], floors=controls()["floors"][1:])
+    report = passing(with_summary(judge_controls=section))
+    assert outcome(report)["passed"]
+    assert "negative controls failed" not in to_markdown(report)
+    assert "| context\\_precision | 12 of 12 judged useful (100%) | 0 |" in to_markdown(report)
+    assert "<td>context_precision</td>" in html_section(to_html(report), "judge-controls")
+
+
+def test_controls_that_could_not_be_judged_say_why():
+    section = controls(kinds=[], floors=[], warnings=[], passed=False, error="judgment not recorded: 'q1'")
+    report = with_summary(judge_controls=section)
+    assert "**FAIL**: the negative controls could not be judged: judgment not recorded: 'q1'" in to_markdown(
+        report
+    )
+    assert "could not be judged: judgment not recorded: &#x27;q1&#x27;" in to_html(report)
+
+
+def test_a_report_without_controls_has_no_controls_section():
+    report = example_report()
+    assert "Negative controls" not in to_markdown(report)
+    assert "judge-controls" not in to_html(report)
+
+
+# -- the judge check's items without a usable answer --------------------------------------------------
+
+
+def judge_check() -> dict[str, Any]:
+    kind = {
+        "kind": "context_precision",
+        "model": "gpt-4o-mini",
+        "unit": "chunk",
+        "items": 3,
+        "n": 2,
+        "accuracy": 1.0,
+        "kappa": 1.0,
+        "weighted_kappa": None,
+        "f1": 1.0,
+        "classes": ["no", "yes"],
+        "confusion": [[1, 0], [0, 1]],
+        "disagreements": [],
+        "errors": 1,
+        "error_items": [{"id": "q3", "where": "labels.jsonl:3", "reason": "unparseable answer: '{\"use'"}],
+        "judge_calls": 3,
+    }
+    return {
+        "source": "labels.jsonl",
+        "model": "gpt-4o-mini",
+        "kinds": [kind],
+        "floors": [],
+        "passed": False,
+        "error": None,
+        "item_errors": "labels.jsonl: the judge gave no usable answer for 1 labelled item(s); first: 'q3' "
+        "(labels.jsonl:3): unparseable answer",
+    }
+
+
+def test_judge_check_items_without_a_usable_answer_are_counted_and_listed():
+    report = passing(with_summary(judge_check=judge_check()))
+    assert not outcome(report)["passed"]
+    section = md_section(to_markdown(report), "Judge check")
+    header = next(line for line in section.splitlines() if line.startswith("| Kind"))
+    row = next(line for line in section.splitlines() if line.startswith("| context\\_precision"))
+    assert header.endswith("| Disagreements | No usable answer |") and row.endswith("| 0 | 1 |")
+    assert "**FAIL**: labels.jsonl: the judge gave no usable answer for 1 labelled item(s)" in section
+    assert (
+        "- context\\_precision item 'q3' (labels.jsonl:3): no usable answer: unparseable answer: '{\"use'"
+        in section
+    )
+
+    html = html_section(to_html(report), "judge-check")
+    assert '<th class="num">No usable answer</th>' in html
+    assert "the judge gave no usable answer for 1 labelled item(s)" in html
+    assert "context_precision item &#x27;q3&#x27; (labels.jsonl:3): no usable answer" in html
+
+
+def test_a_judge_check_without_item_errors_lists_none():
+    check = judge_check()
+    check["kinds"][0].update(errors=0, error_items=[])
+    check.update(item_errors=None, passed=True)
+    text = to_markdown(with_summary(judge_check=check))
+    assert "no usable answer:" not in text and "**FAIL**" not in md_section(text, "Judge check")
+
+
+# -- the judge spending cap ---------------------------------------------------------------------------
+
+
+def capped(refused: int, calls: int | None = 4, tokens: int | None = None) -> dict[str, Any]:
+    report = passing(example_report())
+    report["summary"]["judge"].update(max_judge_calls=calls, max_judge_tokens=tokens, refused_calls=refused)
+    return report
+
+
+def test_a_run_the_spending_cap_stopped_fails_and_says_so_in_markdown_and_html():
+    report = capped(refused=2, tokens=50_000)
+    assert not outcome(report)["passed"]
+    stopped = (
+        "the judge spending cap stopped the run: 2 judge calls refused past the cap of 4 calls and "
+        "50,000 tokens; what was judged is kept"
+    )
+    text = to_markdown(report)
+    assert "the judge spending cap stopped the run" in text.splitlines()[0]
+    assert f"> **T{stopped[1:]}.**" in text
+    judge = md_section(text, "Judge")
+    for row in (
+        "| call cap | 4 calls |",
+        "| token cap | 50,000 tokens |",
+        "| calls refused by the cap | 2 |",
+    ):
+        assert row in judge
+
+    page = to_html(report)
+    assert "the judge spending cap stopped the run" in re.search(r'id="headline">(.*?)<', page).group(1)
+    assert f'<p class="note bad" id="spending-cap">T{stopped[1:]}.</p>' in page
+    assert (
+        "<dt>call cap</dt><dd>4 calls</dd>" in page and "<dt>calls refused by the cap</dt><dd>2</dd>" in page
+    )
+
+
+def test_a_cap_that_refused_nothing_is_a_figure_not_a_failure():
+    report = capped(refused=0)
+    assert outcome(report)["passed"]
+    text = to_markdown(report)
+    assert "spending cap" not in text and "| call cap | 4 calls |" in text
+    assert "| calls refused by the cap | 0 |" in text and "token cap" not in text
+    assert "spending-cap" not in to_html(report)
+
+
+def test_a_run_without_a_cap_shows_no_cap_figures():
+    text = to_markdown(example_report())
+    assert "call cap" not in text and "refused" not in text
+
+
+# -- through pytest -----------------------------------------------------------------------------------
+
+
+def test_a_replay_writes_the_controls_into_identical_markdown_and_html(pytester, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    pytester.makeini("[pytest]\nrag_store_dir = judgments\nrag_judge_controls = 6\n")
+    pytester.makefile(".jsonl", golden="\n".join(json.dumps(row) for row in golden()))
+    pytester.makepyfile(test_golden=GOLDEN_TESTS)
+    floor = "--rag-judge-agreement=context_precision controls <= 0.2"
+    with FakeJudgeServer() as server:  # every chunk useful, every rating 2: controls too
+        recorded = pytester.runpytest_subprocess(f"--rag-judge-base-url={server.base_url}", floor)
+    assert recorded.ret == 1
+    files = []
+    for i in range(2):
+        replay = pytester.runpytest_subprocess(
+            "--rag-cache=replay",
+            "--rag-cache-dir=empty",
+            floor,
+            f"--rag-report-md=r{i}.md",
+            f"--rag-report-html=r{i}.html",
+            f"--rag-report-json=r{i}.json",
+        )
+        replay.assert_outcomes(passed=8)
+        assert replay.ret == 1
+        files.append([pytester.path.joinpath(f"r{i}.{ext}").read_bytes() for ext in ("md", "html", "json")])
+    assert files[0] == files[1]
+    text, page = files[0][0].decode(), files[0][1].decode()
+    assert "the negative controls failed" in text.splitlines()[0]
+    assert "| context\\_precision | 6 of 6 judged useful (100%) | 0 |" in md_section(text, "Negative controls")
+    assert "<td>context_precision</td><td>6 of 6 judged useful (100%)</td>" in page
+    section = json.loads(files[0][2])["summary"]["judge_controls"]
+    assert section["kinds"][0]["positive"] == 6 and not section["passed"]
+
+
+CAPPED_TESTS = """
+    import pytest
+    from pytest_ragmetrics import RagSample, assert_context_precision
+
+    @pytest.mark.parametrize("i", range(6))
+    def test_precision(i):
+        sample = RagSample("Question {}?".format(i), ["Chunk of test {}.".format(i)], "Answer.", id=str(i))
+        assert_context_precision(sample) >= 0.5
+"""
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["one process", "-n 2"])
+def test_a_capped_run_says_so_in_its_markdown_and_html(pytester, monkeypatch, xdist):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    pytester.makepyfile(test_capped=CAPPED_TESTS)
+    with FakeJudgeServer() as server:
+        result = pytester.runpytest_subprocess(
+            f"--rag-judge-base-url={server.base_url}",
+            "--rag-max-judge-calls=4",
+            "--rag-report-md=report.md",
+            "--rag-report-html=report.html",
+            "-p",
+            "no:randomly",
+            *xdist,
+        )
+    result.assert_outcomes(passed=4, failed=2)
+    stopped = "he judge spending cap stopped the run: 2 judge calls refused past the cap of 4 calls"
+    text = pytester.path.joinpath("report.md").read_text()
+    assert "the judge spending cap stopped the run" in text.splitlines()[0] and stopped in text
+    assert "| calls refused by the cap | 2 |" in text
+    assert stopped in pytester.path.joinpath("report.html").read_text()
+
+
+def test_the_controls_section_is_redacted_like_the_rest_of_the_report(monkeypatch):
+    """A reason quoting what a server said reaches no report file with the key in it."""
+    from pytest_ragmetrics import Settings
+    from pytest_ragmetrics.judge.stats import JudgeStats
+    from pytest_ragmetrics.report.build import build_report
+
+    key = "sk-test-0123456789abcdefghij"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    section = controls(error=f"HTTP 401: Incorrect API key provided: {key}")
+    report = build_report(
+        [],
+        settings=Settings(),
+        stats=JudgeStats(),
+        gate_results=[],
+        unused_store_entries=None,
+        shown=str,
+        default_cache_dir="cache",
+        judge_controls=section,
+    )
+    assert report["summary"]["judge_controls"]["error"].startswith("HTTP 401: Incorrect API key provided: ")
+    assert key not in json.dumps(report) and key not in to_markdown(report) and key not in to_html(report)
