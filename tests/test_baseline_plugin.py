@@ -348,6 +348,12 @@ def test_sample(sample):
         text = (project.path / path).read_text(encoding="utf-8")
         assert "5 not measured in this run (q11, q12, q13, q14, q15)" in text, path
         assert " removed" not in text, path
+    # The gate's own row says over how many samples it was evaluated and how many were not measured.
+    markdown = (project.path / "r.md").read_text(encoding="utf-8")
+    assert "| Regression gate | Drop | Δ [95% CI] | p | n | Not measured | Worst samples |" in markdown
+    gate_row = next(line for line in markdown.splitlines() if "context\\_recall mean drop" in line)
+    assert gate_row.split(" | ")[5:7] == ["10", "5"], gate_row
+    assert "n=10, 5 not measured" in (project.path / "r.html").read_text(encoding="utf-8")
     recall = report_of(project)["summary"]["baseline"]["metrics"][1]
     assert recall["metric"] == "context_recall"
     assert recall["not_measured"] == ["q11", "q12", "q13", "q14", "q15"] and recall["removed"] == []

@@ -177,15 +177,19 @@ def _regression_gates(gates: list[Mapping[str, Any]]) -> list[str]:
                 escape_markdown(format_p(gate.get("p_value"))),
                 escape_markdown(", ".join(moved_samples(gate.get("worst") or []))),
             ]
+        # Over how many matched samples, and how many of the baseline's this run did not measure.
+        counts = [format_count(gate.get("n", 0)), format_count(gate.get("not_measured") or 0)]
         rows.append(
             [
                 "⏭️" if gate.get("skipped") else PASS_MARK if gate.get("passed") else FAIL_MARK,
                 escape_markdown(gate.get("spec", "")),
-                *cells,
+                *cells[:3],
+                *counts,
+                cells[3],
             ]
         )
-    header = ["", "Regression gate", "Drop", "Δ [95% CI]", "p", "Worst samples"]
-    return ["### Regression gates", "", *_table(header, "clrrrl", rows), ""]
+    header = ["", "Regression gate", "Drop", "Δ [95% CI]", "p", "n", "Not measured", "Worst samples"]
+    return ["### Regression gates", "", *_table(header, "clrrrrrl", rows), ""]
 
 
 def _metrics(metrics: list[Mapping[str, Any]]) -> list[str]:
