@@ -213,6 +213,29 @@ def test_merged_shard_reports_keep_every_shards_errors():
     assert outcome(merged)["errors"] == 1 and not outcome(merged)["passed"]
 
 
+def test_a_shard_the_spending_cap_stopped_stops_the_merged_report():
+    from pytest_ragmetrics.report.build import merge_reports
+    from pytest_ragmetrics.report.model import cap_stop, outcome
+
+    first, second, third = example_report(), example_report(), example_report()
+    for report in (first, second, third):
+        report["results"] = [r for r in report["results"] if r.get("passed")]
+        report["summary"]["gates"] = []
+    first["summary"]["judge"].update(max_judge_calls=4, max_judge_tokens=None, refused_calls=2)
+    second["summary"]["judge"].update(max_judge_calls=4, max_judge_tokens=None, refused_calls=0)
+    assert outcome(merge_reports([second, third]))["passed"]
+    merged = merge_reports([first, second, third])
+    judge = merged["summary"]["judge"]
+    assert (judge["refused_calls"], judge["max_judge_calls"], judge["max_judge_tokens"]) == (2, 4, None)
+    assert not outcome(merged)["passed"]
+    assert cap_stop(merged) == (
+        "the judge spending cap stopped the run: 2 judge calls refused past the cap of 4 calls; "
+        "what was judged is kept"
+    )
+    second["summary"]["judge"]["max_judge_calls"] = 8  # shards capped differently: no one cap to name
+    assert "refused past the cap; what" in cap_stop(merge_reports([first, second]))
+
+
 def _shard(collected: list[str], ran: list[str]) -> dict:
     from pytest_ragmetrics._run import set_digest
 

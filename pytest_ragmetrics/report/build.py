@@ -253,6 +253,12 @@ def _merged_judge(judges: list[Mapping[str, Any]]) -> dict[str, Any]:
         merged["seconds"] = sum(seconds)
     costs = [j.get("cost") for j in judges]
     merged["cost"] = None if not costs or any(c is None for c in costs) else sum(costs)
+    capped = [j for j in judges if "refused_calls" in j]
+    if capped:  # a shard the spending cap stopped stops the merged run too
+        merged["refused_calls"] = sum(int(j.get("refused_calls") or 0) for j in capped)
+        for key in ("max_judge_calls", "max_judge_tokens"):
+            caps = {j.get(key) for j in capped}
+            merged[key] = caps.pop() if len(caps) == 1 else None  # shards capped alike, else unknown
     return merged
 
 

@@ -496,9 +496,10 @@ def cap_stop(report: Mapping[str, Any]) -> str | None:
         return None
     caps = [text for label, text in spending_cap(judge) if label in ("call cap", "token cap")]
     calls = "judge call" if refused == 1 else "judge calls"
+    of = f" of {' and '.join(caps)}" if caps else ""
     return (
-        f"the judge spending cap stopped the run: {format_count(refused)} {calls} refused past the cap "
-        f"of {' and '.join(caps) or '?'}; what was judged is kept"
+        f"the judge spending cap stopped the run: {format_count(refused)} {calls} refused past the "
+        f"cap{of}; what was judged is kept"
     )
 
 
