@@ -117,9 +117,13 @@ def test_failing_negative_controls_fail_the_report_and_are_shown_in_markdown_and
         in section
     )
     assert (
-        "> **Warning:** 12 of 12 negative controls (100%) were judged useful for context\\_precision" in section
+        "> **Warning:** 12 of 12 negative controls (100%) were judged useful for context\\_precision"
+        in section
     )
-    assert "- **FAIL** context\\_precision controls &lt;= 0.2: 1.000 (12 of 12 controls judged useful)" in section
+    assert (
+        "- **FAIL** context\\_precision controls &lt;= 0.2: 1.000 (12 of 12 controls judged useful)"
+        in section
+    )
     assert "- PASS context\\_relevance\\[graded\\] controls &lt;= 0.2: 0.091" in section
 
     page = to_html(report)
@@ -292,7 +296,9 @@ def test_a_replay_writes_the_controls_into_identical_markdown_and_html(pytester,
     assert files[0] == files[1]
     text, page = files[0][0].decode(), files[0][1].decode()
     assert "the negative controls failed" in text.splitlines()[0]
-    assert "| context\\_precision | 6 of 6 judged useful (100%) | 0 |" in md_section(text, "Negative controls")
+    assert "| context\\_precision | 6 of 6 judged useful (100%) | 0 |" in md_section(
+        text, "Negative controls"
+    )
     assert "<td>context_precision</td><td>6 of 6 judged useful (100%)</td>" in page
     section = json.loads(files[0][2])["summary"]["judge_controls"]
     assert section["kinds"][0]["positive"] == 6 and not section["passed"]
@@ -352,3 +358,32 @@ def test_the_controls_section_is_redacted_like_the_rest_of_the_report(monkeypatc
     )
     assert report["summary"]["judge_controls"]["error"].startswith("HTTP 401: Incorrect API key provided: ")
     assert key not in json.dumps(report) and key not in to_markdown(report) and key not in to_html(report)
+
+
+def test_report_merge_and_baseline_compare_say_why_a_report_fails(tmp_path, capsys):
+    """A shard the spending cap stopped, or a run whose controls failed, exits 1 with its reason."""
+    from pytest_ragmetrics.__main__ import main
+
+    capped = passing(example_report())
+    capped["summary"]["judge"].update(max_judge_calls=4, max_judge_tokens=None, refused_calls=2)
+    plain = passing(example_report())
+    for name, report in (
+        ("a.json", capped),
+        ("b.json", plain),
+        ("c.json", with_summary(judge_controls=controls())),
+    ):
+        (tmp_path / name).write_text(json.dumps(report))
+    a, b, c = (str(tmp_path / n) for n in ("a.json", "b.json", "c.json"))
+    capsys.readouterr()
+    merged = str(tmp_path / "m.json")
+    assert main(["report", "merge", "--allow-partial", "--allow-mixed", "--output", merged, a, b]) == 1
+    assert (
+        "ragmetrics: the judge spending cap stopped the run: 2 judge calls refused past the cap of 4 calls"
+        in capsys.readouterr().out
+    )
+    assert main(["baseline", "compare", b, c]) == 1
+    assert (
+        "ragmetrics controls floor failed: context_precision controls <= 0.2 (12 of 12 controls judged useful)"
+        in capsys.readouterr().out
+    )
+    assert main(["baseline", "compare", b, b]) == 0

@@ -159,9 +159,15 @@ def ran_part(report: Mapping[str, Any]) -> bool:
 
 
 def _render(report: Mapping[str, Any], out: TextIO) -> None:
-    from .terminal import render_sections
+    from .model import cap_stop
+    from .terminal import controls_failures, judge_check_failures, render_sections
 
     render_sections(report, _Writer(out))
+    # What else fails the report, so that an exit status of 1 never comes without a word.
+    stopped = cap_stop(report)
+    lines = [*judge_check_failures(report), *controls_failures(report)]
+    for line in [*lines, *([f"ragmetrics: {stopped}"] if stopped else [])]:
+        print(line, file=out)
 
 
 def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:

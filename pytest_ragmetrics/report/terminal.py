@@ -46,6 +46,7 @@ __all__ = [
     "PRUNE_COMMAND",
     "TITLE",
     "LineWriter",
+    "controls_failures",
     "header_line",
     "judge_check_failures",
     "render_sections",
@@ -358,6 +359,19 @@ def judge_check_failures(report: Mapping[str, Any]) -> list[str]:
             resting = _resting_on(floor)
             lines.append(line + (f"; {resting}" if resting else ""))
     return lines + warnings
+
+
+def controls_failures(report: Mapping[str, Any]) -> list[str]:
+    """One line per failed negative-controls floor, or the reason the controls could not be judged
+    (worded as the run's closing lines)."""
+    section = (report.get("summary") or {}).get("judge_controls") or {}
+    if section.get("error"):
+        return [f"ragmetrics negative controls could not be judged: {_one_line(section['error'])}"]
+    return [
+        f"ragmetrics controls floor failed: {floor.get('spec')} ({floor.get('reason')})"
+        for floor in section.get("floors") or []
+        if not floor.get("passed")
+    ]
 
 
 def failure_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
