@@ -47,8 +47,8 @@ __all__ = [
     "from_env",
     "how_to_set",
     "resolve",
-    "wording",
     "with_paths_under",
+    "wording",
 ]
 
 
