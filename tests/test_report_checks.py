@@ -219,6 +219,14 @@ def test_a_judge_check_without_item_errors_lists_none():
     assert "no usable answer:" not in text and "**FAIL**" not in md_section(text, "Judge check")
 
 
+def test_a_warning_about_nearly_alike_answers_without_a_judge_check_shows_no_empty_check():
+    warning = {"kind": "context_precision", "message": "the judge answered useful to 20 of 20 chunks"}
+    page = to_html(with_summary(judge_warnings=[warning]))
+    section = html_section(page, "judge-check")
+    assert "Warning: the judge answered useful to 20 of 20 chunks" in section
+    assert "Labelled set" not in section and "<table>" not in section
+
+
 # -- the judge spending cap ---------------------------------------------------------------------------
 
 

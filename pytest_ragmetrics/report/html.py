@@ -242,6 +242,8 @@ def _judge_check(check: Mapping[str, Any], warnings: list[Mapping[str, Any]]) ->
     source, model = _e(check.get("source", "?")), _e(check.get("model", "?"))
     head = f"<p>Labelled set <code>{source}</code>, judge {model}.</p>"
     notes = "".join(f'<p class="bad">Warning: {_e(w.get("message", ""))}</p>' for w in warnings)
+    if not check:  # no labelled set: the warnings about answers nearly all alike, alone
+        return f'<section id="judge-check"><h2>Judge answers</h2>{notes}</section>'
     if check.get("error"):
         return (
             f'<section id="judge-check"><h2>Judge check</h2>{head}'
