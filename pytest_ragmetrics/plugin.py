@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import warnings
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ _MARKER_HELP = (
 _rows_key = pytest.StashKey[list[dict[str, Any]]]()
 _numbers_key = pytest.StashKey[int]()
 _config_key = pytest.StashKey[Any]()
+_suite_property_key = pytest.StashKey[Callable[[str, object], None]]()
 
 
 def _session(config: pytest.Config) -> RagmetricsSession:
@@ -220,6 +221,13 @@ def rag_sample(request: pytest.FixtureRequest) -> Any:
     return request.param
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _ragmetrics_suite_properties(request: pytest.FixtureRequest, record_testsuite_property: Any) -> None:
+    """Keeps pytest's ``record_testsuite_property`` for the gates' outcomes, known only at the end of
+    the run (a no-op without ``--junitxml``; an xdist controller runs no fixtures, so none there)."""
+    request.config.stash[_suite_property_key] = record_testsuite_property
+
+
 @pytest.fixture(autouse=True)
 def _ragmetrics_test_config(request: pytest.FixtureRequest, ragmetrics_config: Any) -> None:
     """Keeps the test's ``ragmetrics_config`` for the scores it takes. Asked for by every test (pytest
@@ -360,6 +368,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ragmetrics = session.config.stash.get(session_key, None)
     if ragmetrics is not None:
         ragmetrics.finish(session)
+        record = session.config.stash.get(_suite_property_key, None)
+        if record is not None and ragmetrics.gate_results:
+            from .report.junit import gate_properties
+
+            for number, gate in enumerate(ragmetrics.gate_results, start=1):
+                for name, value in gate_properties(number, gate):
+                    record(name, value)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

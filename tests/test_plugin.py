@@ -1258,3 +1258,31 @@ def test_xdist_workers_record_into_one_store_that_replays_alone(project, judge_s
     replay = project.runpytest("-p", "no:cacheprovider", "--rag-store-dir=judgments", "--rag-cache=replay")
     replay.assert_outcomes(passed=24)
     assert judge_server.request_count == calls
+
+
+def test_gate_outcomes_are_junit_test_suite_properties(pytester):
+    """Gates are known only at the end of the run: they reach --junitxml as test-suite properties."""
+    import xml.etree.ElementTree as ET
+
+    pytester.makepyfile(
+        """
+        from pytest_ragmetrics import RagSample, assert_metric
+
+        S = RagSample("q", ["a", "b"], id="s1", context_ids=["d1", "d2"], reference_context_ids=["d1"])
+
+        def test_one():
+            assert_metric(S, "mrr") >= 0.5
+        """
+    )
+    pytester.makeini("[pytest]\nrag_gates =\n    mrr mean >= 0.9\n    mrr min > 1\n")
+    result = pytester.runpytest("--junitxml=junit.xml")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 1  # the second gate fails
+    suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["ragmetrics.gate.1.spec"] == "mrr mean >= 0.9"
+    assert properties["ragmetrics.gate.1.value"] == "1"
+    assert properties["ragmetrics.gate.1.n"] == "1"
+    assert properties["ragmetrics.gate.1.passed"] == "true"
+    assert properties["ragmetrics.gate.2.spec"] == "mrr min > 1"
+    assert properties["ragmetrics.gate.2.passed"] == "false"

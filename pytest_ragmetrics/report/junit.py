@@ -1,5 +1,6 @@
-"""A comparison as JUnit XML properties of its test (``--junitxml``), through pytest's public
-``item.user_properties``: score, threshold and outcome, numbered in the order the test made them."""
+"""Comparisons and gates as JUnit XML properties (``--junitxml``), through pytest's public APIs: a
+comparison as properties of its test (``item.user_properties``), numbered in the order the test made
+them; a gate as a test-suite property (``record_testsuite_property``)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,19 @@ def comparison_properties(number: int, row: Mapping[str, Any]) -> list[tuple[str
         (f"{prefix}.threshold", f"{row['op']} {row['threshold']:g}"),
         (f"{prefix}.passed", "true" if row["passed"] else "false"),
     ]
+
+
+def gate_properties(number: int, gate: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The test-suite properties of the ``number``-th gate, e.g. ``ragmetrics.gate.1.passed = true``."""
+    prefix = f"ragmetrics.gate.{number}"
+    value = gate.get("value")
+    outcome = "skipped" if gate.get("skipped") else "true" if gate["passed"] else "false"
+    properties = [
+        (f"{prefix}.spec", str(gate["spec"])),
+        (f"{prefix}.value", "n/a" if value is None else f"{value:.6g}"),
+        (f"{prefix}.n", str(gate.get("n", 0))),
+        (f"{prefix}.passed", outcome),
+    ]
+    if gate.get("margin") is not None:
+        properties.append((f"{prefix}.margin", f"{gate['margin']:+.6g}"))
+    return properties
