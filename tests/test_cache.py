@@ -910,3 +910,22 @@ def test_an_unreadable_cache_is_skipped_with_one_warning_and_nothing_is_paid_twi
     assert len(answers) == 40
     replayed = run(cached_judge(None, dirs, mode="replay"), *requests)  # the store kept every answer
     assert {a.source for a in replayed} == {"store"}
+
+
+def test_a_damaged_store_entry_the_cache_serves_is_recorded_again_for_replay(fake_judge_server, dirs):
+    """A line that no longer reads (truncated, hand-edited out of its schema) is served by the
+    local cache and written back to the store: CI replays it instead of missing it."""
+    requests = [make_request(i) for i in range(2)]
+    run(cached_judge(fake_judge_server, dirs), *requests)
+    key = requests[0].cache_key()
+    shard = dirs.store / f"{key[:2]}.jsonl"
+    lines = shard.read_text(encoding="utf-8").splitlines()
+    damaged = [line[: len(line) // 2] if line.startswith(f'{{"key":"{key}"') else line for line in lines]
+    shard.write_text("".join(line + "\n" for line in damaged), encoding="utf-8")
+
+    with pytest.warns(RagMetricsWarning, match="judged again and recorded anew|recorded anew"):
+        answers = run(cached_judge(None, dirs), *requests)
+    assert [a.source for a in answers] == ["cache", "store"]
+
+    replay = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", store=JudgmentStore(dirs.store))
+    assert [a.source for a in run(replay, *requests)] == ["store", "store"]

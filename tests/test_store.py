@@ -543,3 +543,22 @@ def test_a_temporary_file_left_by_a_killed_write_is_removed_and_ignored_by_git(t
     assert "*.tmp" in (tmp_path / ".gitignore").read_text(encoding="utf-8")
     put(JudgmentStore(tmp_path), make_request(1), make_answer())  # the next writer holds the lock
     assert not stale.exists()
+
+
+def test_a_last_line_without_its_newline_is_read(tmp_path):
+    """A hand edit or an editor that drops the file's final newline hides no judgment."""
+    store = JudgmentStore(tmp_path / "judgments")
+    request = make_request()
+    path = put(store, request, make_answer(useful=False))
+    store.close()
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+
+    again = JudgmentStore(tmp_path / "judgments")
+    answer = again.get(request, replay=True)
+    assert answer is not None and answer.choices[0]["useful"] is False
+    again.put_many([(request, make_answer(useful=True))])  # appended on a line of its own
+    assert [json.loads(line)["answer"]["choices"][0]["useful"] for line in lines_of(path)] == [False, True]
+    again.flush()
+    again.close()
+    assert len(lines_of(path)) == 1
+    assert JudgmentStore(tmp_path / "judgments").get(request).choices[0]["useful"] is True

@@ -392,8 +392,10 @@ class CachedJudge:
     async def _ask(self, request: JudgeRequest, key: str, entry: _Request) -> JudgeAnswer:
         token, answer = await self._claim(request, key)
         if answer is not None:
-            # Another process (an xdist worker) judged it while this one waited: paid once.
+            # Another process (an xdist worker) judged it while this one waited: paid once. It
+            # recorded the answer in the store before the cache.
             self.stats.record_cache_hit(answer.usage)
+            self._in_store.add(key)
             self._remember(key, answer)
         else:
             try:
@@ -571,14 +573,16 @@ class CachedJudge:
     def _store_lacks(self, key: str) -> bool:
         """True when this run should copy a served answer into the store: it writes, and lacks it.
 
-        Checked once per key and run. A cache hit means the store had no readable entry (it is
-        read first), so a damaged entry is replaced by the cached answer too.
+        Checked once per key and run. Only an answer the store did not serve gets here: a cache hit
+        means the store had no readable entry (it is read first), so a damaged line (truncated, out
+        of its schema) is replaced by the cached answer too, not just a missing one: otherwise the
+        cache would serve it locally on every run while CI replay misses it.
         """
         store = self.store
         if store is None or self.mode not in ("readwrite", "refresh") or key in self._in_store:
             return False
         self._in_store.add(key)  # before any await: concurrent hits of one key copy it once
-        return key not in store
+        return True
 
     def _write_store(self, *pairs: tuple[JudgeRequest, JudgeAnswer]) -> bool:
         """Record answers in the store in one write; False when there is none or it cannot be written."""

@@ -315,6 +315,13 @@ class JudgmentStore:
         not judgments and about a key whose lines give different answers."""
         size = os.fstat(shard.fd).st_size
         data = os.pread(shard.fd, size - shard.end, shard.end) if size > shard.end else b""
+        end = data.rfind(b"\n") + 1
+        if _whole_judgment(data[end:]):
+            # A last line without its newline (an editor or a hand edit dropped it) is read all the
+            # same. A line another process is still appending cannot be mistaken for one: no prefix
+            # of a JSON object parses as a whole one.
+            end = len(data)
+            data += b"\n"
         last = data.rfind(b"\n")
         if last < 0:
             return  # no complete line yet (another process is appending one)
@@ -347,7 +354,7 @@ class JudgmentStore:
                         self._conflict(path, key, shard.read(key) or b"", line)
                     shard.lines[key] = (base + start, len(line))
             start = stop + 1
-        shard.end = base + last + 1
+        shard.end = base + end
 
     def _conflict(self, path: Path, key: str, earlier: bytes, later: bytes) -> None:
         """Two lines of one key: the later counts. Different answers are worth a person's look."""
@@ -585,6 +592,16 @@ def _belongs(line: bytes, name: str) -> bool:
     """Whether ``line`` is a judgment of shard ``name`` (indexed, so rewritten from the index)."""
     found = _KEY_RE.match(line)
     return found is not None and found.group(1)[:2].decode("ascii") == name
+
+
+def _whole_judgment(line: bytes) -> bool:
+    """Whether ``line`` (with no newline after it) is a whole judgment line: a key, and JSON that parses."""
+    if _KEY_RE.match(line) is None:
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def _line_number(fd: int, offset: int) -> int:
