@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -65,10 +64,7 @@ def no_judge(pytester, monkeypatch):
     return pytester
 
 
-def test_label_metrics_run_without_a_judge_and_show_in_every_report(no_judge, monkeypatch):
-    # The run is in-process: an openai that earlier tests of this process imported must not count.
-    for name in [m for m in sys.modules if m == "openai" or m.startswith("openai.")]:
-        monkeypatch.delitem(sys.modules, name)
+def test_label_metrics_run_without_a_judge_and_show_in_every_report(no_judge):
     no_judge.makepyfile(test_labels=LABELLED)
     no_judge.makeini(
         "[pytest]\nrag_gates =\n    ndcg@5 mean >= 0.7\n    recall@2 min >= 0.5\n    mrr p10 >= 1\n"
