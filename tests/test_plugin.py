@@ -247,7 +247,7 @@ def test_second_run_makes_no_judge_request_and_reports_cached(project, judge_ser
     result.assert_outcomes(passed=1)
     assert judge_server.request_count == first
     result.stdout.fnmatch_lines(
-        ["PASS*1.000*>= 0.8*context_recall*cached*test_good", "*0 calls, 3 cache hits*"]
+        ["PASS*1.000*>= 0.8*context_recall*cached*test_good", "*0 calls, 0 store hits, 3 cache hits, 0 reused*"]
     )
 
 
