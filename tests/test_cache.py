@@ -929,3 +929,12 @@ def test_a_damaged_store_entry_the_cache_serves_is_recorded_again_for_replay(fak
 
     replay = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", store=JudgmentStore(dirs.store))
     assert [a.source for a in run(replay, *requests)] == ["store", "store"]
+
+
+def test_requests_waiting_for_the_response_format_probe_are_not_sent_once_cancelled(fake_judge_server, dirs):
+    """Ctrl-C while the first request finds the server's response format: the others wait for it
+    inside the judge and have not gone to the server; cancelled then, they are never sent."""
+    judge = cached_judge(fake_judge_server, dirs)  # response_format "auto": the first request probes
+    _cancel_after_arrival(judge, fake_judge_server, [make_request(i) for i in range(5)], arrived=1)
+    assert fake_judge_server.request_count == 1
+    assert run(cached_judge(None, dirs, mode="replay"), make_request(0))[0].source == "store"

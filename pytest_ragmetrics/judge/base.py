@@ -9,6 +9,7 @@ later used for is deliberately *not* part of it.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import time
@@ -389,6 +390,20 @@ class Judge(Protocol):
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         """Return a validated answer for ``request``, or raise a ``JudgeError``."""
         ...
+
+
+#: Set by whoever awaits a judge and wants to know when a request leaves for the server: until it
+#: has, dropping the request costs nothing. A judge that may wait inside :meth:`Judge.judge` before
+#: sending (for a free slot, for the first request to find the server's response format) calls
+#: :func:`mark_sent` right before it sends, and says so with a true ``reports_sending`` attribute.
+sending: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("sending", default=None)
+
+
+def mark_sent() -> None:
+    """Tell whoever awaits this judgment (see :data:`sending`) that its request is leaving now."""
+    callback = sending.get()
+    if callback is not None:
+        callback()
 
 
 def utc_now() -> str:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from .._aio import gather_or_cancel
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgmentNotRecorded, RagMetricsWarning
-from .base import Judge, JudgeAnswer, JudgeRequest, conforms, utc_now, validate_answer
+from .base import Judge, JudgeAnswer, JudgeRequest, conforms, sending, utc_now, validate_answer
 from .openai_judge import HowToSet, by_environment
 from .stats import JudgeStats
 from .store import JudgmentStore, atomic_write_text
@@ -413,11 +413,22 @@ class CachedJudge:
         semaphore = self._semaphore()
         with self.stats.call_in_flight():
             if semaphore is None:
-                entry.sent = True
-                return await self._inner_judge().judge(request)
+                return await self._send(request, entry)
             async with semaphore:
-                entry.sent = True
-                return await self._inner_judge().judge(request)
+                return await self._send(request, entry)
+
+    async def _send(self, request: JudgeRequest, entry: _Request) -> JudgeAnswer:
+        inner = self._inner_judge()
+        if not getattr(inner, "reports_sending", False):
+            entry.sent = True  # a judge that does not say when it sends: from now on, it may have
+            return await inner.judge(request)
+        # The judge says when the request leaves: until then (it may wait inside, e.g. for the first
+        # request to find the server's response format), a request nobody waits for is dropped.
+        token = sending.set(functools.partial(setattr, entry, "sent", True))
+        try:
+            return await inner.judge(request)
+        finally:
+            sending.reset(token)
 
     def _inner_judge(self) -> Judge:
         if self._inner is None:

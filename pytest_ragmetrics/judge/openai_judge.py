@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgeError, JudgeUnavailable
 from ..redact import add_secret, redact
-from .base import JudgeAnswer, JudgeRequest, Usage, schema_errors, utc_now
+from .base import JudgeAnswer, JudgeRequest, Usage, mark_sent, schema_errors, utc_now
 from .limits import MAX_COMPLETION_TOKENS, completion_tokens
 from .stats import JudgeStats
 
@@ -293,6 +293,10 @@ class OpenAIJudge:
     names one. An answer cut off by the limit (``finish_reason`` ``length``) is re-asked like an invalid
     one, and never returned.
     """
+
+    #: Calls :func:`~pytest_ragmetrics.judge.base.mark_sent` when a request leaves: one still waiting
+    #: inside (for the response format, for a free slot) can be dropped without being paid for.
+    reports_sending = True
 
     def __init__(
         self,
@@ -678,6 +682,7 @@ class OpenAIJudge:
             if not self.stats.take_call():
                 assert self.stats.budget is not None  # only a budget refuses
                 raise JudgeCallCapReached(self.stats.budget.refusal(label, self.how_to_set))
+            mark_sent()  # from here on the request is paid for: its answer is kept whoever waits
             try:
                 # The SDK's generic post() (its documented way to make custom requests) rather than
                 # chat.completions.create(): create() deep-copies and type-transforms the whole
