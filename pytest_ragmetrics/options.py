@@ -59,8 +59,9 @@ def _number(kind: type, low: float | None = None, optional: bool = False) -> Cal
         except (TypeError, ValueError):
             word = "an integer" if kind is int else "a number"
             raise _invalid(f"{name} must be {word}; got {value!r}") from None
-        if isinstance(value, bool) or number != number:  # bools are ints; NaN never compares equal
-            raise _invalid(f"{name} must be a number; got {value!r}")
+        # bools are ints; NaN never compares equal; an infinite temperature or price has no JSON form
+        if isinstance(value, bool) or number != number or number in (float("inf"), float("-inf")):
+            raise _invalid(f"{name} must be a finite number; got {value!r}")
         if low is not None and number < low:
             raise _invalid(f"{name} must be at least {low:g}; got {value!r}")
         return number

@@ -135,8 +135,11 @@ def test_settings_built_directly_are_validated():
         ConfigError, match=r"Settings\.relevance_method must be one of graded, sentence, binary"
     ):
         Settings(relevance_method="bogus")
-    with pytest.raises(ConfigError, match=r"Settings\.temperature must be a number"):
+    with pytest.raises(ConfigError, match=r"Settings\.temperature must be a finite number"):
         Settings(temperature=float("nan"))
+    for name in ("temperature", "graded_temperature", "timeout", "price_input"):
+        with pytest.raises(ConfigError, match=rf"Settings\.{name} must be a finite number"):
+            Settings(**{name: float("inf")})
     assert Settings(relevance_models=("big", "small", "big")).relevance_models == ("big", "small")
 
 
