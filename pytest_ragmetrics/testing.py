@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -123,7 +125,7 @@ class RecordedRequest:
 
 @dataclass
 class _Action:
-    kind: str  # "status" | "malformed" | "hang"
+    kind: str  # "status" | "malformed" | "hang" | "reset"
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
@@ -142,6 +144,8 @@ class FakeJudgeServer:
     * :meth:`malformed_next` answers with a 200 and a raw body: not JSON by default, or any bytes
       given (e.g. valid JSON of the wrong shape);
     * :meth:`hang_next` holds the next requests for longer than the client's timeout;
+    * :meth:`reset_next` resets the connection of the next requests without an answer (TCP RST), as
+      a crashed proxy or a load balancer dropping the connection does;
     * :meth:`delay` adds latency to every request (requests are served concurrently);
     * :meth:`close_gate` holds every request that arrives until :meth:`open_gate`, and
       :meth:`wait_for_requests` waits until some have arrived: a test knows a request reached the
@@ -286,6 +290,12 @@ class FakeJudgeServer:
         with self._lock:
             for _ in range(times):
                 self._actions.append(_Action("hang", seconds=seconds))
+
+    def reset_next(self, times: int = 1) -> None:
+        """Reset the connection of the next ``times`` requests (TCP RST) instead of answering."""
+        with self._lock:
+            for _ in range(times):
+                self._actions.append(_Action("reset"))
 
     def close_gate(self) -> None:
         """Hold every request that arrives from now on until :meth:`open_gate` (or :meth:`stop`)."""
@@ -507,6 +517,12 @@ class _Handler(BaseHTTPRequestHandler):
                 fake._sleep(action.seconds)
                 if fake._stopping.is_set():
                     return
+            if action is not None and action.kind == "reset":
+                # Linger 0: closing sends RST, not FIN; the client sees "connection reset by peer".
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.close_connection = True
+                self.connection.close()
+                return
             if action is not None and action.kind in ("status", "malformed"):
                 self._send(action.status, action.body or b"", action.headers)
                 return

@@ -797,3 +797,20 @@ def test_waiting_for_the_response_format_probe_is_not_timed_as_a_call(fake_judge
     run_judge(judge, make_request(0), make_request(1), make_request(2))
     assert stats.calls == 3
     assert stats.call_seconds <= 5.0
+
+
+def test_a_reset_connection_is_retried_then_reported(fake_judge_server):
+    fake_judge_server.reset_next()
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices and stats.retries == 1 and stats.calls == 1
+    assert fake_judge_server.request_count == 2
+
+    fake_judge_server.reset_next(times=2)
+    # The HTTP client's error has no words of its own here: its kind is named, not "()".
+    with pytest.raises(
+        JudgeUnavailable,
+        match=r"connection error \(\w+Error: the connection was closed "
+        r"without an answer\); gave up after 2 attempt",
+    ):
+        run_judge(make_judge(fake_judge_server, max_retries=1), make_request(1))

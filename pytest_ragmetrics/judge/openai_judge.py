@@ -723,7 +723,7 @@ class OpenAIJudge:
                 what = f"timed out after {self.timeout:g}s"
                 last = exc
             except openai.APIConnectionError as exc:
-                what = f"connection error ({exc.__cause__ or exc})"
+                what = f"connection error ({_connection_problem(exc)})"
                 last = exc
                 unreachable = True
             except (openai.APIResponseValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -808,6 +808,16 @@ class OpenAIJudge:
                     "the server supports."
                 )
         return f"{prefix}: {detail}"
+
+
+def _connection_problem(exc: BaseException) -> str:
+    """What went wrong with the connection, in the HTTP client's words: a connection reset or closed
+    without an answer has none (``ReadError('')``), so its kind is named instead of ``()``."""
+    cause = exc.__cause__ or exc
+    text = str(cause).strip()
+    if text:
+        return text
+    return f"{type(cause).__name__}: the connection was closed without an answer"
 
 
 #: How a problem says an answer was cut off by the completion limit.
