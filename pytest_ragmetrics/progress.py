@@ -23,6 +23,7 @@ import functools
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -114,13 +115,11 @@ class ProgressLine:
         return self.config.pluginmanager.get_plugin("terminalreporter")
 
     @staticmethod
-    def _file(reporter: Any) -> Any:
-        """The terminal itself, for in-place updates; ``None`` when output is not a terminal."""
-        # Asked of the reporter, which looked when the run started: while a test runs, pytest's
-        # output capture has the file descriptor pointing elsewhere.
-        file = getattr(getattr(reporter, "_tw", None), "_file", None)
+    def _on_terminal(reporter: Any) -> bool:
+        """Whether pytest writes to a terminal (in-place updates), as the reporter found when the run
+        started: while a test runs, pytest's output capture has the file descriptor pointing elsewhere."""
         isatty = getattr(reporter, "isatty", False)  # a bool before pytest 9, a callable bool since
-        return file if file is not None and bool(isatty() if callable(isatty) else isatty) else None
+        return bool(isatty() if callable(isatty) else isatty)
 
     @contextlib.contextmanager
     def _uncaptured(self) -> Generator[None, None, None]:
@@ -137,8 +136,7 @@ class ProgressLine:
             reporter = self._reporter()
             if reporter is None:
                 return
-            file = self._file(reporter)
-            if file is None:
+            if not self._on_terminal(reporter):
                 # Off a terminal nothing is written while tests run: the run ends with a line.
                 self.waited_in_log = self.waited_in_log or waited >= self.plain_after
                 return
@@ -147,7 +145,10 @@ class ProgressLine:
                 return
             self._last = now
             with self._uncaptured():
-                tw = reporter._tw
+                # Capture suspended, sys.stdout is the stream pytest's terminal writer writes to; the
+                # writer (public through the config) knows how much of the line pytest has used.
+                file = sys.stdout
+                tw = self.config.get_terminal_writer()
                 room = tw.fullwidth - tw.width_of_current_line - 2
                 if room < 12:
                     return
@@ -168,11 +169,10 @@ class ProgressLine:
             self._drawn = False
             self._last = 0.0
             reporter = self._reporter()
-            file = self._file(reporter) if reporter is not None else None
-            if file is not None:
+            if reporter is not None and self._on_terminal(reporter):
                 with self._uncaptured():
-                    file.write("\x1b8\x1b[K")
-                    file.flush()
+                    sys.stdout.write("\x1b8\x1b[K")
+                    sys.stdout.flush()
 
     def rest(self) -> None:
         """The wait is over: erase the figures and show the next ones only after a new wait."""
