@@ -25,14 +25,11 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 # Commands over saved reports (``baseline compare``, ``report merge``); they exit like pytest.
 from .report.cli import COMMANDS as REPORT_COMMANDS
 from .report.cli import EXIT_USAGE
-
-if TYPE_CHECKING:
-    from .judge.store import JudgmentStore
 
 EXIT_OK = 0
 EXIT_FAILED = 1

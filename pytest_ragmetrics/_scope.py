@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .assertions import ScoreCheck
+
+class Check(Protocol):
+    """What the running test keeps of a score it took (an assertion helper's check): whether it was
+    compared with a threshold, and where it was taken, to warn of one that never was."""
+
+    compared: bool
+    where: tuple[str, int] | None
+
+    @property
+    def name(self) -> str: ...
 
 
 class TestScope:
@@ -27,7 +35,7 @@ class TestScope:
         self.nodeid = nodeid
         self.make_evaluator = make_evaluator
         self.record = record
-        self.checks: list[ScoreCheck] = []
+        self.checks: list[Check] = []
         self._evaluator: Any = None
 
     @property
@@ -36,7 +44,7 @@ class TestScope:
             self._evaluator = self.make_evaluator()
         return self._evaluator
 
-    def unused_checks(self) -> list[ScoreCheck]:
+    def unused_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.compared]
 
 

@@ -20,7 +20,6 @@ from . import _scope
 from .session import RagmetricsSession, ini_type, is_worker, session_key
 
 if TYPE_CHECKING:
-    from .assertions import ScoreCheck
     from .engine import Evaluator
 
 _MARKER_HELP = (
@@ -296,7 +295,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
         _warn_unused(unused)
 
 
-def _warn_unused(checks: list[ScoreCheck]) -> None:
+def _warn_unused(checks: list[_scope.Check]) -> None:
     from .judge.cache import RagMetricsWarning
 
     for check in checks:

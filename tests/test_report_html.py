@@ -11,9 +11,9 @@ import subprocess
 from html.parser import HTMLParser
 
 import pytest
+from report_example import example_report
 
 from pytest_ragmetrics.report.html import to_html
-from report_example import example_report
 
 SCRIPT_ALERT = "<script>alert(1)</script>"
 # Each of these would leave a visible mark on the page if the browser ran it.

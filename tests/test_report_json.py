@@ -10,9 +10,9 @@ import stat
 import sys
 
 import pytest
+from report_example import example_report
 
 from pytest_ragmetrics.report.json_report import sort_results, to_json, write_text_atomic
-from report_example import example_report
 
 
 def _reversed_keys(value):

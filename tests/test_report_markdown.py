@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from report_example import example_report
 
 from pytest_ragmetrics.report.markdown import escape_markdown, to_markdown
-from report_example import example_report
 
 
 def _section(text: str, title: str) -> str:

@@ -6,8 +6,8 @@ import io
 
 import pytest
 from _pytest._io import TerminalWriter
-
 from report_example import example_report
+
 from pytest_ragmetrics.report.terminal import header_line, render_terminal
 
 

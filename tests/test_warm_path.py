@@ -2,7 +2,6 @@
 and give exactly the results the judge's own answers gave."""
 
 import dataclasses
-import functools
 import json
 import warnings
 

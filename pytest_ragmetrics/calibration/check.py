@@ -24,6 +24,14 @@ from ..text import normalize_text
 from . import agreement as A
 from .labels import KINDS, LabelledItem, kind_of
 
+#: The judgment kinds negative controls are drawn for (a floor such as ``context_precision controls
+#: <= 0.2`` may name them), with the verdict a control should not get.
+CONTROL_KINDS: Mapping[str, str] = {
+    J.PRECISION: "useful",
+    J.GRADED: "relevant",
+    J.SENTENCES: "needed",
+}
+
 if TYPE_CHECKING:
     from ..engine import Evaluator
     from ..judge.base import JudgeRequest
@@ -207,8 +215,6 @@ def parse_floor(line: str) -> Floor:
     if parsed.condition is not None:
         raise parsed.error("an agreement floor takes no 'at ...' condition")
     if parsed.stat == CONTROLS:
-        from .controls import CONTROL_KINDS
-
         if kind not in CONTROL_KINDS:
             raise parsed.error(f"there are no negative controls for {kind}; use {', '.join(CONTROL_KINDS)}")
         return Floor(parsed.spec, kind, parsed.stat, parsed.op, parsed.threshold)

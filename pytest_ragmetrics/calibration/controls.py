@@ -32,11 +32,11 @@ from .._aio import gather_or_cancel
 from ..errors import JudgeError, RagMetricsError
 from ..sample import RagSample
 from ..text import normalize_text
+from .check import CONTROL_KINDS, Floor
 
 if TYPE_CHECKING:
     from ..engine import Evaluator
     from ..metrics.builtin import ScoringContext
-    from .check import Floor
 
 __all__ = [
     "CONTROL_KINDS",
@@ -51,12 +51,6 @@ __all__ = [
 ]
 
 #: The kinds a control is judged for, and what a positive verdict is called in reports.
-CONTROL_KINDS: Mapping[str, str] = {
-    J.PRECISION: "useful",
-    J.GRADED: "relevant",
-    J.SENTENCES: "needed",
-}
-
 #: Above this share of controls judged positive the run warns that the judge may not discriminate.
 WARN_SHARE = 0.5
 

@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _T = TypeVar("_T")
 
-__all__ = ["CACHE_MODES", "CachedJudge", "CacheMode", "RagMetricsWarning", "cache_summary", "open_disk_cache"]
+__all__ = ["CACHE_MODES", "CacheMode", "CachedJudge", "RagMetricsWarning", "cache_summary", "open_disk_cache"]
 
 CacheMode = Literal["readwrite", "replay", "refresh", "off"]
 CACHE_MODES: tuple[CacheMode, ...] = ("readwrite", "replay", "refresh", "off")

@@ -369,7 +369,8 @@ class JudgmentStore:
         self._warn(
             f"conflict:{key}",
             f"the judgment store shard {path} records the judgment {key} twice with different answers: "
-            f"{json.dumps(answers[0], ensure_ascii=False)} and then {json.dumps(answers[1], ensure_ascii=False)}; "
+            f"{json.dumps(answers[0], ensure_ascii=False)} and then "
+            f"{json.dumps(answers[1], ensure_ascii=False)}; "
             "the later line counts. Delete the line that is wrong",
         )
 
