@@ -938,3 +938,21 @@ def test_requests_waiting_for_the_response_format_probe_are_not_sent_once_cancel
     _cancel_after_arrival(judge, fake_judge_server, [make_request(i) for i in range(5)], arrived=1)
     assert fake_judge_server.request_count == 1
     assert run(cached_judge(None, dirs, mode="replay"), make_request(0))[0].source == "store"
+
+
+def test_a_request_waiting_to_retry_is_not_sent_again_once_the_judge_closes(fake_judge_server, dirs):
+    """Ctrl-C while a rate-limited request waits out its Retry-After: no answer is on its way, so
+    closing drops it instead of waiting and paying for the retry."""
+    judge = cached_judge(fake_judge_server, dirs, response_format="json_schema", max_retries=3)
+    fake_judge_server.fail_next(429, headers={"Retry-After": "20"})
+
+    async def go() -> None:
+        waiter = asyncio.ensure_future(judge.judge(make_request(0)))
+        assert await asyncio.get_running_loop().run_in_executor(None, fake_judge_server.wait_for_requests, 1)
+        await asyncio.sleep(0)  # the 429 is being read; cancelling the waiter now or later is the same
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+        await judge.aclose()
+
+    asyncio.run(go())
+    assert fake_judge_server.request_count == 1

@@ -392,18 +392,22 @@ class Judge(Protocol):
         ...
 
 
-#: Set by whoever awaits a judge and wants to know when a request leaves for the server: until it
-#: has, dropping the request costs nothing. A judge that may wait inside :meth:`Judge.judge` before
-#: sending (for a free slot, for the first request to find the server's response format) calls
-#: :func:`mark_sent` right before it sends, and says so with a true ``reports_sending`` attribute.
-sending: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("sending", default=None)
+#: Set by whoever awaits a judge and wants to know when a request is at the server: until it is,
+#: dropping the request costs nothing. A judge that may wait inside :meth:`Judge.judge` before
+#: sending (for a free slot, for the first request to find the server's response format, to retry)
+#: calls :func:`mark_sent` right before it sends, and ``mark_sent(False)`` when no answer is coming
+#: (it failed and waits to retry), and says so with a true ``reports_sending`` attribute.
+sending: contextvars.ContextVar[Callable[[bool], None] | None] = contextvars.ContextVar(
+    "sending", default=None
+)
 
 
-def mark_sent() -> None:
-    """Tell whoever awaits this judgment (see :data:`sending`) that its request is leaving now."""
+def mark_sent(sent: bool = True) -> None:
+    """Tell whoever awaits this judgment (see :data:`sending`) that its request is leaving now
+    (``sent``), or that no answer is on its way any more (not ``sent``: it waits to retry)."""
     callback = sending.get()
     if callback is not None:
-        callback()
+        callback(sent)
 
 
 def utc_now() -> str:

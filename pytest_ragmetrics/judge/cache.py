@@ -272,6 +272,8 @@ class CachedJudge:
         self._io: concurrent.futures.ThreadPoolExecutor | None = None
         # Models the judgment store holds judgments of (read on the first replay miss).
         self._store_models: set[str] | None = None
+        # Set by aclose: a request waiting to retry is dropped rather than sent again.
+        self._closing = False
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -424,11 +426,18 @@ class CachedJudge:
             return await inner.judge(request)
         # The judge says when the request leaves: until then (it may wait inside, e.g. for the first
         # request to find the server's response format), a request nobody waits for is dropped.
-        token = sending.set(functools.partial(setattr, entry, "sent", True))
+        token = sending.set(functools.partial(self._sending, entry))
         try:
             return await inner.judge(request)
         finally:
             sending.reset(token)
+
+    def _sending(self, entry: _Request, sent: bool) -> None:
+        entry.sent = sent
+        if not sent and (self._closing or not entry.waiters) and entry.task is not None:
+            # It failed and waits to retry, and nobody will take its answer (the run is closing, or
+            # every caller gave up): no answer is on its way, so stop here rather than pay again.
+            entry.task.cancel()
 
     def _inner_judge(self) -> Judge:
         if self._inner is None:
@@ -747,6 +756,7 @@ class CachedJudge:
     async def aclose(self) -> None:
         """Let the requests already sent finish and record their answers (within
         :data:`CLOSE_SECONDS`), drop those not sent, then close the inner judge and the disk cache."""
+        self._closing = True
         entries = list(self._requests.values())
         for entry in entries:
             if not entry.sent and entry.task is not None:

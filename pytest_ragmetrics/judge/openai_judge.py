@@ -741,6 +741,7 @@ class OpenAIJudge:
                 raise error from None
             attempt += 1
             self.stats.record_retry()
+            mark_sent(False)  # no answer is on its way: until the retry leaves, it can be dropped
             await asyncio.sleep(self._backoff(attempt, retry_after))
 
     def _adjust_limit(self, request: JudgeRequest, params: dict[str, Any], detail: str) -> bool:
