@@ -1,5 +1,5 @@
 """Command line: ``python -m pytest_ragmetrics cache stats|clear|prune`` (also ``pytest-ragmetrics``),
-``store show``,
+``store show|rejudge``,
 ``baseline compare`` and ``report merge`` (see :mod:`pytest_ragmetrics.report.cli`), and ``judge
 check|drift`` (see :mod:`pytest_ragmetrics.calibration.cli`).
 
@@ -167,6 +167,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     show.add_argument("keys", nargs="+", metavar="KEY", help="a judgment's key or a prefix of it")
     common(show)
+    from .calibration.cli import add_rejudge_parser
+
+    add_rejudge_parser(store_actions, common)
     from .report.cli import add_commands
 
     add_commands(commands)
@@ -350,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .calibration.cli import run as run_judge
 
         return run_judge(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
-    if args.action in ("prune", "show") and args.store_dir is None:
+    if args.action in ("prune", "show", "rejudge") and args.store_dir is None:
         print(
             f"error: no judgment store to {args.action}: pass --store-dir, or set rag_store_dir in the "
             "pytest configuration of this directory",
@@ -358,6 +361,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_USAGE
     if args.command == "store":
+        if args.action == "rejudge":
+            from .calibration.cli import rejudge
+
+            return rejudge(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
         store_handlers = {"show": _show}
         return store_handlers[args.action](args, sys.stdout, sys.stderr)
     handlers = {"stats": _stats, "clear": _clear, "prune": _prune}

@@ -241,3 +241,112 @@ def test_drift_reads_the_local_cache_when_there_is_no_store(workdir, capsys):
 def test_drift_without_recorded_judgments_says_so(workdir, capsys):
     assert main(["judge", "drift", "--model", "x", "--store-dir", "judgments"]) == 1
     assert "no recorded judgments" in capsys.readouterr().err
+
+
+# --- store rejudge -----------------------------------------------------------------------------------
+
+
+def _store_lines(directory):
+    return sorted(
+        line for path in sorted(directory.rglob("*.jsonl")) for line in path.read_text().splitlines()
+    )
+
+
+def test_rejudge_records_the_store_for_a_new_model_and_a_replay_run_then_calls_nothing(workdir, capsys):
+    tmp_path, server = workdir
+    _record(["--store-dir", "judgments"])
+    capsys.readouterr()
+    before = server.request_count
+    rejudge = ["store", "rejudge", "--model", "flipper", "--from-model", "base", "--store-dir", "judgments"]
+    assert main([*rejudge, "--concurrency", "4"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "store rejudge: 11 re-judged by flipper, 0 already recorded, 0 failed"
+    )
+    assert server.request_count == before + 11
+    models = [json.loads(line)["model"] for line in _store_lines(tmp_path / "judgments")]
+    assert sorted(models) == ["base"] * 11 + ["flipper"] * 11
+    # Run again: everything is recorded now, nothing is asked.
+    assert main(rejudge) == 0
+    assert "0 re-judged by flipper, 11 already recorded, 0 failed" in capsys.readouterr().out
+    assert server.request_count == before + 11
+    # The labelled set replayed with the new model: every judgment served by the store.
+    check = ["judge", "check", "labels.jsonl", "--model", "flipper", "--store-dir", "judgments"]
+    assert main([*check, "--cache", "replay", "--json"]) == 0
+    (judged,) = json.loads(capsys.readouterr().out)["models"]
+    assert judged["errors"] == 0 and judged["judge_calls"] == 0
+    assert server.request_count == before + 11
+
+
+def test_a_pytest_run_replays_what_rejudge_recorded_without_calling_the_judge(pytester, monkeypatch):
+    with FakeJudgeServer(by_model) as server:
+        for name in list(os.environ):
+            if name.startswith("RAGMETRICS_"):
+                monkeypatch.delenv(name)
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        monkeypatch.chdir(pytester.path)
+        pytester.makeini("[pytest]\nrag_store_dir = judgments\nrag_judge_model = base\n")
+        pytester.makepyfile(
+            """
+            from pytest_ragmetrics import RagSample, assert_context_precision
+
+            def test_precision():
+                sample = RagSample(
+                    question="What is the capital of France?",
+                    contexts=["Paris is the capital of France.", "Wine is made from grapes."],
+                    ground_truth="Paris is the capital of France.",
+                )
+                assert_context_precision(sample) >= 0.0
+            """
+        )
+        pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=1)
+        recorded = server.request_count
+        assert recorded > 0
+        assert main(["store", "rejudge", "--model", "flipper"]) == 0
+        assert server.request_count == 2 * recorded
+        result = pytester.runpytest_subprocess(
+            "-p", "no:randomly", "--rag-cache", "replay", "--rag-judge-model", "flipper"
+        )
+        result.assert_outcomes(passed=1)
+        assert server.request_count == 2 * recorded
+
+
+def test_a_failed_request_is_counted_nothing_malformed_is_stored_and_the_exit_code_is_1(workdir, capsys):
+    tmp_path, _ = workdir
+    _record(["--store-dir", "judgments"])
+    capsys.readouterr()
+    rc = main(["store", "rejudge", "--model", "garbled", "--from-model", "base", "--store-dir", "judgments"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    failed = int(captured.out.split(" failed")[0].rsplit(" ", 1)[1])
+    assert failed >= 2
+    assert f"{11 - failed} re-judged by garbled, 0 already recorded, {failed} failed" in captured.out
+    assert captured.err.count("error: ") == failed and "no JSON object found" in captured.err
+    for line in _store_lines(tmp_path / "judgments"):
+        record = json.loads(line)
+        assert PARIS not in json.dumps(record) or record["model"] != "garbled"
+    # The failed ones are asked again next time, the others are recorded.
+    assert (
+        main(["store", "rejudge", "--model", "garbled", "--from-model", "base", "--store-dir", "judgments"])
+        == 1
+    )
+    assert (
+        f"0 re-judged by garbled, {11 - failed} already recorded, {failed} failed" in capsys.readouterr().out
+    )
+
+
+def test_rejudge_takes_only_one_kind_and_respects_the_spending_cap(workdir, capsys, monkeypatch):
+    _, server = workdir
+    _record(["--store-dir", "judgments"])
+    capsys.readouterr()
+    before = server.request_count
+    rejudge = ["store", "rejudge", "--model", "flipper", "--store-dir", "judgments"]
+    assert main([*rejudge, "--kind", "context_precision"]) == 0
+    assert "4 re-judged by flipper, 0 already recorded, 0 failed" in capsys.readouterr().out
+    monkeypatch.setenv("RAGMETRICS_MAX_JUDGE_CALLS", "2")
+    assert main(rejudge) == 1
+    out = capsys.readouterr().out
+    assert "2 re-judged by flipper, 4 already recorded, 5 failed" in out
+    assert server.request_count == before + 4 + 2
+    assert main([*rejudge, "--kind", "context_precison"]) == 4
+    assert "--kind 'context_precison' is not a judgment kind" in capsys.readouterr().err

@@ -9,6 +9,10 @@ that agrees enough. Exit 1 when a model is below a floor.
 store, else the local cache) with ``NEW`` and the current prompt versions, and reports how many
 verdicts flip and how each metric's mean verdict would move. ``--max-flip-rate R`` (over all kinds)
 or ``--max-flip-rate KIND=R`` (repeatable) makes it exit 1 when more verdicts flip than that.
+
+``store rejudge`` re-judges every judgment the store records (or those of one ``--from-model`` and
+``--kind``) with the configured judge model and the current prompt versions, through the same cached
+judge a test run uses, so the store then holds them for replay. Exit 1 when any request failed.
 """
 
 from __future__ import annotations
@@ -479,3 +483,98 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
         verdict = "PASS" if row["passed"] else f"FAIL ({row['reason']})"
         print(f"max flip rate {where} {row['max']:.1%}: {shown} {verdict}", file=out)
     return exit_code
+
+
+# --- store rejudge -------------------------------------------------------------------------------------
+
+
+def add_rejudge_parser(store_actions: Any, common: Any) -> None:
+    """Register ``store rejudge`` on the ``store`` command's parser."""
+    rejudge = store_actions.add_parser(
+        "rejudge",
+        help="re-judge every judgment the store records with the judge model and prompts of now, "
+        "recording the answers in the store",
+    )
+    common(rejudge)
+    rejudge.add_argument("--model", help="the judge model (default: the configured one)")
+    rejudge.add_argument("--from-model", help="only recorded judgments of this model")
+    rejudge.add_argument(
+        "--kind",
+        help="only recorded judgments of this kind, e.g. context_precision or context_relevance[graded]",
+    )
+    rejudge.add_argument(
+        "--concurrency", type=int, help="judge requests in flight (default: the configured concurrency)"
+    )
+    rejudge.set_defaults(cache=None)
+
+
+def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: TextIO, err: TextIO) -> int:
+    """Run ``store rejudge``; returns the exit code."""
+    import asyncio
+
+    from .labels import kind_of
+
+    try:
+        settings = _settings(args, ini, base)
+        changes: dict[str, Any] = {}
+        if args.model:
+            changes["judge_model"] = args.model
+        if args.concurrency is not None:
+            if args.concurrency < 1:
+                raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
+            changes["concurrency"] = args.concurrency
+        settings = settings.replace(**changes)
+        kind = None
+        if args.kind is not None:
+            kind = kind_of(args.kind.strip())
+            if kind is None:
+                raise ConfigError(f"--kind {args.kind!r} is not a judgment kind")
+        if settings.cache in ("replay", "off"):
+            raise ConfigError(
+                f"store rejudge records into the store, which cache mode {settings.cache!r} does not; "
+                "use readwrite or refresh"
+            )
+    except ConfigError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    model = settings.judge_model
+    _, records = recorded_judgments(settings)
+    records = [
+        r
+        for r in records
+        if (args.from_model is None or r.get("model") == args.from_model)
+        and (kind is None or r.get("kind") == kind)
+    ]
+    # One request per judgment asked for now: records of several models may rebuild to the same one.
+    requests: dict[str, JudgeRequest] = {}
+    for record in records:
+        request = rebuild_request(record, model)
+        requests.setdefault(request.cache_key(), request)
+    evaluator = _evaluator(settings)
+    judge = evaluator.judge
+    asked = [request for request in requests.values() if judge.lookup(request) is None]
+    recorded = len(requests) - len(asked)
+    failures: list[str] = []
+
+    async def judge_one(request: JudgeRequest) -> None:
+        try:
+            await judge.judge(request)
+        except RagMetricsError as exc:
+            failures.append(f"{request.kind} {request.cache_key()}: {exc}")
+
+    async def judge_all() -> None:
+        # Each request on its own: one that fails is counted, the others are still judged and kept.
+        await asyncio.gather(*(judge_one(request) for request in asked))
+
+    try:
+        evaluator.runner.run(judge_all())
+    finally:
+        evaluator.close()
+    for failure in sorted(failures):
+        print(f"error: {failure}", file=err)
+    print(
+        f"store rejudge: {len(asked) - len(failures)} re-judged by {model}, {recorded} already "
+        f"recorded, {len(failures)} failed ({len(records)} recorded judgments in {settings.store_dir})",
+        file=out,
+    )
+    return EXIT_FAILED if failures else EXIT_OK
