@@ -350,3 +350,29 @@ def test_rejudge_takes_only_one_kind_and_respects_the_spending_cap(workdir, caps
     assert server.request_count == before + 4 + 2
     assert main([*rejudge, "--kind", "context_precison"]) == 4
     assert "--kind 'context_precison' is not a judgment kind" in capsys.readouterr().err
+
+
+def test_rejudge_keeps_the_concurrency_bound_full(workdir, capsys):
+    """Four requests meet at a barrier in the server (so four were in flight at once), never more."""
+    import itertools
+    import threading
+
+    _, server = workdir
+    _record(["--store-dir", "judgments"])
+    capsys.readouterr()
+    before = server.request_count
+    barrier, calls = threading.Barrier(4, timeout=10), itertools.count(1)
+
+    def held(body):
+        # The first request may go alone (the client learns the server's response format from it).
+        if 2 <= next(calls) <= 5:
+            barrier.wait()
+        return by_model(body)
+
+    server.responder = held
+    server.max_in_flight = 0
+    rejudge = ["store", "rejudge", "--model", "flipper", "--store-dir", "judgments", "--concurrency", "4"]
+    assert main(rejudge) == 0
+    assert "11 re-judged by flipper, 0 already recorded, 0 failed" in capsys.readouterr().out
+    assert not barrier.broken
+    assert server.request_count == before + 11 and server.max_in_flight == 4

@@ -512,7 +512,7 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
     """Run ``store rejudge``; returns the exit code."""
     import asyncio
 
-    from .labels import kind_of
+    from .labels import KINDS, kind_of
 
     try:
         settings = _settings(args, ini, base)
@@ -528,7 +528,10 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
         if args.kind is not None:
             kind = kind_of(args.kind.strip())
             if kind is None:
-                raise ConfigError(f"--kind {args.kind!r} is not a judgment kind")
+                raise ConfigError(
+                    f"--kind {args.kind!r} is not a judgment kind (use {', '.join(KINDS)}, or "
+                    "context_relevance[graded], [sentence] or [binary])"
+                )
         if settings.cache in ("replay", "off"):
             raise ConfigError(
                 f"store rejudge records into the store, which cache mode {settings.cache!r} does not; "
