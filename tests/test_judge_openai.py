@@ -760,8 +760,8 @@ def test_server_messages_never_quote_credentials(monkeypatch):
     assert "http://***@host" in server_message(SimpleNamespace(body="upstream http://user:pw@host failed"))
 
 
-def test_a_calls_time_runs_from_its_free_slot_to_its_answer_not_while_it_queues(fake_judge_server):
-    """Three requests through one slot, each answered one tick after it was sent: 3 ticks, not 1 + 2 + 3."""
+def _stats_ticking_per_answer(server: Any) -> JudgeStats:
+    """Judge figures on a clock that the server moves one tick forward with each answer it gives."""
     ticks = [0.0]
     lock = threading.Lock()
 
@@ -770,8 +770,13 @@ def test_a_calls_time_runs_from_its_free_slot_to_its_answer_not_while_it_queues(
             ticks[0] += 1.0
         return default_responder(body)
 
-    fake_judge_server.responder = answer
-    stats = JudgeStats(clock=lambda: ticks[0])
+    server.responder = answer
+    return JudgeStats(clock=lambda: ticks[0])
+
+
+def test_a_calls_time_runs_from_its_free_slot_to_its_answer_not_while_it_queues(fake_judge_server):
+    """Three requests through one slot, each answered one tick after it was sent: 3 ticks, not 1 + 2 + 3."""
+    stats = _stats_ticking_per_answer(fake_judge_server)
     judge = make_judge(fake_judge_server, stats=stats, concurrency=1)
     run_judge(judge, make_request(0), make_request(1), make_request(2))
     assert fake_judge_server.max_in_flight == 1
@@ -783,16 +788,7 @@ def test_waiting_for_the_response_format_probe_is_not_timed_as_a_call(fake_judge
     """Three requests at once: one finds the response format, two wait for it. Each answer ticks the
     clock once: the probe takes 1 tick, the two sent after it end at tick 2 or 3, so they count 2 to 4
     ticks; timed while waiting for the probe too, they would count 5 or 6 on top of the probe's 1."""
-    ticks = [0.0]
-    lock = threading.Lock()
-
-    def answer(body: dict[str, Any]) -> dict[str, Any] | str:
-        with lock:
-            ticks[0] += 1.0
-        return default_responder(body)
-
-    fake_judge_server.responder = answer
-    stats = JudgeStats(clock=lambda: ticks[0])
+    stats = _stats_ticking_per_answer(fake_judge_server)
     judge = make_judge(fake_judge_server, stats=stats, concurrency=3, response_format="auto")
     run_judge(judge, make_request(0), make_request(1), make_request(2))
     assert stats.calls == 3
