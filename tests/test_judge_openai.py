@@ -715,7 +715,37 @@ def test_an_unreachable_judge_fails_the_remaining_judgments_at_once():
     first = str(errors[0])
     for later in errors[1:]:
         assert str(later).startswith(first)
-        assert "the remaining judgments of this run fail without asking" in str(later)
+        assert "fail without asking" in str(later)
+
+
+def test_an_unreachable_judge_is_tried_again_after_the_cool_down(fake_judge_server):
+    """Resets on every attempt of one request mark the judge unreachable; the requests of the cool-down
+    fail at once, and the first one after it reaches the judge, which answers again."""
+    from pytest_ragmetrics.judge.openai_judge import UNREACHABLE_COOLDOWN
+
+    now = [0.0]
+    judge = make_judge(fake_judge_server, max_retries=2, clock=lambda: now[0])
+    fake_judge_server.reset_next(times=3)
+
+    async def go() -> tuple[list[BaseException], list[Any]]:
+        errors: list[BaseException] = []
+        answers: list[Any] = []
+        try:
+            for i, advance in enumerate([0.0, 1.0, UNREACHABLE_COOLDOWN, 0.0]):
+                now[0] += advance
+                try:
+                    answers.append(await judge.judge(make_request(i)))
+                except JudgeUnavailable as exc:
+                    errors.append(exc)
+        finally:
+            await judge.aclose()
+        return errors, answers
+
+    errors, answers = asyncio.run(go())
+    assert len(errors) == 2 and len(answers) == 2
+    assert "connection error" in str(errors[0])
+    assert "then the judge is tried again" in str(errors[1])
+    assert fake_judge_server.request_count == 3 + 2  # the ladder, then the two after the cool-down
 
 
 @pytest.mark.parametrize("status", [401, 403, 404])

@@ -44,6 +44,9 @@ _FALLBACK: dict[str, str] = {"json_schema": "json_object", "json_object": "text"
 MAX_RETRY_AFTER = 60.0
 #: Cap of the exponential backoff between retries when the server gives no Retry-After.
 MAX_BACKOFF = 20.0
+#: Seconds after a judge proved unreachable (connection errors on every attempt) during which the
+#: other requests fail at once; the next request after that tries the network again.
+UNREACHABLE_COOLDOWN = 10.0
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
@@ -316,6 +319,7 @@ class OpenAIJudge:
         retry_backoff: float = 0.5,
         how_to_set: HowToSet = by_environment,
         max_tokens: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if response_format not in ("auto", "json_schema", "json_object", "text"):
             raise ConfigError(
@@ -367,9 +371,13 @@ class OpenAIJudge:
         # belong to the loop they were first used in. The engine uses a single loop in practice.
         self._clients: dict[asyncio.AbstractEventLoop, tuple[AsyncOpenAI, asyncio.Semaphore]] = {}
         self._clients_lock = threading.Lock()
-        # Failures that no later request can get past (the judge unreachable, the key refused, the
-        # model unknown): keyed by model, "" for all models. Later requests fail at once with them.
+        # Failures that no later request can get past (the key refused, the model unknown): keyed by
+        # model, "" for all models. Later requests fail at once with them.
         self._fatal: dict[str, JudgeUnavailable] = {}
+        # The judge proved unreachable: the failure, and until when (on ``clock``) the other requests
+        # fail at once with it. A network that comes back is tried again after the cool-down.
+        self._unreachable: tuple[JudgeUnavailable, float] | None = None
+        self._clock = clock
 
     def __repr__(self) -> str:
         where = redact(self.azure_endpoint or self.base_url or "OPENAI_BASE_URL/default")
@@ -457,12 +465,22 @@ class OpenAIJudge:
 
     def _known_failure(self, model: str | None) -> JudgeUnavailable | None:
         """The failure every request for ``model`` will meet, when an earlier request found one."""
-        return self._fatal.get("") or self._fatal.get(model or "")
+        known = self._fatal.get("") or self._fatal.get(model or "")
+        unreachable = self._unreachable
+        if known is None and unreachable is not None and self._clock() < unreachable[1]:
+            return unreachable[0]
+        return known
 
     def _fail_fast(self, model: str | None) -> None:
         known = self._known_failure(model)
         if known is not None:
-            again = JudgeUnavailable(f"{known}; the remaining judgments of this run fail without asking")
+            if self._unreachable is not None and known is self._unreachable[0]:
+                again = JudgeUnavailable(
+                    f"{known}; the judgments of the next {UNREACHABLE_COOLDOWN:g}s fail without asking, "
+                    "then the judge is tried again"
+                )
+            else:
+                again = JudgeUnavailable(f"{known}; the remaining judgments of this run fail without asking")
             raise with_cause(again, known.cause) from None
 
     def _remember_failure(self, model: str, error: JudgeUnavailable) -> JudgeUnavailable:
@@ -473,9 +491,10 @@ class OpenAIJudge:
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         """Ask the judge, retrying transport failures and re-asking invalid answers.
 
-        Once the judge proved unreachable (connection errors on every attempt), refused the key
-        (HTTP 401) or the model (403, 404), every later request fails at once with that message
-        instead of paying the retries again.
+        Once the judge refused the key (HTTP 401) or the model (403, 404), every later request fails
+        at once with that message instead of paying the retries again. Once it proved unreachable
+        (connection errors on every attempt), the requests of the next :data:`UNREACHABLE_COOLDOWN`
+        seconds do; the first one after that tries the network again.
         """
         try:
             self._fail_fast(request.model or self.model)
@@ -737,7 +756,8 @@ class OpenAIJudge:
                 )
                 error = with_cause(JudgeUnavailable(message), last)
                 if unreachable:
-                    self._remember_failure("", error)
+                    with self._clients_lock:
+                        self._unreachable = (error, self._clock() + UNREACHABLE_COOLDOWN)
                 raise error from None
             attempt += 1
             self.stats.record_retry()
