@@ -562,3 +562,64 @@ def test_a_last_line_without_its_newline_is_read(tmp_path):
     again.close()
     assert len(lines_of(path)) == 1
     assert JudgmentStore(tmp_path / "judgments").get(request).choices[0]["useful"] is True
+
+
+@pytest.mark.parametrize(
+    "reformat",
+    [
+        lambda record: json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":")),
+        lambda record: json.dumps(record, sort_keys=True),
+        lambda record: json.dumps(dict(reversed(list(record.items())))),
+    ],
+    ids=["jq -S -c", "sorted, spaced, ascii", "key last"],
+)
+def test_a_shard_reads_the_same_whatever_the_order_and_spacing_of_its_fields(tmp_path, reformat):
+    """A tool that rewrote the store one object per line (``jq -S -c``) changes nothing a run reads,
+    and a conflict written that way is still found."""
+    first, second = make_request(0), make_request(1)
+    records = [record_of(first, make_answer(True)), record_of(second, make_answer(False))]
+    for record in records:
+        path = tmp_path / f"{record['key'][:2]}.jsonl"
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(reformat(record) + "\n")
+    store = JudgmentStore(tmp_path)
+    assert store.keys() == {first.cache_key(), second.cache_key()}
+    assert store.get(first).choices[0]["useful"] is True  # type: ignore[union-attr]
+    assert store.get(second).choices[0]["useful"] is False  # type: ignore[union-attr]
+
+    conflicting = record_of(first, make_answer(False))
+    with store.path_for(first.cache_key()).open("a", encoding="utf-8") as handle:
+        handle.write(reformat(conflicting) + "\n")
+    with pytest.warns(RagMetricsWarning, match="twice with different answers"):
+        assert JudgmentStore(tmp_path).get(first).choices[0]["useful"] is False  # type: ignore[union-attr]
+
+
+def test_a_byte_order_mark_does_not_cost_the_first_line(tmp_path):
+    import warnings
+
+    request = make_request()
+    path = tmp_path / f"{request.cache_key()[:2]}.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + dump_line(record_of(request, make_answer())) + b"\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store = JudgmentStore(tmp_path)
+        assert store.get(request) is not None
+        put(store, make_request(1), make_answer())
+        store.flush()
+    assert JudgmentStore(tmp_path).keys() == store.keys() and len(store) == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["lone \ud800 surrogate", "line\u2028separator\x85next", "\ufeffmark first", "nul \x00 and \r return", "é" * 3],
+    ids=["surrogate", "unicode line ends", "bom in text", "control characters", "accents"],
+)
+def test_whatever_the_store_writes_it_reads_back(tmp_path, text):
+    request = make_request(inputs={"question": text, "chunk": text})
+    answer = JudgeAnswer(choices=({"reason": text, "useful": True},), usage=Usage(1, 1), model="m", judged_at="t")
+    store = JudgmentStore(tmp_path)
+    put(store, request, answer)
+    store.flush()
+    again = JudgmentStore(tmp_path)
+    assert again.get(request).choices == answer.choices  # type: ignore[union-attr]
+    assert again.read_json(request.cache_key())["inputs"] == request.inputs  # type: ignore[index]

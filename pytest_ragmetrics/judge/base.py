@@ -121,7 +121,8 @@ class JudgeRequest:
         """A sha256 hex digest of :meth:`key_material`."""
         cached = self.__dict__.get("_key")
         if cached is None:
-            cached = hashlib.sha256(self._canonical_key().encode("utf-8")).hexdigest()
+            # surrogatepass: a lone surrogate (a "\\ud800" escape in a sample file) keys like any text.
+            cached = hashlib.sha256(self._canonical_key().encode("utf-8", "surrogatepass")).hexdigest()
             object.__setattr__(self, "_key", cached)
         return cached
 

@@ -16,8 +16,9 @@ git's ``union`` driver (both sides' lines are kept). **A key recorded on two lin
 comes last in its shard counts.** A judgment recorded again (``refresh``) is appended after the one
 it replaces, so the newer one counts; two lines of one key with different answers (a union merge of
 two reviews) are reported by a warning naming the shard, the key and both answers, so a person
-deletes the wrong one. A line that is not a judgment is reported (shard and line number) and
-skipped. Lines are sorted by key when the judge closes (:meth:`JudgmentStore.flush`; only the line
+deletes the wrong one. A line is read by parsing it: its fields in any order and spacing (a tool
+such as ``jq -S -c`` rewrote the store) and a byte-order mark before the first line read the same. A
+line that is not a judgment is reported (shard and line number) and skipped. Lines are sorted by key when the judge closes (:meth:`JudgmentStore.flush`; only the line
 that counts is kept), so re-recording an unchanged judgment produces no diff at all. Writes hold a
 lock on the store directory, so pytest-xdist workers append to the same shards safely; files are
 replaced through a temporary file, which ``.gitignore`` keeps out of commits and the next writer
@@ -54,8 +55,10 @@ GITIGNORE = "# pytest-ragmetrics judgment store: temporary files of a write in p
 #: Record fields a line leaves out when they hold these values; the loader puts them back. Part of
 #: the line format: never change a value here (lines written with the old value would read wrongly).
 FORMAT_DEFAULTS: dict[str, Any] = {"n": 1, "seed": 0, "temperature": 0.0}
-# The key a line starts with: as the store writes it, or as a hand edit may space it.
+# The key a line starts with: as the store writes it, or as a hand edit may space it. A line whose
+# key is elsewhere (a tool that sorts or reorders fields) is parsed instead: see _key_of.
 _KEY_RE = re.compile(rb'\s*\{\s*"key"\s*:\s*"([0-9a-f]{64})"\s*[,}]')
+_BOM = b"\xef\xbb\xbf"
 
 
 def _max_open_shards() -> int:
@@ -83,12 +86,34 @@ def _is_key(name: str) -> bool:
 def dump_line(record: dict[str, Any]) -> bytes:
     """One store line: ``record`` as compact JSON with ``key`` first and every other key sorted.
 
-    Newlines inside strings are escaped by JSON, so a record is always exactly one line.
+    Newlines inside strings are escaped by JSON, so a record is always exactly one line. Text that
+    UTF-8 cannot carry (a lone surrogate from a ``\\ud800`` escape in a sample file) is written as a
+    JSON escape, so the line reads back as it was written.
     """
     key = record["key"]
     rest = {name: value for name, value in record.items() if name != "key"}
     body = json.dumps(rest, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return (f'{{"key":{json.dumps(key)}' + ("," + body[1:] if len(body) > 2 else "}")).encode("utf-8")
+    line = f'{{"key":{json.dumps(key)}' + ("," + body[1:] if len(body) > 2 else "}")
+    try:
+        return line.encode("utf-8")
+    except UnicodeEncodeError:
+        return line.encode("ascii", "backslashreplace")  # \udXXX: JSON's own escape of a code unit
+
+
+def _key_of(line: bytes) -> str | None:
+    """The key of the judgment on ``line``, or None when it is not a judgment: found where the store
+    writes it (first) at once, anywhere else by parsing the line (``jq -S`` sorts the fields)."""
+    found = _KEY_RE.match(line)
+    if found is not None:
+        return found.group(1).decode("ascii")
+    if b'"key"' not in line:
+        return None
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    key = data.get("key") if isinstance(data, dict) else None
+    return key if isinstance(key, str) and _is_key(key) else None
 
 
 def record_of(request: JudgeRequest, answer: JudgeAnswer) -> dict[str, Any]:
@@ -331,9 +356,11 @@ class JudgmentStore:
         first_read = base == 0
         while start <= last:
             stop = data.index(b"\n", start)
+            if base + start == 0 and data.startswith(_BOM):
+                start += len(_BOM)  # a byte-order mark some editors write: not part of the first line
             line = data[start:stop]
-            found = _KEY_RE.match(line)
-            if found is None:
+            key = _key_of(line)
+            if key is None:
                 if line.strip():
                     number = _line_number(shard.fd, base + start)
                     self._warn(
@@ -342,7 +369,6 @@ class JudgmentStore:
                         f"{line[:80].decode('utf-8', 'replace')!r}); it is skipped",
                     )
             else:
-                key = found.group(1).decode("ascii")
                 if key[:2] != path.name[:2]:
                     self._warn(
                         f"line:{path}:{key}",
@@ -362,7 +388,7 @@ class JudgmentStore:
         for line in (earlier, later):
             try:
                 answers.append(json.loads(line).get("answer", {}).get("choices"))
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):
                 answers.append(None)
         if answers[0] == answers[1]:
             return  # the same judgment recorded twice (judged at other times): nothing to decide
@@ -450,6 +476,9 @@ class JudgmentStore:
             data = json.loads(line)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             self._warn_entry(key, f"it is not valid JSON ({exc})", replay)
+            return None
+        except RecursionError:
+            self._warn_entry(key, "it is nested too deeply to read", replay)
             return None
         if not isinstance(data, dict):
             self._warn_entry(key, "it does not hold a JSON object", replay)
@@ -556,7 +585,7 @@ class JudgmentStore:
         kept = sorted((key, shard.read(key)) for key in shard.lines if key not in gone)
         others = [
             line
-            for line in os.pread(shard.fd, shard.end, 0).split(b"\n")
+            for line in os.pread(shard.fd, shard.end, 0).removeprefix(_BOM).split(b"\n")
             if line.strip() and not _belongs(line, name)
         ]
         lines = [line for _, line in kept if line is not None] + others
@@ -591,17 +620,17 @@ class JudgmentStore:
 
 def _belongs(line: bytes, name: str) -> bool:
     """Whether ``line`` is a judgment of shard ``name`` (indexed, so rewritten from the index)."""
-    found = _KEY_RE.match(line)
-    return found is not None and found.group(1)[:2].decode("ascii") == name
+    key = _key_of(line)
+    return key is not None and key[:2] == name
 
 
 def _whole_judgment(line: bytes) -> bool:
     """Whether ``line`` (with no newline after it) is a whole judgment line: a key, and JSON that parses."""
-    if _KEY_RE.match(line) is None:
+    if _key_of(line.removeprefix(_BOM)) is None:
         return False
     try:
-        return isinstance(json.loads(line), dict)
-    except ValueError:
+        return isinstance(json.loads(line.removeprefix(_BOM)), dict)
+    except (ValueError, RecursionError):
         return False
 
 
