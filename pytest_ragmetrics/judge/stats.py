@@ -43,7 +43,8 @@ class JudgeStats:
     ``cache_hits`` answers read from the local disk cache; ``reused`` answers this process already
     had in memory (asked for again within the run: sentence and binary relevance share one judgment
     per chunk). ``tokens_saved`` is the usage recorded with the answers read from store and cache;
-    ``retries`` transport retries (429, 5xx, timeouts, connection errors); ``reasks`` requests sent again after an answer that did not fit the schema;
+    ``retries`` transport retries (429, 5xx, timeouts, connection errors); ``reasks`` requests sent
+    again after an answer that did not fit the schema;
     ``errors`` judgments that failed for good; ``seconds`` wall time spent waiting on the judge.
 
     ``seconds`` is wall-clock time during which at least one judge call was outstanding, not the sum

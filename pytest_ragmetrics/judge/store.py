@@ -18,8 +18,9 @@ it replaces, so the newer one counts; two lines of one key with different answer
 two reviews) are reported by a warning naming the shard, the key and both answers, so a person
 deletes the wrong one. A line is read by parsing it: its fields in any order and spacing (a tool
 such as ``jq -S -c`` rewrote the store) and a byte-order mark before the first line read the same. A
-line that is not a judgment is reported (shard and line number) and skipped. Lines are sorted by key when the judge closes (:meth:`JudgmentStore.flush`; only the line
-that counts is kept), so re-recording an unchanged judgment produces no diff at all. Writes hold a
+line that is not a judgment is reported (shard and line number) and skipped. Lines are sorted by
+key when the judge closes (:meth:`JudgmentStore.flush`; only the line that counts is kept), so
+re-recording an unchanged judgment produces no diff at all. Writes hold a
 lock on the store directory, so pytest-xdist workers append to the same shards safely; files are
 replaced through a temporary file, which ``.gitignore`` keeps out of commits and the next writer
 removes if a killed process left one behind.
