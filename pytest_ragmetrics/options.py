@@ -19,6 +19,9 @@ RELEVANCE_METHODS = ("graded", "sentence", "binary", "any")
 
 # --- converters: str -> value, raising ConfigError with a message a person can act on ------------
 
+#: The largest integer setting: far past any count a person means, and exact in JSON and SQLite.
+_MAX_INT = 2**53
+
 
 def _invalid(message: str) -> Exception:
     from .errors import ConfigError  # on first use: most runs never meet a bad value
@@ -64,6 +67,8 @@ def _number(kind: type, low: float | None = None, optional: bool = False) -> Cal
             raise _invalid(f"{name} must be a finite number; got {value!r}")
         if low is not None and number < low:
             raise _invalid(f"{name} must be at least {low:g}; got {value!r}")
+        if kind is int and number > _MAX_INT:
+            raise _invalid(f"{name} must be at most {_MAX_INT}; got {value!r}")
         return number
 
     # Numbers are typed in the ini file where pytest can (see Option.ini_type).

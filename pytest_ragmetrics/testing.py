@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -150,7 +150,9 @@ class FakeJudgeServer:
     * :meth:`close_gate` holds every request that arrives until :meth:`open_gate`, and
       :meth:`wait_for_requests` waits until some have arrived: a test knows a request reached the
       server (and its answer has not) without measuring time;
-    * ``reported_model`` overrides the model named in responses.
+    * ``reported_model`` overrides the model named in responses;
+    * ``usage`` replaces the token counts of every response: ``None`` sends none (as some
+      OpenAI-compatible servers do), a mapping is sent as it is (``{"total_tokens": 10**30}``).
 
     Emulating real servers:
 
@@ -189,6 +191,8 @@ class FakeJudgeServer:
         self.responder: Responder = responder or default_responder
         self.latency = latency
         self.reported_model = reported_model
+        #: Counted per request by default (see the class docstring).
+        self.usage: Mapping[str, Any] | Literal["counted"] | None = "counted"
         self.schema_limits = schema_limits
         self.response_formats = frozenset(response_formats)
         if unsupported_status not in (400, 422, 500):
@@ -407,7 +411,9 @@ class FakeJudgeServer:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
-            },
+            }
+            if self.usage == "counted"
+            else self.usage,
             "system_fingerprint": "fake",
         }
 

@@ -217,3 +217,71 @@ def test_answers_paid_for_are_kept_when_the_cap_refuses_a_sibling_chunk(
     with Evaluator(settings.replace(max_judge_calls=2)) as ev:
         assert ev.score(sample, "context_precision").score == 1.0
     assert fake_judge_server.request_count == 5
+
+
+def test_a_token_cap_counts_an_estimate_when_the_server_reports_no_usage(fake_judge_server, monkeypatch, tmp_path):
+    """A server that sends no ``usage``: the cap still stops the run, after one warning saying so."""
+    from pytest_ragmetrics.errors import RagMetricsWarning
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    fake_judge_server.usage = None
+    samples = [RagSample(QUESTION, [chunk], REFERENCE, id=str(i)) for i, chunk in enumerate(CHUNKS)]
+    settings = Settings(
+        judge_base_url=fake_judge_server.base_url, cache_dir=str(tmp_path / "cache"), max_judge_tokens=300, concurrency=1
+    )
+    with pytest.warns(RagMetricsWarning, match="reports no token usage") as caught, Evaluator(settings) as ev:
+        refused = 0
+        for sample in samples:
+            try:
+                ev.score(sample, "context_precision")
+            except JudgeCallCapReached:
+                refused += 1
+    assert 1 <= fake_judge_server.request_count < len(samples) and refused >= 1
+    assert sum("reports no token usage" in str(w.message) for w in caught) == 1
+
+
+def test_an_absurd_token_count_keeps_the_answer_and_the_cap(capped_project):
+    """usage.total_tokens of 10**30: the answer paid for is recorded and scored, then the cap holds."""
+    pytester, server = capped_project
+    huge = 10**30
+    server.usage = {"prompt_tokens": huge, "completion_tokens": 1, "total_tokens": huge + 1}
+    result = pytester.runpytest("--rag-max-judge-tokens=1000", "-p", "no:randomly", "--rag-concurrency=1")
+    result.assert_outcomes(passed=1, failed=5)
+    assert server.request_count == 1 and "OverflowError" not in result.stdout.str()
+    replay = pytester.runpytest("--rag-cache=replay", "-p", "no:randomly", "test_capped.py::test_precision[0]")
+    replay.assert_outcomes(passed=1)  # the answer paid for was recorded
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbled"])
+def test_a_budget_file_damaged_mid_run_is_one_clear_error(tmp_path, damage):
+    import shutil
+
+    directory = tmp_path / "budget"
+    directory.mkdir()
+    path = directory / "budget.sqlite"
+    budget = JudgeBudget.create(10, 100, path)
+    assert budget.take()
+    budget.close()
+    if damage == "deleted":
+        shutil.rmtree(directory)
+    else:
+        path.write_bytes(b"not a database " * 100)
+    later = JudgeBudget(10, 100, path)  # a worker that opens it now
+    later.spend(5)  # an answer came back: its bookkeeping never raises
+    from pytest_ragmetrics.errors import JudgeUnavailable
+
+    for _ in range(2):
+        with pytest.raises(JudgeUnavailable, match=r"the judge spending budget of this run cannot be counted any more: its file .*budget.sqlite is unusable") as info:
+            later.take()
+        assert "\n" not in str(info.value)
+    assert later.spent == (0, 5)
+
+
+@pytest.mark.parametrize("value", ["100000000000000000000000", "-1", "1e23", "lots", "1.5"])
+@pytest.mark.parametrize("option", ["--rag-max-judge-calls", "--rag-max-judge-tokens"])
+def test_a_cap_out_of_range_is_a_usage_error_at_start(pytester, option, value):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest(f"{option}={value}")
+    assert result.ret == 4
+    errors = [line for line in result.stderr.lines if "error" in line.lower()]
+    assert len(errors) == 1 and option in errors[0] and "Traceback" not in result.stderr.str()

@@ -10,7 +10,10 @@ reached may pass it by their own size.
 
 Under pytest-xdist the workers share one budget: a one-row SQLite table in a file the controller
 creates, whose counters single ``UPDATE`` statements change atomically, so no two processes together
-send more calls than the cap. Without a file (a script) the counts are kept in memory.
+send more calls than the cap. Without a file (a script) the counts are kept in memory. A budget file
+that cannot be used any more (deleted with its directory, overwritten) stops the judge with one clear
+error; bookkeeping never loses an answer that already came back (:meth:`JudgeBudget.spend` never
+raises: the next :meth:`JudgeBudget.take` does).
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["JudgeBudget", "stopped_message"]
+__all__ = ["MAX_CAP", "JudgeBudget", "stopped_message"]
 
 #: ``how_to_set(name, value)``: the wording of "set setting ``name`` to ``value``" where the run is.
 HowToSet = Callable[[str, Any], str]
 #: Stands for "no cap" in the shared table's comparisons.
 _NO_CAP = 2**62
+#: The largest cap a budget takes (and the most tokens one answer counts): far past any spending,
+#: and a number SQLite and JSON both hold exactly.
+MAX_CAP = 2**53
 
 
 def _raise(name: str, limit: int, how_to_set: HowToSet) -> str:
@@ -57,8 +63,8 @@ class JudgeBudget:
         self, calls: int | None = None, tokens: int | None = None, path: str | os.PathLike[str] | None = None
     ) -> None:
         for name, cap in (("call", calls), ("token", tokens)):
-            if cap is not None and cap < 0:
-                raise ValueError(f"a judge {name} cap must not be negative, got {cap}")
+            if cap is not None and not 0 <= cap <= MAX_CAP:
+                raise ValueError(f"a judge {name} cap must be between 0 and {MAX_CAP}, got {cap}")
         self.calls = calls
         self.tokens = tokens
         self.path = None if path is None else os.fspath(path)
@@ -66,6 +72,7 @@ class JudgeBudget:
         self._calls_here = 0
         self._tokens_here = 0
         self._refusal: str | None = None
+        self._broken: str | None = None  # why the budget file cannot be used any more
         self._db: sqlite3.Connection | None = None
 
     def __repr__(self) -> str:
@@ -80,39 +87,72 @@ class JudgeBudget:
         return budget
 
     def take(self) -> bool:
-        """Take one call: True when it may be sent, False (from then on) once a cap is reached."""
+        """Take one call: True when it may be sent, False (from then on) once a cap is reached.
+
+        Raises :class:`~pytest_ragmetrics.errors.JudgeUnavailable` once the budget file cannot be used.
+        """
         with self._lock:
             if self._refusal is not None:
                 return False
+            self._check()
             calls = _NO_CAP if self.calls is None else self.calls
             tokens = _NO_CAP if self.tokens is None else self.tokens
-            if self.path is None:
-                allowed = self._calls_here < calls and self._tokens_here < tokens
-            else:
-                cursor = self._connect().execute(
-                    "UPDATE budget SET calls = calls + 1 WHERE calls < ? AND tokens < ?", (calls, tokens)
-                )
-                allowed = cursor.rowcount == 1
-            if allowed:
-                self._calls_here += 1
-            else:
-                self._refusal = "tokens" if self._spent_locked()[1] >= tokens else "calls"
+            try:
+                if self.path is None:
+                    allowed = self._calls_here < calls and self._tokens_here < tokens
+                else:
+                    cursor = self._connect().execute(
+                        "UPDATE budget SET calls = calls + 1 WHERE calls < ? AND tokens < ?", (calls, tokens)
+                    )
+                    allowed = cursor.rowcount == 1
+                if allowed:
+                    self._calls_here += 1
+                else:
+                    self._refusal = "tokens" if self._spent_locked()[1] >= tokens else "calls"
+            except Exception as exc:  # sqlite3.Error, or whatever a garbled file makes of a row
+                self._note_broken(exc)
+                self._check()
             return allowed
 
     def spend(self, tokens: int) -> None:
-        """An answer came back having used ``tokens`` tokens."""
+        """An answer came back having used ``tokens`` tokens. Never raises: an answer received is
+        recorded whatever becomes of the bookkeeping (the next :meth:`take` reports a broken file)."""
         if self.tokens is None or tokens <= 0:
             return
+        tokens = min(tokens, MAX_CAP)
         with self._lock:
             self._tokens_here += tokens
-            if self.path is not None:
-                self._connect().execute("UPDATE budget SET tokens = tokens + ?", (tokens,))
+            if self.path is not None and self._broken is None:
+                try:
+                    update = "UPDATE budget SET tokens = min(tokens + ?, ?)"
+                    self._connect().execute(update, (tokens, _NO_CAP))
+                except Exception as exc:
+                    self._note_broken(exc)
+
+    def _note_broken(self, exc: BaseException) -> None:
+        self._broken = (
+            f"the judge spending budget of this run cannot be counted any more: its file {self.path} is "
+            f"unusable ({type(exc).__name__}: {exc}); nothing more is sent to the judge and what was "
+            "judged is kept. Was it deleted or overwritten while the run went on?"
+        )
+
+    def _check(self) -> None:
+        if self._broken is not None:
+            from ..errors import JudgeUnavailable
+
+            raise JudgeUnavailable(self._broken)
 
     @property
     def spent(self) -> tuple[int, int]:
-        """Calls and tokens spent so far: by every process sharing the file, else by this one."""
+        """Calls and tokens spent so far: by every process sharing the file, else by this one (also
+        once the file cannot be read any more)."""
         with self._lock:
-            return self._spent_locked()
+            if self._broken is None:
+                try:
+                    return self._spent_locked()
+                except Exception as exc:
+                    self._note_broken(exc)
+            return self._calls_here, self._tokens_here
 
     @property
     def exhausted(self) -> bool:

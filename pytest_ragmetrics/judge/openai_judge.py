@@ -23,6 +23,7 @@ import random
 import re
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -377,6 +378,7 @@ class OpenAIJudge:
         # The judge proved unreachable: the failure, and until when (on ``clock``) the other requests
         # fail at once with it. A network that comes back is tried again after the cool-down.
         self._unreachable: tuple[JudgeUnavailable, float] | None = None
+        self._estimating = False  # a token cap counts estimates: the server reports no usage
         self._clock = clock
 
     def __repr__(self) -> str:
@@ -598,11 +600,11 @@ class OpenAIJudge:
             # _create only returns responses whose shape completion_shape_problem() accepted.
             response = await self._create(client, request, self._params(request, messages, mode), probing)
             if response.usage is not None:
-                spent = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
+                spent = Usage(_count(response.usage.prompt_tokens), _count(response.usage.completion_tokens))
             else:
                 spent = Usage()
             usage = usage + spent
-            self.stats.record_call(spent)
+            self.stats.record_call(spent, estimate=self._estimate(spent, messages, response))
             choices, problems, bad_content = self._parse_choices(request, response)
             if not problems:
                 return JudgeAnswer(
@@ -634,6 +636,29 @@ class OpenAIJudge:
                 {"role": "user", "content": "That answer is invalid: " + "; ".join(problems[:5]) + again},
             ]
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _estimate(self, spent: Usage, messages: list[dict[str, Any]], response: Any) -> int:
+        """The tokens a token cap counts for an answer whose server reported no usage: about four
+        characters a token of the prompt and the answer. Said once per run."""
+        budget = self.stats.budget
+        if spent.total_tokens or budget is None or budget.tokens is None:
+            return 0
+        if not self._estimating:
+            self._estimating = True
+            from ..errors import RagMetricsWarning
+
+            warnings.warn(
+                redact(
+                    f"the LLM judge at {self.endpoint} reports no token usage: the token cap of "
+                    f"{budget.tokens} counts an estimate of each request (about 4 characters a token)"
+                ),
+                RagMetricsWarning,
+                stacklevel=2,
+            )
+        text = sum(len(str(message.get("content") or "")) for message in messages)
+        for choice in response.choices or []:
+            text += len(str(getattr(choice.message, "content", None) or ""))
+        return max(1, text // 4)
 
     def _parse_choices(
         self, request: JudgeRequest, response: Any
@@ -829,6 +854,11 @@ class OpenAIJudge:
                     "the server supports."
                 )
         return f"{prefix}: {detail}"
+
+
+def _count(value: Any) -> int:
+    """A token count a server reported, as a count: missing, negative or absurd values bounded."""
+    return min(value, 2**53) if isinstance(value, int) and value > 0 else 0
 
 
 def _connection_problem(exc: BaseException) -> str:

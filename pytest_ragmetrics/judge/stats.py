@@ -92,15 +92,16 @@ class JudgeStats:
 
     # --- recording ---------------------------------------------------------------------------
 
-    def record_call(self, usage: Usage | None = None) -> None:
-        """One judge request was sent and answered, using ``usage`` tokens."""
+    def record_call(self, usage: Usage | None = None, estimate: int = 0) -> None:
+        """One judge request was sent and answered, using ``usage`` tokens; a budget counts
+        ``estimate`` tokens instead when the server reported none."""
         with self._lock:
             self.calls += 1
             if usage is not None:
                 self.prompt_tokens += usage.prompt_tokens
                 self.completion_tokens += usage.completion_tokens
-        if self.budget is not None and usage is not None:
-            self.budget.spend(usage.total_tokens)
+        if self.budget is not None:
+            self.budget.spend((usage.total_tokens if usage is not None else 0) or estimate)
 
     def record_cache_hit(self, usage: Usage | None = None) -> None:
         """An answer was served from the local disk cache instead of the judge."""
