@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .report.json_report import DEFAULT_NDIGITS
-from .report.model import check_version, format_p
+from .report.model import check_version, format_p, schema_problems
 from .specs import format_metric, format_number
 from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, sign_flip_p_value
 
@@ -385,86 +385,10 @@ def load_report(path: str | Path, what: str = "baseline") -> dict[str, Any]:
 #: Problems listed per invalid report file; the rest are counted.
 _PROBLEMS_SHOWN = 10
 
-#: Fields of a result row and of one of its samples that comparisons, merges and gates read, and
-#: the types each may hold (None stands for JSON null).
-_ROW_FIELDS: dict[str, tuple[type | None, ...]] = {
-    "nodeid": (str, None),
-    "metric": (str,),
-    "method": (str, None),
-    "stat": (str, None),
-    "score": (float, None),
-    "op": (str, None),
-    "threshold": (float, None),
-    "passed": (bool, None),
-    "xfail": (bool, None),
-    "judges": (list, None),
-    "samples": (list, None),
-}
-_SAMPLE_FIELDS: dict[str, tuple[type | None, ...]] = {
-    "id": (str, None),
-    "score": (float, None),
-    "key": (str, None),
-    "reference_key": (str, None),
-    "judges": (list, None),
-    "prompt_versions": (list, None),
-    "splitter": (str, None),
-}
-_TYPE_NAMES: dict[type | None, str] = {
-    str: "a string",
-    float: "a number",
-    int: "a whole number",
-    bool: "true or false",
-    list: "a list",
-    dict: "an object",
-    None: "null",
-}
-
-
-def _is_type(value: Any, kind: type | None) -> bool:
-    if kind is None:
-        return value is None
-    if kind is float:  # JSON numbers: int or float, never bool
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, kind)
-
-
-def _type_problem(value: Any, allowed: tuple[type | None, ...]) -> str | None:
-    """What is wrong with ``value`` as one of the ``allowed`` JSON types, or None."""
-    if any(_is_type(value, kind) for kind in allowed):
-        return None
-    expected = " or ".join(_TYPE_NAMES[k] for k in allowed)
-    return f"is {json.dumps(value)[:40]}, expected {expected}"
-
 
 def _outside_unit(value: Any) -> bool:
-    """A number outside [0, 1]; anything else is judged by its type check."""
-    return _is_type(value, float) and not 0.0 <= float(value) <= 1.0
-
-
-_SUITE_FIELDS: dict[str, tuple[type | None, ...]] = {
-    "collected": (int,),
-    "collected_digest": (str,),
-    "ran": (int,),
-    "ran_digest": (str,),
-}
-
-
-def _suite_problems(suite: Any) -> list[str]:
-    if not isinstance(suite, dict):
-        return [f"summary.suite {_type_problem(suite, (dict,))}"]
-    problems = []
-    for name, allowed in _SUITE_FIELDS.items():
-        value = suite.get(name)
-        if name.endswith("digest") and isinstance(value, str):
-            try:
-                int(value, 16)
-            except ValueError:
-                problems.append(f"summary.suite.{name} is {json.dumps(value)[:40]}, expected hex digits")
-        elif (problem := _type_problem(value, allowed)) is not None:
-            problems.append(f"summary.suite.{name} {problem}")
-    return problems
+    """A number outside [0, 1]; anything else is judged by the schema."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not 0.0 <= float(value) <= 1.0
 
 
 def _non_finite(value: Any, where: str) -> Iterable[str]:
@@ -489,45 +413,37 @@ def _bounded(metric: str) -> bool:
 
 def report_problems(report: Mapping[str, Any]) -> list[str]:
     """What makes ``report`` unusable as a baseline or a shard, each problem with its field:
-    ``results[3].samples[0].score is 5.0, outside [0, 1] (context_precision)``. Empty when none."""
+    ``results[3].samples[0].score is 5.0, outside [0, 1] (context_precision)``. Empty when none.
+
+    The types are those the report's ``TypedDict`` schema declares
+    (:func:`~pytest_ragmetrics.report.model.schema_problems`); on top of them, every number finite,
+    every built-in metric's score in [0, 1] and the suite's digests hexadecimal.
+    """
     problems = list(_non_finite(report, ""))
     if problems:
         return problems  # a NaN would also fail every range check below: one message each
-    if not isinstance(report.get("summary", {}), dict):
-        problems.append(f"summary {_type_problem(report.get('summary'), (dict,))}")
+    problems = schema_problems(dict(report))
     for r, row in enumerate(report.get("results") or ()):
-        where = f"results[{r}]"
-        if not isinstance(row, dict):
-            problems.append(f"{where} is {json.dumps(row)[:40]}, expected an object")
+        if not isinstance(row, dict) or not isinstance(row.get("metric"), str) or not _bounded(row["metric"]):
             continue
-        problems += [
-            f"{where}.{name} {problem}"
-            for name, allowed in _ROW_FIELDS.items()
-            if name in row and (problem := _type_problem(row[name], allowed)) is not None
-        ]
-        if not isinstance(row.get("metric"), str):
-            if "metric" not in row:
-                problems.append(f"{where}.metric is missing")
-            continue
-        bounded = _bounded(row["metric"])
         samples = row.get("samples")
         for i, sample in enumerate(samples if isinstance(samples, list) else ()):
-            at = f"{where}.samples[{i}]"
-            if not isinstance(sample, dict):
-                problems.append(f"{at} is {json.dumps(sample)[:40]}, expected an object")
-                continue
-            problems += [
-                f"{at}.{name} {problem}"
-                for name, allowed in _SAMPLE_FIELDS.items()
-                if name in sample and (problem := _type_problem(sample[name], allowed)) is not None
-            ]
-            if bounded and _outside_unit(sample.get("score")):
-                problems.append(f"{at}.score is {sample['score']!r}, outside [0, 1] ({row['metric']})")
-        if bounded and _outside_unit(row.get("score")):  # every statistic of such scores is too
-            problems.append(f"{where}.score is {row['score']!r}, outside [0, 1] ({row['metric']})")
+            if isinstance(sample, dict) and _outside_unit(sample.get("score")):
+                score = sample["score"]
+                problems.append(
+                    f"results[{r}].samples[{i}].score is {score!r}, outside [0, 1] ({row['metric']})"
+                )
+        if _outside_unit(row.get("score")):  # every statistic of such scores is too
+            problems.append(f"results[{r}].score is {row['score']!r}, outside [0, 1] ({row['metric']})")
     summary = report.get("summary")
-    if isinstance(summary, dict) and "suite" in summary:
-        problems += _suite_problems(summary["suite"])
+    suite = summary.get("suite") if isinstance(summary, dict) else None
+    for name in ("collected_digest", "ran_digest"):
+        value = suite.get(name) if isinstance(suite, dict) else None
+        if isinstance(value, str):
+            try:
+                int(value, 16)
+            except ValueError:
+                problems.append(f"summary.suite.{name} is {json.dumps(value)[:40]}, expected hex digits")
     return problems
 
 
