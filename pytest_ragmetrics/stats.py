@@ -11,6 +11,9 @@ baseline score. The question is whether the mean difference is real or noise:
   with the sums of every sign assignment: all ``2**m`` of them when there are few non-zero
   differences (exact), otherwise a fixed number drawn at random with a fixed seed (Monte Carlo, with
   the ``(count + 1) / (resamples + 1)`` estimate that never reports p = 0).
+- :func:`corrected_mean`: the judge-corrected mean of a metric with a labelled subset, and its
+  confidence interval (prediction-powered inference, PPI++: Angelopoulos, Duchi & Zrnic,
+  arXiv 2311.01453; the mean estimator of the ``ppi_py`` reference code).
 
 Randomness comes from a :class:`random.Random` seeded by the caller, so the same inputs always give
 the same interval and p-value, byte for byte, on every platform. No numpy or scipy at run time; the
@@ -22,6 +25,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from statistics import NormalDist
 from typing import NamedTuple
 
 __all__ = [
@@ -29,9 +33,11 @@ __all__ = [
     "DEFAULT_SEED",
     "EXACT_MAX_NONZERO",
     "BootstrapInterval",
+    "CorrectedMean",
     "PermutationTest",
     "bootstrap_ci",
     "bootstrap_resamples",
+    "corrected_mean",
     "mean",
     "percentile",
     "sign_flip_p_value",
@@ -192,3 +198,84 @@ def sign_flip_p_value(
         if abs(total) >= observed:
             extreme += 1
     return PermutationTest((extreme + 1) / (resamples + 1), "monte carlo", resamples)
+
+
+class CorrectedMean(NamedTuple):
+    """A judge-corrected mean (:func:`corrected_mean`) with its confidence interval."""
+
+    #: The estimate of the mean the labels would give over every sample.
+    mean: float
+    low: float
+    high: float
+    confidence: float
+    #: Samples with a label (n) and samples the judge scored without one (N).
+    labelled: int
+    unlabelled: int
+    #: How much the estimate leans on the judge: 0 is the labels' own mean, 1 is plain PPI.
+    weight: float
+    #: The number of labels alone that would give an interval this narrow, or None when the labels
+    #: do not vary (their own interval has no width to compare with).
+    effective_labels: float | None
+
+
+def _population_variance(values: Sequence[float]) -> float:
+    centre = math.fsum(values) / len(values)
+    return math.fsum((v - centre) ** 2 for v in values) / len(values)
+
+
+def corrected_mean(
+    labels: Sequence[float],
+    judged: Sequence[float],
+    unlabelled: Sequence[float],
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> CorrectedMean:
+    """The judge-corrected mean of a metric and its confidence interval (PPI++ with a tuned weight).
+
+    ``labels[i]`` is labelled sample ``i``'s score from the person's labels (Y), ``judged[i]`` the
+    judge's score of the same sample (Ŷ), and ``unlabelled`` the judge's scores of the samples without
+    labels (Ŷᵘ). With n labelled and N unlabelled samples, as ``ppi_py``'s ``ppi_mean_pointestimate``
+    and ``ppi_mean_ci`` (``lam=None``) compute them:
+
+    * weight λ = Cov(Y, Ŷ) / ((1 + n/N) · Var(Ŷ and Ŷᵘ together)), clipped to [0, 1] (the covariance
+      over the n pairs, divided by n; the variance over all n + N judge scores, divided by n + N - 1);
+    * estimate θ = λ · mean(Ŷᵘ) + mean(Y - λŶ);
+    * interval θ ± z · sqrt(λ² · Var(Ŷᵘ) / N + Var(Y - λŶ) / n), variances divided by their count,
+      z the normal quantile of ``(1 + confidence) / 2``.
+
+    Without unlabelled samples (N = 0), or when the judge gave every sample one score, λ is 0 and the
+    estimate is the labels' own mean with its normal interval. ``effective_labels`` is Var(Y) / se²:
+    how many labels alone would give the same standard error. Needs at least two labelled samples.
+    """
+    y = _finite(labels, "labels")
+    y_hat = _finite(judged, "judged scores")
+    y_u = _finite(unlabelled, "unlabelled judged scores")
+    n, big_n = len(y), len(y_u)
+    if len(y_hat) != n:
+        raise ValueError(f"{n} labelled scores but {len(y_hat)} judged scores of them")
+    if n < 2:
+        raise ValueError("a corrected mean needs at least two labelled samples")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    weight = 0.0
+    if big_n:
+        everything = y_hat + y_u
+        centre = math.fsum(everything) / len(everything)
+        spread = math.fsum((v - centre) ** 2 for v in everything) / (len(everything) - 1)
+        if spread > 0:
+            y_mean, h_mean = math.fsum(y) / n, math.fsum(y_hat) / n
+            covariance = math.fsum((a - y_mean) * (b - h_mean) for a, b in zip(y, y_hat)) / n
+            weight = min(1.0, max(0.0, covariance / ((1 + n / big_n) * spread)))
+    rectified = [a - weight * b for a, b in zip(y, y_hat)]
+    imputed = weight * math.fsum(y_u) / big_n if big_n else 0.0
+    estimate = imputed + math.fsum(rectified) / n
+    variance = _population_variance(rectified) / n
+    if big_n and weight:
+        variance += weight**2 * _population_variance(y_u) / big_n
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    half = z * math.sqrt(variance)
+    label_variance = _population_variance(y)
+    effective = label_variance / variance if variance > 0 and label_variance > 0 else None
+    return CorrectedMean(
+        estimate, estimate - half, estimate + half, confidence, n, big_n, weight, effective
+    )
