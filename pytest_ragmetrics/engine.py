@@ -264,6 +264,17 @@ class ScoresAhead(Protocol):
         ...
 
 
+class LabelledScorer(Protocol):
+    """Scores a sample from a person's labelled verdicts instead of the judge's (the judge check's
+    labelled set, :class:`~pytest_ragmetrics.calibration.labelled.LabelAnswers`)."""
+
+    async def score(
+        self, metric: Metric, sample: RagSample, method: str | None, ctx: ScoringContext
+    ) -> float | None:
+        """``metric``'s score of ``sample`` with the labels as its verdicts, or None when not labelled."""
+        ...
+
+
 class Evaluator:
     """Computes metrics for samples with one configuration.
 
@@ -314,6 +325,8 @@ class Evaluator:
         self.ahead: ScoresAhead | None = None
         #: What every judgment the metrics asked for decided, by cache key: (kind, answer classes).
         self.answers: dict[str, tuple[str, tuple[str, ...]]] = {}
+        #: A labelled set: each judged result also gets the score the labels give (``labelled``).
+        self.labelled: LabelledScorer | None = None
 
     def note_answer(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
         """Remember what a judgment decided (a few short strings), so the run can tell a judge that
@@ -457,8 +470,12 @@ class Evaluator:
         metric = self.metric(name)
         method = check_method(metric, method)
         ctx = _Context(self)
-        result = await metric.score(sample, method, ctx)
-        return self._finish(metric, sample, result, ctx)
+        result = self._finish(metric, sample, await metric.score(sample, method, ctx), ctx)
+        if self.labelled is not None and getattr(metric, "uses_judge", True):
+            labelled = await self.labelled.score(metric, sample, method, ctx)
+            if labelled is not None:
+                result = _filled_in(result, labelled=labelled)
+        return result
 
     def _finish(
         self, metric: Metric, sample: RagSample, result: MetricResult, ctx: _Context | None = None

@@ -14,6 +14,10 @@ Statistics (see :func:`compute_stat`): ``mean``, ``min``, ``max``, ``median`` (=
 ``quantile(q)`` with ``0 <= q <= 1``, ``pNN`` (= ``quantile(NN/100)``), and ``pass_rate(<op> <x>)``,
 the fraction of samples whose score satisfies ``<op> <x>``. Operators: ``>=``, ``>``, ``<=``, ``<``.
 
+``corrected_mean`` (``context_precision corrected_mean >= 0.7``) is the judge-corrected mean over a
+labelled subset (:func:`pytest_ragmetrics.stats.corrected_mean`), decided on its confidence interval:
+the lower bound must meet ``>=`` / ``>``, the upper bound ``<=`` / ``<``.
+
 A metric with methods (``context_relevance``) needs one in a gate, ``context_relevance[graded]``:
 the methods score on different scales, so their scores are never pooled.
 
@@ -43,6 +47,7 @@ from .specs import (
 __all__ = [
     "BUILTIN_METRICS",
     "COMPARISON_OPS",
+    "CORRECTED_MEAN",
     "DEFAULT_METHODS",
     "GATE_FORM",
     "Gate",
@@ -64,12 +69,15 @@ DEFAULT_METHODS: Mapping[str, frozenset[str]] = {
     name: frozenset(methods) for name, methods in BUILTIN_CATALOG.methods.items() if methods
 }
 
+#: The statistic of a gate on the judge-corrected mean, decided on its interval's bound.
+CORRECTED_MEAN = "corrected_mean"
+
 #: The expected form, quoted in every parse error.
 GATE_FORM = (
     "expected '<metric>[<method>] <stat> <op> <threshold>', e.g. 'context_recall mean >= 0.80', "
     "'context_relevance[graded] p10 > 0.4' or 'ndcg@10 mean >= 0.7'; stat is one of mean, min, max, "
     "median, pNN, quantile(q), "
-    "pass_rate(>=x); op is one of >=, >, <=, <"
+    "pass_rate(>=x), corrected_mean; op is one of >=, >, <=, <"
 )
 
 # Scores are means of fractions (2/3, 0.1 + 0.2, ...). Float noise must not flip a gate that sits
@@ -109,7 +117,7 @@ def normalize_stat(stat: str) -> str:
     """Canonical spelling of a statistic (``p10`` -> ``quantile(0.1)``); :class:`ConfigError` if unknown."""
     text = stat.strip()
     lowered = text.lower()
-    if lowered in ("mean", "min", "max"):
+    if lowered in ("mean", "min", "max", CORRECTED_MEAN):
         return lowered
     if lowered == "median":
         return "quantile(0.5)"
@@ -130,7 +138,7 @@ def normalize_stat(stat: str) -> str:
         return f"pass_rate({match['op']}{format_number(float(match['x']))})"
     raise ConfigError(
         f"unknown statistic {text!r}: use mean, min, max, median, pNN (e.g. p10), quantile(q) "
-        "(e.g. quantile(0.1)) or pass_rate(<op><x>) (e.g. pass_rate(>=0.8))"
+        "(e.g. quantile(0.1)), pass_rate(<op><x>) (e.g. pass_rate(>=0.8)) or corrected_mean"
     )
 
 
@@ -238,6 +246,8 @@ def compute_stat(stat: str, scores: Iterable[float]) -> float | None:
     passing value. ``quantile(q)`` interpolates linearly between closest ranks (numpy's default).
     """
     canonical = normalize_stat(stat)
+    if canonical == CORRECTED_MEAN:
+        raise ValueError("corrected_mean needs labelled scores: see evaluate_gates(corrected=...)")
     values = _checked(scores)
     if not values:
         return None
@@ -277,8 +287,13 @@ def evaluate_gates(
     per_sample_scores: Mapping[tuple[str, str | None], Sequence[float]],
     *,
     partial: bool = False,
+    corrected: Mapping[tuple[str, str | None], Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate ``gates`` against every per-sample score of the run, keyed by ``(metric, method)``.
+
+    ``corrected`` holds the judge-corrected means by ``(metric, method)`` (``summary.metrics``'s
+    ``corrected`` entries) that ``corrected_mean`` gates read: such a gate's value is the interval's
+    lower bound for ``>=`` and ``>``, its upper bound for ``<=`` and ``<``.
 
     Returns one ``summary["gates"]`` row per gate, in order: ``spec``, ``metric``, ``method``,
     ``stat``, ``op``, ``threshold``, ``value``, ``n``, ``passed``, ``margin`` (``value - threshold``)
@@ -289,6 +304,9 @@ def evaluate_gates(
     """
     rows: list[dict[str, Any]] = []
     for gate in gates:
+        if gate.stat == CORRECTED_MEAN:
+            rows.append(_corrected_gate(gate, (corrected or {}).get(gate.key), partial))
+            continue
         scores = _scores_for(gate, per_sample_scores)
         value = compute_stat(gate.stat, scores)
         label = format_metric(gate.metric, gate.method)
@@ -321,3 +339,43 @@ def evaluate_gates(
             }
         )
     return rows
+
+
+def _corrected_gate(gate: Gate, corrected: Mapping[str, Any] | None, partial: bool) -> dict[str, Any]:
+    """A ``corrected_mean`` gate: decided on the bound of the interval on the losing side."""
+    label = format_metric(gate.metric, gate.method)
+    upper = gate.op in ("<=", "<")
+    bound = None if corrected is None else corrected.get("high" if upper else "low")
+    row: dict[str, Any] = {
+        "spec": gate.spec,
+        "metric": gate.metric,
+        "method": gate.method,
+        "stat": gate.stat,
+        "op": gate.op,
+        "threshold": gate.threshold,
+        "value": None,
+        "n": 0 if corrected is None else int(corrected.get("labelled") or 0),
+        "passed": False,
+        "margin": None,
+        "reason": None,
+    }
+    if corrected is not None:
+        row["corrected"] = dict(corrected)
+    if bound is None:
+        why = (
+            f"no labelled samples of {label} in this run: the corrected mean needs the labelled set "
+            "(rag_judge_check) to label every judgment of some of the samples scored"
+            if corrected is None
+            else f"no corrected mean of {label}: {corrected.get('reason') or 'not enough labelled samples'}"
+        )
+        if partial:
+            return {**row, "passed": True, "reason": f"not evaluated: {why} (partial run)", "skipped": True}
+        return {**row, "reason": why}
+    value = round(float(bound), 12) + 0.0
+    return {
+        **row,
+        "value": value,
+        "passed": compare(value, gate.op, gate.threshold),
+        "margin": round(value - gate.threshold, 12) + 0.0,
+        "bound": "upper" if upper else "lower",
+    }

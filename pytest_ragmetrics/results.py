@@ -106,6 +106,9 @@ class MetricResult:
     prompt_versions: tuple[str, ...] = ()
     #: The sentence splitter's identity when the metric split text (filled in by the engine).
     splitter: str | None = None
+    #: With a labelled set (the judge check's): the score the person's verdicts give this sample by
+    #: the same formula, when every judgment behind it is labelled; else None (filled in by the engine).
+    labelled: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.score, bool) or not isinstance(self.score, (int, float)) or math.isnan(self.score):
@@ -192,15 +195,20 @@ class MetricResult:
             "reference_key": self.reference_key,
             "prompt_versions": list(self.prompt_versions),
             "splitter": self.splitter,
-        } | ({} if self.labels_found is None else {"labels_found": self.labels_found})
+        } | self._optional()
+
+    def _optional(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.labels_found is not None:
+            out["labels_found"] = self.labels_found
+        if self.labelled is not None:
+            out["labelled"] = self.labelled
+        return out
 
     def score_json(self) -> dict[str, Any]:
         """The part of :meth:`to_json` a run's summary and gates read: the score and what tells the
         sample apart, without the verdicts (what a run keeps when no report shows them)."""
-        out: dict[str, Any] = {"id": self.sample_id, "score": self.score, "key": self.sample_key}
-        if self.labels_found is not None:
-            out["labels_found"] = self.labels_found
-        return out
+        return {"id": self.sample_id, "score": self.score, "key": self.sample_key} | self._optional()
 
 
 def aggregate(scores: Iterable[float]) -> dict[str, Any]:

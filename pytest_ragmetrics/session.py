@@ -324,6 +324,11 @@ class RagmetricsSession:
                 runner=self.runner,
                 default_cache_dir=self.default_cache_dir(),
             )
+            if self.labels is not None:
+                from .calibration.labelled import LabelAnswers
+
+                # Each judged result also gets the score the labelled set gives it (corrected means).
+                evaluator.labelled = LabelAnswers(self.labels)
             self.evaluators[settings] = evaluator
             self.activate()
             evaluator.ahead = self.prefetcher
@@ -539,10 +544,13 @@ class RagmetricsSession:
         self.unused_store_entries = record_for_prune(session, self)
         if self.gates:
             from .gates import evaluate_gates
-            from .report.build import per_sample_scores
+            from .report.build import corrected_means, per_sample_scores
 
             self.gate_results = evaluate_gates(
-                self.gates, per_sample_scores(self.rows), partial=self._partial()
+                self.gates,
+                per_sample_scores(self.rows),
+                partial=self._partial(),
+                corrected=corrected_means(self.rows),
             )
             if any(not g["passed"] for g in self.gate_results):
                 _fail(session)

@@ -264,9 +264,9 @@ def corrected_mean(
         spread = math.fsum((v - centre) ** 2 for v in everything) / (len(everything) - 1)
         if spread > 0:
             y_mean, h_mean = math.fsum(y) / n, math.fsum(y_hat) / n
-            covariance = math.fsum((a - y_mean) * (b - h_mean) for a, b in zip(y, y_hat)) / n
+            covariance = math.fsum((a - y_mean) * (b - h_mean) for a, b in zip(y, y_hat, strict=True)) / n
             weight = min(1.0, max(0.0, covariance / ((1 + n / big_n) * spread)))
-    rectified = [a - weight * b for a, b in zip(y, y_hat)]
+    rectified = [a - weight * b for a, b in zip(y, y_hat, strict=True)]
     imputed = weight * math.fsum(y_u) / big_n if big_n else 0.0
     estimate = imputed + math.fsum(rectified) / n
     variance = _population_variance(rectified) / n

@@ -35,7 +35,9 @@ def _ppi_numpy(y, y_hat, y_u, alpha=0.05):
     return theta, theta - half, theta + half, lam, rectifier_std**2 + imputed_std**2
 
 
-def _biased_judge(rng: random.Random, size: int, bias: float, noise: float) -> tuple[list[float], list[float]]:
+def _biased_judge(
+    rng: random.Random, size: int, bias: float, noise: float
+) -> tuple[list[float], list[float]]:
     truth = [rng.betavariate(4, 2) for _ in range(size)]
     judged = [min(1.0, max(0.0, t + bias + rng.gauss(0, noise))) for t in truth]
     return truth, judged

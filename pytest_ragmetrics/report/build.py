@@ -8,8 +8,9 @@ can call them on rows read back from JSON reports.
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,7 +23,9 @@ __all__ = [
     "attach_baseline",
     "build_report",
     "comparison_counts",
+    "corrected_means",
     "label_summary",
+    "labelled_ids",
     "merge_reports",
     "metric_summaries",
     "per_sample_scores",
@@ -32,15 +35,11 @@ __all__ = [
 REPORT_VERSION = 1
 
 
-def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], list[float]]:
-    """Every distinct evaluation's score per (metric, method), for aggregates and gates.
-
-    A sample scored in several comparisons (a per-sample test and a dataset test, or the mean and the
-    min of one list) counts once: samples are told apart by their content, whatever their ids.
-    Comparisons in xfail tests are left out.
-    """
+def _distinct_samples(
+    rows: Iterable[Mapping[str, Any]],
+) -> Iterator[tuple[tuple[str, str | None], Mapping[str, Any]]]:
+    """Every distinct evaluation, as ``((metric, method), sample)``; xfail comparisons left out."""
     seen: set[tuple[str, str | None, str]] = set()
-    scores: dict[tuple[str, str | None], list[float]] = {}
     for row in rows:
         if row.get("xfail"):
             continue
@@ -49,16 +48,83 @@ def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str 
             if (row["metric"], row["method"], key) in seen:
                 continue
             seen.add((row["metric"], row["method"], key))
-            scores.setdefault((row["metric"], row["method"]), []).append(float(sample["score"]))
+            yield (row["metric"], row["method"]), sample
+
+
+def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], list[float]]:
+    """Every distinct evaluation's score per (metric, method), for aggregates and gates.
+
+    A sample scored in several comparisons (a per-sample test and a dataset test, or the mean and the
+    min of one list) counts once: samples are told apart by their content, whatever their ids.
+    Comparisons in xfail tests are left out.
+    """
+    scores: dict[tuple[str, str | None], list[float]] = {}
+    for key, sample in _distinct_samples(rows):
+        scores.setdefault(key, []).append(float(sample["score"]))
     return scores
+
+
+def labelled_ids(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], list[str]]:
+    """The ids of the distinct evaluations with a labelled score, per (metric, method)."""
+    ids: dict[tuple[str, str | None], list[str]] = {}
+    for key, sample in _distinct_samples(rows):
+        if sample.get("labelled") is not None:
+            ids.setdefault(key, []).append(str(sample.get("id")))
+    return ids
+
+
+def corrected_means(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], dict[str, Any]]:
+    """The judge-corrected mean per (metric, method) with labelled evaluations (``summary.metrics``'s
+    ``corrected``): the samples with a labelled score are the n, every other distinct evaluation of
+    the metric the judge scored is one of the N (see :func:`pytest_ragmetrics.stats.corrected_mean`).
+    """
+    from ..stats import corrected_mean
+
+    pairs: dict[tuple[str, str | None], list[tuple[float, float]]] = {}
+    unlabelled: dict[tuple[str, str | None], list[float]] = {}
+    for key, sample in _distinct_samples(rows):
+        if sample.get("labelled") is not None:
+            pairs.setdefault(key, []).append((float(sample["labelled"]), float(sample["score"])))
+        else:
+            unlabelled.setdefault(key, []).append(float(sample["score"]))
+    out: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for key, labelled in pairs.items():
+        y = [label for label, _ in labelled]
+        y_hat = [judged for _, judged in labelled]
+        others = unlabelled.get(key, [])
+        entry: dict[str, Any] = {
+            "labelled": len(y),
+            "unlabelled": len(others),
+            "labels_mean": math.fsum(y) / len(y),
+            "judge_mean_labelled": math.fsum(y_hat) / len(y_hat),
+        }
+        if len(y) < 2:
+            why = "one labelled sample; a corrected mean needs at least two"
+            out[key] = {**entry, "mean": None, "low": None, "high": None, "reason": why}
+            continue
+        result = corrected_mean(y, y_hat, others)
+        out[key] = {
+            **entry,
+            # Every score lies in [0, 1]: so does the mean, whatever the normal interval says.
+            "mean": min(1.0, max(0.0, result.mean)),
+            "low": max(0.0, result.low),
+            "high": min(1.0, result.high),
+            "confidence": result.confidence,
+            "weight": result.weight,
+            "effective_labels": result.effective_labels,
+        }
+    return out
 
 
 def metric_summaries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``summary.metrics``: n, mean, min and max per (metric, method) over every distinct evaluation."""
     from ..gates import aggregate
 
+    rows = list(rows)
+    corrected = corrected_means(rows)
     return [
         {"metric": metric, "method": method, **aggregate(values)}
+        | ({"corrected": corrected[metric, method]} if (metric, method) in corrected else {})
         for (metric, method), values in sorted(
             per_sample_scores(rows).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
         )

@@ -173,7 +173,7 @@ def _render(report: Mapping[str, Any], out: TextIO) -> None:
 def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
     from ..baseline import load_report, parse_regression_gates
     from ..gates import evaluate_gates, parse_gates
-    from .build import attach_baseline, per_sample_scores
+    from .build import attach_baseline, corrected_means, per_sample_scores
     from .model import outcome
 
     gate_lines, regression_lines, _ = _gate_lines(args, ini)
@@ -186,7 +186,10 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
         k: v for k, v in (current.get("summary") or {}).items() if k not in ("baseline", "regression_gates")
     }
     # Only the gates evaluated here decide; those the run evaluated itself are in its own report.
-    summary["gates"] = evaluate_gates(gates, per_sample_scores(current["results"])) if gates else []
+    rows = current["results"]
+    summary["gates"] = (
+        evaluate_gates(gates, per_sample_scores(rows), corrected=corrected_means(rows)) if gates else []
+    )
     current = {**current, "summary": summary}
     attach_baseline(
         current,
@@ -203,7 +206,7 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
 def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
     from ..baseline import load_report, parse_regression_gates
     from ..gates import evaluate_gates, parse_gates
-    from .build import attach_baseline, merge_reports, per_sample_scores, shard_problems
+    from .build import attach_baseline, corrected_means, merge_reports, per_sample_scores, shard_problems
     from .json_report import to_json, write_text_atomic
     from .model import outcome
 
@@ -239,7 +242,10 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
     regression = parse_regression_gates(regression_lines, catalog)
     merged = merge_reports(shards)
     if gates:
-        merged["summary"]["gates"] = evaluate_gates(gates, per_sample_scores(merged["results"]))
+        rows = merged["results"]
+        merged["summary"]["gates"] = evaluate_gates(
+            gates, per_sample_scores(rows), corrected=corrected_means(rows)
+        )
     if baseline is not None:
         attach_baseline(
             merged, baseline, source=str(baseline_path), regression_gates=regression, partial=ran_part(merged)

@@ -29,6 +29,8 @@ from .model import (
     comparison_label,
     control_share,
     controls_failed,
+    corrected_detail,
+    corrected_text,
     error_line,
     error_rows,
     format_count,
@@ -338,18 +340,33 @@ def _controls(section: Mapping[str, Any]) -> str:
     )
 
 
+def _corrected_cell(m: Mapping[str, Any]) -> str:
+    corrected = m.get("corrected")
+    if not corrected:
+        return "<td></td>"
+    return (
+        f'<td class="num" title="{_e(corrected_detail(corrected))}">{_e(corrected_text(corrected))}'
+        f"<br><small>{_e(corrected_detail(corrected))}</small></td>"
+    )
+
+
 def _metrics(metrics: list[Mapping[str, Any]]) -> str:
+    corrected = any(m.get("corrected") for m in metrics)
     rows = [
         f"<tr><td>{_e(metric_label(str(m.get('metric', '?')), m.get('method')))}</td>"
         f'<td class="num">{_e(format_count(m.get("n", 0)))}</td>'
         f'<td class="num">{_e(format_score(m.get("mean")))}</td>'
         f'<td class="num">{_e(format_score(m.get("min")))}</td>'
-        f'<td class="num">{_e(format_score(m.get("max")))}</td></tr>'
+        f'<td class="num">{_e(format_score(m.get("max")))}</td>'
+        + (_corrected_cell(m) if corrected else "")
+        + "</tr>"
         for m in metrics
     ]
     return (
         '<section id="metrics"><h2>Metrics</h2><table><thead><tr><th>Metric</th><th class="num">n</th>'
-        '<th class="num">Mean</th><th class="num">Min</th><th class="num">Max</th></tr></thead><tbody>'
+        '<th class="num">Mean</th><th class="num">Min</th><th class="num">Max</th>'
+        + ('<th class="num">Corrected mean [95% CI]</th>' if corrected else "")
+        + "</tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table></section>"
     )

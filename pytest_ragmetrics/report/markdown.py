@@ -18,6 +18,8 @@ from .model import (
     comparison_label,
     control_share,
     controls_failed,
+    corrected_detail,
+    corrected_text,
     error_line,
     error_rows,
     format_count,
@@ -193,6 +195,7 @@ def _regression_gates(gates: list[Mapping[str, Any]]) -> list[str]:
 
 
 def _metrics(metrics: list[Mapping[str, Any]]) -> list[str]:
+    corrected = any(m.get("corrected") for m in metrics)
     rows = [
         [
             escape_markdown(metric_label(str(m.get("metric", "?")), m.get("method"))),
@@ -201,9 +204,21 @@ def _metrics(metrics: list[Mapping[str, Any]]) -> list[str]:
             format_score(m.get("min")),
             format_score(m.get("max")),
         ]
+        + (
+            [
+                escape_markdown(
+                    f"{corrected_text(m['corrected'])} ({corrected_detail(m['corrected'])})"
+                    if m.get("corrected")
+                    else ""
+                )
+            ]
+            if corrected
+            else []
+        )
         for m in metrics
     ]
-    return ["### Metrics", "", *_table(["Metric", "n", "Mean", "Min", "Max"], "lrrrr", rows), ""]
+    header = ["Metric", "n", "Mean", "Min", "Max"] + (["Corrected mean [95% CI]"] if corrected else [])
+    return ["### Metrics", "", *_table(header, "lrrrr" + ("l" if corrected else ""), rows), ""]
 
 
 def _weak_verdicts(row: Mapping[str, Any]) -> list[str]:

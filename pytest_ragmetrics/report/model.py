@@ -22,6 +22,7 @@ __all__ = [
     "BaselineComparison",
     "BaselineMetric",
     "ControlFloor",
+    "CorrectedMean",
     "Counts",
     "ErrorRow",
     "GateRow",
@@ -49,6 +50,8 @@ __all__ = [
     "comparison_label",
     "control_share",
     "controls_failed",
+    "corrected_detail",
+    "corrected_text",
     "error_line",
     "error_rows",
     "format_cost",
@@ -164,6 +167,28 @@ class ResultRow(_ResultRowRequired, total=False):
     where: list[str | int] | None
 
 
+class CorrectedMean(TypedDict, total=False):
+    """The judge-corrected mean of a metric with labelled samples (PPI++, see
+    :func:`pytest_ragmetrics.stats.corrected_mean`); ``mean``, ``low`` and ``high`` are None, with a
+    ``reason``, when there are too few labelled samples."""
+
+    mean: float | None
+    low: float | None
+    high: float | None
+    confidence: float
+    #: Samples with a labelled score (n) and the other samples the judge scored (N).
+    labelled: int
+    unlabelled: int
+    #: The mean of the labelled scores, and the judge's mean over the same samples.
+    labels_mean: float
+    judge_mean_labelled: float
+    #: How much the estimate leans on the judge (0: the labels' own mean, 1: plain PPI).
+    weight: float
+    #: How many labels alone would give an interval this narrow (None when the labels do not vary).
+    effective_labels: float | None
+    reason: str
+
+
 class MetricSummary(TypedDict, total=False):
     """Aggregate of every per-sample score of one metric (and method); the figures ``None`` at n 0."""
 
@@ -173,6 +198,8 @@ class MetricSummary(TypedDict, total=False):
     mean: float | None
     min: float | None
     max: float | None
+    #: With a labelled set matching some of the samples: the judge-corrected mean.
+    corrected: CorrectedMean
 
 
 class GateRow(TypedDict, total=False):
@@ -980,3 +1007,29 @@ def response_format_text(judge: Mapping[str, Any]) -> str | None:
         return None
     reason = judge.get("response_format_reason")
     return f"{fmt} ({reason})" if reason else str(fmt)
+
+
+def corrected_text(corrected: Mapping[str, Any] | None) -> str:
+    """``0.871 [0.802, 0.940]``: a judge-corrected mean with its interval; ``n/a`` without one."""
+    if not corrected or corrected.get("mean") is None:
+        return "n/a"
+    return (
+        f"{format_score(corrected['mean'])} [{format_score(corrected.get('low'))}, "
+        f"{format_score(corrected.get('high'))}]"
+    )
+
+
+def corrected_detail(corrected: Mapping[str, Any]) -> str:
+    """``40 labelled + 160 judged only, weight 0.62, worth 71.3 labels``: what a corrected mean rests
+    on, or why there is none."""
+    counts = (
+        f"{format_count(corrected.get('labelled', 0))} labelled + "
+        f"{format_count(corrected.get('unlabelled', 0))} judged only"
+    )
+    if corrected.get("mean") is None:
+        return f"{counts}: {corrected.get('reason') or 'too few labelled samples'}"
+    text = f"{counts}, weight {float(corrected.get('weight') or 0):.2f}"
+    effective = corrected.get("effective_labels")
+    if isinstance(effective, (int, float)):
+        text += f", worth {effective:.1f} labels"
+    return text

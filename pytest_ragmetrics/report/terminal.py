@@ -19,6 +19,8 @@ from .model import (
     PRUNE_COMMAND,
     check_version,
     comparison_label,
+    corrected_detail,
+    corrected_text,
     error_line,
     error_rows,
     format_cost,
@@ -220,7 +222,10 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
 
 
 def _render_metrics(tw: LineWriter, metrics: list[Mapping[str, Any]]) -> None:
-    cells = [["metric", "n", "mean", "min", "max"]]
+    corrected = [m for m in metrics if m.get("corrected")]
+    confidence = next((m["corrected"].get("confidence") for m in corrected), None) or 0.95
+    head = ["metric", "n", "mean", "min", "max"]
+    cells = [head + ([f"corrected [{confidence:.0%} CI]"] if corrected else [])]
     cells += [
         [
             metric_label(str(m.get("metric", "?")), m.get("method")),
@@ -229,12 +234,16 @@ def _render_metrics(tw: LineWriter, metrics: list[Mapping[str, Any]]) -> None:
             format_score(m.get("min")),
             format_score(m.get("max")),
         ]
+        + ([corrected_text(m.get("corrected")) if m.get("corrected") else ""] if corrected else [])
         for m in metrics
     ]
     lines = _columns(cells, right={1, 2, 3, 4})
     tw.line(lines[0], bold=True)
     for line in lines[1:]:
         tw.line(line)
+    for m in corrected:
+        label = metric_label(str(m.get("metric", "?")), m.get("method"))
+        tw.line(f"corrected {label}: {corrected_detail(m['corrected'])}")
 
 
 def _render_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
