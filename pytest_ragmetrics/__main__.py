@@ -1,5 +1,5 @@
 """Command line: ``python -m pytest_ragmetrics cache stats|clear|prune`` (also ``pytest-ragmetrics``),
-``store show|rejudge``,
+``store show|rejudge``, ``labels sample`` (see :mod:`pytest_ragmetrics.calibration.drawing`),
 ``baseline compare`` and ``report merge`` (see :mod:`pytest_ragmetrics.report.cli`), and ``judge
 check|drift`` (see :mod:`pytest_ragmetrics.calibration.cli`).
 
@@ -149,6 +149,9 @@ def _parser() -> argparse.ArgumentParser:
     clear = actions.add_parser("clear", help="empty the local cache (the judgment store is not touched)")
     common(clear)
     from .calibration.cli import add_parser as add_judge_parser
+    from .calibration.drawing import add_parser as add_labels_parser
+
+    add_labels_parser(commands)
 
     add_judge_parser(commands, common)
     prune = actions.add_parser("prune", help="delete store entries the last full run did not use")
@@ -344,6 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .report.cli import run
 
         return run(args, _pytest_ini_values(Path.cwd()), sys.stdout, sys.stderr)
+    if args.command == "labels":
+        from .calibration.drawing import run as run_labels
+
+        return run_labels(args, sys.stdout, sys.stderr)
     configured = configured_dirs()
     if args.cache_dir is None:
         args.cache_dir = configured.get("cache_dir") or default_cli_cache_dir()

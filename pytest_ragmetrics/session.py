@@ -240,6 +240,25 @@ class RagmetricsSession:
         except OSError as exc:
             raise pytest.UsageError(f"ragmetrics: judge check: cannot read the labelled set: {exc}") from None
 
+    def _label_warnings(self) -> list[str]:
+        """Why the labelled samples behind the corrected means may not be a uniform sample."""
+        if self.labels is None:
+            return []
+        from .calibration.drawing import draw_warnings, read_draw, record_path
+        from .report.build import labelled_ids
+
+        labelled, scored = labelled_ids(self.rows)
+        if not labelled:
+            return []
+        path = record_path(str(self.settings.judge_check))
+        record, problem = None, None
+        if path.is_file():
+            try:
+                record = read_draw(path)
+            except ValueError as exc:
+                problem = str(exc)
+        return draw_warnings(labelled, scored, record, self.shown(str(self.settings.judge_check)), problem)
+
     def _catalog(self, lines: tuple[str, ...]) -> MetricCatalog:
         """The metrics gate-like ``lines`` may name; the hooks are asked only when a line names a
         custom one."""
@@ -668,6 +687,7 @@ class RagmetricsSession:
             judge_controls=self.controls,
             answers=self.answer_classes.values(),
             suite=self.suite.to_json(),
+            label_warnings=self._label_warnings(),
             # The comparisons themselves only for whoever reads them: most of the report's cost.
             with_results=self.results_read(),
         )

@@ -64,13 +64,17 @@ def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str 
     return scores
 
 
-def labelled_ids(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], list[str]]:
-    """The ids of the distinct evaluations with a labelled score, per (metric, method)."""
-    ids: dict[tuple[str, str | None], list[str]] = {}
+def labelled_ids(
+    rows: Iterable[Mapping[str, Any]],
+) -> tuple[dict[tuple[str, str | None], list[str]], dict[tuple[str, str | None], list[str]]]:
+    """Per (metric, method): the ids of the distinct evaluations with a labelled score, and of all."""
+    labelled: dict[tuple[str, str | None], list[str]] = {}
+    scored: dict[tuple[str, str | None], list[str]] = {}
     for key, sample in _distinct_samples(rows):
+        scored.setdefault(key, []).append(str(sample.get("id")))
         if sample.get("labelled") is not None:
-            ids.setdefault(key, []).append(str(sample.get("id")))
-    return ids
+            labelled.setdefault(key, []).append(str(sample.get("id")))
+    return labelled, scored
 
 
 def corrected_means(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], dict[str, Any]]:
@@ -180,6 +184,7 @@ def build_report(
     answers: Iterable[tuple[str, Iterable[str]]] = (),
     with_results: bool = True,
     suite: Mapping[str, Any] | None = None,
+    label_warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The plain-JSON run report that every renderer reads.
 
@@ -195,7 +200,8 @@ def build_report(
     ``judge_controls`` is the negative controls' outcome (see :func:`~pytest_ragmetrics.calibration.
     controls.run_controls`), if they were judged: ``summary["judge_controls"]``.
     ``answers`` holds what each distinct judgment decided, ``(kind, classes)``: a kind whose answers
-    are nearly all alike gets a warning in ``summary["judge_warnings"]``.
+    are nearly all alike gets a warning in ``summary["judge_warnings"]``; so does each of
+    ``label_warnings`` (why the labelled samples behind the corrected means may not be a uniform sample).
     ``suite`` records the tests the run collected before deselection and those it ran (see
     :class:`pytest_ragmetrics._run.SuiteRecord`); ``summary["suite"]``, read by ``report merge``.
     The settings that change scores are recorded in ``summary["scoring"]``, for the same reason.
@@ -235,6 +241,7 @@ def build_report(
         **({"suite": dict(suite)} if suite else {}),
     }
     warnings = degenerate_kinds(answers)
+    warnings += [{"kind": "labelled_sample", "message": message} for message in label_warnings]
     if warnings:
         summary["judge_warnings"] = warnings
     if judge_check is not None:

@@ -1,0 +1,177 @@
+"""Which samples to label: a seeded uniform sample of a golden set, and the record of how it was drawn.
+
+A judge-corrected mean (:func:`pytest_ragmetrics.stats.corrected_mean`) is honest only when the
+labelled samples are a uniform random sample of the samples the judge scored: labelling the samples
+the judge got wrong, or the easy ones, moves the estimate by exactly that choice.
+``python -m pytest_ragmetrics labels sample --n 50 --seed 1 golden.jsonl`` draws the ids to label and
+writes how they were drawn to ``labels.sample.json``; kept beside the labelled set and named after it
+(``labels.jsonl`` -> ``labels.sample.json``), the run reads it and warns when the samples with labels
+are not the drawn ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["COMMAND", "draw_ids", "draw_record", "draw_warnings", "read_draw", "record_path"]
+
+#: The command that draws a labelling sample, as messages name it.
+COMMAND = "python -m pytest_ragmetrics labels sample"
+
+#: How the ids are drawn, recorded with them.
+METHOD = "uniform without replacement: random.Random(seed).sample of the golden set's ids in file order"
+
+
+def draw_ids(ids: Sequence[str], n: int, seed: int) -> list[str]:
+    """``n`` of ``ids`` drawn uniformly without replacement with ``random.Random(seed)``, in file order."""
+    if n < 1:
+        raise ValueError(f"--n must be at least 1, got {n}")
+    if n > len(ids):
+        raise ValueError(f"--n {n} is more than the {len(ids)} samples of the golden set")
+    chosen = set(random.Random(seed).sample(range(len(ids)), n))
+    return [sample_id for i, sample_id in enumerate(ids) if i in chosen]
+
+
+def draw_record(golden: Path, shown: str, ids: Sequence[str], n: int, seed: int) -> dict[str, Any]:
+    """The record of a draw: the golden set (name and sha256), its size, n, the seed, the method, the ids."""
+    return {
+        "drawn_by": f"{COMMAND} --n {n} --seed {seed} {shown}",
+        "golden": shown,
+        "golden_sha256": hashlib.sha256(golden.read_bytes()).hexdigest(),
+        "population": len(ids),
+        "n": n,
+        "seed": seed,
+        "method": METHOD,
+        "ids": draw_ids(ids, n, seed),
+    }
+
+
+def record_path(labels: str | Path) -> Path:
+    """Where the record of the labelled set ``labels`` is kept: ``labels.jsonl`` -> ``labels.sample.json``."""
+    path = Path(labels)
+    return path.with_name(f"{path.stem}.sample.json")
+
+
+def read_draw(path: Path) -> Mapping[str, Any]:
+    """A draw record; ``ValueError`` naming the file when it is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path.name}: cannot read the labelling sample's record: {exc}") from None
+    ids = data.get("ids") if isinstance(data, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"{path.name}: not a record written by {COMMAND} (no list of 'ids')")
+    return data  # type: ignore[no-any-return]
+
+
+def _listed(ids: Iterable[str], limit: int = 5) -> str:
+    ordered = sorted(ids)
+    return ", ".join(ordered[:limit]) + (f" and {len(ordered) - limit} more" if len(ordered) > limit else "")
+
+
+def draw_warnings(
+    labelled: Mapping[Any, Iterable[str]],
+    scored: Mapping[Any, Iterable[str]],
+    record: Mapping[str, Any] | None,
+    source: str,
+    problem: str | None = None,
+) -> list[str]:
+    """Why the labelled samples may not be a uniform sample, one message each (none when they are).
+
+    ``labelled`` maps a metric to the ids of its samples with a labelled score, ``scored`` to the ids
+    of every sample it scored; ``record`` is the draw record found beside the labelled set ``source``
+    (None: there is none; ``problem``: it could not be read).
+    """
+    ids = {i for group in labelled.values() for i in group}
+    if not ids:
+        return []
+    where = record_path(source).name
+    if problem is not None:
+        return [f"{problem}; the corrected means assume the labelled samples are a uniform random sample"]
+    if record is None:
+        return [
+            f"the {len(ids)} labelled samples of {source} were not drawn by {COMMAND} (no {where}): the "
+            "corrected means assume they are a uniform random sample of the samples scored; draw the "
+            f"samples to label with {COMMAND} --n N --seed S GOLDEN --out {where}"
+        ]
+    drawn = set(record["ids"])
+    messages = []
+    outside = ids - drawn
+    if outside:
+        messages.append(
+            f"{len(outside)} labelled samples were not drawn ({_listed(outside)}; {where} lists the "
+            "drawn ones): labels chosen by hand can move the corrected means by that choice"
+        )
+    missing = {
+        i for metric, group in labelled.items() for i in (drawn & set(scored.get(metric, ()))) - set(group)
+    }
+    if missing:
+        messages.append(
+            f"{len(missing)} drawn samples the run scored have no labelled score for every judged metric "
+            f"({_listed(missing)}): label every judgment of them in {source}, or the labelled samples are "
+            "no longer the uniform sample drawn"
+        )
+    return messages
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def add_parser(commands: Any) -> None:
+    """``labels sample``: draw a seeded uniform sample of a golden set's ids to label."""
+    labels = commands.add_parser("labels", help="choose what to label for the judge-corrected means")
+    actions = labels.add_subparsers(dest="action", metavar="ACTION", required=True)
+    sample = actions.add_parser(
+        "sample",
+        help="draw a seeded uniform sample of a golden set's sample ids to label",
+        description="Draw N sample ids of GOLDEN uniformly at random (seeded), print them and record "
+        "how they were drawn. Keep the record beside the labelled set, named after it (labels.jsonl -> "
+        "labels.sample.json): the run then warns when the labelled samples are not the drawn ones.",
+    )
+    sample.add_argument("golden", type=Path, metavar="GOLDEN", help="the golden set (.jsonl, .json or .csv)")
+    sample.add_argument("--n", type=int, required=True, help="how many samples to draw")
+    sample.add_argument("--seed", type=int, required=True, help="the seed of the draw (any integer)")
+    sample.add_argument(
+        "--out",
+        type=Path,
+        default=Path("labels.sample.json"),
+        help="where to write the record (default labels.sample.json, beside labels.jsonl)",
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run ``labels sample``; 0 on success, 4 (a usage error) for a golden set or ``--n`` it cannot use."""
+    from ..loaders import load_samples
+
+    try:
+        samples = load_samples(args.golden)
+        ids = [str(s.id) for s in samples]
+        record = draw_record(args.golden, str(args.golden), ids, args.n, args.seed)
+    except (OSError, ValueError) as exc:
+        print(f"error: labels sample: {exc}", file=err)
+        return 4  # a usage error, as pytest's exit code 4
+    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    try:
+        args.out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"error: labels sample: cannot write {args.out}: {exc}", file=err)
+        return 4
+    print(
+        f"drew {record['n']} of the {record['population']} samples of {args.golden} (seed {args.seed}); "
+        f"wrote {args.out}",
+        file=out,
+    )
+    for sample_id in record["ids"]:
+        print(sample_id, file=out)
+    print(
+        "label every judgment of these samples (each chunk, each reference sentence) in the labelled set, "
+        f"kept beside {args.out.name} as {args.out.name.removesuffix('.sample.json')}.jsonl",
+        file=out,
+    )
+    return 0
