@@ -66,6 +66,9 @@ class RagmetricsSession:
         self.baseline: dict[str, Any] | None = None
         #: The judge check: its labelled items (None: not configured), floors, and outcome.
         self.labels: list[LabelledItem] | None = None
+        #: The labelled set each judged result is also scored from (in every process; the judge check
+        #: runs on ``labels``, in the process that writes the report).
+        self.labelled_set: list[LabelledItem] | None = None
         self.floors: list[Floor] = []
         self.judge_check: dict[str, Any] | None = None
         #: The negative controls (``judge_controls``): the pairs to judge, and the outcome.
@@ -196,6 +199,12 @@ class RagmetricsSession:
             raise pytest.UsageError(f"ragmetrics: {exc}") from None
         if not is_worker(config):
             self._configure_judge_check()
+            self.labelled_set = self.labels
+        elif settings.judge_check:
+            from .calibration.labels import load_labels
+
+            # The controller checks the judge; each worker only scores its samples from the labels too.
+            self.labelled_set = load_labels(settings.judge_check)
         for note in advice(settings, in_pytest=True):
             from .judge.cache import RagMetricsWarning
 
@@ -343,11 +352,11 @@ class RagmetricsSession:
                 runner=self.runner,
                 default_cache_dir=self.default_cache_dir(),
             )
-            if self.labels is not None:
+            if self.labelled_set is not None:
                 from .calibration.labelled import LabelAnswers
 
                 # Each judged result also gets the score the labelled set gives it (corrected means).
-                evaluator.labelled = LabelAnswers(self.labels)
+                evaluator.labelled = LabelAnswers(self.labelled_set)
             self.evaluators[settings] = evaluator
             self.activate()
             evaluator.ahead = self.prefetcher

@@ -1,0 +1,311 @@
+"""Judge-corrected means through real runs: the labelled set of the judge check gives each labelled
+sample the score its labels make, the report puts the corrected mean beside the judge's, and a
+``corrected_mean`` gate decides on the interval's bound. Judged over HTTP by the fake judge server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_ragmetrics import Evaluator, RagSample, Settings
+from pytest_ragmetrics.calibration.labelled import LabelAnswers
+from pytest_ragmetrics.calibration.labels import load_labels
+from pytest_ragmetrics.stats import corrected_mean
+from pytest_ragmetrics.testing import FakeJudgeServer
+
+pytest_plugins = ["pytester"]
+
+SIZE = 20
+
+
+def fact(i: int) -> str:
+    return f"Fact {i} is that the sky is blue."
+
+
+def noise(i: int) -> str:
+    return f"Noise {i} is about something else."
+
+
+def golden() -> list[dict[str, Any]]:
+    """Even samples rank the useful chunk first (precision 1.0), odd ones second (0.5)."""
+    return [
+        {
+            "id": f"s{i:02d}",
+            "question": f"What is fact {i}?",
+            "contexts": [fact(i), noise(i)] if i % 2 == 0 else [noise(i), fact(i)],
+            "ground_truth": fact(i),
+        }
+        for i in range(SIZE)
+    ]
+
+
+def truth(i: int) -> float:
+    return 1.0 if i % 2 == 0 else 0.5
+
+
+def judged(i: int) -> float:
+    # The judge also calls the noise useful for every third sample: an odd one then scores 1.0.
+    return 1.0 if i % 2 == 0 or i % 3 == 0 else 0.5
+
+
+def biased(body: dict[str, Any]) -> dict[str, Any]:
+    payload = json.loads(body["messages"][1]["content"])
+    i = int(payload["question"].split()[-1].rstrip("?"))
+    useful = payload["chunk"].startswith("Fact") or i % 3 == 0
+    return {"reason": "biased", "useful": useful}
+
+
+def labels_for(ids: list[int]) -> str:
+    items = [
+        {
+            "kind": "context_precision",
+            "question": f"What is fact {i}?",
+            "reference": fact(i),
+            "chunk": chunk,
+            "useful": chunk == fact(i),
+        }
+        for i in ids
+        for chunk in (fact(i), noise(i))
+    ]
+    return "".join(json.dumps(item) + "\n" for item in items)
+
+
+TESTS = """
+    import pytest
+    from pytest_ragmetrics import assert_context_precision
+
+    @pytest.mark.ragmetrics(samples="golden.jsonl")
+    def test_golden(rag_sample):
+        assert_context_precision(rag_sample) >= 0.0
+"""
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    pytester.makeini("[pytest]\nrag_judge_check = labels.jsonl\n")
+    pytester.makefile(".jsonl", golden="\n".join(json.dumps(row) for row in golden()))
+    pytester.makepyfile(test_golden=TESTS)
+    return pytester
+
+
+def draw(pytester, n: int, seed: int) -> list[int]:
+    """Draw the samples to label with the command, as a user would; their numbers."""
+    from pytest_ragmetrics.__main__ import main
+
+    golden_path, out = pytester.path / "golden.jsonl", pytester.path / "labels.sample.json"
+    assert (
+        main(["labels", "sample", "--n", str(n), "--seed", str(seed), str(golden_path), "--out", str(out)])
+        == 0
+    )
+    record = json.loads((pytester.path / "labels.sample.json").read_text())
+    assert (record["population"], record["n"], record["seed"]) == (SIZE, n, seed)
+    return [int(sample_id[1:]) for sample_id in record["ids"]]
+
+
+def run(pytester, server: FakeJudgeServer, *args: str) -> Any:
+    return pytester.runpytest_subprocess(
+        f"--rag-judge-base-url={server.base_url}", "--rag-report-json=report.json", "-p", "no:randomly", *args
+    )
+
+
+def summary_of(pytester, metric: str = "context_precision") -> dict[str, Any]:
+    report = json.loads((pytester.path / "report.json").read_text())
+    return next(m for m in report["summary"]["metrics"] if m["metric"] == metric)
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["one process", "-n 2"])
+def test_the_corrected_mean_stands_beside_the_judges_and_gates_decide_on_its_bound(project, xdist):
+    labelled = draw(project, 8, seed=3)
+    project.path.joinpath("labels.jsonl").write_text(labels_for(labelled))
+    gates = [
+        "context_precision mean >= 0.8",
+        "context_precision corrected_mean >= 0.3",
+        "context_precision corrected_mean <= 1",
+        "context_precision corrected_mean >= 0.8",
+    ]
+    with FakeJudgeServer(biased) as server:
+        result = run(project, server, "--rag-report", *xdist, *(f"--rag-gate={g}" for g in gates))
+    result.assert_outcomes(passed=SIZE)
+    others = [i for i in range(SIZE) if i not in labelled]
+    expected = corrected_mean(
+        [truth(i) for i in labelled], [judged(i) for i in labelled], [judged(i) for i in others]
+    )
+    metric = summary_of(project)
+    assert metric["mean"] == pytest.approx(sum(judged(i) for i in range(SIZE)) / SIZE, abs=1e-6)
+    corrected = metric["corrected"]
+    assert (corrected["labelled"], corrected["unlabelled"]) == (8, SIZE - 8)
+    assert corrected["labels_mean"] == pytest.approx(sum(truth(i) for i in labelled) / 8, abs=1e-6)
+    assert corrected["mean"] == pytest.approx(expected.mean, abs=1e-6)
+    assert (corrected["low"], corrected["high"]) == pytest.approx(
+        (expected.low, min(1.0, expected.high)), abs=1e-6
+    )
+    assert corrected["weight"] == pytest.approx(expected.weight, abs=1e-6)
+    result.stdout.fnmatch_lines(
+        [
+            "*metric * n * mean * min * max * corrected [[]95% CI[]]*",
+            f"*context_precision * 20 * {metric['mean']:.3f} * {expected.mean:.3f} [[]{expected.low:.3f}, *",
+            "*corrected context_precision: 8 labelled + 12 judged only, weight *",
+        ]
+    )
+    assert "were not drawn" not in result.stdout.str()
+    # The judge's own mean (0.825) passes >= 0.8; the corrected one (0.746, the labels' truth is 0.75)
+    # does not, and its interval's lower bound decides.
+    assert expected.low < expected.mean < 0.8 < metric["mean"]
+    report = json.loads((project.path / "report.json").read_text())
+    outcomes = [(g["spec"], g["passed"], g.get("bound")) for g in report["summary"]["gates"]]
+    assert outcomes == [
+        (gates[0], True, None),
+        (gates[1], True, "lower"),
+        (gates[2], True, "upper"),
+        (gates[3], False, "lower"),
+    ]
+    assert report["summary"]["gates"][3]["value"] == pytest.approx(expected.low, abs=1e-6)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["FAIL  context_precision corrected_mean >= 0.8  value*"])
+
+
+def test_a_corrected_mean_gate_without_labelled_samples_fails_saying_why(project):
+    project.path.joinpath("labels.jsonl").write_text(labels_for([99]))  # a question the run never asks
+    with FakeJudgeServer(biased) as server:
+        result = run(project, server, "--rag-gate=context_precision corrected_mean >= 0.5")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*gate failed: context_precision corrected_mean >= 0.5*no labelled samples*"]
+    )
+
+
+def test_labelled_samples_not_drawn_by_the_command_are_warned_about(project):
+    with FakeJudgeServer(biased) as server:
+        project.path.joinpath("labels.jsonl").write_text(labels_for([1, 3, 5]))
+        undrawn = run(project, server)
+        labelled = draw(project, 4, seed=7)
+        hand_picked = next(i for i in range(SIZE) if i not in labelled)
+        project.path.joinpath("labels.jsonl").write_text(labels_for([*labelled[:-1], hand_picked]))
+        mixed = run(project, server)
+    undrawn.stdout.fnmatch_lines(
+        [
+            "*ragmetrics warning: the 3 labelled samples of labels.jsonl were not drawn by python -m "
+            "pytest_ragmetrics labels sample (no labels.sample.json)*"
+        ]
+    )
+    mixed.stdout.fnmatch_lines(
+        [
+            f"*ragmetrics warning: 1 labelled samples were not drawn (s{hand_picked:02d}; *",
+            f"*ragmetrics warning: 1 drawn samples the run scored have no labelled score * (s{labelled[-1]:02d})*",
+        ]
+    )
+
+
+def test_the_labels_sample_command_is_seeded_and_refuses_what_it_cannot_draw(tmp_path, capsys):
+    from pytest_ragmetrics.__main__ import main
+
+    golden_path = tmp_path / "golden.jsonl"
+    golden_path.write_text("\n".join(json.dumps(row) for row in golden()))
+    outs = []
+    for name in ("a", "b"):
+        assert (
+            main(
+                [
+                    "labels",
+                    "sample",
+                    "--n",
+                    "5",
+                    "--seed",
+                    "3",
+                    str(golden_path),
+                    "--out",
+                    str(tmp_path / name),
+                ]
+            )
+            == 0
+        )
+        outs.append(json.loads((tmp_path / name).read_text()))
+    assert outs[0]["ids"] == outs[1]["ids"] and len(set(outs[0]["ids"])) == 5
+    other = tmp_path / "c"
+    assert main(["labels", "sample", "--n", "5", "--seed", "4", str(golden_path), "--out", str(other)]) == 0
+    assert json.loads(other.read_text())["ids"] != outs[0]["ids"]
+    capsys.readouterr()
+    assert main(["labels", "sample", "--n", "21", "--seed", "3", str(golden_path)]) == 4
+    assert "--n 21 is more than the 20 samples of the golden set" in capsys.readouterr().err
+    assert main(["labels", "sample", "--n", "2", "--seed", "3", str(tmp_path / "missing.jsonl")]) == 4
+    assert "missing.jsonl" in capsys.readouterr().err
+
+
+QUESTION = "Where is France and what is its capital?"
+REFERENCE = "France is in Western Europe. Its capital is Paris."
+PARIS = "Paris is the capital of France."
+EUROPE = "France is in Western Europe."
+
+
+def test_each_judged_metric_gets_the_score_its_labels_make(tmp_path, monkeypatch):
+    """Precision, recall, graded, sentence and binary relevance, scored from the labels by the
+    metrics' own formulas; the judge says yes to everything."""
+    items = [
+        {"kind": "context_precision", "question": QUESTION, "reference": REFERENCE, "chunk": EUROPE, "useful": False},
+        {"kind": "context_precision", "question": QUESTION, "reference": REFERENCE, "chunk": PARIS, "useful": True},
+        {"kind": "context_recall", "question": QUESTION, "contexts": [PARIS, EUROPE], "reference": REFERENCE,
+         "attributed": [True, False]},
+        {"kind": "context_relevance_graded", "question": QUESTION, "chunk": EUROPE, "rating": 1},
+        {"kind": "context_relevance_graded", "question": QUESTION, "chunk": PARIS, "rating": 2},
+        {"kind": "context_relevance_sentences", "question": QUESTION, "chunk": EUROPE, "relevant_sentences": []},
+        {"kind": "context_relevance_sentences", "question": QUESTION, "chunk": PARIS, "relevant_sentences": [1]},
+    ]  # fmt: skip
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(i) + "\n" for i in items))
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    sample = RagSample(QUESTION, [EUROPE, PARIS], REFERENCE, id="q")
+    unlabelled = RagSample(QUESTION, [EUROPE, "Lyon is a city in France."], REFERENCE, id="u")
+    with FakeJudgeServer() as server:  # conforming answers: every chunk useful, rated 2, all attributed
+        settings = Settings(judge_base_url=server.base_url, cache_dir=str(tmp_path / "cache"))
+        with Evaluator(settings) as ev:
+            ev.labelled = LabelAnswers(load_labels(path))
+            scored = {
+                name: ev.score(sample, metric, method)
+                for name, metric, method in [
+                    ("precision", "context_precision", None),
+                    ("recall", "context_recall", None),
+                    ("graded", "context_relevance", "graded"),
+                    ("sentence", "context_relevance", "sentence"),
+                    ("binary", "context_relevance", "binary"),
+                    ("claims", "context_recall", "claims"),
+                ]
+            }
+            other = ev.score(unlabelled, "context_precision")
+    assert {name: r.labelled for name, r in scored.items()} == {
+        "precision": 0.5,  # useful only at rank 2
+        "recall": 0.5,
+        "graded": pytest.approx(0.75),
+        "sentence": 0.5,  # one of the two sentences
+        "binary": 0.5,
+        "claims": None,  # claims are never labelled
+    }
+    assert scored["precision"].score == 1.0 and scored["graded"].score == 1.0  # the judge's own
+    assert other.labelled is None  # a chunk nobody labelled
+    assert scored["precision"].score_json()["labelled"] == 0.5
+    assert "labelled" not in other.score_json()
+
+
+def test_a_sample_nothing_was_retrieved_for_has_no_labelled_score(tmp_path):
+    items = [
+        {
+            "kind": "context_precision",
+            "question": QUESTION,
+            "reference": REFERENCE,
+            "chunk": PARIS,
+            "useful": True,
+        }
+    ]
+    path = tmp_path / "labels.jsonl"
+    path.write_text(json.dumps(items[0]) + "\n")
+    with Evaluator(Settings(cache="off"), judge=_Never()) as ev:
+        ev.labelled = LabelAnswers(load_labels(path))
+        result = ev.score(RagSample(QUESTION, [], REFERENCE), "context_precision")
+    assert result.score == 0.0 and result.labelled is None
+
+
+class _Never:
+    async def judge(self, request):  # pragma: no cover - nothing is judged
+        raise AssertionError("judged")
