@@ -132,6 +132,9 @@ class SampleResult(TypedDict, total=False):
     splitter: str | None
     #: Label metrics only: whether any retrieved id is labelled at all.
     labels_found: bool
+    #: With a labelled set: the score the labels give the sample by the same formula, when every
+    #: judgment behind it is labelled (the judge-corrected means' labelled samples).
+    labelled: float
 
 
 class _ResultRowRequired(TypedDict):
@@ -226,6 +229,10 @@ class GateRow(TypedDict, total=False):
     not_measured: int
     #: Not evaluated: a partial run (selected tests, ``--allow-partial``) never scored the metric.
     skipped: bool
+    #: ``corrected_mean`` gates: the corrected mean the gate read, and which bound of its interval
+    #: decided (``"lower"`` for ``>=`` and ``>``, ``"upper"`` for ``<=`` and ``<``).
+    corrected: CorrectedMean
+    bound: str
 
 
 class JudgeSummary(TypedDict, total=False):
