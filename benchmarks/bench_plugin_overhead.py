@@ -1,13 +1,14 @@
 """What the installed plugin costs a pytest run that never uses it.
 
-Prints the import time of the plugin module (pytest already imported) and the median CPU time of a
-trivial 200-test suite with the plugin enabled and with ``-p no:ragmetrics``. Target: at most 20 ms.
+Prints the import time of the plugin module (pytest already imported), then for a trivial suite of
+200 and of 2,000 tests the median CPU time with the plugin enabled and with ``-p no:ragmetrics``, run
+in turn, and the median of the paired ratios. Bound: at most 1.02 x the CPU of ``-p no:ragmetrics``.
+It also runs the suite with ``--setup-show`` and prints the ragmetrics fixtures set up (bound: none).
 
-CPU time on a busy machine wanders by more than the target from run to run; ``--instructions`` also
-counts the instructions both runs execute under valgrind (callgrind), which barely vary, and converts
-the difference to milliseconds at the plain run's median CPU time.
+CPU time on a busy machine wanders from run to run; ``--instructions`` also counts the instructions
+both runs execute under valgrind (callgrind), which barely vary.
 
-    python benchmarks/bench_plugin_overhead.py [--runs 21] [--instructions]
+    python benchmarks/bench_plugin_overhead.py [--runs 21] [--tests 200 2000] [--instructions]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ IMPORT = (
     "import time, pytest; t = time.perf_counter(); import pytest_ragmetrics.plugin; "
     "print(time.perf_counter() - t)"
 )
+BOUND = 1.02
 
 
 def paired_runs(commands: list[list[str]], cwd: Path, runs: int) -> list[list[float]]:
@@ -58,9 +60,17 @@ def instructions(cmd: list[str], cwd: Path) -> int:
     return int(match.group(1).replace(",", ""))
 
 
+def ragmetrics_fixtures(cmd: list[str], cwd: Path) -> list[str]:
+    """The ragmetrics fixtures ``--setup-show`` lists (the plugin's fixture names)."""
+    out = subprocess.run([*cmd, "--setup-show"], cwd=cwd, capture_output=True, text=True, env=ENV)
+    names = re.findall(r"(?:SETUP|TEARDOWN)\s+[SPMCF]\s+(\S+)", out.stdout)
+    return sorted({n for n in names if "rag" in n})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--tests", type=int, nargs="+", default=[200, 2000])
     parser.add_argument(
         "--instructions", action="store_true", help="also count instructions under valgrind (slow, steady)"
     )
@@ -81,36 +91,36 @@ def main() -> None:
         )
         for _ in range(args.runs)
     ]
+    print(f"load {os.getloadavg()[0]:.1f}; cpus {os.cpu_count()}")
     print(
         f"import pytest_ragmetrics.plugin: median {statistics.median(imports) * 1000:.2f} ms "
         f"over {args.runs} fresh interpreters"
     )
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "pytest.ini").write_text("[pytest]\n")
-        body = "\n".join(f"def test_{i}():\n    assert {i} == {i}\n" for i in range(200))
-        (root / "test_plain.py").write_text(body)
-        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        commands = [base, [*base, "-p", "no:ragmetrics"]]
-        paired_runs(commands, root, 2)  # warm the file system cache and the .pyc files
-        with_plugin, without = paired_runs(commands, root, args.runs)
-        counts = [instructions(cmd, root) for cmd in commands] if args.instructions else None
-    diffs = [a - b for a, b in zip(with_plugin, without, strict=True)]
-    print(f"200 plain tests, plugin enabled  : median CPU {statistics.median(with_plugin) * 1000:.1f} ms")
-    print(f"200 plain tests, -p no:ragmetrics: median CPU {statistics.median(without) * 1000:.1f} ms")
-    print(
-        f"overhead of the unused plugin    : median of paired differences "
-        f"{statistics.median(diffs) * 1000:+.1f} ms over {args.runs} pairs (target <= 20 ms)"
-    )
-    if counts is not None:
-        share = (counts[0] - counts[1]) / counts[1]
-        extra = share * statistics.median(without) * 1000
+    for count in args.tests:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / "pytest.ini").write_text("[pytest]\n")
+            body = "\n".join(f"def test_{i}():\n    assert {i} == {i}\n" for i in range(count))
+            (root / "test_plain.py").write_text(body)
+            base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+            commands = [base, [*base, "-p", "no:ragmetrics"]]
+            paired_runs(commands, root, 2)  # warm the file system cache and the .pyc files
+            with_plugin, without = paired_runs(commands, root, args.runs)
+            fixtures = ragmetrics_fixtures(base, root)
+            counts = [instructions(cmd, root) for cmd in commands] if args.instructions else None
+        ratios = [a / b for a, b in zip(with_plugin, without, strict=True)]
+        ratio = statistics.median(ratios)
+        print(f"{count:,} plain tests, plugin enabled  : median CPU {statistics.median(with_plugin) * 1000:.1f} ms")
+        print(f"{count:,} plain tests, -p no:ragmetrics: median CPU {statistics.median(without) * 1000:.1f} ms")
         print(
-            f"instructions (callgrind)         : {counts[0]:,} enabled, {counts[1]:,} disabled: "
-            f"{share * 100:+.2f}%, about {extra:+.1f} ms at the plain run's median CPU "
-            f"(target <= 20 ms, ratio {extra / 20:.2f})"
+            f"  ratio (median of {args.runs} paired runs): {ratio:.3f} x (bound <= {BOUND} x: "
+            f"{'met' if ratio <= BOUND else 'NOT met'}); ragmetrics fixtures in --setup-show: "
+            f"{', '.join(fixtures) or 'none'}"
         )
+        if counts is not None:
+            share = counts[0] / counts[1]
+            print(f"  instructions (callgrind): {counts[0]:,} enabled, {counts[1]:,} disabled: {share:.3f} x")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import warnings
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -29,7 +30,9 @@ _MARKER_HELP = (
 
 _rows_key = pytest.StashKey[list[dict[str, Any]]]()
 _numbers_key = pytest.StashKey[int]()
-_config_key = pytest.StashKey[Any]()
+_config_scope_key = pytest.StashKey[bool]()
+_marked_key = pytest.StashKey[list[pytest.Item]]()
+_CONFIG_FIXTURE = "ragmetrics_config"
 _suite_property_key = pytest.StashKey[Callable[[str, object], None]]()
 
 
@@ -167,9 +170,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from .errors import ConfigError
 
     seen: set[int] = set()
+    marked = config.stash[_marked_key] = []
     for item in items:
         if "ragmetrics" not in item.keywords:
             continue
+        marked.append(item)
         for mark in item.iter_markers("ragmetrics"):
             if id(mark) not in seen:
                 seen.add(id(mark))
@@ -183,7 +188,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    _session(session.config).collected(session, any(_uses_marker(item) for item in session.items))
+    # Only the tests seen with the marker before deselection can have it now.
+    marked = session.config.stash.get(_marked_key, [])
+    selected = set(session.items) if marked else set()
+    uses_marker = any(item in selected and _uses_marker(item) for item in marked)
+    _session(session.config).collected(session, uses_marker)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -207,9 +216,10 @@ def ragmetrics_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def rag_evaluator(request: pytest.FixtureRequest) -> Evaluator:
+def rag_evaluator(request: pytest.FixtureRequest, ragmetrics_config: Any) -> Evaluator:
     """The evaluator configured for this test (ini/env/CLI, ragmetrics_config fixture, marker)."""
-    return _evaluator_for(request.node)
+    session = _session(request.config)
+    return session.evaluator(session.test_settings(request.node, ragmetrics_config))
 
 
 @pytest.fixture
@@ -220,26 +230,54 @@ def rag_sample(request: pytest.FixtureRequest) -> Any:
     return request.param
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def _ragmetrics_suite_properties(request: pytest.FixtureRequest, record_testsuite_property: Any) -> None:
     """Keeps pytest's ``record_testsuite_property`` for the gates' outcomes, known only at the end of
-    the run (a no-op without ``--junitxml``; an xdist controller runs no fixtures, so none there)."""
+    the run. Set up only in a run with gates and ``--junitxml`` (an xdist controller runs no
+    fixtures, so none there)."""
     request.config.stash[_suite_property_key] = record_testsuite_property
 
 
-@pytest.fixture(autouse=True)
-def _ragmetrics_test_config(request: pytest.FixtureRequest, ragmetrics_config: Any) -> None:
-    """Keeps the test's ``ragmetrics_config`` for the scores it takes. Asked for by every test (pytest
-    offers no public way from a test item to its fixtures later), and at setup, so that a score taken
-    in a fixture's teardown finds it too."""
-    request.node.stash[_config_key] = ragmetrics_config
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    ragmetrics = session.config.stash.get(session_key, None)
+    if ragmetrics is not None and ragmetrics.gates and session.config.getoption("xmlpath", None):
+        session.add_marker(pytest.mark.usefixtures("_ragmetrics_suite_properties"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Module | pytest.Class, name: str, obj: object) -> None:
+    """Before a module's or class's tests are made: where ``ragmetrics_config`` is overridden (in the
+    class, the module, a conftest above it or another plugin), its tests set it up, so that a score
+    taken even in a fixture's teardown finds it. Elsewhere it is the default, and nothing is set up."""
+    if collector.stash.get(_config_scope_key, False):
+        return None
+    collector.stash[_config_scope_key] = True
+    if hasattr(collector.obj, _CONFIG_FIXTURE) or (
+        isinstance(collector, pytest.Module) and _config_overridden_above(collector)
+    ):
+        collector.add_marker(pytest.mark.usefixtures(_CONFIG_FIXTURE))
+    return None
+
+
+def _config_overridden_above(module: pytest.Module) -> bool:
+    """A conftest in the module's directory or above, or another plugin, overrides ``ragmetrics_config``."""
+    manager = module.config.pluginmanager
+    for plugin in manager.get_plugins():
+        if _CONFIG_FIXTURE in getattr(plugin, "__dict__", ()) and plugin is not sys.modules[__name__]:
+            name = manager.get_name(plugin) or ""
+            if not name.endswith("conftest.py"):  # another plugin's fixtures are seen everywhere
+                return True
+            if Path(name).parent in module.path.parents:
+                return True
+    return False
 
 
 def _evaluator_for(item: pytest.Item) -> Evaluator:
     """The evaluator for ``item``'s settings (see :func:`pytest_ragmetrics.settings.for_test`)."""
     session = _session(item.config)
-    # None: a score taken in a fixture set up before the test's own (a session fixture, say).
-    config = item.stash.get(_config_key, None)
+    # None where ragmetrics_config is the default, and for a score taken in a fixture set up before it.
+    config = getattr(item, "funcargs", {}).get(_CONFIG_FIXTURE)
     return session.evaluator(session.test_settings(item, config))
 
 

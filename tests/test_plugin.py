@@ -424,6 +424,39 @@ def test_a_score_in_a_fixture_teardown_follows_the_config_fixture(project, judge
     assert {r.body["model"] for r in judge_server.requests} == {"fixture-model"}
 
 
+def test_a_suite_that_does_not_use_ragmetrics_sets_up_none_of_its_fixtures(pytester):
+    """--setup-show of tests that never score, take a ragmetrics fixture or see an override of it."""
+    pytester.makeconftest("""
+        import pytest
+
+        @pytest.fixture
+        def number():
+            return 3
+    """)
+    pytester.makepyfile(test_plain="def test_one(number):\n    assert number == 3\n\ndef test_two():\n    pass\n")
+    result = pytester.runpytest("--setup-show", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*SETUP    F number*"])
+    assert "rag" not in "\n".join(line for line in result.outlines if "SETUP" in line or "TEARDOWN" in line)
+
+
+def test_a_config_fixture_in_a_conftest_is_set_up_only_under_its_directory(pytester, judge_server):
+    pytester.makepyfile(samples=SAMPLES)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    strict = pytester.mkdir("strict")
+    (strict / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture\ndef ragmetrics_config():\n    return {'judge_model': 'strict-model'}\n"
+    )
+    test = "from pytest_ragmetrics import assert_context_relevance\nfrom samples import GOOD\n\n" \
+        "def test_{0}():\n    assert_context_relevance(GOOD) >= 0.5\n"
+    (strict / "test_strict.py").write_text(test.format("strict"))
+    (pytester.mkdir("other") / "test_other.py").write_text(test.format("other"))
+    result = pytester.runpytest("--setup-show", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_other.py::test_other .", "*test_strict.py*", "*SETUP    F ragmetrics_config*"])
+    assert {r.body["model"] for r in judge_server.requests} == {"strict-model", "gpt-4o-mini"}
+
+
 def test_config_fixture_from_a_module_a_class_or_a_parameter_applies_only_where_it_is_given(
     project, judge_server
 ):
