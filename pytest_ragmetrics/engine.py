@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from . import _scope
 from ._aio import gather_or_cancel, map_bounded
 from .errors import ConfigError, JudgeCallCapReached, RagMetricsError
-from .judgments import answer_classes
+from .kinds import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples

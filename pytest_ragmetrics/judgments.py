@@ -23,6 +23,10 @@ The user message is a JSON document, so text inside a chunk is always a JSON str
 never pass itself off as instructions or close a delimiter. Every prompt has a version that is part of
 the cache key: change a prompt or how its inputs are rendered, bump its version
 (``tests/test_engine.py`` pins both).
+
+Everything particular to a kind is in its :class:`JudgmentKind` entry (:data:`RETRIEVAL_KINDS`), and
+:data:`.kinds.KINDS` is the one table of every kind that the metrics, the judge check, the negative
+controls, drift and ``store rejudge`` learn a kind from.
 """
 
 from __future__ import annotations
@@ -31,9 +35,12 @@ import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .judge.base import DeferredRequest, JudgeAnswer, JudgeRequest
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 PRECISION = "context_precision"
 RECALL = "context_recall"
@@ -282,14 +289,6 @@ class Prompt:
     system: str
 
 
-PROMPTS: Mapping[str, Prompt] = {
-    PRECISION: Prompt("precision-4", _PRECISION_PROMPT),
-    RECALL: Prompt("recall-3", _RECALL_PROMPT),
-    CLAIMS: Prompt("claims-1", _CLAIMS_PROMPT),
-    SENTENCES: Prompt("sentences-4", _SENTENCES_PROMPT),
-    GRADED: Prompt("graded-4", _GRADED_PROMPT),
-}
-
 #: Precision judged against the system's own answer (the sample has no reference answer).
 PRECISION_WITHOUT_REFERENCE = Prompt("precision-answer-4", _PRECISION_ANSWER_PROMPT)
 
@@ -349,36 +348,6 @@ def _graded_schema() -> dict[str, Any]:
     return _object({"reason": _reason(), "rating": {"type": "integer", "enum": [0, 1, 2]}})
 
 
-def _schema_for(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    if kind == PRECISION:
-        return _precision_schema()
-    if kind == RECALL:
-        return _recall_schema(_first(inputs), len(inputs["reference_sentences"]))
-    if kind == CLAIMS:
-        return _claims_schema(_first(inputs), len(inputs["reference_sentences"]))
-    if kind == SENTENCES:
-        return _sentences_schema(_first(inputs), len(inputs["sentences"]))
-    return _graded_schema()
-
-
-def _prompt_for(kind: str, inputs: Mapping[str, Any]) -> Prompt:
-    if kind == PRECISION and inputs.get("reference_kind") == "answer":
-        return PRECISION_WITHOUT_REFERENCE
-    return PROMPTS[kind]
-
-
-def _messages(kind: str, inputs: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
-    return (
-        {"role": "system", "content": _prompt_for(kind, inputs).system},
-        {
-            "role": "user",
-            # Compact JSON: the C encoder, many times faster than an indented dump, and no less
-            # clear to a model. The rendering is part of the prompt: change it, bump the versions.
-            "content": json.dumps(_user_payload(kind, inputs), ensure_ascii=False),
-        },
-    )
-
-
 def _request(
     kind: str,
     inputs: Mapping[str, Any],
@@ -389,22 +358,8 @@ def _request(
     derived: tuple[str, ...] = (),
     check_derived: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> JudgeRequest:
-    # Deferred: the messages are rendered only for a judge call, never for a recorded answer.
-    return DeferredRequest(
-        kind=kind,
-        prompt_version=_prompt_for(kind, inputs).version,
-        model=params.model,
-        schema_name=kind,
-        base_inputs=inputs,
-        schema_for=_schema_for,
-        render=_messages,
-        derive=derive,
-        derived=derived,
-        check_derived=check_derived,
-        temperature=params.temperature,
-        seed=params.seed,
-        n=params.n,
-        label=label,
+    return RETRIEVAL_KINDS[kind].request(
+        inputs, params, label, derive=derive, derived=derived, check_derived=check_derived
     )
 
 
@@ -412,20 +367,22 @@ def _numbered(items: Sequence[str], first: int = 1) -> dict[str, str]:
     return {str(i): text for i, text in enumerate(items, start=first)}
 
 
-def _user_payload(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    if kind in (RECALL, CLAIMS):
-        return {
-            "question": inputs["question"],
-            "contexts": _numbered(inputs["contexts"]),
-            "reference_sentences": _numbered(inputs["reference_sentences"], _first(inputs)),
-        }
-    if kind == SENTENCES:
-        return {"question": inputs["question"], "sentences": _numbered(inputs["sentences"], _first(inputs))}
-    if kind == PRECISION:
-        # Named for what it is: the reference answer, or the system's own answer.
-        name = "answer" if inputs["reference_kind"] == "answer" else "reference"
-        return {"question": inputs["question"], name: inputs["reference"], "chunk": inputs["chunk"]}
-    return dict(inputs)
+def _reference_payload(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "question": inputs["question"],
+        "contexts": _numbered(inputs["contexts"]),
+        "reference_sentences": _numbered(inputs["reference_sentences"], _first(inputs)),
+    }
+
+
+def _sentences_payload(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {"question": inputs["question"], "sentences": _numbered(inputs["sentences"], _first(inputs))}
+
+
+def _precision_payload(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    # Named for what it is: the reference answer, or the system's own answer.
+    name = "answer" if inputs["reference_kind"] == "answer" else "reference"
+    return {"question": inputs["question"], name: inputs["reference"], "chunk": inputs["chunk"]}
 
 
 def precision_request(
@@ -737,25 +694,6 @@ def join_recall(
     return decided
 
 
-def answer_classes(request: JudgeRequest, choices: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    """What one judgment decided, as classes that can be counted: ``yes`` / ``no`` (precision; recall,
-    one per reference sentence), the rating ``0`` / ``1`` / ``2`` (graded), ``none`` / ``some`` / ``all``
-    of the sentences (sentence selection)."""
-    if request.kind == PRECISION:
-        return ("yes" if combine_boolean(choices, "useful")[0] else "no",)
-    if request.kind == RECALL:
-        count = len(request.inputs["reference_sentences"])
-        first = _first(request.inputs)
-        return tuple("yes" if ok else "no" for ok, _ in combine_recall(choices, count, first))
-    if request.kind == SENTENCES:
-        chosen = combine_sentences(choices)[0]
-        total = len(request.inputs["sentences"])
-        return ("none" if not chosen else "all" if len(chosen) >= total else "some",)
-    if request.kind == GRADED:
-        return (str(int(combine_rating(choices)[0] + 0.5)),)
-    return ()
-
-
 def combine_rating(choices: Sequence[Mapping[str, Any]]) -> tuple[float, str]:
     """Mean rating (0..2) over choices, and the reason of the choice closest to it."""
     if len(choices) == 1:
@@ -764,3 +702,467 @@ def combine_rating(choices: Sequence[Mapping[str, Any]]) -> tuple[float, str]:
     mean = sum(ratings) / len(ratings)
     closest = min(range(len(ratings)), key=lambda i: (abs(ratings[i] - mean), i))
     return mean, str(choices[closest].get("reason", ""))
+
+
+# --- judgment kinds -------------------------------------------------------------------------------
+# Everything particular to one kind of judgment is written once, in its entry: how it is
+# asked (prompt, schema, the user message), how a recorded judgment is asked again (drift, rejudge),
+# how its answers read as verdicts one per unit, which metrics read it, and how a labelled item or a
+# negative control of that kind is judged. The metrics, the judge check, the negative controls, drift
+# and rejudge look a kind up in the table (.kinds.KINDS) and never switch on its name: a new kind is
+# one new entry.
+
+Choices = Sequence[Mapping[str, Any]]
+
+
+class Texts(Protocol):
+    """How the run splits and normalizes text (the metrics' scoring context is one)."""
+
+    def split(self, text: str) -> list[str]:
+        """Split ``text`` into verbatim sentences with the configured splitter."""
+        ...
+
+    def normalize(self, text: str) -> str:
+        """The normalized form of a text, as sent to the judge."""
+        ...
+
+    @property
+    def splitter_fingerprint(self) -> str | None:
+        """The splitter's identity when it has one: sentence judgments are keyed on it."""
+        ...
+
+
+@dataclass(frozen=True)
+class Material:
+    """What a labelled item or a negative control puts before the judge, as given (not normalized):
+    the question and, after the kind, a chunk, a reference (the reference answer, or the system's own
+    answer when ``reference_kind`` is ``answer``), the retrieved contexts, or the reference already
+    split into sentences."""
+
+    question: str
+    chunk: str | None = None
+    reference: str | None = None
+    reference_kind: str = "ground_truth"
+    contexts: tuple[str, ...] = ()
+    reference_sentences: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class LabelForm:
+    """How a person labels a kind in a labelled set (:mod:`.calibration.labels`).
+
+    ``field`` holds the label. ``form`` is ``one`` (one verdict on the item's one unit: true / false,
+    or a rating 0 up to the kind's scale), ``each`` (true / false per unit, in order, with an optional
+    ``reasons`` list) or ``numbers`` (the numbers, from 1, of the units judged positive).
+    ``material`` lists the fields the judge is shown, ``split`` the one split into the units,
+    ``words`` how a yes / no verdict reads.
+    """
+
+    field: str
+    form: str
+    material: tuple[str, ...]
+    split: str = ""
+    words: tuple[str, str] = ("yes", "no")
+
+
+@dataclass(frozen=True)
+class ControlForm:
+    """Negative controls of a kind (:mod:`.calibration.controls`). A control is judged as a labelled
+    item of the kind is, and counts as *positive* (``verdict``: useful, relevant, needed) when any of
+    its units, averaged over the judge models that rate the kind, is judged above the lowest class."""
+
+    verdict: str
+
+
+def _judge_params(settings: Settings) -> list[JudgeParams]:
+    s = settings
+    return [JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)]
+
+
+def _graded_params(settings: Settings) -> list[JudgeParams]:
+    # Every model of rag_relevance_models rates, at the graded temperature.
+    s = settings
+    return [JudgeParams(model, s.graded_temperature, s.seed, s.judge_n) for model in s.models_for_graded]
+
+
+@dataclass(frozen=True)
+class JudgmentKind:
+    """One kind of judgment: everything about it that is not the same for every kind.
+
+    A judgment decides about *units* (a chunk, a reference sentence, a chunk sentence); its answer
+    reads as one verdict value in [0, 1] per unit (:attr:`verdicts`), of ``scale + 1`` classes: yes /
+    no for a scale of 1, the ratings 0, 1, 2 for a scale of 2.
+    """
+
+    #: The request's kind and schema name, recorded with every judgment.
+    name: str
+    #: The prompt (the version is part of the cache key); :attr:`variant` may pick another.
+    prompt: Prompt
+    #: What one verdict is about.
+    unit: str
+    #: The answer's JSON schema for the inputs of a request.
+    schema: Callable[[Mapping[str, Any]], dict[str, Any]]
+    #: The user message (a JSON object) for the inputs of a request.
+    payload: Callable[[Mapping[str, Any]], dict[str, Any]]
+    #: The request a recorded judgment's inputs answer, with these parameters and the current prompt.
+    rebuild: Callable[[Mapping[str, Any], JudgeParams, str], JudgeRequest]
+    #: One answer's verdicts: (value in [0, 1], the judge's reason) per unit the request holds.
+    verdicts: Callable[[JudgeRequest, Choices], list[tuple[float, str]]]
+    #: What one answer decided, as classes that can be counted (a judge that answers alike).
+    decision: Callable[[JudgeRequest, Choices], tuple[str, ...]]
+    #: The judge parameters of the models that judge this kind, one per model.
+    params: Callable[[Settings], list[JudgeParams]]
+    #: The units of a labelled item or control (normalized text, in order).
+    units_of: Callable[[Material, Texts], list[str]]
+    #: The requests that judge those units with one model; None when the material lacks what the
+    #: kind needs (precision without a reference).
+    ask: Callable[[Material, Sequence[str], JudgeParams, str, Texts], list[JudgeRequest] | None]
+    #: What the mean verdict value is, in metric terms (drift).
+    meaning: str
+    #: What one answer decides, in warnings about a judge that answers alike.
+    decides: str
+    #: The metrics (name, method) whose scores rest on this kind.
+    metrics: tuple[tuple[str, str | None], ...]
+    #: Other names for the kind: the metric names (with their method) that read it.
+    aliases: tuple[str, ...] = ()
+    #: The highest verdict class: 1 for yes / no, 2 for ratings 0 to 2.
+    scale: int = 1
+    #: Another prompt for some inputs (precision judged against the system's own answer), or None.
+    variant: Callable[[Mapping[str, Any]], Prompt | None] | None = None
+    #: How it is labelled for the judge check; None when it is not.
+    labels: LabelForm | None = None
+    #: Its negative controls; None when it has none.
+    control: ControlForm | None = None
+
+    def request(
+        self,
+        inputs: Mapping[str, Any],
+        params: JudgeParams,
+        label: str = "",
+        *,
+        derive: Callable[[], Mapping[str, Any]] | None = None,
+        derived: tuple[str, ...] = (),
+        check_derived: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> JudgeRequest:
+        """A request of this kind over ``inputs``, asked with its prompt, schema and user message.
+
+        ``derive()`` returns inputs derived from ``inputs`` (named by ``derived``, left out of the
+        cache key and recorded with the answer), ``check_derived`` checks recorded ones; see
+        :class:`~pytest_ragmetrics.judge.base.DeferredRequest`.
+        """
+        # Deferred: the messages are rendered only for a judge call, never for a recorded answer.
+        return DeferredRequest(
+            kind=self.name,
+            prompt_version=self.prompt_for(inputs).version,
+            model=params.model,
+            schema_name=self.name,
+            base_inputs=inputs,
+            schema_for=self._schema_for,
+            render=self._messages,
+            derive=derive,
+            derived=derived,
+            check_derived=check_derived,
+            temperature=params.temperature,
+            seed=params.seed,
+            n=params.n,
+            label=label,
+        )
+
+    def _schema_for(self, kind: str, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        return self.schema(inputs)
+
+    def _messages(self, kind: str, inputs: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
+        return (
+            {"role": "system", "content": self.prompt_for(inputs).system},
+            {
+                "role": "user",
+                # Compact JSON: the C encoder, many times faster than an indented dump, and no less
+                # clear to a model. The rendering is part of the prompt: change it, bump the versions.
+                "content": json.dumps(self.payload(inputs), ensure_ascii=False),
+            },
+        )
+
+    def prompt_for(self, inputs: Mapping[str, Any]) -> Prompt:
+        """The prompt a request with ``inputs`` is asked with."""
+        other = self.variant(inputs) if self.variant is not None else None
+        return other if other is not None else self.prompt
+
+    @property
+    def classes(self) -> tuple[Any, ...]:
+        """The verdict classes: (False, True), or the ratings (0, 1, 2)."""
+        return (False, True) if self.scale == 1 else tuple(range(self.scale + 1))
+
+    def verdict_class(self, value: float) -> Any:
+        """The class of a verdict value: yes when at least half, else the nearest rating (halves up:
+        self-consistency averages ratings)."""
+        if self.scale == 1:
+            return value >= 0.5
+        return int(value * self.scale + 0.5)
+
+
+# --- the entries' own parts -----------------------------------------------------------------------
+
+
+def _one_yes_no(field: str) -> Callable[[JudgeRequest, Choices], list[tuple[float, str]]]:
+    def verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
+        ok, reason = combine_boolean(choices, field)
+        return [(1.0 if ok else 0.0, reason)]
+
+    return verdicts
+
+
+def _yes_no_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    verdicts = RETRIEVAL_KINDS[request.kind].verdicts(request, choices)
+    return tuple("yes" if value >= 1.0 else "no" for value, _ in verdicts)
+
+
+def _recall_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
+    inputs = request.inputs
+    decided = combine_recall(choices, len(inputs["reference_sentences"]), _first(inputs))
+    return [(1.0 if ok else 0.0, reason) for ok, reason in decided]
+
+
+def _claims_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
+    # Per reference sentence, the share of its claims attributed: a sentence without a claim is one
+    # claim not supported, as the metric counts it.
+    inputs = request.inputs
+    out: list[tuple[float, str]] = []
+    for claims in combine_claims(choices, len(inputs["reference_sentences"]), _first(inputs)):
+        share = sum(ok for _, ok, _ in claims) / len(claims) if claims else 0.0
+        out.append((share, "; ".join(why for _, _, why in claims)))
+    return out
+
+
+def _sentences_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
+    inputs = request.inputs
+    chosen, reason = combine_sentences(choices)
+    first = _first(inputs)
+    return [(1.0 if n in chosen else 0.0, reason) for n in range(first, first + len(inputs["sentences"]))]
+
+
+def _sentences_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    chosen = combine_sentences(choices)[0]
+    total = len(request.inputs["sentences"])
+    return ("none" if not chosen else "all" if len(chosen) >= total else "some",)
+
+
+def _graded_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
+    mean, reason = combine_rating(choices)
+    return [(mean / 2, reason)]
+
+
+def _graded_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    return (str(int(combine_rating(choices)[0] + 0.5)),)
+
+
+def _no_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    return ()
+
+
+def _chunk_unit(material: Material, texts: Texts) -> list[str]:
+    assert material.chunk is not None
+    return [texts.normalize(material.chunk)]
+
+
+def _chunk_sentence_units(material: Material, texts: Texts) -> list[str]:
+    # Split as the metric splits: the normalized chunk, each sentence normalized, empty ones dropped.
+    assert material.chunk is not None
+    return [
+        sentence for raw in texts.split(texts.normalize(material.chunk)) if (sentence := texts.normalize(raw))
+    ]
+
+
+def _reference_sentence_units(material: Material, texts: Texts) -> list[str]:
+    if material.reference_sentences is not None:
+        return [texts.normalize(text) for text in material.reference_sentences]
+    assert material.reference is not None
+    return [sentence for raw in texts.split(material.reference) if (sentence := texts.normalize(raw))]
+
+
+def _ask_precision(
+    material: Material, units: Sequence[str], params: JudgeParams, label: str, texts: Texts
+) -> list[JudgeRequest] | None:
+    if material.reference is None:
+        return None
+    question, reference = texts.normalize(material.question), texts.normalize(material.reference)
+    return [precision_request(question, reference, material.reference_kind, units[0], params, label)]
+
+
+def _ask_recall(
+    material: Material, units: Sequence[str], params: JudgeParams, label: str, texts: Texts
+) -> list[JudgeRequest] | None:
+    contexts = [texts.normalize(c) for c in material.contexts]
+    return recall_requests(texts.normalize(material.question), contexts, units, params, label)
+
+
+def _ask_claims(
+    material: Material, units: Sequence[str], params: JudgeParams, label: str, texts: Texts
+) -> list[JudgeRequest] | None:
+    contexts = [texts.normalize(c) for c in material.contexts]
+    return claims_requests(texts.normalize(material.question), contexts, units, params, label)
+
+
+def _ask_sentences(
+    material: Material, units: Sequence[str], params: JudgeParams, label: str, texts: Texts
+) -> list[JudgeRequest] | None:
+    # Exactly the requests the metric makes for the chunk: keyed on it and the splitter when the
+    # splitter has an identity, else on its sentences.
+    assert material.chunk is not None
+    question, fingerprint = texts.normalize(material.question), texts.splitter_fingerprint
+    if fingerprint is None:
+        return sentences_requests(question, units, params, label)
+    chunk, whole = texts.normalize(material.chunk), list(units)
+    return [
+        chunk_sentences_request(question, chunk, fingerprint, lambda _: whole, params, label, first)
+        for first, _ in windows(len(whole), SENTENCE_WINDOW)
+    ]
+
+
+def _ask_graded(
+    material: Material, units: Sequence[str], params: JudgeParams, label: str, texts: Texts
+) -> list[JudgeRequest] | None:
+    return [graded_request(texts.normalize(material.question), units[0], params, label)]
+
+
+def _rebuild_precision(inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
+    reference_kind = inputs.get("reference_kind", "ground_truth")
+    return precision_request(
+        inputs["question"], inputs["reference"], reference_kind, inputs["chunk"], params, label
+    )
+
+
+def _rebuild_recall(inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
+    sentences = inputs["reference_sentences"]
+    return recall_request(inputs["question"], inputs["contexts"], sentences, params, label, _first(inputs))
+
+
+def _rebuild_claims(inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
+    sentences = inputs["reference_sentences"]
+    return claims_request(inputs["question"], inputs["contexts"], sentences, params, label, _first(inputs))
+
+
+def _rebuild_sentences(inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
+    first = _first(inputs)
+    if "chunk" not in inputs:
+        return sentences_request(inputs["question"], inputs["sentences"], params, label, first)
+    # Keyed on the chunk and the splitter: the recorded window of sentences is what the judge saw.
+    window = list(inputs["sentences"])
+    count = int(inputs.get("sentence_count", len(window)))
+    whole = [""] * (first - 1) + window + [""] * max(0, count - first + 1 - len(window))
+    return chunk_sentences_request(
+        inputs["question"], inputs["chunk"], inputs["splitter"], lambda _: whole, params, label, first
+    )
+
+
+def _rebuild_graded(inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
+    return graded_request(inputs["question"], inputs["chunk"], params, label)
+
+
+def _precision_variant(inputs: Mapping[str, Any]) -> Prompt | None:
+    return PRECISION_WITHOUT_REFERENCE if inputs.get("reference_kind") == "answer" else None
+
+
+#: The retrieval kinds, by name, in report order (the table of every kind is :data:`.kinds.KINDS`).
+RETRIEVAL_KINDS: dict[str, JudgmentKind] = {
+    kind.name: kind
+    for kind in (
+        JudgmentKind(
+            name=PRECISION,
+            prompt=Prompt("precision-4", _PRECISION_PROMPT),
+            variant=_precision_variant,
+            unit="chunk",
+            schema=lambda inputs: _precision_schema(),
+            payload=_precision_payload,
+            rebuild=_rebuild_precision,
+            verdicts=_one_yes_no("useful"),
+            decision=_yes_no_decision,
+            params=_judge_params,
+            units_of=_chunk_unit,
+            ask=_ask_precision,
+            meaning="context_precision: share of chunks judged useful",
+            decides="useful",
+            metrics=(("context_precision", None),),
+            labels=LabelForm("useful", "one", ("reference", "chunk")),
+            control=ControlForm("useful"),
+        ),
+        JudgmentKind(
+            name=RECALL,
+            prompt=Prompt("recall-3", _RECALL_PROMPT),
+            unit="reference sentence",
+            schema=lambda inputs: _recall_schema(_first(inputs), len(inputs["reference_sentences"])),
+            payload=_reference_payload,
+            rebuild=_rebuild_recall,
+            verdicts=_recall_verdicts,
+            decision=_yes_no_decision,
+            params=_judge_params,
+            units_of=_reference_sentence_units,
+            ask=_ask_recall,
+            meaning="context_recall: share of reference sentences attributed",
+            decides="attributed",
+            metrics=(("context_recall", None),),
+            labels=LabelForm(
+                "attributed",
+                "each",
+                ("contexts", "reference", "reference_sentences"),
+                split="reference",
+                words=("attributed", "not attributed"),
+            ),
+        ),
+        JudgmentKind(
+            name=CLAIMS,
+            prompt=Prompt("claims-1", _CLAIMS_PROMPT),
+            unit="reference sentence",
+            schema=lambda inputs: _claims_schema(_first(inputs), len(inputs["reference_sentences"])),
+            payload=_reference_payload,
+            rebuild=_rebuild_claims,
+            verdicts=_claims_verdicts,
+            decision=_no_decision,
+            params=_judge_params,
+            units_of=_reference_sentence_units,
+            ask=_ask_claims,
+            meaning="context_recall[claims]: share of each reference sentence's claims attributed",
+            decides="claims attributed",
+            metrics=(("context_recall", "claims"),),
+            aliases=("context_recall[claims]",),
+        ),
+        JudgmentKind(
+            name=GRADED,
+            prompt=Prompt("graded-4", _GRADED_PROMPT),
+            unit="chunk",
+            schema=lambda inputs: _graded_schema(),
+            payload=lambda inputs: dict(inputs),
+            rebuild=_rebuild_graded,
+            verdicts=_graded_verdicts,
+            decision=_graded_decision,
+            params=_graded_params,
+            units_of=_chunk_unit,
+            ask=_ask_graded,
+            meaning="context_relevance[graded]: mean rating / 2",
+            decides="rating",
+            metrics=(("context_relevance", "graded"),),
+            aliases=("context_relevance[graded]",),
+            scale=2,
+            labels=LabelForm("rating", "one", ("chunk",)),
+            control=ControlForm("relevant"),
+        ),
+        JudgmentKind(
+            name=SENTENCES,
+            prompt=Prompt("sentences-4", _SENTENCES_PROMPT),
+            unit="chunk sentence",
+            schema=lambda inputs: _sentences_schema(_first(inputs), len(inputs["sentences"])),
+            payload=_sentences_payload,
+            rebuild=_rebuild_sentences,
+            verdicts=_sentences_verdicts,
+            decision=_sentences_decision,
+            params=_judge_params,
+            units_of=_chunk_sentence_units,
+            ask=_ask_sentences,
+            meaning="context_relevance[sentence]: share of chunk sentences needed",
+            decides="sentences needed",
+            metrics=(("context_relevance", "sentence"), ("context_relevance", "binary")),
+            aliases=("context_relevance[sentence]", "context_relevance[binary]"),
+            labels=LabelForm("relevant_sentences", "numbers", ("chunk",), split="chunk"),
+            control=ControlForm("needed"),
+        ),
+    )
+}

@@ -190,11 +190,12 @@ def test_another_judge_model_is_not_comparable() -> None:
 
 def test_another_prompt_version_is_not_comparable(monkeypatch: pytest.MonkeyPatch) -> None:
     baseline = run(BASE)
-    prompt = judgments.PROMPTS[judgments.PRECISION]
+    kind = judgments.RETRIEVAL_KINDS[judgments.PRECISION]
+    prompt = kind.prompt
     monkeypatch.setitem(
-        judgments.PROMPTS,  # type: ignore[arg-type]
+        judgments.RETRIEVAL_KINDS,
         judgments.PRECISION,
-        judgments.Prompt("precision-99", prompt.system),
+        dataclasses.replace(kind, prompt=judgments.Prompt("precision-99", prompt.system)),
     )
     entry = precision(compare_reports(baseline, run(BASE)))
     assert not entry["comparable"]

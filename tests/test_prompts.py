@@ -9,8 +9,12 @@ from typing import Any
 import pytest
 
 from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics.kinds import KINDS
 
-PROMPTS = {**J.PROMPTS, "context_precision without reference": J.PRECISION_WITHOUT_REFERENCE}
+PROMPTS = {
+    **{name: kind.prompt for name, kind in KINDS.items()},
+    "context_precision without reference": J.PRECISION_WITHOUT_REFERENCE,
+}
 
 
 def outputs(system: str) -> list[dict[str, Any]]:

@@ -16,21 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import judgments as J
+from .. import kinds as K
 from .._aio import gather_or_cancel
 from ..errors import JudgeError, RagMetricsError
-from ..sample import RagSample
-from ..text import normalize_text
 from . import agreement as A
-from .labels import KINDS, LabelledItem, kind_of
-
-#: The judgment kinds negative controls are drawn for (a floor such as ``context_precision controls
-#: <= 0.2`` may name them), with the verdict a control should not get.
-CONTROL_KINDS: Mapping[str, str] = {
-    J.PRECISION: "useful",
-    J.GRADED: "relevant",
-    J.SENTENCES: "needed",
-}
+from .labels import LabelledItem, kind_names, kind_of
 
 if TYPE_CHECKING:
     from ..engine import Evaluator
@@ -61,21 +51,11 @@ STATISTICS: Mapping[str, str] = {
 #: controls judged useful / relevant / needed (see :mod:`.controls`). It needs no labelled set.
 CONTROLS = "controls"
 
-#: The unit agreement is counted over, per kind.
-UNITS: Mapping[str, str] = {
-    J.PRECISION: "chunk",
-    J.RECALL: "reference sentence",
-    J.GRADED: "chunk",
-    J.SENTENCES: "chunk sentence",
-}
 
-#: Which metrics read each kind of judgment: the comparisons and gates that rest on it.
-METRICS_OF_KIND: Mapping[str, tuple[tuple[str, str | None], ...]] = {
-    J.PRECISION: (("context_precision", None),),
-    J.RECALL: (("context_recall", None),),
-    J.GRADED: (("context_relevance", "graded"),),
-    J.SENTENCES: (("context_relevance", "sentence"), ("context_relevance", "binary")),
-}
+def metrics_of_kind(kind: str) -> tuple[tuple[str, str | None], ...]:
+    """Which metrics (name, method) read a kind of judgment: the comparisons and gates resting on it."""
+    entry = K.KINDS.get(kind)
+    return entry.metrics if entry is not None else ()
 
 
 class CalibrationError(RagMetricsError, ValueError):
@@ -135,11 +115,11 @@ class KindAgreement:
 
     @property
     def classes(self) -> tuple[Any, ...]:
-        return (0, 1, 2) if self.kind == J.GRADED else (False, True)
+        return K.KINDS[self.kind].classes
 
     @property
     def unit(self) -> str:
-        return UNITS[self.kind]
+        return K.KINDS[self.kind].unit
 
     def statistic(self, name: str) -> float | None:
         """The agreement statistic ``name`` (see :data:`STATISTICS`); ``None`` when undefined."""
@@ -148,11 +128,11 @@ class KindAgreement:
         if name == "kappa":
             return A.cohen_kappa(self.labels, self.verdicts, self.classes)
         if name == "weighted_kappa":
-            if self.kind != J.GRADED:
+            if len(self.classes) < 3:  # weights need a scale of ratings
                 return None
             return A.cohen_kappa(self.labels, self.verdicts, self.classes, weights="quadratic")
         if name == "f1":
-            if self.kind == J.GRADED:
+            if self.classes != (False, True):
                 return None
             return A.f1_score(self.labels, self.verdicts)
         raise ValueError(f"unknown agreement statistic {name!r}")
@@ -209,20 +189,23 @@ def parse_floor(line: str) -> Floor:
     kind = kind_of(subject)
     if kind is None or parsed.subject.k is not None:
         raise parsed.error(
-            f"{subject!r} is not a judgment kind (use {', '.join(KINDS)}, or context_relevance[graded], "
+            f"{subject!r} is not a judgment kind (use {kind_names()}, or context_relevance[graded], "
             "[sentence] or [binary])"
         )
     if parsed.condition is not None:
         raise parsed.error("an agreement floor takes no 'at ...' condition")
+    entry = K.KINDS[kind]
     if parsed.stat == CONTROLS:
-        if kind not in CONTROL_KINDS:
-            raise parsed.error(f"there are no negative controls for {kind}; use {', '.join(CONTROL_KINDS)}")
+        if entry.control is None:
+            controlled = ", ".join(k.name for k in K.control_kinds())
+            raise parsed.error(f"there are no negative controls for {kind}; use {controlled}")
         return Floor(parsed.spec, kind, parsed.stat, parsed.op, parsed.threshold)
     if parsed.stat not in STATISTICS:
         raise parsed.error(f"unknown statistic {parsed.stat!r}")
-    if parsed.stat == "weighted_kappa" and kind != J.GRADED:
-        raise parsed.error("weighted_kappa is for graded ratings (context_relevance_graded) only")
-    if parsed.stat == "f1" and kind == J.GRADED:
+    rated = ", ".join(k.name for k in K.labelled_kinds() if k.scale > 1)
+    if parsed.stat == "weighted_kappa" and entry.scale == 1:
+        raise parsed.error(f"weighted_kappa is for graded ratings ({rated}) only")
+    if parsed.stat == "f1" and entry.scale > 1:
         raise parsed.error("f1 is for yes/no judgments; use weighted_kappa for graded ratings")
     return Floor(parsed.spec, kind, parsed.stat, parsed.op, parsed.threshold)
 
@@ -335,7 +318,7 @@ async def judge_labels(items: Sequence[LabelledItem], evaluator: Evaluator) -> l
             whole.disagreements += part.disagreements
             whole.errors += part.errors
             whole.judge_calls += part.judge_calls
-    order = {kind: i for i, kind in enumerate(KINDS)}
+    order = {kind: i for i, kind in enumerate(K.KINDS)}
     return [results[key] for key in sorted(results, key=lambda k: (order[k[0]], k[1]))]
 
 
@@ -348,123 +331,111 @@ async def _ask(ctx: ScoringContext, request: JudgeRequest, out: KindAgreement) -
 
 async def _judge_item(item: LabelledItem, evaluator: Evaluator, ctx: ScoringContext) -> list[KindAgreement]:
     """The item's agreement; an item the judge gives no usable answer for is counted as an error."""
-    s = evaluator.settings
     try:
-        return await _judge_one(item, evaluator, ctx)
+        return await _judge_one(item, ctx)
     except JudgeError as exc:
-        models = s.models_for_graded if item.kind == J.GRADED else (s.judge_model,)
         error = ItemError(item.id, item.where, str(exc))
+        models = [params.model for params in K.KINDS[item.kind].params(evaluator.settings)]
         return [KindAgreement(item.kind, model, items=1, errors=[error]) for model in models]
 
 
-async def _judge_one(item: LabelledItem, evaluator: Evaluator, ctx: ScoringContext) -> list[KindAgreement]:
-    s = evaluator.settings
-    split = evaluator.splitter
-    params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
-    question = normalize_text(item.question)
-    label = f"labelled item {item.id!r} ({item.where})"
-    if item.kind == J.PRECISION:
-        assert item.reference is not None and item.chunk is not None
-        out = KindAgreement(item.kind, s.judge_model, items=1)
-        chunk = normalize_text(item.chunk)
-        request = J.precision_request(
-            question, normalize_text(item.reference), "ground_truth", chunk, params, label
-        )
-        answer = await _ask(ctx, request, out)
-        useful, reason = J.combine_boolean(answer.choices, "useful")
-        out.labels.append(item.label)
-        out.verdicts.append(useful)
-        if useful != item.label:
-            out.disagreements.append(
-                Disagreement(
-                    item.id, item.where, _short(chunk), _yes(item.label), _yes(useful), reason, item.reason
-                )
-            )
-        return [out]
-    if item.kind == J.GRADED:
-        assert item.chunk is not None
-        chunk = normalize_text(item.chunk)
-        outs = []
-        for model in s.models_for_graded:
-            out = KindAgreement(item.kind, model, items=1)
-            graded = J.JudgeParams(model, s.graded_temperature, s.seed, s.judge_n)
-            answer = await _ask(ctx, J.graded_request(question, chunk, graded, label), out)
-            mean, reason = J.combine_rating(answer.choices)
-            rating = int(mean + 0.5)  # self-consistency averages ratings: the nearest, halves up
-            out.labels.append(item.label)
-            out.verdicts.append(rating)
-            if rating != item.label:
-                out.disagreements.append(
-                    Disagreement(
-                        item.id, item.where, _short(chunk), str(item.label), str(rating), reason, item.reason
-                    )
-                )
-            outs.append(out)
-        return outs
-    if item.kind == J.SENTENCES:
-        assert item.chunk is not None
-        out = KindAgreement(item.kind, s.judge_model, items=1)
-        chunk = normalize_text(item.chunk)
-        sentences = [text for raw in split(chunk) if (text := normalize_text(raw))]
-        if not sentences or max(item.label, default=0) > len(sentences):
+def _unit_labels(item: LabelledItem, units: Sequence[str], label: str) -> list[Any]:
+    """The item's label, one per unit; raises :class:`CalibrationError` when it does not fit the units
+    the configured splitter makes."""
+    form = K.KINDS[item.kind].labels
+    assert form is not None
+    if form.form == "one":
+        return [item.label]
+    listed = "; ".join(f"{i}: {_short(t, 40)}" for i, t in enumerate(units, start=1))
+    if form.form == "numbers":
+        if not units or max(item.label, default=0) > len(units):
             raise CalibrationError(
-                f"{label}: relevant_sentences {list(item.label)} but the splitter splits the chunk into "
-                f"{len(sentences)} sentence(s); number them as split: "
-                + "; ".join(f"{i}: {_short(t, 40)}" for i, t in enumerate(sentences, start=1))
+                f"{label}: {form.field} {list(item.label)} but the splitter splits the {form.split} into "
+                f"{len(units)} sentence(s); number them as split: {listed}"
             )
-        # Judged by the metric itself, so the request is exactly the one a test makes for this chunk.
-        scored = await evaluator.ascore(RagSample(item.question, (chunk,)), "context_relevance", "sentence")
-        out.judge_calls += scored.judge_calls
-        verdict = scored.verdicts[0]
-        chosen = _positions(sentences, verdict.extracted)
-        for number in range(1, len(sentences) + 1):
-            out.labels.append(number in item.label)
-            out.verdicts.append(number in chosen)
-        if chosen != tuple(item.label):
-            out.disagreements.append(
-                Disagreement(
-                    item.id,
-                    item.where,
-                    _short(" ".join(sentences)),
-                    f"sentences {list(item.label)}",
-                    f"sentences {list(chosen)}",
-                    verdict.reason,
-                    item.reason,
-                )
-            )
-        return [out]
-    # context_recall
-    out = KindAgreement(item.kind, s.judge_model, items=1)
-    if item.reference_sentences is not None:
-        sentences = [normalize_text(t) for t in item.reference_sentences]
-    else:
-        assert item.reference is not None
-        sentences = [text for raw in split(item.reference) if (text := normalize_text(raw))]
-    if len(sentences) != len(item.label):
+        return [number in item.label for number in range(1, len(units) + 1)]
+    if len(units) != len(item.label):
         raise CalibrationError(
-            f"{label}: {len(item.label)} attributed entries, but the splitter splits the reference "
-            f"into {len(sentences)} sentence(s): "
-            + "; ".join(f"{i}: {_short(t, 40)}" for i, t in enumerate(sentences, start=1))
+            f"{label}: {len(item.label)} {form.field} entries, but the splitter splits the {form.split} "
+            f"into {len(units)} sentence(s): {listed}"
         )
-    contexts = [normalize_text(c) for c in item.contexts]
-    requests = J.recall_requests(question, contexts, sentences, params, label)
-    decided = J.join_recall(requests, [await _ask(ctx, r, out) for r in requests])
-    for i, (text, wanted, (ok, reason, _)) in enumerate(zip(sentences, item.label, decided, strict=True)):
-        out.labels.append(wanted)
-        out.verdicts.append(ok)
-        if ok != wanted:
-            out.disagreements.append(
-                Disagreement(
-                    f"{item.id} sentence {i + 1}",
-                    item.where,
-                    _short(text),
-                    "attributed" if wanted else "not attributed",
-                    "attributed" if ok else "not attributed",
-                    reason,
-                    item.reasons[i] if item.reasons else item.reason,
-                )
+    return list(item.label)
+
+
+async def _judge_one(item: LabelledItem, ctx: ScoringContext) -> list[KindAgreement]:
+    """Judge ``item`` with every model that judges its kind: exactly the requests a metric makes for
+    the same texts, read into one verdict per unit."""
+    kind = K.KINDS[item.kind]
+    form = kind.labels
+    assert form is not None
+    label = f"labelled item {item.id!r} ({item.where})"
+    material = item.material()
+    units = kind.units_of(material, ctx)
+    labels = _unit_labels(item, units, label)
+    outs = []
+    for params in kind.params(ctx.settings):
+        out = KindAgreement(item.kind, params.model, items=1)
+        verdicts: list[tuple[float, str]] = []
+        for request in kind.ask(material, units, params, label, ctx) or ():
+            answer = await _ask(ctx, request, out)
+            verdicts += kind.verdicts(request, answer.choices)
+        classes = [kind.verdict_class(value) for value, _ in verdicts]
+        out.labels += labels
+        out.verdicts += classes
+        out.disagreements += _disagreements(item, units, labels, classes, [why for _, why in verdicts])
+        outs.append(out)
+    return outs
+
+
+def _disagreements(
+    item: LabelledItem,
+    units: Sequence[str],
+    labels: Sequence[Any],
+    verdicts: Sequence[Any],
+    reasons: Sequence[str],
+) -> list[Disagreement]:
+    """Where the judge decided otherwise than the labels: per unit, or once for an item labelled by
+    the numbers of its positive units."""
+    kind = K.KINDS[item.kind]
+    form = kind.labels
+    assert form is not None
+
+    def word(value: Any) -> str:
+        if isinstance(value, bool):
+            return form.words[0] if value else form.words[1]
+        return str(value)
+
+    if form.form == "numbers":
+        chosen = [n for n, ok in enumerate(verdicts, start=1) if ok]
+        if tuple(chosen) == tuple(item.label):
+            return []
+        reason = next((why for why, ok in zip(reasons, verdicts, strict=True) if ok), reasons[0])
+        plural = kind.unit.split()[-1] + "s"
+        text = _short(" ".join(units))
+        return [
+            Disagreement(
+                item.id,
+                item.where,
+                text,
+                f"{plural} {list(item.label)}",
+                f"{plural} {chosen}",
+                reason,
+                item.reason,
             )
-    return [out]
+        ]
+    out = []
+    for i, (text, wanted, got, reason) in enumerate(zip(units, labels, verdicts, reasons, strict=True)):
+        if got == wanted:
+            continue
+        if form.form == "each":
+            name = f"{item.id} {kind.unit.split()[-1]} {i + 1}"
+            labelled_reason = item.reasons[i] if item.reasons else item.reason
+        else:
+            name, labelled_reason = item.id, item.reason
+        out.append(
+            Disagreement(name, item.where, _short(text), word(wanted), word(got), reason, labelled_reason)
+        )
+    return out
 
 
 def run_judge_check(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import judgments as J
+from .. import kinds as K
 from ..errors import ConfigError, RagMetricsError
 from ..report.cli import EXIT_USAGE  # as pytest: 4
 
@@ -274,71 +275,24 @@ def recorded_judgments(settings: Settings) -> tuple[str, list[dict[str, Any]]]:
 
 def rebuild_request(record: Mapping[str, Any], model: str) -> JudgeRequest:
     """The request a recorded judgment answered, for ``model`` and the current prompt version."""
-    inputs = record["inputs"]
     seed = record.get("seed")
     params = J.JudgeParams(model, float(record.get("temperature", 0.0)), seed, int(record.get("n", 1)))
-    kind = record.get("kind")
-    first = int(inputs.get("first_sentence", 1))
-    if kind == J.PRECISION:
-        return J.precision_request(
-            inputs["question"], inputs["reference"], inputs.get("reference_kind", "ground_truth"),
-            inputs["chunk"], params, "recorded judgment",
-        )  # fmt: skip
-    if kind == J.RECALL:
-        return J.recall_request(
-            inputs["question"],
-            inputs["contexts"],
-            inputs["reference_sentences"],
-            params,
-            "recorded judgment",
-            first,
-        )
-    if kind == J.SENTENCES and "chunk" in inputs:
-        # Keyed on the chunk and the splitter: the recorded window of sentences is what the judge saw.
-        window = list(inputs["sentences"])
-        count = int(inputs.get("sentence_count", len(window)))
-        whole = [""] * (first - 1) + window + [""] * max(0, count - first + 1 - len(window))
-        return J.chunk_sentences_request(
-            inputs["question"],
-            inputs["chunk"],
-            inputs["splitter"],
-            lambda _: whole,
-            params,
-            "recorded judgment",
-            first,
-        )
-    if kind == J.SENTENCES:
-        return J.sentences_request(
-            inputs["question"], inputs["sentences"], params, "recorded judgment", first
-        )
-    if kind == J.GRADED:
-        return J.graded_request(inputs["question"], inputs["chunk"], params, "recorded judgment")
-    raise ValueError(f"unknown judgment kind {kind!r}")
+    kind = K.KINDS.get(str(record.get("kind")))
+    if kind is None:
+        raise ValueError(f"unknown judgment kind {record.get('kind')!r}")
+    return kind.rebuild(record["inputs"], params, "recorded judgment")
 
 
-def units(kind: str, request: JudgeRequest, choices: Sequence[Mapping[str, Any]]) -> list[float]:
+def units(request: JudgeRequest, choices: Sequence[Mapping[str, Any]]) -> list[float]:
     """The verdict values of one answer, one per unit, in [0, 1]: useful, attributed per reference
-    sentence, rating / 2, needed per chunk sentence."""
-    inputs = request.inputs
-    first = int(inputs.get("first_sentence", 1))
-    if kind == J.PRECISION:
-        return [1.0 if J.combine_boolean(choices, "useful")[0] else 0.0]
-    if kind == J.RECALL:
-        count = len(inputs["reference_sentences"])
-        return [1.0 if ok else 0.0 for ok, _ in J.combine_recall(choices, count, first)]
-    if kind == J.SENTENCES:
-        chosen = set(J.combine_sentences(choices)[0])
-        return [1.0 if n in chosen else 0.0 for n in range(first, first + len(inputs["sentences"]))]
-    return [J.combine_rating(choices)[0] / 2]
+    sentence, rating / 2, needed per chunk sentence (see
+    :attr:`~pytest_ragmetrics.judgments.JudgmentKind.verdicts`)."""
+    return [value for value, _ in K.KINDS[request.kind].verdicts(request, choices)]
 
 
-#: What each kind's mean verdict value is, in metric terms.
-MEANS: Mapping[str, str] = {
-    J.PRECISION: "context_precision: share of chunks judged useful",
-    J.RECALL: "context_recall: share of reference sentences attributed",
-    J.GRADED: "context_relevance[graded]: mean rating / 2",
-    J.SENTENCES: "context_relevance[sentence]: share of chunk sentences needed",
-}
+def kind_names() -> str:
+    """Every kind of judgment, as messages list them."""
+    return ", ".join(K.KINDS)
 
 
 def parse_flip_rate(text: str) -> tuple[str | None, float]:
@@ -346,17 +300,16 @@ def parse_flip_rate(text: str) -> tuple[str | None, float]:
 
     Raises :class:`ConfigError` naming the option and what was wrong.
     """
-    from .labels import KINDS, kind_of
-
     name, _, value = text.rpartition("=")
     kind = None
     if name.strip():
-        kind = kind_of(name.strip())
-        if kind is None:
+        entry = K.kind_of(name.strip())
+        if entry is None:
             raise ConfigError(
                 f"--max-flip-rate {text!r}: {name.strip()!r} is not a judgment kind (use "
-                f"{', '.join(KINDS)}, or context_relevance[graded], [sentence] or [binary])"
+                f"{kind_names()}, or context_relevance[graded], [sentence] or [binary])"
             )
+        kind = entry.name
     try:
         rate = float(value)
     except ValueError:
@@ -424,7 +377,7 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
     for (record, request), answer in zip(pairs, answers, strict=True):
         kind = request.kind
         old_answer = JudgeAnswer.from_json(record["answer"], source="store")
-        old, new = units(kind, request, old_answer.choices), units(kind, request, answer.choices)
+        old, new = units(request, old_answer.choices), units(request, answer.choices)
         figures = kinds.setdefault(kind, {"judgments": 0, "units": 0, "flipped": 0, "old": 0.0, "new": 0.0})
         figures["judgments"] += 1
         figures["units"] += len(old)
@@ -449,7 +402,7 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
                 "flip_share": f["flipped"] / f["units"],
                 "mean_before": f["old"] / f["units"],
                 "mean_after": f["new"] / f["units"],
-                "meaning": MEANS[kind],
+                "meaning": K.KINDS[kind].meaning,
             }
             for kind, f in sorted(kinds.items())
         },
@@ -476,7 +429,7 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
     for line in _table(rows, 1):
         print(line, file=out)
     for kind in summary["kinds"]:
-        print(f"  {MEANS[kind]}", file=out)
+        print(f"  {K.KINDS[kind].meaning}", file=out)
     for row in summary["max_flip_rates"]:
         shown = "-" if row["value"] is None else f"{row['value']:.1%}"
         where = row["kind"] or "all kinds"
@@ -512,8 +465,6 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
     """Run ``store rejudge``; returns the exit code."""
     import asyncio
 
-    from .labels import KINDS, kind_of
-
     try:
         settings = _settings(args, ini, base)
         changes: dict[str, Any] = {}
@@ -526,12 +477,13 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
         settings = settings.replace(**changes)
         kind = None
         if args.kind is not None:
-            kind = kind_of(args.kind.strip())
-            if kind is None:
+            entry = K.kind_of(args.kind.strip())
+            if entry is None:
                 raise ConfigError(
-                    f"--kind {args.kind!r} is not a judgment kind (use {', '.join(KINDS)}, or "
+                    f"--kind {args.kind!r} is not a judgment kind (use {kind_names()}, or "
                     "context_relevance[graded], [sentence] or [binary])"
                 )
+            kind = entry.name
         if settings.cache in ("replay", "off"):
             raise ConfigError(
                 f"store rejudge records into the store, which cache mode {settings.cache!r} does not; "

@@ -28,18 +28,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import judgments as J
+from .. import kinds as K
 from .._aio import gather_or_cancel
 from ..errors import JudgeError, RagMetricsError
 from ..sample import RagSample
 from ..text import normalize_text
-from .check import CONTROL_KINDS, Floor
+from .check import Floor
 
 if TYPE_CHECKING:
     from ..engine import Evaluator
     from ..metrics.builtin import ScoringContext
 
 __all__ = [
-    "CONTROL_KINDS",
     "WARN_SHARE",
     "ControlPair",
     "ControlShare",
@@ -50,7 +50,6 @@ __all__ = [
     "run_controls",
 ]
 
-#: The kinds a control is judged for, and what a positive verdict is called in reports.
 #: Above this share of controls judged positive the run warns that the judge may not discriminate.
 WARN_SHARE = 0.5
 
@@ -183,7 +182,7 @@ class ControlShare:
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
-            "verdict": CONTROL_KINDS[self.kind],
+            "verdict": _verdict(self.kind),
             "judged": self.judged,
             "positive": self.positive,
             "share": self.share,
@@ -193,32 +192,37 @@ class ControlShare:
         }
 
 
+def _verdict(kind: str) -> str:
+    """What a positive verdict of a kind's control is called: useful, relevant, needed."""
+    control = K.KINDS[kind].control
+    assert control is not None
+    return control.verdict
+
+
 async def _judge_pair(
-    pair: ControlPair, kind: str, evaluator: Evaluator, ctx: ScoringContext, label: str
+    pair: ControlPair, kind: J.JudgmentKind, ctx: ScoringContext, label: str
 ) -> bool | None:
-    """True when the judge found the control useful / relevant / needed; None for precision without
-    a reference."""
-    s = evaluator.settings
-    question, chunk = normalize_text(pair.question), normalize_text(pair.chunk)
-    if kind == J.PRECISION:
-        if pair.reference is None:
+    """True when the judge found the control positive (see :class:`~pytest_ragmetrics.judgments.ControlForm`);
+    None when the pair lacks what the kind needs (precision without a reference).
+
+    Judged with exactly the requests the metrics send for the same texts, by every model that judges
+    the kind."""
+    material = J.Material(
+        pair.question, chunk=pair.chunk, reference=pair.reference, reference_kind=pair.reference_kind
+    )
+    units = kind.units_of(material, ctx)
+    per_model: list[list[float]] = []
+    for params in kind.params(ctx.settings):
+        requests = kind.ask(material, units, params, label, ctx)
+        if requests is None:
             return None
-        params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
-        request = J.precision_request(
-            question, normalize_text(pair.reference), pair.reference_kind, chunk, params, label
-        )
-        answer = await ctx.judge(request)
-        return J.combine_boolean(answer.choices, "useful")[0]
-    if kind == J.GRADED:
-        ratings = []
-        for model in s.models_for_graded:
-            graded = J.JudgeParams(model, s.graded_temperature, s.seed, s.judge_n)
-            answer = await ctx.judge(J.graded_request(question, chunk, graded, label))
-            ratings.append(J.combine_rating(answer.choices)[0])
-        return sum(ratings) / len(ratings) >= 0.5  # the nearest rating, halves up, is 1 or 2
-    # Sentence selection, judged by the metric itself: exactly the request a test makes for the chunk.
-    scored = await evaluator.ascore(RagSample(pair.question, (pair.chunk,)), "context_relevance", "sentence")
-    return bool(scored.verdicts and scored.verdicts[0].extracted)
+        values: list[float] = []
+        for request in requests:
+            answer = await ctx.judge(request)
+            values += [value for value, _ in kind.verdicts(request, answer.choices)]
+        per_model.append(values)
+    lowest = kind.classes[0]
+    return any(kind.verdict_class(sum(unit) / len(unit)) != lowest for unit in zip(*per_model, strict=True))
 
 
 async def judge_controls(
@@ -226,12 +230,12 @@ async def judge_controls(
 ) -> list[ControlShare]:
     """Judge every pair for every kind in ``kinds`` that controls cover; one share per kind."""
     ctx = evaluator.scoring_context()
-    wanted = [kind for kind in CONTROL_KINDS if kind in set(kinds)]
+    wanted = [kind.name for kind in K.control_kinds() if kind.name in set(kinds)]
 
     async def one(pair: ControlPair, kind: str, number: int) -> tuple[str, ControlPair, Any]:
         label = f"negative control {number} ({pair.question_sample!r}, a chunk of {pair.chunk_sample!r})"
         try:
-            return kind, pair, await _judge_pair(pair, kind, evaluator, ctx, label)
+            return kind, pair, await _judge_pair(pair, K.KINDS[kind], ctx, label)
         except JudgeError as exc:
             return kind, pair, exc
 
@@ -266,7 +270,7 @@ def check_control_floors(
     for floor in floors:
         share = by_kind.get(floor.kind)
         value = share.share if share is not None else None
-        if floor.kind not in CONTROL_KINDS:
+        if floor.kind not in K.KINDS or K.KINDS[floor.kind].control is None:
             passed, reason = False, f"there are no negative controls for {floor.kind}"
         elif value is None:
             passed = False
@@ -274,7 +278,7 @@ def check_control_floors(
         else:
             assert share is not None  # a value comes from a share
             passed = compare(value, floor.op, floor.threshold)
-            verdict = CONTROL_KINDS[floor.kind]
+            verdict = _verdict(floor.kind)
             reason = "" if passed else f"{share.positive} of {share.judged} controls judged {verdict}"
         rows.append(
             {"spec": floor.spec, "kind": floor.kind, "value": value, "passed": passed, "reason": reason}
@@ -305,7 +309,7 @@ def run_controls(
             del evaluator.answers[key]
     rows = check_control_floors(floors, shares, compare)
     warnings = [
-        f"{s.positive} of {s.judged} negative controls ({s.share:.0%}) were judged {CONTROL_KINDS[s.kind]} "
+        f"{s.positive} of {s.judged} negative controls ({s.share:.0%}) were judged {_verdict(s.kind)} "
         f"for {s.kind}: above {WARN_SHARE:.0%}, the judge may not be discriminating"
         for s in shares
         if s.share is not None and s.share > WARN_SHARE

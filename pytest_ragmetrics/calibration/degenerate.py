@@ -9,8 +9,10 @@ suspicious in itself; selecting none, or all, of every chunk's sentences is.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
+
+from .. import kinds as K
 
 __all__ = ["MAX_SHARE", "MIN_JUDGMENTS", "degenerate_kinds"]
 
@@ -18,13 +20,6 @@ __all__ = ["MAX_SHARE", "MIN_JUDGMENTS", "degenerate_kinds"]
 MIN_JUDGMENTS = 20
 #: Share of identical answers from which the judge may not be discriminating.
 MAX_SHARE = 0.95
-
-_NAMES: Mapping[str, str] = {
-    "context_precision": "useful",
-    "context_recall": "attributed",
-    "context_relevance_graded": "rating",
-    "context_relevance_sentences": "sentences needed",
-}
 
 
 def degenerate_kinds(
@@ -51,7 +46,8 @@ def degenerate_kinds(
         share = count / total
         if share < max_share or answer == "some":
             continue
-        what = f"{_NAMES.get(kind, 'answer')} {answer}"
+        entry = K.KINDS.get(kind)
+        what = f"{entry.decides if entry is not None else 'answer'} {answer}"
         warnings.append(
             {
                 "kind": kind,

@@ -34,43 +34,24 @@ from pathlib import Path
 from typing import Any
 
 from .. import judgments as J
+from .. import kinds as K
 from ..loaders import SampleLoadError
 
-__all__ = ["KINDS", "LabelLoadError", "LabelledItem", "kind_of", "load_labels"]
-
-#: The judgment kinds a labelled item can have, in report order.
-KINDS: tuple[str, ...] = (J.PRECISION, J.RECALL, J.GRADED, J.SENTENCES)
-
-#: Other names accepted for a kind: the metric names whose scores rest on that judgment.
-KIND_ALIASES: Mapping[str, str] = {
-    "context_relevance[graded]": J.GRADED,
-    "context_relevance[sentence]": J.SENTENCES,
-    "context_relevance[binary]": J.SENTENCES,
-}
-
-#: The label field of each kind.
-LABEL_FIELD: Mapping[str, str] = {
-    J.PRECISION: "useful",
-    J.RECALL: "attributed",
-    J.GRADED: "rating",
-    J.SENTENCES: "relevant_sentences",
-}
+__all__ = ["LabelLoadError", "LabelledItem", "kind_names", "kind_of", "load_labels"]
 
 _COMMON = ("kind", "id", "question", "reason", "metadata")
-_FIELDS: Mapping[str, tuple[str, ...]] = {
-    J.PRECISION: (*_COMMON, "reference", "chunk", "useful"),
-    J.RECALL: (*_COMMON, "contexts", "reference", "reference_sentences", "attributed", "reasons"),
-    J.GRADED: (*_COMMON, "chunk", "rating"),
-    J.SENTENCES: (*_COMMON, "chunk", "relevant_sentences"),
-}
 
 
 def kind_of(name: str) -> str | None:
-    """The judgment kind ``name`` denotes (a kind, or a metric name with its method), else None."""
-    name = name.replace(" ", "")
-    if name in KINDS:
-        return name
-    return KIND_ALIASES.get(name)
+    """The labelled judgment kind ``name`` denotes (a kind, or a metric name with its method), else
+    None; the kinds and their other names are those of :data:`pytest_ragmetrics.kinds.KINDS`."""
+    kind = K.kind_of(name)
+    return kind.name if kind is not None and kind.labels is not None else None
+
+
+def kind_names() -> str:
+    """The labelled kinds, as messages list them."""
+    return ", ".join(kind.name for kind in K.labelled_kinds())
 
 
 class LabelLoadError(SampleLoadError):
@@ -94,6 +75,16 @@ class LabelledItem:
     reason: str = ""
     reasons: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def material(self) -> J.Material:
+        """What the judge is shown for this item."""
+        return J.Material(
+            self.question,
+            chunk=self.chunk,
+            reference=self.reference,
+            contexts=self.contexts,
+            reference_sentences=self.reference_sentences,
+        )
 
 
 class _Bad(ValueError):
@@ -146,15 +137,20 @@ def _texts(data: Mapping[str, Any], name: str, required: bool = True) -> tuple[s
 def _item(data: Mapping[str, Any], default_id: str, where: str) -> LabelledItem:
     raw_kind = data.get("kind")
     if raw_kind is None:
-        raise _Bad(f"missing field 'kind' (one of {', '.join(KINDS)})", "kind")
+        raise _Bad(f"missing field 'kind' (one of {kind_names()})", "kind")
     kind = kind_of(raw_kind) if isinstance(raw_kind, str) else None
     if kind is None:
-        raise _Bad(f"field 'kind': expected one of {', '.join(KINDS)}; got {raw_kind!r}", "kind")
-    unknown = sorted(set(data) - set(_FIELDS[kind]))
+        raise _Bad(f"field 'kind': expected one of {kind_names()}; got {raw_kind!r}", "kind")
+    entry = K.KINDS[kind]
+    assert entry.labels is not None
+    # A label of each unit may come with a reason for each (``reasons``).
+    each = ("reasons",) if entry.labels.form == "each" else ()
+    fields = (*_COMMON, *entry.labels.material, entry.labels.field, *each)
+    unknown = sorted(set(data) - set(fields))
     if unknown:
         raise _Bad(
             f"unknown field(s) {', '.join(map(repr, unknown))} for a {kind} item; "
-            f"accepted: {', '.join(_FIELDS[kind])}",
+            f"accepted: {', '.join(fields)}",
             unknown[0],
         )
     item_id = data.get("id")
@@ -178,61 +174,69 @@ def _item(data: Mapping[str, Any], default_id: str, where: str) -> LabelledItem:
         "reason": reason,
         "metadata": dict(metadata),
     }
-    name = LABEL_FIELD[kind]
+    form = entry.labels
+    assert form is not None
+    name = form.field
     if name not in data:
         raise _Bad(f"missing field {name!r}: the verdict a person gave", name)
-    value = data[name]
-    if kind == J.PRECISION:
+    label = _label(form.form, name, data[name], entry.scale)
+    material: dict[str, Any] = {}
+    for field_name in form.material:  # checked in the order they are listed
+        if field_name == "contexts":
+            material[field_name] = _texts(data, field_name)
+        elif field_name == "reference_sentences":
+            # The reference, or the reference already split into its sentences: one of the two.
+            sentences = _texts(data, "reference_sentences", required=False)
+            reference = _text(data, "reference", required=sentences is None)
+            if sentences is not None and reference is not None:
+                raise _Bad(
+                    "give either 'reference' or 'reference_sentences', not both", "reference_sentences"
+                )
+            if sentences is not None and len(sentences) != len(label):
+                raise _Bad(
+                    f"field {name!r}: {len(label)} entries for {len(sentences)} reference sentences", name
+                )
+            material["reference"], material["reference_sentences"] = reference, sentences
+        elif field_name == "reference" and "reference_sentences" in form.material:
+            continue  # read with the reference's sentences
+        else:  # a text: the chunk, or the reference
+            material[field_name] = _text(data, field_name)
+    if form.form == "each":
+        reasons = _texts(data, "reasons", required=False) or ()
+        if reasons and len(reasons) != len(label):
+            raise _Bad(f"field 'reasons': {len(reasons)} reasons for {len(label)} {name} entries", "reasons")
+        material["reasons"] = reasons
+    return LabelledItem(**common, label=label, **material)
+
+
+def _label(form: str, name: str, value: Any, scale: int) -> Any:
+    """The label of a form (see :class:`~pytest_ragmetrics.judgments.LabelForm`), checked."""
+    if form == "one" and scale == 1:
         if not isinstance(value, bool):
-            raise _Bad(f"field 'useful': expected true or false, got {_type_name(value)}", name)
-        return LabelledItem(
-            **common, label=value, reference=_text(data, "reference"), chunk=_text(data, "chunk")
-        )
-    if kind == J.GRADED:
-        if isinstance(value, bool) or value not in (0, 1, 2):
-            raise _Bad(f"field 'rating': expected 0, 1 or 2, got {_type_name(value)}", name)
-        return LabelledItem(**common, label=int(value), chunk=_text(data, "chunk"))
-    if kind == J.SENTENCES:
+            raise _Bad(f"field {name!r}: expected true or false, got {_type_name(value)}", name)
+        return value
+    if form == "one":
+        if isinstance(value, bool) or value not in range(scale + 1):
+            ratings = ", ".join(map(str, range(scale))) + f" or {scale}"
+            raise _Bad(f"field {name!r}: expected {ratings}, got {_type_name(value)}", name)
+        return int(value)
+    if form == "numbers":
         if not isinstance(value, list):
-            raise _Bad(
-                f"field 'relevant_sentences': expected a list of sentence numbers, got {_type_name(value)}",
-                name,
-            )
+            raise _Bad(f"field {name!r}: expected a list of sentence numbers, got {_type_name(value)}", name)
         for number in value:
             if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-                raise _Bad(
-                    f"field 'relevant_sentences': sentence numbers start at 1; got {_type_name(number)}",
-                    name,
-                )
+                raise _Bad(f"field {name!r}: sentence numbers start at 1; got {_type_name(number)}", name)
         if len(set(value)) != len(value):
-            raise _Bad(f"field 'relevant_sentences': a sentence number is listed twice: {value}", name)
-        return LabelledItem(**common, label=tuple(sorted(value)), chunk=_text(data, "chunk"))
-    # context_recall
+            raise _Bad(f"field {name!r}: a sentence number is listed twice: {value}", name)
+        return tuple(sorted(value))
+    # each: a true / false per unit
     if not isinstance(value, list) or not value or not all(isinstance(v, bool) for v in value):
         raise _Bad(
-            "field 'attributed': expected a non-empty list of true / false, one per reference "
+            f"field {name!r}: expected a non-empty list of true / false, one per reference "
             f"sentence, got {_type_name(value) if not isinstance(value, list) else value}",
             name,
         )
-    contexts = _texts(data, "contexts")
-    sentences = _texts(data, "reference_sentences", required=False)
-    reference = _text(data, "reference", required=sentences is None)
-    if sentences is not None and reference is not None:
-        raise _Bad("give either 'reference' or 'reference_sentences', not both", "reference_sentences")
-    if sentences is not None and len(sentences) != len(value):
-        raise _Bad(f"field 'attributed': {len(value)} entries for {len(sentences)} reference sentences", name)
-    reasons = _texts(data, "reasons", required=False) or ()
-    if reasons and len(reasons) != len(value):
-        raise _Bad(f"field 'reasons': {len(reasons)} reasons for {len(value)} attributed entries", "reasons")
-    assert contexts is not None
-    return LabelledItem(
-        **common,
-        label=tuple(value),
-        contexts=contexts,
-        reference=reference,
-        reference_sentences=sentences,
-        reasons=reasons,
-    )
+    return tuple(value)
 
 
 def load_labels(path: str | os.PathLike[str]) -> list[LabelledItem]:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .. import judgments as J
+from .. import kinds as K
 from ..errors import ConfigError, InvalidSample
 from ..judge.base import JudgeAnswer, JudgeRequest, Usage
 from ..results import MetricResult, Verdict
@@ -125,12 +126,16 @@ def _label(sample: RagSample, metric: str, what: str = "") -> str:
     return f"{metric} of sample {sample.label!r}" + (f", {what}" if what else "")
 
 
-def _require_reference(sample: RagSample, metric: str) -> tuple[str, str]:
-    if sample.ground_truth is not None and (sample.ground_truth.strip() or metric == J.RECALL):
+def _require_reference(sample: RagSample, metric: str, *, or_answer: bool) -> tuple[str, str]:
+    """The sample's reference and what it is: the ground truth, else (``or_answer``) the answer.
+
+    Without ``or_answer`` an empty ground truth is returned, for the metric to say it has no sentences.
+    """
+    if sample.ground_truth is not None and (sample.ground_truth.strip() or not or_answer):
         return sample.ground_truth, "ground_truth"
-    if metric == J.PRECISION and sample.answer is not None and sample.answer.strip():
+    if or_answer and sample.answer is not None and sample.answer.strip():
         return sample.answer, "answer"
-    needs = "a ground_truth (or an answer)" if metric == J.PRECISION else "a ground_truth (reference answer)"
+    needs = "a ground_truth (or an answer)" if or_answer else "a ground_truth (reference answer)"
     raise InvalidSample(f"{metric} needs {needs}; sample {sample.label!r} has none")
 
 
@@ -144,12 +149,11 @@ class ContextPrecision:
     default_method: str | None = None
 
     async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
-        reference, reference_kind = _require_reference(sample, J.PRECISION)
+        reference, reference_kind = _require_reference(sample, self.name, or_answer=True)
         mode = "without reference" if reference_kind == "answer" else None
         if not sample.contexts:
             return _nothing_retrieved(self.name, None, sample, mode)
-        s = ctx.settings
-        params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
+        (params,) = K.KINDS[J.PRECISION].params(ctx.settings)
         question, ref = ctx.normalize(sample.question), ctx.normalize(reference)
         tally = _Tally()
         requests = {
@@ -205,7 +209,7 @@ class ContextRecall:
 
     async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
         shown_method = "claims" if method == "claims" else None
-        reference, _ = _require_reference(sample, J.RECALL)
+        reference, _ = _require_reference(sample, self.name, or_answer=False)
         sentences = [ctx.normalize(s) for s in ctx.split(reference)]
         sentences = [s for s in sentences if s]
         if not sentences:
@@ -225,8 +229,7 @@ class ContextRecall:
                 "nothing was retrieved: the sample has no contexts",
                 sample.id,
             )
-        s = ctx.settings
-        params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
+        (params,) = K.KINDS[J.CLAIMS if shown_method == "claims" else J.RECALL].params(ctx.settings)
         contexts = [ctx.normalize(c) for c in sample.contexts]
         question = ctx.normalize(sample.question)
         label = _label(sample, self.name if shown_method is None else f"{self.name}[claims]")
@@ -319,8 +322,7 @@ class ContextRelevance:
     async def _sentences(self, sample: RagSample, method: str, ctx: ScoringContext) -> MetricResult:
         # "sentence", "binary" and "any" read the same judgment: one request per chunk serves all three
         # (a long chunk is judged in windows numbered as in the whole chunk; their picks are joined).
-        s = ctx.settings
-        params = J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)
+        (params,) = K.KINDS[J.SENTENCES].params(ctx.settings)
         question = ctx.normalize(sample.question)
         fingerprint = ctx.splitter_fingerprint
         tally = _Tally()
@@ -410,16 +412,16 @@ class ContextRelevance:
         return tally.result(sample, self.name, method, score, verdicts, explanation)
 
     async def _graded(self, sample: RagSample, ctx: ScoringContext) -> MetricResult:
-        s = ctx.settings
-        models = s.models_for_graded
+        judges = K.KINDS[J.GRADED].params(ctx.settings)  # every model that rates, its parameters
+        models = tuple(params.model for params in judges)
         question = ctx.normalize(sample.question)
         tally = _Tally()
 
         chunks = list(enumerate(sample.contexts, start=1))
         texts = [ctx.normalize(chunk) for _, chunk in chunks]
         requests: dict[tuple[str, int], JudgeRequest] = {}
-        for model in models:
-            params = J.JudgeParams(model, s.graded_temperature, s.seed, s.judge_n)
+        for params in judges:
+            model = params.model
             for (rank, _), text in zip(chunks, texts, strict=True):
                 if text:
                     what = f"chunk {rank}" + (f", judge {model}" if len(models) > 1 else "")

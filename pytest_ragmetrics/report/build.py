@@ -493,14 +493,14 @@ def judge_check_section(
     over ``context_precision`` rests on it; ``context_relevance_sentences`` carries both the sentence
     and the binary method.
     """
-    from ..calibration.check import METRICS_OF_KIND
+    from ..calibration.check import metrics_of_kind
 
     rows, gate_results = list(rows), list(gate_results)
     floors = []
     for floor in check.get("floors") or []:
         floor = dict(floor)
         if not floor.get("passed"):
-            metrics = set(METRICS_OF_KIND.get(floor.get("kind", ""), ()))
+            metrics = set(metrics_of_kind(floor.get("kind", "")))
             tests = [r["nodeid"] for r in rows if (r.get("metric"), r.get("method")) in metrics]
             floor["resting_on"] = {
                 "gates": [g["spec"] for g in gate_results if (g.get("metric"), g.get("method")) in metrics],
