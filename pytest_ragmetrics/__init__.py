@@ -88,10 +88,10 @@ if TYPE_CHECKING:  # pragma: no cover
         JudgeUnavailable,
         JudgmentNotRecorded,
         RagMetricsError,
+        RagMetricsWarning,
     )
     from .hookspecs import hookimpl
     from .judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge, Usage
-    from .judge.cache import RagMetricsWarning
     from .loaders import SampleLoadError, load_samples
     from .results import MetricResult, Verdict
     from .sample import RagSample

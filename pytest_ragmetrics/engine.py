@@ -306,7 +306,7 @@ class Evaluator:
             for note in advice(self.settings, in_pytest=False):
                 import warnings
 
-                from .judge.cache import RagMetricsWarning
+                from .errors import RagMetricsWarning
 
                 warnings.warn(note, RagMetricsWarning, stacklevel=2)
         self._judge_override = judge

@@ -334,7 +334,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 
 
 def _warn_unused(checks: list[_scope.Check]) -> None:
-    from .judge.cache import RagMetricsWarning
+    from .errors import RagMetricsWarning
 
     for check in checks:
         filename, lineno = check.where or ("<unknown>", 0)

@@ -99,7 +99,6 @@ class Prefetcher:
         #: Per test: the scores its marker declares (``metrics=``), as (metric, method) pairs.
         self._declared: dict[str, list[tuple[str, str | None]]] = {}
         self._stopped = False
-        self.started = 0
 
     # --- the engine asks -----------------------------------------------------------------------
     def claim(
@@ -256,7 +255,6 @@ class Prefetcher:
                 self._pending[key] = (nodeid, evaluator.submit_score(sample, metric, method))
         except TypeError:
             return
-        self.started += 1
 
 
 def _spec(evaluator: Evaluator, metric: str, method: str | None) -> tuple[str, str | None]:

@@ -206,7 +206,7 @@ class RagmetricsSession:
             # The controller checks the judge; each worker only scores its samples from the labels too.
             self.labelled_set = load_labels(settings.judge_check)
         for note in advice(settings, in_pytest=True):
-            from .judge.cache import RagMetricsWarning
+            from .errors import RagMetricsWarning
 
             config.issue_config_time_warning(RagMetricsWarning(note), stacklevel=2)
         if settings.judge_provider == "azure" and settings.cache != "replay":

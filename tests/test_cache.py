@@ -311,14 +311,6 @@ def test_api_key_never_reaches_the_disk(fake_judge_server, dirs):
         assert b"NEVER-ON-DISK" not in content, path
 
 
-def test_unused_store_entries_are_those_not_served(fake_judge_server, dirs):
-    requests = [make_request(i) for i in range(4)]
-    run(cached_judge(fake_judge_server, dirs), *requests)
-    judge = cached_judge(None, dirs, mode="replay")
-    run(judge, *requests[:2])
-    assert judge.unused_store_entries() == sorted(r.cache_key() for r in requests[2:])
-
-
 def test_scripted_inner_judge_works_too(dirs):
     judge = CachedJudge(
         lambda: ScriptedJudge(lambda r: {"reason": "s", "useful": False}), cache_dir=dirs.cache

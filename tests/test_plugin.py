@@ -1239,7 +1239,7 @@ def test_replay_after_recording_with_another_model_names_that_model(project):
 def test_several_judge_samples_at_temperature_zero_warn_at_startup(project):
     project.makepyfile(test_rag="def test_plain():\n    pass\n")
     result = project.runpytest(
-        "--rag-judge-n=3", "-W", "always::pytest_ragmetrics.judge.cache.RagMetricsWarning"
+        "--rag-judge-n=3", "-W", "always::pytest_ragmetrics.errors.RagMetricsWarning"
     )
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(

@@ -96,8 +96,9 @@ def test_a_server_error_echoing_the_authorization_header_is_scrubbed(fake_judge_
 
 
 def test_cache_warnings_are_redacted(tmp_path, monkeypatch):
+    from pytest_ragmetrics.errors import RagMetricsWarning
     from pytest_ragmetrics.judge.base import ScriptedJudge
-    from pytest_ragmetrics.judge.cache import CachedJudge, RagMetricsWarning
+    from pytest_ragmetrics.judge.cache import CachedJudge
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     blocker = tmp_path / f"cache-{KEY}"

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from judge_requests import make_request
 
+from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.judge.base import JudgeAnswer, Usage
-from pytest_ragmetrics.judge.cache import RagMetricsWarning
 from pytest_ragmetrics.judge.store import (
     FORMAT_DEFAULTS,
     GITATTRIBUTES,

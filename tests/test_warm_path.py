@@ -10,8 +10,8 @@ import pytest
 
 from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
 from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.judge.base import JudgeRequest, canonical_json, conforms, schema_errors
-from pytest_ragmetrics.judge.cache import RagMetricsWarning
 from pytest_ragmetrics.text import default_splitter
 from tests.judge_requests import make_request
 

@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _T = TypeVar("_T")
 
-__all__ = ["CACHE_MODES", "CacheMode", "CachedJudge", "RagMetricsWarning", "cache_summary", "open_disk_cache"]
+__all__ = ["CACHE_MODES", "CacheMode", "CachedJudge", "cache_summary", "open_disk_cache"]
 
 CacheMode = Literal["readwrite", "replay", "refresh", "off"]
 CACHE_MODES: tuple[CacheMode, ...] = ("readwrite", "replay", "refresh", "off")
@@ -354,10 +354,6 @@ class CachedJudge:
         if len(memory) > self._memory_entries:
             memory.popitem(last=False)
 
-    def in_store(self, key: str) -> bool:
-        """Whether this run found ``key`` in the judgment store (read it there, or wrote it)."""
-        return self.store is not None and key in self._in_store
-
     # --- asking the judge ------------------------------------------------------------------------
 
     async def _judged(self, request: JudgeRequest, key: str) -> JudgeAnswer:
@@ -623,12 +619,6 @@ class CachedJudge:
     def _write_both(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
         self._write_store((request, answer))
         self._write_disk(request, key, answer)
-
-    def unused_store_entries(self) -> list[str]:
-        """Keys in the judgment store that this run neither served nor wrote, sorted."""
-        if self.store is None:
-            return []
-        return sorted(self.store.keys() - self.used_keys)
 
     # --- what a replay misses --------------------------------------------------------------------
 

@@ -143,7 +143,6 @@ class ContextPrecision:
     """Rank-aware precision of the useful chunks (seed: RAGAS context precision)."""
 
     name = "context_precision"
-    serves_recorded = True  # awaits nothing but ctx.judge/judge_many (see Evaluator.score)
     bounded = True  # scores lie in [0, 1]
     methods: tuple[str, ...] = ()
     default_method: str | None = None
@@ -200,7 +199,6 @@ class ContextRecall:
     """
 
     name = "context_recall"
-    serves_recorded = True  # awaits nothing but ctx.judge/judge_many (see Evaluator.score)
     bounded = True  # scores lie in [0, 1]
     methods: tuple[str, ...] = ("sentence", "claims")
     default_method: str | None = "sentence"
@@ -306,7 +304,6 @@ class ContextRelevance:
     chunk, or ``any``: 1 when any chunk holds a needed sentence (the question-level score)."""
 
     name = "context_relevance"
-    serves_recorded = True  # awaits nothing but ctx.judge/judge_many (see Evaluator.score)
     bounded = True  # scores lie in [0, 1]
     methods: tuple[str, ...] = ("graded", "sentence", "binary", "any")
     default_method: str | None = "graded"
