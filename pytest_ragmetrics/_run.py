@@ -1,6 +1,6 @@
 """What a pytest run covered, and which of its reports count.
 
-Two questions the plugin asks at the end of a run, answered here so that ``plugin.py`` stays a thin
+Three questions the plugin asks at the end of a run, answered here so that ``plugin.py`` stays a thin
 layer of hooks:
 
 * Did the run cover the whole suite? Only such a run knows every judgment the suite needs, so only
@@ -77,35 +77,41 @@ def incomplete_reason(
     return None
 
 
-def record_for_prune(session: pytest.Session, state: Any) -> list[str] | None:
+def record_for_prune(
+    session: pytest.Session,
+    cache_dir: str | Path,
+    *,
+    used: set[str],
+    store: set[str] | None,
+    deselected: bool,
+    worker_crashed: bool,
+    skipped: int,
+) -> list[str] | None:
     """Record for ``cache prune`` what this run says about the judgment store, replacing the last
     run's record: the entries it did not use when it covered the whole suite, else why it cannot
     tell. A partial run replaces a full run's record too: the judgments it stored are not in that
     record, which therefore no longer describes what the suite needs.
 
-    ``state`` is the plugin's run state. Returns the unused entries, as recorded, or ``None`` when
-    nothing usable was recorded (the run used no judge, or could not tell).
+    ``used`` are the judgments the run used, ``store`` the keys its judgment store holds (``None``:
+    no store); ``deselected``, ``worker_crashed`` and ``skipped`` as for :func:`incomplete_reason`.
+    Returns the unused entries, as recorded, or ``None`` when nothing usable was recorded (the run
+    used no judge, or could not tell).
     """
     from .judge.cache import LAST_RUN_FILE, write_last_run
 
-    used: set[str] = state.used_keys
-    store: set[str] | None = state.store_keys
     if not used and store is None:
         return None  # the run judged nothing, so stored nothing: the last record still holds
-    reason = incomplete_reason(
-        session, deselected=state.deselected, worker_crashed=state.worker_crashed, skipped=state.skipped
-    )
+    reason = incomplete_reason(session, deselected=deselected, worker_crashed=worker_crashed, skipped=skipped)
     if reason is None and store is None:
         reason = "the run used no judgment store"
     unused = sorted((store or set()) - used) if reason is None else None
-    cache_dir = Path(state.settings.cache_dir or state.default_cache_dir())
     try:
         write_last_run(cache_dir, unused=unused, reason=reason)
     except OSError:
         # Only `cache prune` reads the record: never fail a run over it; but an older record must
         # not outlive this run.
         with contextlib.suppress(OSError):
-            (cache_dir / LAST_RUN_FILE).unlink(missing_ok=True)
+            (Path(cache_dir) / LAST_RUN_FILE).unlink(missing_ok=True)
         return None
     return unused
 

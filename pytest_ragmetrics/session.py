@@ -569,7 +569,15 @@ class RagmetricsSession:
         s = self.settings
         from ._run import record_for_prune
 
-        self.unused_store_entries = record_for_prune(session, self)
+        self.unused_store_entries = record_for_prune(
+            session,
+            s.cache_dir or self.default_cache_dir(),
+            used=self.used_keys,
+            store=self.store_keys,
+            deselected=self.deselected,
+            worker_crashed=self.worker_crashed,
+            skipped=self.skipped,
+        )
         if self.gates:
             from .gates import evaluate_gates
             from .report.build import corrected_means, per_sample_scores

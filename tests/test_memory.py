@@ -103,9 +103,9 @@ def test_the_answer_map_in_memory_is_bounded():
 
 def test_judgments_that_decide_alike_share_one_noted_decision(tmp_path):
     """A run notes what each judgment decided (for its judge checks): one shared pair per decision,
-    whether the score was made from its judgments or served from its record."""
+    whether the judge answered now or the cache did."""
     settings = Settings(cache_dir=str(tmp_path / "cache"))
-    for judge in (positive, None):  # judged, then served from score records
+    for judge in (positive, None):  # judged, then served from the cache
         with Evaluator(settings, judge=ScriptedJudge(judge or (lambda r: pytest.fail("judged")))) as ev:
             ev.evaluate(golden(30), FIVE)
             noted = list(ev.answers.values())

@@ -32,13 +32,6 @@ PRIVATE = frozenset(
     }
 )
 
-#: Modules still being moved off private names: tolerated until they are gone. Nothing may be added.
-#: (The progress line draws in place on pytest's terminal writer, which pytest does not expose.)
-_NOT_YET_PUBLIC = {
-    "progress.py": {"_tw"},
-}
-
-
 def private_uses(source: str) -> set[str]:
     """The private names ``source`` reaches for."""
     found = set()
@@ -64,7 +57,7 @@ def test_the_package_reaches_for_no_private_name_of_pytest_or_diskcache():
     found = {}
     for path in sorted(ROOT.rglob("*.py")):
         name = path.relative_to(ROOT).as_posix()
-        uses = private_uses(path.read_text(encoding="utf-8")) - _NOT_YET_PUBLIC.get(name, set())
+        uses = private_uses(path.read_text(encoding="utf-8"))
         if uses:
             found[name] = sorted(uses)
     assert not found
