@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -716,7 +716,10 @@ Choices = Sequence[Mapping[str, Any]]
 
 
 class Texts(Protocol):
-    """How the run splits and normalizes text (the metrics' scoring context is one)."""
+    """What judging a labelled item or a control needs of the run: its settings, how it splits and
+    normalizes text, and its cached judge (the metrics' scoring context is one)."""
+
+    settings: Settings
 
     def split(self, text: str) -> list[str]:
         """Split ``text`` into verbatim sentences with the configured splitter."""
@@ -731,13 +734,17 @@ class Texts(Protocol):
         """The splitter's identity when it has one: sentence judgments are keyed on it."""
         ...
 
+    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
+        """Answer ``request`` through the cache, the judgment store and the judge."""
+        ...
+
 
 @dataclass(frozen=True)
 class Material:
     """What a labelled item or a negative control puts before the judge, as given (not normalized):
     the question and, after the kind, a chunk, a reference (the reference answer, or the system's own
-    answer when ``reference_kind`` is ``answer``), the retrieved contexts, or the reference already
-    split into sentences."""
+    answer when ``reference_kind`` is ``answer``), the retrieved contexts, the reference already split
+    into sentences, an answer or claims."""
 
     question: str
     chunk: str | None = None
@@ -745,6 +752,10 @@ class Material:
     reference_kind: str = "ground_truth"
     contexts: tuple[str, ...] = ()
     reference_sentences: tuple[str, ...] | None = None
+    #: The system's answer (a control of claim verdicts checks its claims against other contexts).
+    answer: str | None = None
+    #: Claims already made (a labelled item of claim verdicts), else those of ``answer``.
+    claims: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -769,9 +780,11 @@ class LabelForm:
 class ControlForm:
     """Negative controls of a kind (:mod:`.calibration.controls`). A control is judged as a labelled
     item of the kind is, and counts as *positive* (``verdict``: useful, relevant, needed) when any of
-    its units, averaged over the judge models that rate the kind, is judged above the lowest class."""
+    its units, averaged over the judge models that rate the kind, is judged of the class numbered
+    ``positive_from`` (from 0, in the kind's :attr:`~JudgmentKind.classes`) or above."""
 
     verdict: str
+    positive_from: int = 1
 
 
 def _judge_params(settings: Settings) -> list[JudgeParams]:
@@ -790,8 +803,8 @@ class JudgmentKind:
     """One kind of judgment: everything about it that is not the same for every kind.
 
     A judgment decides about *units* (a chunk, a reference sentence, a chunk sentence); its answer
-    reads as one verdict value in [0, 1] per unit (:attr:`verdicts`), of ``scale + 1`` classes: yes /
-    no for a scale of 1, the ratings 0, 1, 2 for a scale of 2.
+    reads as one verdict value in [0, 1] per unit (:attr:`verdicts`). The values of the kind's
+    :attr:`classes` are evenly spaced from 0 to 1: no 0 and yes 1; the ratings 0, 1, 2 as 0, 0.5, 1.
     """
 
     #: The request's kind and schema name, recorded with every judgment.
@@ -812,8 +825,9 @@ class JudgmentKind:
     decision: Callable[[JudgeRequest, Choices], tuple[str, ...]]
     #: The judge parameters of the models that judge this kind, one per model.
     params: Callable[[Settings], list[JudgeParams]]
-    #: The units of a labelled item or control (normalized text, in order).
-    units_of: Callable[[Material, Texts], list[str]]
+    #: The units of a labelled item or control (normalized text, in order); may ask the judge (the
+    #: claims of an answer).
+    units_of: Callable[[Material, Texts], Awaitable[list[str]]]
     #: The requests that judge those units with one model; None when the material lacks what the
     #: kind needs (precision without a reference).
     ask: Callable[[Material, Sequence[str], JudgeParams, str, Texts], list[JudgeRequest] | None]
@@ -825,8 +839,10 @@ class JudgmentKind:
     metrics: tuple[tuple[str, str | None], ...]
     #: Other names for the kind: the metric names (with their method) that read it.
     aliases: tuple[str, ...] = ()
-    #: The highest verdict class: 1 for yes / no, 2 for ratings 0 to 2.
-    scale: int = 1
+    #: The verdict classes, in the order of their values: (False, True), or the ratings (0, 1, 2).
+    classes: tuple[Any, ...] = (False, True)
+    #: Whether the classes are a scale (ratings), where a near miss counts less (weighted kappa).
+    ordinal: bool = False
     #: Another prompt for some inputs (precision judged against the system's own answer), or None.
     variant: Callable[[Mapping[str, Any]], Prompt | None] | None = None
     #: How it is labelled for the judge check; None when it is not.
@@ -887,17 +903,14 @@ class JudgmentKind:
         other = self.variant(inputs) if self.variant is not None else None
         return other if other is not None else self.prompt
 
-    @property
-    def classes(self) -> tuple[Any, ...]:
-        """The verdict classes: (False, True), or the ratings (0, 1, 2)."""
-        return (False, True) if self.scale == 1 else tuple(range(self.scale + 1))
-
     def verdict_class(self, value: float) -> Any:
-        """The class of a verdict value: yes when at least half, else the nearest rating (halves up:
-        self-consistency averages ratings)."""
-        if self.scale == 1:
-            return value >= 0.5
-        return int(value * self.scale + 0.5)
+        """The class of a verdict value: the nearest, halves up (self-consistency averages ratings):
+        yes from 0.5."""
+        return self.classes[self.class_index(value)]
+
+    def class_index(self, value: float) -> int:
+        """The number (from 0) of the class of a verdict value."""
+        return int(value * (len(self.classes) - 1) + 0.5)
 
 
 # --- the entries' own parts -----------------------------------------------------------------------
@@ -959,12 +972,12 @@ def _no_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
     return ()
 
 
-def _chunk_unit(material: Material, texts: Texts) -> list[str]:
+async def _chunk_unit(material: Material, texts: Texts) -> list[str]:
     assert material.chunk is not None
     return [texts.normalize(material.chunk)]
 
 
-def _chunk_sentence_units(material: Material, texts: Texts) -> list[str]:
+async def _chunk_sentence_units(material: Material, texts: Texts) -> list[str]:
     # Split as the metric splits: the normalized chunk, each sentence normalized, empty ones dropped.
     assert material.chunk is not None
     return [
@@ -972,7 +985,7 @@ def _chunk_sentence_units(material: Material, texts: Texts) -> list[str]:
     ]
 
 
-def _reference_sentence_units(material: Material, texts: Texts) -> list[str]:
+async def _reference_sentence_units(material: Material, texts: Texts) -> list[str]:
     if material.reference_sentences is not None:
         return [texts.normalize(text) for text in material.reference_sentences]
     assert material.reference is not None
@@ -1141,7 +1154,8 @@ RETRIEVAL_KINDS: dict[str, JudgmentKind] = {
             decides="rating",
             metrics=(("context_relevance", "graded"),),
             aliases=("context_relevance[graded]",),
-            scale=2,
+            classes=(0, 1, 2),
+            ordinal=True,
             labels=LabelForm("rating", "one", ("chunk",)),
             control=ControlForm("relevant"),
         ),

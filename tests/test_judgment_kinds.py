@@ -83,6 +83,10 @@ def _toy_verdicts(request: J.JudgeRequest, choices: J.Choices) -> list[tuple[flo
     return [(1.0 if mentions else 0.0, reason)]
 
 
+async def _toy_units(material: J.Material, texts: J.Texts) -> list[str]:
+    return [texts.normalize(material.chunk or "")]
+
+
 def _toy_ask(material, units, params, label, texts):  # type: ignore[no-untyped-def]
     inputs = {"question": texts.normalize(material.question), "chunk": units[0]}
     return [K.KINDS[TOY].request(inputs, params, label)]
@@ -103,7 +107,7 @@ TOY_KIND = J.JudgmentKind(
     verdicts=_toy_verdicts,
     decision=lambda request, choices: ("said so" if _toy_verdicts(request, choices)[0][0] else "did not",),
     params=lambda s: [J.JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)],
-    units_of=lambda material, texts: [texts.normalize(material.chunk or "")],
+    units_of=_toy_units,
     ask=_toy_ask,
     meaning="mentions: share of chunks that mention the subject",
     decides="mentions",
@@ -245,3 +249,29 @@ def test_labelled_items_and_controls_ask_exactly_what_the_metrics_asked(tmp_path
         ("context_relevance_graded", 1, 1),
         ("context_relevance_sentences", 1, 1),
     ]
+
+
+def test_a_control_pair_carries_the_answer_and_the_other_samples_contexts_only_when_none_is_related():
+    from pytest_ragmetrics import RagSample
+    from pytest_ragmetrics.calibration.controls import control_pairs
+
+    def sample(city: str, extra: str) -> RagSample:
+        return RagSample(
+            f"What is {city} known for?",
+            [f"{city} is known for its old town.", extra],
+            ground_truth=f"{city} is known for its old town.",
+            answer=f"{city} is known for its old town.",
+            id=city,
+        )
+
+    shared = "Europe has many old towns."
+    samples = [sample("Rome", shared), sample("Oslo", shared), sample("Lima", "Lima lies on the coast.")]
+    pairs = control_pairs(samples, 20, seed=3)
+    assert pairs
+    for pair in pairs:
+        assert pair.answer == f"{pair.question_sample} is known for its old town."
+        other = next(s for s in samples if s.id == pair.chunk_sample)
+        related = {pair.question_sample, pair.chunk_sample} == {"Rome", "Oslo"}
+        assert pair.contexts == (() if related else other.contexts)
+        assert ControlPair.from_json(json.loads(json.dumps(pair.to_json()))) == pair
+    assert any(p.contexts for p in pairs) and any(not p.contexts for p in pairs)

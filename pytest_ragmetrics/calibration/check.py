@@ -127,14 +127,16 @@ class KindAgreement:
             return A.accuracy(self.labels, self.verdicts)
         if name == "kappa":
             return A.cohen_kappa(self.labels, self.verdicts, self.classes)
+        kind = K.KINDS[self.kind]
         if name == "weighted_kappa":
-            if len(self.classes) < 3:  # weights need a scale of ratings
+            if not kind.ordinal:  # weights need a scale of ratings
                 return None
             return A.cohen_kappa(self.labels, self.verdicts, self.classes, weights="quadratic")
         if name == "f1":
-            if self.classes != (False, True):
+            if kind.ordinal:
                 return None
-            return A.f1_score(self.labels, self.verdicts)
+            positive = self.classes[-1]  # yes, needed, supported
+            return A.f1_score([x == positive for x in self.labels], [x == positive for x in self.verdicts])
         raise ValueError(f"unknown agreement statistic {name!r}")
 
     def to_json(self) -> dict[str, Any]:
@@ -202,10 +204,10 @@ def parse_floor(line: str) -> Floor:
         return Floor(parsed.spec, kind, parsed.stat, parsed.op, parsed.threshold)
     if parsed.stat not in STATISTICS:
         raise parsed.error(f"unknown statistic {parsed.stat!r}")
-    rated = ", ".join(k.name for k in K.labelled_kinds() if k.scale > 1)
-    if parsed.stat == "weighted_kappa" and entry.scale == 1:
+    rated = ", ".join(k.name for k in K.labelled_kinds() if k.ordinal)
+    if parsed.stat == "weighted_kappa" and not entry.ordinal:
         raise parsed.error(f"weighted_kappa is for graded ratings ({rated}) only")
-    if parsed.stat == "f1" and entry.scale > 1:
+    if parsed.stat == "f1" and entry.ordinal:
         raise parsed.error("f1 is for yes/no judgments; use weighted_kappa for graded ratings")
     return Floor(parsed.spec, kind, parsed.stat, parsed.op, parsed.threshold)
 
@@ -370,7 +372,7 @@ async def _judge_one(item: LabelledItem, ctx: ScoringContext) -> list[KindAgreem
     assert form is not None
     label = f"labelled item {item.id!r} ({item.where})"
     material = item.material()
-    units = kind.units_of(material, ctx)
+    units = await kind.units_of(material, ctx)
     labels = _unit_labels(item, units, label)
     outs = []
     for params in kind.params(ctx.settings):

@@ -59,7 +59,9 @@ _DRAWS_PER_PAIR = 50
 
 @dataclass(frozen=True)
 class ControlPair:
-    """A question (with its sample's reference) and a chunk retrieved for another sample."""
+    """A question (with its sample's reference and answer) and a chunk retrieved for another sample,
+    with all that sample's contexts when none of them is related to the question's sample (an answer
+    is checked against them)."""
 
     question: str
     reference: str | None
@@ -67,6 +69,8 @@ class ControlPair:
     chunk: str
     question_sample: str
     chunk_sample: str
+    answer: str | None = None
+    contexts: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +80,8 @@ class ControlPair:
             "chunk": self.chunk,
             "question_sample": self.question_sample,
             "chunk_sample": self.chunk_sample,
+            "answer": self.answer,
+            "contexts": list(self.contexts),
         }
 
     @classmethod
@@ -87,6 +93,19 @@ class ControlPair:
             str(data["chunk"]),
             str(data["question_sample"]),
             str(data["chunk_sample"]),
+            None if data.get("answer") is None else str(data["answer"]),
+            tuple(str(c) for c in data.get("contexts") or ()),
+        )
+
+    def material(self) -> J.Material:
+        """What the judge is shown for this control, whatever its kind."""
+        return J.Material(
+            self.question,
+            chunk=self.chunk,
+            reference=self.reference,
+            reference_kind=self.reference_kind,
+            contexts=self.contexts,
+            answer=self.answer,
         )
 
 
@@ -152,6 +171,8 @@ def control_pairs(samples: Iterable[RagSample], count: int, seed: int = 0) -> li
             continue
         texts.add(text)
         reference, reference_kind = _reference(pool[i])
+        unrelated = all(_unrelated(pool[i], pool[j], m) for m in range(len(pool[j].contexts)))
+        answer = pool[i].answer
         chosen.append(
             ControlPair(
                 pool[i].question,
@@ -160,6 +181,8 @@ def control_pairs(samples: Iterable[RagSample], count: int, seed: int = 0) -> li
                 pool[j].contexts[k],
                 _name(pool[i]),
                 _name(pool[j]),
+                answer if answer and answer.strip() else None,
+                tuple(pool[j].contexts) if unrelated else (),
             )
         )
     return chosen
@@ -201,17 +224,17 @@ def _verdict(kind: str) -> str:
 
 async def _judge_pair(
     pair: ControlPair, kind: J.JudgmentKind, ctx: ScoringContext, label: str
-) -> bool | None:
-    """True when the judge found the control positive (see :class:`~pytest_ragmetrics.judgments.ControlForm`);
-    None when the pair lacks what the kind needs (precision without a reference).
+) -> tuple[bool, tuple[str, ...]] | None:
+    """Whether the judge found the control positive (see :class:`~pytest_ragmetrics.judgments.ControlForm`),
+    and the keys of the judgments that decided it; None when the pair lacks what the kind needs
+    (precision without a reference, an answer without claims).
 
     Judged with exactly the requests the metrics send for the same texts, by every model that judges
     the kind."""
-    material = J.Material(
-        pair.question, chunk=pair.chunk, reference=pair.reference, reference_kind=pair.reference_kind
-    )
-    units = kind.units_of(material, ctx)
+    material = pair.material()
+    units = await kind.units_of(material, ctx)
     per_model: list[list[float]] = []
+    keys: list[str] = []
     for params in kind.params(ctx.settings):
         requests = kind.ask(material, units, params, label, ctx)
         if requests is None:
@@ -219,10 +242,13 @@ async def _judge_pair(
         values: list[float] = []
         for request in requests:
             answer = await ctx.judge(request)
+            keys.append(request.cache_key())
             values += [value for value, _ in kind.verdicts(request, answer.choices)]
         per_model.append(values)
-    lowest = kind.classes[0]
-    return any(kind.verdict_class(sum(unit) / len(unit)) != lowest for unit in zip(*per_model, strict=True))
+    assert kind.control is not None
+    least = kind.control.positive_from
+    positive = any(kind.class_index(sum(unit) / len(unit)) >= least for unit in zip(*per_model, strict=True))
+    return positive, tuple(keys)
 
 
 async def judge_controls(
@@ -243,13 +269,18 @@ async def judge_controls(
         *(one(pair, kind, n) for kind in wanted for n, pair in enumerate(pairs, start=1))
     )
     shares = {kind: ControlShare(kind) for kind in wanted}
+    decided: set[tuple[str, tuple[str, ...]]] = set()
     for kind, pair, outcome in outcomes:
         share = shares[kind]
         if isinstance(outcome, JudgeError):
             share.errors.append(str(outcome))
         elif outcome is not None:
+            positive, keys = outcome
+            if (kind, keys) in decided:
+                continue  # the same judgments as a control before (one answer, one set of contexts)
+            decided.add((kind, keys))
             share.judged += 1
-            if outcome:
+            if positive:
                 share.positive += 1
                 share.examples.append(
                     {

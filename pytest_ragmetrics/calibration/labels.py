@@ -27,6 +27,7 @@ as is). Any other key is an error, so a misspelt label never passes silently.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -179,7 +180,7 @@ def _item(data: Mapping[str, Any], default_id: str, where: str) -> LabelledItem:
     name = form.field
     if name not in data:
         raise _Bad(f"missing field {name!r}: the verdict a person gave", name)
-    label = _label(form.form, name, data[name], entry.scale)
+    label = _label(form.form, name, data[name], entry.classes, entry.unit)
     material: dict[str, Any] = {}
     for field_name in form.material:  # checked in the order they are listed
         if field_name == "contexts":
@@ -209,17 +210,9 @@ def _item(data: Mapping[str, Any], default_id: str, where: str) -> LabelledItem:
     return LabelledItem(**common, label=label, **material)
 
 
-def _label(form: str, name: str, value: Any, scale: int) -> Any:
-    """The label of a form (see :class:`~pytest_ragmetrics.judgments.LabelForm`), checked."""
-    if form == "one" and scale == 1:
-        if not isinstance(value, bool):
-            raise _Bad(f"field {name!r}: expected true or false, got {_type_name(value)}", name)
-        return value
-    if form == "one":
-        if isinstance(value, bool) or value not in range(scale + 1):
-            ratings = ", ".join(map(str, range(scale))) + f" or {scale}"
-            raise _Bad(f"field {name!r}: expected {ratings}, got {_type_name(value)}", name)
-        return int(value)
+def _label(form: str, name: str, value: Any, classes: tuple[Any, ...], unit: str) -> Any:
+    """The label of a form (see :class:`~pytest_ragmetrics.judgments.LabelForm`), checked against the
+    kind's classes."""
     if form == "numbers":
         if not isinstance(value, list):
             raise _Bad(f"field {name!r}: expected a list of sentence numbers, got {_type_name(value)}", name)
@@ -229,14 +222,33 @@ def _label(form: str, name: str, value: Any, scale: int) -> Any:
         if len(set(value)) != len(value):
             raise _Bad(f"field {name!r}: a sentence number is listed twice: {value}", name)
         return tuple(sorted(value))
-    # each: a true / false per unit
-    if not isinstance(value, list) or not value or not all(isinstance(v, bool) for v in value):
-        raise _Bad(
-            f"field {name!r}: expected a non-empty list of true / false, one per reference "
-            f"sentence, got {_type_name(value) if not isinstance(value, list) else value}",
-            name,
-        )
+    if form == "one":
+        return _class(name, value, classes)
+    # each: a verdict per unit
+    if not isinstance(value, list) or not value or not all(_is_class(v, classes) for v in value):
+        one = _class_names(classes)
+        got = _type_name(value) if not isinstance(value, list) else value
+        raise _Bad(f"field {name!r}: expected a non-empty list of {one}, one per {unit}, got {got}", name)
     return tuple(value)
+
+
+def _is_class(value: Any, classes: tuple[Any, ...]) -> bool:
+    # True == 1 in Python: a boolean is a class only of yes / no kinds, a number only of ratings.
+    return any(type(value) is type(c) and value == c for c in classes)
+
+
+def _class(name: str, value: Any, classes: tuple[Any, ...]) -> Any:
+    if not _is_class(value, classes):
+        expected = "true or false" if classes == (False, True) else _class_names(classes)
+        raise _Bad(f"field {name!r}: expected {expected}, got {_type_name(value)}", name)
+    return value
+
+
+def _class_names(classes: tuple[Any, ...]) -> str:
+    if classes == (False, True):
+        return "true / false"
+    names = [json.dumps(c) for c in classes]
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
 
 
 def load_labels(path: str | os.PathLike[str]) -> list[LabelledItem]:
