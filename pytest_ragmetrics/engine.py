@@ -281,7 +281,8 @@ class Evaluator:
     ``judge`` replaces the configured judge (it still sits behind the cache and store as configured by
     ``settings.cache``); ``hook`` is a pluggy hook relay (pytest's ``config.hook`` inside pytest, else
     :func:`~pytest_ragmetrics.builtin_hooks.plugin_manager`'s). ``stats`` and ``runner`` can be shared
-    between evaluators. Use it as a context manager, or call :meth:`close`, to let the judgments
+    between evaluators; ``run`` names the run the evaluator judges for (the xdist workers of one pytest
+    run share it: see :class:`~pytest_ragmetrics.judge.cache.CachedJudge`). Use it as a context manager, or call :meth:`close`, to let the judgments
     in flight finish and sort the judgment store.
     """
 
@@ -295,8 +296,10 @@ class Evaluator:
         stats: JudgeStats | None = None,
         runner: LoopRunner | None = None,
         default_cache_dir: str | Path | None = None,
+        run: str | None = None,
     ) -> None:
         self.settings = settings or from_env()
+        self._run = run
         in_pytest = _scope.in_pytest()
         #: How this evaluator's messages tell a person to set a setting: pytest options or Settings.
         self.how_to_set = wording(in_pytest)
@@ -428,6 +431,7 @@ class Evaluator:
                     store=store,
                     stats=self.stats,
                     concurrency=self.settings.concurrency,
+                    run=self._run,
                     how_to_set=self.how_to_set,
                 )
             return self._cached_judge

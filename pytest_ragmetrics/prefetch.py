@@ -20,7 +20,8 @@ tests ahead of the running one (as many tests as judge calls allowed at once, at
 shared judging loop, so every judge call still passes the concurrency bound. A test takes the result
 started for it instead of scoring again; results nobody took are dropped when their test ends.
 Nothing is started in replay mode (there is no judge to keep busy), nor under pytest-xdist workers
-(a worker does not know which tests it runs next). When the run stops early (``-x``, ``--maxfail``,
+(a worker does not know which tests it runs next), nor under a spending cap (``max_judge_calls``,
+``max_judge_tokens``: the tests in order get the budget). When the run stops early (``-x``, ``--maxfail``,
 Ctrl-C), everything started is cancelled as soon as the failure that stops it is reported: what
 waits for the concurrency bound is never sent, only calls already in flight are paid.
 """
@@ -78,13 +79,16 @@ class Prefetcher:
 
     ``evaluator_for(settings)`` gives the run's evaluator for some settings; ``settings`` are the
     run's. ``active`` is False where nothing may be started for the tests to come (replay, xdist
-    workers).
+    workers, a spending cap).
     """
 
     def __init__(self, settings: Settings, evaluator_for: Any, *, active: bool = True) -> None:
         self.settings = settings
         self._evaluator_for = evaluator_for
-        self.active = active and settings.cache != "replay"
+        # Under a spending cap, what is judged ahead would spend what the tests in order need: the
+        # run passes as many tests as the cap allows, in order, rather than a scatter of none.
+        capped = settings.max_judge_calls is not None or settings.max_judge_tokens is not None
+        self.active = active and settings.cache != "replay" and not capped
         self.window = max(MIN_WINDOW, settings.concurrency or MIN_WINDOW)
         self._lock = threading.Lock()
         self._items: Sequence[pytest.Item] = ()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,6 +86,9 @@ class RagmetricsSession:
         #: The run's judge spending budget (``max_judge_calls``, ``max_judge_tokens``), shared by its
         #: xdist workers; None: no cap.
         self.budget: JudgeBudget | None = None
+        #: This run's id: xdist's for its workers (they share it), else one of its own.
+        workerinput = getattr(config, "workerinput", None) or {}
+        self.run_id: str = str(workerinput.get("testrunuid") or secrets.token_hex(8))
         self.worker_stats: list[dict[str, Any]] = []
         self.used_keys: set[str] = set()
         #: Keys held by the judgment store(s) this run used (None: no store); unused = these - used_keys.
@@ -351,6 +355,7 @@ class RagmetricsSession:
                 stats=self.stats,
                 runner=self.runner,
                 default_cache_dir=self.default_cache_dir(),
+                run=self.run_id,
             )
             if self.labelled_set is not None:
                 from .calibration.labelled import LabelAnswers
@@ -654,6 +659,9 @@ class RagmetricsSession:
             message = stopped_message(
                 stats.max_judge_calls, stats.max_judge_tokens, stats.refused, wording(True)
             )
+            first = next((e["nodeid"] for e in self.errors if e.get("error") == "JudgeCallCapReached"), None)
+            if first is not None:
+                message += f"; the first test it stopped: {first}"
             lines.append((message, "red"))
         return lines
 

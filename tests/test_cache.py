@@ -6,6 +6,7 @@ The judge is the real OpenAIJudge over HTTP against FakeJudgeServer; the disk ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -267,17 +268,18 @@ def test_two_processes_writing_one_cache_lose_nothing(tmp_path):
     assert all(e["answer"]["choices"] == [{"useful": True}] for e in entries)
 
 
-def test_corrupt_cache_warns_once_and_the_run_goes_on(fake_judge_server, dirs):
+def test_a_cache_that_is_not_a_database_is_moved_aside_once_and_a_fresh_one_started(fake_judge_server, dirs):
     dirs.cache.mkdir()
     (dirs.cache / "cache.db").write_bytes(b"this is not a sqlite database" * 100)
     judge = cached_judge(fake_judge_server, dirs)
-    with pytest.warns(RagMetricsWarning, match="cannot be used") as record:
+    with pytest.warns(RagMetricsWarning, match="was not a database") as record:
         answers = run(judge, make_request(1), make_request(2))
     assert len(answers) == 2
-    assert len(record) == 1
-    assert "cache clear" in str(record[0].message)
-    # The store still recorded them.
+    assert len(record) == 1 and "cache.db.unusable" in str(record[0].message)
+    assert (dirs.cache / "cache.db.unusable").read_bytes().startswith(b"this is not")
     assert len(JudgmentStore(dirs.store)) == 2
+    fresh = CachedJudge(lambda: pytest.fail("no judge"), mode="replay", cache_dir=dirs.cache)  # no store
+    assert [a.source for a in run(fresh, make_request(1), make_request(2))] == ["cache", "cache"]
 
 
 def test_unwritable_cache_dir_warns_and_the_run_goes_on(fake_judge_server, dirs):
@@ -525,7 +527,7 @@ def test_store_warnings_say_what_happens_next_in_each_mode(fake_judge_server, di
 def test_the_cache_disabled_warning_names_the_cache_dir_to_clear(fake_judge_server, tmp_path):
     dirs = Dirs(tmp_path / "dir with space")
     dirs.cache.mkdir(parents=True)
-    (dirs.cache / "cache.db").write_bytes(b"this is not a sqlite database" * 100)
+    (dirs.cache / "cache.db").mkdir()  # cannot be opened (nor moved aside as not a database)
     with pytest.warns(RagMetricsWarning, match="cannot be used") as record:
         run(cached_judge(fake_judge_server, dirs), make_request())
     message = str(record[0].message)
@@ -758,7 +760,6 @@ start_at = float(sys.argv[1])
 judge = CachedJudge(
     lambda: OpenAIJudge(api_key="sk-dummy", base_url={base_url!r}, max_retries=0, timeout=30),
     cache_dir={cache!r},
-    shared=True,  # what pytest-xdist workers get by default
 )
 
 async def main():
@@ -774,7 +775,8 @@ asyncio.run(main())
 
 
 def test_processes_sharing_a_cache_pay_once_per_judgment(fake_judge_server, tmp_path):
-    """Two xdist-like workers needing the same judgments at the same time: each is asked for once."""
+    """Two processes (xdist workers, or two pytest runs) needing the same judgments at the same time:
+    each is asked for once."""
     import time
 
     fake_judge_server.delay(0.3)
@@ -808,10 +810,9 @@ def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monke
     monkeypatch.setattr(cache_module, "CLAIM_SECONDS", 1.0)
     request = make_request()
     judge = cached_judge(fake_judge_server, dirs)
-    judge.shared = True
-    disk = judge._disk()
-    assert disk is not None
-    disk.add(cache_module.CLAIM_PREFIX + request.cache_key(), "dead-process", expire=1.0)
+    claims = judge._claims_db()
+    assert claims is not None
+    claims.add(cache_module.CLAIM_PREFIX + request.cache_key(), "dead-process", expire=1.0)
     start = time.perf_counter()
     [answer] = run(judge, request)
     assert answer.source == "judge"
@@ -819,11 +820,35 @@ def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monke
     assert fake_judge_server.request_count == 1
 
 
-def test_xdist_workers_share_their_cache_by_default(dirs, monkeypatch):
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    assert CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache).shared is False
-    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
-    assert CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache).shared is True
+def test_each_judge_is_a_run_of_its_own_unless_told_which(dirs):
+    runs = {CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache).run for _ in range(2)}
+    assert len(runs) == 2
+    assert CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache, run="r").run == "r"
+
+
+@pytest.mark.parametrize("steps", range(8))
+def test_a_claim_is_given_up_when_its_judgment_is_cancelled_while_claiming(fake_judge_server, dirs, steps):
+    """A judgment cancelled (a stopped worker, a test that stopped waiting) just after its claim was
+    taken leaves no claim behind for the other processes to wait out."""
+    import pytest_ragmetrics.judge.cache as cache_module
+
+    request = make_request()
+    judge = cached_judge(fake_judge_server, dirs)
+
+    async def go() -> None:
+        task = asyncio.ensure_future(judge.judge(request))
+        for _ in range(steps):  # somewhere into the claim (its add runs in the I/O thread)
+            await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await judge.aclose()
+
+    asyncio.run(go())
+    claims = cache_module.CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)._claims_db()
+    assert claims is not None
+    assert cache_module.CLAIM_PREFIX + request.cache_key() not in claims
+    claims.close()
 
 
 # --- an answer that arrives is kept -----------------------------------------------------------------
@@ -895,7 +920,7 @@ def test_an_unreadable_cache_is_skipped_with_one_warning_and_nothing_is_paid_twi
     (dirs.cache / "cache.db").write_bytes(b"not a database" * 100)
     judge = cached_judge(fake_judge_server, dirs)
     requests = [make_request(i) for i in range(20)]
-    with pytest.warns(RagMetricsWarning, match="cannot be used") as caught:
+    with pytest.warns(RagMetricsWarning, match="not a database") as caught:
         answers = run(judge, *requests, *requests)
     assert len([w for w in caught if issubclass(w.category, RagMetricsWarning)]) == 1
     assert fake_judge_server.request_count == 20

@@ -285,3 +285,31 @@ def test_a_cap_out_of_range_is_a_usage_error_at_start(pytester, option, value):
     assert result.ret == 4
     errors = [line for line in result.stderr.lines if "error" in line.lower()]
     assert len(errors) == 1 and option in errors[0] and "Traceback" not in result.stderr.str()
+
+
+def test_under_a_cap_the_tests_in_order_get_the_budget_and_the_run_says_where_it_stopped(capped_project):
+    """Six tests of a golden set, each 3 chunks scored twice (6 calls), under a cap of 12 calls:
+    the first two pass and the third is where the cap stopped the run; judging the next tests' first
+    scores ahead would have spent the calls the running test's second score needs."""
+    pytester, server = capped_project
+    rows = [
+        {"id": f"s{i}", "question": f"Question {i}?", "contexts": [f"Chunk {i}.{j}." for j in range(3)],
+         "ground_truth": "A."}
+        for i in range(6)
+    ]
+    pytester.makefile(".jsonl", golden="\n".join(json.dumps(row) for row in rows))
+    pytester.makepyfile(
+        test_capped="""
+        import pytest
+        from pytest_ragmetrics import assert_context_precision, assert_context_relevance
+
+        @pytest.mark.ragmetrics(samples="golden.jsonl")
+        def test_golden(rag_sample):
+            assert_context_precision(rag_sample) >= 0.5
+            assert_context_relevance(rag_sample, method="graded") >= 0.5
+        """
+    )
+    result = pytester.runpytest("--rag-max-judge-calls=12", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=4)
+    assert server.request_count == 12
+    result.stdout.fnmatch_lines(["*spending cap stopped the run*the first test it stopped: test_capped.py::test_golden[[]s2[]]"])

@@ -80,21 +80,27 @@ CACHE_TIMEOUT = 10.0
 MEMORY_ENTRIES = 4_096
 #: SQLite's page cache of each connection to the disk cache, in pages (4 KiB each): 2 MiB.
 SQLITE_CACHE_PAGES = 512
-#: Prefix of the disk-cache entries by which a process claims a judgment it is asking for.
+#: Prefix of the entries by which a process claims a judgment it is asking for.
 CLAIM_PREFIX = "claim:"
+#: The directory, in the cache directory, of the claims: a database of their own, so processes that
+#: share a cache directory pay once per judgment even when ``cache.db`` cannot be used.
+CLAIMS_DIR = "claims"
 #: Seconds a claim lives without being renewed: a process that died holding one blocks no one longer.
-CLAIM_SECONDS = 30.0
+CLAIM_SECONDS = 10.0
 #: Seconds between looks at the cache while another process holds the claim.
 CLAIM_POLL = 0.05
 #: Seconds :meth:`CachedJudge.aclose` waits for requests already sent: their answers are paid for.
 CLOSE_SECONDS = 30.0
 
 
-def _decode_entry(request: JudgeRequest, key: str, raw: Any) -> JudgeAnswer:
-    """The answer a disk-cache entry holds for ``request``; :class:`ValueError` when it is damaged."""
+def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = None) -> JudgeAnswer | None:
+    """The answer a disk-cache entry holds for ``request`` (with ``run``: only one written by that
+    run, else None); :class:`ValueError` when it is damaged."""
     record = json.loads(raw) if isinstance(raw, (str, bytes)) else None  # NOT_TEXT: damaged
     if not isinstance(record, dict) or record.get("key") != key:
         raise ValueError("the entry does not belong to this key")
+    if run is not None and record.get("run") != run:
+        return None
     if "answer" not in record:
         raise ValueError("the entry has no answer")
     derived = None
@@ -234,7 +240,7 @@ class CachedJudge:
         stats: JudgeStats | None = None,
         memory_entries: int = MEMORY_ENTRIES,
         concurrency: int | None = None,
-        shared: bool | None = None,
+        run: str | None = None,
         how_to_set: HowToSet = by_environment,
     ) -> None:
         if mode not in CACHE_MODES:
@@ -259,9 +265,11 @@ class CachedJudge:
         # What this run judged, in refresh mode: served again rather than refreshed twice.
         self._judged_this_run: set[str] = set()
         self.concurrency = concurrency
-        #: Other processes judge into the same disk cache at the same time (pytest-xdist workers,
-        #: detected by default): a judgment is claimed before it is asked for, so it is paid once.
-        self.shared = bool(os.environ.get("PYTEST_XDIST_WORKER")) if shared is None else shared
+        #: The run this judge belongs to, written with each cache entry: the xdist workers of one run
+        #: share it, so under ``refresh`` a judgment one of them made is not made again by another.
+        self.run = run or secrets.token_hex(8)
+        # The claims database (see _claim); False once it proved unusable.
+        self._claims: diskcache.Cache | Literal[False] | None = None
         # asyncio primitives belong to the loop they are first used in: one semaphore per loop.
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         # Keys the store is known to hold (read or written this run), so a hit costs no second look.
@@ -390,8 +398,8 @@ class CachedJudge:
     async def _ask(self, request: JudgeRequest, key: str, entry: _Request) -> JudgeAnswer:
         token, answer = await self._claim(request, key)
         if answer is not None:
-            # Another process (an xdist worker) judged it while this one waited: paid once. It
-            # recorded the answer in the store before the cache.
+            # Another process (an xdist worker, another pytest) judged it while this one waited:
+            # paid once. It recorded the answer in the store before the cache.
             self.stats.record_cache_hit(answer.usage)
             self._in_store.add(key)
             self._remember(key, answer)
@@ -511,19 +519,34 @@ class CachedJudge:
         if self._cache is not None:
             return self._cache
         problem: BaseException | None = None
+        replaced: BaseException | None = None
         with self._lock:
             if self._cache is None and self._cache_problem is None:
                 try:
-                    self._cache = open_disk_cache(self.cache_dir)
+                    try:
+                        self._cache = open_disk_cache(self.cache_dir)
+                    except sqlite3.DatabaseError as exc:
+                        if self.mode == "replay" or not _moved_aside(self.cache_dir, exc):
+                            raise
+                        # Not a database at all: every process of the run would judge on its own.
+                        replaced = exc
+                        self._cache = open_disk_cache(self.cache_dir)
                 except Exception as exc:  # sqlite3/diskcache/OS errors of every kind: degrade, warn
                     problem = exc
             cache = self._cache
+        if replaced is not None:
+            self._warn_once(
+                "cache-replaced",
+                f"the judgment cache {self.cache_dir / 'cache.db'} was not a database ({replaced}); it "
+                f"was moved to {UNUSABLE_NAME} beside it and a fresh cache started",
+            )
         if problem is not None:
             self._disable_cache("cannot open it for writing", problem)
         return cache
 
-    def _from_disk(self, request: JudgeRequest, key: str) -> JudgeAnswer | None:
-        """The answer the disk cache holds for ``key`` (a damaged entry is dropped: ``None``)."""
+    def _from_disk(self, request: JudgeRequest, key: str, run: str | None = None) -> JudgeAnswer | None:
+        """The answer the disk cache holds for ``key`` (with ``run``: only one that run wrote; a
+        damaged entry is dropped: ``None``)."""
         cache = self._disk()
         if cache is None:
             return None
@@ -539,7 +562,7 @@ class CachedJudge:
         if raw is None:
             return None
         try:
-            return _decode_entry(request, key, raw)
+            return _decode_entry(request, key, raw, run)
         except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors too
             # A damaged entry is a miss; drop it so it is replaced by a good one.
             with contextlib.suppress(*errors):
@@ -564,6 +587,7 @@ class CachedJudge:
         # The request's inputs and parameters too, so `judge drift` can re-judge from the cache alone.
         record: dict[str, Any] = {
             "key": key,
+            "run": self.run,
             "kind": request.kind,
             "model": request.model,
             "prompt_version": request.prompt_version,
@@ -667,45 +691,84 @@ class CachedJudge:
     # --- one judgment paid once across processes ----------------------------------------------
 
     async def _claim(self, request: JudgeRequest, key: str) -> tuple[Any, JudgeAnswer | None]:
-        """Claim the right to ask the judge for ``key`` across the processes sharing the disk cache.
+        """Claim the right to ask the judge for ``key`` across the processes sharing the cache
+        directory (xdist workers, or two pytest runs at once).
 
         Returns ``(token, None)`` when this process holds the claim (release it with
         :meth:`_release`), ``(None, answer)`` when another process recorded the answer meanwhile,
-        and ``(None, None)`` when there is nothing to coordinate with (not :attr:`shared`, no
-        usable disk cache, or a mode that does not read it). A claim is a cache entry added
-        atomically; it expires after :data:`CLAIM_SECONDS` unless renewed, so a process killed while
-        judging blocks no one for long, and a failed judgment releases it for the next process to try.
+        and ``(None, None)`` when there is nothing to coordinate with (no usable claims database, or
+        a mode that records nothing). A claim is an entry added atomically (``diskcache.Cache.add``)
+        to a database of claims of its own; it expires after :data:`CLAIM_SECONDS` unless renewed,
+        so a process killed while judging blocks no one for long, and a failed or cancelled judgment
+        releases it for the next process to try.
         """
-        if not self.shared or self.mode != "readwrite":
+        if self.mode not in ("readwrite", "refresh"):
             return None, None
-        cache = self._disk()
-        if cache is None:
+        claims = self._claims_db()
+        if claims is None:
             return None, None
         token = secrets.token_hex(8)
         claim = CLAIM_PREFIX + key
         errors = _cache_errors()
         while True:
             try:
-                claimed = await self._off_loop(cache.add, claim, token, expire=CLAIM_SECONDS)
+                claimed = await self._off_loop(claims.add, claim, token, expire=CLAIM_SECONDS)
             except errors:
-                return None, None  # a busy or broken cache must not stop judging
-            # Claimed or not, look again: the holder may have just finished.
-            hit = await self._off_loop(self._from_disk, request, key)
+                return None, None  # a busy or broken claims database must not stop judging
+            except asyncio.CancelledError:
+                # The add may still happen in the I/O thread: give the claim up after it, there.
+                with contextlib.suppress(RuntimeError):
+                    self._io_thread().submit(self._give_up, claims, claim, token)
+                raise
+            try:
+                # Claimed or not, look again: the holder may have just finished.
+                hit = await self._off_loop(self._recorded_meanwhile, request, key)
+            except BaseException:
+                if claimed:
+                    self._give_up(claims, claim, token)
+                raise
             if hit is not None:
                 if claimed:
-                    self._release(key, token)
+                    self._give_up(claims, claim, token)
                 return None, hit
             if claimed:
-                self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(cache, claim))
+                self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(claims, claim))
                 return token, None
             await asyncio.sleep(CLAIM_POLL)
 
-    async def _renew(self, cache: Any, claim: str) -> None:
+    def _recorded_meanwhile(self, request: JudgeRequest, key: str) -> JudgeAnswer | None:
+        """The answer another process of this run recorded for ``key``: in the store (written first)
+        or the cache; under ``refresh``, only a cache entry this run wrote."""
+        if self.mode == "refresh":
+            return self._from_disk(request, key, run=self.run)
+        if self.store is not None:
+            answer = self.store.get(request)
+            if answer is not None:
+                return answer
+        return self._from_disk(request, key)
+
+    def _claims_db(self) -> diskcache.Cache | None:
+        """The database of claims, opened on first use; None when there is none or it is unusable."""
+        if self.cache_dir is None:
+            return None
+        with self._lock:
+            if self._claims is None:
+                try:
+                    import diskcache
+
+                    self._claims = diskcache.Cache(
+                        str(self.cache_dir / CLAIMS_DIR), timeout=CACHE_TIMEOUT, sqlite_mmap_size=0
+                    )
+                except Exception:  # a read-only or broken directory: judge without coordinating
+                    self._claims = False
+            return None if self._claims is False else self._claims  # (an empty Cache is falsy)
+
+    async def _renew(self, claims: Any, claim: str) -> None:
         """Keep a claim alive while its judgment is being asked for (a slow judge, retries)."""
         with contextlib.suppress(*_cache_errors()):
             while True:
                 await asyncio.sleep(CLAIM_SECONDS / 3)
-                await self._off_loop(cache.touch, claim, expire=CLAIM_SECONDS)
+                await self._off_loop(claims.touch, claim, expire=CLAIM_SECONDS)
 
     def _release(self, key: str, token: Any) -> None:
         if token is None:
@@ -713,14 +776,17 @@ class CachedJudge:
         renewal = self._renewals.pop(key, None)
         if renewal is not None:
             renewal.cancel()
-        cache = self._cache
-        if cache is None:
-            return
-        claim = CLAIM_PREFIX + key
-        # Synchronous (one small SQLite transaction): it also runs when the judging was cancelled.
-        with contextlib.suppress(*_cache_errors()), cache.transact():
-            if cache.get(claim) == token:
-                cache.delete(claim)
+        claims = self._claims
+        if claims is not None and claims is not False:
+            self._give_up(claims, CLAIM_PREFIX + key, token)
+
+    @staticmethod
+    def _give_up(claims: Any, claim: str, token: str) -> None:
+        """Delete ``claim`` if ``token`` holds it. Synchronous (one small SQLite transaction): it
+        also runs when the judging was cancelled."""
+        with contextlib.suppress(*_cache_errors()), claims.transact():
+            if claims.get(claim) == token:
+                claims.delete(claim)
 
     # --- closing ---------------------------------------------------------------------------------
 
@@ -778,19 +844,48 @@ class CachedJudge:
             self.store.close()
         with self._lock:
             cache, self._cache = self._cache, None
+            claims, self._claims = self._claims, None
             io, self._io = self._io, None
-        if cache is not None:
-            # closing must not turn a finished run into an error
-            with contextlib.suppress(Exception):
-                if io is not None:
-                    io.submit(cache.close).result()  # the I/O thread's own connection
-                cache.close()
+        for database in (cache, claims):
+            if database is not None and database is not False:
+                # closing must not turn a finished run into an error
+                with contextlib.suppress(Exception):
+                    if io is not None:
+                        io.submit(database.close).result()  # the I/O thread's own connection
+                    database.close()
         if io is not None:
             io.shutdown(wait=True)
 
 
 def _nothing() -> None:
     pass
+
+
+#: What a ``cache.db`` that is not a database is renamed to (the first process to find it does).
+UNUSABLE_NAME = "cache.db.unusable"
+
+
+def _moved_aside(cache_dir: Path, exc: sqlite3.DatabaseError) -> bool:
+    """Move a ``cache.db`` that is not a database (garbled, overwritten) aside; True when it was
+    (by this process or another one of the run). Locked, read-only or busy databases stay."""
+    if type(exc) is not sqlite3.DatabaseError:  # OperationalError and co.: the file may be fine
+        return False
+    database = cache_dir / "cache.db"
+    try:
+        probe = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            probe.execute("PRAGMA schema_version").fetchone()
+            return True  # another process of the run made a fresh one already
+        except sqlite3.DatabaseError:
+            pass
+        finally:
+            probe.close()
+        os.replace(database, cache_dir / UNUSABLE_NAME)
+    except FileNotFoundError:
+        return True  # another process moved it a moment ago
+    except OSError:
+        return False
+    return True
 
 
 def _is_transient(exc: BaseException) -> bool:
