@@ -282,8 +282,8 @@ class Evaluator:
     ``settings.cache``); ``hook`` is a pluggy hook relay (pytest's ``config.hook`` inside pytest, else
     :func:`~pytest_ragmetrics.builtin_hooks.plugin_manager`'s). ``stats`` and ``runner`` can be shared
     between evaluators; ``run`` names the run the evaluator judges for (the xdist workers of one pytest
-    run share it: see :class:`~pytest_ragmetrics.judge.cache.CachedJudge`). Use it as a context manager, or call :meth:`close`, to let the judgments
-    in flight finish and sort the judgment store.
+    run share it: see :class:`~pytest_ragmetrics.judge.cache.CachedJudge`). Use it as a context
+    manager, or call :meth:`close`, to let the judgments in flight finish and sort the judgment store.
     """
 
     def __init__(
