@@ -131,7 +131,7 @@ def test_a_pytest_run_stops_at_exactly_the_cap(capped_project, xdist):
         [
             "*JudgeCallCapReached: the judge call cap of 4 call(s) is reached*",
             "*ragmetrics: the judge spending cap stopped the run: 2 judge call(s) refused past 4 judge call(s) "
-            "(--rag-max-judge-calls=8 *to allow more); what was judged is kept",
+            "(--rag-max-judge-calls=8 *to allow more); what was judged is kept; the first test it stopped: test_capped.py::test_precision*",
         ]
     )
     # What was judged is kept: the next run pays only for the two tests left.
