@@ -1,5 +1,6 @@
 """Command line: ``python -m pytest_ragmetrics cache stats|clear|prune`` (also ``pytest-ragmetrics``),
-``store show|rejudge``, ``labels sample`` (see :mod:`pytest_ragmetrics.calibration.drawing`),
+``store show|rejudge|batch`` (``store batch``: see :mod:`pytest_ragmetrics.batch_cli`), ``labels sample``
+(see :mod:`pytest_ragmetrics.calibration.drawing`),
 ``baseline compare`` and ``report merge`` (see :mod:`pytest_ragmetrics.report.cli`), and ``judge
 check|drift`` (see :mod:`pytest_ragmetrics.calibration.cli`).
 
@@ -173,6 +174,9 @@ def _parser() -> argparse.ArgumentParser:
     from .calibration.cli import add_rejudge_parser
 
     add_rejudge_parser(store_actions, common)
+    from .batch_cli import add_parser as add_batch_parser
+
+    add_batch_parser(store_actions, common)
     from .report.cli import add_commands
 
     add_commands(commands)
@@ -372,6 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .calibration.cli import rejudge
 
             return rejudge(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
+        if args.action == "batch":
+            from .batch_cli import run as run_batch
+
+            return run_batch(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
         store_handlers = {"show": _show}
         return store_handlers[args.action](args, sys.stdout, sys.stderr)
     handlers = {"stats": _stats, "clear": _clear, "prune": _prune}

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._scope import current_test
-from .errors import ConfigError
+from .errors import ConfigError, JudgmentPending
 from .gates import compare  # loads errors and specs: importing from them here costs nothing more
 from .results import MetricResult
 from .sample import RagSample, as_samples
-from .specs import threshold_problem
+from .specs import format_metric, threshold_problem
 
 
 def _threshold(value: object) -> float:
@@ -284,16 +284,90 @@ def _make_check(
         from .engine import get_evaluator
 
         evaluator = get_evaluator()
-    if single:
-        results = [evaluator.score(batch[0], metric, method)]
-    else:
-        batch = _with_ids(batch)
-        results = evaluator.score_many(batch, metric, method)
+    bounded = getattr(evaluator.metric(metric), "bounded", True) is not False
+    try:
+        if single:
+            results = [evaluator.score(batch[0], metric, method)]
+        else:
+            batch = _with_ids(batch)
+            results = evaluator.score_many(batch, metric, method)
+    except JudgmentPending as exc:  # a batch export (--rag-batch): the score waits for the batch
+        pending = PendingCheck(format_metric(metric, method), exc, where, bounded)
+        if scope is not None:
+            scope.checks.append(pending)
+        return pending  # type: ignore[return-value]  # compares like one, holds no score yet
     check = ScoreCheck(results, single, where)
-    check.bounded = getattr(evaluator.metric(metric), "bounded", True) is not False
+    check.bounded = bounded
     if scope is not None:
         scope.checks.append(check)
     return check
+
+
+class PendingCheck:
+    """A check whose score waits for judgments written to a batch file (``pytest --rag-batch``).
+
+    Every comparison with a threshold holds (the threshold is still checked), nothing is recorded,
+    and the test ends as skipped with a reason naming the batch file: a test with several assertions
+    writes the requests of each of them in one run. Reading the score itself raises
+    :class:`~pytest_ragmetrics.errors.JudgmentPending`, which skips the test there.
+    """
+
+    def __init__(
+        self, name: str, pending: JudgmentPending, where: tuple[str, int] | None, bounded: bool
+    ) -> None:
+        self.name = name
+        self.pending = pending
+        self.where = where
+        self.bounded = bounded
+        self.compared = False
+
+    def __repr__(self) -> str:
+        return f"<PendingCheck {self.name}: {self.pending.count} judgment(s) in {self.pending.path}>"
+
+    def _holds(self, other: object) -> bool:
+        threshold = _threshold(other)
+        self.compared = True
+        if self.bounded:
+            _check_range(self.name, threshold)
+        return True
+
+    __ge__ = __gt__ = __le__ = __lt__ = _holds
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (int, float)):
+            raise TypeError(
+                "compare a ragmetrics check with >=, >, <= or <, e.g. `... >= 0.8`; == is not a threshold"
+            )
+        return NotImplemented
+
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise TypeError("compare a ragmetrics check with a threshold, e.g. `assert_context_recall(s) >= 0.8`")
+
+    def _wait(self) -> Any:
+        raise self.pending.with_traceback(None)
+
+    @property
+    def score(self) -> float:
+        return self._wait()  # type: ignore[no-any-return]
+
+    value = result = results = score
+
+    def __float__(self) -> float:
+        return self._wait()  # type: ignore[no-any-return]
+
+    def mean(self) -> PendingCheck:
+        return self
+
+    min = max = mean
+
+    def quantile(self, q: float) -> PendingCheck:
+        return self
+
+    def pass_rate(self, threshold: float) -> PendingCheck:
+        self._holds(threshold)
+        return self
 
 
 def _with_ids(samples: list[RagSample]) -> list[RagSample]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from . import _scope
 from ._aio import gather_or_cancel, map_bounded
-from .errors import ConfigError, JudgeCallCapReached, RagMetricsError
+from .errors import ConfigError, JudgeCallCapReached, JudgmentPending, RagMetricsError
 from .kinds import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
@@ -35,6 +35,7 @@ from .text import normalize_text  # stdlib only at import: nltk loads when a spl
 
 if TYPE_CHECKING:
     from .judge.base import Judge, JudgeAnswer, JudgeRequest
+    from .judge.batch import BatchExport
     from .judge.cache import CachedJudge, CacheMode
     from .judge.stats import JudgeStats
     from .text import Splitter
@@ -330,6 +331,8 @@ class Evaluator:
         self.answers: dict[str, tuple[str, tuple[str, ...]]] = {}
         #: A labelled set: each judged result also gets the score the labels give (``labelled``).
         self.labelled: LabelledScorer | None = None
+        #: ``--rag-batch``: the run's batch export, which takes the requests instead of the judge.
+        self.batch: BatchExport | None = None
 
     def note_answer(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
         """Remember what a judgment decided (a few short strings), so the run can tell a judge that
@@ -424,6 +427,11 @@ class Evaluator:
                 from .judge.store import JudgmentStore
 
                 store = JudgmentStore(self.settings.store_dir) if self.settings.store_dir else None
+                if self.settings.batch and self.batch is None:
+                    raise ConfigError(
+                        "a batch export is written by a pytest run (pytest --rag-batch=PATH); "
+                        "outside pytest, unset the batch setting"
+                    )
                 self._cached_judge = CachedJudge(
                     self._make_inner_judge,
                     mode=cast("CacheMode", self.settings.cache),  # validated by the settings
@@ -433,6 +441,7 @@ class Evaluator:
                     concurrency=self.settings.concurrency,
                     run=self._run,
                     how_to_set=self.how_to_set,
+                    batch=self.batch,
                 )
             return self._cached_judge
 
@@ -515,7 +524,23 @@ class Evaluator:
                 if not isinstance(sample, RagSample):
                     raise TypeError(f"expected a RagSample, got {type(sample).__name__}")
             return [self._finish(metric, sample, now(sample)) for sample in samples]
-        return await map_bounded(lambda i: self._score(samples[i], name, method), len(samples), self._jobs)
+        if self.batch is None:
+            jobs = self._jobs
+            return await map_bounded(lambda i: self._score(samples[i], name, method), len(samples), jobs)
+        # A batch export: every sample writes what it needs, whichever others are pending too.
+        pending: list[JudgmentPending] = []
+
+        async def score_or_pend(i: int) -> MetricResult | None:
+            try:
+                return await self._score(samples[i], name, method)
+            except JudgmentPending as exc:
+                pending.append(exc)
+                return None
+
+        results = await map_bounded(score_or_pend, len(samples), self._jobs)
+        if pending:
+            raise JudgmentPending(sum(p.count for p in pending), pending[0].path)
+        return cast("list[MetricResult]", results)
 
     @property
     def _jobs(self) -> int:

@@ -59,5 +59,19 @@ class JudgmentNotRecorded(JudgeError):
     """Replay mode: the judgment is in neither the cache nor the judgment store."""
 
 
+class JudgmentPending(JudgeError):
+    """Batch export (``--rag-batch=PATH``): judgments recorded nowhere yet, whose requests were written
+    to the batch file ``path`` instead of being sent (``count`` of them). A test that meets one ends
+    as skipped."""
+
+    def __init__(self, count: int, path: str) -> None:
+        self.count = count
+        self.path = path
+        super().__init__(
+            f"{count} judgment(s) not recorded yet: their requests are in the batch file {path}; "
+            "submit it, import its results, then run again"
+        )
+
+
 class RagMetricsWarning(UserWarning):
     """Something degraded but the run can go on (e.g. the disk cache is unusable)."""

@@ -275,6 +275,14 @@ OPTIONS: tuple[Option, ...] = (
         "PATH",
     ),
     Option(
+        "batch",
+        _optional_text,
+        "call no judge: write each judgment that no store or cache holds to PATH, a batch input file "
+        "(OpenAI format) to submit with `python -m pytest_ragmetrics store batch submit PATH`; the "
+        "tests that need one are skipped",
+        "PATH",
+    ),
+    Option(
         "price_input",
         _number(float, 0.0, optional=True),
         "USD per million prompt tokens, for the cost figure",
@@ -347,6 +355,7 @@ _OPTIONAL = frozenset(
         "judge_base_url",
         "cache_dir",
         "store_dir",
+        "batch",
         "price_input",
         "price_output",
         "seed",

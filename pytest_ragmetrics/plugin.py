@@ -379,6 +379,8 @@ class _Recorder:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, Any, Any]:
         report = yield
+        if self.session.batch is not None and call.when in ("setup", "call") and not report.skipped:
+            self._skip_if_pending(item, call, report)
         rows = item.stash.get(_rows_key, None)
         if rows:
             # Plain data on the report travels to the xdist controller with it. Comparisons made in a
@@ -389,6 +391,16 @@ class _Recorder:
         if error is not None:  # the test never got to its comparison: the report says so
             report.ragmetrics_error = error
         return report
+
+    def _skip_if_pending(self, item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> None:
+        """``--rag-batch``: a test that needs judgments written to the batch file is skipped, with a
+        reason naming the file, as ``pytest.skip`` reports it."""
+        scope = _scope.current_test.get()
+        reason = self.session.pending_reason(call, scope.checks if scope is not None else ())
+        if reason is not None:
+            line = item.location[1]
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), (line or 0) + 1, f"Skipped: {reason}")
 
     @pytest.hookimpl(trylast=True)  # after the session has counted a failure towards -x / --maxfail
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -417,9 +429,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     session = config.stash.get(session_key, None)
     report = session.final_report if session is not None else None
-    if session is None or report is None or is_worker(config):
+    if session is None or is_worker(config) or (report is None and session.batch_summary is None):
         return
-    if session.settings.report:
+    if report is not None and session.settings.report:
         from .report.terminal import render_terminal
 
         render_terminal(

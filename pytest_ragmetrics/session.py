@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._run import SuiteRecord  # stdlib and pytest only: the run records its tests from the start
-from .errors import ConfigError, RagMetricsError
+from .errors import ConfigError, JudgmentPending, RagMetricsError
 
 if TYPE_CHECKING:
     from .baseline import RegressionGate
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .calibration.labels import LabelledItem
     from .engine import Evaluator, LoopRunner
     from .gates import Gate
+    from .judge.batch import BatchExport, ExportSummary
     from .judge.budget import JudgeBudget
     from .judge.stats import JudgeStats
     from .prefetch import Prefetcher
@@ -119,6 +120,10 @@ class RagmetricsSession:
         self._verdicts_read: bool | None = None
         #: Called once, the first time the run is used: registers the per-test recording hooks.
         self.on_activate: Any = None
+        #: ``--rag-batch=PATH``: the requests this process writes instead of calling the judge, and
+        #: (in the process that ends the run) what the export wrote.
+        self.batch: BatchExport | None = None
+        self.batch_summary: ExportSummary | None = None
 
     # -- the start of the run -----------------------------------------------------------------------
     def start(self) -> None:
@@ -136,6 +141,28 @@ class RagmetricsSession:
             s = self.settings
             if s.max_judge_calls is not None or s.max_judge_tokens is not None:
                 self._share_budget(s.max_judge_calls, s.max_judge_tokens)
+            if s.batch:
+                self._start_batch(s)
+
+    def _start_batch(self, settings: Settings) -> None:
+        """``--rag-batch``: the export, created here (before any xdist worker starts) or joined (a
+        worker). The per-test hooks are registered now: they turn a test whose judgments are
+        pending into a skipped one from the first test on."""
+        from .judge.batch import BatchExport
+
+        if settings.cache == "replay":
+            raise pytest.UsageError(
+                "ragmetrics: --rag-batch writes the judgments that are not recorded, to be judged in a "
+                "batch; --rag-cache=replay never asks for one: use readwrite (or refresh)"
+            )
+        if is_worker(self.config):
+            self.batch = BatchExport.open(settings.batch or "")
+        else:
+            try:
+                self.batch = BatchExport.create(settings.batch or "")
+            except (ValueError, OSError) as exc:
+                raise pytest.UsageError(f"ragmetrics: --rag-batch: {exc}") from None
+        self.activate()
 
     def _share_budget(self, calls: int | None, tokens: int | None) -> None:
         """The run's judge spending budget: a file made here, before any worker starts, or the worker's."""
@@ -357,6 +384,7 @@ class RagmetricsSession:
                 default_cache_dir=self.default_cache_dir(),
                 run=self.run_id,
             )
+            evaluator.batch = self.batch
             if self.labelled_set is not None:
                 from .calibration.labelled import LabelAnswers
 
@@ -453,6 +481,8 @@ class RagmetricsSession:
         """A ragmetrics error that stopped the test before its comparison, as report data, or None."""
         if call.excinfo is None or not call.excinfo.errisinstance(RagMetricsError):
             return None
+        if call.excinfo.errisinstance(JudgmentPending):
+            return None  # not an error: the test is skipped (see pending_reason)
         message = str(call.excinfo.value).strip().splitlines()
         return {
             "nodeid": item.nodeid,
@@ -461,6 +491,24 @@ class RagmetricsSession:
             "message": message[0] if message else "",
             "xfail": hasattr(report, "wasxfail"),
         }
+
+    def pending_reason(self, call: pytest.CallInfo[None], checks: Sequence[Any]) -> str | None:
+        """``--rag-batch``: why a test phase is skipped (it needs judgments whose requests went to the
+        batch file), or None. A phase that failed otherwise keeps its failure."""
+        excinfo = call.excinfo
+        if excinfo is not None and not excinfo.errisinstance(JudgmentPending):
+            return None
+        errors = {id(c.pending): c.pending for c in checks if getattr(c, "pending", None) is not None}
+        if excinfo is not None:
+            errors[id(excinfo.value)] = excinfo.value
+        if not errors:
+            return None
+        count = sum(e.count for e in errors.values())
+        path = self.shown(next(iter(errors.values())).path)
+        return (
+            f"ragmetrics --rag-batch: {count} judgment(s) this test needs are not recorded; their requests "
+            f"were written to {path}"
+        )
 
     def take_comparisons(
         self, report: pytest.TestReport, rows: list[dict[str, Any]] | None, error: Any
@@ -534,6 +582,8 @@ class RagmetricsSession:
         if self.runner is not None:
             self.runner.close()
             self.runner = None
+        if self.batch is not None:
+            self.batch.close()
 
     def finish(self, session: pytest.Session) -> None:
         """The end of the run: the judge check, then (on an xdist worker) the output for the
@@ -542,6 +592,8 @@ class RagmetricsSession:
         if self.prefetcher is not None:
             self.prefetcher.stop()
         ran_tests = session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        # An export run judges nothing: the judge check and the controls wait for the real run.
+        ran_tests = ran_tests and self.batch is None
         if self.labels is not None and ran_tests and not config.option.collectonly:
             from .calibration.check import run_judge_check
 
@@ -561,6 +613,8 @@ class RagmetricsSession:
                 if self.controls is not None and not self.controls["passed"]:
                     _fail(session)
         self._close()
+        if self.batch is not None and not is_worker(config):
+            self.batch_summary = self.batch.finish()
         used = bool(self.rows or self.evaluators or self.worker_stats or self.errors)
         if is_worker(config):
             output = config.workeroutput  # type: ignore[attr-defined]
@@ -651,6 +705,8 @@ class RagmetricsSession:
             from .calibration.controls import control_lines
 
             lines += control_lines(self.controls)
+        if self.batch_summary is not None:
+            lines += self._batch_lines(self.batch_summary)
         if self.stats.refused:
             from .judge.budget import stopped_message
             from .settings import wording
@@ -664,6 +720,41 @@ class RagmetricsSession:
                 message += f"; the first test it stopped: {first}"
             lines.append((message, "red"))
         return lines
+
+    def _batch_lines(self, summary: ExportSummary) -> list[tuple[str, str]]:
+        """What an export run wrote, what it would cost, and what to do next."""
+        path = self.shown(summary.path)
+        if not summary.requests:
+            return [(f"ragmetrics: --rag-batch: every judgment the tests need is recorded; nothing to "
+                     f"write to {path}", "green")]  # fmt: skip
+        s = self.settings
+        files = ", ".join(self.shown(str(Path(summary.path).parent / f)) for f in summary.files)
+        cost = summary.cost(s.price_input, s.price_output)
+        priced = (
+            f"at most ${cost:,.4f} at the configured prices (batch APIs usually bill half of that)"
+            if cost is not None
+            else "set --rag-price-input and --rag-price-output for what that costs"
+        )
+        return [
+            (
+                f"ragmetrics: {summary.requests:,} judge request(s) written to {files} instead of calling "
+                f"the judge: about {summary.prompt_tokens:,} prompt tokens and at most "
+                f"{summary.completion_tokens:,} completion tokens, {priced}",
+                "yellow",
+            ),
+            (
+                f"ragmetrics: next: python -m pytest_ragmetrics store batch submit {path}, then store "
+                f"batch status and store batch fetch (results judged elsewhere: store batch import "
+                f"RESULTS.jsonl --batch {path}); then run the tests again",
+                "yellow",
+            ),
+            (
+                "ragmetrics: multi-step metrics (claims, then their verdicts) take one round per step: "
+                "a request that needs another's answer is written by the export run after that answer "
+                "is imported",
+                "yellow",
+            ),
+        ]
 
     def _report_asked(self) -> bool:
         """A report, a gate or a baseline was asked for: the run reports even when no test judged."""

@@ -75,6 +75,7 @@ class Settings:
     cache: str = "readwrite"
     cache_dir: str | None = None
     store_dir: str | None = None
+    batch: str | None = None
     price_input: float | None = None
     price_output: float | None = None
     relevance_method: str = "graded"
@@ -168,6 +169,7 @@ RUN_WIDE = frozenset(
         "max_judge_calls",
         "max_judge_tokens",
         "judge_controls",
+        "batch",
     }
 )
 
@@ -177,7 +179,7 @@ RUN_WIDE = frozenset(
 MARKER_WORDS = ("samples", "method", "metrics")
 
 #: Settings that hold paths: relative ones are relative to the rootdir (where the ini file is).
-_PATHS = ("cache_dir", "store_dir", "baseline", "save_baseline", "judge_check")
+_PATHS = ("cache_dir", "store_dir", "batch", "baseline", "save_baseline", "judge_check")
 
 
 def with_paths_under(settings: Settings, root: Path) -> Settings:

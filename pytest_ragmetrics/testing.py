@@ -1,7 +1,8 @@
 """A local OpenAI-compatible judge server for tests: the real ``openai`` client, real HTTP, no API key.
 
 :class:`FakeJudgeServer` listens on 127.0.0.1 (a free port) in a daemon thread and answers
-``POST /v1/chat/completions`` with proper ``chat.completion`` JSON. What it answers is scripted by a
+``POST /v1/chat/completions`` with proper ``chat.completion`` JSON, and offers OpenAI's batch API
+(``/v1/files``, ``/v1/batches``) over the same answers. What it answers is scripted by a
 ``responder``; by default it derives a conforming answer from the request's JSON schema. Failures
 (HTTP errors with headers, malformed bodies, hangs) and latency can be injected, and every request is
 logged. Enable the ``fake_judge_server`` fixture in your own suite with::
@@ -154,6 +155,16 @@ class FakeJudgeServer:
     * ``usage`` replaces the token counts of every response: ``None`` sends none (as some
       OpenAI-compatible servers do), a mapping is sent as it is (``{"total_tokens": 10**30}``).
 
+    The batch API (``/v1/files``: upload, retrieve, content; ``/v1/batches``: create, retrieve,
+    cancel): a batch is ``validating`` when created, ``in_progress`` once looked at, and does its
+    work when the test calls :meth:`run_batches`: each line is answered as a live request would be
+    (the same responder, the same rejections, the same :meth:`fail_next` queue, a line at a time),
+    the answers go to its output file in reverse order (a client must join on ``custom_id``), the
+    failed lines to its error file with the error inside ``response.body``. ``run_batches(expire_after=N)``
+    expires the batches after N lines: the rest come back as ``batch_expired`` errors, as OpenAI
+    returns the part of an expired batch's work that was done; a cancelled batch's lines come back
+    as ``batch_cancelled`` errors. ``batch_lines`` counts the lines answered.
+
     Emulating real servers:
 
     * ``schema_limits`` (e.g. :data:`AZURE_OPENAI`) rejects a ``json_schema`` request whose schema
@@ -212,6 +223,10 @@ class FakeJudgeServer:
         self._gate = threading.Event()
         self._gate.set()
         self._arrived = threading.Condition(self._lock)
+        #: The batch API's files (with their bytes) and batches, by id.
+        self.files: dict[str, dict[str, Any]] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batch_lines = 0
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -324,15 +339,169 @@ class FakeJudgeServer:
         with self._lock:
             return len(self.requests)
 
+    def run_batches(self, expire_after: int | None = None) -> None:
+        """Do the work of every batch not finished: answer its lines (see the class docstring) and
+        complete it, or, with ``expire_after``, answer that many lines of each and expire it."""
+        with self._lock:
+            waiting = [b for b in self.batches.values() if b["status"] in ("validating", "in_progress")]
+        for batch in waiting:
+            lines = self.files[batch["input_file_id"]]["content"].decode("utf-8").splitlines()
+            outputs: list[dict[str, Any]] = []
+            errors: list[dict[str, Any]] = []
+            for number, line in enumerate(lines):
+                if not line.strip():
+                    continue
+                item = json.loads(line)
+                if expire_after is not None and number >= expire_after:
+                    errors.append(_batch_error(item, "batch_expired", "This request could not be executed "
+                                               "before the completion window expired."))  # fmt: skip
+                    continue
+                status, body = self._answer(item.get("body"))
+                result = {
+                    "id": f"batch_req_{next(self._ids)}",
+                    "custom_id": item.get("custom_id"),
+                    "response": {"status_code": status, "request_id": f"req_{next(self._ids)}", "body": body},
+                    "error": None,
+                }
+                (outputs if status == 200 else errors).append(result)
+            end = "expired" if expire_after is not None else "completed"
+            with self._lock:
+                self._finish_batch(batch, end, outputs, errors)
+
+    def _answer(self, body: Any) -> tuple[int, dict[str, Any]]:
+        """A batch line answered as the same live request would be: status and response body."""
+        with self._lock:
+            self.batch_lines += 1
+            action = self._actions.popleft() if self._actions else None
+        if action is not None and action.kind == "status":
+            return action.status, json.loads(action.body or b"{}")
+        if not isinstance(body, dict):
+            return 400, {"error": {"message": "the line has no body", "type": "invalid_request_error"}}
+        rejection = self._rejection(body)
+        if rejection is not None:
+            return rejection
+        return 200, self._completion(body)
+
+    def _finish_batch(
+        self, batch: dict[str, Any], status: str, outputs: list[dict[str, Any]], errors: list[dict[str, Any]]
+    ) -> None:
+        """End ``batch`` in ``status`` with these result lines (the caller holds the lock)."""
+        if outputs:
+            text = "".join(json.dumps(o) + "\n" for o in reversed(outputs))
+            batch["output_file_id"] = self._add_file(text.encode(), "output.jsonl", "batch_output")["id"]
+        if errors:
+            text = "".join(json.dumps(e) + "\n" for e in errors)
+            batch["error_file_id"] = self._add_file(text.encode(), "errors.jsonl", "batch_output")["id"]
+        batch["status"] = status
+        batch[f"{status}_at"] = int(time.time())
+        total = batch["request_counts"]["total"]
+        batch["request_counts"] = {"total": total, "completed": len(outputs), "failed": len(errors)}
+
+    def _add_file(self, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
+        file: dict[str, Any] = {
+            "id": f"file-{next(self._ids)}",
+            "object": "file",
+            "bytes": len(content),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+        }
+        self.files[file["id"]] = {**file, "content": content}
+        return file
+
+    def _batch_api(
+        self, method: str, path: str, headers: Mapping[str, str], raw: bytes
+    ) -> tuple[int, Any]:
+        """``/files`` and ``/batches``: the status and the JSON (or, for a file's content, the bytes)."""
+        parts = path.split("/")
+        where = parts.index("files") if "files" in parts else parts.index("batches")
+        resource, rest = parts[where], parts[where + 1 :]
+        with self._lock:
+            if resource == "files" and method == "POST" and not rest:
+                return self._upload(headers.get("Content-Type", ""), raw)
+            if resource == "files" and rest:
+                file = self.files.get(rest[0])
+                if file is None:
+                    return 404, _not_found(f"no file {rest[0]}")
+                if rest[1:] == ["content"]:
+                    return 200, file["content"]
+                return 200, {k: v for k, v in file.items() if k != "content"}
+            if resource == "batches" and method == "POST" and not rest:
+                return self._create_batch(raw)
+            batch = self.batches.get(rest[0]) if rest else None
+            if batch is None:
+                return 404, _not_found(f"no batch {rest[0] if rest else ''}")
+            if method == "POST" and rest[1:] == ["cancel"]:
+                if batch["status"] in ("validating", "in_progress"):
+                    batch["status"] = "cancelling"
+                return 200, dict(batch)
+            if method == "GET" and not rest[1:]:
+                if batch["status"] == "validating":
+                    batch["status"] = "in_progress"
+                    batch["in_progress_at"] = int(time.time())
+                elif batch["status"] == "cancelling":
+                    lines = self.files[batch["input_file_id"]]["content"].decode("utf-8").splitlines()
+                    errors = [_batch_error(json.loads(line), "batch_cancelled", "The batch was cancelled.")
+                              for line in lines if line.strip()]  # fmt: skip
+                    self._finish_batch(batch, "cancelled", [], errors)
+                return 200, dict(batch)
+            return 404, _not_found(f"no route {method} {path}")
+
+    def _upload(self, content_type: str, raw: bytes) -> tuple[int, Any]:
+        import email.parser
+
+        message = email.parser.BytesParser().parsebytes(
+            b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + raw
+        )
+        fields: dict[str, Any] = {}
+        filename = "upload.jsonl"
+        for part in message.walk():
+            if part.is_multipart():
+                continue
+            name = part.get_param("name", header="content-disposition")
+            filename = part.get_filename() or filename
+            fields[str(name)] = part.get_payload(decode=True)
+        if "file" not in fields:
+            return 400, {"error": {"message": "no file in the upload", "type": "invalid_request_error"}}
+        purpose = (fields.get("purpose") or b"").decode()
+        return 200, self._add_file(fields["file"], filename, purpose)
+
+    def _create_batch(self, raw: bytes) -> tuple[int, Any]:
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            request = None
+        file = self.files.get(request.get("input_file_id", "")) if isinstance(request, dict) else None
+        if file is None or not isinstance(request, dict):
+            return 400, {"error": {"message": "input_file_id names no file", "type": "invalid_request_error"}}
+        lines = [line for line in file["content"].decode("utf-8").splitlines() if line.strip()]
+        batch = {
+            "id": f"batch_{next(self._ids)}",
+            "object": "batch",
+            "endpoint": request.get("endpoint"),
+            "errors": None,
+            "input_file_id": file["id"],
+            "completion_window": request.get("completion_window", "24h"),
+            "status": "validating",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": int(time.time()),
+            "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+            "metadata": request.get("metadata"),
+        }
+        self.batches[batch["id"]] = batch
+        return 200, dict(batch)
+
     # --- serving (called from handler threads) ---------------------------------------------------
 
-    def _record(self, request: RecordedRequest) -> _Action | None:
+    def _record(self, request: RecordedRequest, take_action: bool = True) -> _Action | None:
         with self._lock:
             self.requests.append(request)
             self._arrived.notify_all()
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
-            return self._actions.popleft() if self._actions else None
+            return self._actions.popleft() if self._actions and take_action else None
 
     def _done(self) -> None:
         with self._lock:
@@ -424,6 +593,25 @@ _LIMIT_PARAMETERS = ("max_tokens", "max_completion_tokens")
 _CHARS_PER_TOKEN = 4
 
 
+def _not_found(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": "not_found"}}
+
+
+def _batch_error(item: Mapping[str, Any], code: str, message: str) -> dict[str, Any]:
+    """An error-file line for a batch line that was not run (expired, cancelled)."""
+    return {
+        "id": f"batch_req_{code}_{item.get('custom_id')}",
+        "custom_id": item.get("custom_id"),
+        "response": None,
+        "error": {"code": code, "message": message},
+    }
+
+
+def _is_batch_api(path: str) -> bool:
+    parts = path.split("?", 1)[0].rstrip("/").split("/")
+    return "files" in parts or "batches" in parts
+
+
 def _unsupported_body(status: int, kind: str) -> dict[str, Any]:
     """What servers without a response format answer, by status (the shapes real servers use)."""
     if status == 500:
@@ -485,11 +673,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, value: Any, headers: Mapping[str, str] | None = None) -> None:
         self._send(status, json.dumps(value).encode(), headers)
 
+    def _batch_api(self, method: str, raw: bytes) -> None:
+        fake = self.server.fake
+        path = self.path.split("?", 1)[0].rstrip("/")
+        status, value = fake._batch_api(method, path, dict(self.headers.items()), raw)
+        if isinstance(value, bytes):
+            self._send(status, value)
+        else:
+            self._send_json(status, value)
+
     def do_GET(self) -> None:
         fake = self.server.fake
         fake._record(RecordedRequest("GET", self.path, None, self._headers(), received_at=time.time()))
         try:
-            if self.path.rstrip("/").endswith("/models"):
+            if _is_batch_api(self.path):
+                self._batch_api("GET", b"")
+            elif self.path.rstrip("/").endswith("/models"):
                 self._send_json(200, {"object": "list", "data": [{"id": "fake-judge", "object": "model"}]})
             else:
                 self._not_found()
@@ -504,6 +703,7 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
+        batch_api = _is_batch_api(self.path)
         action = fake._record(
             RecordedRequest(
                 "POST",
@@ -513,9 +713,13 @@ class _Handler(BaseHTTPRequestHandler):
                 # Azure's header first: older openai releases send its key as a bearer token as well.
                 authorization=self.headers.get("api-key") or self.headers.get("Authorization"),
                 received_at=time.time(),
-            )
+            ),
+            take_action=not batch_api,  # scripted failures are for the answers, live or batched
         )
         try:
+            if batch_api:
+                self._batch_api("POST", raw)
+                return
             while not fake._gate.wait(0.05) and not fake._stopping.is_set():
                 pass
             fake._sleep(fake.latency)

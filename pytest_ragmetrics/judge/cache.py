@@ -52,7 +52,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from .._aio import gather_or_cancel
-from ..errors import ConfigError, InvalidJudgeAnswer, JudgmentNotRecorded, RagMetricsWarning
+from ..errors import (
+    ConfigError,
+    InvalidJudgeAnswer,
+    JudgeCallCapReached,
+    JudgeError,
+    JudgeUnavailable,
+    JudgmentNotRecorded,
+    RagMetricsWarning,
+)
 from .base import Judge, JudgeAnswer, JudgeRequest, conforms, sending, utc_now, validate_answer
 from .openai_judge import HowToSet, by_environment
 from .stats import JudgeStats
@@ -60,6 +68,8 @@ from .store import JudgmentStore, atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import diskcache  # diskcache ships no type information
+
+    from .batch import BatchExport
 
 _T = TypeVar("_T")
 
@@ -242,6 +252,7 @@ class CachedJudge:
         concurrency: int | None = None,
         run: str | None = None,
         how_to_set: HowToSet = by_environment,
+        batch: BatchExport | None = None,
     ) -> None:
         if mode not in CACHE_MODES:
             raise ConfigError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
@@ -282,6 +293,8 @@ class CachedJudge:
         self._store_models: set[str] | None = None
         # Set by aclose: a request waiting to retry is dropped rather than sent again.
         self._closing = False
+        #: ``--rag-batch``: what no store or cache holds is written here instead of being asked.
+        self.batch = batch
 
     def __repr__(self) -> str:
         return f"CachedJudge(mode={self.mode!r}, cache_dir={self.cache_dir!r}, store={self.store!r})"
@@ -314,6 +327,8 @@ class CachedJudge:
             answers.append(answer)
         if copies:
             await self._off_loop(self._write_store, *copies)
+        if missing and self.batch is not None:
+            raise self._to_batch(self.batch, [requests[i] for i, _ in missing])
         if missing:
             judged = await gather_or_cancel(*(self._judged(requests[i], key) for i, key in missing))
             for (i, _), answer in zip(missing, judged, strict=True):
@@ -481,6 +496,55 @@ class CachedJudge:
         # Also in "off": within one run, sentence and binary relevance share one judgment per chunk.
         self._remember(key, answer)
         return answer
+
+    # --- the batch path ---------------------------------------------------------------------------
+
+    def _to_batch(self, batch: BatchExport, requests: Sequence[JudgeRequest]) -> JudgeError:
+        """Write ``requests`` to the batch export instead of asking the judge: each with the body the
+        judge would send, each taking its call and its estimated tokens from the spending caps.
+        Returns the error the judgment raises: pending, or the cap that refused a request."""
+        inner = self._inner_judge()
+        body_of = getattr(inner, "request_body", None)
+        if body_of is None:
+            return JudgeUnavailable(
+                f"--rag-batch writes the requests of the OpenAI-compatible judge; this run's judge "
+                f"({type(inner).__name__}) has no request body to write"
+            )
+        for request in requests:
+            key = request.cache_key()
+            if batch.written(key):
+                continue  # this process wrote it already: neither written nor paid for twice
+            if not self.stats.take_call():
+                assert self.stats.budget is not None  # only a budget refuses
+                label = request.label or request.kind
+                return JudgeCallCapReached(self.stats.budget.refusal(label, self.how_to_set))
+            tokens = batch.add(request, body_of(request))
+            if tokens and self.stats.budget is not None:
+                self.stats.budget.spend(tokens)
+        return batch.pending(len(requests))
+
+    def record_answers(self, pairs: Sequence[tuple[JudgeRequest, JudgeAnswer]]) -> None:
+        """Record answers obtained elsewhere (a batch's results) as a live answer is recorded: each
+        checked against its request, then into the store (one write) and the disk cache."""
+        for request, answer in pairs:
+            if len(answer.choices) != request.n:
+                raise InvalidJudgeAnswer(
+                    f"judge gave {len(answer.choices)} answer(s) for {request.label or request.kind}; "
+                    f"expected {request.n}"
+                )
+            for choice in answer.choices:
+                validate_answer(request, choice)
+        self._write_store(*pairs)
+        cache = self._disk()
+        transaction = cache.transact() if cache is not None else contextlib.nullcontext()
+        try:
+            with transaction:  # one SQLite transaction for the lot, not one per answer
+                for request, answer in pairs:
+                    self._write_disk(request, request.cache_key(), answer)
+        except _cache_errors() as exc:
+            self._disable_cache("cannot write to it", exc)
+        for request, _ in pairs:
+            self._in_store.add(request.cache_key())
 
     # --- the disk cache --------------------------------------------------------------------------
 

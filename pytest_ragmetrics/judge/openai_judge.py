@@ -578,6 +578,63 @@ class OpenAIJudge:
             params["response_format"] = {"type": "json_object"}
         return params
 
+    # --- the batch path: the same body out, the same validation in --------------------------------
+
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        """The body a live call for ``request`` sends first: messages, sampling parameters, completion
+        limit and response format (with ``auto``, the format the server was found to take, else
+        ``json_schema``). What a batch input line carries."""
+        mode = self.active_format
+        return self._params(request, self._messages(request, mode), mode)
+
+    def sync_client(self) -> Any:
+        """A synchronous ``openai`` client with this judge's settings (key, base URL or Azure
+        endpoint and API version, timeout, retries), for the batch commands. Raises
+        :class:`JudgeUnavailable` without a key, before any network activity."""
+        if not self.has_credentials():
+            raise JudgeUnavailable(no_key_message(self.azure, self.how_to_set))
+        import openai
+
+        if self.azure:
+            _check_azure(self.azure_endpoint, self.api_version, self.base_url, self.how_to_set)
+            assert self.azure_endpoint is not None  # for mypy: _check_azure raised otherwise
+            return openai.AzureOpenAI(
+                api_key=self._api_key,
+                azure_endpoint=self.azure_endpoint,
+                api_version=self.api_version,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
+            )
+        return openai.OpenAI(
+            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries
+        )
+
+    def answer_from_body(self, request: JudgeRequest, body: Any, judged_at: str = "") -> JudgeAnswer:
+        """The answer a chat completion ``body`` (JSON, as a batch result line holds it) gives to
+        ``request``, validated exactly as a live answer is (:func:`completion_shape_problem`, then each
+        choice parsed and checked against the schema); :class:`InvalidJudgeAnswer` says what is wrong.
+        No re-ask: whoever holds the answer sends the request again if it wants another."""
+        from openai.types.chat import ChatCompletion
+
+        label = request.label or request.kind
+        if not isinstance(body, Mapping):
+            raise InvalidJudgeAnswer(f"the answer for {label} is not a chat completion object")
+        response = ChatCompletion.construct(**body)
+        problem = completion_shape_problem(response)
+        if problem is not None:
+            raise InvalidJudgeAnswer(f"the answer for {label} is not a chat completion ({problem})")
+        choices, problems, _ = self._parse_choices(request, response)
+        if problems:
+            raise InvalidJudgeAnswer(f"judge answer for {label} is invalid: " + "; ".join(problems[:5]))
+        usage = response.usage
+        return JudgeAnswer(
+            choices=tuple(choices),
+            usage=Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else Usage(),
+            model=str(response.model or request.model),
+            judged_at=judged_at or utc_now(),
+            source="judge",
+        )
+
     def completion_limit(self, request: JudgeRequest) -> int:
         """The completion limit sent with ``request`` (per choice), in :attr:`limit_parameter`'s terms."""
         if self.max_tokens is not None:
