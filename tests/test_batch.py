@@ -164,3 +164,233 @@ def test_a_golden_set_filled_through_the_batch_api_replays_with_no_key_and_no_ca
     result.assert_outcomes(passed=4)
     judge = json.loads((project.path / "r.json").read_text())["summary"]["judge"]
     assert judge["calls"] == 0 and judge["store_hits"] == REQUESTS
+
+
+def completion_of(body: dict, content: object = None) -> dict:
+    """The chat completion a server would answer ``body`` with (the fake server's responder)."""
+    answer = default_responder(body) if content is None else content
+    return {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": body["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": answer if isinstance(answer, str) else json.dumps(answer),
+                },
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def test_a_vllm_run_batch_results_file_is_imported_and_its_failures_listed(project, server, capsys):
+    """``vllm run-batch`` output: answers in any order, a failed line with its error at the top level
+    and no body; an invalid answer is validated as a live one is; an answer nobody asked for is
+    refused with its line named; importing again records nothing twice."""
+    project.runpytest("--rag-batch=batch/round1.jsonl").assert_outcomes(skipped=4)
+    asked = lines_of(project.path / "batch" / "round1.jsonl")
+    results = []
+    for i, line in enumerate(reversed(asked)):
+        result = {"id": f"vllm-{i}", "custom_id": line["custom_id"], "error": None}
+        if i == 0:
+            result["response"] = {"status_code": 400, "request_id": "vllm-batch-0"}
+            result["error"] = "This model's maximum context length is 8192 tokens."
+        elif i == 1:
+            body = completion_of(line["body"], content={"verdict": "maybe"})
+            result["response"] = {"status_code": 200, "request_id": "vllm-batch-1", "body": body}
+        else:
+            body = completion_of(line["body"])
+            result["response"] = {"status_code": 200, "request_id": f"vllm-batch-{i}", "body": body}
+        results.append(result)
+    stranger = {"id": "vllm-x", "custom_id": "0" * 64, "response": results[2]["response"], "error": None}
+    results.insert(3, stranger)
+    (project.path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+
+    code, out, err = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "batch/round1.jsonl")
+    assert code == 1
+    assert f"imported: {REQUESTS - 2} judgment(s) recorded into the judgment store" in out
+    assert "2 failed, 1 refused" in out
+    assert "failed: out.jsonl line 1: " in err and "maximum context length is 8192 tokens" in err
+    assert "failed: out.jsonl line 2: " in err and "is invalid" in err
+    assert f"refused: out.jsonl line 4: an answer for {'0' * 64!r}, which the batch file" in err
+    assert len(store_lines(project.path)) == REQUESTS - 2
+
+    code, out, _ = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "batch/round1.jsonl")
+    assert "imported: 0 judgment(s) recorded" in out
+    assert f"{REQUESTS - 2} recorded already, 2 failed, 1 refused" in out
+    assert len(store_lines(project.path)) == REQUESTS - 2
+    recorded = {r["key"]: r for r in store_lines(project.path)}
+    one = recorded[asked[0]["custom_id"]]
+    assert (
+        one["answer"]["judged_at"] == "2023-11-14T22:13:20Z" and one["answer"]["usage"]["prompt_tokens"] == 10
+    )
+
+
+LONG_CHUNK_TEST = """
+from pytest_ragmetrics import RagSample, assert_context_relevance
+
+def test_long_chunk():
+    chunk = " ".join(f"Fact number {n} is here." for n in range(1, 261))
+    assert_context_relevance(RagSample("Which facts are there?", [chunk], id="long"), "sentence") >= 0.5
+"""
+
+
+def test_a_judgment_that_needs_another_s_answer_is_written_in_the_next_round(
+    pytester, server, capsys, monkeypatch
+):
+    """A chunk longer than one window: its first window tells how many windows follow."""
+    pytester.makeini("[pytest]\nrag_store_dir = judgments\n")
+    pytester.makepyfile(test_long=LONG_CHUNK_TEST)
+    monkeypatch.chdir(pytester.path)
+    for round in (1, 2):
+        pytester.runpytest(f"--rag-batch=r{round}.jsonl").assert_outcomes(skipped=1)
+        assert len(lines_of(pytester.path / f"r{round}.jsonl")) == 1
+        assert cli(capsys, "store", "batch", "submit", f"r{round}.jsonl")[0] == 0
+        server.run_batches()
+        assert cli(capsys, "store", "batch", "fetch", f"r{round}.jsonl")[0] == 0
+    result = pytester.runpytest("--rag-batch=r3.jsonl")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["ragmetrics: --rag-batch: every judgment the tests need is recorded; nothing to write*"]
+    )
+    assert server.request_count == sum(1 for r in server.requests if "/chat/completions" not in r.path)
+
+
+PENDING_TESTS = """
+import pytest
+from pytest_ragmetrics import RagSample, assert_context_precision
+
+SAMPLE = RagSample("What is the limit?", ["The limit is 5 GB."], ground_truth="The limit is 5 GB.", id="s")
+
+def test_reads_the_score():
+    assert assert_context_precision(SAMPLE).score >= 0.5
+
+def test_compares_a_list():
+    check = assert_context_precision([SAMPLE, RagSample("Q?", ["A chunk."], ground_truth="A.", id="t")])
+    assert check.min() >= 0.5
+    assert check >= 0.5
+
+def test_a_bad_threshold_is_still_an_error():
+    assert_context_precision(SAMPLE) >= 1.5
+
+def test_recorded_and_failing():
+    assert_context_precision(RagSample("Recorded?", ["Yes."], ground_truth="Yes.", id="r")) >= 1.0
+"""
+
+
+def test_pending_checks_hold_and_skip_while_a_failing_recorded_check_still_fails(pytester, monkeypatch):
+    from pytest_ragmetrics.testing import FakeJudgeServer
+
+    pytester.makeini("[pytest]\nrag_store_dir = judgments\n")
+    pytester.makepyfile(test_pending=PENDING_TESTS)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    with FakeJudgeServer(lambda body: {"reason": "no", "useful": False}) as fake:  # record one "not useful"
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", fake.base_url)
+        pytester.runpytest("-k", "recorded").assert_outcomes(failed=1)
+        result = pytester.runpytest("--rag-batch=b.jsonl", "-rs")
+        assert fake.request_count == 1
+    result.assert_outcomes(skipped=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_a_bad_threshold_is_still_an_error*",
+            "*ConfigError*1.5*",
+            "*test_recorded_and_failing*",
+            "*expected >= 1*",
+            "SKIPPED [[]1[]] test_pending.py:*: ragmetrics --rag-batch: 1 judgment(s) this test needs*",
+            "SKIPPED [[]1[]] test_pending.py:*: ragmetrics --rag-batch: 2 judgment(s) this test needs*",
+        ],
+    )
+    assert len(lines_of(pytester.path / "b.jsonl")) == 2  # SAMPLE's (asked by three tests) and t's
+
+
+def test_workers_under_xdist_write_one_file_with_each_request_once(project, server):
+    project.makepyfile(test_again=GOLDEN_TESTS)  # the same judgments asked by other tests
+    result = project.runpytest("-n", "2", "--rag-batch=batch/round1.jsonl")
+    result.assert_outcomes(skipped=8)
+    result.stdout.fnmatch_lines([f"ragmetrics: {REQUESTS} judge request(s) written to batch/round1.jsonl *"])
+    lines = lines_of(project.path / "batch" / "round1.jsonl")
+    assert len(lines) == REQUESTS == len({line["custom_id"] for line in lines})
+    assert server.request_count == 0
+
+
+def test_the_spending_caps_hold_for_what_a_batch_would_send(project, server, capsys, monkeypatch):
+    result = project.runpytest("--rag-batch=batch/round1.jsonl", "--rag-max-judge-calls=7")
+    assert len(lines_of(project.path / "batch" / "round1.jsonl")) == 7
+    result.stdout.fnmatch_lines(["*the judge spending cap stopped the run*"])
+    assert result.ret == 1
+    monkeypatch.setenv("RAGMETRICS_MAX_JUDGE_CALLS", "5")
+    code, _, err = cli(capsys, "store", "batch", "submit", "batch/round1.jsonl")
+    assert code == 1 and "holds 7 request(s), more than the judge call cap of 5" in err
+    assert "nothing was uploaded" in err and server.request_count == 0
+
+
+def test_an_export_refuses_replay_and_keeps_a_submitted_batch_s_record(project, server, capsys):
+    result = project.runpytest("--rag-batch=b.jsonl", "--rag-cache=replay")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--rag-batch writes the judgments that are not recorded*"])
+    project.runpytest("--rag-batch=b.jsonl").assert_outcomes(skipped=4)
+    assert cli(capsys, "store", "batch", "submit", "b.jsonl")[0] == 0
+    result = project.runpytest("--rag-batch=b.jsonl")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(
+        ["*b.jsonl was submitted (batch batch_*) and its results are not imported yet*"]
+    )
+
+
+def test_export_files_are_split_by_model_and_at_the_limits(tmp_path):
+    from pytest_ragmetrics.judge.base import JudgeRequest
+    from pytest_ragmetrics.judge.batch import BatchExport, read_state
+
+    export = BatchExport.create(tmp_path / "b.jsonl")
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    for i in range(7):
+        model = "small" if i < 5 else "large"
+        request = JudgeRequest(
+            "k", "v1", model, ({"role": "user", "content": f"q{i}"},), "k", schema, {"i": i}
+        )
+        body = {"model": model, "messages": [{"role": "user", "content": f"q{i}" * 40}], "max_tokens": 30}
+        assert export.add(request, body) == (len(f"q{i}" * 40) // 4 + 4) + 30
+        assert export.add(request, body) is None  # written once
+    summary = export.finish(max_requests=2, max_bytes=10_000)
+    assert summary.requests == 7
+    assert summary.files == ("b.jsonl", "b.2.jsonl", "b.3.jsonl", "b.4.jsonl")
+    assert [(p["model"], p["requests"]) for p in read_state(tmp_path / "b.jsonl")["parts"]] == [
+        ("large", 2),
+        ("small", 2),
+        ("small", 2),
+        ("small", 1),
+    ]
+    export = BatchExport.create(tmp_path / "b.jsonl")
+    for i in range(3):
+        request = JudgeRequest("k", "v1", "m", (), "k", schema, {"i": i})
+        export.add(request, {"model": "m", "messages": [{"role": "user", "content": "x" * 40}], "max_tokens": 30})
+    summary = export.finish(max_bytes=10_000)
+    line = len((tmp_path / "b.jsonl").read_bytes()) // 3  # the three lines are as long as one another
+    summary = BatchExport(tmp_path / "b.jsonl").finish(max_bytes=line + line // 2)  # one line fits, not two
+    assert len(summary.files) == 3 and not (tmp_path / "b.4.jsonl").exists()
+
+
+def test_the_fake_server_cancels_a_batch_and_serves_its_files_through_the_openai_client(server):
+    import openai
+
+    client = openai.OpenAI(base_url=server.base_url, api_key="test-key-not-secret")
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}  # fmt: skip
+    uploaded = client.files.create(file=("in.jsonl", json.dumps(line).encode() + b"\n"), purpose="batch")
+    assert client.files.retrieve(uploaded.id).bytes == uploaded.bytes
+    assert client.files.content(uploaded.id).read() == json.dumps(line).encode() + b"\n"
+    batch = client.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    assert batch.status == "validating" and batch.request_counts.total == 1
+    assert client.batches.cancel(batch.id).status == "cancelling"
+    batch = client.batches.retrieve(batch.id)
+    assert batch.status == "cancelled" and batch.output_file_id is None
+    errors = client.files.content(batch.error_file_id).read().decode().splitlines()
+    assert json.loads(errors[0])["error"]["code"] == "batch_cancelled"
+    assert server.batch_lines == 0
