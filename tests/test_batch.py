@@ -115,6 +115,31 @@ def test_batch_lines_hold_exactly_the_bodies_the_live_judge_sends(project, serve
     assert {record["key"] for record in store_lines(project.path)} == set(exported)
 
 
+def test_a_batch_answer_is_the_same_store_line_as_the_live_answer(project, server, capsys):
+    project.runpytest("--rag-batch=b.jsonl").assert_outcomes(skipped=4)
+    project.runpytest().assert_outcomes(passed=4)  # live, into judgments/
+    results = [
+        {"id": "x", "custom_id": line["custom_id"], "error": None,
+         "response": {"status_code": 200, "request_id": "r", "body": completion_of(line["body"])}}
+        for line in lines_of(project.path / "b.jsonl")
+    ]  # fmt: skip
+    (project.path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    code, _, err = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "b.jsonl", "--store-dir", "batched")
+    assert code == 0, err
+
+    def lines_without_answer_meta(directory: str) -> list[str]:
+        found = []
+        for shard in sorted((project.path / directory).glob("??.jsonl")):
+            for line in shard.read_text(encoding="utf-8").splitlines():
+                record = json.loads(line)
+                for name in ("judged_at", "usage", "model"):
+                    record["answer"].pop(name)
+                found.append(json.dumps(record))
+        return found
+
+    assert lines_without_answer_meta("batched") == lines_without_answer_meta("judgments")
+
+
 def test_a_golden_set_filled_through_the_batch_api_replays_with_no_key_and_no_call(
     project, server, capsys, monkeypatch
 ):
