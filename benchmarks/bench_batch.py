@@ -67,7 +67,9 @@ def completion(body: dict, number: int) -> dict:
         "object": "chat.completion",
         "created": 1_700_000_000,
         "model": body["model"],
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
         "usage": {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140},
     }
 
@@ -110,7 +112,7 @@ def main() -> None:
             answered = [
                 json.dumps({"id": "b", "custom_id": asked["custom_id"], "error": None,
                             "response": {"status_code": 200, "request_id": "r",
-                                         "body": completion(asked["body"], i)}})  # fmt: skip
+                                         "body": completion(asked["body"], i)}})
                 for i, asked in enumerate(map(json.loads, source))
             ]
             target.writelines(text + "\n" for text in reversed(answered))

@@ -68,14 +68,19 @@ def store_lines(root: Path) -> list[dict]:
 
 
 def test_an_export_run_calls_no_judge_and_skips_each_test_with_all_its_requests_written(project, server):
-    result = project.runpytest("--rag-batch=batch/round1.jsonl", "-rs")
+    prices = ("--rag-price-input=2.5", "--rag-price-output=10")
+    result = project.runpytest("--rag-batch=batch/round1.jsonl", "-rs", *prices)
     result.assert_outcomes(skipped=4)
     assert server.request_count == 0
+    state = json.loads((project.path / "batch" / "round1.jsonl.state.json").read_text())
+    assert state["requests"] == REQUESTS and state["prompt_tokens"] > 0 and state["completion_tokens"] > 0
+    cost = (state["prompt_tokens"] * 2.5 + state["completion_tokens"] * 10) / 1_000_000
     result.stdout.fnmatch_lines(
         [
             f"ragmetrics: {REQUESTS} judge request(s) written to batch/round1.jsonl instead of calling the "
-            "judge: about * prompt tokens and at most * completion tokens, set --rag-price-input and "
-            "--rag-price-output for what that costs",
+            f"judge: about {state['prompt_tokens']:,} prompt tokens and at most "
+            f"{state['completion_tokens']:,} completion tokens, at most ${cost:,.4f} at the configured "
+            "prices (batch APIs usually bill half of that)",
             "ragmetrics: next: python -m pytest_ragmetrics store batch submit batch/round1.jsonl, *",
             "ragmetrics: multi-step metrics (claims, then their verdicts) take one round per step*",
             "SKIPPED [[]4[]] test_golden.py:*: ragmetrics --rag-batch: 5 judgment(s) this test needs are not "
@@ -90,34 +95,16 @@ def test_an_export_run_calls_no_judge_and_skips_each_test_with_all_its_requests_
         assert len(line["custom_id"]) == 64
 
 
-def test_the_cost_line_prices_the_estimated_tokens(project, server):
-    result = project.runpytest("--rag-batch=batch/r.jsonl", "--rag-price-input=2.5", "--rag-price-output=10")
-    state = json.loads((project.path / "batch" / "r.jsonl.state.json").read_text())
-    cost = (state["prompt_tokens"] * 2.5 + state["completion_tokens"] * 10) / 1_000_000
-    assert state["requests"] == REQUESTS and state["prompt_tokens"] > 0 and state["completion_tokens"] > 0
-    result.stdout.fnmatch_lines(
-        [
-            f"ragmetrics: {REQUESTS} judge request(s) written to batch/r.jsonl instead of calling the judge: "
-            f"about {state['prompt_tokens']:,} prompt tokens and at most {state['completion_tokens']:,} "
-            f"completion tokens, at most ${cost:,.4f} at the configured prices (batch APIs usually bill half "
-            "of that)"
-        ]
-    )
-
-
-def test_batch_lines_hold_exactly_the_bodies_the_live_judge_sends(project, server):
-    project.runpytest("--rag-batch=batch/round1.jsonl").assert_outcomes(skipped=4)
-    exported = {line["custom_id"]: line["body"] for line in lines_of(project.path / "batch" / "round1.jsonl")}
-    project.runpytest().assert_outcomes(passed=4)  # live, recording into the store
+def test_a_batch_line_is_the_live_request_and_its_answer_the_live_store_line(project, server, capsys):
+    """The body of each batch line is exactly what the live judge sends; the answer imported for it
+    is the store line the live path records (when and how it was judged aside)."""
+    project.runpytest("--rag-batch=b.jsonl").assert_outcomes(skipped=4)
+    exported = {line["custom_id"]: line["body"] for line in lines_of(project.path / "b.jsonl")}
+    project.runpytest().assert_outcomes(passed=4)  # live, recording into judgments/
     sent = [r.body for r in server.requests if r.path.endswith("/chat/completions")]
     assert len(sent) == REQUESTS
     assert sorted(map(json.dumps, sent)) == sorted(map(json.dumps, exported.values()))
     assert {record["key"] for record in store_lines(project.path)} == set(exported)
-
-
-def test_a_batch_answer_is_the_same_store_line_as_the_live_answer(project, server, capsys):
-    project.runpytest("--rag-batch=b.jsonl").assert_outcomes(skipped=4)
-    project.runpytest().assert_outcomes(passed=4)  # live, into judgments/
     results = [
         {"id": "x", "custom_id": line["custom_id"], "error": None,
          "response": {"status_code": 200, "request_id": "r", "body": completion_of(line["body"])}}
@@ -354,10 +341,14 @@ def test_the_spending_caps_hold_for_what_a_batch_would_send(project, server, cap
     assert "nothing was uploaded" in err and server.request_count == 0
 
 
-def test_an_export_refuses_replay_and_keeps_a_submitted_batch_s_record(project, server, capsys):
+def test_an_export_refuses_replay_a_file_of_its_own_and_a_submitted_batch_s_record(project, server, capsys):
     result = project.runpytest("--rag-batch=b.jsonl", "--rag-cache=replay")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--rag-batch writes the judgments that are not recorded*"])
+    project.path.joinpath("golden.jsonl").write_text("{}\n")
+    result = project.runpytest("--rag-batch=golden.jsonl")
+    assert result.ret == 4 and project.path.joinpath("golden.jsonl").read_text() == "{}\n"
+    result.stderr.fnmatch_lines(["*golden.jsonl exists and is not a batch file written by an export*"])
     project.runpytest("--rag-batch=b.jsonl").assert_outcomes(skipped=4)
     assert cli(capsys, "store", "batch", "submit", "b.jsonl")[0] == 0
     result = project.runpytest("--rag-batch=b.jsonl")

@@ -209,6 +209,11 @@ class BatchExport:
         """
         export = cls(path)
         state = read_state(path)
+        if state is None and Path(path).exists():
+            raise ValueError(
+                f"{path} exists and is not a batch file written by an export (there is no "
+                f"{state_path(path).name} beside it): it is left alone; choose another path"
+            )
         if state is not None:
             waiting = [
                 p["batch_id"] for p in state.get("parts", ()) if p.get("batch_id") and not p.get("imported")
