@@ -108,15 +108,18 @@ def main() -> None:
         line("export", export_cpu, time.perf_counter() - wall, f"({files})")
 
         results = root / "results.jsonl"
-        with batch_file.open(encoding="utf-8") as source, results.open("w", encoding="utf-8") as target:
-            answered = [
-                json.dumps({"id": "b", "custom_id": asked["custom_id"], "error": None,
-                            "response": {"status_code": 200, "request_id": "r",
-                                         "body": completion(asked["body"], i)}})
-                for i, asked in enumerate(map(json.loads, source))
-            ]
+        answered = []
+        for name in summary.files:
+            with (batch_file.parent / name).open(encoding="utf-8") as source:
+                answered += [
+                    json.dumps({"id": "b", "custom_id": asked["custom_id"], "error": None,
+                                "response": {"status_code": 200, "request_id": "r",
+                                             "body": completion(asked["body"], i)}})
+                    for i, asked in enumerate(map(json.loads, source))
+                ]
+        with results.open("w", encoding="utf-8") as target:
             target.writelines(text + "\n" for text in reversed(answered))
-            del answered
+        del answered
         importer = cached_judge(root / "import", judge)
         cpu, wall = time.process_time(), time.perf_counter()
         asked_requests = AskedRequests(batch_file)
@@ -124,7 +127,7 @@ def main() -> None:
             results,
             asked_requests,
             read=judge.answer_from_body,
-            recorded=lambda request: importer.lookup(request) is not None,
+            recorded=importer.recorded,
             record=importer.record_answers,
         )
         asked_requests.close()

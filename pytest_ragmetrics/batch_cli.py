@@ -185,7 +185,7 @@ def _importer(evaluator: Evaluator, batch_file: Path) -> tuple[Callable[[Path], 
             results,
             asked,
             read=judge.answer_from_body,
-            recorded=lambda request: cached.lookup(request) is not None,
+            recorded=cached.recorded,
             record=cached.record_answers,
         )
 

@@ -111,7 +111,8 @@ def test_a_batch_line_is_the_live_request_and_its_answer_the_live_store_line(pro
         for line in lines_of(project.path / "b.jsonl")
     ]  # fmt: skip
     (project.path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
-    code, _, err = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "b.jsonl", "--store-dir", "batched")
+    other = ("--store-dir", "batched", "--cache-dir", "batched-cache")  # recorded by no live run
+    code, _, err = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "b.jsonl", *other)
     assert code == 0, err
 
     def lines_without_answer_meta(directory: str) -> list[str]:
@@ -125,6 +126,12 @@ def test_a_batch_line_is_the_live_request_and_its_answer_the_live_store_line(pro
         return found
 
     assert lines_without_answer_meta("batched") == lines_without_answer_meta("judgments")
+    # A judgment the cache holds (the live run's) and a store lacks is recorded already, and copied in.
+    code, out, _ = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "b.jsonl", "--store-dir", "copied")
+    assert code == 0 and "0 judgment(s) recorded into the judgment store" in out
+    assert f"{REQUESTS} recorded already" in out
+    assert len(list((project.path / "copied").glob("??.jsonl"))) > 0
+    assert sorted(lines_without_answer_meta("copied")) == sorted(lines_without_answer_meta("judgments"))
 
 
 def test_a_golden_set_filled_through_the_batch_api_replays_with_no_key_and_no_call(

@@ -523,6 +523,17 @@ class CachedJudge:
                 self.stats.budget.spend(tokens)
         return batch.pending(len(requests))
 
+    def recorded(self, request: JudgeRequest) -> bool:
+        """Whether this run would serve ``request`` without asking (see :meth:`lookup`); an answer
+        the cache holds and the store lacks is copied into the store, as a run serving it does."""
+        key = request.cache_key()
+        answer = self.lookup(request, key)
+        if answer is None:
+            return False
+        if self._store_lacks(key):
+            self._write_store((request, answer))
+        return True
+
     def record_answers(self, pairs: Sequence[tuple[JudgeRequest, JudgeAnswer]]) -> None:
         """Record answers obtained elsewhere (a batch's results) as a live answer is recorded: each
         checked against its request, then into the store (one write) and the disk cache."""
