@@ -33,6 +33,7 @@ permutation test, both with a fixed seed, so the same two runs always give the s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -41,10 +42,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
-from .report.json_report import DEFAULT_NDIGITS
 from .report.model import check_version, format_p, schema_problems
 from .specs import format_metric, format_number
-from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, sign_flip_p_value
+from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, mean, sign_flip_p_value
 
 if TYPE_CHECKING:
     from .specs import MetricCatalog
@@ -63,6 +63,7 @@ __all__ = [
     "load_report",
     "parse_regression_gate",
     "parse_regression_gates",
+    "provenance",
     "report_problems",
     "run_scores",
 ]
@@ -71,8 +72,9 @@ __all__ = [
 SIGNIFICANCE = 0.05
 #: Samples listed per direction as the ones that moved most.
 TOP_SAMPLES = 5
-# Score differences smaller than this are float noise, not movement.
-_NOISE = 1e-9
+# Score differences this small are not movement: float noise, or a baseline written by a version that
+# rounded scores to six decimals.
+_NOISE = 1e-6
 
 
 @dataclass
@@ -124,9 +126,8 @@ def run_scores(report: Mapping[str, Any]) -> RunScores:
                     metric.ambiguous.add(sid)
                 continue
             metric.evaluations[sid] = evaluation
-            # Rounded as the JSON report rounds them, so a live run and a saved baseline of the same
-            # judgments agree exactly.
-            metric.samples[sid] = (round(float(score), DEFAULT_NDIGITS), sample.get("reference_key"))
+            # Full precision: the JSON report writes every float exactly as the run had it.
+            metric.samples[sid] = (float(score), sample.get("reference_key"))
     for metric in scores.values():
         for sid in metric.ambiguous:
             metric.samples.pop(sid, None)
@@ -185,8 +186,12 @@ def compare_metric(
     top: int = TOP_SAMPLES,
     in_run: set[str] | None = None,
     partial: bool = False,
+    allow_mixed: bool = False,
 ) -> dict[str, Any]:
     """The comparison of one metric: one entry of ``summary.baseline.metrics`` (see the report docs).
+
+    Scores made differently (another judge model, prompt version or splitter) are not comparable,
+    unless ``allow_mixed``: then they are compared all the same (the comparison names the difference).
 
     ``in_run`` holds the ids of every sample the current run has (any metric, scored or not): a
     baseline sample among them, or any when the run is ``partial``, is not measured, not removed.
@@ -204,7 +209,7 @@ def compare_metric(
             changed.append(sid)  # same id, another question or reference: not the same test case
         else:
             pairs.append((sid, before, now))
-    reason = _incomparable(baseline, current)
+    reason = None if allow_mixed else _incomparable(baseline, current)
     out: dict[str, Any] = {
         "metric": metric,
         "method": method,
@@ -218,6 +223,10 @@ def compare_metric(
         "ci_high": None,
         "confidence": DEFAULT_CONFIDENCE,
         "p_value": None,
+        "p_drop": None,
+        "p_rise": None,
+        "changed_n": 0,
+        "min_p": None,
         "test": None,
         "max_drop": None,
         "verdict": "not comparable" if reason else "not measured" if not_measured else "no matched samples",
@@ -232,12 +241,15 @@ def compare_metric(
     }
     if reason is not None or not pairs:
         return out
-    differences = [now - before for _, before, now in pairs]
-    baseline_mean = math.fsum(before for _, before, _ in pairs) / len(pairs)
-    current_mean = math.fsum(now for _, _, now in pairs) / len(pairs)
+    # A difference below the noise floor is no change: the tests do not see it.
+    differences = [0.0 if abs(now - before) <= _NOISE else now - before for _, before, now in pairs]
+    baseline_mean = mean([before for _, before, _ in pairs])
+    current_mean = mean([now for _, _, now in pairs])
     interval = bootstrap_ci(differences, seed=seed)
     test = sign_flip_p_value(differences, seed=seed)
-    delta = math.fsum(differences) / len(differences)
+    drop = sign_flip_p_value(differences, alternative="less", seed=seed)
+    rise = sign_flip_p_value(differences, alternative="greater", seed=seed)
+    delta = mean(differences)
     moved = any(abs(d) > _NOISE for d in differences)
     # Most moved first; ties by id so the lists are the same on every run.
     ordered = sorted(pairs, key=lambda p: (p[2] - p[1], p[0]))
@@ -250,6 +262,10 @@ def compare_metric(
         ci_low=interval.low if moved else 0.0,
         ci_high=interval.high if moved else 0.0,
         p_value=test.p_value,
+        p_drop=drop.p_value,
+        p_rise=rise.p_value,
+        changed_n=drop.nonzero,
+        min_p=drop.min_p,
         test={"method": test.method, "permutations": test.permutations, "seed": seed},
         max_drop=max(0.0, max(before - now for _, before, now in pairs)) if moved else 0.0,
         verdict=_verdict(delta, test.p_value, moved),
@@ -264,6 +280,62 @@ def _method_key(key: tuple[str, str | None]) -> tuple[str, str]:
     return (key[0], key[1] or "")
 
 
+def provenance(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What made a run's scores (:class:`~pytest_ragmetrics.report.model.Provenance`): the judge
+    models, prompt versions and sentence splitters of every sample scored outside xfail tests, and a
+    digest of the golden set (every sample's id and reference key). Each sample's own content digest
+    is its ``key`` in the results."""
+    scores = run_scores(report)
+    golden: dict[str, str] = {}
+    for metric in scores.values():
+        for sid, (_, reference_key) in metric.samples.items():
+            golden.setdefault(sid, str(reference_key))
+    text = "\n".join(f"{sid}\t{key}" for sid, key in sorted(golden.items()))
+    return {
+        "judge_models": sorted({j for m in scores.values() for j in m.judges}),
+        "prompt_versions": sorted({v for m in scores.values() for v in m.prompt_versions}),
+        "splitters": sorted({v for m in scores.values() for v in m.splitters}),
+        "golden_set": hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
+        "samples": len(golden),
+    }
+
+
+#: The facts of how a score was made, as :class:`MetricScores` holds them: a baseline that differs in
+#: one is refused unless mixed scores are allowed.
+_FACTS = (
+    ("judge model", "judges"),
+    ("prompt versions", "prompt_versions"),
+    ("sentence splitter", "splitters"),
+)
+
+
+def _differences(
+    before: RunScores, now: RunScores, baseline: Mapping[str, Any], current: Mapping[str, Any]
+) -> tuple[list[str], list[str]]:
+    """``(every difference in how the two runs' scores were made, those that refuse the comparison)``,
+    one line each: ``judge model: model-a in the baseline, model-b now (context_recall)``."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for key in sorted(set(before) & set(now), key=_method_key):
+        for what, attribute in _FACTS:
+            old, new = getattr(before[key], attribute), getattr(now[key], attribute)
+            if old and new and old != new:  # a run that never needed the fact cannot contradict it
+                if what == "prompt versions":  # only the versions that changed
+                    old, new = old - new, new - old
+                grouped.setdefault((what, _listed(old), _listed(new)), []).append(format_metric(*key))
+    refusing = [
+        f"{what}: {old} in the baseline, {new} now ({', '.join(labels)})"
+        for (what, old, new), labels in grouped.items()
+    ]
+    lines = list(refusing)
+    was, now_ = provenance(baseline), provenance(current)
+    if was["golden_set"] != now_["golden_set"]:
+        lines.append(
+            f"golden set: {was['samples']} samples (digest {was['golden_set']}) in the baseline, "
+            f"{now_['samples']} (digest {now_['golden_set']}) now; each metric lists the samples"
+        )
+    return lines, refusing
+
+
 def compare_reports(
     baseline: Mapping[str, Any],
     current: Mapping[str, Any],
@@ -272,15 +344,22 @@ def compare_reports(
     seed: int = DEFAULT_SEED,
     top: int = TOP_SAMPLES,
     partial: bool = False,
+    allow_mixed: bool = False,
 ) -> dict[str, Any]:
-    """Compare ``current`` with ``baseline`` (two run reports): ``summary.baseline`` of the report.
+    """Compare ``current`` with ``baseline`` (two run reports): ``summary.baseline`` of the report
+    (:class:`~pytest_ragmetrics.report.model.BaselineComparison`).
 
     ``{"source": where the baseline came from, "plugin_version": {"baseline", "current"},
-    "metrics": [one entry per metric scored in either run, see :func:`compare_metric`]}``.
-    ``partial``: the current run ran selected tests, so a sample it lacks is not measured, not removed.
+    "differences": every way the two runs' scores were made differently, "refused": why the
+    comparison is refused or None, "metrics": [one entry per metric scored in either run, see
+    :func:`compare_metric`]}``. Scores made with another judge model, prompt version or sentence
+    splitter are refused (their metrics not comparable) unless ``allow_mixed``, as ``report merge``
+    refuses such shards. ``partial``: the current run ran selected tests, so a sample it lacks is not
+    measured, not removed.
     """
     before, now = run_scores(baseline), run_scores(current)
     in_run = _ids_in_run(current)
+    differences, refusing = _differences(before, now, baseline, current)
     metrics = [
         {
             "label": format_metric(*key),
@@ -293,6 +372,7 @@ def compare_reports(
                 top=top,
                 in_run=in_run,
                 partial=partial,
+                allow_mixed=allow_mixed,
             ),
         }
         for key in sorted(set(before) | set(now), key=_method_key)
@@ -303,6 +383,8 @@ def compare_reports(
             "baseline": baseline.get("plugin_version"),
             "current": current.get("plugin_version"),
         },
+        "differences": differences,
+        "refused": "; ".join(refusing) if refusing and not allow_mixed else None,
         "metrics": metrics,
     }
 
@@ -533,22 +615,25 @@ def parse_regression_gates(
 
 
 def evaluate_regression_gates(
-    gates: Iterable[RegressionGate], comparison: Mapping[str, Any] | None, *, partial: bool = False
+    gates: Iterable[RegressionGate],
+    comparison: Mapping[str, Any] | None,
+    *,
+    partial: bool = False,
+    allow_inconclusive: bool = False,
 ) -> list[dict[str, Any]]:
     """Evaluate regression gates against a comparison (:func:`compare_reports`): the
-    ``summary.regression_gates`` rows.
+    ``summary.regression_gates`` rows (:class:`~pytest_ragmetrics.report.model.RegressionGateRow`).
 
-    Each row: ``spec``, ``metric``, ``method``, ``stat``, ``op``, ``threshold``, ``significance``
-    (``"p < 0.05"`` or None), ``value`` (the drop, None without matched samples), ``n`` (the matched
-    samples it was evaluated over), ``not_measured`` (the baseline's samples this run did not score
-    for the metric, see :func:`compare_metric`), ``delta``,
-    ``ci_low``, ``ci_high``, ``p_value``, ``passed``, ``margin`` (``value - threshold``), ``reason``
-    (why it failed without a value: not comparable, nothing matched), ``note`` (why a drop beyond the
-    threshold passed: not significant) and ``worst`` (the samples that fell most, as in the
-    comparison). A gate over a metric that is not comparable fails with the reason; one with no
-    matched samples fails, unless ``partial`` (a run of selected tests), where it is skipped.
+    ``value`` is the drop over full-precision scores, ``p_value`` the one-sided p of the paired
+    sign-flip test that the scores fell, and every row says what the gate can see at its size:
+    ``changed_n`` matched samples whose score changed, and ``min_p``, the smallest one-sided p the
+    test can reach with them. A mean drop beyond the threshold fails when its p satisfies the gate's
+    significance; when it does not, the drop is *inconclusive*: it fails too, unless
+    ``allow_inconclusive`` (``--rag-allow-inconclusive``) accepts it. A gate over a metric that is not
+    comparable fails with the reason; one with no matched samples fails, unless ``partial`` (a run of
+    selected tests), where it is skipped, as aggregate gates are.
     """
-    from .gates import compare
+    from .gates import compare, not_measured_reason
 
     rows: list[dict[str, Any]] = []
     for gate in gates:
@@ -556,6 +641,7 @@ def evaluate_regression_gates(
         significance = (
             f"p {gate.significance[0]} {format_number(gate.significance[1])}" if gate.significance else None
         )
+        tested = gate.stat == "mean drop"
         row: dict[str, Any] = {
             "spec": gate.spec,
             "metric": gate.metric,
@@ -570,8 +656,12 @@ def evaluate_regression_gates(
             "delta": entry.get("delta"),
             "ci_low": entry.get("ci_low"),
             "ci_high": entry.get("ci_high"),
-            "p_value": entry.get("p_value"),
+            "p_value": entry.get("p_drop") if tested else None,
+            "changed_n": entry.get("changed_n", 0),
+            "min_p": entry.get("min_p") if tested else None,
+            "test": "sign-flip, one-sided (drop)" if tested else None,
             "passed": False,
+            "inconclusive": False,
             "margin": None,
             "reason": None,
             "note": None,
@@ -584,17 +674,13 @@ def evaluate_regression_gates(
         if not entry or not entry.get("n") or entry.get("delta") is None:
             row["reason"] = f"no samples of {gate.label} matched the baseline"
             if row["not_measured"]:
-                row["reason"] = (
-                    f"none of the baseline's samples of {gate.label} was measured in this run "
-                    f"({row['not_measured']} not measured: their tests stopped at an earlier failing "
-                    "check, or do not ask for this metric)"
-                )
+                row["reason"] = not_measured_reason(gate.label, row["not_measured"])
             if partial:
                 row.update(passed=True, skipped=True, reason=f"not evaluated: {row['reason']} (partial run)")
             continue
         pairs = entry.get("pairs") or []
-        if gate.stat == "mean drop":
-            value = float(entry["baseline_mean"]) - float(entry["current_mean"])
+        if tested:
+            value = -float(entry["delta"])
             worst = list(entry.get("regressed") or [])[:3]
         else:
             value = max([0.0, *(p["baseline"] - p["current"] for p in pairs)])
@@ -606,11 +692,21 @@ def evaluate_regression_gates(
         within = compare(value, gate.op, gate.threshold)
         passed = within
         if not within and gate.significance is not None:
-            p_value = entry.get("p_value")
-            significant = p_value is not None and compare(p_value, *gate.significance)
-            if not significant:
-                passed = True
-                row["note"] = f"not significant: p = {format_p(p_value)}, the gate needs {significance}"
+            p_value, min_p = row["p_value"], row["min_p"]
+            if p_value is None or not compare(p_value, *gate.significance):
+                # Beyond the tolerance, not shown to be real: never a pass on the test's word alone.
+                passed = allow_inconclusive
+                row["inconclusive"] = True
+                if min_p is not None and not compare(min_p, *gate.significance):
+                    changed = row["changed_n"]
+                    why = (
+                        f"with {changed} changed sample{'' if changed == 1 else 's'} the one-sided test "
+                        f"cannot go below p {format_p(min_p)}, so it can never show {significance}"
+                    )
+                else:
+                    why = f"p = {format_p(p_value)} does not reach {significance}"
+                accepted = "; accepted: inconclusive drops are allowed" if allow_inconclusive else ""
+                row["note"] = f"inconclusive: a drop beyond the tolerance, but {why}{accepted}"
         row.update(
             value=value,
             passed=passed,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .results import aggregate
 from .specs import (
     BUILTIN_CATALOG,
     COMPARISON_OPS,
@@ -43,6 +44,7 @@ from .specs import (
     gate_lines,
     parse_gate_line,
 )
+from .stats import mean
 
 __all__ = [
     "BUILTIN_METRICS",
@@ -57,6 +59,7 @@ __all__ = [
     "evaluate_gates",
     "format_number",
     "normalize_stat",
+    "not_measured_reason",
     "parse_gate",
     "parse_gates",
 ]
@@ -252,7 +255,7 @@ def compute_stat(stat: str, scores: Iterable[float]) -> float | None:
     if not values:
         return None
     if canonical == "mean":
-        return math.fsum(values) / len(values)
+        return mean(values)
     if canonical == "min":
         return min(values)
     if canonical == "max":
@@ -267,12 +270,15 @@ def compute_stat(stat: str, scores: Iterable[float]) -> float | None:
     raise AssertionError(f"unhandled statistic {canonical!r}")  # pragma: no cover
 
 
-def aggregate(scores: Iterable[float]) -> dict[str, Any]:
-    """``{"n", "mean", "min", "max"}`` of ``scores``; the three figures are ``None`` when there are none."""
-    values = _checked(scores)
-    if not values:
-        return {"n": 0, "mean": None, "min": None, "max": None}
-    return {"n": len(values), "mean": math.fsum(values) / len(values), "min": min(values), "max": max(values)}
+def not_measured_reason(label: str, samples: int) -> str:
+    """Why a gate has no value: ``context_recall not measured: 3 samples (...)``. Aggregate and
+    regression gates over a metric no sample reached say it in these words."""
+    where = (
+        "their tests stopped at an earlier failing check, or do not ask for it"
+        if samples
+        else "no sample of this run"
+    )
+    return f"{label} not measured: {samples} sample{'' if samples == 1 else 's'} ({where})"
 
 
 def _scores_for(
@@ -288,6 +294,7 @@ def evaluate_gates(
     *,
     partial: bool = False,
     corrected: Mapping[tuple[str, str | None], Mapping[str, Any]] | None = None,
+    run_samples: int = 0,
 ) -> list[dict[str, Any]]:
     """Evaluate ``gates`` against every per-sample score of the run, keyed by ``(metric, method)``.
 
@@ -297,10 +304,15 @@ def evaluate_gates(
 
     Returns one ``summary["gates"]`` row per gate, in order: ``spec``, ``metric``, ``method``,
     ``stat``, ``op``, ``threshold``, ``value``, ``n``, ``passed``, ``margin`` (``value - threshold``)
-    and ``reason`` (``None``, or why the gate failed without a value). A gate whose metric has no
-    recorded scores fails with ``value`` ``None``: a gate that checked nothing must not pass, unless
-    the run was ``partial`` (``pytest -k x`` or named test paths): then a gate over a metric that
-    selection never scored says nothing about it, and is reported as skipped (``skipped: True``).
+    and ``reason`` (``None``, or why the gate failed without a value). Every statistic is computed
+    over full-precision scores with one exactly rounded sum (:func:`pytest_ragmetrics.stats.mean`),
+    so the same scores give the same outcome in whatever order a run, a merge or a comparison reads
+    them. A gate whose metric has no recorded scores fails with ``value`` ``None`` and the reason
+    :func:`not_measured_reason` gives (``not_measured``: the ``run_samples`` of the run, which no
+    test reached it for): a gate that checked nothing must not pass, unless the run was ``partial``
+    (``pytest -k x``, named test paths, ``report merge --allow-partial``): then a gate over a metric
+    that selection never scored says nothing about it, and is reported as skipped (``skipped:
+    True``), as regression gates are.
     """
     rows: list[dict[str, Any]] = []
     for gate in gates:
@@ -313,7 +325,7 @@ def evaluate_gates(
         if value is None:
             passed = False
             margin = None
-            reason: str | None = f"no recorded evaluations of {label} in this run"
+            reason: str | None = not_measured_reason(label, run_samples)
             if partial:
                 passed, reason = True, f"not evaluated: {reason} (partial run)"
         else:
@@ -335,6 +347,7 @@ def evaluate_gates(
                 "passed": passed,
                 "margin": margin,
                 "reason": reason,
+                **({"not_measured": run_samples} if value is None else {}),
                 **({"skipped": True} if value is None and partial else {}),
             }
         )

@@ -323,6 +323,20 @@ OPTIONS: tuple[Option, ...] = (
         repeat="--rag-regression-gate",
     ),
     Option(
+        "allow_inconclusive",
+        _flag,
+        "let a regression gate pass when its drop is beyond the tolerance but the one-sided test "
+        "cannot call it significant (inconclusive: fails by default)",
+        flag=True,
+    ),
+    Option(
+        "allow_mixed_baseline",
+        _flag,
+        "compare with a baseline scored by another judge model or prompt version (refused by "
+        "default; the differences are named either way)",
+        flag=True,
+    ),
+    Option(
         "judge_check",
         _optional_text,
         "labelled set (JSONL) to check the judge against at the end of the run: agreement per judgment kind",

@@ -418,11 +418,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if ragmetrics is not None:
         ragmetrics.finish(session)
         record = session.config.stash.get(_suite_property_key, None)
-        if record is not None and ragmetrics.gate_results:
-            from .report.junit import gate_properties
+        regression = ((ragmetrics.final_report or {}).get("summary") or {}).get("regression_gates") or []
+        if record is not None and (ragmetrics.gate_results or regression):
+            from .report.junit import gate_properties, regression_gate_properties
 
             for number, gate in enumerate(ragmetrics.gate_results, start=1):
                 for name, value in gate_properties(number, gate):
+                    record(name, value)
+            for number, gate in enumerate(regression, start=1):
+                for name, value in regression_gate_properties(number, gate):
                     record(name, value)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .judge.base import Usage
+from .stats import mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +213,12 @@ class MetricResult:
 
 
 def aggregate(scores: Iterable[float]) -> dict[str, Any]:
-    """n, mean, min and max of ``scores``; with no scores n is 0 and the statistics are None (not NaN)."""
+    """``{"n", "mean", "min", "max"}`` of ``scores``; with no scores n is 0 and the statistics are None
+    (not NaN). The mean is :func:`pytest_ragmetrics.stats.mean`, the one mean of every path."""
     values = [float(s) for s in scores]
+    if any(not math.isfinite(v) for v in values):
+        # A NaN would make every comparison False and every mean NaN: a scoring bug, not a score.
+        raise ValueError(f"scores must be finite numbers, got {values!r}")
     if not values:
         return {"n": 0, "mean": None, "min": None, "max": None}
-    return {"n": len(values), "mean": math.fsum(values) / len(values), "min": min(values), "max": max(values)}
+    return {"n": len(values), "mean": mean(values), "min": min(values), "max": max(values)}

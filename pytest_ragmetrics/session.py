@@ -638,19 +638,15 @@ class RagmetricsSession:
             skipped=self.skipped,
         )
         if self.gates:
-            from .gates import evaluate_gates
-            from .report.build import corrected_means, per_sample_scores
+            from .report.build import evaluate_run_gates
 
-            self.gate_results = evaluate_gates(
-                self.gates,
-                per_sample_scores(self.rows),
-                partial=self._partial(),
-                corrected=corrected_means(self.rows),
-            )
+            self.gate_results = evaluate_run_gates(self.gates, self.rows, partial=self._partial())
             if any(not g["passed"] for g in self.gate_results):
                 _fail(session)
         report = self._report()
         if any(not g["passed"] for g in report["summary"].get("regression_gates") or []):
+            _fail(session)
+        if (report["summary"].get("baseline") or {}).get("refused"):
             _fail(session)
         if self.stats.refused:  # the judge call cap stopped the run
             _fail(session)
@@ -799,6 +795,8 @@ class RagmetricsSession:
             baseline_source=self.shown(s.baseline) if s.baseline else None,
             regression_gates=self.regression_gates,
             partial=self._partial(),
+            allow_inconclusive=s.allow_inconclusive,
+            allow_mixed=s.allow_mixed_baseline,
             judge_check=self.judge_check,
             judge_controls=self.controls,
             answers=self.answer_classes.values(),

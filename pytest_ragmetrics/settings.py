@@ -88,6 +88,8 @@ class Settings:
     baseline: str | None = None
     save_baseline: str | None = None
     regression_gates: tuple[str, ...] = ()
+    allow_inconclusive: bool = False
+    allow_mixed_baseline: bool = False
     judge_check: str | None = None
     judge_controls: int = 0
     judge_agreement: tuple[str, ...] = ()
@@ -164,6 +166,8 @@ RUN_WIDE = frozenset(
         "baseline",
         "save_baseline",
         "regression_gates",
+        "allow_inconclusive",
+        "allow_mixed_baseline",
         "judge_check",
         "judge_agreement",
         "max_judge_calls",

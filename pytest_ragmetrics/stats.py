@@ -6,11 +6,13 @@ baseline score. The question is whether the mean difference is real or noise:
 - :func:`bootstrap_ci`: a percentile confidence interval for the mean difference, from resampling the
   pairs with replacement (the paired bootstrap; Efron & Tibshirani, *An Introduction to the
   Bootstrap*, ch. 13).
-- :func:`sign_flip_p_value`: the two-sided p-value of a paired permutation test. Under the null
-  hypothesis each difference is as likely to have had the other sign, so the observed sum is compared
-  with the sums of every sign assignment: all ``2**m`` of them when there are few non-zero
-  differences (exact), otherwise a fixed number drawn at random with a fixed seed (Monte Carlo, with
-  the ``(count + 1) / (resamples + 1)`` estimate that never reports p = 0).
+- :func:`sign_flip_p_value`: the p-value of a paired permutation test, two-sided or one-sided (did
+  the scores fall? did they rise?). Under the null hypothesis each difference is as likely to have
+  had the other sign, so the observed sum is compared with the sums of every sign assignment: all
+  ``2**m`` of them when there are few non-zero differences (exact), otherwise a fixed number drawn at
+  random with a fixed seed (Monte Carlo, with the ``(count + 1) / (resamples + 1)`` estimate that
+  never reports p = 0). With it, what the test can see at its size: the ``m`` differences that are
+  not zero, and the smallest p any data of that size could give.
 - :func:`corrected_mean`: the judge-corrected mean of a metric with a labelled subset, and its
   confidence interval (prediction-powered inference, PPI++: Angelopoulos, Duchi & Zrnic,
   arXiv 2311.01453; the mean estimator of the ``ppi_py`` reference code).
@@ -29,6 +31,7 @@ from statistics import NormalDist
 from typing import NamedTuple
 
 __all__ = [
+    "ALTERNATIVES",
     "DEFAULT_CONFIDENCE",
     "DEFAULT_SEED",
     "EXACT_MAX_NONZERO",
@@ -41,6 +44,7 @@ __all__ = [
     "mean",
     "percentile",
     "sign_flip_p_value",
+    "smallest_p",
 ]
 
 #: Confidence level of intervals unless told otherwise.
@@ -63,6 +67,11 @@ class BootstrapInterval(NamedTuple):
     high: float
 
 
+#: The alternatives :func:`sign_flip_p_value` tests, as scipy names them: the mean difference is not
+#: zero, is below zero (the scores fell), or is above zero (they rose).
+ALTERNATIVES = ("two-sided", "less", "greater")
+
+
 class PermutationTest(NamedTuple):
     """A permutation test's p-value; ``method`` is ``"exact"`` or ``"monte carlo"``."""
 
@@ -70,6 +79,14 @@ class PermutationTest(NamedTuple):
     method: str
     #: Sign assignments counted: ``2**m`` when exact, the number of draws otherwise.
     permutations: int
+    #: ``"two-sided"``, ``"less"`` or ``"greater"``.
+    alternative: str = "two-sided"
+    #: ``m``: the differences that are not zero, the only ones the test sees.
+    nonzero: int = 0
+    #: The smallest p this test can give with ``nonzero`` differences, whatever they are: ``1 /
+    #: 2**m`` one-sided and ``2 / 2**m`` two-sided when exact, ``1 / (resamples + 1)`` by Monte Carlo.
+    #: When it is not below a significance level, no data of this size can be significant at it.
+    min_p: float = 1.0
 
 
 def _finite(values: Sequence[float], what: str) -> list[float]:
@@ -142,22 +159,40 @@ def bootstrap_ci(
     return BootstrapInterval(percentile(means, alpha / 2), percentile(means, 1 - alpha / 2))
 
 
+def smallest_p(
+    nonzero: int, alternative: str = "two-sided", method: str = "exact", resamples: int = 0
+) -> float:
+    """The smallest p :func:`sign_flip_p_value` can give with ``nonzero`` non-zero differences."""
+    if nonzero == 0:
+        return 1.0
+    if method != "exact":
+        return 1.0 / (resamples + 1)
+    tails = 1.0 if alternative != "two-sided" else 2.0
+    return float(min(1.0, tails / 2.0**nonzero))
+
+
 def sign_flip_p_value(
     differences: Sequence[float],
     *,
+    alternative: str = "two-sided",
     resamples: int = 10000,
     seed: int = DEFAULT_SEED,
     exact_max_nonzero: int = EXACT_MAX_NONZERO,
 ) -> PermutationTest:
-    """Two-sided p-value of the paired sign-flip permutation test of the mean difference.
+    """p-value of the paired sign-flip permutation test of the mean difference.
 
-    The statistic is the sum of the differences (equivalently their mean). A zero difference has the
+    ``alternative`` as scipy's ``permutation_test`` names it: ``"two-sided"`` (the mean difference is
+    not zero), ``"less"`` (it is below zero: the scores fell) or ``"greater"`` (they rose). The
+    statistic is the sum of the differences (equivalently their mean). A zero difference has the
     same value under either sign and is left out. With ``m`` non-zero differences and ``m <=
     exact_max_nonzero``, every one of the ``2**m`` sign assignments is enumerated and p is the share
-    whose absolute sum is at least the observed one. Above that, ``resamples`` assignments are drawn
-    with a :class:`random.Random` seeded with ``seed`` and p = (count + 1) / (resamples + 1).
+    whose sum is at least as extreme as the observed one (absolute sum two-sided; at most the
+    observed sum for ``less``, at least it for ``greater``). Above that, ``resamples`` assignments are
+    drawn with a :class:`random.Random` seeded with ``seed`` and p = (count + 1) / (resamples + 1).
     With no non-zero difference there is nothing to test: p = 1.
     """
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
     data = _finite(differences, "differences")
     if resamples < 1:
         raise ValueError(f"resamples must be at least 1, got {resamples!r}")
@@ -165,14 +200,24 @@ def sign_flip_p_value(
     magnitudes = [abs(u) for u in units if u != 0]
     m = len(magnitudes)
     if m == 0:
-        return PermutationTest(1.0, "exact", 1)
-    observed = abs(sum(units))
+        return PermutationTest(1.0, "exact", 1, alternative, 0, 1.0)
+    observed = sum(units)
+
+    def extreme(total: int) -> bool:
+        if alternative == "less":
+            return total <= observed
+        if alternative == "greater":
+            return total >= observed
+        return abs(total) >= abs(observed)
+
     if m <= exact_max_nonzero:
         sums = [0]
         for value in magnitudes:
             sums = [s + value for s in sums] + [s - value for s in sums]
-        extreme = sum(1 for s in sums if abs(s) >= observed)
-        return PermutationTest(extreme / len(sums), "exact", len(sums))
+        count = sum(1 for s in sums if extreme(s))
+        return PermutationTest(
+            count / len(sums), "exact", len(sums), alternative, m, smallest_p(m, alternative)
+        )
     # Monte Carlo: one random bit per difference says whether it keeps its sign. The differences are
     # taken 8 at a time, with the sums of all 256 sign patterns of each group precomputed, so one
     # draw costs m / 8 table lookups.
@@ -188,16 +233,23 @@ def sign_flip_p_value(
         for group in groups
     ]
     rng = random.Random(seed)
-    extreme = 0
+    count = 0
     for _ in range(resamples):
         bits = rng.getrandbits(m)
         total = 0
         for table, mask in tables:
             total += table[bits & mask]
             bits >>= 8
-        if abs(total) >= observed:
-            extreme += 1
-    return PermutationTest((extreme + 1) / (resamples + 1), "monte carlo", resamples)
+        if extreme(total):
+            count += 1
+    return PermutationTest(
+        (count + 1) / (resamples + 1),
+        "monte carlo",
+        resamples,
+        alternative,
+        m,
+        smallest_p(m, alternative, "monte carlo", resamples),
+    )
 
 
 class CorrectedMean(NamedTuple):

@@ -228,7 +228,13 @@ def test_gate_without_evaluations_fails_with_a_reason():
     assert row["value"] is None
     assert row["margin"] is None
     assert row["n"] == 0
-    assert "no recorded evaluations of context_recall" in row["reason"]
+    assert row["reason"] == "context_recall not measured: 0 samples (no sample of this run)"
+    [row] = evaluate_gates(parse_gates("context_recall mean >= 0.8"), {}, run_samples=3)
+    assert row["not_measured"] == 3
+    assert row["reason"] == (
+        "context_recall not measured: 3 samples (their tests stopped at an earlier failing check, or do "
+        "not ask for it)"
+    )
 
 
 def test_gate_with_empty_score_list_fails():
@@ -285,7 +291,7 @@ def test_a_partial_run_skips_gates_over_metrics_it_never_scored():
     assert "skipped" not in partial[0]
     assert partial[1]["skipped"] is True
     assert partial[1]["reason"] == (
-        "not evaluated: no recorded evaluations of context_precision in this run (partial run)"
+        "not evaluated: context_precision not measured: 0 samples (no sample of this run) (partial run)"
     )
 
 

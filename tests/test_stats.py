@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from pytest_ragmetrics.stats import bootstrap_ci, mean, percentile, sign_flip_p_value
+from pytest_ragmetrics.stats import bootstrap_ci, mean, percentile, sign_flip_p_value, smallest_p
 
 np = pytest.importorskip("numpy")
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -82,7 +82,7 @@ def test_sign_flip_detects_a_broad_drop_and_not_a_single_collapse() -> None:
 
 
 def test_sign_flip_with_no_change_has_p_one() -> None:
-    assert sign_flip_p_value([0.0, 0.0, 0.0]) == (1.0, "exact", 1)
+    assert sign_flip_p_value([0.0, 0.0, 0.0])[:3] == (1.0, "exact", 1)
     assert sign_flip_p_value([]).p_value == 1.0
 
 
@@ -157,3 +157,74 @@ def test_percentile_is_numpys_default() -> None:
 def test_bad_input_is_refused_with_a_clear_error(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()  # type: ignore[operator]
+
+
+def _scipy_one_sided(baseline: list[float], current: list[float], alternative: str) -> float:
+    result = scipy_stats.permutation_test(
+        (baseline, current),
+        lambda x, y, axis: np.mean(y - x, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=2 ** len(baseline),  # >= every pairing: scipy enumerates them all
+        alternative=alternative,
+    )
+    return float(result.pvalue)
+
+
+@pytest.mark.parametrize("alternative", ["less", "greater"])
+@pytest.mark.parametrize("case", range(6))
+def test_one_sided_sign_flip_p_value_equals_scipy_exact_permutation_test(case: int, alternative: str) -> None:
+    rng = random.Random(100 + case)
+    n = rng.randint(3, 12)
+    baseline, current = _pairs(rng, n, shift=rng.choice((0.0, -0.125, 0.125)))
+    differences = [c - b for b, c in zip(baseline, current, strict=True)]
+    ours = sign_flip_p_value(differences, alternative=alternative)
+    assert (ours.method, ours.alternative) == ("exact", alternative)
+    assert ours.p_value == pytest.approx(_scipy_one_sided(baseline, current, alternative), abs=1e-12)
+
+
+def test_one_sided_p_of_five_collapses_in_twelve_is_one_in_32_by_enumeration() -> None:
+    """The regression of the docs: recall 1.0 -> 0.0 on 5 of 12 samples. Two-sided, no data of 5
+    changed samples goes below 2/32; one-sided, the all-fall assignment is 1 of 32."""
+    differences = [-1.0] * 5 + [0.0] * 7
+    assignments = list(itertools.product((1, -1), repeat=5))
+    at_most = sum(1 for signs in assignments if sum(-s for s in signs) <= -5) / len(assignments)
+    drop = sign_flip_p_value(differences, alternative="less")
+    assert drop.p_value == at_most == 1 / 32
+    assert (drop.nonzero, drop.min_p) == (5, 1 / 32)
+    two_sided = sign_flip_p_value(differences)
+    assert (two_sided.p_value, two_sided.min_p) == (2 / 32, 2 / 32)
+    assert sign_flip_p_value(differences, alternative="greater").p_value == 1.0
+    baseline, current = [1.0] * 12, [0.0] * 5 + [1.0] * 7
+    assert drop.p_value == pytest.approx(_scipy_one_sided(baseline, current, "less"), abs=1e-12)
+
+
+def test_the_smallest_reachable_p_is_reached_by_the_most_extreme_data() -> None:
+    for m in range(1, 9):
+        drop = sign_flip_p_value([-0.25 * (1 + i % 3) for i in range(m)], alternative="less")
+        assert drop.p_value == drop.min_p == smallest_p(m, "less") == 1 / 2**m
+    many = sign_flip_p_value([-0.5] * 40, alternative="less", resamples=999)
+    assert many.method == "monte carlo" and many.p_value == many.min_p == 1 / 1000
+
+
+def test_monte_carlo_one_sided_p_value_agrees_with_scipy_within_sampling_error() -> None:
+    rng = random.Random(7)
+    baseline, current = _pairs(rng, 40, shift=-0.03)
+    differences = [c - b for b, c in zip(baseline, current, strict=True)]
+    ours = sign_flip_p_value(differences, alternative="less", resamples=20000)
+    assert ours.method == "monte carlo"
+    theirs = scipy_stats.permutation_test(
+        (baseline, current),
+        lambda x, y, axis: np.mean(y - x, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=20000,
+        alternative="less",
+        random_state=np.random.default_rng(1),
+    ).pvalue
+    assert ours.p_value == pytest.approx(float(theirs), abs=0.02)
+
+
+def test_an_unknown_alternative_is_refused() -> None:
+    with pytest.raises(ValueError, match="alternative must be one of two-sided, less, greater"):
+        sign_flip_p_value([0.5], alternative="down")

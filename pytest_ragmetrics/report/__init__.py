@@ -27,7 +27,9 @@ failed, and no spending cap refused a judge call.
 A *baseline* is a report of this format; ``--rag-save-baseline`` writes it without what only one run
 knows or only explains a score (see :func:`pytest_ragmetrics.baseline.baseline_form`).
 
-Floats are written to JSON rounded to 6 decimals; NaN and infinities are refused everywhere.
+Floats are written to JSON in full precision (reports round for display only), so every gate gives
+the same outcome over the run, a report of it, a merge of its shards, or a baseline comparison;
+NaN and infinities are refused everywhere.
 """
 
 # The renderers live in their submodules (``report.terminal``, ``report.json_report``, ...) and are

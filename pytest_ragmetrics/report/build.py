@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..baseline import RegressionGate
+    from ..gates import Gate
     from ..judge.stats import JudgeStats
     from ..settings import Settings
 
@@ -24,11 +25,13 @@ __all__ = [
     "build_report",
     "comparison_counts",
     "corrected_means",
+    "evaluate_run_gates",
     "label_summary",
     "labelled_ids",
     "merge_reports",
     "metric_summaries",
     "per_sample_scores",
+    "run_samples",
     "write_reports",
 ]
 
@@ -120,6 +123,36 @@ def corrected_means(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | 
     return out
 
 
+def run_samples(rows: Iterable[Mapping[str, Any]]) -> int:
+    """How many distinct samples the run's comparisons outside xfail tests hold (by id, else by
+    content), whatever metric scored them: a metric no test reached leaves them all not measured."""
+    return len(
+        {
+            str(sample.get("id") or sample.get("key") or f"{row.get('nodeid')}#{i}")
+            for row in rows
+            if not row.get("xfail")
+            for i, sample in enumerate(row.get("samples") or ())
+        }
+    )
+
+
+def evaluate_run_gates(
+    gates: Sequence[Gate], rows: Sequence[Mapping[str, Any]], *, partial: bool = False
+) -> list[dict[str, Any]]:
+    """The aggregate gates over a run's comparison rows: ``summary.gates``. The one way every path
+    decides them (the run, ``report merge``, ``baseline compare``), over full-precision scores, with
+    the judge-corrected means ``corrected_mean`` gates read (:func:`corrected_means`)."""
+    from ..gates import evaluate_gates
+
+    return evaluate_gates(
+        gates,
+        per_sample_scores(rows),
+        partial=partial,
+        corrected=corrected_means(rows),
+        run_samples=run_samples(rows),
+    )
+
+
 def metric_summaries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``summary.metrics``: n, mean, min and max per (metric, method) over every distinct evaluation."""
     from ..gates import aggregate
@@ -178,6 +211,8 @@ def build_report(
     baseline_source: str | None = None,
     regression_gates: Sequence[RegressionGate] = (),
     partial: bool = False,
+    allow_inconclusive: bool = False,
+    allow_mixed: bool = False,
     errors: list[dict[str, Any]] | None = None,
     judge_check: Mapping[str, Any] | None = None,
     judge_controls: Mapping[str, Any] | None = None,
@@ -193,7 +228,10 @@ def build_report(
 
     ``shown`` turns a local path into the one reports print (relative to the rootdir when inside it).
     With a ``baseline`` report, the comparison and the ``regression_gates`` are attached (see
-    :func:`attach_baseline`; ``partial`` as for gates).
+    :func:`attach_baseline`; ``partial`` as for gates, ``allow_inconclusive`` and ``allow_mixed`` as
+    there). ``summary.provenance`` records what made the scores (see
+    :func:`pytest_ragmetrics.baseline.provenance`), which a later comparison with this report as
+    its baseline checks.
     Every string passes through :func:`~pytest_ragmetrics.redact.redact`.
     ``judge_check`` is the judge check's outcome (see :func:`~pytest_ragmetrics.calibration.check.
     run_judge_check`), if one ran; the report adds what rests on each judgment kind that failed.
@@ -252,7 +290,7 @@ def build_report(
 
     # Judge reasons and error texts (of the judge check and the controls too) quote what servers
     # said: no credential reaches a report.
-    report = redact_json(
+    report: dict[str, Any] = redact_json(
         {
             "version": REPORT_VERSION,
             "plugin_version": __version__,
@@ -260,9 +298,19 @@ def build_report(
             "summary": summary,
         }
     )
+    if with_results:
+        from ..baseline import provenance
+
+        report["summary"]["provenance"] = provenance(report)
     if baseline is not None:
         attach_baseline(
-            report, baseline, source=baseline_source, regression_gates=regression_gates, partial=partial
+            report,
+            baseline,
+            source=baseline_source,
+            regression_gates=regression_gates,
+            partial=partial,
+            allow_inconclusive=allow_inconclusive,
+            allow_mixed=allow_mixed,
         )
     return report
 
@@ -274,16 +322,24 @@ def attach_baseline(
     source: str | None = None,
     regression_gates: Sequence[RegressionGate] = (),
     partial: bool = False,
+    allow_inconclusive: bool = False,
+    allow_mixed: bool = False,
 ) -> dict[str, Any]:
     """Compare ``report`` with ``baseline`` and add ``summary.baseline`` and, when there are regression
-    gates, ``summary.regression_gates`` (see :mod:`pytest_ragmetrics.baseline`). Returns ``report``."""
+    gates, ``summary.regression_gates`` (see :mod:`pytest_ragmetrics.baseline`). Returns ``report``.
+
+    ``allow_mixed`` compares scores made with another judge model, prompt version or splitter
+    (refused otherwise); ``allow_inconclusive`` lets a regression gate pass on a drop its test cannot
+    call significant."""
     from ..baseline import compare_reports, evaluate_regression_gates
 
-    comparison = compare_reports(baseline, report, source=source, partial=partial)
+    comparison = compare_reports(baseline, report, source=source, partial=partial, allow_mixed=allow_mixed)
     summary = report.setdefault("summary", {})
     summary["baseline"] = comparison
     if regression_gates:
-        summary["regression_gates"] = evaluate_regression_gates(regression_gates, comparison, partial=partial)
+        summary["regression_gates"] = evaluate_regression_gates(
+            regression_gates, comparison, partial=partial, allow_inconclusive=allow_inconclusive
+        )
     return report
 
 
@@ -384,6 +440,9 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         merged["plugin_version"] = ", ".join(versions)
     merged["results"] = [dict(r) for r in sort_results(rows)]
     merged["summary"] = summary
+    from ..baseline import provenance
+
+    summary["provenance"] = provenance(merged)
     return merged
 
 

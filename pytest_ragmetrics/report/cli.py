@@ -54,6 +54,12 @@ def _gate_arguments(sub: argparse.ArgumentParser, *, baseline: bool) -> None:
         help="a regression gate, e.g. 'context_precision mean drop <= 0.02 at p < 0.05'; repeatable; "
         "replaces rag_regression_gates",
     )
+    sub.add_argument(
+        "--allow-inconclusive",
+        action="store_true",
+        help="let a regression gate pass when its drop is beyond the tolerance but the one-sided test "
+        "cannot call it significant (inconclusive: fails by default; rag_allow_inconclusive with --gates)",
+    )
     if baseline:
         sub.add_argument(
             "--baseline",
@@ -73,6 +79,12 @@ def add_commands(commands: Any) -> None:
     )
     compare.add_argument("baseline_path", metavar="BASELINE", type=Path, help="the baseline's JSON report")
     compare.add_argument("current_path", metavar="CURRENT", type=Path, help="the JSON report of the run")
+    compare.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="compare with a baseline scored by another judge model, prompt version or sentence splitter "
+        "(refused by default, as report merge refuses such shards; the differences are named either way)",
+    )
     _gate_arguments(compare, baseline=False)
     report = commands.add_parser("report", help="work with JSON run reports")
     report_actions = report.add_subparsers(dest="action", metavar="ACTION")
@@ -86,7 +98,7 @@ def add_commands(commands: Any) -> None:
         "--allow-mixed",
         action="store_true",
         help="merge shards made with different package versions, judge models, prompt versions or "
-        "settings that change scores (refused by default)",
+        "settings that change scores, and compare with a baseline scored differently (refused by default)",
     )
     merge.add_argument(
         "--allow-partial",
@@ -144,11 +156,26 @@ def _catalog(reports: Iterable[Mapping[str, Any]]) -> Any:
 
 
 def _gate_lines(args: argparse.Namespace, ini: Mapping[str, str]) -> tuple[Sequence[str], Sequence[str], Any]:
-    """(aggregate gate lines, regression gate lines, configured settings or None)."""
+    """(aggregate gate lines, regression gate lines, configured settings or None). With ``--gates``,
+    ``rag_allow_inconclusive`` and ``rag_allow_mixed_baseline`` of the configuration count too."""
     settings = _configured(args, ini) if args.gates else None
     gates = args.gate or (settings.gates if settings else ())
     regression = args.regression_gate or (settings.regression_gates if settings else ())
+    if settings is not None:
+        args.allow_inconclusive = args.allow_inconclusive or settings.allow_inconclusive
+        args.allow_mixed = args.allow_mixed or settings.allow_mixed_baseline
     return gates, regression, settings
+
+
+def _refuse_mixed(report: Mapping[str, Any], command: str) -> None:
+    """A usage error when the comparison with the baseline was refused (scored differently)."""
+    from .model import baseline_refused
+
+    refused = baseline_refused(report)
+    if refused:
+        raise ConfigError(
+            f"{command}: {refused}\n(--allow-mixed compares anyway; the differences stay named)"
+        )
 
 
 def ran_part(report: Mapping[str, Any]) -> bool:
@@ -172,8 +199,8 @@ def _render(report: Mapping[str, Any], out: TextIO) -> None:
 
 def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
     from ..baseline import load_report, parse_regression_gates
-    from ..gates import evaluate_gates, parse_gates
-    from .build import attach_baseline, corrected_means, per_sample_scores
+    from ..gates import parse_gates
+    from .build import attach_baseline, evaluate_run_gates
     from .model import outcome
 
     gate_lines, regression_lines, _ = _gate_lines(args, ini)
@@ -185,19 +212,20 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
     summary = {
         k: v for k, v in (current.get("summary") or {}).items() if k not in ("baseline", "regression_gates")
     }
+    partial = ran_part(current)
     # Only the gates evaluated here decide; those the run evaluated itself are in its own report.
-    rows = current["results"]
-    summary["gates"] = (
-        evaluate_gates(gates, per_sample_scores(rows), corrected=corrected_means(rows)) if gates else []
-    )
+    summary["gates"] = evaluate_run_gates(gates, current["results"], partial=partial) if gates else []
     current = {**current, "summary": summary}
     attach_baseline(
         current,
         baseline,
         source=str(args.baseline_path),
         regression_gates=regression,
-        partial=ran_part(current),
+        partial=partial,
+        allow_inconclusive=args.allow_inconclusive,
+        allow_mixed=args.allow_mixed,
     )
+    _refuse_mixed(current, "baseline compare")
     _render(current, out)
     result = outcome({**current, "results": []})
     return EXIT_OK if result["passed"] else EXIT_FAILED
@@ -205,8 +233,8 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
 
 def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
     from ..baseline import load_report, parse_regression_gates
-    from ..gates import evaluate_gates, parse_gates
-    from .build import attach_baseline, corrected_means, merge_reports, per_sample_scores, shard_problems
+    from ..gates import parse_gates
+    from .build import attach_baseline, evaluate_run_gates, merge_reports, shard_problems
     from .json_report import to_json, write_text_atomic
     from .model import outcome
 
@@ -241,15 +269,22 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
     gates = parse_gates(gate_lines, catalog)
     regression = parse_regression_gates(regression_lines, catalog)
     merged = merge_reports(shards)
+    # Shards that do not make the whole suite (--allow-partial): aggregate and regression gates over
+    # a metric no shard reached are both skipped, as in a run of selected tests.
+    partial = ran_part(merged)
     if gates:
-        rows = merged["results"]
-        merged["summary"]["gates"] = evaluate_gates(
-            gates, per_sample_scores(rows), corrected=corrected_means(rows)
-        )
+        merged["summary"]["gates"] = evaluate_run_gates(gates, merged["results"], partial=partial)
     if baseline is not None:
         attach_baseline(
-            merged, baseline, source=str(baseline_path), regression_gates=regression, partial=ran_part(merged)
+            merged,
+            baseline,
+            source=str(baseline_path),
+            regression_gates=regression,
+            partial=partial,
+            allow_inconclusive=args.allow_inconclusive,
+            allow_mixed=args.allow_mixed,
         )
+        _refuse_mixed(merged, "report merge")
     write_text_atomic(args.output, to_json(merged))
     result = outcome(merged)
     print(

@@ -24,6 +24,7 @@ from typing import Any
 
 from .model import (
     PRUNE_COMMAND,
+    baseline_refused,
     cap_stop,
     check_version,
     comparison_label,
@@ -39,6 +40,7 @@ from .model import (
     format_p,
     format_score,
     format_threshold,
+    gate_status,
     judge_figures,
     judge_sources,
     judge_status,
@@ -222,7 +224,7 @@ def _gates(gates: list[Mapping[str, Any]]) -> str:
     rows = []
     for gate in gates:
         passed = bool(gate.get("passed"))
-        status = "SKIP" if gate.get("skipped") else "PASS" if passed else "FAIL"
+        status = gate_status(gate)
         note = f' <span class="bad">{_e(gate["reason"])}</span>' if gate.get("reason") else ""
         rows.append(
             f'<tr class="{"pass" if passed else "fail"}">'
@@ -550,6 +552,12 @@ def _baseline(comparison: Mapping[str, Any]) -> str:
         sections.append(f'<section id="{_e(anchor)}"><h3>{_e(label)}</h3>{"".join(facts)}</section>')
     source = comparison.get("source")
     intro = f'<p class="headline">Compared with <code>{_e(source)}</code>.</p>' if source else ""
+    if comparison.get("refused"):
+        refused = _e(f"Refused, scored differently: {comparison['refused']}")
+        intro += f'<p class="note bad" id="baseline-refused">{refused}</p>'
+    differences = "".join(f"<li>{_e(d)}</li>" for d in comparison.get("differences") or ())
+    if differences:
+        intro += f'<ul id="baseline-differences">{differences}</ul>'
     return (
         f'<section id="baseline"><h2>vs baseline</h2>{intro}<table><thead><tr><th>Metric</th>'
         '<th class="num">n</th><th class="num">Baseline</th><th class="num">Current</th>'
@@ -565,7 +573,7 @@ def _regression_gates(gates: list[Mapping[str, Any]]) -> str:
     rows = []
     for gate in gates:
         passed = bool(gate.get("passed"))
-        status = "SKIP" if gate.get("skipped") else "PASS" if passed else "FAIL"
+        status = gate_status(gate)
         rows.append(
             f'<tr class="{"pass" if passed else "fail"}">'
             f'<td class="{"ok" if passed else "bad"}">{status}</td>'
@@ -629,6 +637,8 @@ def to_html(
             bits.append("the negative controls failed")
         if cap_stop(report):
             bits.append("the judge spending cap stopped the run")
+        if baseline_refused(report):
+            bits.append("the baseline was refused")
         headline = ("Passed: " if result["passed"] else "Failed: ") + ", ".join(bits) + "."
     status = "ok" if result["passed"] else "bad"
     parts = [

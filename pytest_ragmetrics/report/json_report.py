@@ -1,8 +1,12 @@
 """The machine-readable report (``--rag-report-json``): deterministic JSON of the run report.
 
 Two runs with the same judgments write byte-identical files, so the report can be committed, diffed
-and compared in CI: keys are sorted, floats rounded, and what depends on the machine rather than on
-the judgments (:data:`LOCAL_FIGURES`: the judge's wall-clock ``seconds``) is left out unless asked for.
+and compared in CI: keys are sorted, and what depends on the machine rather than on the judgments
+(:data:`LOCAL_FIGURES`: the judge's wall-clock ``seconds``) is left out unless asked for.
+
+Floats are written in full precision (the shortest text that reads back as the same float), so a
+gate decided over a report, a merge of shard reports or a baseline gives the outcome the run gave:
+rounding is for display only.
 """
 
 from __future__ import annotations
@@ -18,26 +22,23 @@ from typing import Any
 
 from .model import check_version
 
-__all__ = ["DEFAULT_NDIGITS", "LOCAL_FIGURES", "sort_results", "to_json", "write_text_atomic"]
+__all__ = ["LOCAL_FIGURES", "sort_results", "to_json", "write_text_atomic"]
 
 #: ``summary.judge`` figures that describe this machine, not the run's judgments: two replays of the
 #: same store differ in them. Where each judgment came from (``calls``, ``store_hits``, ``cache_hits``,
 #: ``reused``) is kept: the store is read before the cache, so two replays count alike.
 LOCAL_FIGURES = ("seconds",)
 
-#: Decimals kept for every float. Six is far below any meaningful score difference and far above
-#: the last-bit noise that differs between platforms' float summation orders.
-DEFAULT_NDIGITS = 6
 
-
-def _normalized(value: Any, ndigits: int) -> Any:
+def _normalized(value: Any, ndigits: int | None) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
             # JSON has no NaN; a NaN score is a bug upstream and must not be written as one.
             raise ValueError(f"cannot write non-finite number {value!r} to the ragmetrics JSON report")
-        return round(value, ndigits) + 0.0  # + 0.0 so that -0.0 is written as 0.0
+        # + 0.0 so that -0.0 is written as 0.0
+        return (value if ndigits is None else round(value, ndigits)) + 0.0
     if isinstance(value, Mapping):
         return {str(key): _normalized(item, ndigits) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -67,10 +68,9 @@ def sort_results(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     )
 
 
-def to_json(
-    report: Mapping[str, Any], *, include_timing: bool = False, ndigits: int = DEFAULT_NDIGITS
-) -> str:
-    """Serialize a run report: sorted keys, indent 2, floats rounded to ``ndigits``, trailing newline.
+def to_json(report: Mapping[str, Any], *, include_timing: bool = False, ndigits: int | None = None) -> str:
+    """Serialize a run report: sorted keys, indent 2, floats in full precision (or rounded to
+    ``ndigits`` decimals, for display), trailing newline.
 
     Rows stay in the order given (sort them with :func:`sort_results` first). The machine-local
     figures of ``summary.judge`` (:data:`LOCAL_FIGURES`: wall-clock ``seconds``) are omitted unless

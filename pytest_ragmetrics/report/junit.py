@@ -32,4 +32,26 @@ def gate_properties(number: int, gate: Mapping[str, Any]) -> list[tuple[str, str
     ]
     if gate.get("margin") is not None:
         properties.append((f"{prefix}.margin", f"{gate['margin']:+.6g}"))
+    if gate.get("not_measured") is not None:
+        properties.append((f"{prefix}.not_measured", str(gate["not_measured"])))
     return properties
+
+
+def regression_gate_properties(number: int, gate: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The test-suite properties of the ``number``-th regression gate, e.g.
+    ``ragmetrics.regression_gate.1.passed = inconclusive``, with what it can see at its size
+    (``changed_n``, ``min_p``) and its one-sided ``p_value``."""
+    prefix = f"ragmetrics.regression_gate.{number}"
+    if gate.get("skipped"):
+        outcome = "skipped"
+    elif gate.get("inconclusive"):
+        outcome = "inconclusive"
+    else:
+        outcome = "true" if gate.get("passed") else "false"
+    properties = [(f"{prefix}.spec", str(gate.get("spec", "")))]
+    for name in ("value", "p_value", "min_p"):
+        value = gate.get(name)
+        properties.append((f"{prefix}.{name}", "n/a" if value is None else f"{value:.6g}"))
+    for name in ("n", "changed_n", "not_measured"):
+        properties.append((f"{prefix}.{name}", str(gate.get(name) or 0)))
+    return [*properties, (f"{prefix}.passed", outcome)]

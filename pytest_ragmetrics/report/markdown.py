@@ -13,6 +13,7 @@ from typing import Any
 
 from .model import (
     PRUNE_COMMAND,
+    baseline_refused,
     cap_stop,
     check_version,
     comparison_label,
@@ -28,6 +29,8 @@ from .model import (
     format_p,
     format_score,
     format_threshold,
+    gate_sees,
+    gate_status,
     judge_figures,
     metric_label,
     moved_samples,
@@ -49,6 +52,16 @@ MAX_ITEM_ERRORS = 20
 
 PASS_MARK = "✅"
 FAIL_MARK = "❌"
+
+
+def _mark(gate: Mapping[str, Any]) -> str:
+    """A gate's status cell: a mark, and the word for a skipped or inconclusive one."""
+    status = gate_status(gate)
+    if status == "SKIP":
+        return "⏭️"
+    mark = PASS_MARK if gate.get("passed") else FAIL_MARK
+    return f"{mark} inconclusive" if status == "INCONCLUSIVE" else mark
+
 
 # Characters that start inline Markdown (or GitHub's $math$) markup. CommonMark lets a backslash escape
 # any ASCII punctuation, so escaping these always yields the literal character. Line-start markup
@@ -106,6 +119,8 @@ def _headline(report: Mapping[str, Any]) -> str:
         parts.append("the negative controls failed")
     if cap_stop(report):
         parts.append("the judge spending cap stopped the run")
+    if baseline_refused(report):
+        parts.append("the baseline was refused")
     mark = PASS_MARK if result["passed"] else FAIL_MARK
     return f"## {mark} ragmetrics: " + ", ".join(parts)
 
@@ -118,7 +133,7 @@ def _gates(gates: list[Mapping[str, Any]]) -> list[str]:
             margin = f"{margin} ({escape_markdown(gate['reason'])})"
         rows.append(
             [
-                "⏭️" if gate.get("skipped") else PASS_MARK if gate.get("passed") else FAIL_MARK,
+                _mark(gate),
                 escape_markdown(gate.get("spec", "")),
                 format_score(gate.get("value")),
                 format_count(gate.get("n", 0)),
@@ -148,9 +163,14 @@ def _baseline(comparison: Mapping[str, Any]) -> list[str]:
         )
     source = comparison.get("source")
     title = "### vs baseline" + (f" `{source}`" if source and "`" not in str(source) else "")
+    scored = [f"- differs: {escape_markdown(d)}" for d in comparison.get("differences") or ()]
+    if comparison.get("refused"):
+        scored.insert(0, f"- **refused, scored differently:** {escape_markdown(comparison['refused'])}")
     lines = [
         title,
         "",
+        *scored,
+        *([""] if scored else []),
         *_table(["Metric", "n", "Baseline", "Current", "Δ [95% CI]", "p", "Verdict"], "lrrrrrl", rows),
         "",
     ]
@@ -179,19 +199,41 @@ def _regression_gates(gates: list[Mapping[str, Any]]) -> list[str]:
                 escape_markdown(format_p(gate.get("p_value"))),
                 escape_markdown(", ".join(moved_samples(gate.get("worst") or []))),
             ]
-        # Over how many matched samples, and how many of the baseline's this run did not measure.
-        counts = [format_count(gate.get("n", 0)), format_count(gate.get("not_measured") or 0)]
-        rows.append(
-            [
-                "⏭️" if gate.get("skipped") else PASS_MARK if gate.get("passed") else FAIL_MARK,
-                escape_markdown(gate.get("spec", "")),
-                *cells[:3],
-                *counts,
-                cells[3],
-            ]
-        )
-    header = ["", "Regression gate", "Drop", "Δ [95% CI]", "p", "n", "Not measured", "Worst samples"]
-    return ["### Regression gates", "", *_table(header, "clrrrrrl", rows), ""]
+        # Over how many matched samples, how many of them changed (all the test sees), the smallest
+        # p it can reach with them, and how many of the baseline's samples this run did not measure.
+        counts = [
+            format_count(gate.get("n", 0)),
+            format_count(gate.get("changed_n") or 0),
+            escape_markdown(format_p(gate.get("min_p"))),
+            format_count(gate.get("not_measured") or 0),
+        ]
+        rows.append([_mark(gate), escape_markdown(gate.get("spec", "")), *cells[:3], *counts, cells[3]])
+    header = [
+        "",
+        "Regression gate",
+        "Drop",
+        "Δ [95% CI]",
+        "p (one-sided)",
+        "n",
+        "Changed",
+        "Smallest p",
+        "Not measured",
+        "Worst samples",
+    ]
+    notes = [
+        f"- `{escape_markdown(gate.get('spec', ''))}`: "
+        + escape_markdown("; ".join(text for text in (gate.get("note"), gate_sees(gate)) if text))
+        for gate in gates
+        if gate.get("note") or gate_sees(gate)
+    ]
+    return [
+        "### Regression gates",
+        "",
+        *_table(header, "clrrrrrrrl", rows),
+        "",
+        *notes,
+        *([""] if notes else []),
+    ]
 
 
 def _metrics(metrics: list[Mapping[str, Any]]) -> list[str]:

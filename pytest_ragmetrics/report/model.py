@@ -45,6 +45,7 @@ __all__ = [
     "SuiteRecord",
     "Summary",
     "Verdict",
+    "baseline_refused",
     "cap_stop",
     "check_version",
     "comparison_label",
@@ -61,6 +62,8 @@ __all__ = [
     "format_p",
     "format_score",
     "format_threshold",
+    "gate_sees",
+    "gate_status",
     "judge_figures",
     "judge_sources",
     "judge_status",
@@ -473,10 +476,8 @@ class Provenance(TypedDict, total=False):
     splitters: list[str]
     #: A digest of the golden set: every sample's id and reference key.
     golden_set: str
-    #: The samples it covers.
+    #: The samples it covers (each sample's own content digest is its ``key`` in ``results``).
     samples: int
-    #: Per sample id, a digest of its content (question, contexts, references).
-    sample_digests: dict[str, str]
 
 
 class BaselineComparison(TypedDict, total=False):
@@ -486,9 +487,11 @@ class BaselineComparison(TypedDict, total=False):
     source: str | None
     #: ``{"baseline": ..., "current": ...}``: shown, not decisive.
     plugin_version: dict[str, str | None]
-    #: Every way the two runs' scores were made differently (:data:`Provenance`), one line each.
+    #: Every way the two runs' scores were made differently (judge model, prompt versions, sentence
+    #: splitter, golden set: see :class:`Provenance`), one line each.
     differences: list[str]
-    #: Why the comparison was refused (another judge model or prompt version), or None.
+    #: Why the comparison was refused (another judge model, prompt version or splitter, unless
+    #: mixed scores are allowed), or None. A refused comparison fails the run.
     refused: str | None
     metrics: list[BaselineMetric]
 
@@ -750,7 +753,8 @@ def outcome(report: Mapping[str, Any]) -> Outcome:
         and errors == 0
         and (not check or bool(check.get("passed")))
         and not controls_failed(report)
-        and cap_stop(report) is None,
+        and cap_stop(report) is None
+        and baseline_refused(report) is None,
         comparisons=len(rows),
         comparisons_failed=comparisons_failed,
         comparisons_xfailed=sum(1 for row in rows if row.get("xfail") and not row.get("passed")),
@@ -854,14 +858,15 @@ def sample_changes(entry: Mapping[str, Any], limit: int = 5) -> str | None:
 
 
 def regression_gate_detail(gate: Mapping[str, Any]) -> str:
-    """What a regression gate measured: ``drop 0.120, delta -0.120 [-0.180, -0.060], p 0.0001, n=15;
-    worst q03 1.000 -> 0.000 (-1.000)``, or why it has no value."""
+    """What a regression gate measured: ``drop 0.120, delta -0.120 [-0.180, -0.060], p 0.0001
+    one-sided, n=15; worst q03 1.000 -> 0.000 (-1.000); can see: 15 of 15 matched samples changed;
+    smallest one-sided p with 15: <0.0001``, or why it has no value."""
     if gate.get("value") is None:
         return str(gate.get("reason") or "no value")
-    text = (
-        f"drop {format_score(gate.get('value'))}, delta {format_delta(gate)}, "
-        f"p {format_p(gate.get('p_value'))}, n={format_count(gate.get('n', 0))}"
-    )
+    parts = [f"drop {format_score(gate.get('value'))}", f"delta {format_delta(gate)}"]
+    if gate.get("p_value") is not None:
+        parts.append(f"p {format_p(gate['p_value'])}" + (" one-sided" if gate.get("test") else ""))
+    text = ", ".join([*parts, f"n={format_count(gate.get('n', 0))}"])
     if gate.get("not_measured"):
         text += f", {format_count(gate['not_measured'])} not measured"
     if gate.get("note"):
@@ -869,7 +874,8 @@ def regression_gate_detail(gate: Mapping[str, Any]) -> str:
     worst = moved_samples(gate.get("worst") or [])
     if worst:
         text += "; worst " + ", ".join(worst)
-    return text
+    sees = gate_sees(gate)
+    return text + (f"; {sees}" if sees else "")
 
 
 def format_threshold(op: str | None, threshold: float | None) -> str:
@@ -957,6 +963,38 @@ def cap_stop(report: Mapping[str, Any]) -> str | None:
         f"the judge spending cap stopped the run: {format_count(refused)} {calls} refused past the "
         f"cap{of}; what was judged is kept"
     )
+
+
+def baseline_refused(report: Mapping[str, Any]) -> str | None:
+    """``the baseline base.json was scored differently: judge model: a in the baseline, b now
+    (context_recall)``, or None when the comparison was not refused (or there was none)."""
+    comparison = _summary(report).get("baseline") or {}
+    if not comparison.get("refused"):
+        return None
+    source = f" {comparison['source']}" if comparison.get("source") else ""
+    return f"the baseline{source} was scored differently: {comparison['refused']}"
+
+
+def gate_status(gate: Mapping[str, Any]) -> str:
+    """``PASS``, ``FAIL``, ``SKIP`` (not evaluated in a partial run) or ``INCONCLUSIVE`` (a drop
+    beyond the tolerance the test cannot call significant: fails unless allowed)."""
+    if gate.get("skipped"):
+        return "SKIP"
+    if gate.get("inconclusive"):
+        return "INCONCLUSIVE"
+    return "PASS" if gate.get("passed") else "FAIL"
+
+
+def gate_sees(gate: Mapping[str, Any]) -> str | None:
+    """What a regression gate can see at its size: ``can see: 5 of 12 matched samples changed;
+    smallest one-sided p with 5: 0.0312``, or None without matched samples."""
+    if not gate.get("n"):
+        return None
+    changed = int(gate.get("changed_n") or 0)
+    text = f"can see: {format_count(changed)} of {format_count(gate.get('n'))} matched samples changed"
+    if gate.get("min_p") is not None:
+        text += f"; smallest one-sided p with {format_count(changed)}: {format_p(gate['min_p'])}"
+    return text
 
 
 def controls_failed(report: Mapping[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from .model import (
     PRUNE_COMMAND,
+    baseline_refused,
     check_version,
     comparison_label,
     corrected_detail,
@@ -30,6 +31,7 @@ from .model import (
     format_p,
     format_score,
     format_threshold,
+    gate_status,
     judge_sources,
     judge_status,
     metric_label,
@@ -257,8 +259,7 @@ def _render_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
                 f"n={format_count(gate.get('n', 0))}",
                 f"margin {format_margin(gate.get('margin'))}",
             ]
-        status = "SKIP" if gate.get("skipped") else "PASS" if gate.get("passed") else "FAIL"
-        cells.append([status, str(gate.get("spec", "?")), *detail])
+        cells.append([gate_status(gate), str(gate.get("spec", "?")), *detail])
     for gate, line in zip(gates, _columns(cells, right=set()), strict=True):
         passed = bool(gate.get("passed"))
         tw.line(
@@ -269,6 +270,11 @@ def _render_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
 def _render_baseline(tw: LineWriter, comparison: Mapping[str, Any], width: int) -> None:
     """One row per metric (n, baseline, current, delta [CI], p, verdict), then what moved most."""
     metrics: list[Mapping[str, Any]] = list(comparison.get("metrics") or [])
+    if comparison.get("refused"):
+        tw.line(f"REFUSED  scored differently: {_one_line(comparison['refused'])}", red=True)
+        tw.line("    (--rag-allow-mixed-baseline, or --allow-mixed in baseline compare, compares anyway)")
+    for difference in comparison.get("differences") or ():
+        tw.line(f"differs: {_one_line(difference)}", yellow=True)
     confidence = next((m.get("confidence") for m in metrics if m.get("confidence")), 0.95)
     header = ["metric", "n", "baseline", "current", f"delta [{confidence:.0%} CI]", "p", "verdict"]
     cells = [
@@ -311,12 +317,12 @@ def _render_baseline(tw: LineWriter, comparison: Mapping[str, Any], width: int) 
 
 def _render_regression_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
     for gate in gates:
-        status = "SKIP" if gate.get("skipped") else "PASS" if gate.get("passed") else "FAIL"
+        status = gate_status(gate)
         passed = bool(gate.get("passed"))
         tw.line(
             f"{status}  {gate.get('spec', '?')}  {regression_gate_detail(gate)}",
-            green=passed and not gate.get("skipped"),
-            yellow=bool(gate.get("skipped")),
+            green=status == "PASS",
+            yellow=passed and status != "PASS",
             red=not passed,
         )
 
@@ -383,6 +389,10 @@ def controls_failures(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
+#: How to compare with a baseline scored differently all the same.
+ALLOW_MIXED_HINT = "--rag-allow-mixed-baseline compares anyway"
+
+
 def failure_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The short summary printed without ``--rag-report``: one ``(line, colour)`` per failed gate,
     failed regression gate and failed agreement floor, then the judge warnings."""
@@ -397,7 +407,11 @@ def failure_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     for gate in summary.get("regression_gates") or ():
         if not gate["passed"]:
             detail = regression_gate_detail(gate)
-            lines.append((f"ragmetrics regression gate failed: {gate['spec']} ({detail})", "red"))
+            failed = "inconclusive" if gate.get("inconclusive") else "failed"
+            lines.append((f"ragmetrics regression gate {failed}: {gate['spec']} ({detail})", "red"))
+    refused = baseline_refused(report)
+    if refused:
+        lines.append((f"ragmetrics: {refused} ({ALLOW_MIXED_HINT})", "red"))
     for line in judge_check_failures(report):
         lines.append((line, "yellow" if line.startswith("ragmetrics warning") else "red"))
     return lines
