@@ -308,3 +308,69 @@ def test_a_changed_golden_set_is_named_but_not_refused(
     code, out, _ = command(project, capsys, "baseline", "compare", "whole.json", "part.json")
     assert code == 0
     assert "differs: golden set: 18 samples (digest " in out and ") in the baseline, 6 (digest " in out
+
+
+# --- every report format shows the new gate facts ---------------------------------------------------
+
+
+def _facts_report() -> dict[str, Any]:
+    from pytest_ragmetrics.baseline import compare_reports, evaluate_regression_gates, parse_regression_gates
+
+    def run(scores: list[float], judge: str) -> dict[str, Any]:
+        samples = [
+            {"id": f"r{i:02d}", "score": s, "key": f"k{i}", "reference_key": f"q{i}", "judges": [judge]}
+            for i, s in enumerate(scores)
+        ]
+        return {"version": 1, "results": [{"nodeid": "t", "metric": "context_recall", "method": None,
+                                           "stat": "score", "score": 1.0, "op": ">=", "threshold": 0.0,
+                                           "passed": True, "judges": [judge], "samples": samples}]}  # fmt: skip
+
+    current = run([0.0] + [1.0] * 11, "model-b")
+    comparison = compare_reports(run([1.0] * 12, "model-a"), current, source="base.json", allow_mixed=True)
+    comparison["refused"] = "judge model: model-a in the baseline, model-b now (context_recall)"
+    gates = evaluate_regression_gates(parse_regression_gates(REGRESSION), comparison)
+    not_measured = evaluate_gates(parse_gates("context_precision mean >= 0.5"), {}, run_samples=12)
+    current["summary"] = {"gates": not_measured, "baseline": comparison, "regression_gates": gates}
+    return current
+
+
+def test_terminal_markdown_and_html_show_inconclusive_what_a_gate_sees_not_measured_and_a_refusal() -> None:
+    from pytest_ragmetrics.report.html import to_html
+    from pytest_ragmetrics.report.markdown import to_markdown
+    from pytest_ragmetrics.report.model import outcome
+    from pytest_ragmetrics.report.terminal import failure_lines, render_sections
+
+    report = _facts_report()
+    assert not outcome(report)["passed"]
+    lines: list[str] = []
+
+    class Writer:
+        fullwidth = 100
+
+        def line(self, s: str = "", **markup: bool) -> None:
+            lines.append(s)
+
+        def sep(self, sepchar: str, title: str | None = None, **markup: Any) -> None:
+            lines.append(f"-- {title} --")
+
+    render_sections(report, Writer())
+    text = "\n".join(lines)
+    for fact in (
+        "FAIL  context_precision mean >= 0.5  context_precision not measured: 12 samples",
+        "REFUSED  scored differently: judge model: model-a in the baseline, model-b now (context_recall)",
+        "differs: judge model: model-a in the baseline, model-b now (context_recall)",
+        f"INCONCLUSIVE  {REGRESSION}  drop 0.083",
+        "can see: 1 of 12 matched samples changed; smallest one-sided p with 1: 0.5000",
+    ):
+        assert fact in text, fact
+    assert any(
+        "ragmetrics: the baseline base.json was scored differently" in line
+        for line, _ in failure_lines(report)
+    )
+    markdown = to_markdown(report)
+    assert "the baseline was refused" in markdown.splitlines()[0]
+    assert "| ❌ inconclusive |" in markdown and "| p (one-sided) | n | Changed | Smallest p |" in markdown
+    assert "**refused, scored differently:** judge model: model-a in the baseline, model-b now" in markdown
+    page = to_html(report)
+    assert "INCONCLUSIVE" in page and "can see: 1 of 12 matched samples changed" in page
+    assert 'id="baseline-refused"' in page and "context_precision not measured: 12 samples" in page

@@ -992,7 +992,7 @@ def gate_sees(gate: Mapping[str, Any]) -> str | None:
         return None
     changed = int(gate.get("changed_n") or 0)
     text = f"can see: {format_count(changed)} of {format_count(gate.get('n'))} matched samples changed"
-    if gate.get("min_p") is not None:
+    if gate.get("min_p") is not None and changed:
         text += f"; smallest one-sided p with {format_count(changed)}: {format_p(gate['min_p'])}"
     return text
 
