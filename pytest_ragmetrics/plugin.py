@@ -233,15 +233,16 @@ def rag_sample(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture(scope="session")
 def _ragmetrics_suite_properties(request: pytest.FixtureRequest, record_testsuite_property: Any) -> None:
     """Keeps pytest's ``record_testsuite_property`` for the gates' outcomes, known only at the end of
-    the run. Set up only in a run with gates and ``--junitxml`` (an xdist controller runs no
-    fixtures, so none there)."""
+    the run. Set up only in a run with gates or regression gates and ``--junitxml`` (an xdist
+    controller runs no fixtures, so none there)."""
     request.config.stash[_suite_property_key] = record_testsuite_property
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     ragmetrics = session.config.stash.get(session_key, None)
-    if ragmetrics is not None and ragmetrics.gates and session.config.getoption("xmlpath", None):
+    gated = ragmetrics is not None and (ragmetrics.gates or ragmetrics.regression_gates)
+    if gated and session.config.getoption("xmlpath", None):
         session.add_marker(pytest.mark.usefixtures("_ragmetrics_suite_properties"))
 
 
