@@ -36,7 +36,6 @@ def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
         timeout=settings.timeout,
         max_retries=settings.max_retries,
         max_reasks=settings.max_reasks,
-        concurrency=settings.concurrency,
         response_format=cast("ResponseFormat", settings.response_format),
         # Built when a test (or a script) first needs the judge: its messages name what that can set.
         how_to_set=wording(_scope.in_pytest()),

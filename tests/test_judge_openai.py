@@ -15,6 +15,7 @@ from judge_requests import SCHEMA, make_request
 
 from pytest_ragmetrics.errors import ConfigError, InvalidJudgeAnswer, JudgeUnavailable
 from pytest_ragmetrics.judge.base import JudgeRequest
+from pytest_ragmetrics.judge.cache import CachedJudge
 from pytest_ragmetrics.judge.openai_judge import (
     OpenAIJudge,
     _http_client_kwargs,
@@ -37,7 +38,7 @@ def make_judge(server: FakeJudgeServer, **kwargs: Any) -> OpenAIJudge:
     return OpenAIJudge(**options)
 
 
-def run_judge(judge: OpenAIJudge, *requests: JudgeRequest) -> list[Any]:
+def run_judge(judge: OpenAIJudge | CachedJudge, *requests: JudgeRequest) -> list[Any]:
     async def go() -> list[Any]:
         try:
             return list(await asyncio.gather(*(judge.judge(r) for r in requests)))
@@ -99,7 +100,7 @@ def test_concurrent_slow_requests_overlap_instead_of_queueing(fake_judge_server)
     fake_judge_server.responder = responder
     # json_schema, not auto: auto sends its first request alone to find out the server's format.
     judge = make_judge(
-        fake_judge_server, concurrency=32, response_format="json_schema", timeout=60.0, max_retries=0
+        fake_judge_server, response_format="json_schema", timeout=60.0, max_retries=0
     )
     answers = run_judge(judge, *(make_request(i) for i in range(32)))
     assert len(answers) == 32
@@ -107,9 +108,14 @@ def test_concurrent_slow_requests_overlap_instead_of_queueing(fake_judge_server)
     assert fake_judge_server.max_in_flight == 32
 
 
-def test_concurrency_bounds_requests_in_flight(fake_judge_server):
+def bounded(judge: OpenAIJudge, concurrency: int) -> CachedJudge:
+    """The judge behind the one concurrency bound, as the engine puts it (nothing read or written)."""
+    return CachedJudge(lambda: judge, mode="off", stats=judge.stats, concurrency=concurrency)
+
+
+def test_the_cached_judge_bounds_the_requests_in_flight(fake_judge_server):
     fake_judge_server.delay(0.05)
-    run_judge(make_judge(fake_judge_server, concurrency=3), *(make_request(i) for i in range(12)))
+    run_judge(bounded(make_judge(fake_judge_server), 3), *(make_request(i) for i in range(12)))
     assert fake_judge_server.request_count == 12
     assert fake_judge_server.max_in_flight <= 3
 
@@ -384,8 +390,6 @@ def test_openai_releases_that_pass_httpx_proxies_get_an_explicit_http_client(ver
 def test_bad_settings_raise_config_error():
     with pytest.raises(ConfigError, match="response format"):
         OpenAIJudge(response_format="yaml")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="concurrency"):
-        OpenAIJudge(concurrency=0)
 
 
 @pytest.mark.parametrize(
@@ -807,7 +811,7 @@ def _stats_ticking_per_answer(server: Any) -> JudgeStats:
 def test_a_calls_time_runs_from_its_free_slot_to_its_answer_not_while_it_queues(fake_judge_server):
     """Three requests through one slot, each answered one tick after it was sent: 3 ticks, not 1 + 2 + 3."""
     stats = _stats_ticking_per_answer(fake_judge_server)
-    judge = make_judge(fake_judge_server, stats=stats, concurrency=1)
+    judge = bounded(make_judge(fake_judge_server, stats=stats), 1)
     run_judge(judge, make_request(0), make_request(1), make_request(2))
     assert fake_judge_server.max_in_flight == 1
     assert stats.calls == 3
@@ -819,7 +823,7 @@ def test_waiting_for_the_response_format_probe_is_not_timed_as_a_call(fake_judge
     clock once: the probe takes 1 tick, the two sent after it end at tick 2 or 3, so they count 2 to 4
     ticks; timed while waiting for the probe too, they would count 5 or 6 on top of the probe's 1."""
     stats = _stats_ticking_per_answer(fake_judge_server)
-    judge = make_judge(fake_judge_server, stats=stats, concurrency=3, response_format="auto")
+    judge = bounded(make_judge(fake_judge_server, stats=stats, response_format="auto"), 3)
     run_judge(judge, make_request(0), make_request(1), make_request(2))
     assert stats.calls == 3
     assert stats.call_seconds <= 5.0

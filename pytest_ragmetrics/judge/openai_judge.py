@@ -281,8 +281,9 @@ class OpenAIJudge:
     :class:`~pytest_ragmetrics.errors.ConfigError` at construction, before any network activity (never
     a silent fall-back to api.openai.com with the wrong key). ``timeout`` is per HTTP
     request; ``max_retries`` transport retries (429, 5xx, timeouts, connection errors) with backoff;
-    ``max_reasks`` re-asks after an answer that does not fit the schema; ``concurrency`` bounds the
-    requests in flight. ``response_format`` is ``"json_schema"`` (strict structured output),
+    ``max_reasks`` re-asks after an answer that does not fit the schema. The requests in flight are
+    bounded by the :class:`~pytest_ragmetrics.judge.cache.CachedJudge` in front of the judge (the one
+    concurrency bound, whatever the judge). ``response_format`` is ``"json_schema"`` (strict structured output),
     ``"json_object"`` or ``"text"`` (the schema is then given in the system message), or ``"auto"``:
     strict structured output, falling back to ``json_object`` and then ``text`` when the server turns
     the first structured request down as unsupported (an HTTP 400 or 422 saying so, or, as
@@ -314,7 +315,6 @@ class OpenAIJudge:
         timeout: float = 60.0,
         max_retries: int = 4,
         max_reasks: int = 2,
-        concurrency: int = 16,
         response_format: ResponseFormat = "auto",
         stats: JudgeStats | None = None,
         retry_backoff: float = 0.5,
@@ -327,8 +327,6 @@ class OpenAIJudge:
                 f"judge response format {response_format!r} is not one of "
                 "auto, json_schema, json_object, text"
             )
-        if concurrency < 1:
-            raise ConfigError(f"judge concurrency must be at least 1, got {concurrency}")
         if max_retries < 0 or max_reasks < 0:
             raise ConfigError("judge max_retries and max_reasks must not be negative")
         if max_tokens is not None and max_tokens < 1:
@@ -356,7 +354,6 @@ class OpenAIJudge:
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_reasks = max_reasks
-        self.concurrency = concurrency
         self.response_format: ResponseFormat = response_format
         #: The format requests are sent with: the configured one, or with ``auto`` the one that works.
         self.active_format: str = "json_schema" if response_format == "auto" else response_format
@@ -368,9 +365,9 @@ class OpenAIJudge:
         self._probe_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self.stats = stats if stats is not None else JudgeStats()
         self.retry_backoff = retry_backoff
-        # One client and semaphore per event loop: an HTTP connection pool and an asyncio primitive
-        # belong to the loop they were first used in. The engine uses a single loop in practice.
-        self._clients: dict[asyncio.AbstractEventLoop, tuple[AsyncOpenAI, asyncio.Semaphore]] = {}
+        # One client per event loop: an HTTP connection pool belongs to the loop it was first used
+        # in. The engine uses a single loop in practice.
+        self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
         self._clients_lock = threading.Lock()
         # Failures that no later request can get past (the key refused, the model unknown): keyed by
         # model, "" for all models. Later requests fail at once with them.
@@ -397,7 +394,7 @@ class OpenAIJudge:
             return bool(os.environ.get("AZURE_OPENAI_API_KEY") or os.environ.get("AZURE_OPENAI_AD_TOKEN"))
         return bool(os.environ.get("OPENAI_API_KEY"))
 
-    def _ensure_client(self) -> tuple[AsyncOpenAI, asyncio.Semaphore]:
+    def _ensure_client(self) -> AsyncOpenAI:
         loop = asyncio.get_running_loop()
         existing = self._clients.get(loop)
         if existing is not None:
@@ -430,18 +427,17 @@ class OpenAIJudge:
                 max_retries=0,
                 **_http_client_kwargs(openai),
             )
-        entry = (client, asyncio.Semaphore(self.concurrency))
         with self._clients_lock:
             # Clients of loops that are gone cannot be closed any more; forget them.
             for old in [old for old in self._clients if old.is_closed()]:
                 del self._clients[old]
-            self._clients[loop] = entry
-        return entry
+            self._clients[loop] = client
+        return client
 
     @property
     def endpoint(self) -> str:
         """The base URL requests go to, for messages: credentials in it are masked."""
-        for client, _ in list(self._clients.values()):
+        for client in list(self._clients.values()):
             return redact(str(client.base_url))
         return redact(
             self.azure_endpoint
@@ -455,7 +451,7 @@ class OpenAIJudge:
         with self._clients_lock:
             clients, self._clients = self._clients, {}
         running = asyncio.get_running_loop()
-        for loop, (client, _) in clients.items():
+        for loop, client in clients.items():
             if loop is running:
                 await client.close()
             elif loop.is_running():
@@ -500,20 +496,19 @@ class OpenAIJudge:
         """
         try:
             self._fail_fast(request.model or self.model)
-            client, semaphore = self._ensure_client()
-            async with semaphore:
-                if not self._format_settled:
-                    # Waiting for the first request to find the response format is queueing too:
-                    # only the call itself is timed.
-                    async with self._probe_lock():
-                        if not self._format_settled:
-                            with self.stats.timer():
-                                return await self._probe(client, request)
-                with self.stats.timer():
-                    answer = await self._judge(client, request, self.active_format)
-                    if self.stats.response_format is None:
-                        self.stats.record_response_format(self.active_format, self.fallback_reason)
-                    return answer
+            client = self._ensure_client()
+            if not self._format_settled:
+                # Waiting for the first request to find the response format is queueing too:
+                # only the call itself is timed.
+                async with self._probe_lock():
+                    if not self._format_settled:
+                        with self.stats.timer():
+                            return await self._probe(client, request)
+            with self.stats.timer():
+                answer = await self._judge(client, request, self.active_format)
+                if self.stats.response_format is None:
+                    self.stats.record_response_format(self.active_format, self.fallback_reason)
+                return answer
         except (JudgeUnavailable, InvalidJudgeAnswer):
             self.stats.record_error()
             raise
