@@ -24,25 +24,40 @@ class Check(Protocol):
 
 class TestScope:
     """One running test: its evaluator (built on first use, with the test's marker and
-    ``ragmetrics_config`` settings), where comparisons are recorded, and the checks made."""
+    ``ragmetrics_config`` settings), where comparisons are recorded, and the checks made.
+
+    ``make_evaluator(test)`` and ``record(test, row)`` are given the test: the plugin passes the same
+    two functions for every test, so a test that never scores costs one small object.
+    """
 
     __test__ = False  # not a test class, whatever pytest's collection rules say
-    __slots__ = ("_evaluator", "checks", "make_evaluator", "nodeid", "record")
+    __slots__ = ("_evaluator", "_make_evaluator", "_record", "checks", "test")
 
     def __init__(
-        self, nodeid: str, make_evaluator: Callable[[], Any], record: Callable[[dict[str, Any]], None]
+        self,
+        test: Any,
+        make_evaluator: Callable[[Any], Any],
+        record: Callable[[Any, dict[str, Any]], None],
     ) -> None:
-        self.nodeid = nodeid
-        self.make_evaluator = make_evaluator
-        self.record = record
+        self.test = test
+        self._make_evaluator = make_evaluator
+        self._record = record
         self.checks: list[Check] = []
         self._evaluator: Any = None
 
     @property
+    def nodeid(self) -> str:
+        return self.test.nodeid  # type: ignore[no-any-return]
+
+    @property
     def evaluator(self) -> Any:
         if self._evaluator is None:
-            self._evaluator = self.make_evaluator()
+            self._evaluator = self._make_evaluator(self.test)
         return self._evaluator
+
+    def record(self, row: dict[str, Any]) -> None:
+        """Keep a comparison made in this test (for its report and JUnit properties)."""
+        self._record(self.test, row)
 
     def unused_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.compared]

@@ -303,7 +303,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Make the test current for the assertion helpers (its evaluator is built on first use), and
     judge the next tests' scores ahead while it runs. All a test pays while nothing is judged."""
     session = _session(item.config)
-    scope = _scope.TestScope(item.nodeid, lambda: _evaluator_for(item), lambda row: _record(item, row))
+    scope = _scope.TestScope(item, _evaluator_for, _record)
     token = _scope.current_test.set(scope)
     if session.prefetcher is not None:
         session.prefetcher.before(item)  # the next tests' scores start while this one runs
@@ -355,6 +355,7 @@ class _RunHooks:
 
     def __init__(self, session: RagmetricsSession) -> None:
         self.session = session
+        self.ran = session.suite.ran
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None, None, None]:
@@ -362,7 +363,12 @@ class _RunHooks:
         return (yield)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.session.test_reported(report)
+        # Every report of every test comes here, used or not: the test ran (its setup report says
+        # so once), and may have been skipped.
+        if report.when == "setup":
+            self.ran.add(report.nodeid)
+        if report.outcome == "skipped":
+            self.session.count_skipped(report)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.skipped:  # a module skipped as a whole (importorskip, allow_module_level)

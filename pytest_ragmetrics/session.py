@@ -534,12 +534,6 @@ class RagmetricsSession:
         if error:
             self.errors.append(error)
 
-    def test_reported(self, report: pytest.TestReport) -> None:
-        """A test's report: the test ran (its setup report says so once), and may have been skipped."""
-        if report.when == "setup":
-            self.suite.ran.add(report.nodeid)
-        self.count_skipped(report)
-
     def count_skipped(self, report: pytest.TestReport | pytest.CollectReport) -> None:
         """Count a skipped test (in setup or call) or module. An xfail test is not counted: replayed,
         it stops where it stopped now, and needs the judgments it used now."""
