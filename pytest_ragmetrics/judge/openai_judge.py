@@ -283,8 +283,9 @@ class OpenAIJudge:
     request; ``max_retries`` transport retries (429, 5xx, timeouts, connection errors) with backoff;
     ``max_reasks`` re-asks after an answer that does not fit the schema. The requests in flight are
     bounded by the :class:`~pytest_ragmetrics.judge.cache.CachedJudge` in front of the judge (the one
-    concurrency bound, whatever the judge). ``response_format`` is ``"json_schema"`` (strict structured output),
-    ``"json_object"`` or ``"text"`` (the schema is then given in the system message), or ``"auto"``:
+    concurrency bound, whatever the judge). ``response_format`` is ``"json_schema"`` (strict
+    structured output), ``"json_object"`` or ``"text"`` (the schema is then given in the system
+    message), or ``"auto"``:
     strict structured output, falling back to ``json_object`` and then ``text`` when the server turns
     the first structured request down as unsupported (an HTTP 400 or 422 saying so, or, as
     llama-cpp-python's server answers, an HTTP 500 twice in a row). The format that worked is kept for
