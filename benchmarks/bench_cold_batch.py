@@ -2,6 +2,9 @@
 
 The FakeJudgeServer answers every request after a fixed latency (default 200 ms). With concurrency C
 the ideal wall time is N x latency / C; the printed ratio (wall / ideal) should be at most 1.2.
+Side by side, the same requests through a bare ``openai.AsyncOpenAI`` loop (an asyncio semaphore of
+C, ``chat.completions.create``, ``json.loads`` of the answer): the client CPU per call of ours
+against it, bound 1.5 x.
 
 By default the server runs in a child process, as a real judge would (its handler threads then do not
 compete with the client for this interpreter's GIL); ``--in-process`` runs it in a thread instead.
@@ -46,7 +49,7 @@ with FakeJudgeServer(latency=float(sys.argv[1])) as server:
 """
 
 
-def make_requests(count: int) -> list[JudgeRequest]:
+def make_requests(count: int, offset: int = 0) -> list[JudgeRequest]:
     return [
         JudgeRequest(
             kind="context_precision",
@@ -61,7 +64,7 @@ def make_requests(count: int) -> list[JudgeRequest]:
             inputs={"question": "capital of France?", "chunk": f"Chunk {i}: Paris is ..."},
             label=f"bench[{i}]",
         )
-        for i in range(count)
+        for i in range(offset, offset + count)
     ]
 
 
@@ -73,7 +76,6 @@ async def batch(
         lambda: OpenAIJudge(
             api_key="sk-bench",
             base_url=base_url,
-            concurrency=concurrency,
             stats=stats,
             response_format=response_format,  # type: ignore[arg-type]
         ),
@@ -81,12 +83,40 @@ async def batch(
         cache_dir=tmp / "cache",
         store=JudgmentStore(tmp / "judgments"),
         stats=stats,
+        concurrency=concurrency,
     )
     try:
         await asyncio.gather(*(judge.judge(r) for r in requests))
     finally:
         await judge.aclose()
     return stats
+
+
+async def bare(base_url: str, requests: list[JudgeRequest], concurrency: int) -> None:
+    """The floor: the same requests through the SDK alone, as little around it as a client needs."""
+    import json
+
+    import openai
+
+    client = openai.AsyncOpenAI(api_key="sk-bench", base_url=base_url, max_retries=0)
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(request: JudgeRequest) -> None:
+        async with semaphore:
+            response = await client.chat.completions.create(
+                model=request.model,
+                messages=list(request.messages),  # type: ignore[arg-type]
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": request.schema_name, "schema": dict(request.schema), "strict": True},
+                },  # type: ignore[typeddict-item]
+            )
+            json.loads(response.choices[0].message.content or "{}")
+
+    try:
+        await asyncio.gather(*(one(r) for r in requests))
+    finally:
+        await client.close()
 
 
 def main() -> None:
@@ -120,10 +150,14 @@ def main() -> None:
         import openai  # noqa: F401
 
         with tempfile.TemporaryDirectory() as tmp:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             stats = asyncio.run(batch(base_url, requests, args.concurrency, Path(tmp), args.response_format))
-            wall = time.perf_counter() - start
+            wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
             stored = len(JudgmentStore(Path(tmp) / "judgments"))
+        # Other keys, so the server answers them afresh; the same count, concurrency and latency.
+        start_cpu = time.process_time()
+        asyncio.run(bare(base_url, make_requests(args.requests, offset=args.requests), args.concurrency))
+        bare_cpu = time.process_time() - start_cpu
     finally:
         if server is not None:
             server.stop()
@@ -147,6 +181,11 @@ def main() -> None:
     print(f"wall time:    {wall:.2f} s")
     print(f"ideal:        {ideal:.2f} s  (calls x latency / concurrency, plus one latency for auto)")
     print(f"ratio:        {wall / ideal:.2f}  (target <= 1.2)")
+    ours, floor = cpu / max(stats.calls, 1) * 1000, bare_cpu / args.requests * 1000
+    print(
+        f"client CPU:   {ours:.2f} ms per call; a bare openai.AsyncOpenAI loop {floor:.2f} ms: "
+        f"{ours / floor:.2f} x (bound <= 1.5 x: {'met' if ours / floor <= 1.5 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":
