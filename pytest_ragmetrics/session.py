@@ -644,6 +644,8 @@ class RagmetricsSession:
             _fail(session)
         if self.stats.refused:  # the judge call cap stopped the run
             _fail(session)
+        if self.stats.unrecorded:  # recording was asked for and failed
+            _fail(session)
         config.hook.pytest_ragmetrics_report(report=report)
         from .report.build import write_reports
 
@@ -709,6 +711,14 @@ class RagmetricsSession:
             if first is not None:
                 message += f"; the first test it stopped: {first}"
             lines.append((message, "red"))
+        if self.stats.unrecorded:
+            lines.append(
+                (
+                    f"ragmetrics: recording failed: {self.stats.unrecorded_reason}; "
+                    f"{self.stats.unrecorded} judgment(s) were not recorded for replay",
+                    "red",
+                )
+            )
         return lines
 
     def _batch_lines(self, summary: ExportSummary) -> list[tuple[str, str]]:

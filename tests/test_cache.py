@@ -745,8 +745,32 @@ def test_a_cache_on_a_read_only_filesystem_is_skipped_with_one_warning_and_the_s
     assert out.returncode == 0, out.stderr[-2000:]
     sources, warning = out.stdout.strip().splitlines()
     assert sources == "['store', 'store', 'store', 'judge', 'judge'] 2 0 1"
-    assert warning.startswith("1 ") and "cannot be used" in warning and "still serves" in warning
+    assert warning.startswith("1 ") and "cannot be written" in warning and "read from a copy" in warning
     assert fake_judge_server.request_count == 3  # the two recorded, then the one the store lacked
+
+
+def test_a_warm_cache_on_a_read_only_filesystem_is_still_read(fake_judge_server, dirs, tmp_path):
+    """No store: every judgment the cache holds is served from it, none is asked for again."""
+    if not _can_mount_read_only(tmp_path):
+        pytest.skip("needs `unshare -m` and bind mounts to make a read-only filesystem")
+    run(cached_judge(fake_judge_server, dirs), make_request(0), make_request(1), make_request(2))
+    script = tmp_path / "read_only.py"
+    script.write_text(
+        READ_ONLY_SCRIPT.format(
+            tests=str(Path(__file__).parent), cache=str(dirs.cache), store=str(tmp_path / "no-store"),
+            base_url=fake_judge_server.base_url,
+        ).replace("store=JudgmentStore(", "store=None and JudgmentStore(")
+    )
+    command = (
+        f"mount --bind {dirs.cache} {dirs.cache} && mount -o remount,bind,ro {dirs.cache} && "
+        f"{sys.executable} {script}"
+    )
+    out = subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    sources, warning = out.stdout.strip().splitlines()
+    assert sources == "['cache', 'cache', 'cache', 'cache', 'cache'] 0 3 2"
+    assert warning.startswith("1 ") and "cannot be written" in warning
+    assert fake_judge_server.request_count == 3  # the first run's, none since
 
 
 SHARED_SCRIPT = """

@@ -623,3 +623,63 @@ def test_whatever_the_store_writes_it_reads_back(tmp_path, text):
     again = JudgmentStore(tmp_path)
     assert again.get(request).choices == answer.choices  # type: ignore[union-attr]
     assert again.read_json(request.cache_key())["inputs"] == request.inputs  # type: ignore[index]
+
+
+def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path, monkeypatch):
+    """A full disk mid-append: the shard is cut back to its lines before, and reads as before."""
+    import errno
+
+    import pytest_ragmetrics.judge.store as store_module
+
+    store = JudgmentStore(tmp_path)
+    first = make_request(0)
+    put(store, first, make_answer())
+    path = store.path_for(first.cache_key())
+    before = path.read_bytes()
+    real_write = os.write
+    calls = []
+
+    def full_disk(fd: int, data: Any) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[: len(data) // 2]))  # half a line reaches the disk
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_module.os, "write", full_disk)
+    same_shard = next(r for r in (make_request(i) for i in range(1, 2000)) if r.cache_key()[:2] == first.cache_key()[:2])
+    with pytest.raises(OSError, match="No space"):
+        put(store, same_shard, make_answer(False))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert JudgmentStore(tmp_path).keys() == {first.cache_key()}
+
+
+RECORDED_TEST = """
+    from pytest_ragmetrics import RagSample, assert_context_precision
+
+    def test_precision():
+        sample = RagSample("Where is Paris?", ["Paris is in France.", "Lyon is a city."], "Paris.", id="p")
+        assert_context_precision(sample) >= 0.0
+"""
+
+
+@pytest.mark.parametrize("failure", ["read-only store", "full disk"])
+def test_recording_that_failed_fails_the_run_with_one_line(pytester, fake_judge_server, monkeypatch, failure):
+    monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", fake_judge_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_recorded=RECORDED_TEST)
+    store = pytester.path / "judgments"
+    if failure == "read-only store":
+        store.write_text("a file where the store directory should be")  # as root, chmod stops nothing
+    else:
+        store.mkdir()
+        for name in (f"{i:02x}" for i in range(256)):
+            (store / f"{name}.jsonl").symlink_to("/dev/full")
+    result = pytester.runpytest(f"--rag-store-dir={store}", "--rag-cache=readwrite")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 1
+    lines = [line for line in result.stdout.lines if "recording failed" in line]
+    assert len(lines) == 1, result.stdout.str()
+    assert str(store) in lines[0] and "2 judgment(s) were not recorded for replay" in lines[0]
+    assert "Traceback" not in result.stdout.str()

@@ -270,6 +270,8 @@ class CachedJudge:
         self._memory_entries = memory_entries
         self._cache: diskcache.Cache | None = None
         self._cache_problem: str | None = None
+        # The cache could not be opened for writing: it is read from a copy (see _read_only_copy).
+        self._read_only = False
         self._lock = threading.Lock()
         self._warned: set[str] = set()
         self._requests: dict[str, _Request] = {}
@@ -608,7 +610,18 @@ class CachedJudge:
                         self._cache = open_disk_cache(self.cache_dir)
                 except Exception as exc:  # sqlite3/diskcache/OS errors of every kind: degrade, warn
                     problem = exc
+                    # A cache it cannot write (a read-only mount) is still read: from a copy.
+                    self._cache = _read_only_copy(self.cache_dir)
+                    if self._cache is not None:
+                        self._read_only = True
             cache = self._cache
+        if self._read_only and problem is not None:
+            self._warn_once(
+                "cache-read-only",
+                f"the judgment cache at {self.cache_dir} cannot be written ({type(problem).__name__}: "
+                f"{problem}); it is read from a copy, and the new judgments of this run are not cached",
+            )
+            return cache
         if replaced is not None:
             self._warn_once(
                 "cache-replaced",
@@ -657,7 +670,7 @@ class CachedJudge:
 
     def _write_disk(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
         cache = self._disk()
-        if cache is None:
+        if cache is None or self._read_only:
             return
         # The request's inputs and parameters too, so `judge drift` can re-judge from the cache alone.
         record: dict[str, Any] = {
@@ -708,10 +721,9 @@ class CachedJudge:
             store.put_many(pairs)
             return True
         except OSError as exc:
-            self._warn_once(
-                "store-unwritable",
-                f"cannot write to the judgment store at {store.directory} ({exc}); "
-                "new judgments are not being recorded for replay",
+            # Recording was asked for: the run fails at its end, saying why (see JudgeStats).
+            self.stats.record_unrecorded(
+                len(pairs), f"cannot write to the judgment store at {store.directory} ({exc})"
             )
             return False
 
@@ -934,6 +946,30 @@ class CachedJudge:
 
 def _nothing() -> None:
     pass
+
+
+def _read_only_copy(cache_dir: Path) -> diskcache.Cache | None:
+    """The cache database of ``cache_dir`` (which this process cannot write) copied to a temporary
+    directory and opened there, or None. Entries too large for the database itself (none of ours)
+    stay behind and read as misses. The copy goes when the process ends."""
+    import shutil
+    import tempfile
+
+    database = cache_dir / "cache.db"
+    if not database.is_file():
+        return None
+    copy = Path(tempfile.mkdtemp(prefix="ragmetrics-cache-"))
+    try:
+        for name in ("cache.db", "cache.db-wal"):  # the write-ahead log holds the latest entries
+            if (cache_dir / name).is_file():
+                shutil.copyfile(cache_dir / name, copy / name)
+        import atexit
+
+        atexit.register(shutil.rmtree, copy, True)
+        return open_disk_cache(copy)
+    except Exception:
+        shutil.rmtree(copy, ignore_errors=True)
+        return None
 
 
 #: What a ``cache.db`` that is not a database is renamed to (the first process to find it does).

@@ -81,6 +81,10 @@ class JudgeStats:
         #: The response format the judge settled on (``auto`` finds it out), and why, if it fell back.
         self.response_format: str | None = None
         self.response_format_reason: str | None = None
+        #: Answers the judgment store could not record although recording was asked for, and why
+        #: (the first reason): the run fails, saying so.
+        self.unrecorded = 0
+        self.unrecorded_reason: str | None = None
         self._busy = 0
         self._busy_since = 0.0
         # Live figures for the progress display (not reported): judge calls asked for and finished.
@@ -136,6 +140,13 @@ class JudgeStats:
         with self._lock:
             self.refused += 1
         return False
+
+    def record_unrecorded(self, count: int, reason: str) -> None:
+        """``count`` answers could not be recorded in the judgment store, for ``reason``."""
+        with self._lock:
+            self.unrecorded += count
+            if self.unrecorded_reason is None:
+                self.unrecorded_reason = reason
 
     def record_retry(self) -> None:
         """A transport-level retry (rate limit, server error, timeout, connection error)."""
@@ -227,6 +238,9 @@ class JudgeStats:
                 data["max_judge_calls"] = self.max_judge_calls
                 data["max_judge_tokens"] = self.max_judge_tokens
                 data["refused_calls"] = self.refused
+            if self.unrecorded:
+                data["unrecorded"] = self.unrecorded
+                data["unrecorded_reason"] = self.unrecorded_reason
         return data
 
     def merge_json(self, data: Mapping[str, Any]) -> None:
@@ -252,6 +266,11 @@ class JudgeStats:
                 )
                 if isinstance(refused, int) and not isinstance(refused, bool):
                     self.refused += refused
+            unrecorded, why = data.get("unrecorded"), data.get("unrecorded_reason")
+            if isinstance(unrecorded, int) and not isinstance(unrecorded, bool) and unrecorded > 0:
+                self.unrecorded += unrecorded
+                if self.unrecorded_reason is None and isinstance(why, str):
+                    self.unrecorded_reason = why
             # Every worker finds out the same server's format; keep the first one reported, preferring
             # one that fell back (its reason is what the user needs to see).
             fmt, reason = data.get("response_format"), data.get("response_format_reason")

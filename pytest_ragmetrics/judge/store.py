@@ -672,12 +672,22 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def _append(path: Path, data: bytes) -> None:
-    """Append ``data`` with one ``write`` (O_APPEND): a reader never sees another writer's half line."""
+    """Append ``data`` with one ``write`` (O_APPEND): a reader never sees another writer's half line.
+
+    A write that fails part-way (a full disk) is undone: the file is cut back to its size before, so
+    no torn line is ever left in a shard (the writer holds the store lock: nobody appended since).
+    """
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
     try:
+        size = os.fstat(fd).st_size
         view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
     finally:
         os.close(fd)

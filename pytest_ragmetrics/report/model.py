@@ -273,6 +273,10 @@ class JudgeSummary(TypedDict, total=False):
     max_judge_calls: int | None
     max_judge_tokens: int | None
     refused_calls: int
+    #: Answers the judgment store could not record although recording was asked for (a full disk,
+    #: a read-only store), and why; present only when some were not: the run failed.
+    unrecorded: int
+    unrecorded_reason: str
 
 
 class LabelSummary(TypedDict, total=False):
