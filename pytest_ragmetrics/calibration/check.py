@@ -140,10 +140,7 @@ class KindAgreement:
         raise ValueError(f"unknown agreement statistic {name!r}")
 
     def to_json(self) -> dict[str, Any]:
-        names = [
-            c if isinstance(c, int) and not isinstance(c, bool) else ("yes" if c else "no")
-            for c in self.classes
-        ]
+        names = [("yes" if c else "no") if isinstance(c, bool) else c for c in self.classes]
         return {
             "kind": self.kind,
             "model": self.model,
