@@ -235,7 +235,7 @@ def test_labelled_items_and_controls_ask_exactly_what_the_metrics_asked(tmp_path
                 ev.score(sample, metric, method)
             asked = server.request_count
             agreements = ev.runner.run(judge_labels(load_labels(path), ev))
-            shares = ev.runner.run(judge_controls([pair], list(K.KINDS), ev))
+            shares = ev.runner.run(judge_controls([pair], list(J.RETRIEVAL_KINDS), ev))
         assert server.request_count == asked
     assert sorted((a.kind, a.model, a.judge_calls) for a in agreements) == [
         ("context_precision", "gpt-4o-mini", 0),
