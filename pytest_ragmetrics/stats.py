@@ -13,6 +13,8 @@ baseline score. The question is whether the mean difference is real or noise:
   random with a fixed seed (Monte Carlo, with the ``(count + 1) / (resamples + 1)`` estimate that
   never reports p = 0). With it, what the test can see at its size: the ``m`` differences that are
   not zero, and the smallest p any data of that size could give.
+- :func:`floor_error_rates`: how often a floor on the share of controls a judge gets wrong fails a
+  good judge and passes a bad one, at the number of controls drawn (binomial).
 - :func:`corrected_mean`: the judge-corrected mean of a metric with a labelled subset, and its
   confidence interval (prediction-powered inference, PPI++: Angelopoulos, Duchi & Zrnic,
   arXiv 2311.01453; the mean estimator of the ``ppi_py`` reference code).
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 from typing import NamedTuple
 
@@ -41,6 +43,7 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_resamples",
     "corrected_mean",
+    "floor_error_rates",
     "mean",
     "percentile",
     "sign_flip_p_value",
@@ -331,3 +334,32 @@ def corrected_mean(
     return CorrectedMean(
         estimate, estimate - half, estimate + half, confidence, n, big_n, weight, effective
     )
+
+
+def _binomial_pmf(k: int, n: int, p: float) -> float:
+    if p <= 0.0:
+        return 1.0 if k == 0 else 0.0
+    if p >= 1.0:
+        return 1.0 if k == n else 0.0
+    # In logs: comb(n, k) alone overflows a float from n of about a thousand.
+    log = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+    return math.exp(log + k * math.log(p) + (n - k) * math.log1p(-p))
+
+
+def floor_error_rates(n: int, passes: Callable[[int], bool], good: float, bad: float) -> tuple[float, float]:
+    """``(false alarm, miss)`` of a floor over ``n`` controls, each judged positive independently.
+
+    ``passes(k)`` says whether the floor passes with ``k`` of the ``n`` controls judged positive; a
+    good judge judges each control positive with probability ``good``, a bad one with ``bad``. The
+    false-alarm rate is the chance the floor fails the good judge, the miss rate the chance it passes
+    the bad one (binomial tails, as ``scipy.stats.binom`` gives them).
+    """
+    if n < 1:
+        raise ValueError(f"error rates need at least one control, got {n}")
+    for name, p in (("good", good), ("bad", bad)):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"{name} must be a probability, got {p!r}")
+    passing = [passes(k) for k in range(n + 1)]
+    false_alarm = math.fsum(_binomial_pmf(k, n, good) for k in range(n + 1) if not passing[k])
+    miss = math.fsum(_binomial_pmf(k, n, bad) for k in range(n + 1) if passing[k])
+    return min(1.0, false_alarm), min(1.0, miss)

@@ -129,3 +129,22 @@ def test_corrected_interval_covers_the_true_mean_where_the_judges_mean_never_doe
     assert 0.88 <= covered / repetitions <= 1.0
     assert judge_near == 0
     assert narrower == repetitions
+
+
+@pytest.mark.parametrize(
+    "n, op, threshold, good, bad",
+    [(12, "<=", 0.2, 0.05, 0.5), (40, "<=", 0.1, 0.05, 0.5), (10, ">=", 0.8, 0.95, 0.5), (3, ">=", 0.9, 0.95, 0.5),
+     (1500, "<=", 0.2, 0.05, 0.3), (1, "<=", 0.2, 0.05, 0.5)],
+)  # fmt: skip
+def test_floor_error_rates_are_binomial_tails_as_scipy_gives_them(n, op, threshold, good, bad) -> None:
+    from pytest_ragmetrics.gates import compare
+    from pytest_ragmetrics.stats import floor_error_rates
+
+    def passes(k: int) -> bool:
+        return compare(k / n, op, threshold)
+
+    false_alarm, miss = floor_error_rates(n, passes, good, bad)
+    passing = np.array([passes(k) for k in range(n + 1)])
+    ks = np.arange(n + 1)
+    assert false_alarm == pytest.approx(float(scipy_stats.binom.pmf(ks[~passing], n, good).sum()), abs=1e-12)
+    assert miss == pytest.approx(float(scipy_stats.binom.pmf(ks[passing], n, bad).sum()), abs=1e-12)
