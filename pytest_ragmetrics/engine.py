@@ -276,6 +276,14 @@ class LabelledScorer(Protocol):
         ...
 
 
+class SamplesScored(Protocol):
+    """Keeps the samples a run scored (the pytest plugin's controls draw from them)."""
+
+    def add(self, sample: RagSample, key: str | None) -> None:
+        """A sample was scored; ``key`` is its content key."""
+        ...
+
+
 class Evaluator:
     """Computes metrics for samples with one configuration.
 
@@ -333,6 +341,8 @@ class Evaluator:
         self.labelled: LabelledScorer | None = None
         #: ``--rag-batch``: the run's batch export, which takes the requests instead of the judge.
         self.batch: BatchExport | None = None
+        #: Told of every sample scored with the judge (the controls' pool), when set.
+        self.scored: SamplesScored | None = None
 
     def note_answer(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
         """Remember what a judgment decided (a few short strings), so the run can tell a judge that
@@ -484,10 +494,13 @@ class Evaluator:
         method = check_method(metric, method)
         ctx = _Context(self)
         result = self._finish(metric, sample, await metric.score(sample, method, ctx), ctx)
-        if self.labelled is not None and getattr(metric, "uses_judge", True):
-            labelled = await self.labelled.score(metric, sample, method, ctx)
-            if labelled is not None:
-                result = _filled_in(result, labelled=labelled)
+        if getattr(metric, "uses_judge", True):
+            if self.scored is not None:
+                self.scored.add(sample, result.sample_key)
+            if self.labelled is not None:
+                labelled = await self.labelled.score(metric, sample, method, ctx)
+                if labelled is not None:
+                    result = _filled_in(result, labelled=labelled)
         return result
 
     def _finish(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .baseline import RegressionGate
     from .calibration.check import Floor
     from .calibration.labels import LabelledItem
+    from .calibration.pool import SamplePool
     from .engine import Evaluator, LoopRunner
     from .gates import Gate
     from .judge.batch import BatchExport, ExportSummary
@@ -74,7 +75,8 @@ class RagmetricsSession:
         self.floors: list[Floor] = []
         self.judge_check: dict[str, Any] | None = None
         #: The negative controls (``judge_controls``): the pairs to judge, and the outcome.
-        self.control_pairs: list[dict[str, Any]] | None = None
+        #: The samples the run scored, for drawing the controls (with rag_judge_controls only).
+        self.control_pool: SamplePool | None = None
         self.controls: dict[str, Any] | None = None
         #: Comparisons of the run, from every process, in report order.
         self.rows: list[dict[str, Any]] = []
@@ -385,6 +387,9 @@ class RagmetricsSession:
                 run=self.run_id,
             )
             evaluator.batch = self.batch
+            if self.configured and self.settings.judge_controls:
+                # Controls are drawn from the samples the run scored, however they were made.
+                evaluator.scored = self._pool()
             if self.labelled_set is not None:
                 from .calibration.labelled import LabelAnswers
 
@@ -395,6 +400,15 @@ class RagmetricsSession:
             evaluator.ahead = self.prefetcher
         self._last_evaluator = (settings, evaluator)
         return evaluator
+
+    def _pool(self) -> SamplePool:
+        if self.control_pool is None:
+            from .calibration.pool import SamplePool
+
+            s = self.settings
+            # Enough samples to draw every control from, and to pair them with unrelated ones.
+            self.control_pool = SamplePool(keep=max(4 * (s.judge_controls or 0), 20), seed=s.seed or 0)
+        return self.control_pool
 
     def _progress(self) -> Any:
         """What shows judging progress in this process: the terminal, or the xdist controller via a file."""
@@ -556,8 +570,8 @@ class RagmetricsSession:
                 self.answer_classes[key] = (kind, tuple(classes))
             if data.get("store_keys") is not None:
                 self._add_store_keys(data["store_keys"])
-            if data.get("control_pairs") is not None and self.control_pairs is None:
-                self.control_pairs = data["control_pairs"]  # every worker draws the same pairs
+            if data.get("control_samples"):
+                self._pool().merge(data["control_samples"])
 
     def _add_store_keys(self, keys: Iterable[str]) -> None:
         self.store_keys = (self.store_keys or set()) | set(keys)
@@ -588,6 +602,8 @@ class RagmetricsSession:
         ran_tests = session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
         # An export run judges nothing: the judge check and the controls wait for the real run.
         ran_tests = ran_tests and self.batch is None
+        for evaluator in self.evaluators.values():
+            evaluator.scored = None  # the judge check's own items are not samples the run scored
         if self.labels is not None and ran_tests and not config.option.collectonly:
             from .calibration.check import run_judge_check
 
@@ -598,14 +614,18 @@ class RagmetricsSession:
             )
             if not self.judge_check["passed"]:
                 _fail(session)
-        # Unconfigured, every setting has its default (no controls): not resolved for nothing.
-        if self.configured and self.settings.judge_controls and ran_tests and not config.option.collectonly:
-            if is_worker(config):
-                self.control_pairs = self._control_pairs()
-            else:
-                self.controls = self._judge_controls()
-                if self.controls is not None and not self.controls["passed"]:
-                    _fail(session)
+        # Unconfigured, every setting has its default (no controls): not resolved for nothing. A worker
+        # sends the samples it scored instead (see _worker_output).
+        if (
+            self.configured
+            and self.settings.judge_controls
+            and ran_tests
+            and not config.option.collectonly
+            and not is_worker(config)
+        ):
+            self.controls = self._judge_controls()
+            if self.controls is not None and not self.controls["passed"]:
+                _fail(session)
         self._close()
         if self.batch is not None and not is_worker(config):
             self.batch_summary = self.batch.finish()
@@ -652,33 +672,20 @@ class RagmetricsSession:
         write_reports(report, s)
         self.final_report = report
 
-    def _control_pairs(self) -> list[dict[str, Any]]:
-        """The negative-control pairs of this run, drawn from its tests' ``rag_sample`` parameters
-        (every xdist worker collects them all: each draws the same pairs)."""
-        from .calibration.controls import control_pairs
-        from .sample import RagSample
-
-        samples = []
-        for item in self.items or ():
-            callspec = getattr(item, "callspec", None)
-            sample = callspec.params.get("rag_sample") if callspec is not None else None
-            if isinstance(sample, RagSample):
-                samples.append(sample)
-        s = self.settings
-        return [p.to_json() for p in control_pairs(samples, s.judge_controls, s.seed or 0)]
-
     def _judge_controls(self) -> dict[str, Any] | None:
         """Judge the negative controls for the judgment kinds the run used; the report's section."""
-        from .calibration.controls import ControlPair, run_controls
+        from .calibration.controls import control_pairs, run_controls
 
-        pairs = self.control_pairs if self.control_pairs is not None else self._control_pairs()
+        s = self.settings
+        samples = self.control_pool.samples() if self.control_pool is not None else []
+        pairs = control_pairs(samples, s.judge_controls, s.seed or 0)
         kinds = {kind for kind, _ in self.answer_classes.values()}
         for evaluator in self.evaluators.values():
             kinds.update(kind for kind, _ in evaluator.answers.values())
         floors = [f for f in self.floors if f.stat == "controls"]
         return run_controls(
             self.evaluator(self.settings),
-            [ControlPair.from_json(p) for p in pairs],
+            pairs,
             kinds,
             floors,
             wanted=self.settings.judge_controls,
@@ -776,7 +783,7 @@ class RagmetricsSession:
             "store_keys": sorted(self.store_keys) if self.store_keys is not None else None,
             "deselected": self.deselected,
             "answer_classes": {k: [kind, list(c)] for k, (kind, c) in self.answer_classes.items()},
-            "control_pairs": self.control_pairs,
+            "control_samples": self.control_pool.to_json() if self.control_pool is not None else None,
         }
 
     def _report(self) -> dict[str, Any]:
