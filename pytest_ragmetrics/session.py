@@ -255,14 +255,14 @@ class RagmetricsSession:
         s = self.settings
         if not (s.judge_check or s.judge_agreement):
             return
-        from .calibration.check import CONTROLS, parse_floors
+        from .calibration.check import CONTROL_STATISTICS, parse_floors
         from .calibration.labels import load_labels
 
         try:
             self.floors = parse_floors(s.judge_agreement)
         except ConfigError as exc:
             raise pytest.UsageError(f"ragmetrics: judge check: {exc}") from None
-        on_controls = [f for f in self.floors if f.stat == CONTROLS]
+        on_controls = [f for f in self.floors if f.stat in CONTROL_STATISTICS]
         if len(on_controls) < len(self.floors) and not s.judge_check:
             raise pytest.UsageError(
                 "ragmetrics: rag_judge_agreement floors need a labelled set to measure the judge against: "
@@ -270,7 +270,7 @@ class RagmetricsSession:
             )
         if on_controls and not s.judge_controls:
             raise pytest.UsageError(
-                f"ragmetrics: the floor {on_controls[0].spec!r} needs negative controls: set "
+                f"ragmetrics: the floor {on_controls[0].spec!r} needs controls: set "
                 "--rag-judge-controls=N (rag_judge_controls)"
             )
         if not s.judge_check:
@@ -674,15 +674,17 @@ class RagmetricsSession:
 
     def _judge_controls(self) -> dict[str, Any] | None:
         """Judge the negative controls for the judgment kinds the run used; the report's section."""
-        from .calibration.controls import control_pairs, run_controls
+        from .calibration.check import CONTROL_STATISTICS
+        from .calibration.controls import control_pairs, positive_controls, run_controls
 
         s = self.settings
         samples = self.control_pool.samples() if self.control_pool is not None else []
-        pairs = control_pairs(samples, s.judge_controls, s.seed or 0)
+        count, seed = s.judge_controls or 0, s.seed or 0
+        pairs = control_pairs(samples, count, seed) + positive_controls(samples, count, seed)
         kinds = {kind for kind, _ in self.answer_classes.values()}
         for evaluator in self.evaluators.values():
             kinds.update(kind for kind, _ in evaluator.answers.values())
-        floors = [f for f in self.floors if f.stat == "controls"]
+        floors = [f for f in self.floors if f.stat in CONTROL_STATISTICS]
         return run_controls(
             self.evaluator(self.settings),
             pairs,

@@ -84,7 +84,7 @@ def test_a_controls_floor_parses_like_an_agreement_floor():
         "<=",
         0.2,
     )
-    with pytest.raises(ConfigError, match="no negative controls for context_recall"):
+    with pytest.raises(ConfigError, match="no controls for context_recall"):
         parse_floor("context_recall controls <= 0.2")
 
 
@@ -167,7 +167,8 @@ def test_a_judge_that_says_yes_to_everything_fails_the_controls_floor(golden_pro
         [
             "*ragmetrics negative controls: context_precision: 12 of 12 judged useful (100%)*",
             "*ragmetrics warning: 12 of 12 negative controls (100%) were judged useful for context_precision*",
-            "*ragmetrics controls floor failed: context_precision controls <= 0.2 (12 of 12 controls judged useful)*",
+            "*ragmetrics controls floor failed: context_precision controls <= 0.2 (12 of 12 negative controls "
+            "judged useful; false alarm 2.0%, miss 1.9% at 12 controls)*",
         ]
     )
 
@@ -175,35 +176,7 @@ def test_a_judge_that_says_yes_to_everything_fails_the_controls_floor(golden_pro
 def test_a_controls_floor_without_controls_is_a_usage_error(golden_project):
     result = golden_project.runpytest("--rag-judge-agreement=context_precision controls <= 0.2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*needs negative controls: set --rag-judge-controls=N*"])
-
-
-def test_a_run_without_golden_sets_says_no_control_could_be_drawn(pytester, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(
-        """
-        from pytest_ragmetrics import RagSample, assert_context_precision
-
-        def test_one():
-            assert_context_precision(RagSample("Q?", ["A chunk."], "A.", id="q")) >= 0.5
-        """
-    )
-    with FakeJudgeServer() as server:
-        result = pytester.runpytest_subprocess(
-            f"--rag-judge-base-url={server.base_url}",
-            "--rag-judge-controls=5",
-            "--rag-judge-agreement=context_precision controls <= 0.2",
-        )
-        assert server.request_count == 1  # the test's own judgment: no control
-    assert result.ret == 1
-    result.stdout.fnmatch_lines(
-        [
-            "*ragmetrics warning: only 0 of the 5 negative controls asked for could be drawn*",
-            "*ragmetrics controls floor failed: context_precision controls <= 0.2 (no context_precision control "
-            "was judged*",
-        ]
-    )
+    result.stderr.fnmatch_lines(["*needs controls: set --rag-judge-controls=N*"])
 
 
 @pytest.mark.parametrize(("needed", "share"), [(True, 1.0), (False, 0.0)])
@@ -230,4 +203,135 @@ def test_sentence_selection_controls_count_a_chunk_with_any_sentence_needed(
         4,
         share,
         "needed",
+    )
+
+
+# -- positive controls, drawn from the samples the run scored --------------------------------------
+
+RETRIEVING_TESTS = """
+    import pytest
+    from pytest_ragmetrics import assert_context_precision
+
+    CITIES = {cities!r}
+
+    def retrieve(question):
+        city = next(c for c in CITIES if c in question)
+        return [f"{{city}} is known for its old town.", f"{{city}} has a famous river front."]
+
+    @pytest.mark.ragmetrics(samples="golden.jsonl")
+    def test_golden(rag_sample):
+        assert_context_precision(rag_sample.with_contexts(retrieve(rag_sample.question))) >= 0.0
+"""
+
+
+def says_no(body: dict[str, Any]) -> dict[str, Any]:
+    """A judge that finds nothing useful: every run's score is low, and no negative control is fooled."""
+    return {"reason": "not useful", "useful": False}
+
+
+@pytest.fixture
+def retrieving_project(pytester, monkeypatch):
+    """A golden set of questions and references only: the test body retrieves the chunks."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    pytester.makeini("[pytest]\n")
+    rows = [{k: v for k, v in row.items() if k != "contexts"} for row in golden()]
+    pytester.makefile(".jsonl", golden="\n".join(json.dumps(row) for row in rows))
+    pytester.makepyfile(test_golden=RETRIEVING_TESTS.format(cities=TOPICS))
+    return pytester
+
+
+def run_both(pytester, server: FakeJudgeServer, *args: str) -> Any:
+    return pytester.runpytest_subprocess(
+        f"--rag-judge-base-url={server.base_url}",
+        "--rag-judge-controls=8",
+        "--rag-judge-agreement=context_precision controls <= 0.25",
+        "--rag-judge-agreement=context_precision positive_controls >= 0.75",
+        "--rag-report-json=report.json",
+        "-p",
+        "no:randomly",
+        *args,
+    )
+
+
+def floors_of(pytester) -> dict[str, dict[str, Any]]:
+    report = json.loads((pytester.path / "report.json").read_text())
+    return {f["spec"]: f for f in report["summary"]["judge_controls"]["floors"]}
+
+
+def test_positive_controls_fail_a_judge_that_says_no_to_everything_in_a_suite_that_retrieves_in_the_test(
+    retrieving_project,
+):
+    scipy_stats = pytest.importorskip("scipy.stats")
+    with FakeJudgeServer(says_no) as server:
+        result = run_both(retrieving_project, server)
+    result.assert_outcomes(passed=8)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*ragmetrics negative controls: context_precision: 0 of 8 judged useful (0%)*",
+            "*ragmetrics positive controls: context_precision: 0 of 8 judged useful (0%)*",
+            "*ragmetrics warning: 8 of 8 positive controls (100%) were judged not useful for context_precision*",
+            "*ragmetrics controls floor failed: context_precision positive_controls >= 0.75 (8 of 8 positive "
+            "controls judged not useful; false alarm *, miss * at 8 controls)*",
+        ]
+    )
+    floors = floors_of(retrieving_project)
+    negative = floors["context_precision controls <= 0.25"]
+    positive = floors["context_precision positive_controls >= 0.75"]
+    assert negative["passed"] and negative["value"] == 0.0  # the negative controls alone miss this judge
+    assert not positive["passed"] and positive["value"] == 0.0 and positive["judged"] == 8
+    # The floors' error rates at 8 controls, as scipy's binomial gives them (to the report's six
+    # decimals): negative controls fail at more than 2 of 8 judged useful, positive ones below 6 of 8.
+    assert negative["false_alarm"] == pytest.approx(scipy_stats.binom.sf(2, 8, 0.05), abs=1e-6)
+    assert negative["miss"] == pytest.approx(scipy_stats.binom.cdf(2, 8, 0.5), abs=1e-6)
+    assert positive["false_alarm"] == pytest.approx(scipy_stats.binom.cdf(5, 8, 0.95), abs=1e-6)
+    assert positive["miss"] == pytest.approx(scipy_stats.binom.sf(5, 8, 0.5), abs=1e-6)
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["one process", "-n 2"])
+def test_a_discriminating_judge_passes_both_controls_drawn_from_samples_retrieved_in_the_test(
+    retrieving_project, xdist
+):
+    with FakeJudgeServer(discriminating) as server:
+        result = run_both(retrieving_project, server, *xdist)
+        # The run's own judgments (2 chunks x 8 samples) and 8 negative controls; the 8 positive ones
+        # (a reference offered as the chunk) ask what the tests asked of the chunk stating it.
+        assert server.request_count == 8 * 2 + 8
+    result.assert_outcomes(passed=8)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "*ragmetrics negative controls: context_precision: 0 of 8 judged useful (0%)*",
+            "*ragmetrics positive controls: context_precision: 8 of 8 judged useful (100%)*",
+        ]
+    )
+    floors = floors_of(retrieving_project)
+    assert all(f["passed"] and not f.get("skipped") for f in floors.values())
+
+
+def test_too_few_samples_for_a_meaningful_control_are_said_plainly_instead_of_failing_a_floor(
+    pytester, monkeypatch
+):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(
+        """
+        from pytest_ragmetrics import RagSample, assert_context_precision
+
+        def test_one():
+            assert_context_precision(RagSample("Q?", ["A chunk."], "A.", id="q")) >= 0.0
+        """
+    )
+    with FakeJudgeServer() as server:
+        result = run_both(pytester, server)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "*ragmetrics warning: only 0 of the 8 negative controls asked for could be drawn*",
+            "*ragmetrics warning: only 1 of the 8 positive controls asked for could be drawn*",
+            "*ragmetrics warning: controls floor context_precision controls <= 0.25: not decided: no negative "
+            "context_precision control was drawn*",
+            "*ragmetrics warning: controls floor context_precision positive_controls >= 0.75: not decided: too "
+            "few controls (1) to tell a good judge from a bad one (false alarm 5.0%, miss 50.0% at 1 controls)*",
+        ]
     )

@@ -105,10 +105,11 @@ def test_failing_negative_controls_fail_the_report_and_are_shown_in_markdown_and
     assert outcome(passing(example_report()))["passed"]
 
     text = to_markdown(report)
-    assert text.startswith("## ❌ ragmetrics:") and "the negative controls failed" in text.splitlines()[0]
-    section = md_section(text, "Negative controls")
+    assert text.startswith("## ❌ ragmetrics:") and "the controls failed" in text.splitlines()[0]
+    section = md_section(text, "Controls")
     assert (
-        "12 pairs of a question with a chunk retrieved for an unrelated sample, judge gpt-4o-mini" in section
+        "12 controls, judge gpt-4o-mini: negative ones pair a question with a chunk retrieved for an "
+        "unrelated sample" in section
     )
     assert "| context\\_precision | 12 of 12 judged useful (100%) | 0 |" in section
     assert "| context\\_relevance\\_graded | 1 of 11 judged relevant (9%) | 1 |" in section
@@ -127,7 +128,7 @@ def test_failing_negative_controls_fail_the_report_and_are_shown_in_markdown_and
     assert "- PASS context\\_relevance\\[graded\\] controls &lt;= 0.2: 0.091" in section
 
     page = to_html(report)
-    assert "the negative controls failed" in page
+    assert "the controls failed" in page
     html = html_section(page, "judge-controls")
     assert "<td>context_precision</td><td>12 of 12 judged useful (100%)</td>" in html
     assert "the judge gave no usable answer &lt;b&gt;twice&lt;/b&gt;" in html
@@ -139,7 +140,7 @@ def test_passing_negative_controls_are_shown_and_pass():
     section = controls(passed=True, warnings=[], floors=controls()["floors"][1:])
     report = passing(with_summary(judge_controls=section))
     assert outcome(report)["passed"]
-    assert "negative controls failed" not in to_markdown(report)
+    assert "controls failed" not in to_markdown(report)
     assert "| context\\_precision | 12 of 12 judged useful (100%) | 0 |" in to_markdown(report)
     assert "<td>context_precision</td>" in html_section(to_html(report), "judge-controls")
 
@@ -147,7 +148,7 @@ def test_passing_negative_controls_are_shown_and_pass():
 def test_controls_that_could_not_be_judged_say_why():
     section = controls(kinds=[], floors=[], warnings=[], passed=False, error="judgment not recorded: 'q1'")
     report = with_summary(judge_controls=section)
-    assert "**FAIL**: the negative controls could not be judged: judgment not recorded: 'q1'" in to_markdown(
+    assert "**FAIL**: the controls could not be judged: judgment not recorded: 'q1'" in to_markdown(
         report
     )
     assert "could not be judged: judgment not recorded: &#x27;q1&#x27;" in to_html(report)
@@ -155,7 +156,7 @@ def test_controls_that_could_not_be_judged_say_why():
 
 def test_a_report_without_controls_has_no_controls_section():
     report = example_report()
-    assert "Negative controls" not in to_markdown(report)
+    assert "### Controls" not in to_markdown(report)
     assert "judge-controls" not in to_html(report)
 
 
@@ -303,9 +304,9 @@ def test_a_replay_writes_the_controls_into_identical_markdown_and_html(pytester,
         files.append([pytester.path.joinpath(f"r{i}.{ext}").read_bytes() for ext in ("md", "html", "json")])
     assert files[0] == files[1]
     text, page = files[0][0].decode(), files[0][1].decode()
-    assert "the negative controls failed" in text.splitlines()[0]
+    assert "the controls failed" in text.splitlines()[0]
     assert "| context\\_precision | 6 of 6 judged useful (100%) | 0 |" in md_section(
-        text, "Negative controls"
+        text, "Controls"
     )
     assert "<td>context_precision</td><td>6 of 6 judged useful (100%)</td>" in page
     section = json.loads(files[0][2])["summary"]["judge_controls"]

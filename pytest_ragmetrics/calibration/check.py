@@ -50,6 +50,12 @@ STATISTICS: Mapping[str, str] = {
 #: The statistic of a floor on negative controls (``context_precision controls <= 0.2``): the share of
 #: controls judged useful / relevant / needed (see :mod:`.controls`). It needs no labelled set.
 CONTROLS = "controls"
+#: The statistic of a floor on positive controls (``context_precision positive_controls >= 0.8``):
+#: the share of controls, each a sample's own reference offered as the chunk, judged useful /
+#: relevant / needed (see :mod:`.controls`). It needs no labelled set either.
+POSITIVE_CONTROLS = "positive_controls"
+#: The statistics of floors checked on the controls, not on the labels.
+CONTROL_STATISTICS = (CONTROLS, POSITIVE_CONTROLS)
 
 
 def metrics_of_kind(kind: str) -> tuple[tuple[str, str | None], ...]:
@@ -174,8 +180,9 @@ class Floor:
 #: The expected form of a floor, quoted in every parse error.
 FLOOR_FORM = (
     "expected '<judgment kind> <statistic> <op> <number>', e.g. 'context_precision kappa >= 0.6', "
-    "'context_relevance[graded] weighted_kappa >= 0.5' or 'context_precision controls <= 0.2'; "
-    "statistic is one of " + ", ".join([*STATISTICS, CONTROLS])
+    "'context_relevance[graded] weighted_kappa >= 0.5', 'context_precision controls <= 0.2' or "
+    "'context_precision positive_controls >= 0.8'; statistic is one of "
+    + ", ".join([*STATISTICS, *CONTROL_STATISTICS])
 )
 
 
@@ -194,10 +201,10 @@ def parse_floor(line: str) -> Floor:
     if parsed.condition is not None:
         raise parsed.error("an agreement floor takes no 'at ...' condition")
     entry = K.KINDS[kind]
-    if parsed.stat == CONTROLS:
+    if parsed.stat in CONTROL_STATISTICS:
         if entry.control is None:
             controlled = ", ".join(k.name for k in K.control_kinds())
-            raise parsed.error(f"there are no negative controls for {kind}; use {controlled}")
+            raise parsed.error(f"there are no controls for {kind}; use {controlled}")
         return Floor(parsed.spec, kind, parsed.stat, parsed.op, parsed.threshold)
     if parsed.stat not in STATISTICS:
         raise parsed.error(f"unknown statistic {parsed.stat!r}")
@@ -225,8 +232,8 @@ def check_floors(
     """One row per floor and judge model: value, passed, and why when it failed."""
     rows: list[dict[str, Any]] = []
     for floor in floors:
-        if floor.stat == CONTROLS:
-            continue  # checked on the negative controls, not the labels
+        if floor.stat in CONTROL_STATISTICS:
+            continue  # checked on the controls, not the labels
         matching = [r for r in results if r.kind == floor.kind]
         if not matching:
             rows.append(

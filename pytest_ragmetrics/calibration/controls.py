@@ -1,6 +1,17 @@
-"""Negative controls: judge pairs that should come out negative, and see how often they do not.
+"""Controls: judge pairings whose answer is known, and see how often the judge gets them wrong.
 
-A control pairs the question of one of the run's samples with a chunk retrieved for a different
+A control is a pairing put before the judge with the verdict it should get. Both kinds are drawn from
+the samples the run scored (:mod:`.pool`), from a golden file or built in a test body, and need no
+labels:
+
+* A **negative control** pairs the question of one of the run's samples with a chunk retrieved for a
+  different sample: it should come out negative. A judge that calls most of them useful is not
+  discriminating.
+* A **positive control** offers a sample its own reference answer (``ground_truth``) as the chunk: it
+  should come out positive (useful, relevant, needed). A judge that says "no" to many of them says
+  "no" too often, whatever the run's scores look like.
+
+A negative control pairs the question of one of the run's samples with a chunk retrieved for a different
 sample. Such a chunk may happen to help (two questions about the same thing), but across many pairs a
 judge that calls most of them useful or relevant is not discriminating, whatever it says of the run's
 own chunks. No labels are needed. Controls are judged with exactly the requests the metrics send (same
@@ -15,9 +26,15 @@ same pairs whatever order its tests ran in. A pair whose question and chunk come
 an id, a reference or the question's text, or whose chunk (by text or context id) was retrieved for
 or is a reference context of the question's own sample, is never used.
 
-What a control cannot tell: a low share does not make a judge right about the run's own chunks (it
-may reject everything); a high share can also mean the golden set asks near-duplicate questions. It is
-a tripwire for a judge that says yes to everything, not a measure of agreement (see the judge check).
+What a control cannot tell: a low share of negative controls judged positive does not make a judge
+right about the run's own chunks (it may reject everything: the positive controls catch that); a high
+share can also mean the golden set asks near-duplicate questions. Controls are tripwires for a judge
+that says yes, or no, to everything, not a measure of agreement (see the judge check).
+
+Each floor states its error rates at the number of controls judged (:func:`floor_rates`): the chance
+it fails a good judge (false alarm) and passes a bad one (miss), binomial, with a good judge taken to
+get :data:`GOOD_RATE` of the controls right and a bad one :data:`BAD_RATE`. With too few controls for
+both to stay within :data:`MAX_ERROR_RATE`, the floor is not decided and the run says so.
 """
 
 from __future__ import annotations
@@ -33,25 +50,39 @@ from .._aio import gather_or_cancel
 from ..errors import JudgeError, RagMetricsError
 from ..sample import RagSample
 from ..text import normalize_text
-from .check import Floor
+from .check import CONTROLS, POSITIVE_CONTROLS, Floor
 
 if TYPE_CHECKING:
     from ..engine import Evaluator
     from ..metrics.builtin import ScoringContext
 
 __all__ = [
+    "BAD_RATE",
+    "GOOD_RATE",
+    "MAX_ERROR_RATE",
     "WARN_SHARE",
     "ControlPair",
     "ControlShare",
     "check_control_floors",
     "control_lines",
     "control_pairs",
+    "floor_rates",
     "judge_controls",
+    "positive_controls",
     "run_controls",
 ]
 
-#: Above this share of controls judged positive the run warns that the judge may not discriminate.
+#: Above this share of negative controls judged positive (below it, of positive controls) the run
+#: warns that the judge may not discriminate.
 WARN_SHARE = 0.5
+
+#: The share of controls a good judge gets right, and a bad one, for a floor's error rates: a good
+#: judge calls 5% of the negative controls useful and 95% of the positive ones; a bad one tosses a coin.
+GOOD_RATE = 0.95
+BAD_RATE = 0.5
+
+#: A floor whose false-alarm or miss rate at the controls judged is above this is not decided.
+MAX_ERROR_RATE = 0.25
 
 #: How many draws per wanted pair before giving up (a small or homogeneous golden set has few pairs).
 _DRAWS_PER_PAIR = 50
@@ -59,9 +90,14 @@ _DRAWS_PER_PAIR = 50
 
 @dataclass(frozen=True)
 class ControlPair:
-    """A question (with its sample's reference and answer) and a chunk retrieved for another sample,
-    with all that sample's contexts when none of them is related to the question's sample (an answer
-    is checked against them)."""
+    """A control: a question (with its sample's reference and answer) and a chunk, and the verdict
+    expected.
+
+    ``positive`` is False for a negative control: a chunk retrieved for another sample, with all that
+    sample's contexts when none of them is related to the question's sample (an answer is checked
+    against them); it should not be judged useful, relevant or needed. It is True for a positive
+    control: the sample's own reference offered as the chunk; it should be.
+    """
 
     question: str
     reference: str | None
@@ -71,6 +107,7 @@ class ControlPair:
     chunk_sample: str
     answer: str | None = None
     contexts: tuple[str, ...] = ()
+    positive: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +119,7 @@ class ControlPair:
             "chunk_sample": self.chunk_sample,
             "answer": self.answer,
             "contexts": list(self.contexts),
+            "positive": self.positive,
         }
 
     @classmethod
@@ -95,6 +133,7 @@ class ControlPair:
             str(data["chunk_sample"]),
             None if data.get("answer") is None else str(data["answer"]),
             tuple(str(c) for c in data.get("contexts") or ()),
+            bool(data.get("positive", False)),
         )
 
     def material(self) -> J.Material:
@@ -188,6 +227,33 @@ def control_pairs(samples: Iterable[RagSample], count: int, seed: int = 0) -> li
     return chosen
 
 
+def positive_controls(samples: Iterable[RagSample], count: int, seed: int = 0) -> list[ControlPair]:
+    """``count`` positive controls (fewer when there are not enough samples): a seeded choice of
+    samples with a ``ground_truth``, each offered its own reference as the chunk."""
+    unique: dict[str, RagSample] = {}
+    for sample in samples:
+        if sample.ground_truth and sample.ground_truth.strip():
+            unique.setdefault(
+                f"{normalize_text(sample.question)}\0{normalize_text(sample.ground_truth)}", sample
+            )
+    pool = [unique[key] for key in sorted(unique)]
+    if count < 1 or not pool:
+        return []
+    chosen = random.Random(seed).sample(pool, min(count, len(pool)))
+    return [
+        ControlPair(
+            s.question,
+            s.ground_truth,
+            "ground_truth",
+            s.ground_truth or "",
+            _name(s),
+            _name(s),
+            positive=True,
+        )
+        for s in chosen
+    ]
+
+
 @dataclass
 class ControlShare:
     """How one judgment kind's controls came out."""
@@ -197,14 +263,23 @@ class ControlShare:
     positive: int = 0
     errors: list[str] = field(default_factory=list)
     examples: list[dict[str, Any]] = field(default_factory=list)
+    #: ``negative`` controls (should not be judged positive) or ``positive`` ones (should be).
+    expected: str = "negative"
 
     @property
     def share(self) -> float | None:
+        """The share judged positive (useful, relevant, needed)."""
         return self.positive / self.judged if self.judged else None
+
+    @property
+    def wrong(self) -> int:
+        """Controls the judge got wrong: negative ones judged positive, positive ones judged not."""
+        return self.positive if self.expected == "negative" else self.judged - self.positive
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "expected": self.expected,
             "verdict": _verdict(self.kind),
             "judged": self.judged,
             "positive": self.positive,
@@ -259,7 +334,11 @@ async def judge_controls(
     wanted = [kind.name for kind in K.control_kinds() if kind.name in set(kinds)]
 
     async def one(pair: ControlPair, kind: str, number: int) -> tuple[str, ControlPair, Any]:
-        label = f"negative control {number} ({pair.question_sample!r}, a chunk of {pair.chunk_sample!r})"
+        label = (
+            f"positive control {number} ({pair.question_sample!r}, its own reference)"
+            if pair.positive
+            else f"negative control {number} ({pair.question_sample!r}, a chunk of {pair.chunk_sample!r})"
+        )
         try:
             return kind, pair, await _judge_pair(pair, K.KINDS[kind], ctx, label)
         except JudgeError as exc:
@@ -268,20 +347,23 @@ async def judge_controls(
     outcomes = await gather_or_cancel(
         *(one(pair, kind, n) for kind in wanted for n, pair in enumerate(pairs, start=1))
     )
-    shares = {kind: ControlShare(kind) for kind in wanted}
-    decided: set[tuple[str, tuple[str, ...]]] = set()
+    expected = ["negative", "positive"]
+    present = [e for e in expected if any(p.positive == (e == "positive") for p in pairs)] or ["negative"]
+    shares = {(kind, e): ControlShare(kind, expected=e) for kind in wanted for e in present}
+    decided: set[tuple[str, bool, tuple[str, ...]]] = set()
     for kind, pair, outcome in outcomes:
-        share = shares[kind]
+        share = shares[kind, "positive" if pair.positive else "negative"]
         if isinstance(outcome, JudgeError):
             share.errors.append(str(outcome))
         elif outcome is not None:
             positive, keys = outcome
-            if (kind, keys) in decided:
+            if (kind, pair.positive, keys) in decided:
                 continue  # the same judgments as a control before (one answer, one set of contexts)
-            decided.add((kind, keys))
+            decided.add((kind, pair.positive, keys))
             share.judged += 1
             if positive:
                 share.positive += 1
+            if positive != pair.positive:  # the judge got it wrong: an example to look at
                 share.examples.append(
                     {
                         "question": pair.question_sample,
@@ -292,28 +374,72 @@ async def judge_controls(
     return list(shares.values())
 
 
+def floor_rates(
+    stat: str, op: str, threshold: float, judged: int, compare: Callable[[float, str, float], bool]
+) -> tuple[float, float]:
+    """``(false alarm, miss)`` of a controls floor over ``judged`` controls: the chance it fails a good
+    judge and passes a bad one (:data:`GOOD_RATE`, :data:`BAD_RATE`; see the module docstring)."""
+    from ..stats import floor_error_rates
+
+    # A good judge calls 5% of negative controls positive and 95% of positive ones; a bad one 50%.
+    good = 1 - GOOD_RATE if stat == CONTROLS else GOOD_RATE
+    return floor_error_rates(judged, lambda k: compare(k / judged, op, threshold), good, BAD_RATE)
+
+
+def _rates_text(false_alarm: float, miss: float, judged: int) -> str:
+    return f"false alarm {false_alarm:.1%}, miss {miss:.1%} at {judged} controls"
+
+
 def check_control_floors(
     floors: Sequence[Floor], shares: Sequence[ControlShare], compare: Callable[[float, str, float], bool]
 ) -> list[dict[str, Any]]:
-    """One row per controls floor (``context_precision controls <= 0.2``): value, passed, and why."""
-    by_kind = {s.kind: s for s in shares}
+    """One row per controls floor (``context_precision controls <= 0.2``, ``context_precision
+    positive_controls >= 0.8``): value, passed, why, and its error rates at the controls judged.
+
+    A floor with too few controls for both error rates to stay within :data:`MAX_ERROR_RATE` (none
+    drawn, say) is not decided: it passes, ``skipped``, and its reason says why.
+    """
+    by_kind = {(s.kind, s.expected): s for s in shares}
     rows = []
     for floor in floors:
-        share = by_kind.get(floor.kind)
+        expected = "positive" if floor.stat == POSITIVE_CONTROLS else "negative"
+        share = by_kind.get((floor.kind, expected))
         value = share.share if share is not None else None
+        row: dict[str, Any] = {"spec": floor.spec, "kind": floor.kind, "expected": expected, "value": value}
         if floor.kind not in K.KINDS or K.KINDS[floor.kind].control is None:
-            passed, reason = False, f"there are no negative controls for {floor.kind}"
-        elif value is None:
-            passed = False
-            reason = f"no {floor.kind} control was judged (the run made no such judgment, or each failed)"
-        else:
-            assert share is not None  # a value comes from a share
-            passed = compare(value, floor.op, floor.threshold)
-            verdict = _verdict(floor.kind)
-            reason = "" if passed else f"{share.positive} of {share.judged} controls judged {verdict}"
-        rows.append(
-            {"spec": floor.spec, "kind": floor.kind, "value": value, "passed": passed, "reason": reason}
+            rows.append({**row, "passed": False, "reason": f"there are no controls for {floor.kind}"})
+            continue
+        if share is None or (share.judged == 0 and not share.errors):
+            reason = (
+                f"not decided: no {expected} {floor.kind} control was drawn (the run scored too few "
+                "samples with "
+                + ("a ground_truth" if expected == "positive" else "contexts, two unrelated ones")
+                + ", or made no such judgment)"
+            )
+            rows.append({**row, "passed": True, "skipped": True, "judged": 0, "reason": reason})
+            continue
+        if share.judged == 0:
+            reason = f"no {expected} {floor.kind} control was judged: the judge failed on each"
+            rows.append({**row, "passed": False, "judged": 0, "reason": reason})
+            continue
+        assert value is not None  # judged controls give a share
+        false_alarm, miss = floor_rates(floor.stat, floor.op, floor.threshold, share.judged, compare)
+        row.update(judged=share.judged, false_alarm=false_alarm, miss=miss)
+        rates = _rates_text(false_alarm, miss, share.judged)
+        if max(false_alarm, miss) > MAX_ERROR_RATE:
+            reason = (
+                f"not decided: too few controls ({share.judged}) to tell a good judge from a bad one "
+                f"({rates}); score more samples or ask for more controls"
+            )
+            rows.append({**row, "passed": True, "skipped": True, "reason": reason})
+            continue
+        passed = compare(value, floor.op, floor.threshold)
+        verdict = _verdict(floor.kind)
+        said = verdict if expected == "negative" else f"not {verdict}"
+        reason = (
+            rates if passed else f"{share.wrong} of {share.judged} {expected} controls judged {said}; {rates}"
         )
+        rows.append({**row, "passed": passed, "reason": reason})
     return rows
 
 
@@ -343,14 +469,29 @@ def run_controls(
         f"{s.positive} of {s.judged} negative controls ({s.share:.0%}) were judged {_verdict(s.kind)} "
         f"for {s.kind}: above {WARN_SHARE:.0%}, the judge may not be discriminating"
         for s in shares
-        if s.share is not None and s.share > WARN_SHARE
+        if s.expected == "negative" and s.share is not None and s.share > WARN_SHARE
     ]
-    if wanted is not None and len(pairs) < wanted:
-        warnings.insert(
-            0,
-            f"only {len(pairs)} of the {wanted} negative controls asked for could be drawn: controls pair "
-            "the samples of golden sets (tests taking rag_sample), and need two unrelated ones",
-        )
+    warnings += [
+        f"{s.wrong} of {s.judged} positive controls ({1 - s.share:.0%}) were judged not {_verdict(s.kind)} "
+        f"for {s.kind} (each a sample's own reference offered as the chunk): above {WARN_SHARE:.0%}, the "
+        "judge says no too often"
+        for s in shares
+        if s.expected == "positive" and s.share is not None and 1 - s.share > WARN_SHARE
+    ]
+    if wanted is not None:
+        shortfalls = []
+        for expected, what in (
+            (False, "negative controls pair two unrelated samples the run scored, with contexts"),
+            (True, "positive controls need samples the run scored with a ground_truth"),
+        ):
+            drawn = sum(1 for p in pairs if p.positive == expected)
+            if drawn < wanted:
+                name = "positive" if expected else "negative"
+                shortfalls.append(
+                    f"only {drawn} of the {wanted} {name} controls asked for could be drawn: {what}"
+                )
+        warnings = shortfalls + warnings
+    warnings += [f"controls floor {r['spec']}: {r['reason']}" for r in rows if r.get("skipped")]
     return {
         **section,
         "kinds": [s.to_json() for s in shares],
@@ -364,15 +505,15 @@ def run_controls(
 def control_lines(section: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The run's closing lines on its negative controls, each with its colour."""
     if section.get("error"):
-        return [(f"ragmetrics negative controls could not be judged: {section['error']}", "red")]
+        return [(f"ragmetrics controls could not be judged: {section['error']}", "red")]
     lines = []
     for k in section.get("kinds") or []:
         share = "-" if k.get("share") is None else f"{k['share']:.0%}"
         errors = f", {k['errors']} not judged" if k.get("errors") else ""
         lines.append(
             (
-                f"ragmetrics negative controls: {k['kind']}: {k['positive']} of {k['judged']} judged "
-                f"{k['verdict']} ({share}){errors}",
+                f"ragmetrics {k.get('expected', 'negative')} controls: {k['kind']}: {k['positive']} of "
+                f"{k['judged']} judged {k['verdict']} ({share}){errors}",
                 "bold",
             )
         )

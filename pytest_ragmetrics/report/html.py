@@ -299,14 +299,15 @@ def _judge_check(check: Mapping[str, Any], warnings: list[Mapping[str, Any]]) ->
 
 def _controls(section: Mapping[str, Any]) -> str:
     head = (
-        f"<p>{_e(format_count(section.get('pairs', 0)))} pairs of a question with a chunk retrieved for an "
-        f"unrelated sample, judge {_e(section.get('model') or '?')}: a judge that tells chunks apart finds "
-        "few of them useful, relevant or needed.</p>"
+        f"<p>{_e(format_count(section.get('pairs', 0)))} controls, judge {_e(section.get('model') or '?')}: "
+        "negative ones pair a question with a chunk retrieved for an unrelated sample (a judge that tells "
+        "chunks apart finds few of them useful, relevant or needed), positive ones offer a sample its own "
+        "reference (it finds nearly all so).</p>"
     )
     if section.get("error"):
         return (
-            f'<section id="judge-controls"><h2>Negative controls</h2>{head}'
-            f'<p class="bad">The negative controls could not be judged: {_e(section["error"])}</p></section>'
+            f'<section id="judge-controls"><h2>Controls</h2>{head}'
+            f'<p class="bad">The controls could not be judged: {_e(section["error"])}</p></section>'
         )
     kinds = list(section.get("kinds") or [])
     rows = "".join(
@@ -328,7 +329,7 @@ def _controls(section: Mapping[str, Any]) -> str:
         for f in section.get("floors") or []
     )
     return (
-        f'<section id="judge-controls"><h2>Negative controls</h2>{head}<table><thead><tr><th>Kind</th>'
+        f'<section id="judge-controls"><h2>Controls</h2>{head}<table><thead><tr><th>Kind</th>'
         f'<th>Judged</th><th class="num">Not judged</th></tr></thead><tbody>{rows}</tbody></table>'
         + (f"<ul>{reasons}</ul>" if reasons else "")
         + warnings
@@ -634,7 +635,7 @@ def to_html(
         if check and not check.get("passed"):
             bits.append("the judge check failed")
         if controls_failed(report):
-            bits.append("the negative controls failed")
+            bits.append("the controls failed")
         if cap_stop(report):
             bits.append("the judge spending cap stopped the run")
         if baseline_refused(report):

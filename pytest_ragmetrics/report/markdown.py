@@ -116,7 +116,7 @@ def _headline(report: Mapping[str, Any]) -> str:
     if check and not check.get("passed"):
         parts.append("the judge check failed")
     if controls_failed(report):
-        parts.append("the negative controls failed")
+        parts.append("the controls failed")
     if cap_stop(report):
         parts.append("the judge spending cap stopped the run")
     if baseline_refused(report):
@@ -399,17 +399,18 @@ def _judge_check(check: Mapping[str, Any]) -> list[str]:
 
 
 def _controls(section: Mapping[str, Any]) -> list[str]:
-    lines = ["### Negative controls", ""]
+    lines = ["### Controls", ""]
     lines += [
-        f"{format_count(section.get('pairs', 0))} pairs of a question with a chunk retrieved for an "
-        f"unrelated sample, judge {escape_markdown(section.get('model') or '?')}: a judge that tells "
-        "chunks apart finds few of them useful, relevant or needed.",
+        f"{format_count(section.get('pairs', 0))} controls, judge "
+        f"{escape_markdown(section.get('model') or '?')}: negative ones pair a question with a chunk "
+        "retrieved for an unrelated sample (a judge that tells chunks apart finds few of them useful, "
+        "relevant or needed), positive ones offer a sample its own reference (it finds nearly all so).",
         "",
     ]
     if section.get("error"):
         return [
             *lines,
-            f"**FAIL**: the negative controls could not be judged: {escape_markdown(section['error'])}",
+            f"**FAIL**: the controls could not be judged: {escape_markdown(section['error'])}",
             "",
         ]
     rows = [
@@ -429,7 +430,7 @@ def _controls(section: Mapping[str, Any]) -> list[str]:
     for floor in section.get("floors") or []:
         status = "PASS" if floor.get("passed") else "**FAIL**"
         text = f"- {status} {escape_markdown(floor.get('spec', '?'))}: {_score(floor.get('value'))}"
-        if not floor.get("passed") and floor.get("reason"):
+        if floor.get("reason"):
             text += f" ({escape_markdown(floor['reason'])})"
         lines.append(text)
     return [*lines, ""]

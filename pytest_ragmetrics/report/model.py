@@ -372,13 +372,24 @@ class JudgeCheck(TypedDict, total=False):
 
 
 class ControlFloor(TypedDict, total=False):
-    """One negative-controls floor (``context_precision controls <= 0.2``) and how it came out."""
+    """One controls floor (``context_precision controls <= 0.2``, ``context_precision
+    positive_controls >= 0.8``) and how it came out."""
 
     spec: str
     kind: str
+    #: ``negative`` or ``positive`` controls.
+    expected: str
+    #: The share of those controls judged useful / relevant / needed.
     value: float | None
     passed: bool
     reason: str | None
+    #: The controls judged, and the floor's error rates at that number: the chance it fails a good
+    #: judge (``false_alarm``) and passes a bad one (``miss``).
+    judged: int
+    false_alarm: float
+    miss: float
+    #: Too few controls to decide: the floor passes and its reason says so.
+    skipped: bool
 
 
 class JudgeControls(TypedDict, total=False):
@@ -1009,13 +1020,15 @@ def controls_failed(report: Mapping[str, Any]) -> bool:
 
 
 def control_share(kind: Mapping[str, Any]) -> str:
-    """``3 of 12 judged useful (25%)``: how one judgment kind's negative controls came out."""
+    """``3 of 12 judged useful (25%)``: how one judgment kind's negative controls came out;
+    ``positive controls: 11 of 12 judged useful (92%)`` for its positive ones."""
     share = kind.get("share")
     percent = "-" if not isinstance(share, (int, float)) else f"{share:.0%}"
-    return (
+    text = (
         f"{format_count(kind.get('positive', 0))} of {format_count(kind.get('judged', 0))} judged "
         f"{kind.get('verdict', '?')} ({percent})"
     )
+    return f"positive controls: {text}" if kind.get("expected") == "positive" else text
 
 
 def judge_figures(judge: Mapping[str, Any], *, include_timing: bool = True) -> list[tuple[str, str]]:

@@ -381,7 +381,7 @@ def controls_failures(report: Mapping[str, Any]) -> list[str]:
     (worded as the run's closing lines)."""
     section = (report.get("summary") or {}).get("judge_controls") or {}
     if section.get("error"):
-        return [f"ragmetrics negative controls could not be judged: {_one_line(section['error'])}"]
+        return [f"ragmetrics controls could not be judged: {_one_line(section['error'])}"]
     return [
         f"ragmetrics controls floor failed: {floor.get('spec')} ({floor.get('reason')})"
         for floor in section.get("floors") or []
