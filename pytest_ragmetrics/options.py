@@ -345,9 +345,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "judge_controls",
         _number(int, 0),
-        "judge N negative controls at the end of the run (a question with a chunk retrieved for another "
-        "sample) and report the share judged useful / relevant / needed; floors like "
-        "'context_precision controls <= 0.2' go in rag_judge_agreement",
+        "judge N negative controls (a question with a chunk retrieved for another sample) and N positive "
+        "ones (a sample's own reference as the chunk) at the end of the run, drawn from the samples it "
+        "scored, and report the shares judged useful / relevant / needed; floors like "
+        "'context_precision controls <= 0.2' or 'context_precision positive_controls >= 0.8' go in "
+        "rag_judge_agreement",
         "N",
     ),
     Option(

@@ -74,7 +74,7 @@ class RagmetricsSession:
         self.labelled_set: list[LabelledItem] | None = None
         self.floors: list[Floor] = []
         self.judge_check: dict[str, Any] | None = None
-        #: The negative controls (``judge_controls``): the pairs to judge, and the outcome.
+        #: The controls (``judge_controls``): their outcome.
         #: The samples the run scored, for drawing the controls (with rag_judge_controls only).
         self.control_pool: SamplePool | None = None
         self.controls: dict[str, Any] | None = None
@@ -673,7 +673,8 @@ class RagmetricsSession:
         self.final_report = report
 
     def _judge_controls(self) -> dict[str, Any] | None:
-        """Judge the negative controls for the judgment kinds the run used; the report's section."""
+        """Judge the negative and positive controls, drawn from the samples the run scored, for the
+        judgment kinds the run used; the report's section."""
         from .calibration.check import CONTROL_STATISTICS
         from .calibration.controls import control_pairs, positive_controls, run_controls
 
