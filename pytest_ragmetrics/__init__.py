@@ -1,4 +1,4 @@
-"""pytest-ragmetrics: regression tests for the retrieval half of RAG systems.
+"""pytest-ragmetrics: regression tests for RAG systems, the retrieval half and the answer.
 
 Importing this package is cheap and has no side effects: the public names below are loaded on first
 access, and the judge's heavy dependencies (openai, nltk, diskcache) only when a judgment is needed.
@@ -19,6 +19,9 @@ _EXPORTS: dict[str, str] = {
     "context_precision": "engine",
     "context_recall": "engine",
     "context_relevance": "engine",
+    "faithfulness": "engine",
+    "answer_relevancy": "engine",
+    "answer_correctness": "engine",
     "evaluate": "engine",
     "aevaluate": "engine",
     "Evaluator": "engine",
@@ -27,6 +30,9 @@ _EXPORTS: dict[str, str] = {
     "assert_context_precision": "assertions",
     "assert_context_recall": "assertions",
     "assert_context_relevance": "assertions",
+    "assert_faithfulness": "assertions",
+    "assert_answer_relevancy": "assertions",
+    "assert_answer_correctness": "assertions",
     "assert_metric": "assertions",
     "ScoreCheck": "assertions",
     "SampleLoadError": "loaders",
@@ -66,19 +72,25 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover
     from .assertions import (
         ScoreCheck,
+        assert_answer_correctness,
+        assert_answer_relevancy,
         assert_context_precision,
         assert_context_recall,
         assert_context_relevance,
+        assert_faithfulness,
         assert_metric,
     )
     from .engine import (
         EvaluationResult,
         Evaluator,
         aevaluate,
+        answer_correctness,
+        answer_relevancy,
         context_precision,
         context_recall,
         context_relevance,
         evaluate,
+        faithfulness,
     )
     from .errors import (
         ConfigError,

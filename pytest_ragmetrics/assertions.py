@@ -59,6 +59,10 @@ class _Comparable:
     def _subject_name(self) -> str:
         raise NotImplementedError
 
+    def _unscored(self) -> str | None:
+        """Why there is no value to compare (every sample had no claims), or None."""
+        return None
+
     def _used(self) -> None:
         """The check was compared (even with a threshold refused): no "never compared" warning."""
 
@@ -68,8 +72,9 @@ class _Comparable:
         if self.bounded:
             self._used()
             _check_range(self._subject_name(), threshold)
+        # No score to compare (an answer without claims): the check fails, saying so.
         # The same float-noise tolerance as the gates: a mean of 0.7999999999999999 meets >= 0.8.
-        passed = compare(self.value, op, threshold)
+        passed = self._unscored() is None and compare(self.value, op, threshold)
         self._record(op, threshold, passed)
         if not passed:
             raise AssertionError(self._failure(op, threshold))
@@ -121,7 +126,24 @@ class ScoreCheck(_Comparable):
         self.single = single
         self.where = where
         self.compared = False
-        self.value = results[0].score if single else math.fsum(r.score for r in results) / len(results)
+        #: The results with a score; the others have an outcome instead (``no_claims``) and are
+        #: counted apart from the statistics.
+        self.scored = [r for r in results if r.scored]
+        scores = [r.score for r in self.scored]
+        self.value = math.fsum(scores) / len(scores) if scores else 0.0
+
+    @property
+    def unscored(self) -> list[MetricResult]:
+        """The results without a score (an answer without claims), in sample order."""
+        return [r for r in self.results if not r.scored]
+
+    def _unscored(self) -> str | None:
+        if self.scored:
+            return None
+        outcomes = sorted({str(r.outcome).replace("_", " ") for r in self.results})
+        if self.single:
+            return self.results[0].explanation or outcomes[0]
+        return f"none of the {len(self.results)} samples has a score ({', '.join(outcomes)})"
 
     # -- what users read ---------------------------------------------------------------------
     @property
@@ -153,26 +175,32 @@ class ScoreCheck(_Comparable):
     def mean(self) -> Stat:
         return Stat(self, "mean", self.value)
 
+    def _scores(self) -> list[float]:
+        return [r.score for r in self.scored]
+
     def min(self) -> Stat:
-        return Stat(self, "min", min(r.score for r in self.results))
+        return Stat(self, "min", min(self._scores(), default=0.0))
 
     def max(self) -> Stat:
-        return Stat(self, "max", max(r.score for r in self.results))
+        return Stat(self, "max", max(self._scores(), default=0.0))
 
     def quantile(self, q: float) -> Stat:
-        return Stat(self, f"quantile({q:g})", quantile([r.score for r in self.results], q))
+        return Stat(self, f"quantile({q:g})", quantile(self._scores(), q) if self.scored else 0.0)
 
     def pass_rate(self, threshold: float) -> Stat:
-        """Share of samples whose score is at least ``threshold``."""
+        """Share of the samples with a score whose score is at least ``threshold`` (samples without
+        claims are counted apart, in the failure message and the report)."""
         t = _threshold(threshold)
         if self.bounded:
             self.compared = True
             _check_range(self.name, t)
-        rate = sum(1 for r in self.results if compare(r.score, ">=", t)) / len(self.results)
+        scores = self._scores()
+        rate = sum(1 for v in scores if compare(v, ">=", t)) / len(scores) if scores else 0.0
         return Stat(self, f"pass_rate(>={t:g})", rate)
 
     def __repr__(self) -> str:
-        return f"<ScoreCheck {self.name} {self.stat}={self.value:.4g} over {len(self.results)} sample(s)>"
+        value = f"{self.value:.4g}" if self._unscored() is None else "no score"
+        return f"<ScoreCheck {self.name} {self.stat}={value} over {len(self.results)} sample(s)>"
 
     # -- failure message and record ---------------------------------------------------------------
     def _subject(self, stat: str) -> str:
@@ -182,7 +210,19 @@ class ScoreCheck(_Comparable):
         return f"{self.name} {stat} over {len(self.results)} samples"
 
     def failure_message(self, stat: str, value: float, op: str, threshold: float) -> str:
-        lines = [f"{self._subject(stat)} = {value:.3f}, expected {op} {threshold:g}"]
+        missing = self._unscored()
+        if missing is not None:
+            lines = [f"{self._subject(stat)} has no score, expected {op} {threshold:g}", f"  why: {missing}"]
+            if not self.single:
+                lines += [f"  - {r.sample_id}: {_short(r.explanation, 140)}" for r in self.unscored[:5]]
+            return "\n".join(lines)
+        unscored = self.unscored
+        apart = ""
+        if unscored and not self.single:
+            ids = ", ".join(str(r.sample_id) for r in unscored[:5]) + (", ..." if len(unscored) > 5 else "")
+            outcomes = ", ".join(sorted({str(r.outcome).replace("_", " ") for r in unscored}))
+            apart = f" ({len(unscored)} more without a score, {outcomes}: {ids})"
+        lines = [f"{self._subject(stat)} = {value:.3f}, expected {op} {threshold:g}{apart}"]
         if self.single:
             r = self.results[0]
             if r.mode:
@@ -191,6 +231,8 @@ class ScoreCheck(_Comparable):
             bad = r.failing_verdicts() if op in (">=", ">") else [v for v in r.verdicts if v.value > 0]
             for v in bad[:10]:
                 where = f" (rank {v.rank})" if v.rank is not None and v.item != "chunk" else ""
+                if v.chunks:
+                    where += f" (chunk{'s' if len(v.chunks) > 1 else ''} {', '.join(map(str, v.chunks))})"
                 lines.append(f"  - {v.item} {v.index}{where} [{v.label}] {_short(v.text, 70)!r}")
                 if v.reason:
                     lines.append(f"      judge: {_short(v.reason, 160)}")
@@ -200,7 +242,7 @@ class ScoreCheck(_Comparable):
             if len(bad) > 10:
                 lines.append(f"  ... and {len(bad) - 10} more")
         else:
-            worst = sorted(self.results, key=lambda r: (r.score, str(r.sample_id)))
+            worst = sorted(self.scored, key=lambda r: (r.score, str(r.sample_id)))
             if op in ("<=", "<"):
                 worst.reverse()
             lines.append("  worst samples:")
@@ -220,13 +262,20 @@ class ScoreCheck(_Comparable):
         if scope is None:
             return
         first = self.results[0]
+        unscored = self.unscored
+        apart: dict[str, Any] = {}
+        if self.single and unscored:
+            apart["outcome"] = first.outcome
+        elif unscored:
+            apart["no_claims"] = len(unscored)
         scope.record(
             {
                 "nodeid": scope.nodeid,
                 "metric": first.metric,
                 "method": first.method,
                 "stat": stat,
-                "score": value,
+                "score": value if self.scored else None,
+                **apart,
                 "op": op,
                 "threshold": threshold,
                 "passed": passed,
@@ -241,9 +290,18 @@ class ScoreCheck(_Comparable):
         )
 
     def _failure_or_summary(self, stat: str, value: float) -> str:
-        worst = min(self.results, key=lambda r: (r.score, str(r.sample_id)))
-        n = len(self.results)
-        return f"{stat} {value:.3f} over {n} samples; lowest {worst.sample_id}: {worst.score:.3f}"
+        missing = self._unscored()
+        if missing is not None:
+            return missing
+        worst = min(self.scored, key=lambda r: (r.score, str(r.sample_id)))
+        n = len(self.scored)
+        text = f"{stat} {value:.3f} over {n} samples; lowest {worst.sample_id}: {worst.score:.3f}"
+        unscored = self.unscored
+        if unscored:
+            text += f"; {len(unscored)} without a score (no claims): " + ", ".join(
+                str(r.sample_id) for r in unscored[:5]
+            )
+        return text
 
 
 class Stat(_Comparable):
@@ -262,6 +320,9 @@ class Stat(_Comparable):
 
     def _subject_name(self) -> str:
         return f"{self.check.name} {self.stat}"
+
+    def _unscored(self) -> str | None:
+        return self.check._unscored()
 
     def _record(self, op: str, threshold: float, passed: bool) -> None:
         self.check.record(self.stat, self.value, op, threshold, passed)
@@ -399,6 +460,30 @@ def assert_context_relevance(
     """Judge context relevance (``method``: graded, sentence, binary or any); compare with a threshold."""
     __tracebackhide__ = True
     return _make_check(samples, "context_relevance", method, evaluator)
+
+
+def assert_faithfulness(
+    samples: RagSample | Sequence[RagSample], method: str | None = None, *, evaluator: Any = None
+) -> ScoreCheck:
+    """Judge faithfulness (``method``: supported, the default, or not_contradicted); compare with a
+    threshold: ``... >= 0.9``. An answer without claims has no score: the comparison fails saying so."""
+    __tracebackhide__ = True
+    return _make_check(samples, "faithfulness", method, evaluator)
+
+
+def assert_answer_relevancy(samples: RagSample | Sequence[RagSample], *, evaluator: Any = None) -> ScoreCheck:
+    """Judge answer relevancy; compare with a threshold: ``... >= 0.5``."""
+    __tracebackhide__ = True
+    return _make_check(samples, "answer_relevancy", None, evaluator)
+
+
+def assert_answer_correctness(
+    samples: RagSample | Sequence[RagSample], method: str | None = None, *, evaluator: Any = None
+) -> ScoreCheck:
+    """Judge answer correctness (``method``: f1, the default, precision or recall); compare with a
+    threshold: ``... >= 0.7``. An answer without claims has no score: the comparison fails saying so."""
+    __tracebackhide__ = True
+    return _make_check(samples, "answer_correctness", method, evaluator)
 
 
 def assert_metric(

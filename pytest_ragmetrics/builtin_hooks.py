@@ -52,9 +52,10 @@ def pytest_ragmetrics_make_splitter(settings: Settings) -> Splitter:
 
 @hookimpl
 def pytest_ragmetrics_metrics() -> list[Metric]:
+    from .metrics.answer_metrics import answer_metrics
     from .metrics.builtin import builtin_metrics
 
-    return builtin_metrics()
+    return [*builtin_metrics(), *answer_metrics()]
 
 
 def plugin_manager() -> pluggy.PluginManager:

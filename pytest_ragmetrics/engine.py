@@ -161,8 +161,17 @@ class EvaluationResult:
         return self.results[sample_id]
 
     def scores(self, metric: str) -> list[float]:
-        """Per-sample scores of one metric name (``context_relevance[graded]`` form), in sample order."""
-        return [r[metric].score for r in self.results.values() if metric in r]
+        """Per-sample scores of one metric name (``context_relevance[graded]`` form), in sample order;
+        samples without a score (``no_claims``) are left out (see :meth:`outcomes`)."""
+        return [r[metric].score for r in self.results.values() if metric in r and r[metric].scored]
+
+    def outcomes(self, metric: str) -> dict[str, str]:
+        """Sample id -> outcome of the samples of one metric name that have no score (``no_claims``)."""
+        return {
+            sid: str(r[metric].outcome)
+            for sid, r in self.results.items()
+            if metric in r and r[metric].outcome is not None
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -620,7 +629,7 @@ class Evaluator:
             raise next(e for es in failed.values() for e in es.values())
         labels = list(dict.fromkeys(spelled[spec] for spec in specs if spec in spelled))
         aggregates = {
-            label: aggregate(results[sid][label].score for sid in ids if label in results[sid])
+            label: _aggregate([results[sid][label] for sid in ids if label in results[sid]])
             for label in labels
         }
         return EvaluationResult(list(samples), results, aggregates, failed)
@@ -691,6 +700,12 @@ class Evaluator:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _aggregate(results: Sequence[MetricResult]) -> dict[str, Any]:
+    """n, mean, min, max over the scored results; ``no_claims`` counts those without a score."""
+    unscored = sum(1 for r in results if not r.scored)
+    return aggregate((r.score for r in results if r.scored), no_claims=unscored)
 
 
 DEFAULT_METRICS = ("context_precision", "context_recall", "context_relevance[graded]")
@@ -828,6 +843,29 @@ def context_relevance(
 ) -> MetricResult:
     """Relevance of the chunks to the question; ``method`` is graded (default), sentence, binary or any."""
     return (evaluator or get_evaluator()).score(sample, "context_relevance", method)
+
+
+def faithfulness(
+    sample: RagSample, method: str | None = None, *, evaluator: Evaluator | None = None
+) -> MetricResult:
+    """Share of the answer's claims the retrieved contexts support (``method="supported"``, the
+    default) or do not contradict (``method="not_contradicted"``); ``outcome == "no_claims"`` for an
+    answer without claims."""
+    return (evaluator or get_evaluator()).score(sample, "faithfulness", method)
+
+
+def answer_relevancy(sample: RagSample, *, evaluator: Evaluator | None = None) -> MetricResult:
+    """Whether the answer addresses the question: 0 when it is non-committal, else the judge's 0-2
+    rating / 2 (no embedding model)."""
+    return (evaluator or get_evaluator()).score(sample, "answer_relevancy")
+
+
+def answer_correctness(
+    sample: RagSample, method: str | None = None, *, evaluator: Evaluator | None = None
+) -> MetricResult:
+    """Claim-level agreement of the answer with the ground truth: ``method`` f1 (default),
+    precision or recall; ``outcome == "no_claims"`` for an answer without claims."""
+    return (evaluator or get_evaluator()).score(sample, "answer_correctness", method)
 
 
 def evaluate(

@@ -295,6 +295,7 @@ def evaluate_gates(
     partial: bool = False,
     corrected: Mapping[tuple[str, str | None], Mapping[str, Any]] | None = None,
     run_samples: int = 0,
+    no_claims: Mapping[tuple[str, str | None], int] | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate ``gates`` against every per-sample score of the run, keyed by ``(metric, method)``.
 
@@ -313,6 +314,10 @@ def evaluate_gates(
     (``pytest -k x``, named test paths, ``report merge --allow-partial``): then a gate over a metric
     that selection never scored says nothing about it, and is reported as skipped (``skipped:
     True``), as regression gates are.
+
+    ``no_claims`` counts, per ``(metric, method)``, the evaluations without a score because the answer
+    made no claim: the statistic is over the scored samples (``n``), and the row says how many had no
+    claims (``no_claims``, when there are some). A gate whose samples all had no claims fails.
     """
     rows: list[dict[str, Any]] = []
     for gate in gates:
@@ -322,11 +327,14 @@ def evaluate_gates(
         scores = _scores_for(gate, per_sample_scores)
         value = compute_stat(gate.stat, scores)
         label = format_metric(gate.metric, gate.method)
+        unscored = (no_claims or {}).get(gate.key, 0)
         if value is None:
             passed = False
             margin = None
             reason: str | None = not_measured_reason(label, run_samples)
-            if partial:
+            if unscored:
+                reason = f"no evaluation of {label} has a score: all {unscored} had no claims"
+            elif partial:
                 passed, reason = True, f"not evaluated: {reason} (partial run)"
         else:
             # 12 decimals: drop float noise (0.7999999999999999) without touching real differences.
@@ -347,8 +355,9 @@ def evaluate_gates(
                 "passed": passed,
                 "margin": margin,
                 "reason": reason,
-                **({"not_measured": run_samples} if value is None else {}),
-                **({"skipped": True} if value is None and partial else {}),
+                **({"not_measured": run_samples} if value is None and not unscored else {}),
+                **({"no_claims": unscored} if unscored else {}),
+                **({"skipped": True} if value is None and partial and not unscored else {}),
             }
         )
     return rows

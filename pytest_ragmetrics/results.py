@@ -14,10 +14,12 @@ from .stats import mean
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """What the judge decided for one item (a chunk, a chunk sentence, or a reference sentence).
+    """What the judge decided for one item (a chunk, a chunk sentence, a reference sentence, or a claim
+    of an answer or a reference).
 
     ``index`` is 1-based within its kind of item; ``rank`` is the chunk's retrieval rank (1 = first)
     when the item is or belongs to a chunk. ``value`` is the item's contribution in [0, 1].
+    ``chunks`` are the ranks of the retrieved chunks that support or contradict a claim.
     """
 
     item: str
@@ -30,6 +32,7 @@ class Verdict:
     extracted: tuple[str, ...] = ()
     cached: bool = True
     models: Mapping[str, float] | None = None
+    chunks: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -45,12 +48,14 @@ class Verdict:
             out["extracted"] = list(self.extracted)
         if self.models:
             out["models"] = dict(self.models)
+        if self.chunks:
+            out["chunks"] = list(self.chunks)
         return out
 
 
 def _as_float(other: object) -> float:
     if isinstance(other, MetricResult):
-        return other.score
+        return other.number()
     if isinstance(other, bool) or not isinstance(other, (int, float)):
         raise TypeError(f"cannot compare a MetricResult with {type(other).__name__}: {other!r}")
     return float(other)
@@ -58,7 +63,7 @@ def _as_float(other: object) -> float:
 
 def _comparison(op: Callable[[float, float], bool]) -> Callable[[MetricResult, object], bool]:
     def compare(self: MetricResult, other: object) -> bool:
-        return op(self.score, _as_float(other))
+        return op(self.number(), _as_float(other))
 
     return compare
 
@@ -68,7 +73,7 @@ def _arithmetic(
 ) -> Callable[[MetricResult, object], float]:
     def apply(self: MetricResult, other: object) -> float:
         value = _as_float(other)
-        return op(value, self.score) if reflected else op(self.score, value)
+        return op(value, self.number()) if reflected else op(self.number(), value)
 
     return apply
 
@@ -79,6 +84,11 @@ class MetricResult:
 
     Behaves as a float: ``float(r)``, ``r >= 0.8``, ``r + 1``, ``round(r, 2)``. ``cached`` is true when
     no judge call was needed (every judgment came from the cache or the store, or none was needed).
+
+    ``outcome`` is ``None`` for a score. A claim-based metric of an answer without claims has the
+    outcome ``"no_claims"`` instead: it has no score (``score`` holds 0.0 and means nothing; the JSON
+    form says ``"score": null``), using it as a number raises ``ValueError``, and statistics count it
+    apart from the scored samples.
     """
 
     score: float
@@ -110,6 +120,8 @@ class MetricResult:
     #: With a labelled set (the judge check's): the score the person's verdicts give this sample by
     #: the same formula, when every judgment behind it is labelled; else None (filled in by the engine).
     labelled: float | None = None
+    #: ``None`` for a score; ``"no_claims"`` when a claim-based metric's answer made no claim.
+    outcome: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.score, bool) or not isinstance(self.score, (int, float)) or math.isnan(self.score):
@@ -123,6 +135,18 @@ class MetricResult:
         return f"{self.metric}[{self.method}]" if self.method else self.metric
 
     @property
+    def scored(self) -> bool:
+        """True for a score; False for an outcome without one (``no_claims``)."""
+        return self.outcome is None
+
+    def number(self) -> float:
+        """The score; ``ValueError`` for an outcome without one, never a silent 0."""
+        if self.outcome is not None:
+            sample = f" of sample {self.sample_id!r}" if self.sample_id is not None else ""
+            raise ValueError(f"{self.name}{sample} has no score: {self.outcome.replace('_', ' ')}")
+        return self.score
+
+    @property
     def spread(self) -> float | None:
         """With several judge models: the largest minus the smallest per-model score."""
         if not self.models:
@@ -130,22 +154,24 @@ class MetricResult:
         return max(self.models.values()) - min(self.models.values())
 
     def __float__(self) -> float:
-        return float(self.score)
+        return float(self.number())
 
     def __round__(self, ndigits: int | None = None) -> float:
-        return round(self.score, ndigits)
+        return round(self.number(), ndigits)
 
     def __format__(self, spec: str) -> str:
+        if self.outcome is not None:
+            return format(self.outcome.replace("_", " "), "")
         return format(self.score, spec)
 
     def __neg__(self) -> float:
-        return -self.score
+        return -self.number()
 
     def __pos__(self) -> float:
-        return self.score
+        return self.number()
 
     def __abs__(self) -> float:
-        return abs(self.score)
+        return abs(self.number())
 
     __lt__ = _comparison(operator.lt)
     __le__ = _comparison(operator.le)
@@ -154,9 +180,14 @@ class MetricResult:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, MetricResult):
-            return self.score == other.score and self.metric == other.metric and self.method == other.method
+            return (
+                self.score == other.score
+                and self.outcome == other.outcome
+                and self.metric == other.metric
+                and self.method == other.method
+            )
         if isinstance(other, (int, float)) and not isinstance(other, bool):
-            return self.score == other
+            return self.outcome is None and self.score == other
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -175,7 +206,8 @@ class MetricResult:
 
     def __repr__(self) -> str:
         sample = f", sample={self.sample_id!r}" if self.sample_id is not None else ""
-        return f"MetricResult({self.name}={self.score:.4g}{sample})"
+        value = f"{self.score:.4g}" if self.outcome is None else self.outcome
+        return f"MetricResult({self.name}={value}{sample})"
 
     def failing_verdicts(self) -> list[Verdict]:
         """The verdicts that pulled the score below 1, in item order."""
@@ -185,7 +217,7 @@ class MetricResult:
         """Plain-JSON form used by the reports."""
         return {
             "id": self.sample_id,
-            "score": self.score,
+            "score": self.score if self.outcome is None else None,
             "explanation": self.explanation,
             "mode": self.mode,
             "cached": self.cached,
@@ -200,6 +232,8 @@ class MetricResult:
 
     def _optional(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        if self.outcome is not None:
+            out["outcome"] = self.outcome
         if self.labels_found is not None:
             out["labels_found"] = self.labels_found
         if self.labelled is not None:
@@ -209,16 +243,25 @@ class MetricResult:
     def score_json(self) -> dict[str, Any]:
         """The part of :meth:`to_json` a run's summary and gates read: the score and what tells the
         sample apart, without the verdicts (what a run keeps when no report shows them)."""
-        return {"id": self.sample_id, "score": self.score, "key": self.sample_key} | self._optional()
+        return {
+            "id": self.sample_id,
+            "score": self.score if self.outcome is None else None,
+            "key": self.sample_key,
+        } | self._optional()
 
 
-def aggregate(scores: Iterable[float]) -> dict[str, Any]:
+def aggregate(scores: Iterable[float], no_claims: int = 0) -> dict[str, Any]:
     """``{"n", "mean", "min", "max"}`` of ``scores``; with no scores n is 0 and the statistics are None
-    (not NaN). The mean is :func:`pytest_ragmetrics.stats.mean`, the one mean of every path."""
+    (not NaN). The mean is :func:`pytest_ragmetrics.stats.mean`, the one mean of every path.
+
+    ``no_claims`` counts the evaluations of a claim-based metric whose answer had no claims: they are
+    not in ``scores``, and are reported beside n (only when there are some).
+    """
     values = [float(s) for s in scores]
     if any(not math.isfinite(v) for v in values):
         # A NaN would make every comparison False and every mean NaN: a scoring bug, not a score.
         raise ValueError(f"scores must be finite numbers, got {values!r}")
+    extra = {"no_claims": no_claims} if no_claims else {}
     if not values:
-        return {"n": 0, "mean": None, "min": None, "max": None}
-    return {"n": len(values), "mean": mean(values), "min": min(values), "max": max(values)}
+        return {"n": 0, "mean": None, "min": None, "max": None, **extra}
+    return {"n": len(values), "mean": mean(values), "min": min(values), "max": max(values), **extra}

@@ -220,10 +220,23 @@ BUILTIN_CATALOG = MetricCatalog(
         "context_recall": ("sentence", "claims"),
         "context_relevance": ("graded", "sentence", "binary", "any"),
         **dict.fromkeys(LABEL_METRICS, ()),
+        "faithfulness": ("supported", "not_contradicted"),
+        "answer_relevancy": (),
+        "answer_correctness": ("f1", "precision", "recall"),
     },
     frozenset(LABEL_METRICS),
-    plain={"context_recall": "sentence"},
-    bounded=frozenset({"context_precision", "context_recall", "context_relevance", *LABEL_METRICS}),
+    plain={"context_recall": "sentence", "faithfulness": "supported", "answer_correctness": "f1"},
+    bounded=frozenset(
+        {
+            "context_precision",
+            "context_recall",
+            "context_relevance",
+            *LABEL_METRICS,
+            "faithfulness",
+            "answer_relevancy",
+            "answer_correctness",
+        }
+    ),
 )
 
 

@@ -89,10 +89,10 @@ def test_parse_gate_rejects_malformed_lines_naming_the_line_and_the_form(line, w
 def test_unknown_metric_error_lists_the_known_metrics():
     with pytest.raises(
         ConfigError,
-        match=r"known metrics: average_precision, context_precision, context_recall, context_relevance, "
-        r"hit_rate, mrr, ndcg, precision, recall\)",
+        match=r"known metrics: answer_correctness, answer_relevancy, average_precision, context_precision, "
+        r"context_recall, context_relevance, faithfulness, hit_rate, mrr, ndcg, precision, recall\)",
     ):
-        parse_gate("faithfulness mean >= 0.8")
+        parse_gate("groundedness mean >= 0.8")
 
 
 def test_custom_registered_metric_is_accepted_when_passed_in():

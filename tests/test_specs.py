@@ -50,8 +50,8 @@ def test_malformed_metric_names_are_config_errors(text):
 
 def test_the_catalog_knows_metrics_methods_and_cutoffs():
     assert parse_metric_name("ndcg@10", RANKED) == MetricName("ndcg", None, 10)
-    with pytest.raises(ConfigError, match="unknown metric 'faithfulness'"):
-        parse_metric_name("faithfulness", RANKED)
+    with pytest.raises(ConfigError, match="unknown metric 'groundedness'"):
+        parse_metric_name("groundedness", RANKED)
     with pytest.raises(ConfigError, match="takes no @k"):
         parse_metric_name("context_recall@5", RANKED)
     with pytest.raises(ConfigError, match="at least 1"):

@@ -30,6 +30,7 @@ __all__ = [
     "labelled_ids",
     "merge_reports",
     "metric_summaries",
+    "no_claims_counts",
     "per_sample_scores",
     "run_samples",
     "write_reports",
@@ -63,8 +64,26 @@ def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str 
     """
     scores: dict[tuple[str, str | None], list[float]] = {}
     for key, sample in _distinct_samples(rows):
+        if _unscored(sample):
+            scores.setdefault(key, [])  # counted apart: see no_claims_counts
+            continue
         scores.setdefault(key, []).append(float(sample["score"]))
     return scores
+
+
+def _unscored(sample: Mapping[str, Any]) -> bool:
+    """An evaluation with an outcome instead of a score (an answer without claims)."""
+    return sample.get("score") is None and bool(sample.get("outcome"))
+
+
+def no_claims_counts(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], int]:
+    """Per (metric, method), the distinct evaluations without a score because the answer made no
+    claim (``outcome`` ``no_claims``): counted apart from :func:`per_sample_scores`, never as a number."""
+    counts: dict[tuple[str, str | None], int] = {}
+    for key, sample in _distinct_samples(rows):
+        if _unscored(sample):
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def labelled_ids(
@@ -90,6 +109,8 @@ def corrected_means(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | 
     pairs: dict[tuple[str, str | None], list[tuple[float, float]]] = {}
     unlabelled: dict[tuple[str, str | None], list[float]] = {}
     for key, sample in _distinct_samples(rows):
+        if _unscored(sample):
+            continue
         if sample.get("labelled") is not None:
             pairs.setdefault(key, []).append((float(sample["labelled"]), float(sample["score"])))
         else:
@@ -150,17 +171,20 @@ def evaluate_run_gates(
         partial=partial,
         corrected=corrected_means(rows),
         run_samples=run_samples(rows),
+        no_claims=no_claims_counts(rows),
     )
 
 
 def metric_summaries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``summary.metrics``: n, mean, min and max per (metric, method) over every distinct evaluation."""
+    """``summary.metrics``: n, mean, min and max per (metric, method) over every distinct evaluation
+    with a score, and ``no_claims``, the count of those without one (only when there are some)."""
     from ..gates import aggregate
 
     rows = list(rows)
     corrected = corrected_means(rows)
+    unscored = no_claims_counts(rows)
     return [
-        {"metric": metric, "method": method, **aggregate(values)}
+        {"metric": metric, "method": method, **aggregate(values, no_claims=unscored.get((metric, method), 0))}
         | ({"corrected": corrected[metric, method]} if (metric, method) in corrected else {})
         for (metric, method), values in sorted(
             per_sample_scores(rows).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")

@@ -32,6 +32,7 @@ from .model import (
     controls_failed,
     corrected_detail,
     corrected_text,
+    count_text,
     error_line,
     error_rows,
     format_count,
@@ -53,6 +54,8 @@ from .model import (
     row_fails,
     row_status,
     sample_changes,
+    score_text,
+    verdict_chunks,
 )
 
 __all__ = ["SORT_KEYS", "comparison_cell", "test_fragment", "to_html"]
@@ -231,7 +234,7 @@ def _gates(gates: list[Mapping[str, Any]]) -> str:
             f'<td class="{"ok" if passed else "bad"}">{status}</td>'
             f"<td><code>{_e(gate.get('spec', ''))}</code>{note}</td>"
             f'<td class="num">{_e(format_score(gate.get("value")))}</td>'
-            f'<td class="num">{_e(format_count(gate.get("n", 0)))}</td>'
+            f'<td class="num">{_e(count_text(gate))}</td>'
             f'<td class="num">{_e(format_margin(gate.get("margin")))}</td></tr>'
         )
     return (
@@ -357,7 +360,7 @@ def _metrics(metrics: list[Mapping[str, Any]]) -> str:
     corrected = any(m.get("corrected") for m in metrics)
     rows = [
         f"<tr><td>{_e(metric_label(str(m.get('metric', '?')), m.get('method')))}</td>"
-        f'<td class="num">{_e(format_count(m.get("n", 0)))}</td>'
+        f'<td class="num">{_e(count_text(m))}</td>'
         f'<td class="num">{_e(format_score(m.get("mean")))}</td>'
         f'<td class="num">{_e(format_score(m.get("min")))}</td>'
         f'<td class="num">{_e(format_score(m.get("max")))}</td>'
@@ -385,7 +388,7 @@ def _picked(verdict: Mapping[str, Any], method: str | None) -> str:
 
 
 def _sample(sample: Mapping[str, Any], method: str | None = None) -> str:
-    title = f"Sample {sample.get('id', '?')}: score {format_score(sample.get('score'))}"
+    title = f"Sample {sample.get('id', '?')}: score {score_text(sample)}"
     if sample.get("mode"):
         title += f" ({sample['mode']})"
     out = [f"<h4>{_e(title)}</h4>"]
@@ -405,7 +408,8 @@ def _sample(sample: Mapping[str, Any], method: str | None = None) -> str:
                 f'<tr class="{"weak" if weak else "full"}"><td>{_e(v.get("item", ""))}</td>'
                 f'<td class="num">{_e(v.get("index", ""))}</td>'
                 f'<td class="num">{_e(v.get("rank") if v.get("rank") is not None else "")}</td>'
-                f"<td>{_e(v.get('text', ''))}{_picked(v, method)}</td><td>{_e(v.get('verdict', ''))}</td>"
+                f"<td>{_e(v.get('text', ''))}{_picked(v, method)}</td>"
+                f"<td>{_e(str(v.get('verdict', '')) + verdict_chunks(v))}</td>"
                 f'<td class="num">{_e(format_score(value, 2) if isinstance(value, (int, float)) else "")}'
                 "</td>"
                 f"<td>{_e(v.get('reason') or '')}</td></tr>"
@@ -475,7 +479,7 @@ def _result(index: int, row: Mapping[str, Any], pairs: _Pairs | None = None) -> 
     main = (
         '<tr class="main">'
         f'<td class="test">{_breakable_nodeid(str(row.get("nodeid", "?")))}</td><td>{_e(label)}</td>'
-        f'<td class="num">{_e(format_score(row.get("score")))}</td>'
+        f'<td class="num">{_e(score_text(row))}</td>'
         f'<td class="num">{_e(format_threshold(row.get("op"), row.get("threshold")))}</td>'
         f'<td class="{_STATUS_CLASS[css]}">{status}</td><td>{judge}</td>{delta_cell}</tr>'
     )

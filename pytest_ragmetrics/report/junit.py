@@ -13,7 +13,7 @@ def comparison_properties(number: int, row: Mapping[str, Any]) -> list[tuple[str
     ``ragmetrics.1.context_recall.score = 0.5``."""
     prefix = f"ragmetrics.{number}.{row['metric']}" + (f"[{row['method']}]" if row["method"] else "")
     return [
-        (f"{prefix}.{row['stat']}", f"{row['score']:.6g}"),
+        (f"{prefix}.{row['stat']}", _score(row)),
         (f"{prefix}.threshold", f"{row['op']} {row['threshold']:g}"),
         (f"{prefix}.passed", "true" if row["passed"] else "false"),
     ]
@@ -55,3 +55,10 @@ def regression_gate_properties(number: int, gate: Mapping[str, Any]) -> list[tup
     for name in ("n", "changed_n", "not_measured"):
         properties.append((f"{prefix}.{name}", str(gate.get(name) or 0)))
     return [*properties, (f"{prefix}.passed", outcome)]
+
+
+def _score(row: Mapping[str, Any]) -> str:
+    """The score as a property value; an outcome without a score by name (``no claims``)."""
+    if row.get("score") is None:
+        return str(row.get("outcome") or "no score").replace("_", " ")
+    return f"{row['score']:.6g}"

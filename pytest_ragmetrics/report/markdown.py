@@ -21,6 +21,7 @@ from .model import (
     controls_failed,
     corrected_detail,
     corrected_text,
+    count_text,
     error_line,
     error_rows,
     format_count,
@@ -39,6 +40,8 @@ from .model import (
     report_notes,
     row_fails,
     sample_changes,
+    score_text,
+    verdict_chunks,
 )
 
 __all__ = ["DEFAULT_MAX_FAILURES", "PRUNE_COMMAND", "escape_markdown", "to_markdown"]
@@ -136,7 +139,7 @@ def _gates(gates: list[Mapping[str, Any]]) -> list[str]:
                 _mark(gate),
                 escape_markdown(gate.get("spec", "")),
                 format_score(gate.get("value")),
-                format_count(gate.get("n", 0)),
+                count_text(gate),
                 margin,
             ]
         )
@@ -241,7 +244,7 @@ def _metrics(metrics: list[Mapping[str, Any]]) -> list[str]:
     rows = [
         [
             escape_markdown(metric_label(str(m.get("metric", "?")), m.get("method"))),
-            format_count(m.get("n", 0)),
+            count_text(m),
             format_score(m.get("mean")),
             format_score(m.get("min")),
             format_score(m.get("max")),
@@ -274,6 +277,7 @@ def _weak_verdicts(row: Mapping[str, Any]) -> list[str]:
             where = f"{verdict.get('item', 'item')} {verdict.get('index', '?')}"
             if verdict.get("rank") is not None:
                 where += f" (rank {verdict['rank']})"
+            where += verdict_chunks(verdict)
             text = f"- sample {escape_markdown(sample.get('id', '?'))}, {escape_markdown(where)}"
             if verdict.get("text"):
                 text += f" “{escape_markdown(verdict['text'])}”"
@@ -296,7 +300,7 @@ def _failures(rows: list[Mapping[str, Any]], max_failures: int) -> list[str]:
         [
             escape_markdown(row.get("nodeid", "?")),
             escape_markdown(comparison_label(row)),
-            format_score(row.get("score")),
+            score_text(row),
             escape_markdown(format_threshold(row.get("op"), row.get("threshold"))),
             escape_markdown(row.get("explanation") or ""),
         ]

@@ -53,6 +53,7 @@ __all__ = [
     "controls_failed",
     "corrected_detail",
     "corrected_text",
+    "count_text",
     "error_line",
     "error_rows",
     "format_cost",
@@ -78,7 +79,9 @@ __all__ = [
     "row_status",
     "sample_changes",
     "schema_problems",
+    "score_text",
     "spending_cap",
+    "verdict_chunks",
 ]
 
 #: The ``version`` this package writes and reads.
@@ -101,7 +104,10 @@ class Verdict(TypedDict, total=False):
     #: The verdict as a number in [0, 1].
     value: float
     reason: str | None
-    #: The sentences the judge picked from a chunk (sentence and binary relevance).
+    #: Claims: the ranks of the retrieved chunks that support or contradict the claim.
+    chunks: list[int]
+    #: The sentences the judge picked from a chunk (sentence and binary relevance); the
+    #: sentence a claim comes from.
     extracted: list[str]
     #: Per judge model, when several graded relevance.
     models: dict[str, float]
@@ -114,6 +120,8 @@ class SampleResult(TypedDict, total=False):
     id: str | None
     #: ``None`` only when there was nothing to score.
     score: float | None
+    #: ``"no_claims"`` when a claim-based metric's answer made no claim: ``score`` is then None.
+    outcome: str
     explanation: str | None
     #: e.g. ``"without reference"``.
     mode: str | None
@@ -155,6 +163,10 @@ class ResultRow(_ResultRowRequired, total=False):
     #: :func:`pytest_ragmetrics.gates.normalize_stat`: ``"mean"``, ``"quantile(0.1)"``...
     stat: str
     score: float | None
+    #: One sample's comparison: ``"no_claims"`` when it had no score to compare (it failed).
+    outcome: str
+    #: A comparison over several samples: how many had no claims (not in the statistic).
+    no_claims: int
     #: ``">="``, ``">"``, ``"<="`` or ``"<"``.
     op: str
     threshold: float
@@ -206,6 +218,8 @@ class MetricSummary(TypedDict, total=False):
     max: float | None
     #: With a labelled set matching some of the samples: the judge-corrected mean.
     corrected: CorrectedMean
+    #: Evaluations without a score because the answer made no claim (not in n; only when some).
+    no_claims: int
 
 
 class GateRow(TypedDict, total=False):
@@ -236,6 +250,8 @@ class GateRow(TypedDict, total=False):
     #: decided (``"lower"`` for ``>=`` and ``>``, ``"upper"`` for ``<=`` and ``<``).
     corrected: CorrectedMean
     bound: str
+    #: Evaluations without a score because the answer made no claim (not in n; only when some).
+    no_claims: int
 
 
 class JudgeSummary(TypedDict, total=False):
@@ -819,6 +835,28 @@ def format_score(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "n/a"
     return f"{value:.{digits}f}"
+
+
+def score_text(entry: Mapping[str, Any], digits: int = 3) -> str:
+    """A row's or a sample's score, or its outcome when it has none (``no claims``)."""
+    if entry.get("score") is None and entry.get("outcome"):
+        return str(entry["outcome"]).replace("_", " ")
+    return format_score(entry.get("score"), digits)
+
+
+def count_text(entry: Mapping[str, Any]) -> str:
+    """``n`` of a metric summary or gate, and beside it those without claims: ``4 (+1 no claims)``."""
+    text = format_count(entry.get("n", 0))
+    unscored = entry.get("no_claims")
+    return f"{text} (+{format_count(unscored)} no claims)" if unscored else text
+
+
+def verdict_chunks(verdict: Mapping[str, Any]) -> str:
+    """`` (chunk 2)`` or `` (chunks 1, 3)``: the chunks that support or contradict a claim, or ``""``."""
+    chunks = verdict.get("chunks") or []
+    if not chunks:
+        return ""
+    return f" (chunk{'s' if len(chunks) > 1 else ''} {', '.join(str(c) for c in chunks)})"
 
 
 def format_margin(value: float | None, digits: int = 3) -> str:

@@ -22,6 +22,7 @@ from .model import (
     comparison_label,
     corrected_detail,
     corrected_text,
+    count_text,
     error_line,
     error_rows,
     format_cost,
@@ -44,6 +45,8 @@ from .model import (
     row_fails,
     row_status,
     sample_changes,
+    score_text,
+    verdict_chunks,
 )
 
 __all__ = [
@@ -117,6 +120,7 @@ def _verdict_line(verdict: Mapping[str, Any]) -> str:
     where = f"{verdict.get('item', 'item')} {verdict.get('index', '?')}"
     if verdict.get("rank") is not None:
         where += f" (rank {verdict['rank']})"
+    where += verdict_chunks(verdict)
     text = where
     if verdict.get("text"):
         text += f" '{_one_line(verdict['text'])}'"
@@ -153,7 +157,7 @@ def _one_line(text: Any) -> str:
 def _sample_lines(row: Mapping[str, Any]) -> list[str]:
     lines = []
     for sample in row.get("samples") or []:
-        head = f"sample {sample.get('id', '?')}: score {format_score(sample.get('score'))}"
+        head = f"sample {sample.get('id', '?')}: score {score_text(sample)}"
         if sample.get("mode"):
             head += f" ({sample['mode']})"
         models = sample.get("models")
@@ -180,7 +184,7 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
     cells = [
         [
             row_status(row),
-            format_score(row.get("score")),
+            score_text(row),
             format_threshold(row.get("op"), row.get("threshold")),
             comparison_label(row),
             judge_status(row),
@@ -231,7 +235,7 @@ def _render_metrics(tw: LineWriter, metrics: list[Mapping[str, Any]]) -> None:
     cells += [
         [
             metric_label(str(m.get("metric", "?")), m.get("method")),
-            format_count(m.get("n", 0)),
+            count_text(m),
             format_score(m.get("mean")),
             format_score(m.get("min")),
             format_score(m.get("max")),
@@ -256,7 +260,7 @@ def _render_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
         else:
             detail = [
                 f"value {format_score(gate.get('value'))}",
-                f"n={format_count(gate.get('n', 0))}",
+                f"n={count_text(gate)}",
                 f"margin {format_margin(gate.get('margin'))}",
             ]
         cells.append([gate_status(gate), str(gate.get("spec", "?")), *detail])

@@ -1,0 +1,328 @@
+"""Faithfulness, answer relevancy and answer correctness: judged once through the real openai client,
+cached, replayed, and scored by pure arithmetic over claim verdicts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sklearn.metrics import precision_recall_fscore_support
+
+from pytest_ragmetrics import (
+    Evaluator,
+    RagSample,
+    ScriptedJudge,
+    Settings,
+    answer_correctness,
+    answer_relevancy,
+    assert_answer_correctness,
+    assert_faithfulness,
+    evaluate,
+    faithfulness,
+)
+from pytest_ragmetrics import claim_judgments as C
+from pytest_ragmetrics.errors import InvalidSample
+from pytest_ragmetrics.gates import evaluate_gates, parse_gate
+from pytest_ragmetrics.judge.limits import AZURE_OPENAI, STRICTEST, completion_tokens, limit_problems
+from pytest_ragmetrics.judgments import JudgeParams
+from pytest_ragmetrics.metrics import answer as A
+from pytest_ragmetrics.testing import FakeJudgeServer
+from tests import answer_judge
+
+TOWER = "The Eiffel Tower was completed in 1889."
+HEIGHT = "The Eiffel Tower is 330 metres tall."
+PARIS = "Paris is in France."
+ANSWER = "The Eiffel Tower was completed in 1889 and the Eiffel Tower is 300 metres tall. It is painted every seven years."
+REFERENCE = f"{TOWER} {HEIGHT}"
+SAMPLE = RagSample(
+    "When was the Eiffel Tower completed, and how tall is it?",
+    [PARIS, HEIGHT, TOWER],
+    ground_truth=REFERENCE,
+    answer=ANSWER,
+    id="tower",
+)
+DONT_KNOW = RagSample(
+    "How tall is the tower?", [HEIGHT], ground_truth=HEIGHT, answer="I don't know.", id="idk"
+)
+
+
+@pytest.fixture
+def server(monkeypatch):
+    with FakeJudgeServer(answer_judge.responder) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        yield server
+
+
+@pytest.fixture
+def settings(server, tmp_path):
+    return Settings(
+        judge_base_url=server.base_url, cache_dir=str(tmp_path / "cache"), store_dir=str(tmp_path / "store")
+    )
+
+
+# --- the arithmetic -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("tp", "fp", "fn"), [(1, 2, 1), (3, 0, 0), (0, 2, 3), (5, 1, 2), (2, 2, 0)])
+def test_correctness_precision_recall_and_f1_match_scikit_learn(tp, fp, fn):
+    """TP, FP and FN as a labelling: TP claims true and predicted, FP predicted only, FN true only."""
+    truth = [1] * tp + [0] * fp + [1] * fn
+    predicted = [1] * tp + [1] * fp + [0] * fn
+    p, r, f, _ = precision_recall_fscore_support(truth, predicted, average="binary", zero_division=0)
+    assert A.correctness_score(tp, fp, fn, "precision") == pytest.approx(p, abs=1e-15)
+    assert A.correctness_score(tp, fp, fn, "recall") == pytest.approx(r, abs=1e-15)
+    assert A.correctness_score(tp, fp, fn, "f1") == pytest.approx(f, abs=1e-15)
+
+
+def test_faithfulness_methods_read_one_list_of_verdicts():
+    verdicts = ["supported", "contradicted", "not_found", "supported"]
+    assert A.faithfulness_score(verdicts, "supported") == 0.5
+    assert A.faithfulness_score(verdicts, "not_contradicted") == 0.75
+    with pytest.raises(ValueError, match="at least one claim"):
+        A.faithfulness_score([], "supported")
+
+
+def test_relevancy_is_zero_for_a_noncommittal_answer_whatever_the_rating():
+    assert A.relevancy_score(True, 2) == 0.0
+    assert A.relevancy_score(False, 1) == 0.5
+    assert A.relevancy_score(False, 2) == 1.0
+
+
+# --- judged through the fake server ---------------------------------------------------------------------
+
+
+def test_faithfulness_names_every_claim_that_is_not_supported_with_its_reason_and_chunks(settings, server):
+    with Evaluator(settings) as ev:
+        supported = faithfulness(SAMPLE, evaluator=ev)
+        calls = server.request_count
+        not_contradicted = faithfulness(SAMPLE, "not_contradicted", evaluator=ev)
+    assert calls == 2  # the answer's claims, then all their verdicts in one request
+    assert server.request_count == calls  # the second method reads the same verdicts
+    assert supported.name == "faithfulness" and not_contradicted.name == "faithfulness[not_contradicted]"
+    assert [(v.text, v.label, v.chunks) for v in supported.verdicts] == [
+        ("The Eiffel Tower was completed in 1889.", "supported", (3,)),
+        ("the Eiffel Tower is 300 metres tall.", "contradicted", (2,)),
+        ("It is painted every seven years.", "not found", ()),
+    ]
+    assert supported.score == pytest.approx(1 / 3) and not_contradicted.score == pytest.approx(2 / 3)
+    assert supported.explanation == (
+        "1 of 3 answer claims are supported by the contexts; claim 2 'the Eiffel Tower is 300 metres tall.' "
+        "is contradicted (chunk 2): judged contradicted; claim 3 'It is painted every seven years.' is not "
+        "found in the contexts: judged not_found"
+    )
+
+
+def test_answer_correctness_counts_tp_fp_fn_like_factual_correctness(settings, server):
+    with Evaluator(settings) as ev:
+        f1 = answer_correctness(SAMPLE, evaluator=ev)
+        calls = server.request_count
+        precision = answer_correctness(SAMPLE, "precision", evaluator=ev)
+        recall = answer_correctness(SAMPLE, "recall", evaluator=ev)
+    assert calls == 4  # claims of the answer and of the reference, verdicts both ways: RAGAS's 4
+    assert server.request_count == calls
+    assert (precision.score, recall.score) == (pytest.approx(1 / 3), 0.5)
+    assert f1.score == pytest.approx(0.4) and f1.name == "answer_correctness"
+    assert f1.explanation.startswith("TP 1, FP 2, FN 1; answer claim 2")
+    assert (
+        "reference claim 2 'The Eiffel Tower is 330 metres tall.' is contradicted by the answer"
+        in f1.explanation
+    )
+    assert [v.item for v in precision.verdicts] == ["answer claim"] * 3
+
+
+def test_precision_alone_costs_two_calls_and_shares_the_answer_claims_with_faithfulness(settings, server):
+    with Evaluator(settings) as ev:
+        answer_correctness(SAMPLE, "precision", evaluator=ev)
+        assert server.request_count == 2
+        faithfulness(SAMPLE, evaluator=ev)
+    assert server.request_count == 3  # the decomposition was reused: only the verdicts were new
+
+
+def test_answer_relevancy_is_judge_only_and_zero_for_an_evasive_answer(settings, server):
+    with Evaluator(settings) as ev:
+        good = answer_relevancy(SAMPLE, evaluator=ev)
+        evasive = answer_relevancy(DONT_KNOW, evaluator=ev)
+    assert (good.score, evasive.score) == (1.0, 0.0)
+    assert evasive.verdicts[0].label == "non-committal"
+    assert server.request_count == 2
+
+
+def test_changing_only_the_contexts_reuses_the_answers_claims(settings, server):
+    moved = RagSample(SAMPLE.question, [TOWER], ground_truth=REFERENCE, answer=ANSWER, id="tower")
+    with Evaluator(settings) as ev:
+        faithfulness(SAMPLE, evaluator=ev)
+        before = server.request_count
+        result = faithfulness(moved, evaluator=ev)
+    assert server.request_count == before + 1  # verdicts only
+    assert [v.label for v in result.verdicts] == ["supported", "not found", "not found"]
+
+
+def test_reordering_the_contexts_costs_no_call_and_names_the_chunks_by_their_new_ranks(settings, server):
+    reordered = RagSample(SAMPLE.question, [TOWER, HEIGHT, PARIS], ground_truth=REFERENCE, answer=ANSWER)
+    with Evaluator(settings) as ev:
+        first = faithfulness(SAMPLE, evaluator=ev)
+        before = server.request_count
+        again = faithfulness(reordered, evaluator=ev)
+    assert server.request_count == before
+    assert again.cached and again.score == first.score
+    assert [v.chunks for v in again.verdicts] == [(1,), (2,), ()]
+
+
+def test_a_references_claims_are_shared_by_every_answer_checked_against_it(settings, server):
+    other = RagSample(SAMPLE.question, [TOWER], ground_truth=REFERENCE, answer=TOWER, id="short")
+    with Evaluator(settings) as ev:
+        answer_correctness(SAMPLE, evaluator=ev)
+        before = server.request_count
+        result = answer_correctness(other, evaluator=ev)
+    # The new answer's claims and both directions of verdicts; the reference's claims are recorded.
+    assert server.request_count == before + 3
+    assert result.score == pytest.approx(2 / 3)  # P = 1, R = 1/2
+
+
+def test_a_replay_makes_no_call_and_gives_identical_scores(settings, server):
+    metrics = ["faithfulness", "faithfulness[not_contradicted]", "answer_relevancy", "answer_correctness"]
+    metrics += ["answer_correctness[precision]", "answer_correctness[recall]"]
+    with Evaluator(settings) as ev:
+        recorded = evaluate([SAMPLE, DONT_KNOW], metrics, evaluator=ev)
+    calls = server.request_count
+    with Evaluator(settings.replace(cache="replay", cache_dir=str(settings.cache_dir) + "-fresh")) as ev:
+        replayed = evaluate([SAMPLE, DONT_KNOW], metrics, evaluator=ev)
+    assert server.request_count == calls
+    assert json.dumps(replayed.to_json()["aggregates"]) == json.dumps(recorded.to_json()["aggregates"])
+    for sid in ("tower", "idk"):
+        for name, result in recorded.results[sid].items():
+            assert replayed.results[sid][name].to_json()["score"] == result.to_json()["score"]
+            assert replayed.results[sid][name].cached
+
+
+# --- no claims ------------------------------------------------------------------------------------------
+
+
+def test_an_answer_without_claims_is_its_own_outcome_never_a_number(settings):
+    with Evaluator(settings) as ev:
+        result = faithfulness(DONT_KNOW, evaluator=ev)
+        correctness = answer_correctness(DONT_KNOW, evaluator=ev)
+        with pytest.raises(AssertionError) as failed:
+            assert_faithfulness(DONT_KNOW, evaluator=ev) >= 0.5
+        out = evaluate([SAMPLE, DONT_KNOW], ["faithfulness", "answer_correctness"], evaluator=ev)
+    assert result.outcome == correctness.outcome == "no_claims"
+    assert result.to_json()["score"] is None and result.to_json()["outcome"] == "no_claims"
+    with pytest.raises(ValueError, match="has no score: no claims"):
+        float(result)
+    with pytest.raises(ValueError, match="no claims"):
+        result >= 0.5
+    message = str(failed.value)
+    assert "faithfulness of sample 'idk' has no score, expected >= 0.5" in message
+    assert "no claims" in message and "I don't know" in message
+    assert out.aggregates["faithfulness"] == {
+        "n": 1, "mean": pytest.approx(1 / 3), "min": pytest.approx(1 / 3), "max": pytest.approx(1 / 3),
+        "no_claims": 1,
+    }  # fmt: skip
+    assert out.scores("faithfulness") == [pytest.approx(1 / 3)]
+    assert out.outcomes("faithfulness") == {"idk": "no_claims"}
+
+
+def test_a_list_check_counts_samples_without_claims_apart(settings):
+    with Evaluator(settings) as ev:
+        check = assert_answer_correctness([SAMPLE, DONT_KNOW], evaluator=ev)
+        with pytest.raises(AssertionError) as failed:
+            check >= 0.9
+        only_idk = assert_faithfulness([DONT_KNOW], evaluator=ev)
+        with pytest.raises(AssertionError, match="none of the 1 samples has a score"):
+            only_idk.min() >= 0.1
+    assert check.score == pytest.approx(0.4)
+    assert (
+        "answer_correctness mean over 2 samples = 0.400, expected >= 0.9 (1 more without a score, no claims: idk)"
+        in str(failed.value)
+    )
+
+
+def test_gates_count_no_claims_beside_n_and_fail_when_nothing_has_a_score():
+    gate = parse_gate("faithfulness mean >= 0.9")
+    recall_gate = parse_gate("answer_correctness[recall] mean >= 0.7")
+    rows = evaluate_gates(
+        [gate, recall_gate],
+        {("faithfulness", None): [1.0, 0.9], ("answer_correctness", "recall"): []},
+        no_claims={("faithfulness", None): 1, ("answer_correctness", "recall"): 2},
+    )
+    assert (rows[0]["passed"], rows[0]["n"], rows[0]["no_claims"], rows[0]["value"]) == (True, 2, 1, 0.95)
+    assert rows[1]["passed"] is False and rows[1]["value"] is None
+    assert rows[1]["reason"] == "no evaluation of answer_correctness[recall] has a score: all 2 had no claims"
+
+
+def test_answer_correctness_needs_a_reference_with_claims():
+    judge = ScriptedJudge(answer_judge.script)
+    with Evaluator(Settings(cache="off"), judge=judge) as ev:
+        with pytest.raises(InvalidSample, match="needs a ground_truth"):
+            answer_correctness(RagSample("q", ["c"], answer=TOWER), evaluator=ev)
+        with pytest.raises(InvalidSample, match="makes no claim"):
+            answer_correctness(
+                RagSample("q", ["c"], answer=TOWER, ground_truth="I don't know."), evaluator=ev
+            )
+        with pytest.raises(InvalidSample, match="needs an answer"):
+            faithfulness(RagSample("q", ["c"]), evaluator=ev)
+
+
+# --- schema limits ----------------------------------------------------------------------------------------
+
+PARAMS = JudgeParams("m")
+
+
+@pytest.mark.parametrize("count", [1, 20, 21, 45])
+def test_long_texts_are_decomposed_in_windows_within_the_strictest_limits(count):
+    sentences = [f"Sentence {i} says a thing." for i in range(1, count + 1)]
+    requests = C.decomposition_requests(sentences, PARAMS, "answer")
+    assert len(requests) == -(-count // C.DECOMPOSITION_WINDOW)
+    for request in requests:
+        assert limit_problems(request.schema, STRICTEST) == []
+        assert completion_tokens(request.schema) < 16_384
+    assert [n for r in requests for n in r.schema["required"]] == [
+        f"sentence_{i}" for i in range(1, count + 1)
+    ]
+
+
+@pytest.mark.parametrize("count", [1, 25, 26, 60])
+def test_many_claims_are_verified_in_windows_within_the_strictest_limits(count):
+    claims = [f"Claim {i}." for i in range(1, count + 1)]
+    for evidence in ({"contexts": [f"chunk {i}" for i in range(300)]}, {"text": "the reference"}):
+        requests = C.verdict_requests(claims, PARAMS, "claims", **evidence)  # type: ignore[arg-type]
+        assert len(requests) == -(-count // C.VERDICT_WINDOW)
+        for request in requests:
+            assert limit_problems(request.schema, STRICTEST) == []
+        assert [n for r in requests for n in r.schema["required"]] == [
+            f"claim_{i}" for i in range(1, count + 1)
+        ]
+
+
+def test_a_long_answer_is_scored_in_windows_through_azures_limits(monkeypatch, tmp_path):
+    many = " ".join(f"Floor {i} is open." for i in range(1, 31))
+    contexts = [f"Floor {i} is open." for i in range(1, 31, 2)]
+    sample = RagSample("Which floors?", contexts, answer=many)
+    with FakeJudgeServer(answer_judge.responder, schema_limits=AZURE_OPENAI) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        with Evaluator(Settings(judge_base_url=server.base_url, cache="off")) as ev:
+            result = faithfulness(sample, evaluator=ev)
+        assert server.request_count == 4  # 2 windows of sentences, 2 windows of claims
+    assert result.score == 0.5
+    assert [(v.label, v.chunks) for v in result.verdicts[:1]] == [("supported", (1,))]
+    assert [v.label for v in result.verdicts[1::2]] == ["contradicted"] * 15
+
+
+def test_prompts_have_versions_and_examples_of_both_polarities():
+    assert "claims: []" not in C.DECOMPOSITION_PROMPT.system  # examples are JSON
+    assert '"claims": []' in C.DECOMPOSITION_PROMPT.system
+    for verdict in C.VERDICT_VALUES:
+        assert f'"verdict": "{verdict}"' in C.VERDICTS_CONTEXTS_PROMPT.system
+        assert f'"verdict": "{verdict}"' in C.VERDICTS_TEXT_PROMPT.system
+    assert (
+        '"noncommittal": true' in C.RELEVANCY_PROMPT.system
+        and '"noncommittal": false' in C.RELEVANCY_PROMPT.system
+    )
+    versions = [
+        p.version for p in (C.DECOMPOSITION_PROMPT, C.VERDICTS_CONTEXTS_PROMPT, C.VERDICTS_TEXT_PROMPT)
+    ]
+    assert len(set(versions)) == 3
+    request = C.decomposition_requests(["Hallo Welt."], PARAMS)[0]
+    assert request.prompt_version == "claim-decomposition-1"
+    assert json.loads(request.messages[1]["content"]) == {"sentences": {"1": "Hallo Welt."}}
+    assert "language of the text" in request.messages[0]["content"]
