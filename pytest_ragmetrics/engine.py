@@ -173,6 +173,25 @@ class EvaluationResult:
             if metric in r and r[metric].outcome is not None
         }
 
+    def misled(self) -> dict[str, list[dict[str, Any]]]:
+        """Sample id -> the answer claims a retrieved chunk supports but the reference does not, for
+        the samples scored on both faithfulness and answer correctness (no judge call: see
+        :func:`~pytest_ragmetrics.metrics.answer.misled_claims`)."""
+        from .metrics.answer import misled_claims
+
+        out: dict[str, list[dict[str, Any]]] = {}
+        for sid, results in self.results.items():
+            faithful = next((r for r in results.values() if r.metric == "faithfulness"), None)
+            correct = next((r for r in results.values() if r.metric == "answer_correctness"), None)
+            if faithful is None or correct is None:
+                continue
+            claims = misled_claims(
+                [v.to_json() for v in faithful.verdicts], [v.to_json() for v in correct.verdicts]
+            )
+            if claims:
+                out[sid] = claims
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "samples": {

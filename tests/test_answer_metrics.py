@@ -326,3 +326,26 @@ def test_prompts_have_versions_and_examples_of_both_polarities():
     assert request.prompt_version == "claim-decomposition-1"
     assert json.loads(request.messages[1]["content"]) == {"sentences": {"1": "Hallo Welt."}}
     assert "language of the text" in request.messages[0]["content"]
+
+
+def test_a_claim_a_chunk_supports_but_the_reference_does_not_names_the_chunk_that_misled(settings, server):
+    painted = "The Eiffel Tower is painted every year."
+    sample = RagSample(
+        SAMPLE.question, [TOWER, painted], ground_truth=REFERENCE, answer=f"{TOWER} {painted}", id="misled"
+    )
+    with Evaluator(settings) as ev:
+        out = evaluate([sample, SAMPLE], ["faithfulness", "answer_correctness"], evaluator=ev)
+        calls = server.request_count
+        misled = out.misled()
+    assert server.request_count == calls  # read from the two metrics' verdicts
+    assert list(misled) == ["misled"]
+    ((entry),) = misled["misled"]
+    assert (entry["index"], entry["claim"], entry["chunks"], entry["reference_verdict"]) == (
+        2,
+        painted,
+        [2],
+        "not found",
+    )
+    assert A.explain_misled(entry) == (
+        f"answer claim 2 '{painted}' is not in the reference but supported by chunk 2: judged supported"
+    )

@@ -23,16 +23,17 @@ from pytest_ragmetrics import (
 TOWER = "The Eiffel Tower was completed in 1889."
 HEIGHT = "The Eiffel Tower is 330 metres tall."
 PARIS = "Paris is in France."
+PAINT = "The Eiffel Tower is painted often, every seven years."
 QUESTION = "When was the Eiffel Tower completed, and how tall is it?"
 REFERENCE = TOWER + " " + HEIGHT
 ANSWERS = [
-    "The Eiffel Tower was completed in 1889 and the Eiffel Tower is 300 metres tall. It is painted often.",
+    "The Eiffel Tower was completed in 1889 and the Eiffel Tower is 300 metres tall. The Eiffel Tower is painted often.",
     REFERENCE,
     "The Eiffel Tower was completed in 1889.",
     "The Eiffel Tower is 330 metres tall and Paris is in France.",
 ]
 SAMPLES = [
-    RagSample(QUESTION, [PARIS, HEIGHT, TOWER][i:] or [TOWER], ground_truth=REFERENCE, answer=a, id=f"a{i}")
+    RagSample(QUESTION, [PARIS, HEIGHT, TOWER, PAINT][i:], ground_truth=REFERENCE, answer=a, id=f"a{i}")
     for i, a in enumerate(ANSWERS)
 ]
 METRICS = [
@@ -141,6 +142,22 @@ def test_every_answer_score_in_the_json_report_is_recomputed_from_its_claim_verd
     # A claim contradicted by a chunk names it by its rank in that sample.
     a0 = verdicts_by_method[("a0", "None")]
     assert a0[1] == ("the Eiffel Tower is 300 metres tall.", "contradicted", [2])
+    # The chunk that misled the answer: grounded in chunk 4, not in the reference.
+    ((misled_claim),) = report["summary"]["misled"]
+    assert {k: v for k, v in misled_claim.items() if k not in ("key", "reason", "reference_reason")} == {
+        "id": "a0",
+        "index": 3,
+        "claim": "The Eiffel Tower is painted often.",
+        "chunks": [4],
+        "reference_verdict": "not found",
+    }
+    result.stdout.fnmatch_lines(
+        [
+            "*answers misled by retrieval*",
+            "sample a0: answer claim 3 'The Eiffel Tower is painted often.' is not in the reference but "
+            "supported by chunk 4: judged supported",
+        ]
+    )
     summary = {(m["metric"], m["method"]): m for m in report["summary"]["metrics"]}
     assert summary[("faithfulness", None)]["n"] == 4 and summary[("faithfulness", None)]["no_claims"] == 1
     gates = {g["spec"]: g for g in report["summary"]["gates"]}

@@ -17,8 +17,9 @@ that is the outcome :data:`NO_CLAIMS`, never a number (see :class:`~pytest_ragme
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from typing import Any
 
 from ..results import Verdict
 
@@ -152,3 +153,52 @@ def explain_no_claims(metric: str) -> str:
         f"no claims: the answer states nothing that could be checked (an empty answer, or one such as "
         f'"I don\'t know"), so it has no {metric} score'
     )
+
+
+def misled_claims(
+    faithfulness: Sequence[Mapping[str, Any]], correctness: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The answer claims a retrieved chunk supports but the reference does not: retrieval misled the
+    answer. Read from the verdicts of one sample's faithfulness and answer correctness (their JSON
+    form, :meth:`~pytest_ragmetrics.results.Verdict.to_json`), so it costs no judge call; both read the
+    same claims of the answer (one judgment), matched here by their text.
+
+    Each entry: ``index`` and ``claim`` (the answer claim), ``chunks`` (the ranks of the chunks that
+    support it), ``reason`` (what the judge said of the chunks), ``reference_verdict`` (``not found``
+    or ``contradicted``) and ``reference_reason``.
+    """
+    grounded = {
+        str(v.get("text")): v
+        for v in faithfulness
+        if v.get("item") == "answer claim"
+        and v.get("verdict") == VERDICT_LABELS[SUPPORTED]
+        and v.get("chunks")
+    }
+    misled = []
+    for v in correctness:
+        if v.get("item") != "answer claim" or v.get("verdict") == VERDICT_LABELS[SUPPORTED]:
+            continue
+        chunk = grounded.get(str(v.get("text")))
+        if chunk is None:
+            continue
+        misled.append(
+            {
+                "index": v.get("index"),
+                "claim": v.get("text"),
+                "chunks": list(chunk.get("chunks") or ()),
+                "reason": chunk.get("reason"),
+                "reference_verdict": v.get("verdict"),
+                "reference_reason": v.get("reason"),
+            }
+        )
+    return misled
+
+
+def explain_misled(entry: Mapping[str, Any]) -> str:
+    """``answer claim 2 'X' is contradicted by the reference but supported by chunk 3: ...``."""
+    chunks = list(entry.get("chunks") or ())
+    where = f"chunk{'s' if len(chunks) > 1 else ''} {', '.join(str(c) for c in chunks)}"
+    reference = _in_reference(str(entry.get("reference_verdict")))
+    claim = _quote(str(entry.get("claim")))
+    text = f"answer claim {entry.get('index')} {claim} is {reference} but supported by {where}"
+    return text + (f": {entry['reason']}" if entry.get("reason") else "")

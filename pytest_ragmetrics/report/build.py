@@ -30,6 +30,7 @@ __all__ = [
     "labelled_ids",
     "merge_reports",
     "metric_summaries",
+    "misled_answers",
     "no_claims_counts",
     "per_sample_scores",
     "run_samples",
@@ -192,6 +193,36 @@ def metric_summaries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+#: The metrics whose verdicts tell which chunk misled an answer (see :func:`misled_answers`).
+_MISLED_FROM = ("faithfulness", "answer_correctness")
+
+
+def misled_answers(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``summary.misled``: for every sample scored on both faithfulness and answer correctness (told
+    apart by content), the answer claims a retrieved chunk supports but the reference does not, with
+    that chunk (:func:`~pytest_ragmetrics.metrics.answer.misled_claims`). No judge call: both metrics'
+    verdicts are in the rows. Comparisons in xfail tests are left out."""
+    from ..metrics.answer import misled_claims
+
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.get("xfail") or row.get("metric") not in _MISLED_FROM:
+            continue
+        for i, sample in enumerate(row.get("samples") or ()):
+            if not sample.get("verdicts"):
+                continue
+            key = sample.get("key") or f"{row.get('nodeid')}#{i}"
+            entry = found.setdefault(key, {"id": sample.get("id")})
+            entry.setdefault(row["metric"], sample["verdicts"])
+    misled = [
+        {"id": entry["id"], "key": key, **claim}
+        for key, entry in found.items()
+        if all(metric in entry for metric in _MISLED_FROM)
+        for claim in misled_claims(entry["faithfulness"], entry["answer_correctness"])
+    ]
+    return sorted(misled, key=lambda e: (str(e["id"]), str(e["key"]), int(e.get("index") or 0)))
+
+
 def comparison_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """``summary.comparisons``: how many comparisons passed and failed."""
     counts = {"passed": 0, "failed": 0}
@@ -299,6 +330,7 @@ def build_report(
         "errors": sorted(errors or [], key=lambda e: (e["nodeid"], e["when"])),
         "comparisons": comparisons,
         **({"labels": labels} if (labels := label_summary(rows)) else {}),
+        **({"misled": misled} if (misled := misled_answers(rows)) else {}),
         "scoring": scoring_settings(s),
         **({"suite": dict(suite)} if suite else {}),
     }
@@ -440,6 +472,9 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     labels = label_summary(rows)
     if labels:
         summary["labels"] = labels
+    misled = misled_answers(rows)
+    if misled:
+        summary["misled"] = misled
     errors = [dict(e) for s in summaries for e in s.get("errors") or () if isinstance(e, Mapping)]
     if errors:
         summary["errors"] = sorted(errors, key=lambda e: (str(e.get("nodeid")), str(e.get("when"))))

@@ -55,6 +55,7 @@ from .model import (
     row_status,
     sample_changes,
     score_text,
+    misled_line,
     verdict_chunks,
 )
 
@@ -677,6 +678,9 @@ def to_html(
         parts.append(_metrics(summary["metrics"]))
     if rows:
         parts.append(_results(rows, summary.get("baseline")))
+    if summary.get("misled"):
+        items = "".join(f"<li>{_e(misled_line(entry))}</li>" for entry in summary["misled"])
+        parts.append(f'<section id="misled"><h2>Answers misled by retrieval</h2><ul>{items}</ul></section>')
     if summary.get("judge_check") or summary.get("judge_warnings"):
         parts.append(_judge_check(summary.get("judge_check") or {}, summary.get("judge_warnings") or []))
     if summary.get("judge_controls"):

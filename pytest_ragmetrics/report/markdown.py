@@ -41,6 +41,7 @@ from .model import (
     row_fails,
     sample_changes,
     score_text,
+    misled_line,
     verdict_chunks,
 )
 
@@ -469,6 +470,13 @@ def to_markdown(report: Mapping[str, Any], *, max_failures: int = DEFAULT_MAX_FA
     if summary.get("metrics"):
         lines += _metrics(summary["metrics"])
     lines += _failures(rows, max_failures)
+    if summary.get("misled"):
+        lines += [
+            "### Answers misled by retrieval",
+            "",
+            *(f"- {escape_markdown(misled_line(entry))}" for entry in summary["misled"]),
+            "",
+        ]
     if summary.get("judge_check"):
         lines += _judge_check(summary["judge_check"])
     if summary.get("judge_controls"):

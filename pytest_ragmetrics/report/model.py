@@ -33,6 +33,7 @@ __all__ = [
     "JudgeWarning",
     "LabelSummary",
     "MetricSummary",
+    "MisledClaim",
     "MovedSample",
     "Outcome",
     "PermutationTestInfo",
@@ -69,6 +70,7 @@ __all__ = [
     "judge_sources",
     "judge_status",
     "metric_label",
+    "misled_line",
     "moved_samples",
     "outcome",
     "picked_sentences",
@@ -569,6 +571,20 @@ class RegressionGateRow(TypedDict, total=False):
     skipped: bool
 
 
+class MisledClaim(TypedDict, total=False):
+    """An answer claim a retrieved chunk supports but the reference does not (see
+    :func:`pytest_ragmetrics.metrics.answer.misled_claims`): retrieval misled the answer."""
+
+    id: str | None
+    key: str
+    index: int
+    claim: str
+    chunks: list[int]
+    reason: str | None
+    reference_verdict: str
+    reference_reason: str | None
+
+
 class Summary(TypedDict, total=False):
     """Run-wide figures."""
 
@@ -595,6 +611,8 @@ class Summary(TypedDict, total=False):
     judge_controls: JudgeControls
     baseline: BaselineComparison
     regression_gates: list[RegressionGateRow]
+    #: Samples scored on faithfulness and answer correctness: the answer claims retrieval misled.
+    misled: list[MisledClaim]
 
 
 class _RunReportRequired(TypedDict):
@@ -835,6 +853,13 @@ def format_score(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "n/a"
     return f"{value:.{digits}f}"
+
+
+def misled_line(entry: Mapping[str, Any]) -> str:
+    """``sample q1: answer claim 2 'X' is not in the reference but supported by chunk 3: ...``."""
+    from ..metrics.answer import explain_misled
+
+    return f"sample {entry.get('id') or '?'}: {explain_misled(entry)}"
 
 
 def score_text(entry: Mapping[str, Any], digits: int = 3) -> str:

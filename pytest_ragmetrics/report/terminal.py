@@ -46,6 +46,7 @@ from .model import (
     row_status,
     sample_changes,
     score_text,
+    misled_line,
     verdict_chunks,
 )
 
@@ -611,6 +612,10 @@ def render_terminal(
         tw.sep("-", "metrics")
         _render_metrics(tw, summary["metrics"])
     render_sections(report, tw)
+    if summary.get("misled"):
+        tw.sep("-", "answers misled by retrieval")
+        for entry in summary["misled"]:
+            tw.line(_one_line(misled_line(entry)), yellow=True)
     if summary.get("judge_check"):
         tw.sep("-", "judge check")
         _render_judge_check(tw, summary["judge_check"], verbosity)
