@@ -46,6 +46,7 @@ from .model import (
     judge_sources,
     judge_status,
     metric_label,
+    misled_line,
     moved_samples,
     outcome,
     picked_sentences,
@@ -55,7 +56,6 @@ from .model import (
     row_status,
     sample_changes,
     score_text,
-    misled_line,
     verdict_chunks,
 )
 

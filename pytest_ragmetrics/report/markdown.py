@@ -34,6 +34,7 @@ from .model import (
     gate_status,
     judge_figures,
     metric_label,
+    misled_line,
     moved_samples,
     outcome,
     picked_sentences,
@@ -41,7 +42,6 @@ from .model import (
     row_fails,
     sample_changes,
     score_text,
-    misled_line,
     verdict_chunks,
 )
 

@@ -36,6 +36,7 @@ from .model import (
     judge_sources,
     judge_status,
     metric_label,
+    misled_line,
     moved_samples,
     outcome,
     picked_sentences,
@@ -46,7 +47,6 @@ from .model import (
     row_status,
     sample_changes,
     score_text,
-    misled_line,
     verdict_chunks,
 )
 
