@@ -10,7 +10,7 @@ kind                     one request per                               answer
 ``claim_verdicts``       window of claims, with the evidence: the      ``claim_<i>``: reason, ``verdict``
                          contexts (canonical order) or one text        (supported / contradicted /
                                                                        not_found), ``chunks`` (contexts)
-``answer_relevancy``     (question, answer)                            reason, ``noncommittal``,
+``answer_relevancy``     (question, answer)                            reason, ``committal``,
                                                                        ``rating``
 =======================  ============================================  ==================================
 
@@ -188,12 +188,13 @@ _RELEVANCY_PROMPT = f"""You are a strict evaluator of whether an answer addresse
 
 You get a question and the answer a system gave ("answer"). Do not judge whether the answer is
 correct (that is judged elsewhere), only whether it addresses the question.
-"noncommittal": true when the answer is evasive, vague or non-committal: it declines to answer, says
-it does not know, or hedges without committing to an answer ("I don't know", "It depends").
+"committal": false when the answer is evasive, vague or non-committal: it declines to answer, says
+it does not know, or hedges without committing to an answer ("I don't know", "It depends"); true when
+it commits to an answer, right or wrong.
 "rating": 2 = the answer addresses the question directly and as a whole; 1 = it addresses only part of
 the question, or mostly talks about something else; 0 = it does not address the question.
 
-Answer with a JSON object: "reason" (one or two sentences), "noncommittal" (true or false) and
+Answer with a JSON object: "reason" (one or two sentences), "committal" (true or false) and
 "rating" (0, 1 or 2).
 
 {
@@ -202,7 +203,7 @@ Answer with a JSON object: "reason" (one or two sentences), "noncommittal" (true
             "question": "When was the Eiffel Tower completed, and how tall is it?",
             "answer": "It was completed in 1889 and is 330 metres tall.",
         },
-        {"reason": "The answer gives both the year and the height.", "noncommittal": False, "rating": 2},
+        {"reason": "The answer gives both the year and the height.", "committal": True, "rating": 2},
     )
 }
 
@@ -212,7 +213,7 @@ Answer with a JSON object: "reason" (one or two sentences), "noncommittal" (true
             "question": "When was the Eiffel Tower completed?",
             "answer": "I'm not sure; it is hard to say without more information.",
         },
-        {"reason": "The answer declines to give a year.", "noncommittal": True, "rating": 0},
+        {"reason": "The answer declines to give a year.", "committal": False, "rating": 0},
     )
 }"""
 
@@ -263,7 +264,7 @@ def _relevancy_schema() -> dict[str, Any]:
     return _object(
         {
             "reason": _reason(),
-            "noncommittal": {"type": "boolean"},
+            "committal": {"type": "boolean"},
             "rating": {"type": "integer", "enum": [0, 1, 2]},
         }
     )
@@ -467,11 +468,12 @@ def join_verdicts(requests: Sequence[JudgeRequest], answers: Sequence[JudgeAnswe
 
 
 def combine_relevancy(choices: Sequence[Mapping[str, Any]]) -> tuple[bool, float, str]:
-    """``(noncommittal by strict majority, mean rating 0..2, a reason)``: the reason of a choice that
-    agrees on noncommittal, closest to the mean rating."""
-    flags = [bool(c["noncommittal"]) for c in choices]
-    noncommittal = sum(flags) * 2 > len(flags)
+    """``(non-committal, mean rating 0..2, a reason)``: the answer counts as committal only when a
+    strict majority of choices says so (RAGAS's ``noncommittal`` flag, inverted so that true is the
+    positive verdict); the reason is that of a choice that agrees, closest to the mean rating."""
+    flags = [bool(c["committal"]) for c in choices]
+    committal = sum(flags) * 2 > len(flags)
     ratings = [int(c["rating"]) for c in choices]
     mean = sum(ratings) / len(ratings)
-    order = sorted(range(len(choices)), key=lambda k: (flags[k] != noncommittal, abs(ratings[k] - mean), k))
-    return noncommittal, mean, str(choices[order[0]].get("reason", ""))
+    order = sorted(range(len(choices)), key=lambda k: (flags[k] != committal, abs(ratings[k] - mean), k))
+    return not committal, mean, str(choices[order[0]].get("reason", ""))

@@ -56,7 +56,7 @@ def answer(payload: dict[str, Any]) -> dict[str, Any]:
         evasive = "know" in payload["answer"].lower()
         return {
             "reason": "evasive" if evasive else "on topic",
-            "noncommittal": evasive,
+            "committal": not evasive,
             "rating": 0 if evasive else 2,
         }
     raise AssertionError(f"not an answer-metric request: {payload}")

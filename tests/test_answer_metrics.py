@@ -26,7 +26,7 @@ from pytest_ragmetrics.gates import evaluate_gates, parse_gate
 from pytest_ragmetrics.judge.limits import AZURE_OPENAI, STRICTEST, completion_tokens, limit_problems
 from pytest_ragmetrics.judgments import JudgeParams
 from pytest_ragmetrics.metrics import answer as A
-from pytest_ragmetrics.testing import FakeJudgeServer
+from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value
 from tests import answer_judge
 
 TOWER = "The Eiffel Tower was completed in 1889."
@@ -315,8 +315,8 @@ def test_prompts_have_versions_and_examples_of_both_polarities():
         assert f'"verdict": "{verdict}"' in C.VERDICTS_CONTEXTS_PROMPT.system
         assert f'"verdict": "{verdict}"' in C.VERDICTS_TEXT_PROMPT.system
     assert (
-        '"noncommittal": true' in C.RELEVANCY_PROMPT.system
-        and '"noncommittal": false' in C.RELEVANCY_PROMPT.system
+        '"committal": true' in C.RELEVANCY_PROMPT.system
+        and '"committal": false' in C.RELEVANCY_PROMPT.system
     )
     versions = [
         p.version for p in (C.DECOMPOSITION_PROMPT, C.VERDICTS_CONTEXTS_PROMPT, C.VERDICTS_TEXT_PROMPT)
