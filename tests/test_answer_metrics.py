@@ -318,6 +318,12 @@ def test_prompts_have_versions_and_examples_of_both_polarities():
         '"committal": true' in C.RELEVANCY_PROMPT.system
         and '"committal": false' in C.RELEVANCY_PROMPT.system
     )
+    # The fake server's default answer is the most positive one: a committal answer rated 2.
+    assert conforming_value(C.relevancy_request("q", "a", PARAMS).schema) == {
+        "reason": "fake judge",
+        "committal": True,
+        "rating": 2,
+    }
     versions = [
         p.version for p in (C.DECOMPOSITION_PROMPT, C.VERDICTS_CONTEXTS_PROMPT, C.VERDICTS_TEXT_PROMPT)
     ]

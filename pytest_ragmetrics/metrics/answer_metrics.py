@@ -191,16 +191,18 @@ class AnswerCorrectness:
             )
         reference, normalized_answer = ctx.normalize(sample.ground_truth), ctx.normalize(answer)
         against_reference = C.verdict_requests(
-            [c for c, _ in claims], params, _label(sample, self.name, "answer claims against the reference"),
+            [c for c, _ in claims],
+            params,
+            _label(sample, self.name, "answer claims against the reference"),
             text=reference,
-        )  # fmt: skip
+        )
         against_answer = (
             C.verdict_requests(
                 [c for c, _ in reference_claims],
                 params,
                 _label(sample, self.name, "reference claims against the answer"),
                 text=normalized_answer,
-            )  # fmt: skip
+            )
             if both
             else []
         )
