@@ -314,7 +314,9 @@ def _verdict(
     # Verdict(...) without the frozen dataclass's __init__: a sample's ten or so verdicts are most
     # of the cost of a label result, and these fields need no checking. Its slots are set directly.
     verdict = object.__new__(Verdict)
-    s_item, s_index, s_text, s_value, s_label, s_reason, s_rank, s_extracted, s_cached, s_models = _SLOTS
+    s_item, s_index, s_text, s_value, s_label, s_reason, s_rank, s_extracted, s_cached, s_models, s_chunks = (
+        _SLOTS
+    )
     s_item(verdict, item)
     s_index(verdict, index)
     s_text(verdict, text)
@@ -325,13 +327,15 @@ def _verdict(
     s_extracted(verdict, ())
     s_cached(verdict, True)
     s_models(verdict, None)
+    s_chunks(verdict, ())
     return verdict
 
 
-_SLOTS = tuple(
-    getattr(Verdict, name).__set__
-    for name in ("item", "index", "text", "value", "label", "reason", "rank", "extracted", "cached", "models")
+_FIELDS = (
+    *("item", "index", "text", "value", "label", "reason"),
+    *("rank", "extracted", "cached", "models", "chunks"),
 )
+_SLOTS = tuple(getattr(Verdict, name).__set__ for name in _FIELDS)
 
 
 def label_result(sample: RagSample, family: str, k: int | None, metric: str) -> MetricResult:
