@@ -20,6 +20,11 @@ once. Verdicts are keyed on the claims and the evidence; contexts go in :func:`c
 so re-ranking the same chunks costs no call, and the chunk numbers the judge gives are mapped back to
 the sample's ranks.
 
+Each kind is one entry of :data:`ANSWER_KINDS`, which the table of judgment kinds
+(:data:`pytest_ragmetrics.kinds.KINDS`) holds beside the retrieval kinds: its prompt, schema, user
+message, how a recorded judgment is asked again (drift, ``store rejudge``) and how its answers read as
+verdicts. Requests are built through the entry; nothing here switches on a kind's name.
+
 Every schema stays within the strictest provider limits (:mod:`.judge.limits`): a text of more than
 :data:`DECOMPOSITION_WINDOW` sentences, or more than :data:`VERDICT_WINDOW` claims, is judged in
 windows numbered as in the whole, and their answers are joined. The user message is a JSON document,
@@ -32,10 +37,22 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .judge.base import DeferredRequest, JudgeAnswer, JudgeRequest
-from .judgments import JudgeParams, Prompt, canonical_contexts, windows
+from .judge.base import JudgeAnswer, JudgeRequest
+from .judgments import (
+    Choices,
+    JudgeParams,
+    JudgmentKind,
+    Material,
+    Prompt,
+    Texts,
+    canonical_contexts,
+    windows,
+)
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 DECOMPOSITION = "claim_decomposition"
 VERDICTS = "claim_verdicts"
@@ -274,85 +291,77 @@ def _first(inputs: Mapping[str, Any], name: str) -> int:
     return int(inputs.get(name, 1))
 
 
-def _schema_for(kind: str, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
-    if kind == DECOMPOSITION:
-        return _decomposition_schema(_first(inputs, "first_sentence"), len(inputs["sentences"]))
-    if kind == VERDICTS:
-        return _verdicts_schema(_first(inputs, "first_claim"), len(inputs["claims"]), "contexts" in inputs)
-    return _relevancy_schema()
-
-
-def prompt_for(kind: str, inputs: Mapping[str, Any]) -> Prompt:
-    """The prompt (and its version) of a request of ``kind`` with ``inputs``."""
-    if kind == DECOMPOSITION:
-        return DECOMPOSITION_PROMPT
-    if kind == VERDICTS:
-        return VERDICTS_CONTEXTS_PROMPT if "contexts" in inputs else VERDICTS_TEXT_PROMPT
-    return RELEVANCY_PROMPT
-
-
 def _numbered(items: Sequence[str], first: int = 1) -> dict[str, str]:
     return {str(i): text for i, text in enumerate(items, start=first)}
 
 
-def user_payload(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The user message's JSON document for a request of ``kind``."""
-    if kind == DECOMPOSITION:
-        return {"sentences": _numbered(inputs["sentences"], _first(inputs, "first_sentence"))}
-    if kind == VERDICTS:
-        claims = _numbered(inputs["claims"], _first(inputs, "first_claim"))
-        if "contexts" in inputs:
-            return {"contexts": _numbered(inputs["contexts"]), "claims": claims}
-        return {"text": inputs["text"], "claims": claims}
+def _decomposition_payload(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {"sentences": _numbered(inputs["sentences"], _first(inputs, "first_sentence"))}
+
+
+def _verdicts_payload(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    claims = _numbered(inputs["claims"], _first(inputs, "first_claim"))
+    if "contexts" in inputs:
+        return {"contexts": _numbered(inputs["contexts"]), "claims": claims}
+    return {"text": inputs["text"], "claims": claims}
+
+
+def _relevancy_payload(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"question": inputs["question"], "answer": inputs["answer"]}
-
-
-def _messages(kind: str, inputs: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
-    return (
-        {"role": "system", "content": prompt_for(kind, inputs).system},
-        {"role": "user", "content": json.dumps(user_payload(kind, inputs), ensure_ascii=False)},
-    )
-
-
-def _request(kind: str, inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
-    return DeferredRequest(
-        kind=kind,
-        prompt_version=prompt_for(kind, inputs).version,
-        model=params.model,
-        schema_name=kind,
-        base_inputs=inputs,
-        schema_for=_schema_for,
-        render=_messages,
-        temperature=params.temperature,
-        seed=params.seed,
-        n=params.n,
-        label=label,
-    )
 
 
 # --- requests -------------------------------------------------------------------------------------
 
 
+def _window_label(label: str, what: str, spans: Sequence[tuple[int, int]], first: int, last: int) -> str:
+    return label if len(spans) == 1 else f"{label}, {what} {first}-{last}"
+
+
+def decomposition_request(
+    sentences: Sequence[str], params: JudgeParams, label: str = "", first: int = 1
+) -> JudgeRequest:
+    """Break ``sentences`` (numbered from ``first`` in their text) into claims: keyed on those
+    sentences alone, no question and no contexts."""
+    inputs: dict[str, Any] = {"sentences": list(sentences)}
+    if first != 1:
+        inputs["first_sentence"] = first
+    return ANSWER_KINDS[DECOMPOSITION].request(inputs, params, label)
+
+
 def decomposition_requests(
     sentences: Sequence[str], params: JudgeParams, label: str = ""
 ) -> list[JudgeRequest]:
-    """Break the text of ``sentences`` into claims: one request per window of at most
-    :data:`DECOMPOSITION_WINDOW` sentences, keyed on those sentences alone (no question, no contexts)."""
+    """One :func:`decomposition_request` per window of at most :data:`DECOMPOSITION_WINDOW` sentences."""
     spans = windows(len(sentences), DECOMPOSITION_WINDOW)
-    out = []
-    for first, last in spans:
-        inputs: dict[str, Any] = {"sentences": list(sentences[first - 1 : last])}
-        if first != 1:
-            inputs["first_sentence"] = first
-        out.append(
-            _request(
-                DECOMPOSITION,
-                inputs,
-                params,
-                label if len(spans) == 1 else f"{label}, sentences {first}-{last}",
-            )
+    return [
+        decomposition_request(
+            sentences[first - 1 : last], params, _window_label(label, "sentences", spans, first, last), first
         )
-    return out
+        for first, last in spans
+    ]
+
+
+def verdict_request(
+    claims: Sequence[str],
+    params: JudgeParams,
+    label: str = "",
+    first: int = 1,
+    *,
+    contexts: Sequence[str] | None = None,
+    text: str | None = None,
+) -> JudgeRequest:
+    """Verify ``claims`` (numbered from ``first``) against the ``contexts`` (put in
+    :func:`canonical_contexts` order) or against one ``text``."""
+    if (contexts is None) == (text is None):
+        raise ValueError("verify claims against contexts or a text, one of the two")
+    inputs: dict[str, Any] = {"claims": list(claims)}
+    if contexts is not None:
+        inputs["contexts"] = canonical_contexts(contexts)
+    else:
+        inputs["text"] = text
+    if first != 1:
+        inputs["first_claim"] = first
+    return ANSWER_KINDS[VERDICTS].request(inputs, params, label)
 
 
 def verdict_requests(
@@ -363,30 +372,25 @@ def verdict_requests(
     contexts: Sequence[str] | None = None,
     text: str | None = None,
 ) -> list[JudgeRequest]:
-    """Verify ``claims`` against the ``contexts`` (put in :func:`canonical_contexts` order) or against
-    one ``text``: one request per window of at most :data:`VERDICT_WINDOW` claims."""
-    if (contexts is None) == (text is None):
-        raise ValueError("verify claims against contexts or a text, one of the two")
-    evidence: dict[str, Any] = (
-        {"contexts": canonical_contexts(contexts)} if contexts is not None else {"text": text}
-    )
+    """One :func:`verdict_request` per window of at most :data:`VERDICT_WINDOW` claims: all the
+    claims of a usual answer in one request."""
     spans = windows(len(claims), VERDICT_WINDOW)
-    out = []
-    for first, last in spans:
-        inputs: dict[str, Any] = {"claims": list(claims[first - 1 : last]), **evidence}
-        if first != 1:
-            inputs["first_claim"] = first
-        out.append(
-            _request(
-                VERDICTS, inputs, params, label if len(spans) == 1 else f"{label}, claims {first}-{last}"
-            )
+    return [
+        verdict_request(
+            claims[first - 1 : last],
+            params,
+            _window_label(label, "claims", spans, first, last),
+            first,
+            contexts=contexts,
+            text=text,
         )
-    return out
+        for first, last in spans
+    ]
 
 
 def relevancy_request(question: str, answer: str, params: JudgeParams, label: str = "") -> JudgeRequest:
     """Does ``answer`` address ``question``, or is it non-committal?"""
-    return _request(RELEVANCY, {"question": question, "answer": answer}, params, label)
+    return ANSWER_KINDS[RELEVANCY].request({"question": question, "answer": answer}, params, label)
 
 
 # --- reading answers --------------------------------------------------------------------------------
@@ -459,11 +463,7 @@ def join_verdicts(requests: Sequence[JudgeRequest], answers: Sequence[JudgeAnswe
     """The answers to :func:`verdict_requests` joined: one :class:`ClaimVerdict` per claim, in order."""
     verdicts: list[ClaimVerdict] = []
     for request, answer in zip(requests, answers, strict=True):
-        inputs = request.inputs
-        chunk_count = len(inputs.get("contexts") or ())
-        verdicts += combine_verdicts(
-            answer.choices, len(inputs["claims"]), _first(inputs, "first_claim"), chunk_count
-        )
+        verdicts += _read_verdicts(request, answer.choices)
     return verdicts
 
 
@@ -477,3 +477,144 @@ def combine_relevancy(choices: Sequence[Mapping[str, Any]]) -> tuple[bool, float
     mean = sum(ratings) / len(ratings)
     order = sorted(range(len(choices)), key=lambda k: (flags[k] != committal, abs(ratings[k] - mean), k))
     return not committal, mean, str(choices[order[0]].get("reason", ""))
+
+
+# --- the answer kinds' entries -----------------------------------------------------------------------
+
+
+def _decomposition_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
+    # Per sentence: 1 when it makes at least one claim; the reason lists the claims.
+    inputs = request.inputs
+    found = combine_decomposition(choices, len(inputs["sentences"]), _first(inputs, "first_sentence"))
+    return [(1.0 if claims else 0.0, "; ".join(claims)) for claims in found]
+
+
+def _decomposition_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    return tuple("claims" if value else "none" for value, _ in _decomposition_verdicts(request, choices))
+
+
+def _read_verdicts(request: JudgeRequest, choices: Choices) -> list[ClaimVerdict]:
+    inputs = request.inputs
+    count, first = len(inputs["claims"]), _first(inputs, "first_claim")
+    return combine_verdicts(choices, count, first, len(inputs.get("contexts") or ()))
+
+
+def _claim_verdict_values(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
+    # Per claim: 1 when supported (the faithfulness of the claim), else 0.
+    return [(1.0 if v.verdict == SUPPORTED else 0.0, v.reason) for v in _read_verdicts(request, choices)]
+
+
+def _claim_verdict_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    return tuple(v.verdict for v in _read_verdicts(request, choices))
+
+
+def _relevancy_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
+    noncommittal, rating, reason = combine_relevancy(choices)
+    return [(0.0 if noncommittal else rating / 2, reason)]
+
+
+def _relevancy_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    noncommittal, rating, _ = combine_relevancy(choices)
+    return ("non-committal",) if noncommittal else (str(int(rating + 0.5)),)
+
+
+def _judge_params(settings: Settings) -> list[JudgeParams]:
+    s = settings
+    return [JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)]
+
+
+def _no_units(material: Material, texts: Texts) -> list[str]:
+    return []
+
+
+def _not_asked(
+    material: Material, units: Sequence[str], params: JudgeParams, label: str, texts: Texts
+) -> list[JudgeRequest] | None:
+    return None
+
+
+def _rebuild_decomposition(inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
+    return decomposition_request(inputs["sentences"], params, label, _first(inputs, "first_sentence"))
+
+
+def _rebuild_claim_verdicts(inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
+    first = _first(inputs, "first_claim")
+    if "contexts" in inputs:
+        return verdict_request(inputs["claims"], params, label, first, contexts=inputs["contexts"])
+    return verdict_request(inputs["claims"], params, label, first, text=inputs["text"])
+
+
+def _rebuild_relevancy(inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
+    return relevancy_request(inputs["question"], inputs["answer"], params, label)
+
+
+_ANSWER_METRICS: tuple[tuple[str, str | None], ...] = (
+    ("faithfulness", None),
+    ("faithfulness", "not_contradicted"),
+    ("answer_correctness", None),
+    ("answer_correctness", "precision"),
+    ("answer_correctness", "recall"),
+)
+
+
+#: The answer kinds' entries in the table of judgment kinds (:data:`pytest_ragmetrics.kinds.KINDS`).
+ANSWER_KINDS: dict[str, JudgmentKind] = {
+    kind.name: kind
+    for kind in (
+        JudgmentKind(
+            name=DECOMPOSITION,
+            prompt=DECOMPOSITION_PROMPT,
+            unit="text sentence",
+            schema=lambda inputs: _decomposition_schema(
+                _first(inputs, "first_sentence"), len(inputs["sentences"])
+            ),
+            payload=_decomposition_payload,
+            rebuild=_rebuild_decomposition,
+            verdicts=_decomposition_verdicts,
+            decision=_decomposition_decision,
+            params=_judge_params,
+            units_of=_no_units,
+            ask=_not_asked,
+            meaning="claim_decomposition: share of sentences that make a claim",
+            decides="claims made",
+            metrics=_ANSWER_METRICS,
+        ),
+        JudgmentKind(
+            name=VERDICTS,
+            prompt=VERDICTS_CONTEXTS_PROMPT,
+            variant=lambda inputs: None if "contexts" in inputs else VERDICTS_TEXT_PROMPT,
+            unit="claim",
+            schema=lambda inputs: _verdicts_schema(
+                _first(inputs, "first_claim"), len(inputs["claims"]), "contexts" in inputs
+            ),
+            payload=_verdicts_payload,
+            rebuild=_rebuild_claim_verdicts,
+            verdicts=_claim_verdict_values,
+            decision=_claim_verdict_decision,
+            params=_judge_params,
+            units_of=_no_units,
+            ask=_not_asked,
+            meaning="faithfulness: share of claims supported",
+            decides="verdict",
+            metrics=_ANSWER_METRICS,
+            aliases=("faithfulness",),
+        ),
+        JudgmentKind(
+            name=RELEVANCY,
+            prompt=RELEVANCY_PROMPT,
+            unit="answer",
+            schema=lambda inputs: _relevancy_schema(),
+            payload=_relevancy_payload,
+            rebuild=_rebuild_relevancy,
+            verdicts=_relevancy_verdicts,
+            decision=_relevancy_decision,
+            params=_judge_params,
+            units_of=_no_units,
+            ask=_not_asked,
+            meaning="answer_relevancy: mean score (0 when non-committal, else rating / 2)",
+            decides="rating",
+            metrics=(("answer_relevancy", None),),
+            scale=2,
+        ),
+    )
+}

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .claim_judgments import ANSWER_KINDS
 from .judge.base import JudgeRequest
 from .judgments import RETRIEVAL_KINDS, JudgmentKind
 
 __all__ = ["KINDS", "answer_classes", "control_kinds", "kind_of", "labelled_kinds"]
 
 #: Every kind of judgment, by name, in report order. Read when needed, never copied at import.
-KINDS: dict[str, JudgmentKind] = {**RETRIEVAL_KINDS}
+KINDS: dict[str, JudgmentKind] = {**RETRIEVAL_KINDS, **ANSWER_KINDS}
 
 
 def kind_of(name: str) -> JudgmentKind | None:

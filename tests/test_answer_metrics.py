@@ -315,8 +315,7 @@ def test_prompts_have_versions_and_examples_of_both_polarities():
         assert f'"verdict": "{verdict}"' in C.VERDICTS_CONTEXTS_PROMPT.system
         assert f'"verdict": "{verdict}"' in C.VERDICTS_TEXT_PROMPT.system
     assert (
-        '"committal": true' in C.RELEVANCY_PROMPT.system
-        and '"committal": false' in C.RELEVANCY_PROMPT.system
+        '"committal": true' in C.RELEVANCY_PROMPT.system and '"committal": false' in C.RELEVANCY_PROMPT.system
     )
     # The fake server's default answer is the most positive one: a committal answer rated 2.
     assert conforming_value(C.relevancy_request("q", "a", PARAMS).schema) == {
@@ -355,3 +354,28 @@ def test_a_claim_a_chunk_supports_but_the_reference_does_not_names_the_chunk_tha
     assert A.explain_misled(entry) == (
         f"answer claim 2 '{painted}' is not in the reference but supported by chunk 2: judged supported"
     )
+
+
+def test_each_answer_kind_is_one_entry_of_the_table_that_rebuilds_its_recorded_requests():
+    """Drift and store rejudge ask a recorded judgment again from its inputs: the same request."""
+    from pytest_ragmetrics.kinds import KINDS, answer_classes
+
+    requests = [
+        *C.decomposition_requests([f"Sentence {i}." for i in range(25)], PARAMS, "text"),
+        *C.verdict_requests([f"Claim {i}." for i in range(30)], PARAMS, contexts=["b", "a", "b"]),
+        *C.verdict_requests(["Claim."], PARAMS, text="the reference"),
+        C.relevancy_request("q", "a", PARAMS),
+    ]
+    for request in requests:
+        kind = KINDS[request.kind]
+        assert kind is C.ANSWER_KINDS[request.kind]
+        again = kind.rebuild(request.inputs, PARAMS, "again")
+        assert again.cache_key() == request.cache_key()
+        assert again.messages == request.messages
+    verdicts = C.verdict_requests(["A is so.", "B is so."], PARAMS, contexts=["A is so."])[0]
+    choices = [answer_judge.answer({"contexts": {"1": "A is so."}, "claims": {"1": "A is so.", "2": "B."}})]
+    assert answer_classes(verdicts, choices) == ("supported", "not_found")
+    assert KINDS[C.VERDICTS].verdicts(verdicts, choices) == [
+        (1.0, "judged supported"),
+        (0.0, "judged not_found"),
+    ]

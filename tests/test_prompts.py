@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from pytest_ragmetrics import claim_judgments as C
 from pytest_ragmetrics import judgments as J
 from pytest_ragmetrics.kinds import KINDS
 
 PROMPTS = {
     **{name: kind.prompt for name, kind in KINDS.items()},
     "context_precision without reference": J.PRECISION_WITHOUT_REFERENCE,
+    "claim_verdicts against a text": C.VERDICTS_TEXT_PROMPT,
 }
 
 
@@ -32,8 +34,14 @@ def polarities(answer: dict[str, Any]) -> set[bool]:
         return {bool(answer["relevant_sentences"])}
     shown = set()
     for verdict in answer.values():
+        if "verdict" in verdict:  # a claim's verdict: supported, or contradicted / not_found
+            shown.add(verdict["verdict"] == "supported")
+            continue
         for claim in verdict.get("claims", [verdict]):
-            shown.add(claim["attributed"])
+            # A sentence's claims (decomposition): some, or none; else an attributed claim.
+            shown.add(bool(claim) if isinstance(claim, str) else claim["attributed"])
+        if verdict.get("claims") == []:
+            shown.add(False)
     return shown
 
 
