@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_ragmetrics import Evaluator, Settings
+from pytest_ragmetrics import claim_judgments as C
 from pytest_ragmetrics import judgments as J
 from pytest_ragmetrics import kinds as K
 from pytest_ragmetrics.calibration.check import judge_labels, metrics_of_kind, parse_floor
@@ -29,6 +30,9 @@ BUILT = {
     J.CLAIMS: J.claims_request("Q?", ["C1."], ["S1."], PARAMS),
     J.GRADED: J.graded_request("Q?", "Chunk.", PARAMS),
     J.SENTENCES: J.chunk_sentences_request("Q?", "A. B.", "split-1", lambda c: c.split(" "), PARAMS),
+    C.DECOMPOSITION: C.decomposition_request(["S1.", "S2."], PARAMS, first=21),
+    C.VERDICTS: C.verdict_request(["A.", "B."], PARAMS, first=26, contexts=["C2.", "C1."]),
+    C.RELEVANCY: C.relevancy_request("Q?", "Answer.", PARAMS),
 }
 
 
