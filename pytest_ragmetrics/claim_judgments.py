@@ -523,7 +523,7 @@ def _judge_params(settings: Settings) -> list[JudgeParams]:
     return [JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)]
 
 
-def _no_units(material: Material, texts: Texts) -> list[str]:
+async def _no_units(material: Material, texts: Texts) -> list[str]:
     return []
 
 
@@ -614,7 +614,8 @@ ANSWER_KINDS: dict[str, JudgmentKind] = {
             meaning="answer_relevancy: mean score (0 when non-committal, else rating / 2)",
             decides="rating",
             metrics=(("answer_relevancy", None),),
-            scale=2,
+            classes=(0, 1, 2),
+            ordinal=True,
         ),
     )
 }
