@@ -111,7 +111,12 @@ def _scores(report: dict[str, Any]) -> list[tuple[str, str, Any, Any, Any]]:
 def test_every_answer_score_in_the_json_report_is_recomputed_from_its_claim_verdicts(pytester, server):
     pytester.makeini(f"[pytest]\nrag_store_dir = judgments\n{GATES}")
     pytester.makepyfile(test_answers=ANSWER_TESTS)
-    result = pytester.runpytest("--rag-report-json=report.json", "--rag-report")
+    result = pytester.runpytest(
+        "--rag-report-json=report.json",
+        "--rag-report-md=report.md",
+        "--rag-report-html=report.html",
+        "--rag-report",
+    )
     result.assert_outcomes(passed=5, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -158,6 +163,14 @@ def test_every_answer_score_in_the_json_report_is_recomputed_from_its_claim_verd
             "supported by chunk 4: judged supported",
         ]
     )
+    # Every report names the outcome, the chunk that misled the answer, and n beside no claims.
+    markdown = pytester.path.joinpath("report.md").read_text()
+    html = pytester.path.joinpath("report.html").read_text()
+    for text in (markdown, html):
+        assert "no claims" in text and "4 (+1 no claims)" in text
+        assert "Answers misled by retrieval" in text
+        assert "is not in the reference but supported by chunk 4" in text
+    assert "contradicted (chunk 2)" in html  # a claim's verdict names its chunk
     summary = {(m["metric"], m["method"]): m for m in report["summary"]["metrics"]}
     assert summary[("faithfulness", None)]["n"] == 4 and summary[("faithfulness", None)]["no_claims"] == 1
     gates = {g["spec"]: g for g in report["summary"]["gates"]}
