@@ -700,7 +700,7 @@ def comparison_cell(rows: Sequence[Mapping[str, Any]]) -> str:
         threshold = format_threshold(row.get("op"), row.get("threshold"))
         lines.append(
             f'<span class="{_STATUS_CLASS[css]}">{row_status(row)}</span> {_e(comparison_label(row))} '
-            f"{_e(format_score(row.get('score')))} {_e(threshold)}"
+            f"{_e(score_text(row))} {_e(threshold)}"
         )
     return "<br>".join(lines)
 
@@ -715,7 +715,7 @@ def test_fragment(rows: Sequence[Mapping[str, Any]]) -> str:
     for row in rows:
         parts.append(
             f"<p><strong>{_e(row_status(row))}</strong> {_e(comparison_label(row))} = "
-            f"{_e(format_score(row.get('score')))}, expected "
+            f"{_e(score_text(row))}, expected "
             f"{_e(format_threshold(row.get('op'), row.get('threshold')))}"
             + (f": {_e(row['explanation'])}" if row.get("explanation") else "")
             + "</p>"
