@@ -490,7 +490,8 @@ def _decomposition_verdicts(request: JudgeRequest, choices: Choices) -> list[tup
 
 
 def _decomposition_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
-    return tuple("claims" if value else "none" for value, _ in _decomposition_verdicts(request, choices))
+    # Nearly every sentence making a claim is what texts do, not a judge that does not discriminate.
+    return ()
 
 
 def _read_verdicts(request: JudgeRequest, choices: Choices) -> list[ClaimVerdict]:

@@ -379,3 +379,13 @@ def test_each_answer_kind_is_one_entry_of_the_table_that_rebuilds_its_recorded_r
         (1.0, "judged supported"),
         (0.0, "judged not_found"),
     ]
+
+
+def test_a_judge_finding_claims_in_every_sentence_is_not_warned_about():
+    """Sentences make claims: that is no sign of a judge that answers everything alike."""
+    from pytest_ragmetrics.calibration.degenerate import degenerate_kinds
+    from pytest_ragmetrics.kinds import answer_classes
+
+    request = C.decomposition_requests([f"Floor {i} is open." for i in range(20)], PARAMS)[0]
+    choices = [answer_judge.answer(json.loads(request.messages[1]["content"]))]
+    assert degenerate_kinds([(request.kind, answer_classes(request, choices))] * 3) == []
