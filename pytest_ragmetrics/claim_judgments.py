@@ -42,8 +42,10 @@ from typing import TYPE_CHECKING, Any
 from .judge.base import JudgeAnswer, JudgeRequest
 from .judgments import (
     Choices,
+    ControlForm,
     JudgeParams,
     JudgmentKind,
+    LabelForm,
     Material,
     Prompt,
     Texts,
@@ -500,9 +502,14 @@ def _read_verdicts(request: JudgeRequest, choices: Choices) -> list[ClaimVerdict
     return combine_verdicts(choices, count, first, len(inputs.get("contexts") or ()))
 
 
+#: A claim's verdicts as classes, in the order of their values: contradicted 0, not found 0.5,
+#: supported 1 (so a verdict that changes either way is a flip in drift).
+CLAIM_CLASSES: tuple[str, ...] = (CONTRADICTED, NOT_FOUND, SUPPORTED)
+_CLAIM_VALUES = {verdict: i / 2 for i, verdict in enumerate(CLAIM_CLASSES)}
+
+
 def _claim_verdict_values(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
-    # Per claim: 1 when supported (the faithfulness of the claim), else 0.
-    return [(1.0 if v.verdict == SUPPORTED else 0.0, v.reason) for v in _read_verdicts(request, choices)]
+    return [(_CLAIM_VALUES[v.verdict], v.reason) for v in _read_verdicts(request, choices)]
 
 
 def _claim_verdict_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
@@ -532,6 +539,30 @@ def _not_asked(
     material: Material, units: Sequence[str], params: JudgeParams, label: str, texts: Texts
 ) -> list[JudgeRequest] | None:
     return None
+
+
+async def _claims_of(material: Material, texts: Texts) -> list[str]:
+    """The claims a labelled item lists, else those of the answer (a negative control): decomposed
+    exactly as the faithfulness metric decomposes it, so the run's recorded decomposition serves."""
+    if material.claims is not None:
+        return [texts.normalize(claim) for claim in material.claims]
+    if material.answer is None or not material.contexts or not texts.normalize(material.answer):
+        return []  # nothing to check, or nothing to check it against
+    sentences = [s for raw in texts.split(material.answer) if (s := texts.normalize(raw))]
+    (params,) = _judge_params(texts.settings)
+    requests = decomposition_requests(sentences, params, "claims of the answer")
+    answers = [await texts.judge(request) for request in requests]
+    return [claim for claim, _ in join_decomposition(requests, answers)]
+
+
+def _ask_claim_verdicts(
+    material: Material, units: Sequence[str], params: JudgeParams, label: str, texts: Texts
+) -> list[JudgeRequest] | None:
+    # The claims against the contexts, as the faithfulness metric asks; None without either.
+    contexts = [text for context in material.contexts if (text := texts.normalize(context))]
+    if not units or not contexts:
+        return None
+    return verdict_requests(list(units), params, label, contexts=contexts)
 
 
 def _rebuild_decomposition(inputs: Mapping[str, Any], params: JudgeParams, label: str) -> JudgeRequest:
@@ -593,12 +624,16 @@ ANSWER_KINDS: dict[str, JudgmentKind] = {
             verdicts=_claim_verdict_values,
             decision=_claim_verdict_decision,
             params=_judge_params,
-            units_of=_no_units,
-            ask=_not_asked,
-            meaning="faithfulness: share of claims supported",
+            units_of=_claims_of,
+            ask=_ask_claim_verdicts,
+            meaning="claim_verdicts: mean verdict (supported 1, not found 0.5, contradicted 0)",
             decides="verdict",
             metrics=_ANSWER_METRICS,
             aliases=("faithfulness",),
+            classes=CLAIM_CLASSES,
+            labels=LabelForm("verdicts", "each", ("contexts", "claims")),
+            # Negative controls only: an answer against its own contexts may well be unfaithful.
+            control=ControlForm("supported", positive_from=CLAIM_CLASSES.index(SUPPORTED), positives=False),
         ),
         JudgmentKind(
             name=RELEVANCY,

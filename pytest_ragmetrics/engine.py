@@ -244,6 +244,7 @@ class _Context:
                 self._evaluator.note_answer(request, answer)
         return answers
 
+
 # Every metric of a sample normalizes the same question and chunks again: remember recent texts.
 _normalize = functools.lru_cache(maxsize=4096)(normalize_text)
 

@@ -65,4 +65,3 @@ def pytest_ragmetrics_report(report: dict[str, Any]) -> None:
 
     Use it to send scores to a dashboard or to add fields before the report files are written.
     """
-

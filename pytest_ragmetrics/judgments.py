@@ -778,13 +778,15 @@ class LabelForm:
 
 @dataclass(frozen=True)
 class ControlForm:
-    """Negative controls of a kind (:mod:`.calibration.controls`). A control is judged as a labelled
-    item of the kind is, and counts as *positive* (``verdict``: useful, relevant, needed) when any of
-    its units, averaged over the judge models that rate the kind, is judged of the class numbered
-    ``positive_from`` (from 0, in the kind's :attr:`~JudgmentKind.classes`) or above."""
+    """Controls of a kind (:mod:`.calibration.controls`). A control is judged as a labelled item of
+    the kind is, and counts as *positive* (``verdict``: useful, relevant, needed) when any of its
+    units, averaged over the judge models that rate the kind, is judged of the class numbered
+    ``positive_from`` (from 0, in the kind's :attr:`~JudgmentKind.classes`) or above. ``positives``:
+    whether positive controls (a sample's own reference offered as the chunk) apply to the kind."""
 
     verdict: str
     positive_from: int = 1
+    positives: bool = True
 
 
 def _judge_params(settings: Settings) -> list[JudgeParams]:

@@ -331,9 +331,7 @@ def corrected_mean(
     half = z * math.sqrt(variance)
     label_variance = _population_variance(y)
     effective = label_variance / variance if variance > 0 and label_variance > 0 else None
-    return CorrectedMean(
-        estimate, estimate - half, estimate + half, confidence, n, big_n, weight, effective
-    )
+    return CorrectedMean(estimate, estimate - half, estimate + half, confidence, n, big_n, weight, effective)
 
 
 def _binomial_pmf(k: int, n: int, p: float) -> float:

@@ -410,9 +410,7 @@ class FakeJudgeServer:
         self.files[file["id"]] = {**file, "content": content}
         return file
 
-    def _batch_api(
-        self, method: str, path: str, headers: Mapping[str, str], raw: bytes
-    ) -> tuple[int, Any]:
+    def _batch_api(self, method: str, path: str, headers: Mapping[str, str], raw: bytes) -> tuple[int, Any]:
         """``/files`` and ``/batches``: the status and the JSON (or, for a file's content, the bytes)."""
         parts = path.split("/")
         where = parts.index("files") if "files" in parts else parts.index("batches")

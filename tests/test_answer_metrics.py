@@ -377,7 +377,7 @@ def test_each_answer_kind_is_one_entry_of_the_table_that_rebuilds_its_recorded_r
     assert answer_classes(verdicts, choices) == ("supported", "not_found")
     assert KINDS[C.VERDICTS].verdicts(verdicts, choices) == [
         (1.0, "judged supported"),
-        (0.0, "judged not_found"),
+        (0.5, "judged not_found"),
     ]
 
 

@@ -6,7 +6,8 @@ So a replay run checks the recorded judge at no cost, and a labelled item that a
 paid for once.
 
 Agreement is measured per judgment kind over its units: a chunk (precision, graded relevance), a
-reference sentence (recall) or a chunk sentence (sentence selection: needed or not). See
+reference sentence (recall), a chunk sentence (sentence selection: needed or not) or a claim (claim
+verdicts: supported, contradicted or not found). See
 :mod:`.agreement` for the statistics and :data:`STATISTICS` for the names floors use.
 """
 
@@ -44,7 +45,7 @@ STATISTICS: Mapping[str, str] = {
     "accuracy": "share of units where the judge gave the label",
     "kappa": "Cohen's kappa (chance-corrected agreement)",
     "weighted_kappa": "quadratically weighted Cohen's kappa (graded ratings only)",
-    "f1": "F1 of 'yes' / 'needed', the labels being the truth (not for graded ratings)",
+    "f1": "F1 of 'yes' / 'needed' / 'supported', the labels being the truth (not for graded ratings)",
 }
 
 #: The statistic of a floor on negative controls (``context_precision controls <= 0.2``): the share of
@@ -205,6 +206,8 @@ def parse_floor(line: str) -> Floor:
         if entry.control is None:
             controlled = ", ".join(k.name for k in K.control_kinds())
             raise parsed.error(f"there are no controls for {kind}; use {controlled}")
+        if parsed.stat == POSITIVE_CONTROLS and not entry.control.positives:
+            raise parsed.error(f"there are no positive controls for {kind}, only negative ones (controls)")
         return Floor(parsed.spec, kind, parsed.stat, parsed.op, parsed.threshold)
     if parsed.stat not in STATISTICS:
         raise parsed.error(f"unknown statistic {parsed.stat!r}")

@@ -202,7 +202,10 @@ def _print_check(report: Mapping[str, Any], with_floors: bool, out: TextIO) -> N
             )  # fmt: skip
     for line in _table(rows, 3):
         print(line, file=out)
-    print("kappa: Cohen's; weighted_kappa: quadratic weights (graded ratings); f1 of yes / needed", file=out)
+    print(
+        "kappa: Cohen's; weighted_kappa: quadratic weights (graded ratings); f1 of yes / needed / supported",
+        file=out,
+    )
     print("errors: labelled items the judge gave no usable answer for (not in the figures)", file=out)
     for m in report["models"]:
         for k in m["kinds"]:

@@ -19,7 +19,9 @@ prompts, parameters, cache and judgment store), for the judgment kinds the run u
 
 * ``context_precision``: the share of controls judged *useful* for the question's reference;
 * ``context_relevance_graded``: the share rated *relevant* (1 or 2);
-* ``context_relevance_sentences``: the share with at least one sentence judged *needed*.
+* ``context_relevance_sentences``: the share with at least one sentence judged *needed*;
+* ``claim_verdicts`` (faithfulness): the question sample's answer checked against all the contexts of
+  the other sample (when none of them is related to it): the share with any claim judged *supported*.
 
 Pairs are drawn with a seeded generator from the samples sorted by a stable key, so a run draws the
 same pairs whatever order its tests ran in. A pair whose question and chunk come from samples sharing
@@ -344,12 +346,26 @@ async def judge_controls(
         except JudgeError as exc:
             return kind, pair, exc
 
+    def takes_positives(kind: str) -> bool:
+        control = K.KINDS[kind].control
+        return control is not None and control.positives
+
     outcomes = await gather_or_cancel(
-        *(one(pair, kind, n) for kind in wanted for n, pair in enumerate(pairs, start=1))
+        *(
+            one(pair, kind, n)
+            for kind in wanted
+            for n, pair in enumerate(pairs, start=1)
+            if takes_positives(kind) or not pair.positive
+        )
     )
     expected = ["negative", "positive"]
     present = [e for e in expected if any(p.positive == (e == "positive") for p in pairs)] or ["negative"]
-    shares = {(kind, e): ControlShare(kind, expected=e) for kind in wanted for e in present}
+    shares = {
+        (kind, e): ControlShare(kind, expected=e)
+        for kind in wanted
+        for e in present
+        if e == "negative" or takes_positives(kind)
+    }
     decided: set[tuple[str, bool, tuple[str, ...]]] = set()
     for kind, pair, outcome in outcomes:
         share = shares[kind, "positive" if pair.positive else "negative"]

@@ -13,7 +13,12 @@ a ``kind``, a ``question`` and the person's verdict, plus what the judge is show
 ``context_relevance_sentences`` ``chunk``                                ``relevant_sentences``: the
                                                                          numbers (from 1) of the chunk's
                                                                          needed sentences
+``claim_verdicts``              ``contexts`` (list), ``claims`` (list)   ``verdicts``: ``supported``,
+                                                                         ``contradicted`` or ``not_found``
+                                                                         per claim, in order
 ==============================  =======================================  ==================================
+
+``faithfulness`` may stand for ``claim_verdicts``.
 
 ``context_relevance[graded]`` may stand for ``context_relevance_graded``, and
 ``context_relevance[sentence]`` or ``[binary]`` for ``context_relevance_sentences`` (the binary method
@@ -62,7 +67,8 @@ class LabelLoadError(SampleLoadError):
 @dataclass(frozen=True)
 class LabelledItem:
     """One labelled item. ``label`` is ``useful`` (bool), ``attributed`` (tuple of bool), ``rating``
-    (int) or ``relevant_sentences`` (sorted tuple of int), after the item's ``kind``."""
+    (int), ``relevant_sentences`` (sorted tuple of int) or ``verdicts`` (tuple of claim verdicts),
+    after the item's ``kind``."""
 
     kind: str
     id: str
@@ -73,6 +79,7 @@ class LabelledItem:
     reference: str | None = None
     reference_sentences: tuple[str, ...] | None = None
     contexts: tuple[str, ...] = ()
+    claims: tuple[str, ...] | None = None
     reason: str = ""
     reasons: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
@@ -85,6 +92,7 @@ class LabelledItem:
             reference=self.reference,
             contexts=self.contexts,
             reference_sentences=self.reference_sentences,
+            claims=self.claims,
         )
 
 
@@ -185,6 +193,12 @@ def _item(data: Mapping[str, Any], default_id: str, where: str) -> LabelledItem:
     for field_name in form.material:  # checked in the order they are listed
         if field_name == "contexts":
             material[field_name] = _texts(data, field_name)
+        elif field_name == "claims":
+            claims = _texts(data, field_name)
+            assert claims is not None
+            if len(claims) != len(label):
+                raise _Bad(f"field {name!r}: {len(label)} entries for {len(claims)} claims", name)
+            material[field_name] = claims
         elif field_name == "reference_sentences":
             # The reference, or the reference already split into its sentences: one of the two.
             sentences = _texts(data, "reference_sentences", required=False)

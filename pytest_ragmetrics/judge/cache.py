@@ -125,7 +125,6 @@ def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = N
     return answer
 
 
-
 # Errors the disk cache can raise; none of them may reach the user as a traceback.
 @functools.cache  # asked on every read; diskcache is imported on first use only
 def _cache_errors() -> tuple[type[BaseException], ...]:

@@ -463,7 +463,9 @@ def _render_judge_check(tw: LineWriter, check: Mapping[str, Any], verbosity: int
     tw.line(lines[0], bold=True)
     for line in lines[1:]:
         tw.line(line)
-    tw.line("kappa: Cohen's; weighted_kappa: quadratic weights (graded ratings); f1 of yes / needed")
+    tw.line(
+        "kappa: Cohen's; weighted_kappa: quadratic weights (graded ratings); f1 of yes / needed / supported"
+    )
     for k in kinds:
         for error in k.get("error_items") or []:
             where = f"{error.get('id')!r} ({error.get('where')})"
