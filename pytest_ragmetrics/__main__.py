@@ -67,41 +67,12 @@ def configured_dirs(cwd: Path | None = None, environ: Mapping[str, str] | None =
 
 
 def _pytest_ini_values(base: Path) -> dict[str, str]:
-    import configparser
+    from .settings import ini_file_values
 
     for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
-        path = base / name
-        if not path.is_file():
-            continue
-        if name == "pyproject.toml":
-            try:
-                import tomllib  # type: ignore[import-not-found,unused-ignore]
-            except ImportError:  # Python 3.10: pytest itself reads pyproject.toml with tomli there
-                try:
-                    import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
-                except ImportError:
-                    continue
-            try:
-                table = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            options = table.get("tool", {}).get("pytest", {}).get("ini_options")
-            if isinstance(options, dict):
-                # A list (rag_gates = [...]) reads as an ini linelist: one item per line.
-                return {
-                    k: "\n".join(map(str, v)) if isinstance(v, list) else str(v)
-                    for k, v in options.items()
-                    if isinstance(v, (str, int, float, list))
-                }
-            continue
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read(path, encoding="utf-8")
-        except configparser.Error:
-            continue
-        section = {"setup.cfg": "tool:pytest", "tox.ini": "pytest"}.get(name, "pytest")
-        if parser.has_section(section):
-            return dict(parser.items(section))
+        values = ini_file_values(base / name)
+        if values is not None:
+            return values
     return {}
 
 

@@ -436,15 +436,23 @@ def load_report(path: str | Path, what: str = "baseline") -> dict[str, Any]:
     """Read a JSON run report (a baseline, or a shard's report); :class:`ConfigError` naming the file
     and the problem when it is missing, not JSON, or not a run report this package reads."""
     try:
+        if not Path(path).is_file():  # /dev/zero would be read forever, a FIFO wait for a writer
+            if Path(path).exists():
+                raise ConfigError(f"{what} file {str(path)!r} is not a regular file")
+            raise FileNotFoundError(path)
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{what} file {str(path)!r} does not exist") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} file {str(path)!r} is not UTF-8 text: {exc.reason}") from None
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise ConfigError(f"{what} file {str(path)!r} is not JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{what} file {str(path)!r} is nested too deeply to be a run report") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{what} file {str(path)!r} is not a ragmetrics JSON report (not an object)")
     try:

@@ -183,6 +183,10 @@ def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
             raise SampleLoadError(
                 f"{where}: invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=number
             ) from None
+        except RecursionError:
+            raise SampleLoadError(f"{where}: the JSON is nested too deeply", file=name, line=number) from None
+        except ValueError as exc:  # a number of more than 4,300 digits
+            raise SampleLoadError(f"{where}: invalid JSON: {exc}", file=name, line=number) from None
         if not isinstance(data, dict):
             raise SampleLoadError(
                 f"{where}: expected a JSON object, got {_json_type(data)}", file=name, line=number
@@ -196,6 +200,10 @@ def _json_records(text: str, name: str) -> Iterator[_Record]:
     except json.JSONDecodeError as exc:
         message = f"{name}, line {exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
         raise SampleLoadError(message, file=name, line=exc.lineno) from None
+    except RecursionError:
+        raise SampleLoadError(f"{name}: the JSON is nested too deeply", file=name) from None
+    except ValueError as exc:  # a number of more than 4,300 digits
+        raise SampleLoadError(f"{name}: invalid JSON: {exc}", file=name) from None
     items = doc.get("samples") if isinstance(doc, dict) else doc
     if not isinstance(items, list):
         got = "an object without a 'samples' list" if isinstance(doc, dict) else _json_type(doc)
@@ -213,6 +221,9 @@ def _json_records(text: str, name: str) -> Iterator[_Record]:
 
 
 def _csv_records(text: str, name: str) -> Iterator[_Record]:
+    # The csv module refuses a field over 128 KB by default; a long chunk is still a chunk. No field
+    # can be longer than the file, which is in memory already.
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader, None)
@@ -253,7 +264,7 @@ def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
     if column in FIELD_ALIASES["reference_context_ids"]:
         try:
             return json.loads(cell, strict=False)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             raise SampleLoadError(
                 f"{where}: field {column!r}: expected a JSON array of ids or a JSON object id -> grade, "
                 f"got {_preview(cell)}",
@@ -266,7 +277,7 @@ def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
         try:
             # strict=False: a chunk typed into a spreadsheet cell may hold raw line breaks.
             value = json.loads(cell, strict=False)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             raise SampleLoadError(
                 f"{where}: field {column!r}: expected {expected}, got {_preview(cell)}",
                 file=name,
@@ -284,7 +295,7 @@ def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
     if column not in _KNOWN_KEYS and cell.lstrip()[:1] in ("[", "{"):
         try:
             return json.loads(cell, strict=False)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return cell
     return cell
 

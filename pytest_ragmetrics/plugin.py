@@ -21,7 +21,10 @@ from . import _scope
 from .session import RagmetricsSession, ini_type, is_worker, session_key
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .engine import Evaluator
+    from .specs import MetricCatalog
 
 _MARKER_HELP = (
     "ragmetrics(samples=PATH, method=METHOD, **settings): per-test ragmetrics settings, e.g. "
@@ -182,9 +185,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     from .settings import check_marker
 
                     try:
-                        check_marker(mark.args, mark.kwargs)
+                        check_marker(mark.args, mark.kwargs, _metric_catalog(config, mark.kwargs))
                     except ConfigError as exc:
                         raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+
+
+def _metric_catalog(config: pytest.Config, kwargs: Mapping[str, Any]) -> MetricCatalog | None:
+    """The metrics a marker's ``metrics=`` may name (asked of the hooks only when it names some)."""
+    if "metrics" not in kwargs:
+        return None
+    from .specs import BUILTIN_CATALOG
+    from .specs import MetricCatalog as Catalog
+
+    registered = [m for batch in config.hook.pytest_ragmetrics_metrics() for m in batch or ()]
+    return BUILTIN_CATALOG.merged(Catalog.of(registered))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -191,7 +191,14 @@ class RagmetricsSession:
 
     def _ini_values(self) -> dict[str, Any]:
         from .options import OPTIONS
+        from .settings import check_names, ini_file_values
 
+        inipath = self.config.inipath
+        if inipath is not None:
+            try:
+                check_names(ini=ini_file_values(inipath) or {})
+            except ConfigError as exc:
+                raise pytest.UsageError(f"ragmetrics: {exc} (in {inipath.name})") from None
         values: dict[str, Any] = {}
         for option in OPTIONS:
             try:

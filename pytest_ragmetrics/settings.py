@@ -17,9 +17,12 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .specs import MetricCatalog
 from .options import (
     _OPTIONAL,
     CACHE_MODES,
@@ -29,6 +32,8 @@ from .options import (
     RELEVANCE_METHODS,
     RESPONSE_FORMATS,
     Option,
+    _optional_text,
+    _text,
 )
 
 __all__ = [
@@ -138,6 +143,7 @@ def resolve(
     values: dict[str, Any] = dataclasses.asdict(base or Settings())
     layers: list[tuple[str, Mapping[str, Any]]] = [("ini", ini or {})]
     if env is not None:
+        check_names(env=env)
         layers.append(("env", {o.name: env[o.env_name] for o in OPTIONS if o.env and o.env_name in env}))
     layers += [("cli", cli or {}), (source, overrides or {})]
     for layer, given in layers:
@@ -150,6 +156,9 @@ def resolve(
                 )
             if raw is None:
                 continue
+            if layer == source and option.convert in _TEXT and not isinstance(raw, (str, os.PathLike)):
+                # A marker or config fixture passes Python values: 5 is no path and no model name.
+                raise ConfigError(f"{shown} must be text, got {raw!r}")
             values[name] = option.convert(raw, shown)
     return Settings(**values)
 
@@ -186,6 +195,10 @@ MARKER_WORDS = ("samples", "method", "metrics")
 _PATHS = ("cache_dir", "store_dir", "batch", "baseline", "save_baseline", "judge_check")
 
 
+#: Converters of settings that take text (names, paths, URLs).
+_TEXT = (_text, _optional_text)
+
+
 def with_paths_under(settings: Settings, root: Path) -> Settings:
     """``settings`` with its relative paths made absolute under ``root``, wherever the run started."""
     changes = {}
@@ -204,9 +217,12 @@ def _changes(given: Mapping[str, Any]) -> dict[str, Any]:
     return changes
 
 
-def check_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+def check_marker(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any], catalog: MetricCatalog | None = None
+) -> None:
     """Raise :class:`ConfigError` unless ``@pytest.mark.ragmetrics(*args, **kwargs)`` is valid: keyword
-    arguments only, each a per-test setting or one of :data:`MARKER_WORDS`, each value valid."""
+    arguments only, each a per-test setting or one of :data:`MARKER_WORDS`, each value valid; the
+    metrics of ``metrics=`` known to ``catalog`` when it is given."""
     if args:
         raise ConfigError(f"@pytest.mark.ragmetrics takes keyword arguments only, got {args!r}")
     run_wide = sorted(set(kwargs) & RUN_WIDE)
@@ -226,11 +242,16 @@ def check_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         resolve(overrides=_changes(kwargs))
     except ConfigError as exc:
         raise ConfigError(f"@pytest.mark.ragmetrics: {exc}") from None
+    if "samples" in kwargs and not isinstance(kwargs["samples"], (str, os.PathLike)):
+        raise ConfigError(
+            "@pytest.mark.ragmetrics(samples=...) must be the path of a samples file, "
+            f"got {kwargs['samples']!r}"
+        )
     if "metrics" in kwargs:
-        _check_metric_names(kwargs["metrics"])
+        _check_metric_names(kwargs["metrics"], catalog)
 
 
-def _check_metric_names(value: Any) -> None:
+def _check_metric_names(value: Any, catalog: MetricCatalog | None = None) -> None:
     """The marker's ``metrics=``: a list of metric names such as ``"context_relevance[graded]"``."""
     from .specs import parse_metric_name
 
@@ -244,7 +265,9 @@ def _check_metric_names(value: Any) -> None:
         )
     for name in value:
         try:
-            parse_metric_name(name)
+            parsed = parse_metric_name(name)
+            if catalog is not None:
+                catalog.check(parsed)
         except ConfigError as exc:
             raise ConfigError(f"@pytest.mark.ragmetrics(metrics=...): {exc}") from None
 
@@ -276,6 +299,64 @@ def for_test(
         return with_paths_under(run.replace(**overrides), root)
     except ConfigError as exc:
         raise ConfigError(f"ragmetrics settings: {exc}") from None
+
+
+def ini_file_values(path: Path) -> dict[str, str] | None:
+    """The pytest ini options of the configuration file ``path`` (``pytest.ini``, ``pyproject.toml``,
+    ``tox.ini``, ``setup.cfg``) as text, or None when it holds no pytest section (or is unreadable)."""
+    import configparser
+
+    if not path.is_file():
+        return None
+    if path.name == "pyproject.toml":
+        try:
+            import tomllib  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:  # Python 3.10: pytest itself reads pyproject.toml with tomli there
+            try:
+                import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
+            except ImportError:
+                return None
+        try:
+            table = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        options = table.get("tool", {}).get("pytest", {}).get("ini_options")
+        if not isinstance(options, dict):
+            return None
+        # A list (rag_gates = [...]) reads as an ini linelist: one item per line.
+        return {
+            k: "\n".join(map(str, v)) if isinstance(v, list) else str(v)
+            for k, v in options.items()
+            if isinstance(v, (str, int, float, list))
+        }
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+    except (configparser.Error, UnicodeDecodeError):
+        return None
+    section = {"setup.cfg": "tool:pytest", "tox.ini": "pytest"}.get(path.name, "pytest")
+    return dict(parser.items(section)) if parser.has_section(section) else None
+
+
+def check_names(ini: Iterable[str] = (), env: Iterable[str] = ()) -> None:
+    """Raise :class:`ConfigError` for a ``rag_*`` ini key or a ``RAGMETRICS_*`` environment variable
+    that is no setting, naming the closest real one (a misspelt key would otherwise do nothing)."""
+    import difflib
+
+    for given, prefix, known in (
+        (ini, "rag_", sorted(o.ini_name for o in OPTIONS)),
+        (env, "RAGMETRICS_", sorted("RAGMETRICS_" + o.name.upper() for o in OPTIONS)),
+    ):
+        for name in sorted(given):
+            if name.startswith(prefix) and name not in known:
+                words = name.split("_")
+                # A word too many (rag_judge_temperature) is the likeliest slip; else the nearest.
+                fewer = ["_".join(words[:i] + words[i + 1 :]) for i in range(1, len(words))]
+                close = [word for word in fewer if word in known]
+                close = close or difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+                hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(known)}"
+                what = "ini key" if prefix == "rag_" else "environment variable"
+                raise ConfigError(f"unknown ragmetrics {what} {name}{hint}")
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:

@@ -1,0 +1,366 @@
+"""A corpus of bad input, each through the entry point a user reaches it by: one clear error naming
+the file, field or option, never an internal traceback, a hang or silence.
+
+Samples, labels, baselines and shard reports go through the loaders and the command line directly
+(fast, and the failure points at the cause); options, ini values, environment variables and marker
+arguments through pytest runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ragmetrics.__main__ import main
+from pytest_ragmetrics.baseline import parse_regression_gate
+from pytest_ragmetrics.calibration.check import parse_floor
+from pytest_ragmetrics.calibration.labels import load_labels
+from pytest_ragmetrics.errors import RagMetricsError
+from pytest_ragmetrics.gates import parse_gate
+from pytest_ragmetrics.loaders import load_samples
+
+DEEP = "[" * 100_000 + "]" * 100_000
+GOOD_SAMPLE = {"question": "Q?", "contexts": ["C."], "ground_truth": "A."}
+
+# --- samples ---------------------------------------------------------------------------------------
+
+SAMPLE_FILES: dict[str, tuple[str, bytes]] = {
+    "empty": (".jsonl", b""),
+    "blank lines": (".jsonl", b"\n\n   \n"),
+    "not json": (".jsonl", b"{question: q}\n"),
+    "a list per line": (".jsonl", b"[1, 2]\n"),
+    "a number": (".jsonl", b"42\n"),
+    "deeply nested line": (".jsonl", ('{"question": ' + DEEP + "}\n").encode()),
+    "deeply nested metadata": (".jsonl", ('{"question": "q", "contexts": ["c"], "metadata": ' + DEEP + "}").encode()),
+    "nested just under the limit": (".jsonl", ('{"question": "q", "contexts": ["c"], "metadata": ' + "[" * 900 + "]" * 900 + "}").encode()),
+    "not utf-8": (".jsonl", b'{"question": "\xff\xfe"}\n'),
+    "lone surrogate": (".jsonl", b'{"question": "\\ud800", "contexts": ["c"]}\n'),
+    "nul bytes": (".jsonl", b"\x00\x00\x00\n"),
+    "question a number": (".jsonl", b'{"question": 5, "contexts": ["c"]}\n'),
+    "question missing": (".jsonl", b'{"contexts": ["c"]}\n'),
+    "contexts a string": (".jsonl", b'{"question": "q", "contexts": "c"}\n'),
+    "contexts of numbers": (".jsonl", b'{"question": "q", "contexts": [1, 2]}\n'),
+    "contexts nested": (".jsonl", b'{"question": "q", "contexts": [["c"]]}\n'),
+    "contexts null": (".jsonl", b'{"question": "q", "contexts": null}\n'),
+    "duplicate ids": (".jsonl", b'{"id": "a", "question": "q", "contexts": ["c"]}\n{"id": "a", "question": "q", "contexts": ["c"]}\n'),
+    "id an object": (".jsonl", b'{"id": {}, "question": "q", "contexts": ["c"]}\n'),
+    "NaN grade": (".jsonl", b'{"question": "q", "contexts": ["c"], "reference_context_ids": {"c": NaN}}\n'),
+    "infinite grade": (".jsonl", b'{"question": "q", "contexts": ["c"], "reference_context_ids": {"c": Infinity}}\n'),
+    "huge number": (".jsonl", ('{"question": "q", "contexts": ["c"], "reference_context_ids": {"c": 1' + "0" * 5000 + "}}").encode()),
+    "metadata a list": (".jsonl", b'{"question": "q", "contexts": ["c"], "metadata": [1]}\n'),
+    "truncated line": (".jsonl", b'{"question": "q", "contexts": ["c"\n'),
+    "json not a list": (".json", b'{"samples": 5}'),
+    "json a string": (".json", b'"samples"'),
+    "json deeply nested": (".json", DEEP.encode()),
+    "json items not objects": (".json", b"[1, 2, 3]"),
+    "json empty list": (".json", b"[]"),
+    "csv header only": (".csv", b"question,contexts\n"),
+    "csv wrong cell count": (".csv", b"question,contexts\nq\n"),
+    "csv contexts not json": (".csv", b'question,contexts\nq,"[not json"\n'),
+    "csv duplicate columns": (".csv", b"question,question\nq,q\n"),
+    "csv unterminated quote": (".csv", b'question,contexts\n"q,["c"]\n'),
+    "csv nested cell": (".csv", ('question,contexts\nq,"' + DEEP + '"\n').encode()),
+    "unsupported extension": (".yaml", b"question: q\n"),
+}
+
+
+@pytest.mark.parametrize("suffix, content", SAMPLE_FILES.values(), ids=SAMPLE_FILES.keys())
+def test_a_bad_samples_file_is_one_error_naming_the_file(tmp_path, suffix, content):
+    path = tmp_path / f"golden{suffix}"
+    path.write_bytes(content)
+    try:
+        load_samples(path)
+    except RagMetricsError as exc:
+        message = str(exc)
+        assert path.name in message and "\n" not in message
+    # else: read as samples (a lone surrogate, say): no traceback either way
+
+
+def test_a_long_csv_chunk_is_read(tmp_path):
+    """Python's csv module refuses fields over 128 KB by default: a long chunk is a chunk."""
+    chunk = "word " * 60_000  # 300 KB
+    path = tmp_path / "golden.csv"
+    path.write_text(f'question,contexts\nq,"{json.dumps([chunk]).replace(chr(34), chr(34) * 2)}"\n', encoding="utf-8")
+    [sample] = load_samples(path)
+    assert sample.contexts[0] == chunk
+
+
+# --- labels ----------------------------------------------------------------------------------------
+
+LABEL_FILES: dict[str, bytes] = {
+    "empty": b"",
+    "not json": b"nope\n",
+    "deeply nested": ('{"kind": ' + DEEP + "}\n").encode(),
+    "an array": b"[]\n",
+    "no kind": b'{"question": "q"}\n',
+    "unknown kind": b'{"kind": "nope", "question": "q"}\n',
+    "kind a number": b'{"kind": 3}\n',
+    "label a string": b'{"kind": "context_precision", "question": "q", "chunk": "c", "label": "yes"}\n',
+    "label out of range": b'{"kind": "context_relevance", "question": "q", "chunk": "c", "label": 99}\n',
+    "not utf-8": b"\xff\n",
+    "duplicate ids": b'{"id": 1, "kind": "context_precision"}\n{"id": 1, "kind": "context_precision"}\n',
+    "a truncated line": b'{"kind": "context_precision", "question": \n',
+}
+
+
+@pytest.mark.parametrize("content", LABEL_FILES.values(), ids=LABEL_FILES.keys())
+def test_a_bad_labels_file_is_one_error_naming_the_file(tmp_path, content):
+    path = tmp_path / "labels.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(RagMetricsError) as info:
+        load_labels(path)
+    assert "labels.jsonl" in str(info.value)
+
+
+# --- baselines and shard reports through the command line ----------------------------------------------
+
+
+def _report(**changes: Any) -> dict[str, Any]:
+    report: dict[str, Any] = {"version": 1, "results": [], "summary": {}}
+    report.update(changes)
+    return report
+
+
+REPORT_FILES: dict[str, bytes | None] = {
+    "missing": None,
+    "empty": b"",
+    "not json": b"<html>",
+    "a list": b"[]",
+    "deeply nested": DEEP.encode(),
+    "no results": json.dumps({"version": 1}).encode(),
+    "results not a list": json.dumps(_report(results={})).encode(),
+    "a result not an object": json.dumps(_report(results=[5])).encode(),
+    "a score a string": json.dumps(_report(results=[{"metric": "context_recall", "score": "high"}])).encode(),
+    "a NaN score": b'{"version": 1, "results": [{"metric": "context_recall", "score": NaN}], "summary": {}}',
+    "a future version": json.dumps(_report(version=999)).encode(),
+    "a version a string": json.dumps(_report(version="one")).encode(),
+    "summary a list": json.dumps(_report(summary=[])).encode(),
+    "not utf-8": b"\xff\xfe{}",
+}
+
+
+def _report_path(tmp_path: Path, content: bytes | None) -> str:
+    path = tmp_path / "report.json"
+    if content is not None:
+        path.write_bytes(content)
+    return str(path)
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+@pytest.mark.parametrize("content", REPORT_FILES.values(), ids=REPORT_FILES.keys())
+def test_a_bad_baseline_is_one_error_naming_the_file(tmp_path, capsys, content, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_report()), encoding="utf-8")
+    path = _report_path(tmp_path, content)
+    code, text = _cli(capsys, "baseline", "compare", path, str(good))
+    assert code == 4 and "Traceback" not in text
+    assert "report.json" in text
+
+
+@pytest.mark.parametrize("content", REPORT_FILES.values(), ids=REPORT_FILES.keys())
+def test_a_bad_shard_report_is_one_error_naming_the_file(tmp_path, capsys, content, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_report()), encoding="utf-8")
+    path = _report_path(tmp_path, content)
+    code, text = _cli(capsys, "report", "merge", str(good), path, "--output", str(tmp_path / "merged.json"))
+    assert code == 4 and "Traceback" not in text
+    assert "report.json" in text
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "directory", "fifo"])
+def test_a_baseline_that_is_not_a_regular_file_is_refused_at_once(tmp_path, capsys, special, monkeypatch):
+    """``baseline compare /dev/zero`` read forever; a FIFO would wait for a writer."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_report()), encoding="utf-8")
+    path = special
+    if special == "directory":
+        path = str(tmp_path)
+    elif special == "fifo":
+        path = str(tmp_path / "pipe")
+        os.mkfifo(path)
+    code, text = _cli(capsys, "baseline", "compare", path, str(good))
+    assert code == 4 and "Traceback" not in text and path in text
+
+
+# --- gate strings, regression gates, judge floors -----------------------------------------------------
+
+GATES = [
+    "",
+    "context_recall",
+    "context_recall mean",
+    "context_recall mean >=",
+    "context_recall mean >= high",
+    "context_recall mean >= nan",
+    "context_recall mean >= inf",
+    "context_recall mean >= 1e999",
+    "context_recall mean => 0.8",
+    "context_recall mean >= 0.8 extra",
+    "nope mean >= 0.8",
+    "context_recall median-ish >= 0.8",
+    "context_recall quantile(2) >= 0.8",
+    "context_recall quantile(-0.1) >= 0.8",
+    "context_recall quantile() >= 0.8",
+    "context_recall pass_rate(>=2) >= 0.8",
+    "context_recall pass_rate(>=0.5) >= 1.5",
+    "context_relevance mean >= 0.8",
+    "context_relevance[nope] mean >= 0.8",
+    "context_recall mean >= 0.8 at 95%",
+    "ndcg@0 mean >= 0.5",
+    "ndcg@-1 mean >= 0.5",
+    "ndcg@x mean >= 0.5",
+    "\x00 mean >= 0.5",
+    "context_recall mean >= 0.8" * 100,
+]
+
+
+@pytest.mark.parametrize("line", GATES)
+def test_a_bad_gate_is_one_error_naming_it(line):
+    with pytest.raises(RagMetricsError) as info:
+        parse_gate(line)
+    assert "\n" not in str(info.value)
+
+
+REGRESSION_GATES = [
+    "",
+    "context_recall",
+    "context_recall mean",
+    "context_recall mean drop <= high",
+    "context_recall mean drop <= 0.05 at 200%",
+    "context_recall mean drop <= 0.05 at nan%",
+    "nope mean drop <= 0.05",
+    "context_recall mean rise >= 0.05 at",
+]
+
+
+@pytest.mark.parametrize("line", REGRESSION_GATES)
+def test_a_bad_regression_gate_is_one_error_naming_it(line):
+    with pytest.raises(RagMetricsError) as info:
+        parse_regression_gate(line)
+    assert "\n" not in str(info.value)
+
+
+FLOORS = ["", "context_precision", "context_precision kappa", "context_precision kappa >= x",
+          "nope kappa >= 0.5", "context_precision nope >= 0.5", "context_precision kappa >= nan"]
+
+
+@pytest.mark.parametrize("line", FLOORS)
+def test_a_bad_judge_floor_is_one_error_naming_it(line):
+    with pytest.raises(RagMetricsError) as info:
+        parse_floor(line)
+    assert "\n" not in str(info.value)
+
+
+# --- command-line options, ini values, environment variables, marker arguments ---------------------
+
+PASSING = "def test_nothing():\n    pass\n"
+
+BAD_OPTIONS = [
+    "--rag-max-judge-calls=100000000000000000000000",
+    "--rag-max-judge-calls=-1",
+    "--rag-max-judge-tokens=lots",
+    "--rag-concurrency=0",
+    "--rag-concurrency=1e3",
+    "--rag-judge-n=0",
+    "--rag-judge-temperature=inf",
+    "--rag-judge-temperature=nan",
+    "--rag-cache=sometimes",
+    "--rag-response-format=yaml",
+    "--rag-gate=nope mean >= 0.8",
+    "--rag-gate=context_recall mean >= 2",
+    "--rag-judge-timeout=-5",
+    "--rag-seed=99999999999999999999999999",
+    "--rag-judge-max-tokens=0",
+]
+
+
+@pytest.mark.parametrize("option", BAD_OPTIONS)
+def test_a_bad_option_is_a_usage_error_naming_it(pytester, option):
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest(option)
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, text
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    name, value = option.split("=", 1)
+    assert name in text or value in text  # the option, or the gate it holds
+
+
+BAD_INI = {
+    "rag_max_judge_calls = many": "rag_max_judge_calls",
+    "rag_concurrency = -3": "rag_concurrency",
+    "rag_temperature = inf": "rag_temperature",
+    "rag_judge_temperature = inf": "rag_temperature",  # misspelt: names the closest real one
+    "rag_cache = sometimes": "rag_cache",
+    "rag_gates = nope mean >= 0.8": "rag_gates",
+    "rag_judge_modle = gpt-4o": "rag_judge_model",
+}
+
+
+@pytest.mark.parametrize("line, named", BAD_INI.items(), ids=BAD_INI.keys())
+def test_a_bad_ini_value_is_a_usage_error_naming_it(pytester, line, named):
+    pytester.makeini(f"[pytest]\n{line}\n")
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest()
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, text
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    assert named in text or line.split("=", 1)[1].strip() in text
+
+
+BAD_ENV = {
+    "RAGMETRICS_MAX_JUDGE_CALLS=-1": "RAGMETRICS_MAX_JUDGE_CALLS",
+    "RAGMETRICS_CONCURRENCY=zero": "RAGMETRICS_CONCURRENCY",
+    "RAGMETRICS_CACHE=sometimes": "RAGMETRICS_CACHE",
+    "RAGMETRICS_JUDGE_MODLE=gpt-4o": "RAGMETRICS_JUDGE_MODEL",  # misspelt: names the closest real one
+}
+
+
+@pytest.mark.parametrize("assignment, named", BAD_ENV.items(), ids=BAD_ENV.keys())
+def test_a_bad_environment_variable_is_a_usage_error_naming_it(pytester, monkeypatch, assignment, named):
+    name, value = assignment.split("=", 1)
+    monkeypatch.setenv(name, value)
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest()
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, text
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    assert named in text
+
+
+BAD_MARKERS = {
+    "positional": "'context_recall'",
+    "unknown metric": "metrics=['nope']",
+    "metrics a string of nonsense": "metrics='nope'",
+    "metrics a number": "metrics=5",
+    "cache_dir a number": "cache_dir=5",
+    "store_dir a list": "store_dir=['a']",
+    "unknown argument": "nope=1",
+    "run-wide setting": "max_judge_calls=3",
+    "bad cache mode": "cache='sometimes'",
+    "concurrency zero": "concurrency=0",
+    "temperature a string": "judge_temperature='hot'",
+    "samples a number": "samples=5",
+    "samples missing file": "samples='nowhere.jsonl'",
+}
+
+
+@pytest.mark.parametrize("arguments", BAD_MARKERS.values(), ids=BAD_MARKERS.keys())
+def test_a_bad_marker_argument_is_a_usage_error_naming_the_marker(pytester, arguments):
+    pytester.makepyfile(f"import pytest\n\n@pytest.mark.ragmetrics({arguments})\ndef test_marked():\n    pass\n")
+    result = pytester.runpytest()
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, text
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    assert "@pytest.mark.ragmetrics" in text
