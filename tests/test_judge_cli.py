@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from test_judge_check import LABELS, PARIS, WINE, labelled_judge
@@ -168,6 +169,15 @@ def test_a_bad_max_flip_rate_is_a_usage_error(workdir, capsys, limit, message):
 
 def _record(store_args):
     assert main(["judge", "check", "labels.jsonl", "--model", "base", *store_args]) == 0
+
+
+def test_drift_writes_nothing_into_the_committed_store(workdir, capsys):
+    _record(["--store-dir", "judgments"])
+    before = {path.name: path.read_bytes() for path in Path("judgments").iterdir()}
+    drift = ["judge", "drift", "--model", "flipper", "--from-model", "base", "--store-dir", "judgments"]
+    assert main(drift) == 0
+    assert {path.name: path.read_bytes() for path in Path("judgments").iterdir()} == before
+    capsys.readouterr()
 
 
 def test_drift_reports_the_share_of_verdicts_a_new_model_flips(workdir, capsys):

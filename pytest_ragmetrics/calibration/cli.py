@@ -18,6 +18,7 @@ judge a test run uses, so the store then holds them for replay. Exit 1 when any 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import time
@@ -360,7 +361,9 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
         print(f"error: no recorded judgments with inputs in the {where}", file=err)
         return EXIT_FAILED
     sample = random.Random(args.seed).sample(records, min(args.sample, len(records)))
-    evaluator = _evaluator(settings.replace(judge_model=args.model))
+    # The other model's answers go to the local cache only (a rerun does not pay again), never into the
+    # committed store: it records the judge the suite runs with.
+    evaluator = _evaluator(dataclasses.replace(settings.replace(judge_model=args.model), store_dir=None))
     pairs = [(record, rebuild_request(record, args.model)) for record in sample]
 
     async def judge_all() -> list[JudgeAnswer]:
