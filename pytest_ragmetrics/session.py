@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import secrets
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -728,6 +729,11 @@ class RagmetricsSession:
             if first is not None:
                 message += f"; the first test it stopped: {first}"
             lines.append((message, "red"))
+        repeated = Counter(e.get("message", "") for e in self.errors if e.get("message"))
+        for message, count in sorted(repeated.items()):
+            if count > 1:  # one cause failing many tests (no key, the judge gone): said once, counted
+                text = f"ragmetrics: {count} tests failed with the same error: {message[:200]}"
+                lines.append((text, "red"))
         if self.stats.unrecorded:
             lines.append(
                 (

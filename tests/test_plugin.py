@@ -601,6 +601,28 @@ def test_replay_miss_fails_the_test_and_says_how_to_record(project, judge_server
     assert "judge/cache.py" not in out and "concurrent/futures" not in out and "engine.py" not in out
 
 
+def test_a_missing_key_is_explained_once_and_counted(project, judge_server, monkeypatch):
+    """Without a key, every test fails for the same reason: the advice is printed in full once, not
+    once per test, and the end of the run counts the tests that failed for it."""
+    monkeypatch.delenv("OPENAI_API_KEY")
+    project.makepyfile(
+        test_rag="""
+        import pytest
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        @pytest.mark.parametrize("i", range(5))
+        def test_recall(i):
+            assert_context_recall(GOOD) >= 0.8
+    """
+    )
+    result = project.runpytest("-p", "no:randomly")
+    result.assert_outcomes(failed=5)
+    out = result.stdout.str()
+    assert out.count("to use another OpenAI-compatible server") == 1, out
+    result.stdout.fnmatch_lines(["ragmetrics: 4 tests failed with the same error: no API key for the LLM judge*"])
+
+
 def test_no_api_key_is_a_clear_error(project, judge_server, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
     project.makepyfile(

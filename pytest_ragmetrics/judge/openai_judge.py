@@ -81,6 +81,9 @@ def no_key_message(azure: bool = False, how_to_set: HowToSet = by_environment) -
     )
 
 
+#: How a missing API key is said after the first time.
+_NO_KEY_AGAIN = "no API key for the LLM judge"
+
 _Error = TypeVar("_Error", bound=JudgeError)
 
 
@@ -377,6 +380,7 @@ class OpenAIJudge:
         # fail at once with it. A network that comes back is tried again after the cool-down.
         self._unreachable: tuple[JudgeUnavailable, float] | None = None
         self._estimating = False  # a token cap counts estimates: the server reports no usage
+        self._no_key_said = False  # the advice of a missing API key was given in full once
         self._clock = clock
 
     def __repr__(self) -> str:
@@ -395,6 +399,15 @@ class OpenAIJudge:
             return bool(os.environ.get("AZURE_OPENAI_API_KEY") or os.environ.get("AZURE_OPENAI_AD_TOKEN"))
         return bool(os.environ.get("OPENAI_API_KEY"))
 
+    def _no_key(self) -> JudgeUnavailable:
+        """The error of a missing API key: in full the first time, then short (a suite without a key
+        would repeat the same long advice in every test; the run's end counts them)."""
+        with self._clients_lock:
+            first, self._no_key_said = not self._no_key_said, True
+        if first:
+            return JudgeUnavailable(no_key_message(self.azure, self.how_to_set))
+        return JudgeUnavailable(f"{_NO_KEY_AGAIN}; the first judgment that needed one says how to set it")
+
     def _ensure_client(self) -> AsyncOpenAI:
         loop = asyncio.get_running_loop()
         existing = self._clients.get(loop)
@@ -402,7 +415,7 @@ class OpenAIJudge:
             return existing
         # Checked before the SDK is even imported: no key means no network activity at all.
         if not self.has_credentials():
-            raise JudgeUnavailable(no_key_message(self.azure, self.how_to_set))
+            raise self._no_key()
         import openai
 
         # The SDK's own retries are off: ours are counted and produce one readable error.
