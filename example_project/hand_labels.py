@@ -8,12 +8,18 @@ only when re-recording the store by hand:
 
     pytest --rag-cache=refresh -p hand_labels
 
-It never invents a verdict: a question, article or reference without a label raises
+The answers were labelled the same way, in answer_labels.jsonl: the claims a person found in every
+sentence of every answer and reference, each claim's verdict against the articles retrieved (with the
+article that supports or contradicts it) and against the reference or the answer, and whether each
+answer addresses its question.
+
+It never invents a verdict: a question, article, reference, sentence or claim without a label raises
 ``HandLabelError`` naming the text, and the run fails instead of recording a guess.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -26,6 +32,7 @@ from pytest_ragmetrics.text import normalize_text
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "labels.jsonl"
+ANSWER_LABELS = HERE / "answer_labels.jsonl"
 MODEL = "hand-labelled"
 
 
@@ -74,8 +81,87 @@ def labels() -> Labels:
     return Labels(load_labels(LABELS))
 
 
+class AnswerLabels:
+    """answer_labels.jsonl indexed by what each kind of answer-side request holds (squashed text)."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.claims: dict[str, list[str]] = {}
+        # (claim, evidence) -> (verdict, reason, the texts of the chunks that support or contradict it)
+        self.verdicts: dict[tuple[str, Any], tuple[str, str, tuple[str, ...]]] = {}
+        self.relevancy: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in rows:
+            if row["kind"] == "claims":
+                self.claims[squash(row["sentence"])] = row["claims"]
+            elif row["kind"] == "answer_relevancy":
+                self.relevancy[squash(row["question"]), squash(row["answer"])] = row
+            else:
+                contexts = row.get("contexts")
+                evidence = self.evidence(contexts, row.get("text"))
+                chunks = row.get("chunks") or [[] for _ in row["claims"]]
+                for claim, verdict, reason, numbers in zip(
+                    row["claims"], row["verdicts"], row["reasons"], chunks, strict=True
+                ):
+                    texts = tuple(squash(contexts[n - 1]) for n in numbers) if contexts else ()
+                    self.verdicts[squash(claim), evidence] = (verdict, reason, texts)
+
+    @staticmethod
+    def evidence(contexts: list[str] | None, text: str | None) -> Any:
+        """The key of what claims are checked against: the contexts as a set, or one text."""
+        return frozenset(squash(c) for c in contexts) if contexts is not None else squash(text or "")
+
+
+@lru_cache(maxsize=1)
+def answer_labels() -> AnswerLabels:
+    with ANSWER_LABELS.open(encoding="utf-8") as fh:
+        return AnswerLabels([json.loads(line) for line in fh if line.strip()])
+
+
+def answer_side(request: JudgeRequest) -> dict[str, Any]:
+    """Answer a request about an answer: its claims, their verdicts, or its relevancy."""
+    lab = answer_labels()
+    inputs = request.inputs
+    if request.kind == "claim_decomposition":
+        out: dict[str, Any] = {}
+        for i, sentence in enumerate(inputs["sentences"], start=inputs.get("first_sentence", 1)):
+            claims = lab.claims.get(squash(sentence))
+            if claims is None:
+                raise HandLabelError(f"no claims in answer_labels.jsonl for the sentence {_short(sentence)}")
+            out[f"sentence_{i}"] = {"claims": list(claims)}
+        return out
+    if request.kind == "claim_verdicts":
+        contexts = inputs.get("contexts")
+        evidence = AnswerLabels.evidence(contexts, inputs.get("text"))
+        against = (
+            f"these {len(contexts)} contexts"
+            if contexts is not None
+            else f"the text {_short(inputs['text'])}"
+        )
+        out = {}
+        for i, claim in enumerate(inputs["claims"], start=inputs.get("first_claim", 1)):
+            found = lab.verdicts.get((squash(claim), evidence))
+            if found is None:
+                raise HandLabelError(
+                    f"no verdict in answer_labels.jsonl for the claim {_short(claim)} against {against}"
+                )
+            verdict, reason, texts = found
+            answer: dict[str, Any] = {"reason": reason, "verdict": verdict}
+            if contexts is not None:
+                answer["chunks"] = [n for n, c in enumerate(contexts, start=1) if squash(c) in texts]
+            out[f"claim_{i}"] = answer
+        return out
+    row = lab.relevancy.get((squash(inputs["question"]), squash(inputs["answer"])))
+    if row is None:
+        raise HandLabelError(
+            f"no answer_relevancy label in answer_labels.jsonl for question {_short(inputs['question'])} "
+            f"and answer {_short(inputs['answer'])}"
+        )
+    return {"reason": row["reason"], "committal": row["committal"], "rating": row["rating"]}
+
+
 def answer(request: JudgeRequest) -> dict[str, Any]:
-    """Answer one judge request from labels.jsonl, in the request's answer schema."""
+    """Answer one judge request from labels.jsonl or answer_labels.jsonl, in its answer schema."""
+    if request.kind in ("claim_decomposition", "claim_verdicts", "answer_relevancy"):
+        return answer_side(request)
     lab = labels()
     inputs = request.inputs
     kind = request.kind

@@ -1,10 +1,14 @@
-"""The same dataset-level checks on a deliberately weakened retriever: a caught regression.
+"""The same dataset-level checks on a deliberately weakened retriever and generator: caught regressions.
 
 ``retrieve_weak`` searches only the first content word of the question (the kind of bug a new
 "keyword extraction" step could introduce). Every check below is expected to fail, and ``strict=True``
 turns an unexpected pass into a failure: if these start passing, the checks have lost their teeth.
 Expected scores (python expected_scores.py): recall mean 0.467, precision min 0.0, graded relevance
 p10 0.0, recall pass rate 0.467; from the labelled ids, ndcg@3 mean 0.360 and mrr min 0.0.
+
+``generate_weak`` adds "Every plan also comes with a 60-day money-back guarantee." to every answer, a
+fact no article holds; where the cancelling article was retrieved (refunds only within 14 days) it
+is contradicted. Expected: faithfulness mean 0.732, not_contradicted min 0.667.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from pytest_ragmetrics import (
     assert_context_precision,
     assert_context_recall,
     assert_context_relevance,
+    assert_faithfulness,
     assert_metric,
 )
 
 pytestmark = pytest.mark.xfail(
-    reason="deliberately weakened retriever: shows what a caught retrieval regression looks like",
+    reason="deliberately weakened retriever or generator: shows what a caught regression looks like",
     strict=True,
     raises=AssertionError,  # a missing judgment or a crash is not the regression we mean to show
 )
@@ -48,3 +53,11 @@ def test_weak_ndcg_mean(weak_samples: list[RagSample]) -> None:
 
 def test_weak_mrr_min(weak_samples: list[RagSample]) -> None:
     assert assert_metric(weak_samples, "mrr").min() >= 0.5
+
+
+def test_weak_answer_faithfulness_mean(weak_answer_samples: list[RagSample]) -> None:
+    assert assert_faithfulness(weak_answer_samples) >= 0.9
+
+
+def test_weak_answer_not_contradicted_min(weak_answer_samples: list[RagSample]) -> None:
+    assert assert_faithfulness(weak_answer_samples, method="not_contradicted").min() >= 0.9
