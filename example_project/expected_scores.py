@@ -2,9 +2,9 @@
 
     python expected_scores.py
 
-Computed straight from labels.jsonl, the golden set's reference_context_ids and the metric
-definitions, so the thresholds in tests/ can be checked by hand; the plugin's report should show the
-same numbers when it replays judgments/.
+Computed straight from labels.jsonl, answer_labels.jsonl, the golden set's reference_context_ids and
+the metric definitions, so the thresholds in tests/ can be checked by hand; the plugin's report should
+show the same numbers when it replays judgments/.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from statistics import mean
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from ragapp.retriever import load_corpus, retrieve_ids, retrieve_weak_ids  # noqa: E402
+from ragapp.generator import generate, generate_weak  # noqa: E402
+from ragapp.retriever import load_corpus, retrieve_docs, retrieve_ids, retrieve_weak_ids  # noqa: E402
 
 
 def splitter():
@@ -116,6 +117,48 @@ def table() -> dict[str, dict[str, dict[str, float]]]:
     return out
 
 
+def answer_scores(golden: list[dict], split) -> dict[str, dict[str, dict[str, float]]]:
+    """Per generator and question: faithfulness (both methods), answer relevancy and correctness."""
+    rows = [
+        json.loads(line) for line in (HERE / "answer_labels.jsonl").read_text().splitlines() if line.strip()
+    ]
+    claims = {r["sentence"]: r["claims"] for r in rows if r["kind"] == "claims"}
+    verdicts: dict = {}  # (claim, evidence) -> verdict; evidence: the contexts as a set, or a text
+    for r in rows:
+        if r["kind"] == "claim_verdicts":
+            evidence = frozenset(r["contexts"]) if "contexts" in r else r["text"]
+            for claim, verdict in zip(r["claims"], r["verdicts"], strict=True):
+                verdicts[claim, evidence] = verdict
+    rating = {(r["question"], r["answer"]): r["rating"] for r in rows if r["kind"] == "answer_relevancy"}
+
+    def claims_of(text: str) -> list[str]:
+        return [c for sentence in split(text) for c in claims[sentence]]
+
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for name, generator in (("generate", generate), ("generate_weak", generate_weak)):
+        out[name] = {}
+        for g in golden:
+            docs = retrieve_docs(g["question"])
+            answer = generator(g["question"], docs)
+            found = [verdicts[c, frozenset(d.text for d in docs)] for c in claims_of(answer)]
+            r = out[name][g["id"]] = {
+                "faithfulness": found.count("supported") / len(found),
+                "not_contradicted": (len(found) - found.count("contradicted")) / len(found),
+            }
+            if generator is generate_weak:
+                continue  # the weakened generator is tested on faithfulness only
+            tp = [verdicts[c, g["ground_truth"]] for c in claims_of(answer)].count("supported")
+            fp = len(claims_of(answer)) - tp
+            fn = [verdicts[c, answer] for c in claims_of(g["ground_truth"])].count("supported")
+            fn = len(claims_of(g["ground_truth"])) - fn
+            precision = tp / (tp + fp) if tp + fp else 0.0
+            recall = tp / (tp + fn) if tp + fn else 0.0
+            r["relevancy"] = rating[g["question"], answer] / 2
+            r["precision"], r["recall"] = precision, recall
+            r["f1"] = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return out
+
+
 def main() -> None:
     golden = [json.loads(line) for line in (HERE / "golden.jsonl").read_text().splitlines() if line.strip()]
     for name, rows in table().items():
@@ -143,6 +186,15 @@ def main() -> None:
                 f"  {m:9s} mean={mean(vals):.3f} min={vals[0]:.3f} q10={q10:.3f} "
                 f"pass_rate(0.8)={sum(v >= 0.8 for v in vals) / n:.3f}"
             )
+
+    for name, rows in answer_scores(golden, splitter()).items():
+        metrics = list(next(iter(rows.values())))
+        print(f"\nanswers of {name}:  id   " + " ".join(f"{m:>16}" for m in metrics))
+        for g in golden:
+            print(f"       {g['id']}  " + " ".join(f"{rows[g['id']][m]:>16.3f}" for m in metrics))
+        for m in metrics:
+            vals = sorted(r[m] for r in rows.values())
+            print(f"  {m:16s} mean={mean(vals):.3f} min={vals[0]:.3f}")
 
 
 if __name__ == "__main__":
