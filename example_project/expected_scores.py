@@ -145,8 +145,6 @@ def answer_scores(golden: list[dict], split) -> dict[str, dict[str, dict[str, fl
                 "faithfulness": found.count("supported") / len(found),
                 "not_contradicted": (len(found) - found.count("contradicted")) / len(found),
             }
-            if generator is generate_weak:
-                continue  # the weakened generator is tested on faithfulness only
             tp = [verdicts[c, g["ground_truth"]] for c in claims_of(answer)].count("supported")
             fp = len(claims_of(answer)) - tp
             fn = [verdicts[c, answer] for c in claims_of(g["ground_truth"])].count("supported")
