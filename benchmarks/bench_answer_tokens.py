@@ -160,7 +160,7 @@ def our_responder(body: dict[str, Any]) -> dict[str, Any]:
             out[f"claim_{n}"] = verdict
         return out
     if "question" in data and "answer" in data:  # answer relevancy
-        return {"reason": "The answer addresses the question.", "noncommittal": False, "rating": 2}
+        return {"reason": "The answer addresses the question.", "committal": True, "rating": 2}
     raise ValueError(f"unknown request: {sorted(data)}")
 
 

@@ -209,3 +209,89 @@ def test_example_project_fails_a_judge_that_disagrees_with_the_hand_labels(fresh
         f"over 71 chunks, judge {judge}); resting on this judge: gate 'context_precision mean >= 0.7'"
         in failures[0]
     )
+
+
+def _answer_scores(report_path):
+    """(test, sample, metric, method) -> the score's JSON text, for every answer metric in a report."""
+    report = json.loads(report_path.read_text())
+    scores = {}
+    for result in report["results"]:
+        if result["metric"] not in ("faithfulness", "answer_relevancy", "answer_correctness"):
+            continue
+        for sample in result["samples"]:
+            key = (result["nodeid"], sample["id"], result["metric"], result["method"])
+            scores[key] = json.dumps(sample["score"])
+    return report, scores
+
+
+def _expected_answer_scores():
+    """The answer scores the hand labels imply, computed by example_project/expected_scores.py."""
+    spec = importlib.util.spec_from_file_location("example_expected_scores", EXAMPLE / "expected_scores.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    golden = [json.loads(line) for line in (EXAMPLE / "golden.jsonl").read_text().splitlines() if line]
+    from pytest_ragmetrics import split_sentences
+
+    return module.answer_scores(golden, split_sentences)["generate"]
+
+
+def test_example_project_replays_its_answer_scores_byte_identical_with_no_key(fresh_example):
+    """Recorded from the hand labels, then replayed with no key and no cache: 0 calls, every answer
+    score byte-identical to the recording run's, and equal to what the labels imply."""
+    recorded = run_example(
+        fresh_example,
+        "tests/test_answers.py",
+        "-p",
+        "hand_labels",
+        "--rag-cache=refresh",
+        "--rag-report-json=recorded.json",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    shutil.rmtree(fresh_example / ".ragmetrics_cache", ignore_errors=True)
+    replayed = run_example(
+        fresh_example, "tests/test_answers.py", "--rag-report-json=replayed.json", "-p", "no:cacheprovider"
+    )
+    assert replayed.returncode == 0, replayed.stdout[-3000:]
+    first, before = _answer_scores(fresh_example / "recorded.json")
+    second, after = _answer_scores(fresh_example / "replayed.json")
+    assert first["summary"]["judge"]["calls"] > 0  # the recording run asked the hand-label judge
+    assert second["summary"]["judge"]["calls"] == 0
+    assert second["summary"]["judge"]["store_hits"] > 0
+    assert len(after) == 15 + 5 * 15  # test_faithfulness[q..] and five golden-set tests of 15 samples
+    assert after == before
+    expected = _expected_answer_scores()
+    names = {
+        ("faithfulness", None): "faithfulness",
+        ("faithfulness", "not_contradicted"): "not_contradicted",
+        ("answer_relevancy", None): "relevancy",
+        ("answer_correctness", None): "f1",
+        ("answer_correctness", "recall"): "recall",
+    }
+    for (_, sample_id, metric, method), score in after.items():
+        assert json.loads(score) == pytest.approx(expected[sample_id][names[metric, method]], abs=1e-6)
+
+
+def test_example_project_catches_the_invented_claim_of_the_weakened_generator(fresh_example):
+    """The README's demo: faithfulness fails on every answer of the weak generator, naming the claim."""
+    out = run_example(fresh_example, "tests/test_answers.py", EXAMPLE_GENERATOR="weak")
+    assert out.returncode == 1
+    text = out.stdout
+    for sample in ("q01", "q05", "q15"):
+        assert f"FAILED tests/test_answers.py::test_faithfulness[{sample}]" in text
+    assert (
+        "faithfulness of sample 'q05' = 0.500, expected >= 0.9\n"
+        "E         why: 1 of 2 answer claims are supported by the contexts; claim 2 'Every plan comes with "
+        "a 60-day money-back guarantee.' is not found in the contexts: No retrieved article mentions a "
+        "money-back guarantee."
+    ) in text
+    assert (
+        "claim 3 'Every plan comes with a 60-day money-back guarantee.' is contradicted (chunk 2): The "
+        "cancelling article says refunds are given only within 14 days of the first payment."
+    ) in text
+    assert "faithfulness mean over 15 samples = 0.732, expected >= 0.9" in text
+    assert "ragmetrics gate failed: faithfulness mean >= 0.9" in text
+    # Faithfulness per sample and over the set, nothing contradicted, and correctness F1 (its precision
+    # falls) fail; relevancy and correctness recall still pass.
+    assert "18 failed, 2 passed" in text
