@@ -288,6 +288,32 @@ def test_each_judged_metric_gets_the_score_its_labels_make(tmp_path, monkeypatch
     assert "labelled" not in other.score_json()
 
 
+def test_answer_metrics_beside_a_labelled_set_are_scored_without_a_labelled_score(tmp_path, monkeypatch):
+    """A labelled set of retrieval judgments does not stop the answer metrics: their judgments (claims,
+    claim verdicts, relevancy) have no label, so they get the judge's score and no labelled one."""
+    item = {
+        "kind": "context_precision",
+        "question": QUESTION,
+        "reference": REFERENCE,
+        "chunk": PARIS,
+        "useful": True,
+    }
+    path = tmp_path / "labels.jsonl"
+    path.write_text(json.dumps(item) + "\n")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    sample = RagSample(QUESTION, [EUROPE, PARIS], REFERENCE, answer="Paris is the capital of France.", id="q")
+    with FakeJudgeServer() as server:  # conforming answers: every claim supported, the answer committal
+        settings = Settings(judge_base_url=server.base_url, cache_dir=str(tmp_path / "cache"))
+        with Evaluator(settings) as ev:
+            ev.labelled = LabelAnswers(load_labels(path))
+            scored = [
+                ev.score(sample, metric)
+                for metric in ("faithfulness", "answer_relevancy", "answer_correctness")
+            ]
+    assert [r.score for r in scored] == [1.0, 1.0, 1.0]
+    assert [r.labelled for r in scored] == [None, None, None]
+
+
 def test_a_sample_nothing_was_retrieved_for_has_no_labelled_score(tmp_path):
     items = [
         {

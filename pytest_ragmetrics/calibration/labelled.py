@@ -71,6 +71,8 @@ class _Index:
 
     def answer(self, request: JudgeRequest) -> dict[str, Any]:
         """The labels' answer to ``request`` in its answer schema; :class:`_Unlabelled` if there is none."""
+        if request.kind not in (J.PRECISION, J.GRADED, J.SENTENCES, J.RECALL):
+            raise _Unlabelled  # no labels for this kind of judgment (claims, answers)
         base = request.key_inputs if request.key_inputs is not None else request.inputs
         question = base["question"]
         first = int(base.get("first_sentence", 1))
@@ -108,7 +110,7 @@ class _Index:
                 f"sentence_{i}": {"reason": "labelled", "attributed": ok}
                 for i, ok in enumerate(flags, start=first)
             }
-        raise _Unlabelled  # no labels for this kind of judgment (claims)
+        raise _Unlabelled  # claims of a reference sentence are never labelled
 
 
 class _LabelContext:
