@@ -48,3 +48,10 @@ def test_answer_correctness_recall_mean(samples: list[RagSample]) -> None:
 
 def test_answer_correctness_mean(samples: list[RagSample]) -> None:
     assert assert_answer_correctness(samples) >= 0.35  # F1, expected 0.404
+
+
+def test_relevancy_does_not_see_an_invented_fact(weak_answer_samples: list[RagSample]) -> None:
+    """Answer relevancy judges whether an answer addresses its question, not whether it is true: the
+    weakened generator's invented sentence leaves it where it was (expected 0.767; it even lifts q11,
+    whose invented sentence is about money back). Faithfulness catches it (test_regression.py)."""
+    assert assert_answer_relevancy(weak_answer_samples) >= 0.7

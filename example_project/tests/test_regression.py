@@ -8,7 +8,8 @@ p10 0.0, recall pass rate 0.467; from the labelled ids, ndcg@3 mean 0.360 and mr
 
 ``generate_weak`` adds "Every plan also comes with a 60-day money-back guarantee." to every answer, a
 fact no article holds; where the cancelling article was retrieved (refunds only within 14 days) it
-is contradicted. Expected: faithfulness mean 0.732, not_contradicted min 0.667.
+is contradicted. Expected: faithfulness mean 0.732, not_contradicted min 0.667; the reference does not
+hold the invented claim either, so answer correctness (F1) falls from 0.404 to 0.345.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from pytest_ragmetrics import (
     RagSample,
+    assert_answer_correctness,
     assert_context_precision,
     assert_context_recall,
     assert_context_relevance,
@@ -61,3 +63,7 @@ def test_weak_answer_faithfulness_mean(weak_answer_samples: list[RagSample]) -> 
 
 def test_weak_answer_not_contradicted_min(weak_answer_samples: list[RagSample]) -> None:
     assert assert_faithfulness(weak_answer_samples, method="not_contradicted").min() >= 0.9
+
+
+def test_weak_answer_correctness_mean(weak_answer_samples: list[RagSample]) -> None:
+    assert assert_answer_correctness(weak_answer_samples) >= 0.35
