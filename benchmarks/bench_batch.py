@@ -6,7 +6,7 @@ time as a run makes them. The CPU time (all threads of the process) of:
 - **export**: writing the N requests instead of asking (``pytest --rag-batch``): each one's key, its
   messages and the body a live call would send, its line and its record in the requests file, then
   the batch file(s);
-- **import**: importing a results file of their N answers, in reverse order (``store batch import``):
+- **import**: importing a results file of their N answers, in another order (``store batch import``):
   each line joined on its ``custom_id``, validated, recorded into a store and a cache;
 - **live**: recording the same N answers the way the live path does as each arrives: the judge's
   validation of the chat completion, then the cached judge's recording (checked against the request,
@@ -107,19 +107,19 @@ def main() -> None:
         files = f"{summary.requests:,} lines in {len(summary.files)} file(s), {size / 2**20:.0f} MiB"
         line("export", export_cpu, time.perf_counter() - wall, f"({files})")
 
+        # The results in another order than asked (the even lines, then the odd ones), streamed.
         results = root / "results.jsonl"
-        answered = []
-        for name in summary.files:
-            with (batch_file.parent / name).open(encoding="utf-8") as source:
-                answered += [
-                    json.dumps({"id": "b", "custom_id": asked["custom_id"], "error": None,
-                                "response": {"status_code": 200, "request_id": "r",
-                                             "body": completion(asked["body"], i)}})
-                    for i, asked in enumerate(map(json.loads, source))
-                ]
         with results.open("w", encoding="utf-8") as target:
-            target.writelines(text + "\n" for text in reversed(answered))
-        del answered
+            for parity in (0, 1):
+                for name in summary.files:
+                    with (batch_file.parent / name).open(encoding="utf-8") as source:
+                        for i, text in enumerate(source):
+                            if i % 2 == parity:
+                                asked = json.loads(text)
+                                response = {"status_code": 200, "request_id": "r",
+                                            "body": completion(asked["body"], i)}  # fmt: skip
+                                result = {"id": "b", "custom_id": asked["custom_id"], "response": response}
+                                target.write(json.dumps({**result, "error": None}) + "\n")
         importer = cached_judge(root / "import", judge)
         cpu, wall = time.process_time(), time.perf_counter()
         asked_requests = AskedRequests(batch_file)

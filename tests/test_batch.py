@@ -342,6 +342,11 @@ def test_the_spending_caps_hold_for_what_a_batch_would_send(project, server, cap
     assert len(lines_of(project.path / "batch" / "round1.jsonl")) == 7
     result.stdout.fnmatch_lines(["*the judge spending cap stopped the run*"])
     assert result.ret == 1
+    result = project.runpytest("--rag-batch=batch/round2.jsonl", "--rag-max-judge-tokens=1000")
+    state = json.loads((project.path / "batch" / "round2.jsonl.state.json").read_text())
+    per_request = (state["prompt_tokens"] + state["completion_tokens"]) / state["requests"]
+    assert state["requests"] == 2 and 500 < per_request < 1000  # the second passed the cap by its size
+    result.stdout.fnmatch_lines(["*the judge spending cap stopped the run*"])
     monkeypatch.setenv("RAGMETRICS_MAX_JUDGE_CALLS", "5")
     code, _, err = cli(capsys, "store", "batch", "submit", "batch/round1.jsonl")
     assert code == 1 and "holds 7 request(s), more than the judge call cap of 5" in err
