@@ -165,6 +165,15 @@ def test_the_corrected_mean_stands_beside_the_judges_and_gates_decide_on_its_bou
     assert report["summary"]["gates"][3]["value"] == pytest.approx(expected.low, abs=1e-6)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["FAIL  context_precision corrected_mean >= 0.8  value*"])
+    # The run's own report merged decides the corrected_mean gates on the same bounds.
+    from pytest_ragmetrics.__main__ import main
+
+    merged = project.path / "merged.json"
+    args = ["report", "merge", "--allow-partial", "--output", str(merged), str(project.path / "report.json")]
+    assert main([*args, *(f"--gate={g}" for g in gates)]) == 1
+    again = json.loads(merged.read_text())["summary"]["gates"]
+    assert [(g["spec"], g["passed"], g.get("bound")) for g in again] == outcomes
+    assert again[3]["value"] == pytest.approx(report["summary"]["gates"][3]["value"], abs=1e-6)
 
 
 def test_a_corrected_mean_gate_without_labelled_samples_fails_saying_why(project):
@@ -335,3 +344,25 @@ def test_a_sample_nothing_was_retrieved_for_has_no_labelled_score(tmp_path):
 class _Never:
     async def judge(self, request):  # pragma: no cover - nothing is judged
         raise AssertionError("judged")
+
+
+def test_markdown_and_html_reports_put_the_corrected_mean_beside_the_judges():
+    from pytest_ragmetrics.report.html import to_html
+    from pytest_ragmetrics.report.markdown import to_markdown
+
+    corrected = {
+        "mean": 0.746, "low": 0.616, "high": 0.876, "confidence": 0.95, "labelled": 8, "unlabelled": 12,
+        "labels_mean": 0.75, "judge_mean_labelled": 0.8125, "weight": 0.47, "effective_labels": 13.3,
+    }  # fmt: skip
+    metric = {"metric": "context_precision", "method": None, "n": 20, "mean": 0.825, "min": 0.5, "max": 1.0}
+    report = {"version": 1, "results": [], "summary": {"metrics": [{**metric, "corrected": corrected}]}}
+    text = to_markdown(report)
+    assert "| Metric | n | Mean | Min | Max | Corrected mean [95% CI] |" in text
+    assert (
+        "| context\\_precision | 20 | 0.825 | 0.500 | 1.000 | 0.746 \\[0.616, 0.876\\] (8 labelled + 12 "
+        "judged only, weight 0.47, worth 13.3 labels) |" in text
+    )
+    page = to_html(report)
+    assert '<th class="num">Corrected mean [95% CI]</th>' in page and ">0.746 [0.616, 0.876]<br>" in page
+    plain = {"version": 1, "results": [], "summary": {"metrics": [metric]}}
+    assert "Corrected" not in to_markdown(plain) and "Corrected" not in to_html(plain)
