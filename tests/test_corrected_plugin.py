@@ -366,3 +366,31 @@ def test_markdown_and_html_reports_put_the_corrected_mean_beside_the_judges():
     assert '<th class="num">Corrected mean [95% CI]</th>' in page and ">0.746 [0.616, 0.876]<br>" in page
     plain = {"version": 1, "results": [], "summary": {"metrics": [metric]}}
     assert "Corrected" not in to_markdown(plain) and "Corrected" not in to_html(plain)
+
+
+def test_a_damaged_sample_record_is_named_and_the_draw_checks_say_what_is_off(tmp_path):
+    from pytest_ragmetrics.calibration.drawing import draw_ids, draw_warnings, read_draw, record_path
+
+    assert record_path("tests/labels.jsonl").as_posix() == "tests/labels.sample.json"
+    bad = tmp_path / "labels.sample.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match=r"labels\.sample\.json: cannot read the labelling sample's record"):
+        read_draw(bad)
+    bad.write_text('{"ids": [1, 2]}')
+    with pytest.raises(ValueError, match="not a record written by python -m pytest_ragmetrics labels sample"):
+        read_draw(bad)
+    with pytest.raises(ValueError, match="--n must be at least 1"):
+        draw_ids(["a", "b"], 0, 1)
+    labelled = {("context_precision", None): ["a", "b"]}
+    scored = {("context_precision", None): ["a", "b", "c", "d"]}
+    assert draw_warnings(labelled, scored, {"ids": ["a", "b"]}, "labels.jsonl") == []
+    assert draw_warnings({}, scored, None, "labels.jsonl") == []  # nothing labelled: nothing to say
+    [problem] = draw_warnings(labelled, scored, None, "labels.jsonl", "labels.sample.json: damaged")
+    assert problem.startswith("labels.sample.json: damaged; the corrected means assume")
+    [outside, missing] = draw_warnings(labelled, scored, {"ids": ["b", "c"]}, "labels.jsonl")
+    assert outside.startswith(
+        "1 labelled samples were not drawn (a; labels.sample.json lists the drawn ones)"
+    )
+    assert missing.startswith(
+        "1 drawn samples the run scored have no labelled score for every judged metric (c)"
+    )
