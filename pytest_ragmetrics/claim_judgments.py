@@ -555,6 +555,16 @@ async def _claims_of(material: Material, texts: Texts) -> list[str]:
     return [claim for claim, _ in join_decomposition(requests, answers)]
 
 
+def _labelled_verdicts(request: JudgeRequest, labels: Sequence[Any]) -> dict[str, Any]:
+    inputs = request.inputs
+    first = _first(inputs, "first_claim")
+    chunks: dict[str, Any] = {"chunks": []} if "contexts" in inputs else {}
+    return {
+        f"claim_{i}": {"reason": "labelled", "verdict": labels[i - 1], **chunks}
+        for i in range(first, first + len(inputs["claims"]))
+    }
+
+
 def _ask_claim_verdicts(
     material: Material, units: Sequence[str], params: JudgeParams, label: str, texts: Texts
 ) -> list[JudgeRequest] | None:
@@ -632,6 +642,7 @@ ANSWER_KINDS: dict[str, JudgmentKind] = {
             aliases=("faithfulness",),
             classes=CLAIM_CLASSES,
             labels=LabelForm("verdicts", "each", ("contexts", "claims")),
+            labelled_answer=_labelled_verdicts,
             # Negative controls only: an answer against its own contexts may well be unfaithful.
             control=ControlForm("supported", positive_from=CLAIM_CLASSES.index(SUPPORTED), positives=False),
         ),

@@ -849,6 +849,9 @@ class JudgmentKind:
     variant: Callable[[Mapping[str, Any]], Prompt | None] | None = None
     #: How it is labelled for the judge check; None when it is not.
     labels: LabelForm | None = None
+    #: The answer a person's labels give a request of this kind, in its schema: from the labels of
+    #: the item's units, one per unit (the request takes those of its window). None when unlabelled.
+    labelled_answer: Callable[[JudgeRequest, Sequence[Any]], dict[str, Any]] | None = None
     #: Its negative controls; None when it has none.
     control: ControlForm | None = None
 
@@ -1073,6 +1076,26 @@ def _rebuild_graded(inputs: Mapping[str, Any], params: JudgeParams, label: str) 
     return graded_request(inputs["question"], inputs["chunk"], params, label)
 
 
+def _labelled_useful(request: JudgeRequest, labels: Sequence[Any]) -> dict[str, Any]:
+    return {"reason": "labelled", "useful": labels[0]}
+
+
+def _labelled_rating(request: JudgeRequest, labels: Sequence[Any]) -> dict[str, Any]:
+    return {"reason": "labelled", "rating": labels[0]}
+
+
+def _labelled_attributed(request: JudgeRequest, labels: Sequence[Any]) -> dict[str, Any]:
+    first = _first(request.inputs)
+    numbers = range(first, first + len(request.inputs["reference_sentences"]))
+    return {f"sentence_{i}": {"reason": "labelled", "attributed": labels[i - 1]} for i in numbers}
+
+
+def _labelled_sentences(request: JudgeRequest, labels: Sequence[Any]) -> dict[str, Any]:
+    first = _first(request.inputs)
+    numbers = range(first, first + len(request.inputs["sentences"]))
+    return {"reason": "labelled", "relevant_sentences": [n for n in numbers if labels[n - 1]]}
+
+
 def _precision_variant(inputs: Mapping[str, Any]) -> Prompt | None:
     return PRECISION_WITHOUT_REFERENCE if inputs.get("reference_kind") == "answer" else None
 
@@ -1098,6 +1121,7 @@ RETRIEVAL_KINDS: dict[str, JudgmentKind] = {
             decides="useful",
             metrics=(("context_precision", None),),
             labels=LabelForm("useful", "one", ("reference", "chunk")),
+            labelled_answer=_labelled_useful,
             control=ControlForm("useful"),
         ),
         JudgmentKind(
@@ -1122,6 +1146,7 @@ RETRIEVAL_KINDS: dict[str, JudgmentKind] = {
                 split="reference",
                 words=("attributed", "not attributed"),
             ),
+            labelled_answer=_labelled_attributed,
         ),
         JudgmentKind(
             name=CLAIMS,
@@ -1159,6 +1184,7 @@ RETRIEVAL_KINDS: dict[str, JudgmentKind] = {
             classes=(0, 1, 2),
             ordinal=True,
             labels=LabelForm("rating", "one", ("chunk",)),
+            labelled_answer=_labelled_rating,
             control=ControlForm("relevant"),
         ),
         JudgmentKind(
@@ -1178,6 +1204,7 @@ RETRIEVAL_KINDS: dict[str, JudgmentKind] = {
             metrics=(("context_relevance", "sentence"), ("context_relevance", "binary")),
             aliases=("context_relevance[sentence]", "context_relevance[binary]"),
             labels=LabelForm("relevant_sentences", "numbers", ("chunk",), split="chunk"),
+            labelled_answer=_labelled_sentences,
             control=ControlForm("needed"),
         ),
     )

@@ -118,6 +118,7 @@ TOY_KIND = J.JudgmentKind(
     metrics=(("subject_mentions", None),),
     aliases=("subject_mentions",),
     labels=J.LabelForm("mentions", "one", ("chunk",)),
+    labelled_answer=lambda request, labels: {"reason": "labelled", "mentions": labels[0]},
     control=J.ControlForm("mentioning"),
 )
 
@@ -281,3 +282,23 @@ def test_a_control_pair_carries_the_answer_and_the_other_samples_contexts_only_w
         assert pair.contexts == (() if related else other.contexts)
         assert ControlPair.from_json(json.loads(json.dumps(pair.to_json()))) == pair
     assert any(p.contexts for p in pairs) and any(not p.contexts for p in pairs)
+
+
+def test_a_new_entry_answers_its_requests_from_the_labels_for_judge_corrected_means(toy_kind, tmp_path):
+    """The labelled set answers exactly the requests the kind's entry asks, whatever the model."""
+    from pytest_ragmetrics.calibration.labelled import _Index, _Unlabelled
+
+    path = _write_labels(tmp_path, [{"kind": TOY, "question": " Q? ", "chunk": "C.\r\n", "mentions": False}])
+    with Evaluator(Settings(cache_dir=str(tmp_path / "cache"))) as ev:
+        index = ev.runner.run(_Index.build(load_labels(path), ev.scoring_context()))
+    for model in ("m", "another-model"):
+        request = toy_kind.request({"question": "Q?", "chunk": "C."}, J.JudgeParams(model))
+        assert index.answer(request) == {"reason": "labelled", "mentions": False}
+    with pytest.raises(_Unlabelled):
+        index.answer(toy_kind.request({"question": "Q?", "chunk": "Other."}, PARAMS))
+
+
+def _write_labels(tmp_path, rows):  # type: ignore[no-untyped-def]
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path

@@ -348,7 +348,7 @@ async def _judge_item(item: LabelledItem, evaluator: Evaluator, ctx: ScoringCont
         return [KindAgreement(item.kind, model, items=1, errors=[error]) for model in models]
 
 
-def _unit_labels(item: LabelledItem, units: Sequence[str], label: str) -> list[Any]:
+def unit_labels(item: LabelledItem, units: Sequence[str], label: str) -> list[Any]:
     """The item's label, one per unit; raises :class:`CalibrationError` when it does not fit the units
     the configured splitter makes."""
     form = K.KINDS[item.kind].labels
@@ -380,7 +380,7 @@ async def _judge_one(item: LabelledItem, ctx: ScoringContext) -> list[KindAgreem
     label = f"labelled item {item.id!r} ({item.where})"
     material = item.material()
     units = await kind.units_of(material, ctx)
-    labels = _unit_labels(item, units, label)
+    labels = unit_labels(item, units, label)
     outs = []
     for params in kind.params(ctx.settings):
         out = KindAgreement(item.kind, params.model, items=1)

@@ -14,13 +14,14 @@ score: it counts among the samples the judge alone scored. So does a sample no j
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import judgments as J
+from .. import kinds as K
 from ..judge.base import JudgeAnswer
-from ..judgments import canonical_contexts
 from ..text import normalize_text
+from .check import CalibrationError, unit_labels
 from .labels import LabelledItem
 
 if TYPE_CHECKING:
@@ -36,81 +37,47 @@ class _Unlabelled(Exception):
     """A judgment the metric asked for has no label."""
 
 
+def _asked(request: JudgeRequest) -> str:
+    """What a request asks, whoever is asked: its kind and the inputs of its key (not the model, the
+    prompt version or the sampling parameters)."""
+    inputs = request.key_inputs if request.key_inputs is not None else request.inputs
+    return json.dumps([request.kind, inputs], sort_keys=True, ensure_ascii=False)
+
+
 class _Index:
-    """The labelled items by what each kind of judge request holds, split as the run splits."""
+    """The labels' answers to the judge requests the labelled items are, by what each request asks.
 
-    def __init__(self, items: Sequence[LabelledItem], ctx: ScoringContext) -> None:
-        def norm(text: str) -> str:
-            return ctx.normalize(text)
+    Each item becomes exactly the requests its kind's entry of the table sends for the same texts
+    (split as the run splits), answered from the item's labels; an item that does not fit the split
+    answers nothing (the judge check says what is wrong)."""
 
-        def split(text: str) -> tuple[str, ...]:
-            return tuple(s for raw in ctx.split(text) if (s := norm(raw)))
+    def __init__(self) -> None:
+        self.answers: dict[str, dict[str, Any]] = {}
 
-        self.useful: dict[tuple[str, str, str], bool] = {}
-        self.rating: dict[tuple[str, str], int] = {}
-        self.needed: dict[tuple[str, str], tuple[int, ...]] = {}
-        self.needed_by_sentences: dict[tuple[str, tuple[str, ...]], tuple[int, ...]] = {}
-        self.attributed: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], tuple[bool, ...]]] = {}
+    @classmethod
+    async def build(cls, items: Sequence[LabelledItem], ctx: ScoringContext) -> _Index:
+        index = cls()
         for item in items:
-            question = norm(item.question)
-            if item.kind == J.PRECISION and item.reference is not None and item.chunk is not None:
-                self.useful[question, norm(item.reference), norm(item.chunk)] = item.label
-            elif item.kind == J.GRADED and item.chunk is not None:
-                self.rating[question, norm(item.chunk)] = item.label
-            elif item.kind == J.SENTENCES and item.chunk is not None:
-                self.needed[question, norm(item.chunk)] = item.label
-                self.needed_by_sentences[question, split(item.chunk)] = item.label
-            elif item.kind == J.RECALL:
-                if item.reference_sentences is not None:
-                    sentences = tuple(norm(s) for s in item.reference_sentences)
-                else:
-                    sentences = split(item.reference or "")
-                contexts = tuple(canonical_contexts([norm(c) for c in item.contexts]))
-                if len(sentences) == len(item.label):  # else the judge check says what is wrong
-                    self.attributed[question, contexts] = (sentences, item.label)
+            kind = K.KINDS[item.kind]
+            if kind.labelled_answer is None:
+                continue
+            material = item.material()
+            try:
+                units = await kind.units_of(material, ctx)
+                labels = unit_labels(item, units, f"labelled item {item.id!r}")
+            except CalibrationError:
+                continue
+            for params in kind.params(ctx.settings):
+                for request in kind.ask(material, units, params, "", ctx) or ():
+                    index.answers[_asked(request)] = kind.labelled_answer(request, labels)
+        return index
 
     def answer(self, request: JudgeRequest) -> dict[str, Any]:
         """The labels' answer to ``request`` in its answer schema; :class:`_Unlabelled` if there is none."""
-        if request.kind not in (J.PRECISION, J.GRADED, J.SENTENCES, J.RECALL):
-            raise _Unlabelled  # no labels for this kind of judgment (claims, answers)
-        base = request.key_inputs if request.key_inputs is not None else request.inputs
-        question = base["question"]
-        first = int(base.get("first_sentence", 1))
-        if request.kind == J.PRECISION:
-            if base.get("reference_kind") != "ground_truth":
-                raise _Unlabelled  # judged against the sample's own answer: labels name a reference
-            useful = self.useful.get((question, base["reference"], base["chunk"]))
-            if useful is None:
-                raise _Unlabelled
-            return {"reason": "labelled", "useful": useful}
-        if request.kind == J.GRADED:
-            rating = self.rating.get((question, base["chunk"]))
-            if rating is None:
-                raise _Unlabelled
-            return {"reason": "labelled", "rating": rating}
-        if request.kind == J.SENTENCES:
-            window = list(request.inputs["sentences"])
-            if "chunk" in base:
-                numbers = self.needed.get((question, base["chunk"]))
-                count = int(request.inputs.get("sentence_count", len(window)))
-            else:  # a splitter without a fingerprint: the request holds the (whole) chunk's sentences
-                numbers = self.needed_by_sentences.get((question, tuple(window))) if first == 1 else None
-                count = len(window)
-            if numbers is None or max(numbers, default=0) > count:
-                raise _Unlabelled  # numbered for another split: the judge check says so
-            last = first + len(window) - 1
-            return {"reason": "labelled", "relevant_sentences": [n for n in numbers if first <= n <= last]}
-        if request.kind == J.RECALL:
-            found = self.attributed.get((question, tuple(base["contexts"])))
-            references = tuple(base["reference_sentences"])
-            if found is None or found[0][first - 1 : first - 1 + len(references)] != references:
-                raise _Unlabelled
-            flags = found[1][first - 1 : first - 1 + len(references)]
-            return {
-                f"sentence_{i}": {"reason": "labelled", "attributed": ok}
-                for i, ok in enumerate(flags, start=first)
-            }
-        raise _Unlabelled  # claims of a reference sentence are never labelled
+        answer = self.answers.get(_asked(request))
+        if answer is None:
+            raise _Unlabelled
+        return answer
 
 
 class _LabelContext:
@@ -161,7 +128,7 @@ class LabelAnswers:
         if ctx.normalize(sample.question) not in self.questions:
             return None  # the usual case, decided without running the metric
         if self._index is None:
-            self._index = _Index(self.items, ctx)
+            self._index = await _Index.build(self.items, ctx)
         labelled = _LabelContext(ctx, self._index)
         try:
             result = await metric.score(sample, method, labelled)
