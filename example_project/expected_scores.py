@@ -122,6 +122,8 @@ def answer_scores(golden: list[dict], split) -> dict[str, dict[str, dict[str, fl
     rows = [
         json.loads(line) for line in (HERE / "answer_labels.jsonl").read_text().splitlines() if line.strip()
     ]
+    labelled = (HERE / "labels.jsonl").read_text().splitlines()
+    rows += [r for r in map(json.loads, labelled) if r["kind"] == "claim_verdicts"]
     claims = {r["sentence"]: r["claims"] for r in rows if r["kind"] == "claims"}
     verdicts: dict = {}  # (claim, evidence) -> verdict; evidence: the contexts as a set, or a text
     for r in rows:

@@ -8,10 +8,10 @@ only when re-recording the store by hand:
 
     pytest --rag-cache=refresh -p hand_labels
 
-The answers were labelled the same way, in answer_labels.jsonl: the claims a person found in every
-sentence of every answer and reference, each claim's verdict against the articles retrieved (with the
-article that supports or contradicts it) and against the reference or the answer, and whether each
-answer addresses its question.
+The answers were labelled the same way: each answer claim's verdict against the articles retrieved
+(with the article that supports or contradicts it) in labels.jsonl, and in answer_labels.jsonl the
+claims a person found in every sentence of every answer and reference, each claim's verdict against
+the reference or the answer, and whether each answer addresses its question.
 
 It never invents a verdict: a question, article, reference, sentence or claim without a label raises
 ``HandLabelError`` naming the text, and the run fails instead of recording a guess.
@@ -112,8 +112,23 @@ class AnswerLabels:
 
 @lru_cache(maxsize=1)
 def answer_labels() -> AnswerLabels:
+    """answer_labels.jsonl, and the claim verdicts against the contexts that labels.jsonl holds (in the
+    labelled-set format, so the judge check measures the judge on them too; their chunks in metadata)."""
     with ANSWER_LABELS.open(encoding="utf-8") as fh:
-        return AnswerLabels([json.loads(line) for line in fh if line.strip()])
+        rows = [json.loads(line) for line in fh if line.strip()]
+    for item in load_labels(LABELS):
+        if item.kind == "claim_verdicts":
+            rows.append(
+                {
+                    "kind": item.kind,
+                    "contexts": list(item.contexts),
+                    "claims": list(item.claims or ()),
+                    "verdicts": list(item.label),
+                    "reasons": list(item.reasons),
+                    "chunks": item.metadata["chunks"],
+                }
+            )
+    return AnswerLabels(rows)
 
 
 def answer_side(request: JudgeRequest) -> dict[str, Any]:

@@ -127,6 +127,7 @@ def test_example_project_checks_its_recorded_judge_against_the_hand_labels(fresh
         "PASS context_recall kappa >= 0.6 kappa 1.000 over 51 reference sentences, judge hand-labelled",
         "PASS context_relevance[graded] weighted_kappa >= 0.6 weighted_kappa 1.000 over 71 chunks, judge hand-labelled",
         "PASS context_relevance[sentence] kappa >= 0.6 kappa 1.000 over 301 chunk sentences, judge hand-labelled",
+        "PASS faithfulness kappa >= 0.6 kappa 1.000 over 103 claims, judge hand-labelled",
     ):
         assert floor in lines, out.stdout[-3000:]
 

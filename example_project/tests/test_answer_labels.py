@@ -1,4 +1,5 @@
-"""Consistency of the answers' hand labels (answer_labels.jsonl) with the generator, the golden set,
+"""Consistency of the answers' hand labels (answer_labels.jsonl, and the claim verdicts of labels.jsonl)
+with the generator, the golden set,
 the retriever and the library's sentence splitter.
 
 No judge involved. If the generator, the retriever or the splitter changes what is judged, these fail
@@ -17,7 +18,13 @@ from ragapp.retriever import retrieve_docs
 from pytest_ragmetrics import split_sentences
 
 HERE = Path(__file__).resolve().parent.parent
+# The answers' labels, and the claim verdicts against the contexts that the labelled set holds.
 ROWS = [json.loads(line) for line in (HERE / "answer_labels.jsonl").read_text().splitlines() if line.strip()]
+ROWS += [
+    {**row, "chunks": row["metadata"]["chunks"]}
+    for row in map(json.loads, (HERE / "labels.jsonl").read_text().splitlines())
+    if row["kind"] == "claim_verdicts"
+]
 GOLDEN = [json.loads(line) for line in (HERE / "golden.jsonl").read_text().splitlines() if line.strip()]
 CLAIMS = {row["sentence"]: row["claims"] for row in ROWS if row["kind"] == "claims"}
 VERDICTS = ("supported", "contradicted", "not_found")
