@@ -70,42 +70,55 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
+    # `X as X`: exported for type checkers (the lazy table above exports them at run time).
     from .assertions import (
-        ScoreCheck,
-        assert_answer_correctness,
-        assert_answer_relevancy,
-        assert_context_precision,
-        assert_context_recall,
-        assert_context_relevance,
-        assert_faithfulness,
-        assert_metric,
+        ScoreCheck as ScoreCheck,
+        assert_answer_correctness as assert_answer_correctness,
+        assert_answer_relevancy as assert_answer_relevancy,
+        assert_context_precision as assert_context_precision,
+        assert_context_recall as assert_context_recall,
+        assert_context_relevance as assert_context_relevance,
+        assert_faithfulness as assert_faithfulness,
+        assert_metric as assert_metric,
     )
     from .engine import (
-        EvaluationResult,
-        Evaluator,
-        aevaluate,
-        answer_correctness,
-        answer_relevancy,
-        context_precision,
-        context_recall,
-        context_relevance,
-        evaluate,
-        faithfulness,
+        EvaluationResult as EvaluationResult,
+        Evaluator as Evaluator,
+        aevaluate as aevaluate,
+        answer_correctness as answer_correctness,
+        answer_relevancy as answer_relevancy,
+        context_precision as context_precision,
+        context_recall as context_recall,
+        context_relevance as context_relevance,
+        evaluate as evaluate,
+        faithfulness as faithfulness,
     )
     from .errors import (
-        ConfigError,
-        InvalidJudgeAnswer,
-        JudgeCallCapReached,
-        JudgeError,
-        JudgeUnavailable,
-        JudgmentNotRecorded,
-        RagMetricsError,
-        RagMetricsWarning,
+        ConfigError as ConfigError,
+        InvalidJudgeAnswer as InvalidJudgeAnswer,
+        JudgeCallCapReached as JudgeCallCapReached,
+        JudgeError as JudgeError,
+        JudgeUnavailable as JudgeUnavailable,
+        JudgmentNotRecorded as JudgmentNotRecorded,
+        RagMetricsError as RagMetricsError,
+        RagMetricsWarning as RagMetricsWarning,
     )
-    from .hookspecs import hookimpl
-    from .judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge, Usage
-    from .loaders import SampleLoadError, load_samples
-    from .results import MetricResult, Verdict
-    from .sample import RagSample
-    from .settings import Settings
-    from .text import split_sentences
+    from .hookspecs import hookimpl as hookimpl
+    from .judge.base import (
+        Judge as Judge,
+        JudgeAnswer as JudgeAnswer,
+        JudgeRequest as JudgeRequest,
+        ScriptedJudge as ScriptedJudge,
+        Usage as Usage,
+    )
+    from .loaders import (
+        SampleLoadError as SampleLoadError,
+        load_samples as load_samples,
+    )
+    from .results import (
+        MetricResult as MetricResult,
+        Verdict as Verdict,
+    )
+    from .sample import RagSample as RagSample
+    from .settings import Settings as Settings
+    from .text import split_sentences as split_sentences

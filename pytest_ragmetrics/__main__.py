@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # Commands over saved reports (``baseline compare``, ``report merge``); they exit like pytest.
-from .report.cli import COMMANDS as REPORT_COMMANDS
-from .report.cli import EXIT_USAGE
+from .report.cli import COMMANDS as REPORT_COMMANDS, EXIT_USAGE
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -194,8 +194,7 @@ def _metric_catalog(config: pytest.Config, kwargs: Mapping[str, Any]) -> MetricC
     """The metrics a marker's ``metrics=`` may name (asked of the hooks only when it names some)."""
     if "metrics" not in kwargs:
         return None
-    from .specs import BUILTIN_CATALOG
-    from .specs import MetricCatalog as Catalog
+    from .specs import BUILTIN_CATALOG, MetricCatalog as Catalog
 
     registered = [m for batch in config.hook.pytest_ragmetrics_metrics() for m in batch or ()]
     return BUILTIN_CATALOG.merged(Catalog.of(registered))

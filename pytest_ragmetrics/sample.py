@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidSample
 from .fields import invisible, sample_kwargs, split_retrieved
@@ -77,6 +77,21 @@ class RagSample:
     context_ids: tuple[str, ...] | None = None
     reference_context_ids: Mapping[str, int] | None = field(default=None, hash=False)
     reference_contexts: tuple[str, ...] | None = None
+
+    if TYPE_CHECKING:  # what the constructor takes: lists as the docs show them, stored as tuples
+
+        def __init__(
+            self,
+            question: str,
+            contexts: Sequence[str],
+            ground_truth: str | None = None,
+            answer: str | None = None,
+            id: str | None = None,
+            metadata: Mapping[str, Any] = ...,
+            context_ids: Sequence[str] | None = None,
+            reference_context_ids: Mapping[str, int] | Sequence[str] | None = None,
+            reference_contexts: Sequence[str] | None = None,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str):

@@ -3,8 +3,7 @@
 import math
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pytest_ragmetrics.calibration.agreement import accuracy, cohen_kappa, confusion_matrix, f1_score
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import answer_judge
 import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
@@ -17,17 +18,16 @@ from pytest_ragmetrics import (
     answer_relevancy,
     assert_answer_correctness,
     assert_faithfulness,
+    claim_judgments as C,
     evaluate,
     faithfulness,
 )
-from pytest_ragmetrics import claim_judgments as C
 from pytest_ragmetrics.errors import InvalidSample
 from pytest_ragmetrics.gates import evaluate_gates, parse_gate
 from pytest_ragmetrics.judge.limits import AZURE_OPENAI, STRICTEST, completion_tokens, limit_problems
 from pytest_ragmetrics.judgments import JudgeParams
 from pytest_ragmetrics.metrics import answer as A
 from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value
-from tests import answer_judge
 
 TOWER = "The Eiffel Tower was completed in 1889."
 HEIGHT = "The Eiffel Tower is 330 metres tall."

@@ -7,10 +7,10 @@ import json
 from fractions import Fraction
 from typing import Any
 
+import answer_judge
 import pytest
 
 from pytest_ragmetrics.testing import FakeJudgeServer
-from tests import answer_judge
 
 pytest_plugins = ["pytester"]
 

@@ -9,8 +9,7 @@ import pytest
 from judge_requests import make_request
 from test_judge_openai import make_judge, run_judge
 
-from pytest_ragmetrics import Evaluator, InvalidJudgeAnswer, RagSample, Settings
-from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics import Evaluator, InvalidJudgeAnswer, RagSample, Settings, judgments as J
 from pytest_ragmetrics.judge.limits import MAX_COMPLETION_TOKENS, completion_tokens
 from pytest_ragmetrics.judge.openai_judge import REASONING_TOKENS, OpenAIJudge
 from pytest_ragmetrics.judge.stats import JudgeStats

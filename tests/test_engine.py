@@ -15,8 +15,8 @@ from pytest_ragmetrics import (
     Settings,
     context_precision,
     evaluate,
+    judgments as J,
 )
-from pytest_ragmetrics import judgments as J
 from pytest_ragmetrics.judge.base import validate_answer
 
 FRANCE = "France, in Western Europe, encompasses medieval cities and alpine villages."

@@ -9,10 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_ragmetrics import Evaluator, Settings
-from pytest_ragmetrics import claim_judgments as C
-from pytest_ragmetrics import judgments as J
-from pytest_ragmetrics import kinds as K
+from pytest_ragmetrics import Evaluator, Settings, claim_judgments as C, judgments as J, kinds as K
 from pytest_ragmetrics.calibration.check import judge_labels, metrics_of_kind, parse_floor
 from pytest_ragmetrics.calibration.cli import rebuild_request, units
 from pytest_ragmetrics.calibration.controls import ControlPair, run_controls

@@ -8,13 +8,13 @@ import textwrap
 
 import diskcache
 import pytest
+from judge_requests import make_request
+from test_warm_path import FIVE
 
 from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
 from pytest_ragmetrics._aio import map_bounded
 from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, SQLITE_CACHE_PAGES, CachedJudge, open_disk_cache
 from pytest_ragmetrics.testing import conforming_value
-from tests.judge_requests import make_request
-from tests.test_warm_path import FIVE
 
 
 def golden(count):

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_ragmetrics import claim_judgments as C
-from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics import claim_judgments as C, judgments as J
 from pytest_ragmetrics.kinds import KINDS
 
 PROMPTS = {

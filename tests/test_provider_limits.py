@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_ragmetrics import Evaluator, RagSample, Settings
-from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics import Evaluator, RagSample, Settings, judgments as J
 from pytest_ragmetrics.errors import JudgeUnavailable
 from pytest_ragmetrics.judge.limits import AZURE_OPENAI, OPENAI, STRICTEST, limit_problems, measure
 from pytest_ragmetrics.judge.openai_judge import OpenAIJudge

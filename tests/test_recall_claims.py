@@ -15,8 +15,8 @@ from pytest_ragmetrics import (
     assert_context_recall,
     context_recall,
     evaluate,
+    judgments as J,
 )
-from pytest_ragmetrics import judgments as J
 from pytest_ragmetrics.errors import ConfigError
 from pytest_ragmetrics.gates import parse_gate
 from pytest_ragmetrics.judge.limits import AZURE_OPENAI, STRICTEST, limit_problems

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 from report_example import example_report
-from test_controls import TESTS as GOLDEN_TESTS
-from test_controls import golden
+from test_controls import TESTS as GOLDEN_TESTS, golden
 
 from pytest_ragmetrics.report.html import to_html
 from pytest_ragmetrics.report.markdown import to_markdown

@@ -34,8 +34,7 @@ from pytest_ragmetrics.report.model import (
     Verdict,
     schema_problems,
 )
-from pytest_ragmetrics.results import MetricResult
-from pytest_ragmetrics.results import Verdict as VerdictResult
+from pytest_ragmetrics.results import MetricResult, Verdict as VerdictResult
 
 pytest_plugins = ["pytester"]
 

@@ -3,8 +3,7 @@
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pytest_ragmetrics.metrics.precision import average_precision
 from pytest_ragmetrics.metrics.recall import recall_score

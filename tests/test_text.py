@@ -8,8 +8,7 @@ import sys
 import textwrap
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pytest_ragmetrics import _punkt
 from pytest_ragmetrics.text import PunktSplitter, default_splitter, normalize_text, split_sentences

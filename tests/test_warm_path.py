@@ -7,13 +7,12 @@ import warnings
 
 import diskcache
 import pytest
+from judge_requests import make_request
 
-from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
-from pytest_ragmetrics import judgments as J
+from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings, judgments as J
 from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.judge.base import JudgeRequest, canonical_json, conforms, schema_errors
 from pytest_ragmetrics.text import default_splitter
-from tests.judge_requests import make_request
 
 # What is tested here is serving judgments: no finished scores kept in the cache.
 FromJudgments = Evaluator

@@ -26,8 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import judgments as J
-from .. import kinds as K
+from .. import judgments as J, kinds as K
 from ..errors import ConfigError, RagMetricsError
 from ..report.cli import EXIT_USAGE  # as pytest: 4
 

@@ -46,8 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import judgments as J
-from .. import kinds as K
+from .. import judgments as J, kinds as K
 from .._aio import gather_or_cancel
 from ..errors import JudgeError, RagMetricsError
 from ..sample import RagSample

@@ -39,8 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import judgments as J
-from .. import kinds as K
+from .. import judgments as J, kinds as K
 from ..loaders import SampleLoadError
 
 __all__ = ["LabelLoadError", "LabelledItem", "kind_names", "kind_of", "load_labels"]

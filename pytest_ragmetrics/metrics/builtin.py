@@ -9,15 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .. import judgments as J
-from .. import kinds as K
+from .. import judgments as J, kinds as K
 from ..errors import ConfigError, InvalidSample
 from ..judge.base import JudgeAnswer, JudgeRequest, Usage
 from ..results import MetricResult, Verdict
-from . import labels as LABELS
-from . import precision as P
-from . import recall as R
-from . import relevance as REL
+from . import labels as LABELS, precision as P, recall as R, relevance as REL
 
 if TYPE_CHECKING:
     from ..sample import RagSample
