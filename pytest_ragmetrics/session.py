@@ -191,8 +191,7 @@ class RagmetricsSession:
             config.pluginmanager.register(_BudgetForWorkers(str(budget.path)), "ragmetrics-call-budget")
 
     def _ini_values(self) -> dict[str, Any]:
-        from .options import OPTIONS
-        from .settings import check_names, ini_file_values
+        from .options import OPTIONS, check_names, ini_file_values
 
         inipath = self.config.inipath
         if inipath is not None:
