@@ -20,11 +20,11 @@ def test_readme_is_a_front_door_not_a_manual():
 
 def test_ci_runs_exactly_the_readme_test_command():
     test_command = next(b for b in code_blocks("bash") if "python -m pytest" in b).strip()
-    assert test_command == 'pip install -e ".[test]" && python -m pytest'
+    assert test_command == 'pip install -e ".[test]" && python -m pytest -n 2'
     ci = (ROOT / ".ci" / "run").read_text()
     install = re.search(r'python -m pip install --quiet -e "\.\[([a-z,]+)\]"', ci)
     assert install and "test" in install.group(1).split(",")
-    assert ci.rstrip().splitlines()[-1] == "python -m pytest"
+    assert ci.rstrip().splitlines()[-1] == "python -m pytest -n 2"
 
 
 def test_readme_main_command_runs_the_example_project_report():
