@@ -35,3 +35,12 @@ def serve(monkeypatch):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def pytester(pytester, monkeypatch):
+    """pytester, its runs spared the installed plugins no run of this suite uses: Hypothesis's imports
+    all of Hypothesis at the end of every run, anyio's and platformdirs' their packages at its start
+    (together about a second and a half of CPU a process, in every subprocess and xdist worker)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:anyio -p no:platformdirs")
+    return pytester
