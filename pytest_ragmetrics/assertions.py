@@ -49,7 +49,23 @@ def _short(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class _Comparable:
+class _Threshold:
+    """A check is compared with a threshold: ``==`` and truth are errors that say so."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (int, float)):
+            raise TypeError(
+                "compare a ragmetrics check with >=, >, <= or <, e.g. `... >= 0.8`; == is not a threshold"
+            )
+        return NotImplemented
+
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise TypeError("compare a ragmetrics check with a threshold, e.g. `assert_context_recall(s) >= 0.8`")
+
+
+class _Comparable(_Threshold):
     """Comparison operators that assert; subclasses provide ``value`` and ``_describe``."""
 
     value: float
@@ -98,18 +114,6 @@ class _Comparable:
 
     def __float__(self) -> float:
         return float(self.value)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (int, float)):
-            raise TypeError(
-                "compare a ragmetrics check with >=, >, <= or <, e.g. `... >= 0.8`; == is not a threshold"
-            )
-        return NotImplemented
-
-    __hash__ = object.__hash__
-
-    def __bool__(self) -> bool:
-        raise TypeError("compare a ragmetrics check with a threshold, e.g. `assert_context_recall(s) >= 0.8`")
 
     def _record(self, op: str, threshold: float, passed: bool) -> None:
         raise NotImplementedError
@@ -364,7 +368,7 @@ def _make_check(
     return check
 
 
-class PendingCheck:
+class PendingCheck(_Threshold):
     """A check whose score waits for judgments written to a batch file (``pytest --rag-batch``).
 
     Every comparison with a threshold holds (the threshold is still checked), nothing is recorded,
@@ -393,18 +397,6 @@ class PendingCheck:
         return True
 
     __ge__ = __gt__ = __le__ = __lt__ = _holds
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (int, float)):
-            raise TypeError(
-                "compare a ragmetrics check with >=, >, <= or <, e.g. `... >= 0.8`; == is not a threshold"
-            )
-        return NotImplemented
-
-    __hash__ = object.__hash__
-
-    def __bool__(self) -> bool:
-        raise TypeError("compare a ragmetrics check with a threshold, e.g. `assert_context_recall(s) >= 0.8`")
 
     def _wait(self) -> Any:
         raise self.pending.with_traceback(None)

@@ -143,11 +143,16 @@ def test_settings_built_directly_are_validated():
 
 
 def test_a_check_compared_with_equals_says_to_use_a_threshold_operator():
-    from pytest_ragmetrics.assertions import ScoreCheck
+    from pytest_ragmetrics.assertions import PendingCheck, ScoreCheck
+    from pytest_ragmetrics.errors import JudgmentPending
 
-    check = ScoreCheck([MetricResult(0.5, "context_recall")], single=True, where=None)
-    with pytest.raises(TypeError, match="== is not a threshold"):
-        check == 0.5
+    scored = ScoreCheck([MetricResult(0.5, "context_recall")], single=True, where=None)
+    pending = PendingCheck("context_recall", JudgmentPending(1, "b.jsonl"), where=None, bounded=True)
+    for check in (scored, pending):
+        with pytest.raises(TypeError, match="== is not a threshold"):
+            check == 0.5
+        with pytest.raises(TypeError, match="with a threshold"):
+            bool(check)
 
 
 def test_checks_tolerate_float_noise_like_the_gates():
