@@ -20,6 +20,9 @@ from pytest_ragmetrics.gates import (
 )
 from pytest_ragmetrics.specs import BUILTIN_CATALOG, MetricCatalog
 
+# The per-sample scores evaluate_gates reads, keyed by (metric, method).
+Scores = dict[tuple[str, str | None], list[float]]
+
 
 @pytest.mark.parametrize(
     ("line", "metric", "method", "stat", "op", "threshold"),
@@ -192,7 +195,10 @@ def test_compare_tolerates_float_noise_but_not_real_differences():
 
 def test_evaluate_gates_rows_with_value_n_passed_and_margin():
     gates = parse_gates(["context_recall mean >= 0.80", "context_precision min >= 0.5"])
-    scores = {("context_recall", None): [0.7, 0.9, 0.8, 1.0], ("context_precision", None): [0.25, 1.0]}
+    scores: Scores = {
+        ("context_recall", None): [0.7, 0.9, 0.8, 1.0],
+        ("context_precision", None): [0.25, 1.0],
+    }
     recall, precision = evaluate_gates(gates, scores)
     assert recall == {
         "spec": "context_recall mean >= 0.80",
@@ -283,7 +289,7 @@ def test_evaluate_gates_keeps_gate_order_and_accepts_hand_built_gates():
 
 def test_a_partial_run_skips_gates_over_metrics_it_never_scored():
     gates = parse_gates(["context_recall mean >= 0.8", "context_precision mean >= 0.5"])
-    scores = {("context_recall", None): [0.9]}
+    scores: Scores = {("context_recall", None): [0.9]}
     full = evaluate_gates(gates, scores)
     partial = evaluate_gates(gates, scores, partial=True)
     assert [g["passed"] for g in full] == [True, False]

@@ -15,7 +15,7 @@ CUTOFFS = (1, 2, 3, 5, 10, 25)  # 25 is longer than every ranking below
 
 def _random_queries(seed: int, n: int, graded: bool) -> list[tuple[list[str], dict[str, int]]]:
     rng = random.Random(seed)
-    queries = []
+    queries: list[tuple[list[str], dict[str, int]]] = []
     pool = [f"d{i}" for i in range(30)]
     while len(queries) < n:
         labelled = rng.sample(pool, rng.randint(1, 12))

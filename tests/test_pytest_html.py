@@ -61,8 +61,9 @@ def project(pytester, monkeypatch):
 def html_tests(path):
     """The per-test data pytest-html embeds in its page."""
     page = path.read_text(encoding="utf-8")
-    blob = re.search(r'data-jsonblob="([^"]*)"', page).group(1)
-    return page, json.loads(html.unescape(blob))["tests"]
+    blob = re.search(r'data-jsonblob="([^"]*)"', page)
+    assert blob, "no data-jsonblob in pytest-html's page"
+    return page, json.loads(html.unescape(blob.group(1)))["tests"]
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["serial", "xdist"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+from typing import Any
 
 import pytest
 from judge_requests import make_request
@@ -113,7 +114,7 @@ def test_cache_warnings_are_redacted(tmp_path, monkeypatch):
 
 def test_redact_json_copies_only_what_it_changes():
     clean = {"scores": [0.5, 1.0], "reason": "fine"}
-    value = {"clean": clean, "items": ["ok", {"reason": "Bearer sk-abcdefghijkl"}]}
+    value: dict[str, Any] = {"clean": clean, "items": ["ok", {"reason": "Bearer sk-abcdefghijkl"}]}
     out = redact_json(value)
     assert out == {"clean": clean, "items": ["ok", {"reason": "Bearer ***"}]}
     assert out["clean"] is clean  # nothing to scrub: not copied

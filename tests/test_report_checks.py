@@ -255,7 +255,8 @@ def test_a_run_the_spending_cap_stopped_fails_and_says_so_in_markdown_and_html()
         assert row in judge
 
     page = to_html(report)
-    assert "the judge spending cap stopped the run" in re.search(r'id="headline">(.*?)<', page).group(1)
+    headline = re.search(r'id="headline">(.*?)<', page)
+    assert headline and "the judge spending cap stopped the run" in headline.group(1)
     assert f'<p class="note bad" id="spending-cap">T{stopped[1:]}.</p>' in page
     assert (
         "<dt>call cap</dt><dd>4 calls</dd>" in page and "<dt>calls refused by the cap</dt><dd>2</dd>" in page

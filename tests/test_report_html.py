@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
+from typing import Any
 
 import pytest
 from report_example import example_report
@@ -22,7 +23,13 @@ IMG_ONERROR = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')
 ATTRIBUTE_BREAKOUT = "\"><script>document.title='pwned-attr'</script><b x=\""
 
 
-def hostile_report(alert: str = SCRIPT_ALERT) -> dict:
+def _search(pattern: str, text: str, flags: int = 0) -> re.Match[str]:
+    match = re.search(pattern, text, flags)
+    assert match, pattern
+    return match
+
+
+def hostile_report(alert: str = SCRIPT_ALERT) -> dict[str, Any]:
     """The example report with markup in every kind of user text, plus two extra rows for sorting."""
     report = example_report()
     recall = report["results"][1]
@@ -108,18 +115,16 @@ def test_the_only_markup_in_the_page_is_ours():
 
 def test_no_report_data_inside_the_script():
     page = to_html(hostile_report())
-    script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
+    script = _search(r"<script>(.*?)</script>", page, re.S).group(1)
     for word in ("capital", "test_recall", "gpt-4o-mini", "pwned", "0.833"):
         assert word not in script
 
 
 def test_content_security_policy_pins_our_script_and_style_by_hash():
     page = to_html(example_report())
-    policy = html.unescape(
-        re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1)
-    )
-    script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
-    style = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
+    policy = html.unescape(_search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1))
+    script = _search(r"<script>(.*?)</script>", page, re.S).group(1)
+    style = _search(r"<style>(.*?)</style>", page, re.S).group(1)
 
     def sha(text: str) -> str:
         return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
@@ -210,7 +215,7 @@ def test_browser_sorts_scores_numerically_and_runs_no_injected_markup(tmp_path):
 
     # Nothing injected ran: the title is ours, the body carries no mark, no element was created.
     assert re.search(r"<title>ragmetrics report</title>", dom)
-    assert "pwned" not in re.search(r"<title>.*?</title>", dom, re.S).group(0)
+    assert "pwned" not in _search(r"<title>.*?</title>", dom, re.S).group(0)
     assert not re.search(r"<body[^>]*data-pwned", dom)
     assert dom.count("<script") == 1
     assert "<img" not in dom

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 from _pytest._io import TerminalWriter
@@ -11,7 +12,7 @@ from report_example import example_report
 from pytest_ragmetrics.report.terminal import header_line, render_terminal
 
 
-def render(report: dict, verbosity: int = 0, width: int = 120) -> list[str]:
+def render(report: dict[str, Any], verbosity: int = 0, width: int = 120) -> list[str]:
     """The section as plain lines, rendered through pytest's own TerminalWriter."""
     out = io.StringIO()
     tw = TerminalWriter(file=out)
@@ -94,7 +95,7 @@ def test_default_lists_what_did_not_pass_and_counts_the_passing_rows():
     assert any(line.startswith("FAIL  context_recall min >= 0.6") for line in lines)  # gates stay
 
 
-def _sentence_report() -> dict:
+def _sentence_report() -> dict[str, Any]:
     report = example_report()
     row = report["results"][0]
     row.update(metric="context_relevance", method="sentence", passed=False, score=0.25, threshold=0.5)
@@ -212,7 +213,7 @@ def test_judge_figures_cache_and_store_lines():
 def test_judge_figures_wrap_to_the_terminal_width():
     lines = render(example_report(), width=80)
     start = next(i for i, line in enumerate(lines) if line.startswith("judge gpt-4o-mini"))
-    block = []
+    block: list[str] = []
     for line in lines[start:]:
         if block and not line.startswith("  "):
             break
