@@ -127,7 +127,7 @@ def test_every_answer_score_in_the_json_report_is_recomputed_from_its_claim_verd
     )
     report = json.loads(pytester.path.joinpath("report.json").read_text())
     checked = 0
-    verdicts_by_method: dict[tuple[str, str], list[str]] = {}
+    verdicts_by_method: dict[tuple[str, str], list[tuple[str, str, list[int] | None]]] = {}
     for row in report["results"]:
         if row["stat"] != "score":
             continue

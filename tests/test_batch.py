@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,11 +59,11 @@ def cli(capsys, *args):
     return code, captured.out, captured.err
 
 
-def lines_of(path: Path) -> list[dict]:
+def lines_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def store_lines(root: Path) -> list[dict]:
+def store_lines(root: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for shard in sorted((root / "judgments").glob("??.jsonl")) for line in
             shard.read_text(encoding="utf-8").splitlines()]  # fmt: skip
 
@@ -185,7 +186,7 @@ def test_a_golden_set_filled_through_the_batch_api_replays_with_no_key_and_no_ca
     assert judge["calls"] == 0 and judge["store_hits"] == REQUESTS
 
 
-def completion_of(body: dict, content: object = None) -> dict:
+def completion_of(body: dict[str, Any], content: object = None) -> dict[str, Any]:
     """The chat completion a server would answer ``body`` with (the fake server's responder)."""
     answer = default_responder(body) if content is None else content
     return {
@@ -387,7 +388,9 @@ def test_export_files_are_split_by_model_and_at_the_limits(tmp_path):
     summary = export.finish(max_requests=2, max_bytes=10_000)
     assert summary.requests == 7
     assert summary.files == ("b.jsonl", "b.2.jsonl", "b.3.jsonl", "b.4.jsonl")
-    assert [(p["model"], p["requests"]) for p in read_state(tmp_path / "b.jsonl")["parts"]] == [
+    state = read_state(tmp_path / "b.jsonl")
+    assert state is not None
+    assert [(p["model"], p["requests"]) for p in state["parts"]] == [
         ("large", 2),
         ("small", 2),
         ("small", 2),
@@ -415,10 +418,12 @@ def test_the_fake_server_cancels_a_batch_and_serves_its_files_through_the_openai
     batch = client.batches.create(
         input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
     )
-    assert batch.status == "validating" and batch.request_counts.total == 1
+    assert batch.status == "validating"
+    assert batch.request_counts is not None and batch.request_counts.total == 1
     assert client.batches.cancel(batch.id).status == "cancelling"
     batch = client.batches.retrieve(batch.id)
     assert batch.status == "cancelled" and batch.output_file_id is None
+    assert batch.error_file_id is not None
     errors = client.files.content(batch.error_file_id).read().decode().splitlines()
     assert json.loads(errors[0])["error"]["code"] == "batch_cancelled"
     assert server.batch_lines == 0

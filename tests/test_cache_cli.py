@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from judge_requests import make_request
 
-from pytest_ragmetrics.__main__ import EXIT_USAGE, default_cli_cache_dir, main
+from pytest_ragmetrics.__main__ import default_cli_cache_dir, main
 from pytest_ragmetrics.judge.base import JudgeAnswer, ScriptedJudge
 from pytest_ragmetrics.judge.cache import CachedJudge, write_last_run
 from pytest_ragmetrics.judge.store import JudgmentStore
+from pytest_ragmetrics.report.cli import EXIT_USAGE
 
 
 @pytest.fixture
@@ -203,7 +204,7 @@ def test_prune_refuses_without_a_record_of_a_full_run(populated, capsys):
 
 @pytest.mark.parametrize("args", [[], ["cache"], ["cache", "purge"], ["cache", "stats", "--bogus"]])
 def test_usage_errors_exit_4_as_pytest_does(args, capsys):
-    assert EXIT_USAGE == pytest.ExitCode.USAGE_ERROR == 4
+    assert EXIT_USAGE == int(pytest.ExitCode.USAGE_ERROR) == 4
     assert main(args) == EXIT_USAGE
     assert "usage:" in capsys.readouterr().err
 

@@ -544,7 +544,7 @@ def test_exhausted_retries_hide_the_sdk_traceback_but_keep_the_cause(fake_judge_
     with pytest.raises(JudgeUnavailable) as info:
         run_judge(make_judge(fake_judge_server, max_retries=2), make_request())
     assert_no_sdk_traceback(info.value)
-    assert isinstance(info.value.cause, openai.InternalServerError)  # type: ignore[attr-defined]
+    assert isinstance(info.value.cause, openai.InternalServerError)
     message = str(info.value)
     assert f"the LLM judge at {fake_judge_server.base_url}" in message
     assert "HTTP 503" in message
@@ -558,7 +558,7 @@ def test_a_rejected_request_hides_the_sdk_traceback_but_keeps_the_cause(fake_jud
     with pytest.raises(JudgeUnavailable) as info:
         run_judge(make_judge(fake_judge_server), make_request())
     assert_no_sdk_traceback(info.value)
-    assert isinstance(info.value.cause, openai.AuthenticationError)  # type: ignore[attr-defined]
+    assert isinstance(info.value.cause, openai.AuthenticationError)
     message = str(info.value)
     assert fake_judge_server.base_url in message
     assert "HTTP 401, not retried" in message
@@ -574,7 +574,7 @@ def test_connection_errors_hide_the_sdk_traceback_but_keep_the_cause():
     with pytest.raises(JudgeUnavailable) as info:
         run_judge(judge, make_request())
     assert_no_sdk_traceback(info.value)
-    assert isinstance(info.value.cause, openai.APIConnectionError)  # type: ignore[attr-defined]
+    assert isinstance(info.value.cause, openai.APIConnectionError)
     assert "connection error" in str(info.value)
     assert "gave up after 2 attempt(s)" in str(info.value)
 

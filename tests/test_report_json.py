@@ -8,6 +8,7 @@ import math
 import os
 import stat
 import sys
+from typing import Any
 
 import pytest
 from report_example import example_report
@@ -145,7 +146,7 @@ def test_non_json_types_are_refused():
 
 
 def test_sort_results_by_nodeid_metric_method_stat():
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"nodeid": "b", "metric": "context_recall", "method": None, "stat": "score", "tag": 1},
         {"nodeid": "a", "metric": "context_relevance", "method": "sentence", "stat": "score", "tag": 2},
         {"nodeid": "a", "metric": "context_relevance", "method": "graded", "stat": "score", "tag": 3},
@@ -237,10 +238,11 @@ def test_a_shard_the_spending_cap_stopped_stops_the_merged_report():
         "what was judged is kept"
     )
     second["summary"]["judge"]["max_judge_calls"] = 8  # shards capped differently: no one cap to name
-    assert "refused past the cap; what" in cap_stop(merge_reports([first, second]))
+    stop = cap_stop(merge_reports([first, second]))
+    assert stop and "refused past the cap; what" in stop
 
 
-def _shard(collected: list[str], ran: list[str]) -> dict:
+def _shard(collected: list[str], ran: list[str]) -> dict[str, Any]:
     from pytest_ragmetrics._run import set_digest
 
     report = example_report()

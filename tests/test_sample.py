@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 import pytest
 
@@ -63,7 +64,11 @@ def test_invalid_values_raise_naming_the_field(kwargs, error, pattern):
 
 @pytest.mark.parametrize("field", ["question", "contexts", "ground_truth"])
 def test_long_invalid_values_are_shown_truncated(field):
-    kwargs = {"question": "q", "contexts": [], field: LONG.encode() if field != "contexts" else LONG}
+    kwargs: dict[str, Any] = {
+        "question": "q",
+        "contexts": [],
+        field: LONG.encode() if field != "contexts" else LONG,
+    }
     with pytest.raises(TypeError) as info:
         RagSample(**kwargs)
     message = str(info.value)
@@ -74,7 +79,7 @@ def test_long_invalid_values_are_shown_truncated(field):
 
 
 def test_valid_sample_normalizes_contexts_and_int_ids():
-    sample = RagSample("q", ["a", "b"], id=3)
+    sample = RagSample("q", ["a", "b"], id=3)  # type: ignore[arg-type]  # typed str; an int is converted
     assert sample.contexts == ("a", "b") and isinstance(sample.contexts, tuple)
     assert sample.id == "3"
     assert sample.ground_truth is None and sample.answer is None and sample.metadata == {}
@@ -268,7 +273,7 @@ def test_from_dict_type_errors_name_the_key_used(data, pattern):
 @pytest.mark.parametrize("data", [["q", ["c"]], "question", None, 3])
 def test_from_dict_rejects_non_mappings(data):
     with pytest.raises(TypeError, match="expected a mapping"):
-        RagSample.from_dict(data)  # type: ignore[arg-type]
+        RagSample.from_dict(data)
 
 
 def test_sample_kwargs_returns_ragsample_keyword_arguments():

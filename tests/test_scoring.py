@@ -1,6 +1,7 @@
 """Pure scoring arithmetic: the exact vectors of the metric definitions, and the property tests."""
 
 from fractions import Fraction
+from typing import Any
 
 import pytest
 from hypothesis import given, strategies as st
@@ -138,7 +139,8 @@ def test_settings_built_directly_are_validated():
         Settings(temperature=float("nan"))
     for name in ("temperature", "graded_temperature", "timeout", "price_input"):
         with pytest.raises(ConfigError, match=rf"Settings\.{name} must be a finite number"):
-            Settings(**{name: float("inf")})
+            kwargs: dict[str, Any] = {name: float("inf")}
+            Settings(**kwargs)
     assert Settings(relevance_models=("big", "small", "big")).relevance_models == ("big", "small")
 
 

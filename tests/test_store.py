@@ -41,6 +41,13 @@ def put(store: JudgmentStore, request: Any, answer: JudgeAnswer) -> Path:
     return store.path_for(request.cache_key())
 
 
+def stored(store: JudgmentStore, request: Any) -> JudgeAnswer:
+    """The answer the store holds for ``request``; it must hold one."""
+    answer = store.get(request)
+    assert answer is not None, f"no stored answer to {request.cache_key()}"
+    return answer
+
+
 def lines_of(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
@@ -209,7 +216,7 @@ def test_a_key_recorded_twice_with_different_answers_warns_and_the_later_line_co
     assert len(lines_of(path)) == 2
     put(store, request, make_answer(later))  # recording it again: one line, sorted into place
     store.flush()
-    assert JudgmentStore(tmp_path).get(request).choices[0]["useful"] is later  # type: ignore[union-attr]
+    assert stored(JudgmentStore(tmp_path), request).choices[0]["useful"] is later
 
 
 def test_the_same_judgment_recorded_twice_is_no_conflict(tmp_path):
@@ -561,7 +568,7 @@ def test_a_last_line_without_its_newline_is_read(tmp_path):
     again.flush()
     again.close()
     assert len(lines_of(path)) == 1
-    assert JudgmentStore(tmp_path / "judgments").get(request).choices[0]["useful"] is True
+    assert stored(JudgmentStore(tmp_path / "judgments"), request).choices[0]["useful"] is True
 
 
 @pytest.mark.parametrize(
@@ -584,14 +591,14 @@ def test_a_shard_reads_the_same_whatever_the_order_and_spacing_of_its_fields(tmp
             handle.write(reformat(record) + "\n")
     store = JudgmentStore(tmp_path)
     assert store.keys() == {first.cache_key(), second.cache_key()}
-    assert store.get(first).choices[0]["useful"] is True  # type: ignore[union-attr]
-    assert store.get(second).choices[0]["useful"] is False  # type: ignore[union-attr]
+    assert stored(store, first).choices[0]["useful"] is True
+    assert stored(store, second).choices[0]["useful"] is False
 
     conflicting = record_of(first, make_answer(False))
     with store.path_for(first.cache_key()).open("a", encoding="utf-8") as handle:
         handle.write(reformat(conflicting) + "\n")
     with pytest.warns(RagMetricsWarning, match="twice with different answers"):
-        assert JudgmentStore(tmp_path).get(first).choices[0]["useful"] is False  # type: ignore[union-attr]
+        assert stored(JudgmentStore(tmp_path), first).choices[0]["useful"] is False
 
 
 def test_a_byte_order_mark_does_not_cost_the_first_line(tmp_path):
@@ -621,15 +628,14 @@ def test_whatever_the_store_writes_it_reads_back(tmp_path, text):
     put(store, request, answer)
     store.flush()
     again = JudgmentStore(tmp_path)
-    assert again.get(request).choices == answer.choices  # type: ignore[union-attr]
-    assert again.read_json(request.cache_key())["inputs"] == request.inputs  # type: ignore[index]
+    assert stored(again, request).choices == answer.choices
+    record = again.read_json(request.cache_key())
+    assert record is not None and record["inputs"] == request.inputs
 
 
 def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path, monkeypatch):
     """A full disk mid-append: the shard is cut back to its lines before, and reads as before."""
     import errno
-
-    import pytest_ragmetrics.judge.store as store_module
 
     store = JudgmentStore(tmp_path)
     first = make_request(0)
@@ -645,7 +651,7 @@ def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path, monkeypatch):
             return real_write(fd, bytes(data[: len(data) // 2]))  # half a line reaches the disk
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store_module.os, "write", full_disk)
+    monkeypatch.setattr(os, "write", full_disk)  # the store writes through os.write
     same_shard = next(r for r in (make_request(i) for i in range(1, 2000)) if r.cache_key()[:2] == first.cache_key()[:2])
     with pytest.raises(OSError, match="No space"):
         put(store, same_shard, make_answer(False))
