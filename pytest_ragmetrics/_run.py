@@ -9,9 +9,11 @@ layer of hooks:
   ``--maxfail``, collection errors, failed tests (a failing test never reaches its later
   comparisons), skipped tests (they never reach theirs) and a crashed xdist worker (its
   judgments never reach the controller) all make a run partial.
-* Which tests did the run collect and run? :class:`SuiteRecord` keeps a digest and a count of the
-  tests collected before any deselection, and of those that ran, so that ``report merge`` can tell
-  when the reports of a run's shards do not add up to the whole suite.
+* Which tests did the run collect and run, from which files? :class:`SuiteRecord` keeps a digest and
+  a count of the tests collected before any deselection, and of those that ran, so that
+  ``report merge`` can tell when the reports of a run's shards do not add up to the whole suite; and
+  a digest of each file the suite was collected from (test files, golden sets), so that it can tell
+  shards cut from different versions of the suite.
 * Which comparisons count? An attempt that pytest-rerunfailures discarded (its report's outcome is
   ``"rerun"``) does not: only the final attempt of a test counts in aggregates, gates and reports.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,20 +141,40 @@ def add_digests(digests: Iterable[str]) -> str:
     return f"{sum(int(d, 16) for d in digests) % _DIGEST_MODULUS:064x}"
 
 
+def file_digests(paths: Iterable[Path], shown: Callable[[str], str]) -> dict[str, str]:
+    """The SHA-256 of each file's content, by its ``shown`` path (relative to the rootdir), sorted;
+    a file gone since it was collected is left out."""
+    digests: dict[str, str] = {}
+    for path in paths:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        digests[shown(str(path))] = hashlib.sha256(data).hexdigest()
+    return dict(sorted(digests.items()))
+
+
 class SuiteRecord:
-    """The tests a run collected before deselection and the tests it ran (``summary.suite``).
+    """The tests a run collected before deselection and the tests it ran, and the files it collected
+    them from (``summary.suite``).
 
     The digests are computed when asked for (a report, an xdist worker's output): a run that
-    writes no report pays for a list of ids and a set.
+    writes no report pays for a list of ids and two sets.
     """
 
     def __init__(self) -> None:
         self._collected_ids: list[str] | None = None
         self._collected: tuple[int, str] | None = None
         self.ran: set[str] = set()
+        #: The files the suite was collected from: its test files, and the samples files its
+        #: ``@pytest.mark.ragmetrics(samples=...)`` markers name (added as they are loaded).
+        self.sources: set[Path] = set()
+        #: Their digests (:func:`file_digests`), once computed or received from an xdist worker.
+        self.files: dict[str, str] | None = None
 
-    def collect(self, nodeids: Iterable[str]) -> None:
-        self._collected_ids, self._collected = list(nodeids), None
+    def collect(self, items: Sequence[pytest.Item]) -> None:
+        self._collected_ids, self._collected = [item.nodeid for item in items], None
+        self.sources.update(item.path for item in items)
 
     @property
     def collected(self) -> tuple[int, str] | None:
@@ -166,13 +188,23 @@ class SuiteRecord:
     def collected(self, value: tuple[int, str]) -> None:
         self._collected, self._collected_ids = value, None
 
-    def to_json(self) -> dict[str, Any] | None:
+    def file_digests(self, shown: Callable[[str], str]) -> dict[str, str]:
+        """The digests of :attr:`sources`, read once."""
+        if self.files is None:
+            self.files = file_digests(self.sources, shown)
+        return self.files
+
+    def to_json(self, shown: Callable[[str], str]) -> dict[str, Any] | None:
         collected = self.collected
         if collected is None:
             return None
-        return {
+        record: dict[str, Any] = {
             "collected": collected[0],
             "collected_digest": collected[1],
             "ran": len(self.ran),
             "ran_digest": f"{set_digest(self.ran):064x}",
         }
+        files = self.file_digests(shown)
+        if files:
+            record["files"] = files
+        return record

@@ -34,6 +34,7 @@ __all__ = [
     "SampleLoadError",
     "load_marker_samples",
     "load_samples",
+    "marker_samples_path",
     "sample_kwargs",
     "split_retrieved",
 ]
@@ -134,16 +135,23 @@ def load_samples(path: str | os.PathLike[str]) -> list[RagSample]:
     return samples
 
 
-def load_marker_samples(name: str | os.PathLike[str], test_file: Path, root: Path) -> list[RagSample]:
-    """The golden set a ``@pytest.mark.ragmetrics(samples=name)`` marker names, in file order.
-
-    A relative ``name`` is looked up beside the test file first, then under the rootdir. Raises
-    ``ValueError`` naming the marker and what is wrong (no such file, or a :class:`SampleLoadError`).
-    """
+def marker_samples_path(name: str | os.PathLike[str], test_file: Path, root: Path) -> Path:
+    """The file a ``@pytest.mark.ragmetrics(samples=name)`` marker on a test of ``test_file`` names:
+    a relative ``name`` is looked up beside the test file first, then under the rootdir ``root``."""
     path = Path(name)
     if not path.is_absolute():
         beside = test_file.parent / path
         path = beside if beside.exists() else root / path
+    return path
+
+
+def load_marker_samples(name: str | os.PathLike[str], path: Path) -> list[RagSample]:
+    """The golden set a ``@pytest.mark.ragmetrics(samples=name)`` marker names, in file order, from
+    ``path`` (:func:`marker_samples_path`).
+
+    Raises ``ValueError`` naming the marker and what is wrong (no such file, or a
+    :class:`SampleLoadError`).
+    """
     where = f"@pytest.mark.ragmetrics(samples={str(name)!r})"
     try:
         return load_samples(path)

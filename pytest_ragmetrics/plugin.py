@@ -145,11 +145,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     name = next((m.kwargs["samples"] for m in marks if "samples" in m.kwargs), None)
     if name is None:
         return
-    from .loaders import load_marker_samples
+    from .loaders import load_marker_samples, marker_samples_path
 
     # Problems are usage errors (exit 4, no traceback), raised once collection is over: raised here,
     # they would be collection errors with a chained traceback.
-    problems = _session(metafunc.config).usage_errors
+    session = _session(metafunc.config)
+    problems = session.usage_errors
     where = metafunc.definition.nodeid
     if "rag_sample" not in metafunc.fixturenames:
         problems.append(
@@ -157,7 +158,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
         return
     try:
-        samples = load_marker_samples(name, Path(str(metafunc.definition.path)), metafunc.config.rootpath)
+        path = marker_samples_path(name, Path(str(metafunc.definition.path)), metafunc.config.rootpath)
+        session.suite.sources.add(path)  # the golden set as collected, for `report merge` to compare
+        samples = load_marker_samples(name, path)
     except ValueError as exc:
         problems.append(f"{where}: {exc}")
         samples = []
@@ -372,7 +375,7 @@ class _RunHooks:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None, None, None]:
-        self.session.suite.collect(item.nodeid for item in items)  # before any plugin deselects
+        self.session.suite.collect(items)  # before any plugin deselects
         return (yield)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

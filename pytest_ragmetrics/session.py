@@ -104,7 +104,7 @@ class RagmetricsSession:
         self.worker_crashed = False
         #: Tests (and modules) skipped: they never reached their comparisons.
         self.skipped = 0
-        #: The tests collected (before deselection) and run, for ``report merge``.
+        #: The tests collected (before deselection) and run, and their files, for ``report merge``.
         self.suite = SuiteRecord()
         #: Set at the end: the store entries this run did not use, when it covered the whole suite
         #: (see ``_run.record_for_prune``); None otherwise.
@@ -568,6 +568,9 @@ class RagmetricsSession:
         collected = (output or {}).get("ragmetrics_collected")
         if collected:
             self.suite.collected = (int(collected[0]), str(collected[1]))
+        files = (output or {}).get("ragmetrics_files")
+        if files:
+            self.suite.files = dict(files)
         data = (output or {}).get("ragmetrics")
         if data:
             self.deselected = self.deselected or bool(data.get("deselected"))
@@ -641,6 +644,7 @@ class RagmetricsSession:
             output = config.workeroutput  # type: ignore[attr-defined]
             # Also from a worker that judged nothing: the controller's report records the suite.
             output["ragmetrics_collected"] = self.suite.collected
+            output["ragmetrics_files"] = self.suite.file_digests(self.shown)
             if used:
                 output["ragmetrics"] = self._worker_output()
             return
@@ -826,7 +830,7 @@ class RagmetricsSession:
             judge_check=self.judge_check,
             judge_controls=self.controls,
             answers=self.answer_classes.values(),
-            suite=self.suite.to_json(),
+            suite=self.suite.to_json(self.shown),
             label_warnings=self._label_warnings(),
             # The comparisons themselves only for whoever reads them: most of the report's cost.
             with_results=self.results_read(),

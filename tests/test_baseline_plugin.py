@@ -613,3 +613,29 @@ def test_report_merge_gates_come_from_pyproject_lists(
     )
     merged = report_of(project, "merged.json")["summary"]
     assert [g["passed"] for g in merged["regression_gates"]] == [True, False]
+
+
+def test_report_merge_refuses_shards_cut_from_another_version_of_the_golden_set(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The changed sample keeps its id and runs in one shard only: the samples file's digest tells."""
+    project.makepyfile(
+        test_rag="""
+        import pytest
+        from pytest_ragmetrics import assert_context_precision
+
+        @pytest.mark.ragmetrics(samples="golden.jsonl")
+        def test_golden(rag_sample):
+            assert_context_precision(rag_sample) >= 0.0
+        """
+    )
+    line = '{{"id": "{}", "question": "q?", "ground_truth": "g.", "contexts": ["This chunk is {}."]}}\n'
+    golden = project.path / "golden.jsonl"
+    golden.write_text(line.format("s1", "good") + line.format("s2", "good"), encoding="utf-8")
+    project.runpytest("-k", "s1", "--rag-report-json=a.json").assert_outcomes(passed=1)
+    golden.write_text(line.format("s1", "good") + line.format("s2", "off topic"), encoding="utf-8")
+    project.runpytest("-k", "s2", "--rag-report-json=b.json").assert_outcomes(passed=1)
+    code, err = merge(project, capsys, "-o", "m.json", "a.json", "b.json")
+    assert code == 4
+    assert "  the shards were collected from different versions of golden.jsonl: shards of different" in err
+    assert merge(project, capsys, "-o", "m.json", "a.json", "b.json", "--allow-mixed")[0] == 0

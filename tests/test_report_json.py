@@ -285,3 +285,20 @@ def test_shards_that_do_not_make_the_whole_suite_are_named(shards, problem):
     problems = shard_problems(reports, ["s1.json", "s2.json"])
     assert len(problems) == 1 and problem in problems[0]
     assert shard_problems(reports, ["s1.json", "s2.json"], allow_partial=True) == []
+
+
+def test_shards_cut_from_different_versions_of_a_file_are_named():
+    from pytest_ragmetrics.report.build import merge_reports, shard_problems
+
+    tests = ["tests/test_rag.py::test_a", "tests/test_rag.py::test_b"]
+    first, second, third = _shard(tests, tests[:1]), _shard(tests, tests[1:]), _shard(tests, tests[1:])
+    first["summary"]["suite"]["files"] = {"tests/golden.jsonl": "1" * 64, "tests/test_rag.py": "2" * 64}
+    second["summary"]["suite"]["files"] = {"tests/golden.jsonl": "3" * 64, "tests/test_rag.py": "2" * 64}
+    third["summary"]["suite"]["files"] = dict(first["summary"]["suite"]["files"])
+    names = ["s1.json", "s2.json"]
+    assert shard_problems([first, second], names) == [
+        "the shards were collected from different versions of tests/golden.jsonl: shards of different commits?"
+    ]
+    assert shard_problems([first, second], names, allow_mixed=True) == []
+    assert shard_problems([first, third], names) == []
+    assert merge_reports([first, third])["summary"]["suite"]["files"] == first["summary"]["suite"]["files"]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ragmetrics.errors import ConfigError
-from pytest_ragmetrics.loaders import load_marker_samples
+from pytest_ragmetrics.loaders import load_marker_samples, marker_samples_path
 from pytest_ragmetrics.settings import Settings, check_marker, for_test
 
 ROOT = Path("/project")
@@ -66,14 +66,14 @@ def test_a_marker_samples_file_is_found_beside_the_test_before_the_rootdir(tmp_p
     (tmp_path / "golden.jsonl").write_text('{"question": "root?"}\n')
     (tmp_path / "only_root.jsonl").write_text('{"question": "root only?"}\n')
     test_file = tmp_path / "tests" / "test_x.py"
-    assert load_marker_samples("golden.jsonl", test_file, tmp_path)[0].question == "beside?"
-    assert load_marker_samples("only_root.jsonl", test_file, tmp_path)[0].question == "root only?"
+    assert marker_samples_path("golden.jsonl", test_file, tmp_path) == tmp_path / "tests" / "golden.jsonl"
+    assert marker_samples_path("only_root.jsonl", test_file, tmp_path) == tmp_path / "only_root.jsonl"
 
 
 def test_a_missing_or_bad_marker_samples_file_names_the_marker_and_the_problem(tmp_path):
     test_file = tmp_path / "test_x.py"
     with pytest.raises(ValueError, match=r"samples='none.jsonl'\): no such file: .*none.jsonl"):
-        load_marker_samples("none.jsonl", test_file, tmp_path)
+        load_marker_samples("none.jsonl", marker_samples_path("none.jsonl", test_file, tmp_path))
     (tmp_path / "bad.jsonl").write_text('{"question": 5}\n')
     with pytest.raises(ValueError, match=r"samples='bad.jsonl'\): bad.jsonl, line 1: field 'question'"):
-        load_marker_samples("bad.jsonl", test_file, tmp_path)
+        load_marker_samples("bad.jsonl", marker_samples_path("bad.jsonl", test_file, tmp_path))

@@ -488,6 +488,12 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "ran": sum(int(s.get("ran", 0)) for s in suites),
             "ran_digest": add_digests(str(s.get("ran_digest")) for s in suites),
         }
+        files: dict[str, str] = {}
+        for suite in suites:
+            for path, digest in (suite.get("files") or {}).items():
+                files.setdefault(path, digest)
+        if files:
+            summary["suite"]["files"] = dict(sorted(files.items()))
     scorings = [s.get("scoring") for s in summaries]
     if scorings and all(isinstance(v, Mapping) and v == scorings[0] for v in scorings):
         summary["scoring"] = dict(scorings[0])  # type: ignore[arg-type]
@@ -520,9 +526,11 @@ def shard_problems(
 
     Always: a sample id naming different samples in two shards (another commit's shard, say).
     Unless ``allow_mixed``: different package versions, settings that change scores
-    (``summary.scoring``), or, per metric, different judge models, prompt versions or sentence
-    splitters. Unless ``allow_partial``: shards that collected different suites, a shard without a
-    record of its tests, or tests of the suite that ran in no shard (a missing shard) or in several.
+    (``summary.scoring``), per metric, different judge models, prompt versions or sentence
+    splitters, or different contents of a file the shards were collected from (a test file, a golden
+    set: ``summary.suite.files``). Unless ``allow_partial``: shards that collected different suites,
+    a shard without a record of its tests, or tests of the suite that ran in no shard (a missing
+    shard) or in several.
     """
     from ..baseline import run_scores
     from ..specs import format_metric
@@ -566,9 +574,26 @@ def shard_problems(
         for (label, what), by_name in sorted(facts.items()):
             if len(set(by_name.values())) > 1:
                 problems.append(f"{label}: {what} differ: {_shown_values(by_name)}")
+        problems += _file_problems(reports, names)
     if not allow_partial:
         problems += _suite_problems(reports, names)
     return problems
+
+
+def _file_problems(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
+    """The files the shards were collected from that differ between them (another commit's shard)."""
+    digests: dict[str, dict[str, str]] = {}
+    for report, name in zip(reports, names, strict=True):
+        suite = (report.get("summary") or {}).get("suite")
+        files = suite.get("files") if isinstance(suite, Mapping) else None
+        for path, digest in (files or {}).items():
+            digests.setdefault(path, {})[name] = digest
+    # A file only some shards collected (shards named by path) is the suite check's business.
+    changed = sorted(path for path, by_name in digests.items() if len(set(by_name.values())) > 1)
+    if not changed:
+        return []
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return [f"the shards were collected from different versions of {shown}: shards of different commits?"]
 
 
 def _suite_problems(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:

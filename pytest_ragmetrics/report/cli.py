@@ -97,8 +97,9 @@ def add_commands(commands: Any) -> None:
     merge.add_argument(
         "--allow-mixed",
         action="store_true",
-        help="merge shards made with different package versions, judge models, prompt versions or "
-        "settings that change scores, and compare with a baseline scored differently (refused by default)",
+        help="merge shards made with different package versions, judge models, prompt versions, "
+        "settings that change scores or test and samples files, and compare with a baseline scored "
+        "differently (refused by default)",
     )
     merge.add_argument(
         "--allow-partial",
@@ -261,7 +262,7 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
         raise ConfigError(
             "report merge: these reports are not the shards of one run:"
             + "".join(f"\n  {problem}" for problem in problems)
-            + "\n(--allow-mixed merges shards made with different settings, --allow-partial shards "
+            + "\n(--allow-mixed merges shards made with different settings or files, --allow-partial shards "
             "that do not make the whole suite)"
         )
     baseline = load_report(baseline_path, "baseline") if baseline_path is not None else None

@@ -337,6 +337,10 @@ class SuiteRecord(TypedDict, total=False):
     collected_digest: str
     ran: int
     ran_digest: str
+    #: The SHA-256 of the content of each file the suite was collected from (its test files and the
+    #: samples files its markers name), by path relative to the rootdir: ``report merge`` refuses
+    #: shards cut from different versions of a file.
+    files: dict[str, str]
 
 
 class JudgeWarning(TypedDict, total=False):
