@@ -27,6 +27,18 @@ def fresh_example(tmp_path):
     return target
 
 
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    """The README's command on a fresh copy, run once for the tests that read its output and report."""
+    target = tmp_path_factory.mktemp("default") / "example_project"
+    shutil.copytree(
+        EXAMPLE, target, ignore=shutil.ignore_patterns(".pytest_cache", "__pycache__", ".ragmetrics_cache")
+    )
+    out = run_example(target, "--rag-report", "--rag-report-json=report.json", "-p", "no:randomly")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    return out, json.loads((target / "report.json").read_text())
+
+
 def run_example(cwd, *args, **env):
     environ = {
         k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI", "RAGMETRICS_"))
@@ -43,10 +55,9 @@ def run_example(cwd, *args, **env):
     )
 
 
-def test_example_project_passes_offline_from_the_committed_judgments(fresh_example):
+def test_example_project_passes_offline_from_the_committed_judgments(default_run):
     """No API key, no cache: every judgment is replayed from example_project/judgments."""
-    out = run_example(fresh_example, "--rag-report")
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    out, _ = default_run
     text = out.stdout
     assert re.search(r"\d+ passed, 9 xfailed", text)
     # Passing comparisons are behind -v; the expected failures of the weakened retriever are listed.
@@ -67,19 +78,14 @@ def test_example_project_catches_the_weakened_retriever(fresh_example):
     assert "worst samples:" in out.stdout
 
 
-def test_example_project_store_has_no_unused_entries(fresh_example):
-    out = run_example(fresh_example, "--rag-report-json=report.json")
-    assert out.returncode == 0, out.stdout[-3000:]
-    import json
-
-    report = json.loads((fresh_example / "report.json").read_text())
+def test_example_project_store_has_no_unused_entries(default_run):
+    _, report = default_run
     assert report["summary"]["unused_store_entries"] == 0
     assert report["summary"]["judge"]["calls"] == 0
 
 
-def test_example_project_compares_every_run_with_its_committed_baseline(fresh_example):
-    out = run_example(fresh_example, "--rag-report", "-p", "no:randomly")
-    assert out.returncode == 0, out.stdout[-3000:]
+def test_example_project_compares_every_run_with_its_committed_baseline(default_run):
+    out, _ = default_run
     assert "vs baseline baseline.json" in out.stdout
     assert re.search(
         r"context_precision\s+15\s+0\.922\s+0\.922\s+\+0\.000 \[\+0\.000, \+0\.000\]\s+1\.0000\s+unchanged",
@@ -118,9 +124,8 @@ def test_example_project_baseline_flags_the_weakened_retriever_as_a_significant_
     assert "FAIL  ndcg@3 mean drop <= 0.02 at p < 0.05  drop 0.560" in text
 
 
-def test_example_project_checks_its_recorded_judge_against_the_hand_labels(fresh_example):
-    out = run_example(fresh_example, "--rag-report")
-    assert out.returncode == 0, out.stdout[-3000:]
+def test_example_project_checks_its_recorded_judge_against_the_hand_labels(default_run):
+    out, _ = default_run
     lines = {" ".join(line.split()) for line in out.stdout.splitlines()}
     for floor in (
         "PASS context_precision kappa >= 0.6 kappa 1.000 over 71 chunks, judge hand-labelled",
