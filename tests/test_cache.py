@@ -997,3 +997,37 @@ def test_a_request_waiting_to_retry_is_not_sent_again_once_the_judge_closes(fake
 
     asyncio.run(go())
     assert fake_judge_server.request_count == 1
+
+
+# --- disk work arriving together goes together ------------------------------------------------------
+
+
+def test_disk_work_arriving_while_the_io_thread_is_busy_is_done_in_one_hand_over():
+    """Answers received together are written together (one store write, one transaction), each
+    waiter getting its own result; what one item raises reaches its waiter only."""
+    import concurrent.futures
+    import threading
+
+    from pytest_ragmetrics.judge.cache import _Failed, _IOBatch
+
+    batches: list[list[int]] = []
+
+    def run_many(items: list[int]) -> list[Any]:
+        batches.append(items)
+        return [_Failed(ValueError(i)) if i == 3 else i * 10 for i in items]
+
+    busy = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(1) as io:
+        io.submit(busy.wait)  # the thread is writing something else meanwhile
+        batch = _IOBatch(run_many, lambda: io, threading.Lock())
+
+        async def go() -> list[Any]:
+            waiters = [asyncio.ensure_future(batch(i)) for i in range(5)]
+            await asyncio.sleep(0)  # every item is handed over before the thread is free
+            busy.set()
+            return list(await asyncio.gather(*waiters, return_exceptions=True))
+
+        results = asyncio.run(go())
+    assert batches == [[0, 1, 2, 3, 4]]
+    assert results[:3] == [0, 10, 20] and results[4] == 40
+    assert isinstance(results[3], ValueError) and results[3].args == (3,)

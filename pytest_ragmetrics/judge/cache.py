@@ -214,6 +214,75 @@ def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
     )
 
 
+class _Failed(NamedTuple):
+    """What an item of an :class:`_IOBatch` raised, in place of its result."""
+
+    error: BaseException
+
+
+class _IOBatch:
+    """Disk work of one kind, run in a judge's I/O thread: the items that arrive while it is busy
+    are handed over together, to ``run_many(items)`` (a result or :class:`_Failed` per item).
+
+    Thirty answers arriving in one burst are written with one hand-over to the thread, one write to
+    the judgment store and one SQLite transaction, not thirty of each; a lone item goes at once.
+    Each item is done whoever still waits for it: an answer received is recorded.
+    """
+
+    def __init__(
+        self,
+        run_many: Callable[[list[Any]], list[Any]],
+        executor: Callable[[], concurrent.futures.Executor],
+        lock: threading.Lock,
+    ) -> None:
+        self._run_many = run_many
+        self._executor = executor
+        self._lock = lock
+        self._pending: list[tuple[Any, asyncio.Future[Any], asyncio.AbstractEventLoop]] = []
+        self._busy = False
+
+    async def __call__(self, item: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._lock:
+            self._pending.append((item, future, loop))
+            start, self._busy = not self._busy, True
+        if start:
+            try:
+                self._executor().submit(self._drain)
+            except RuntimeError:  # the interpreter is exiting: no new threads, so here
+                self._drain()
+        return await future
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._busy = False
+                    return
+            try:
+                results = self._run_many([item for item, _, _ in batch])
+            except BaseException as exc:  # reaches every item's waiter, none is left waiting
+                results = [_Failed(exc)] * len(batch)
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+            for (_, future, loop), result in zip(batch, results, strict=True):
+                by_loop.setdefault(loop, []).append((future, result))
+            for loop, settled in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # a loop closed meanwhile waits for nothing
+                    loop.call_soon_threadsafe(_settle, settled)
+
+
+def _settle(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for future, result in settled:
+        if future.done():  # its waiter was cancelled
+            continue
+        if isinstance(result, _Failed):
+            future.set_exception(result.error)
+        else:
+            future.set_result(result)
+
+
 class _Request:
     """One request to the judge in flight: its task, shared by every caller asking for its key."""
 
@@ -290,6 +359,9 @@ class CachedJudge:
         self._renewals: dict[str, asyncio.Task[None]] = {}
         # The one thread that does this judge's disk writes (see _off_loop).
         self._io: concurrent.futures.ThreadPoolExecutor | None = None
+        # Claims taken and answers recorded there, as many at a time as arrive together.
+        self._claiming = _IOBatch(self._try_claims, self._io_thread, threading.Lock())
+        self._recording = _IOBatch(self._write_answers, self._io_thread, threading.Lock())
         # Models the judgment store holds judgments of (read on the first replay miss).
         self._store_models: set[str] | None = None
         # Set by aclose: a request waiting to retry is dropped rather than sent again.
@@ -422,7 +494,8 @@ class CachedJudge:
         else:
             try:
                 answer = await self._ask_server(request, entry)
-                answer = await self._record(request, key, answer)
+                answer = await self._record(request, key, answer, token)
+                token = None  # released where it was recorded, after the writes
             finally:
                 self._release(key, token)
             if self.mode == "refresh":  # only refresh asks (a large run's keys are not kept twice)
@@ -478,7 +551,9 @@ class CachedJudge:
                 semaphore = self._semaphores.setdefault(loop, asyncio.Semaphore(self.concurrency))
         return semaphore
 
-    async def _record(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> JudgeAnswer:
+    async def _record(
+        self, request: JudgeRequest, key: str, answer: JudgeAnswer, token: Any = None
+    ) -> JudgeAnswer:
         # Cheap insurance: whatever the inner judge is, nothing unvalidated is ever recorded.
         if len(answer.choices) != request.n:
             raise InvalidJudgeAnswer(
@@ -490,9 +565,10 @@ class CachedJudge:
         if request.derived:
             answer = dataclasses.replace(answer, derived=request.derived_inputs())
         if self.mode != "off":
-            # File and SQLite writes take ~1 ms; in a worker thread they do not stall the event loop
-            # while 30 other judge requests are waiting for their responses.
-            await self._off_loop(self._write_both, request, key, answer)
+            # File and SQLite writes take ~1 ms; in the I/O thread they do not stall the event loop
+            # while 30 other judge requests are waiting for their responses. The claim on the
+            # judgment (``token``) is given up there once the answer is written.
+            await self._recording((request, key, answer, token))
             self._in_store.add(key)
         # Also in "off": within one run, sentence and binary relevance share one judgment per chunk.
         self._remember(key, answer)
@@ -546,17 +622,9 @@ class CachedJudge:
                 )
             for choice in answer.choices:
                 validate_answer(request, choice)
-        self._write_store(*pairs)
-        cache = self._disk()
-        transaction = cache.transact() if cache is not None else contextlib.nullcontext()
-        try:
-            with transaction:  # one SQLite transaction for the lot, not one per answer
-                for request, answer in pairs:
-                    self._write_disk(request, request.cache_key(), answer)
-        except _cache_errors() as exc:
-            self._disable_cache("cannot write to it", exc)
-        for request, _ in pairs:
-            self._in_store.add(request.cache_key())
+        keyed = [(request, request.cache_key(), answer, None) for request, answer in pairs]
+        self._write_answers(keyed)
+        self._in_store.update(key for _, key, _, _ in keyed)
 
     # --- the disk cache --------------------------------------------------------------------------
 
@@ -690,10 +758,14 @@ class CachedJudge:
         try:
             cache.set(key, value)
         except _cache_errors() as exc:
-            if _is_transient(exc):
-                self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
-            else:
-                self._disable_cache("cannot write to it", exc)
+            self._cache_failed("cannot write to it", exc)
+
+    def _cache_failed(self, what: str, exc: BaseException) -> None:
+        """A busy cache is said once and tried again next time; a broken one is given up."""
+        if _is_transient(exc):
+            self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
+        else:
+            self._disable_cache(what, exc)
 
     # --- the judgment store ----------------------------------------------------------------------
 
@@ -726,9 +798,24 @@ class CachedJudge:
             )
             return False
 
-    def _write_both(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
-        self._write_store((request, answer))
-        self._write_disk(request, key, answer)
+    def _write_answers(self, items: list[tuple[JudgeRequest, str, JudgeAnswer, Any]]) -> list[None]:
+        """Record answers: into the store (one write), then the disk cache (one transaction), then
+        give up the claims (``items``' last field, None for none) that other processes wait on."""
+        self._write_store(*((request, answer) for request, _, answer, _ in items))
+        cache = self._disk()
+        if cache is not None and not self._read_only:
+            try:
+                with cache.transact():  # one SQLite transaction for the lot, not one per answer
+                    for request, key, answer, _ in items:
+                        self._write_disk(request, key, answer)
+            except _cache_errors() as exc:
+                self._cache_failed("cannot write to it", exc)
+        claims = self._claims
+        if claims is not None and claims is not False:
+            for _, key, _, token in items:
+                if token is not None:
+                    self._give_up(claims, CLAIM_PREFIX + key, token)
+        return [None] * len(items)
 
     # --- what a replay misses --------------------------------------------------------------------
 
@@ -795,32 +882,48 @@ class CachedJudge:
             return None, None
         token = secrets.token_hex(8)
         claim = CLAIM_PREFIX + key
-        errors = _cache_errors()
         while True:
             try:
-                claimed = await self._off_loop(claims.add, claim, token, expire=CLAIM_SECONDS)
-            except errors:
-                return None, None  # a busy or broken claims database must not stop judging
+                outcome = await self._claiming((claims, claim, token, request, key))
             except asyncio.CancelledError:
-                # The add may still happen in the I/O thread: give the claim up after it, there.
+                # The claim may still be taken in the I/O thread: give it up after that, there.
                 with contextlib.suppress(RuntimeError):
                     self._io_thread().submit(self._give_up, claims, claim, token)
                 raise
-            try:
-                # Claimed or not, look again: the holder may have just finished.
-                hit = await self._off_loop(self._recorded_meanwhile, request, key)
-            except BaseException:
-                if claimed:
-                    self._give_up(claims, claim, token)
-                raise
+            if outcome is None:
+                return None, None  # a busy or broken claims database must not stop judging
+            claimed, hit = outcome
             if hit is not None:
-                if claimed:
-                    self._give_up(claims, claim, token)
                 return None, hit
             if claimed:
                 self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(claims, claim))
                 return token, None
             await asyncio.sleep(CLAIM_POLL)
+
+    def _try_claims(self, items: list[tuple[Any, str, str, JudgeRequest, str]]) -> list[Any]:
+        """For each ``(claims, claim, token, request, key)``: ``(claimed, answer recorded meanwhile)``,
+        ``None`` when the claims database cannot be used, or what looking raised (:class:`_Failed`).
+        A claim taken for an answer found recorded is given up at once."""
+        errors = _cache_errors()
+        outcomes: list[Any] = []
+        for claims, claim, token, request, key in items:
+            try:
+                claimed = claims.add(claim, token, expire=CLAIM_SECONDS)
+            except errors:
+                outcomes.append(None)
+                continue
+            outcome: tuple[bool, JudgeAnswer | None] | _Failed
+            try:
+                # Claimed or not, look again: the holder may have just finished.
+                hit = self._recorded_meanwhile(request, key)
+            except Exception as exc:
+                hit, outcome = None, _Failed(exc)
+            else:
+                outcome = (claimed, hit)
+            if claimed and (hit is not None or isinstance(outcome, _Failed)):
+                self._give_up(claims, claim, token)
+            outcomes.append(outcome)
+        return outcomes
 
     def _recorded_meanwhile(self, request: JudgeRequest, key: str) -> JudgeAnswer | None:
         """The answer another process of this run recorded for ``key``: in the store (written first)
@@ -857,11 +960,12 @@ class CachedJudge:
                 await self._off_loop(claims.touch, claim, expire=CLAIM_SECONDS)
 
     def _release(self, key: str, token: Any) -> None:
-        if token is None:
-            return
+        """Stop renewing the claim on ``key``; give it up too when ``token`` (None: done already)."""
         renewal = self._renewals.pop(key, None)
         if renewal is not None:
             renewal.cancel()
+        if token is None:
+            return
         claims = self._claims
         if claims is not None and claims is not False:
             self._give_up(claims, CLAIM_PREFIX + key, token)
