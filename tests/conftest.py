@@ -4,6 +4,7 @@ import importlib
 import pkgutil
 
 import pytest
+from pytest_env import SPARE_PLUGINS
 
 import pytest_ragmetrics
 
@@ -39,8 +40,6 @@ def serve(monkeypatch):
 
 @pytest.fixture
 def pytester(pytester, monkeypatch):
-    """pytester, its runs spared the installed plugins no run of this suite uses: Hypothesis's imports
-    all of Hypothesis at the end of every run, anyio's and platformdirs' their packages at its start
-    (together about a second and a half of CPU a process, in every subprocess and xdist worker)."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:anyio -p no:platformdirs")
+    """pytester, its runs spared the installed plugins no run of this suite uses."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", SPARE_PLUGINS)
     return pytester

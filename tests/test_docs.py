@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pytest_env import SPARE_PLUGINS
 
 from pytest_ragmetrics.options import OPTIONS
 from pytest_ragmetrics.testing import FakeJudgeServer
@@ -126,7 +127,7 @@ def docs_env(monkeypatch, judge_server):
             monkeypatch.delenv(name)
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
     monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    monkeypatch.setenv("PYTEST_ADDOPTS", SPARE_PLUGINS)
 
 
 def write_project(page: Path, target: Path) -> list[Block]:
@@ -346,7 +347,7 @@ def example_outputs(tmp_path_factory):
             env = {
                 k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI", "RAGMETRICS_"))
             }
-            env.pop("PYTEST_ADDOPTS", None)
+            env["PYTEST_ADDOPTS"] = SPARE_PLUGINS
             env["COLUMNS"] = "100"
             argv = shlex.split(command)
             while "=" in argv[0]:  # VARIABLE=value pytest ...

@@ -13,6 +13,7 @@ import types
 from pathlib import Path
 
 import pytest
+from pytest_env import SPARE_PLUGINS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "example_project"
@@ -44,7 +45,7 @@ def run_example(cwd, *args, **env):
         k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI", "RAGMETRICS_"))
     }
     environ.update(env)
-    environ.pop("PYTEST_ADDOPTS", None)
+    environ["PYTEST_ADDOPTS"] = SPARE_PLUGINS
     return subprocess.run(
         [sys.executable, "-m", "pytest", *args],
         cwd=cwd,
