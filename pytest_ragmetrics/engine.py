@@ -706,14 +706,25 @@ class Evaluator:
         batch, specs = _evaluate_args(samples, metrics)
         return self.runner.run(self._evaluate(batch, specs, errors))
 
-    def close(self) -> None:
-        """Close the judge's client and the cache; stop the event loop if this evaluator owns it."""
+    def close(self, *, wait: bool = True) -> None:
+        """Close the judge's client and the cache; stop the event loop if this evaluator owns it.
+
+        The answers to requests already sent are awaited (for up to 30 seconds) and recorded; a
+        Ctrl-C meanwhile, or ``wait=False``, drops them instead. The answers received are recorded
+        either way, and the ``KeyboardInterrupt`` goes on once the cache is closed.
+        """
         judge, self._cached_judge = self._cached_judge, None
-        if judge is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is already gone: nothing left to close
-                self.runner.run(judge.aclose())
-        if self._owns_runner:
-            self.runner.close()
+        try:
+            if judge is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is already gone: nothing left to close
+                    try:
+                        self.runner.run(judge.aclose(wait=wait))
+                    except KeyboardInterrupt:
+                        self.runner.run(judge.aclose(wait=False))
+                        raise
+        finally:
+            if self._owns_runner:
+                self.runner.close()
 
     def __enter__(self) -> Evaluator:
         return self

@@ -102,6 +102,8 @@ class RagmetricsSession:
         self.deselected = False
         #: An xdist worker went down with an error: the judgments it used never reached this process.
         self.worker_crashed = False
+        #: A Ctrl-C came while the run ended after one had stopped it: nothing more is waited for.
+        self.interrupted_again = False
         #: Tests (and modules) skipped: they never reached their comparisons.
         self.skipped = 0
         #: The tests collected (before deselection) and run, and their files, for ``report merge``.
@@ -587,16 +589,32 @@ class RagmetricsSession:
         self.store_keys = (self.store_keys or set()) | set(keys)
 
     # -- the end of the run ---------------------------------------------------------------------------
-    def _close(self) -> None:
+    def _close(self, session: pytest.Session) -> None:
+        """Close the judges (each records what it received), the judging loop and the batch file.
+
+        After a Ctrl-C the judges wait for the answers already paid for, saying so; a second Ctrl-C
+        stops that wait (see :meth:`finish`). Safe to call again after an interrupt cut it short.
+        """
         for evaluator in self.evaluators.values():
             self.answer_classes.update(evaluator.answers)
+        judges = [e.built_judge for e in self.evaluators.values() if e.built_judge is not None]
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED and not self.interrupted_again:
+            waiting = sum(judge.in_flight() for judge in judges)
+            if waiting:
+                self._say(
+                    f"ragmetrics: waiting for the answers to {waiting} judge request"
+                    f"{'s' if waiting != 1 else ''} already sent, to record them (Ctrl-C again stops waiting)"
+                )
         for evaluator in self.evaluators.values():
             judge = evaluator.built_judge
             if judge is not None:
                 self.used_keys.update(judge.used_keys)
                 if judge.store is not None:
                     self._add_store_keys(judge.store.keys())
-            evaluator.close()
+            try:
+                evaluator.close(wait=not self.interrupted_again)
+            except KeyboardInterrupt:
+                self.interrupted_again = True  # it recorded what it received; the others need not wait
         if self.runner is not None:
             self.runner.close()
             self.runner = None
@@ -605,7 +623,26 @@ class RagmetricsSession:
 
     def finish(self, session: pytest.Session) -> None:
         """The end of the run: the judge check, then (on an xdist worker) the output for the
-        controller, else the gates, the report, its files and hooks, and the exit status."""
+        controller, else the gates, the report, its files and hooks, and the exit status.
+
+        A Ctrl-C after the one that stopped the run ends it with one line: while the judges wait for
+        answers on their way, the wait stops and the rest of the end runs; anywhere else, the end
+        stops there, once the judges have recorded what they received.
+        """
+        try:
+            self._finish(session)
+        except KeyboardInterrupt:
+            self.interrupted_again = True
+            self._close(session)
+        if self.interrupted_again:
+            self._say("ragmetrics: interrupted again: the answers received are recorded, the rest dropped")
+
+    def _say(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+
+    def _finish(self, session: pytest.Session) -> None:
         config = self.config
         if self.prefetcher is not None:
             self.prefetcher.stop()
@@ -636,7 +673,7 @@ class RagmetricsSession:
             self.controls = self._judge_controls()
             if self.controls is not None and not self.controls["passed"]:
                 _fail(session)
-        self._close()
+        self._close(session)
         if self.batch is not None and not is_worker(config):
             self.batch_summary = self.batch.finish()
         used = bool(self.rows or self.evaluators or self.worker_stats or self.errors)

@@ -1,6 +1,9 @@
 """The end of a run: the report's comparisons reach whoever reads them, and the run lets go of them."""
 
 import json
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -128,3 +131,61 @@ def test_a_report_without_readers_still_gates(suite):
     result.assert_outcomes(passed=6)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*ragmetrics gate failed: context_precision mean <= 0.5*"])
+
+
+TWO_TESTS = """
+from pytest_ragmetrics import RagSample, assert_context_precision
+
+def test_answered():
+    assert_context_precision(RagSample("Answered?", ["Chunk one."], "One.")) >= 0.0
+
+def test_held():
+    assert_context_precision(RagSample("Held?", ["Chunk two."], "Two.")) >= 0.0
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
+def test_a_second_ctrl_c_stops_waiting_for_answers_in_one_line_and_keeps_those_received(
+    pytester, monkeypatch
+):
+    """Ctrl-C while a judgment is held at the server; Ctrl-C again while the run waits for its answer."""
+    import threading
+
+    from pytest_ragmetrics.testing import FakeJudgeServer, default_responder
+
+    release = threading.Event()
+
+    def responder(body):
+        if "Held?" in json.dumps(body):
+            release.wait(60)
+        return default_responder(body)
+
+    pytester.makepyfile(test_two=TWO_TESTS)
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")  # lines reach the pipe as pytest writes them
+    with FakeJudgeServer(responder) as server:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        run = pytester.popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rag-cache-dir=c"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        with run:
+            try:
+                assert server.wait_for_requests(2)  # the second test's judgment is held at the server
+                run.send_signal(signal.SIGINT)
+                lines = []
+                for line in run.stdout:
+                    lines.append(line)
+                    if "Ctrl-C again" in line:  # the run waits for the held answer: interrupt that wait
+                        run.send_signal(signal.SIGINT)
+            finally:
+                release.set()
+    output = "".join(lines)
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "ragmetrics: waiting for the answers to 1 judge request already sent, to record them" in output
+    assert "ragmetrics: interrupted again: the answers received are recorded" in output
+    assert "Traceback" not in output
+    replay = pytester.runpytest("-p", "no:cacheprovider", "--rag-cache-dir=c", "--rag-cache=replay", "-k", "ans")
+    replay.assert_outcomes(passed=1)  # the answer received before the interrupts was recorded

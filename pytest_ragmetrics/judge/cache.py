@@ -23,7 +23,8 @@ A request runs as a task of its own, shared by every caller asking for the same 
 and not taken, ``-x``, Ctrl-C) stops waiting; the request goes on once it has been sent, so an answer
 that arrives is always validated and recorded. A request nobody waits for any more that has not been
 sent yet is dropped. :meth:`CachedJudge.aclose` lets the requests in flight finish, within
-:data:`CLOSE_SECONDS`.
+:data:`CLOSE_SECONDS` (or, told not to wait, after a second Ctrl-C, drops them: the answers received
+are recorded all the same).
 
 The disk cache is a SQLite database shared safely by threads and by processes (pytest-xdist
 workers). It only ever saves money: when it cannot be opened or written (a read-only mount, a
@@ -999,13 +1000,19 @@ class CachedJudge:
                 self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragmetrics-io")
             return self._io
 
-    async def aclose(self) -> None:
+    def in_flight(self) -> int:
+        """How many requests have gone to the judge and wait for its answer."""
+        entries = list(self._requests.values())
+        return sum(1 for entry in entries if entry.sent and entry.task is not None and not entry.task.done())
+
+    async def aclose(self, *, wait: bool = True) -> None:
         """Let the requests already sent finish and record their answers (within
-        :data:`CLOSE_SECONDS`), drop those not sent, then close the inner judge and the disk cache."""
+        :data:`CLOSE_SECONDS`; with ``wait=False``, drop them too), drop those not sent, then close the
+        inner judge and the disk cache, which writes every answer received."""
         self._closing = True
         entries = list(self._requests.values())
         for entry in entries:
-            if not entry.sent and entry.task is not None:
+            if entry.task is not None and not (wait and entry.sent):
                 entry.task.cancel()
         tasks = [entry.task for entry in entries if entry.task is not None]
         if tasks:
