@@ -1,6 +1,7 @@
 """Shared test configuration: the fake OpenAI-compatible judge server fixture."""
 
 import importlib
+import os
 import pkgutil
 
 import pytest
@@ -9,6 +10,12 @@ from pytest_env import SPARE_PLUGINS
 import pytest_ragmetrics
 
 pytest_plugins = ["pytest_ragmetrics.testing"]
+
+# The pytest processes this suite starts (pytester's subprocesses and xdist workers, the example
+# project's and the docs' runs) may keep their compiled modules: without it, each one compiles and
+# assertion-rewrites every module of the package and of pytest's plugins again, a second and a half of
+# CPU a process where the environment sets PYTHONDONTWRITEBYTECODE (as container images often do).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # pytester's in-process runs drop the modules first imported during a run when it ends. Importing
 # every module of the package now keeps one copy of each (one RagSample class) for the whole session,
