@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -233,10 +233,10 @@ def test_a_metric_the_run_did_not_ask_for_is_not_measured_never_removed() -> Non
     assert recall is not None and len(recall["new"]) == 15
 
 
-def stopped_at_first_failure(report: dict[str, Any], failing: set[str]) -> dict[str, Any]:
+def stopped_at_first_failure(report: dict[str, Any], failing: Collection[str | None]) -> dict[str, Any]:
     """``report`` as per-sample tests leave it when the samples in ``failing`` fail their first
     (precision) check: the metrics after it are never scored for them."""
-    out = json.loads(json.dumps(report))
+    out: dict[str, Any] = json.loads(json.dumps(report))
     for row in out["results"]:
         if row["metric"] != "context_precision":
             row["samples"] = [s for s in row["samples"] if s["id"] not in failing]
@@ -287,7 +287,8 @@ def test_in_a_partial_run_a_sample_it_lacks_is_not_measured() -> None:
     assert precision(comparison)["removed"] == []
     full = compare_reports(run(BASE), run(BASE[:5]))
     assert precision(full)["removed"] == [s.id for s in BASE[5:]]
-    assert sample_changes(precision(full)).startswith("10 removed from the golden set (q06, ")
+    changes = sample_changes(precision(full))
+    assert changes is not None and changes.startswith("10 removed from the golden set (q06, ")
 
 
 def test_comparison_is_reproducible_byte_for_byte() -> None:
@@ -536,7 +537,7 @@ def test_relabelled_samples_are_changed_not_compared() -> None:
         )
         for i in range(3)
     ]
-    relabelled = [labelled[0], *(dataclasses.replace(s, reference_context_ids=["b"]) for s in labelled[1:])]
+    relabelled = [labelled[0], *(dataclasses.replace(s, reference_context_ids={"b": 1}) for s in labelled[1:])]
     metrics = [("mrr", None)]
     entry = find_metric(compare_reports(run(labelled, metrics), run(relabelled, metrics)), "mrr", None)
     assert entry is not None

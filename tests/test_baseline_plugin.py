@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import pytest
 
@@ -103,7 +104,7 @@ def save_baseline(project: pytest.Pytester, *args: str) -> None:
     assert (project.path / "base.json").exists()
 
 
-def without_judging_facts(rows: list[dict]) -> list[dict]:
+def without_judging_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     drop = {"cached", "judge_calls"}
     return [
         {k: v for k, v in row.items() if k not in drop}
@@ -112,8 +113,9 @@ def without_judging_facts(rows: list[dict]) -> list[dict]:
     ]
 
 
-def report_of(project: pytest.Pytester, path: str = "r.json") -> dict:
-    return json.loads((project.path / path).read_text(encoding="utf-8"))
+def report_of(project: pytest.Pytester, path: str = "r.json") -> dict[str, Any]:
+    report: dict[str, Any] = json.loads((project.path / path).read_text(encoding="utf-8"))
+    return report
 
 
 def test_an_identical_run_shows_no_change_and_passes_its_gates(project: pytest.Pytester) -> None:

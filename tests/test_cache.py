@@ -17,12 +17,11 @@ from typing import Any
 import pytest
 from judge_requests import make_request
 
-from pytest_ragmetrics.errors import InvalidJudgeAnswer, JudgmentNotRecorded
+from pytest_ragmetrics.errors import InvalidJudgeAnswer, JudgmentNotRecorded, RagMetricsWarning
 from pytest_ragmetrics.judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge
 from pytest_ragmetrics.judge.cache import (
     CachedJudge,
     LastRun,
-    RagMetricsWarning,
     default_cache_dir,
     read_last_run,
     write_last_run,
@@ -559,7 +558,7 @@ class SlowJudge:
 @pytest.mark.parametrize("mode", ["readwrite", "refresh", "off"])
 def test_concurrency_bounds_a_custom_judge(dirs, mode):
     inner = SlowJudge()
-    judge = CachedJudge(lambda: inner, mode=mode, cache_dir=dirs.cache, concurrency=4)  # type: ignore[arg-type]
+    judge = CachedJudge(lambda: inner, mode=mode, cache_dir=dirs.cache, concurrency=4)
     answers = run(judge, *(make_request(i) for i in range(40)))
     assert len(answers) == 40
     assert inner.calls == 40

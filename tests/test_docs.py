@@ -27,10 +27,10 @@ from pytest_env import SPARE_PLUGINS
 from pytest_ragmetrics.options import OPTIONS
 from pytest_ragmetrics.testing import FakeJudgeServer
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # Python 3.10: pytest depends on tomli there
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10: pytest depends on tomli there (absent, and unknown to mypy, on a newer Python)
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -132,15 +132,15 @@ def docs_env(monkeypatch, judge_server):
 
 def write_project(page: Path, target: Path) -> list[Block]:
     (target / "myapp.py").write_text(textwrap.dedent(MYAPP), encoding="utf-8")
-    titled = [b for b in ALL[page] if b.title and not b.skip]
-    titles = [b.title for b in titled]
+    titled = [(b.title, b) for b in ALL[page] if b.title and not b.skip]
+    titles = [title for title, _ in titled]
     duplicates = sorted({t for t in titles if titles.count(t) > 1})
     assert not duplicates, f"{page_id(page)}: several blocks titled {duplicates}"
-    for block in titled:
-        path = target / block.title
+    for title, block in titled:
+        path = target / title
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(block.code, encoding="utf-8")
-    return titled
+    return [block for _, block in titled]
 
 
 def test_every_python_block_runs_or_says_why_not():
@@ -252,7 +252,9 @@ def test_cli_reference_documents_only_real_commands_and_options():
     sections = re.split(r"^### ", text, flags=re.M)[1:]
     assert sections
     for section in sections:
-        command, action = re.match(r"`([a-z]+) ([a-z]+)", section).groups()
+        heading = re.match(r"`([a-z]+) ([a-z]+)", section)
+        assert heading, f"docs/cli.md: a section does not start with `command action`: {section[:60]!r}"
+        command, action = heading.groups()
         assert (command, action) in commands, f"docs/cli.md documents `{command} {action}`, which does not exist"
         rows = [line for line in section.splitlines() if line.startswith("| `-")]
         flags = {flag for row in rows for flag in re.findall(r"`(--[a-z-]+|-[a-z])\b", row.split("|")[1])}
@@ -290,7 +292,11 @@ def test_options_table_has_one_row_per_option(option):
 
 
 def test_options_table_has_no_row_for_a_missing_option():
-    named = [re.search(r"\| `(rag_[a-z_]+)` \|", row).group(1) for row in option_rows()]
+    named = []
+    for row in option_rows():
+        ini = re.search(r"\| `(rag_[a-z_]+)` \|", row)
+        assert ini, f"a row of the options table names no rag_* ini key: {row}"
+        named.append(ini.group(1))
     assert sorted(named) == sorted(o.ini_name for o in OPTIONS)
 
 

@@ -138,11 +138,18 @@ def test_example_project_checks_its_recorded_judge_against_the_hand_labels(defau
         assert floor in lines, out.stdout[-3000:]
 
 
-def _hand_label_judge():
-    """The example's hand-label judge, answering HTTP requests as the fake server's responder."""
-    spec = importlib.util.spec_from_file_location("example_hand_labels", EXAMPLE / "hand_labels.py")
+def _load_module(name: str, path: Path) -> types.ModuleType:
+    """The example project's script at ``path``, imported as module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def _hand_label_judge():
+    """The example's hand-label judge, answering HTTP requests as the fake server's responder."""
+    module = _load_module("example_hand_labels", EXAMPLE / "hand_labels.py")
 
     def respond(body):
         kind = body["response_format"]["json_schema"]["name"]
@@ -240,9 +247,7 @@ def _answer_scores(report_path):
 
 def _expected_answer_scores():
     """The answer scores the hand labels imply, computed by example_project/expected_scores.py."""
-    spec = importlib.util.spec_from_file_location("example_expected_scores", EXAMPLE / "expected_scores.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_module("example_expected_scores", EXAMPLE / "expected_scores.py")
     golden = [json.loads(line) for line in (EXAMPLE / "golden.jsonl").read_text().splitlines() if line]
     from pytest_ragmetrics import split_sentences
 

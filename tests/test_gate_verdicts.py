@@ -113,7 +113,8 @@ def command(project: pytest.Pytester, capsys: pytest.CaptureFixture[str], *args:
 
 
 def report_of(project: pytest.Pytester, name: str) -> dict[str, Any]:
-    return json.loads((project.path / name).read_text(encoding="utf-8"))
+    report: dict[str, Any] = json.loads((project.path / name).read_text(encoding="utf-8"))
+    return report
 
 
 # --- full precision on every path -------------------------------------------------------------------
@@ -350,7 +351,9 @@ def test_terminal_markdown_and_html_show_inconclusive_what_a_gate_sees_not_measu
         def line(self, s: str = "", **markup: bool) -> None:
             lines.append(s)
 
-        def sep(self, sepchar: str, title: str | None = None, **markup: Any) -> None:
+        def sep(
+            self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool
+        ) -> None:
             lines.append(f"-- {title} --")
 
     render_sections(report, Writer())

@@ -1335,6 +1335,7 @@ def test_gate_outcomes_are_junit_test_suite_properties(pytester):
     result.assert_outcomes(passed=1)
     assert result.ret == 1  # the second gate fails
     suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
     properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert properties["ragmetrics.gate.1.spec"] == "mrr mean >= 0.9"
     assert properties["ragmetrics.gate.1.value"] == "1"

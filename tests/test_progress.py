@@ -155,6 +155,7 @@ def test_under_xdist_time_left_is_reckoned_from_the_runs_known_number_of_tests(p
         controller.pytest_xdist_node_collection_finished(None, [f"t{i}" for i in range(126)])
         controller.pytest_xdist_node_collection_finished(None, [f"t{i}" for i in range(126)])
         assert controller.tests == 126
+        assert controller._tests_since is not None
         controller._tests_since -= 10.0  # ten seconds into the run, 50 tests done
         controller.tests_done = 50
         text = controller._text(40, 41, 4.0)
@@ -170,7 +171,11 @@ def test_controller_adds_up_fresh_worker_files_and_ignores_broken_ones(tmp_path,
     try:
         counts = {"gw0": (3, 5), "gw1": (1, 4)}
         for worker, (judged, total) in counts.items():
-            progress = WorkerProgress(controller.directory, worker, lambda j=judged, t=total: (j, t))
+
+            def live(j: int = judged, t: int = total) -> tuple[int, int]:
+                return j, t
+
+            progress = WorkerProgress(controller.directory, worker, live)
             progress.waiting(2.5 if worker == "gw0" else 0.7)
         with open(os.path.join(controller.directory, "gw2.json"), "w") as fh:
             fh.write("{not json")
