@@ -23,7 +23,7 @@ CLASSES = ["contradicted", "not_found", "supported"]
 
 #: Two hand-labelled faithfulness items: the judge of ``answer_judge`` gives "not_found" to the last
 #: claim, which the person labelled "supported" (general knowledge, not in the context).
-ITEMS = [
+ITEMS: list[dict[str, Any]] = [
     {
         "kind": "faithfulness",
         "id": "rome",
@@ -60,12 +60,13 @@ def test_labelled_claim_verdicts_load_and_bad_ones_name_the_field(tmp_path):
         ("claim_verdicts", tuple(ITEMS[0]["claims"]), tuple(ITEMS[0]["verdicts"])),
         ("claim_verdicts", tuple(ITEMS[1]["claims"]), tuple(ITEMS[1]["verdicts"])),
     ]
-    for bad, message in [
+    bad_fields: list[tuple[dict[str, Any], str]] = [
         ({"verdicts": ["supported", "maybe", "supported"]}, "field 'verdicts': expected a non-empty list of"),
         ({"verdicts": ["supported"]}, "field 'verdicts': 1 entries for 3 claims"),
         ({"claims": "Rome is old."}, "field 'claims': expected a non-empty list of strings"),
         ({"contexts": None}, "missing field 'contexts'"),
-    ]:
+    ]
+    for bad, message in bad_fields:
         row = {**ITEMS[0], **bad}
         with pytest.raises(LabelLoadError, match=message):
             load_labels(_write(tmp_path / "bad.jsonl", [{k: v for k, v in row.items() if v is not None}]))

@@ -537,7 +537,10 @@ def test_relabelled_samples_are_changed_not_compared() -> None:
         )
         for i in range(3)
     ]
-    relabelled = [labelled[0], *(dataclasses.replace(s, reference_context_ids={"b": 1}) for s in labelled[1:])]
+    relabelled = [
+        labelled[0],
+        *(dataclasses.replace(s, reference_context_ids={"b": 1}) for s in labelled[1:]),
+    ]
     metrics = [("mrr", None)]
     entry = find_metric(compare_reports(run(labelled, metrics), run(relabelled, metrics)), "mrr", None)
     assert entry is not None

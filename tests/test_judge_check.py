@@ -4,6 +4,7 @@ by the fake judge server through the real openai client."""
 import hashlib
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ EUROPE = "France is in Western Europe."
 CUISINE = "The cuisine is famous."
 WINE = "Wine is made in Bordeaux."
 
-LABELS = [
+LABELS: list[dict[str, Any]] = [
     {
         "id": "p1",
         "kind": "context_precision",

@@ -16,6 +16,7 @@ from pytest_ragmetrics.calibration.controls import ControlPair, run_controls
 from pytest_ragmetrics.calibration.degenerate import degenerate_kinds
 from pytest_ragmetrics.calibration.labels import kind_names, kind_of, load_labels
 from pytest_ragmetrics.errors import ConfigError
+from pytest_ragmetrics.judge.base import JudgeRequest
 from pytest_ragmetrics.testing import FakeJudgeServer
 
 PARAMS = J.JudgeParams("m", 0.0, 7, 1)
@@ -33,7 +34,7 @@ BUILT = {
 }
 
 
-def record(request: J.JudgeRequest) -> dict[str, Any]:
+def record(request: JudgeRequest) -> dict[str, Any]:
     """What the store records of a judgment: its kind, inputs and parameters."""
     return {"kind": request.kind, "inputs": dict(request.inputs), "seed": 7, "temperature": 0.0, "n": 1}
 
@@ -79,7 +80,7 @@ def test_the_calibration_tools_know_exactly_the_kinds_the_table_gives_them():
 TOY = "chunk_mentions_subject"
 
 
-def _toy_verdicts(request: J.JudgeRequest, choices: J.Choices) -> list[tuple[float, str]]:
+def _toy_verdicts(request: JudgeRequest, choices: J.Choices) -> list[tuple[float, str]]:
     mentions, reason = J.combine_boolean(choices, "mentions")
     return [(1.0 if mentions else 0.0, reason)]
 
@@ -88,7 +89,7 @@ async def _toy_units(material: J.Material, texts: J.Texts) -> list[str]:
     return [texts.normalize(material.chunk or "")]
 
 
-def _toy_ask(material, units, params, label, texts):  # type: ignore[no-untyped-def]
+def _toy_ask(material, units, params, label, texts):
     inputs = {"question": texts.normalize(material.question), "chunk": units[0]}
     return [K.KINDS[TOY].request(inputs, params, label)]
 
@@ -295,7 +296,7 @@ def test_a_new_entry_answers_its_requests_from_the_labels_for_judge_corrected_me
         index.answer(toy_kind.request({"question": "Q?", "chunk": "Other."}, PARAMS))
 
 
-def _write_labels(tmp_path, rows):  # type: ignore[no-untyped-def]
+def _write_labels(tmp_path, rows):
     path = tmp_path / "labels.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path

@@ -1,13 +1,14 @@
 """Labelled sets: the JSONL format, and errors that name the file, the line and the field."""
 
 import json
+from typing import Any
 
 import pytest
 
 from pytest_ragmetrics.calibration.labels import LabelLoadError, kind_of, load_labels
 from pytest_ragmetrics.loaders import SampleLoadError
 
-GOOD = [
+GOOD: list[dict[str, Any]] = [
     {"kind": "context_precision", "question": "Q?", "reference": "R.", "chunk": "C.", "useful": True},
     {
         "kind": "context_recall",

@@ -134,6 +134,7 @@ def test_every_connection_to_the_disk_cache_keeps_a_small_page_cache(tmp_path):
         ev.evaluate(golden(3))
         judge = ev.judge
         cache = judge._disk()
+        assert cache is not None
 
         def pages():
             return cache._sql("PRAGMA cache_size").fetchone()[0]
