@@ -762,8 +762,9 @@ class RagmetricsSession:
             from .settings import wording
 
             stats = self.stats
-            message = stopped_message(
-                stats.max_judge_calls, stats.max_judge_tokens, stats.refused, wording(True)
+            refused = f"{stats.refused} judge call(s) refused"
+            message = "ragmetrics: " + stopped_message(
+                stats.max_judge_calls, stats.max_judge_tokens, refused, wording(True)
             )
             first = next((e["nodeid"] for e in self.errors if e.get("error") == "JudgeCallCapReached"), None)
             if first is not None:

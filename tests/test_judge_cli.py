@@ -353,11 +353,17 @@ def test_rejudge_takes_only_one_kind_and_respects_the_spending_cap(workdir, caps
     rejudge = ["store", "rejudge", "--model", "flipper", "--store-dir", "judgments"]
     assert main([*rejudge, "--kind", "context_precision"]) == 0
     assert "4 re-judged by flipper, 0 already recorded, 0 failed" in capsys.readouterr().out
-    monkeypatch.setenv("RAGMETRICS_MAX_JUDGE_CALLS", "2")
-    assert main(rejudge) == 1
-    out = capsys.readouterr().out
-    assert "2 re-judged by flipper, 4 already recorded, 5 failed" in out
+    monkeypatch.setenv("RAGMETRICS_MAX_JUDGE_CALLS", "100")  # the option replaces the configured cap
+    assert main([*rejudge, "--max-judge-calls", "2"]) == 1
+    out, err = capsys.readouterr()
+    assert "2 re-judged by flipper, 4 already recorded, 0 failed, 5 refused by the spending cap" in out
+    assert err == (
+        "error: the judge spending cap stopped store rejudge: 5 judgment(s) not re-judged past 2 judge "
+        "call(s) (--max-judge-calls 4 to allow more); what was judged is kept\n"
+    )
     assert server.request_count == before + 4 + 2
+    assert main([*rejudge, "--max-judge-tokens", "-1"]) == 4
+    assert "error: --max-judge-tokens must be at least 0; got '-1'" in capsys.readouterr().err
     assert main([*rejudge, "--kind", "context_precison"]) == 4
     assert "--kind 'context_precison' is not a judgment kind" in capsys.readouterr().err
 

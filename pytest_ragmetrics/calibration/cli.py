@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import judgments as J, kinds as K
-from ..errors import ConfigError, RagMetricsError
+from ..errors import ConfigError, JudgeCallCapReached, RagMetricsError
 from ..report.cli import EXIT_USAGE  # as pytest: 4
 
 if TYPE_CHECKING:
@@ -463,7 +463,27 @@ def add_rejudge_parser(store_actions: Any, common: Any) -> None:
     rejudge.add_argument(
         "--concurrency", type=int, help="judge requests in flight (default: the configured concurrency)"
     )
+    rejudge.add_argument(
+        "--max-judge-calls",
+        metavar="N",
+        help="send at most N requests to the judge, or none for no cap (default: the configured cap)",
+    )
+    rejudge.add_argument(
+        "--max-judge-tokens",
+        metavar="N",
+        help="send no more requests once the judge's answers used N tokens, or none for no cap "
+        "(default: the configured cap)",
+    )
     rejudge.set_defaults(cache=None)
+
+
+#: The spending caps ``store rejudge`` takes as options, by setting name.
+_CAP_OPTIONS = {"max_judge_calls": "--max-judge-calls", "max_judge_tokens": "--max-judge-tokens"}
+
+
+def _cap_option(name: str, value: Any) -> str:
+    """How to set spending cap ``name`` to ``value`` on the command line (for messages)."""
+    return f"{_CAP_OPTIONS[name]} {value}"
 
 
 def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: TextIO, err: TextIO) -> int:
@@ -479,6 +499,12 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
             if args.concurrency < 1:
                 raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
             changes["concurrency"] = args.concurrency
+        from ..settings import OPTIONS_BY_NAME
+
+        for name, flag in _CAP_OPTIONS.items():
+            given = getattr(args, name)
+            if given is not None:
+                changes[name] = OPTIONS_BY_NAME[name].convert(given, flag)
         settings = settings.replace(**changes)
         kind = None
         if args.kind is not None:
@@ -515,10 +541,14 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
     asked = [request for request in requests.values() if judge.lookup(request) is None]
     recorded = len(requests) - len(asked)
     failures: list[str] = []
+    refused = 0
 
     async def judge_one(request: JudgeRequest) -> None:
+        nonlocal refused
         try:
             await judge.judge(request)
+        except JudgeCallCapReached:
+            refused += 1  # said once below, with the cap and how to allow more
         except RagMetricsError as exc:
             failures.append(f"{request.kind} {request.cache_key()}: {exc}")
 
@@ -532,9 +562,17 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
         evaluator.close()
     for failure in sorted(failures):
         print(f"error: {failure}", file=err)
+    if refused:
+        from ..judge.budget import stopped_message
+
+        calls, tokens = settings.max_judge_calls, settings.max_judge_tokens
+        judgments = f"{refused} judgment(s) not re-judged"
+        print(f"error: {stopped_message(calls, tokens, judgments, _cap_option, 'store rejudge')}", file=err)
+    capped = f", {refused} refused by the spending cap" if refused else ""
     print(
-        f"store rejudge: {len(asked) - len(failures)} re-judged by {model}, {recorded} already "
-        f"recorded, {len(failures)} failed ({len(records)} recorded judgments in {settings.store_dir})",
+        f"store rejudge: {len(asked) - len(failures) - refused} re-judged by {model}, {recorded} already "
+        f"recorded, {len(failures)} failed{capped} ({len(records)} recorded judgments in "
+        f"{settings.store_dir})",
         file=out,
     )
-    return EXIT_FAILED if failures else EXIT_OK
+    return EXIT_FAILED if failures or refused else EXIT_OK

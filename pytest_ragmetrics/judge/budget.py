@@ -41,15 +41,18 @@ def _raise(name: str, limit: int, how_to_set: HowToSet) -> str:
     return how_to_set(name, max(1, 2 * limit))
 
 
-def stopped_message(calls: int | None, tokens: int | None, refused: int, how_to_set: HowToSet) -> str:
-    """The run's closing line when a cap refused requests."""
+def stopped_message(
+    calls: int | None, tokens: int | None, refused: str, how_to_set: HowToSet, stopped: str = "the run"
+) -> str:
+    """The line that says a cap stopped ``stopped`` (a run's closing line, once): what it ``refused``
+    (``"3 judge call(s) refused"``), the caps, and how to allow more."""
     caps = []
     if calls is not None:
         caps.append(f"{calls} judge call(s) ({_raise('max_judge_calls', calls, how_to_set)} to allow more)")
     if tokens is not None:
         caps.append(f"{tokens} tokens ({_raise('max_judge_tokens', tokens, how_to_set)} to allow more)")
     return (
-        f"ragmetrics: the judge spending cap stopped the run: {refused} judge call(s) refused past "
+        f"the judge spending cap stopped {stopped}: {refused} past "
         + " and ".join(caps)
         + "; what was judged is kept"
     )
