@@ -1,6 +1,7 @@
 """Agreement statistics, checked against scikit-learn and textbook worked examples."""
 
 import math
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -46,12 +47,15 @@ ratings = st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.sampled_from([0, 1, 
 booleans = st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=40)
 
 
-def _sk_kappa(labels, verdicts, classes, weights=None):
+def _sk_kappa(
+    labels: Sequence[int], verdicts: Sequence[int], classes: Sequence[int], weights: str | None = None
+) -> float:
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sklearn warns before returning nan for 0/0
-        return sklearn_metrics.cohen_kappa_score(labels, verdicts, labels=classes, weights=weights)
+        kappa: float = sklearn_metrics.cohen_kappa_score(labels, verdicts, labels=classes, weights=weights)
+        return kappa
 
 
 @settings(max_examples=120, deadline=None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,7 +46,7 @@ ITEMS: list[dict[str, Any]] = [
 ]
 
 
-def _write(path, rows):
+def _write(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 

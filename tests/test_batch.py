@@ -52,7 +52,7 @@ def project(pytester, monkeypatch):
     return pytester
 
 
-def cli(capsys, *args):
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """Run ``python -m pytest_ragmetrics`` in-process: (exit code, stdout, stderr)."""
     code = main(list(args))
     captured = capsys.readouterr()

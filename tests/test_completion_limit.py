@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,7 +48,7 @@ def key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
 
 
-def evaluator(server: FakeJudgeServer, tmp_path, **settings: Any) -> Evaluator:
+def evaluator(server: FakeJudgeServer, tmp_path: Path, **settings: Any) -> Evaluator:
     options = {"judge_base_url": server.base_url, "cache_dir": str(tmp_path / "cache"), "max_retries": 0}
     return Evaluator(Settings(**{**options, **settings}))
 

@@ -124,7 +124,7 @@ def golden_project(pytester, monkeypatch):
     return pytester
 
 
-def run(pytester, server: FakeJudgeServer, *args: str) -> Any:
+def run(pytester: pytest.Pytester, server: FakeJudgeServer, *args: str) -> Any:
     return pytester.runpytest_subprocess(
         f"--rag-judge-base-url={server.base_url}",
         "--rag-judge-controls=12",
@@ -241,7 +241,7 @@ def retrieving_project(pytester, monkeypatch):
     return pytester
 
 
-def run_both(pytester, server: FakeJudgeServer, *args: str) -> Any:
+def run_both(pytester: pytest.Pytester, server: FakeJudgeServer, *args: str) -> Any:
     return pytester.runpytest_subprocess(
         f"--rag-judge-base-url={server.base_url}",
         "--rag-judge-controls=8",
@@ -254,7 +254,7 @@ def run_both(pytester, server: FakeJudgeServer, *args: str) -> Any:
     )
 
 
-def floors_of(pytester) -> dict[str, dict[str, Any]]:
+def floors_of(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     report = json.loads((pytester.path / "report.json").read_text())
     return {f["spec"]: f for f in report["summary"]["judge_controls"]["floors"]}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 
 import pytest
 
@@ -14,11 +15,13 @@ np = pytest.importorskip("numpy")
 scipy_stats = pytest.importorskip("scipy.stats")
 
 
-def _ppi_numpy(y, y_hat, y_u, alpha=0.05):
+def _ppi_numpy(
+    labels: Sequence[float], judged: Sequence[float], judged_unlabelled: Sequence[float], alpha: float = 0.05
+) -> tuple[float, float, float, float, float]:
     """PPI++ for a mean as ppi_py computes it (lam=None, optim_mode "overall", identity Hessian),
     written from its formulas with numpy arrays: gradients at the lam=1 estimate, lam from
     _calc_lam_glm clipped to [0, 1], standard deviations with numpy's default ddof=0."""
-    y, y_hat, y_u = (np.asarray(a, dtype=float) for a in (y, y_hat, y_u))
+    y, y_hat, y_u = (np.asarray(a, dtype=float) for a in (labels, judged, judged_unlabelled))
     n, big_n = y.shape[0], y_u.shape[0]
     pointest_1 = y_u.mean() + (y - y_hat).mean()
     grads = y - pointest_1
@@ -102,7 +105,7 @@ def test_a_judge_that_agrees_perfectly_is_worth_more_labels_than_were_given() ->
         (([0.5, float("nan")], [0.5, 0.1], [0.1]), "finite"),
     ],
 )
-def test_unusable_input_is_a_clear_error(args, message) -> None:
+def test_unusable_input_is_a_clear_error(args: tuple[list[float], list[float], list[float]], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         corrected_mean(*args)
 
@@ -136,7 +139,9 @@ def test_corrected_interval_covers_the_true_mean_where_the_judges_mean_never_doe
     [(12, "<=", 0.2, 0.05, 0.5), (40, "<=", 0.1, 0.05, 0.5), (10, ">=", 0.8, 0.95, 0.5), (3, ">=", 0.9, 0.95, 0.5),
      (1500, "<=", 0.2, 0.05, 0.3), (1, "<=", 0.2, 0.05, 0.5)],
 )  # fmt: skip
-def test_floor_error_rates_are_binomial_tails_as_scipy_gives_them(n, op, threshold, good, bad) -> None:
+def test_floor_error_rates_are_binomial_tails_as_scipy_gives_them(
+    n: int, op: str, threshold: float, good: float, bad: float
+) -> None:
     from pytest_ragmetrics.gates import compare
     from pytest_ragmetrics.stats import floor_error_rates
 

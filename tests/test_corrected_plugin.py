@@ -91,7 +91,7 @@ def project(pytester, monkeypatch):
     return pytester
 
 
-def draw(pytester, n: int, seed: int) -> list[int]:
+def draw(pytester: pytest.Pytester, n: int, seed: int) -> list[int]:
     """Draw the samples to label with the command, as a user would; their numbers."""
     from pytest_ragmetrics.__main__ import main
 
@@ -105,13 +105,13 @@ def draw(pytester, n: int, seed: int) -> list[int]:
     return [int(sample_id[1:]) for sample_id in record["ids"]]
 
 
-def run(pytester, server: FakeJudgeServer, *args: str) -> Any:
+def run(pytester: pytest.Pytester, server: FakeJudgeServer, *args: str) -> Any:
     return pytester.runpytest_subprocess(
         f"--rag-judge-base-url={server.base_url}", "--rag-report-json=report.json", "-p", "no:randomly", *args
     )
 
 
-def summary_of(pytester, metric: str = "context_precision") -> dict[str, Any]:
+def summary_of(pytester: pytest.Pytester, metric: str = "context_precision") -> dict[str, Any]:
     report = json.loads((pytester.path / "report.json").read_text())
     return next(m for m in report["summary"]["metrics"] if m["metric"] == metric)
 

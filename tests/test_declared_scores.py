@@ -4,6 +4,7 @@ but judging happens ahead: each test body runs once, in its turn."""
 
 import json
 import threading
+from typing import Any
 
 from pytest_ragmetrics.testing import default_responder
 
@@ -37,11 +38,11 @@ DECLARED = '@pytest.mark.ragmetrics(metrics=["context_precision", "context_recal
 CALLS = 5
 
 
-def retriever_test(count, marker=DECLARED):
+def retriever_test(count: int, marker: str = DECLARED) -> str:
     return RETRIEVER_TEST.replace("COUNT", str(count)).replace("MARKER", marker)
 
 
-def plan(body):
+def plan(body: dict[str, Any]) -> int:
     content = body["messages"][-1]["content"]
     return int(json.loads(content)["question"].split("plan ")[1].rstrip("?"))
 
@@ -50,14 +51,14 @@ class Together:
     """Holds each request until all ``parties`` requests of its plan have arrived: they can only be
     answered if they were all in flight at once (a barrier, not a clock)."""
 
-    def __init__(self, parties=CALLS, timeout=10.0):
+    def __init__(self, parties: int = CALLS, timeout: float = 10.0) -> None:
         self.parties = parties
         self.timeout = timeout
         self.lock = threading.Lock()
         self.barriers: dict[int, threading.Barrier] = {}
         self.broken: list[int] = []
 
-    def __call__(self, body):
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any] | str:
         with self.lock:
             barrier = self.barriers.setdefault(plan(body), threading.Barrier(self.parties))
         try:

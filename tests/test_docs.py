@@ -225,11 +225,11 @@ def cli_commands() -> dict[tuple[str, str], set[str]]:
 
     from pytest_ragmetrics.__main__ import _parser
 
-    def subparsers(parser):
+    def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
         action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         return action.choices
 
-    found = {}
+    found: dict[tuple[str, str], set[str]] = {}
     for command, sub in subparsers(_parser()).items():
         for action, leaf in subparsers(sub).items():
             found[(command, action)] = {s for a in leaf._actions for s in a.option_strings}

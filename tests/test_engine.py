@@ -8,6 +8,7 @@ import json
 import pytest
 
 from pytest_ragmetrics import (
+    EvaluationResult,
     Evaluator,
     InvalidJudgeAnswer,
     RagSample,
@@ -241,7 +242,7 @@ def test_evaluate_judges_everything_and_aggregates(judge, tmp_path):
 
 
 def test_aevaluate_runs_inside_an_event_loop(judge):
-    async def main():
+    async def main() -> EvaluationResult:
         with Evaluator(Settings(cache="off"), judge=judge) as ev:
             return await ev.aevaluate([SAMPLE], ["context_recall", "context_relevance[binary]"])
 

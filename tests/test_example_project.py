@@ -10,7 +10,9 @@ import shutil
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytest_env import SPARE_PLUGINS
@@ -40,7 +42,7 @@ def default_run(tmp_path_factory):
     return out, json.loads((target / "report.json").read_text())
 
 
-def run_example(cwd, *args, **env):
+def run_example(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {
         k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI", "RAGMETRICS_"))
     }
@@ -147,11 +149,11 @@ def _load_module(name: str, path: Path) -> types.ModuleType:
     return module
 
 
-def _hand_label_judge():
+def _hand_label_judge() -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The example's hand-label judge, answering HTTP requests as the fake server's responder."""
     module = _load_module("example_hand_labels", EXAMPLE / "hand_labels.py")
 
-    def respond(body):
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
         kind = body["response_format"]["json_schema"]["name"]
         payload = json.loads(body["messages"][-1]["content"])
         inputs = dict(payload)
@@ -161,13 +163,14 @@ def _hand_label_judge():
                 inputs[name] = list(inputs[name].values())
                 if first != 1 and name in ("sentences", "claims"):  # a window of a longer text
                     inputs[f"first_{name[:-1]}"] = first
-        return module.answer(types.SimpleNamespace(kind=kind, inputs=inputs))
+        answer: dict[str, Any] = module.answer(types.SimpleNamespace(kind=kind, inputs=inputs))
+        return answer
 
     return respond
 
 
 def _always_no(body):
-    def value(schema):
+    def value(schema: dict[str, Any]) -> Any:  # a JSON value of the schema's shape
         if "enum" in schema:
             return min(schema["enum"])
         if schema.get("type") == "object":
@@ -180,7 +183,7 @@ def _always_no(body):
 def _coin(body):
     rng = random.Random(hashlib.sha256(json.dumps(body["messages"]).encode()).digest())
 
-    def value(schema):
+    def value(schema: dict[str, Any]) -> Any:  # a JSON value of the schema's shape
         if "enum" in schema:
             return rng.choice(schema["enum"])
         if schema.get("type") == "object":
@@ -232,9 +235,9 @@ def test_example_project_fails_a_judge_that_disagrees_with_the_hand_labels(fresh
     )
 
 
-def _answer_scores(report_path):
+def _answer_scores(report_path: Path) -> tuple[dict[str, Any], dict[tuple[str, str, str, str | None], str]]:
     """(test, sample, metric, method) -> the score's JSON text, for every answer metric in a report."""
-    report = json.loads(report_path.read_text())
+    report: dict[str, Any] = json.loads(report_path.read_text())
     scores = {}
     for result in report["results"]:
         if result["metric"] not in ("faithfulness", "answer_relevancy", "answer_correctness"):
@@ -245,13 +248,14 @@ def _answer_scores(report_path):
     return report, scores
 
 
-def _expected_answer_scores():
+def _expected_answer_scores() -> dict[str, dict[str, dict[str, float]]]:
     """The answer scores the hand labels imply, computed by example_project/expected_scores.py."""
     module = _load_module("example_expected_scores", EXAMPLE / "expected_scores.py")
     golden = [json.loads(line) for line in (EXAMPLE / "golden.jsonl").read_text().splitlines() if line]
     from pytest_ragmetrics import split_sentences
 
-    return module.answer_scores(golden, split_sentences)
+    scores: dict[str, dict[str, dict[str, float]]] = module.answer_scores(golden, split_sentences)
+    return scores
 
 
 def test_example_project_replays_its_answer_scores_byte_identical_with_no_key(fresh_example):

@@ -346,7 +346,7 @@ class _Custom:
     methods = ()
     default_method = None
 
-    def __init__(self, name, bounded):
+    def __init__(self, name: str, bounded: bool | None) -> None:
         self.name = name
         if bounded is not None:
             self.bounded = bounded

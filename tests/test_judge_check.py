@@ -4,6 +4,7 @@ by the fake judge server through the real openai client."""
 import hashlib
 import json
 import random
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -103,11 +104,11 @@ rag_judge_agreement =
 """
 
 
-def _payload(body):
+def _payload(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return body["response_format"]["json_schema"]["name"], json.loads(body["messages"][-1]["content"])
 
 
-def labelled_judge(body):
+def labelled_judge(body: dict[str, Any]) -> dict[str, Any]:
     """Answers exactly as the labels say (looked up by the texts the request carries)."""
     kind, payload = _payload(body)
     for item in LABELS:
@@ -125,13 +126,14 @@ def labelled_judge(body):
                 for i, a in enumerate(item["attributed"], 1)
             }
     # Not labelled (a test's own sample): anything conforming.
-    return conforming_value(body["response_format"]["json_schema"]["schema"])
+    anything: dict[str, Any] = conforming_value(body["response_format"]["json_schema"]["schema"])
+    return anything
 
 
-def _negative(schema):
+def _negative(schema: dict[str, Any]) -> Any:  # a JSON value of the schema's shape
     if "enum" in schema:
         return min(schema["enum"])
-    kind = schema.get("type")
+    kind: str = schema.get("type", "")
     if kind == "object":
         return {name: _negative(sub) for name, sub in schema["properties"].items()}
     return {"array": [], "boolean": False, "string": "no", "integer": 0}[kind]
@@ -146,10 +148,10 @@ def random_judge(body):
     seed = int(hashlib.sha256(json.dumps(body["messages"]).encode()).hexdigest()[:16], 16)
     rng = random.Random(seed)
 
-    def draw(schema):
+    def draw(schema: dict[str, Any]) -> Any:  # a JSON value of the schema's shape
         if "enum" in schema:
             return rng.choice(schema["enum"])
-        kind = schema.get("type")
+        kind: str = schema.get("type", "")
         if kind == "object":
             return {name: draw(sub) for name, sub in schema["properties"].items()}
         if kind == "array":
@@ -192,7 +194,7 @@ def serve(monkeypatch):
         server.stop()
 
 
-def write_labels(pytester, items=LABELS):
+def write_labels(pytester: pytest.Pytester, items: Iterable[Mapping[str, Any]] = LABELS) -> None:
     (pytester.path / "labels.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
 
 

@@ -3,6 +3,7 @@
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_judge_check import LABELS, PARIS, WINE, labelled_judge
@@ -15,14 +16,15 @@ from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value
 FLIPPED = {PARIS, WINE}
 
 
-def by_model(body):
+def by_model(body: dict[str, Any]) -> dict[str, Any] | str:
     """'labelled' and 'base' answer as labelled; 'always-yes' says yes to everything; 'flipper' answers
     as labelled except the usefulness of the chunks in FLIPPED, and every second reference sentence."""
     model = body["model"]
     if model == "garbled" and PARIS in body["messages"][1]["content"]:
         return "I would say the passage is useful."  # prose, never JSON: the answer cannot be parsed
     if model in ("always-yes", "garbled"):
-        return conforming_value(body["response_format"]["json_schema"]["schema"])
+        anything: dict[str, Any] = conforming_value(body["response_format"]["json_schema"]["schema"])
+        return anything
     answer = labelled_judge(body)
     if model == "flipper":
         payload = json.loads(body["messages"][-1]["content"])
@@ -167,7 +169,7 @@ def test_a_bad_max_flip_rate_is_a_usage_error(workdir, capsys, limit, message):
     assert message in capsys.readouterr().err
 
 
-def _record(store_args):
+def _record(store_args: list[str]) -> None:
     assert main(["judge", "check", "labels.jsonl", "--model", "base", *store_args]) == 0
 
 
@@ -256,7 +258,7 @@ def test_drift_without_recorded_judgments_says_so(workdir, capsys):
 # --- store rejudge -----------------------------------------------------------------------------------
 
 
-def _store_lines(directory):
+def _store_lines(directory: Path) -> list[str]:
     return sorted(
         line for path in sorted(directory.rglob("*.jsonl")) for line in path.read_text().splitlines()
     )

@@ -4,6 +4,7 @@ without pytest-xdist, in the terminal, JSON, Markdown and HTML reports."""
 
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ def project(pytester, monkeypatch):
         yield pytester, server
 
 
-def figures(pytester, *args):
+def figures(pytester: pytest.Pytester, *args: str) -> tuple[dict[str, Any], str]:
     result = pytester.runpytest_subprocess(
         "--rag-report-json=report.json",
         "--rag-report-md=report.md",
@@ -46,12 +47,12 @@ def figures(pytester, *args):
         *args,
     )
     result.assert_outcomes(passed=6)
-    judge = json.loads(pytester.path.joinpath("report.json").read_text())["summary"]["judge"]
+    judge: dict[str, Any] = json.loads(pytester.path.joinpath("report.json").read_text())["summary"]["judge"]
     line = next(line for line in result.stdout.lines if line.startswith("judge "))
     return judge, line
 
 
-def where(judge):
+def where(judge: dict[str, Any]) -> tuple[int, int, int, int]:
     return judge["calls"], judge["store_hits"], judge["cache_hits"], judge["reused"]
 
 

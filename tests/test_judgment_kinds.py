@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -296,7 +298,7 @@ def test_a_new_entry_answers_its_requests_from_the_labels_for_judge_corrected_me
         index.answer(toy_kind.request({"question": "Q?", "chunk": "Other."}, PARAMS))
 
 
-def _write_labels(tmp_path, rows):
+def _write_labels(tmp_path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     path = tmp_path / "labels.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path

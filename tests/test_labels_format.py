@@ -1,6 +1,8 @@
 """Labelled sets: the JSONL format, and errors that name the file, the line and the field."""
 
 import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +26,7 @@ GOOD: list[dict[str, Any]] = [
 ]
 
 
-def write(path, rows):
+def write(path: Path, rows: Iterable[str | Mapping[str, Any]]) -> Path:
     path.write_text(
         "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8"
     )

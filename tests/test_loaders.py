@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,13 +13,13 @@ from pytest_ragmetrics.loaders import SUPPORTED_EXTENSIONS, SampleLoadError
 from pytest_ragmetrics.sample import RagSample
 
 
-def write(tmp_path, name, text, encoding="utf-8"):
+def write(tmp_path: Path, name: str, text: str, encoding: str = "utf-8") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding=encoding, newline="")
     return path
 
 
-def jsonl(*objects):
+def jsonl(*objects: object) -> str:
     return "".join(json.dumps(o) + "\n" for o in objects)
 
 

@@ -17,7 +17,7 @@ from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, SQLITE_CACHE_PAGES, Ca
 from pytest_ragmetrics.testing import conforming_value
 
 
-def golden(count):
+def golden(count: int) -> list[RagSample]:
     return [
         RagSample(
             f"Which plan covers case {i}?",
@@ -89,7 +89,7 @@ def test_an_evaluation_keeps_a_bounded_number_of_samples_in_flight(monkeypatch):
 
 
 def test_the_answer_map_in_memory_is_bounded():
-    async def run(judge):
+    async def run(judge: CachedJudge) -> None:
         for i in range(40):
             await judge.judge(make_request(i))
 
@@ -136,10 +136,11 @@ def test_every_connection_to_the_disk_cache_keeps_a_small_page_cache(tmp_path):
         cache = judge._disk()
         assert cache is not None
 
-        def pages():
-            return cache._sql("PRAGMA cache_size").fetchone()[0]
+        def pages() -> int:
+            size: int = cache._sql("PRAGMA cache_size").fetchone()[0]
+            return size
 
-        async def on_loop():
+        async def on_loop() -> int:
             return pages()
 
         assert judge._io_thread().submit(pages).result() == SQLITE_CACHE_PAGES

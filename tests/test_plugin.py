@@ -641,7 +641,7 @@ def test_no_api_key_is_a_clear_error(project, judge_server, monkeypatch):
     assert judge_server.request_count == 0
 
 
-def _rag_tests(project):
+def _rag_tests(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_rag="""
         import pytest
@@ -1056,7 +1056,7 @@ FOUR_TESTS = """
 """
 
 
-def _prune(project, *extra):
+def _prune(project: pytest.Pytester, *extra: str) -> int:
     from pytest_ragmetrics.__main__ import main
 
     cache = project.path / ".pytest_cache" / "d" / "ragmetrics"

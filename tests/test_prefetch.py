@@ -26,7 +26,7 @@ def judge_server(monkeypatch):
         yield server
 
 
-def golden(count):
+def golden(count: int) -> str:
     return "\n".join(
         json.dumps(
             {

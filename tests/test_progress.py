@@ -63,7 +63,7 @@ def test_progress_text_gives_judged_total_rate_and_time_left():
     assert format_done(126, 17.0) == "ragmetrics: judged 126 judge calls in 17s, 7.4/s"
 
 
-def assert_one_unbroken_dots_line(result):
+def assert_one_unbroken_dots_line(result: pytest.RunResult) -> None:
     """pytest's line of dots reads as without progress, and nothing of ours comes before it."""
     lines = result.stdout.lines
     [end] = [i for i, line in enumerate(lines) if line.endswith("[100%]")]

@@ -4,6 +4,8 @@ over HTTP from the fake server)."""
 import html
 import json
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,7 +60,7 @@ def project(pytester, monkeypatch):
         yield pytester
 
 
-def html_tests(path):
+def html_tests(path: Path) -> tuple[str, dict[str, Any]]:
     """The per-test data pytest-html embeds in its page."""
     page = path.read_text(encoding="utf-8")
     blob = re.search(r'data-jsonblob="([^"]*)"', page)

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def code_blocks(lang):
+def code_blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}[^\n]*\n(.*?)```", README, flags=re.S)
 
 
@@ -25,6 +25,16 @@ def test_ci_runs_exactly_the_readme_test_command():
     install = re.search(r'python -m pip install --quiet -e "\.\[([a-z,]+)\]"', ci)
     assert install and "test" in install.group(1).split(",")
     assert ci.rstrip().splitlines()[-1] == "python -m pytest -n 2"
+
+
+def test_contributing_gives_exactly_the_lint_commands_ci_runs():
+    contributing = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    block = re.search(r"## Lint\n.*?```bash\n(.*?)```", contributing, flags=re.S)
+    assert block, "docs/contributing.md has no Lint section with a bash block"
+    documented = [line for line in block.group(1).splitlines() if line.startswith("python -m")]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert documented == [line for line in ci if line.startswith(("python -m ruff", "python -m mypy"))]
+    assert "python -m mypy --strict --allow-untyped-defs --check-untyped-defs tests" in documented
 
 
 def test_readme_main_command_runs_the_example_project_report():

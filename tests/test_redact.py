@@ -122,7 +122,7 @@ def test_redact_json_copies_only_what_it_changes():
     assert redact_json(clean) is clean
 
 
-def _every_string_redacted(value):
+def _every_string_redacted(value: Any) -> Any:
     """The reference: redact() applied to every string, containers rebuilt."""
     if isinstance(value, str):
         return redact(value)

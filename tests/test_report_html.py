@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,10 +157,11 @@ def test_empty_report_renders():
 CHROMIUM = shutil.which("chromium")
 
 
-def _dump_dom(tmp_path, page: str, fragment: str = "") -> str:
+def _dump_dom(tmp_path: Path, page: str, fragment: str = "") -> str:
     """Load ``page`` in headless Chromium, let its script run, and return the DOM it ended with."""
     path = tmp_path / "report.html"
     path.write_text(page, encoding="utf-8")
+    assert CHROMIUM is not None, "the browser tests are skipped without chromium"
     command = [
         CHROMIUM,
         "--headless",

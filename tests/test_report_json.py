@@ -16,7 +16,7 @@ from report_example import example_report
 from pytest_ragmetrics.report.json_report import sort_results, to_json, write_text_atomic
 
 
-def _reversed_keys(value):
+def _reversed_keys(value: Any) -> Any:
     """The same data with every dict's insertion order reversed."""
     if isinstance(value, dict):
         return {key: _reversed_keys(value[key]) for key in reversed(list(value))}

@@ -4,6 +4,7 @@ import json
 import signal
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ def pytest_ragmetrics_make_judge(settings):
 """
 
 
-def scripted_project(pytester, count, test, conftest=""):
+def scripted_project(pytester: pytest.Pytester, count: int, test: str, conftest: str = "") -> pytest.Pytester:
     """A golden set of ``count`` one-chunk samples, the test file ``test``, a scripted judge and a
     disk cache in the project (``conftest`` adds to the conftest.py)."""
     pytester.makeini("[pytest]\nrag_cache_dir = cache\n")
@@ -88,7 +89,8 @@ def suite(pytester):
     return scripted_project(pytester, 6, SUITE, CONFTEST)
 
 
-def read(pytester, name):
+def read(pytester: pytest.Pytester, name: str) -> Any:
+    """The JSON a file of the project holds (an object or a list)."""
     return json.loads(pytester.path.joinpath(name).read_text())
 
 

@@ -4,12 +4,13 @@ and give exactly the results the judge's own answers gave."""
 import dataclasses
 import json
 import warnings
+from typing import Any
 
 import diskcache
 import pytest
 from judge_requests import make_request
 
-from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings, judgments as J
+from pytest_ragmetrics import EvaluationResult, Evaluator, RagSample, ScriptedJudge, Settings, judgments as J
 from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.judge.base import JudgeRequest, canonical_json, conforms, schema_errors
 from pytest_ragmetrics.text import default_splitter
@@ -70,17 +71,17 @@ def never(request):
 class CountingSplitter:
     """The default splitter, counting the texts it splits."""
 
-    def __init__(self, fingerprint=True):
-        self.texts = []
+    def __init__(self, fingerprint: bool = True) -> None:
+        self.texts: list[str] = []
         if fingerprint:
             self.fingerprint = default_splitter().fingerprint
 
-    def __call__(self, text):
+    def __call__(self, text: str) -> list[str]:
         self.texts.append(text)
         return default_splitter()(text)
 
 
-def comparable(result):
+def comparable(result: EvaluationResult) -> dict[str, Any]:
     """Everything in the results except whether each came from the judge or a recording."""
     data = result.to_json()
     for scores in data["samples"].values():
@@ -142,7 +143,7 @@ def test_sentence_judgments_are_keyed_on_the_chunk_and_the_splitter(tmp_path):
     assert json.loads(request.messages[1]["content"])["sentences"] == {"1": "A.", "2": "B."}
 
 
-def recorded_requests():
+def recorded_requests() -> list[JudgeRequest]:
     params = J.JudgeParams("m", temperature=0.1, seed=None, n=3)
     return [
         make_request(1),
