@@ -21,6 +21,7 @@ from pytest_ragmetrics.errors import InvalidJudgeAnswer, JudgmentNotRecorded, Ra
 from pytest_ragmetrics.judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge
 from pytest_ragmetrics.judge.cache import (
     CachedJudge,
+    CacheMode,
     LastRun,
     default_cache_dir,
     read_last_run,
@@ -46,7 +47,7 @@ def dirs(tmp_path: Path) -> Dirs:
 
 
 def cached_judge(
-    server: FakeJudgeServer | None, dirs: Dirs, mode: str = "readwrite", **judge_kwargs: Any
+    server: FakeJudgeServer | None, dirs: Dirs, mode: CacheMode = "readwrite", **judge_kwargs: Any
 ) -> CachedJudge:
 
     stats = JudgeStats()
@@ -67,7 +68,7 @@ def cached_judge(
 
     return CachedJudge(
         make_inner,
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         cache_dir=dirs.cache,
         store=JudgmentStore(dirs.store),
         stats=stats,

@@ -35,7 +35,8 @@ def _trec(queries: list[tuple[list[str], dict[str, int]]], measures: set[str]) -
         f"q{n}": {doc: float(len(ranking) - r) for r, doc in enumerate(ranking)}
         for n, (ranking, _) in enumerate(queries)
     }
-    return pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)  # type: ignore[no-any-return]
+    measured: dict[str, dict[str, float]] = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    return measured
 
 
 @pytest.mark.parametrize("graded", [False, True], ids=["binary", "graded"])

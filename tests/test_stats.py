@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -154,9 +155,9 @@ def test_percentile_is_numpys_default() -> None:
         (lambda: mean([]), "no values"),
     ],
 )
-def test_bad_input_is_refused_with_a_clear_error(call: object, message: str) -> None:
+def test_bad_input_is_refused_with_a_clear_error(call: Callable[[], object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        call()  # type: ignore[operator]
+        call()
 
 
 def _scipy_one_sided(baseline: list[float], current: list[float], alternative: str) -> float:
