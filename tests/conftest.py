@@ -1,13 +1,20 @@
 """Shared test configuration: the fake OpenAI-compatible judge server fixture."""
 
+from __future__ import annotations
+
 import importlib
 import os
 import pkgutil
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from pytest_env import SPARE_PLUGINS
 
 import pytest_ragmetrics
+
+if TYPE_CHECKING:
+    from pytest_ragmetrics.testing import FakeJudgeServer, Responder
 
 pytest_plugins = ["pytest_ragmetrics.testing"]
 
@@ -27,13 +34,13 @@ for _module in pkgutil.walk_packages(pytest_ragmetrics.__path__, "pytest_ragmetr
 
 
 @pytest.fixture
-def serve(monkeypatch):
+def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Responder], FakeJudgeServer]]:
     """Start a FakeJudgeServer with a responder; the runs of the test (pytester's too) judge with it."""
     from pytest_ragmetrics.testing import FakeJudgeServer
 
-    servers = []
+    servers: list[FakeJudgeServer] = []
 
-    def start(responder):
+    def start(responder: Responder) -> FakeJudgeServer:
         server = FakeJudgeServer(responder).start()
         servers.append(server)
         monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
@@ -46,7 +53,7 @@ def serve(monkeypatch):
 
 
 @pytest.fixture
-def pytester(pytester, monkeypatch):
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytester, its runs spared the installed plugins no run of this suite uses."""
     monkeypatch.setenv("PYTEST_ADDOPTS", SPARE_PLUGINS)
     return pytester
