@@ -8,8 +8,9 @@ check|drift`` (see :mod:`pytest_ragmetrics.calibration.cli`).
 the local cache (never the store); ``prune`` deletes store entries the last full test run did not use,
 so the committed store does not keep judgments of samples that no longer exist. A full run is one
 that covered the whole suite and passed (no named paths or node ids, no ``-k``/``-m``/``--lf``, no
-failure or ``-x`` stop, no skipped test). After any other run that used the judge,
-``prune`` deletes nothing and says why; an entry stored after the last full run is never deleted.
+failure or ``-x`` stop); the entries its skipped tests may need are kept, and ``prune`` says so.
+After any other run that used the judge, ``prune`` deletes nothing and says why; an entry stored
+after the last full run is never deleted.
 ``prune`` lists what it will delete and asks before deleting; ``--yes``
 skips the question, and without a terminal to ask in it deletes nothing unless ``--yes`` is given.
 
@@ -240,8 +241,8 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
         )
         print(
             f"error: {why}; it cannot tell which store entries the suite needs, so nothing is pruned. "
-            "Run the whole test suite (no named paths or node ids, no -k, -m or --lf, no skipped "
-            "tests) until it passes, then prune",
+            "Run the whole test suite (no named paths or node ids, no -k, -m or --lf) until it "
+            "passes, then prune",
             file=err,
         )
         return EXIT_FAILED
@@ -255,6 +256,12 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
     keep = keys - last_run.unused
     removed = store.prune(keep, dry_run=True)
     total = len(keys)
+    if last_run.kept:
+        print(
+            f"kept {last_run.kept} store entr{'y' if last_run.kept == 1 else 'ies'} the last full run did "
+            f"not use: {last_run.kept_for}",
+            file=out,
+        )
     if not removed:
         print(f"nothing to prune: the last full run used all {total} store entries", file=out)
         return EXIT_OK

@@ -7,8 +7,9 @@ layer of hooks:
   it may teach ``python -m pytest_ragmetrics cache prune`` which store entries are unused. Named paths
   or node ids, ``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw``, ``--co``, a stop after ``-x`` /
   ``--maxfail``, collection errors, failed tests (a failing test never reaches its later
-  comparisons), skipped tests (they never reach theirs) and a crashed xdist worker (its
-  judgments never reach the controller) all make a run partial.
+  comparisons) and a crashed xdist worker (its judgments never reach the controller) all make a run
+  partial. Skipped tests never reach their comparisons either: the entries they may need are kept
+  (:func:`kept_for_skipped`), the rest of what the run did not use can go.
 * Which tests did the run collect and run, from which files? :class:`SuiteRecord` keeps a digest and
   a count of the tests collected before any deselection, and of those that ran, so that
   ``report merge`` can tell when the reports of a run's shards do not add up to the whole suite; and
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +59,10 @@ def selected_part(config: pytest.Config, *, deselected: bool = False) -> bool:
 
 
 def incomplete_reason(
-    session: pytest.Session, *, deselected: bool = False, worker_crashed: bool = False, skipped: int = 0
+    session: pytest.Session, *, deselected: bool = False, worker_crashed: bool = False
 ) -> str | None:
     """Why ``session`` did not run every test of the suite to its end with every test passing, or
-    ``None`` when it did. ``skipped`` counts the tests (and modules) skipped: such a test never
-    reached its comparisons, so its judgments went unused although a run where it is not skipped
-    (another platform, another setting) needs them."""
+    ``None`` when it did (skipped tests aside: see :func:`kept_for_skipped`)."""
     if worker_crashed:
         return "an xdist worker crashed"
     if session.shouldstop or session.shouldfail or session.exitstatus == pytest.ExitCode.INTERRUPTED:
@@ -74,9 +73,56 @@ def incomplete_reason(
         return "tests failed or errored"  # a failing test never reaches its later comparisons
     if selected_part(session.config, deselected=deselected):
         return "tests were deselected or named (paths, node ids, -k, -m, --deselect, --lf, --sw)"
-    if skipped:
-        return f"{skipped} test{'' if skipped == 1 else 's'} skipped"
     return None
+
+
+def sample_questions(item: pytest.Item | None) -> tuple[str, ...] | None:
+    """The questions (normalized) of the samples test ``item`` is parametrized with (a golden set's
+    ``rag_sample``, any :class:`~pytest_ragmetrics.RagSample` parameter), or ``None`` when it has
+    none: then the run does not know what the test scores."""
+    from .sample import RagSample
+    from .text import normalize_text
+
+    params = getattr(getattr(item, "callspec", None), "params", None) or {}
+    questions = tuple(normalize_text(v.question) for v in params.values() if isinstance(v, RagSample))
+    return questions or None
+
+
+def kept_for_skipped(
+    candidates: Iterable[str],
+    skipped: Mapping[str, Sequence[str] | None],
+    inputs_of: Callable[[str], Any],
+) -> tuple[set[str], str | None]:
+    """Of the store entries ``candidates`` (the run did not use them), those its ``skipped`` tests may
+    need, and why they are kept (``None`` when none are).
+
+    ``skipped`` maps each skipped test (or module) to the questions of the samples it scores
+    (:func:`sample_questions`), ``None`` where the run does not know them: then nothing can be ruled
+    out and every candidate is kept. Otherwise an entry is kept when its inputs (``inputs_of(key)``)
+    ask about one of those questions, or about none (an answer's claims and their verdicts name no
+    question, so they cannot be told apart from a skipped test's), or cannot be read.
+    """
+    candidates = list(candidates)
+    if not skipped or not candidates:
+        return set(), None
+    tests = f"{len(skipped)} skipped test{'' if len(skipped) == 1 else 's'}"
+    unknown = sorted(nodeid for nodeid, questions in skipped.items() if questions is None)
+    if unknown:
+        return set(candidates), f"{tests} with samples the run does not know ({_few(unknown)})"
+    from .text import normalize_text
+
+    questions = {question for found in skipped.values() for question in found or ()}
+    kept = set()
+    for key in candidates:
+        inputs = inputs_of(key)
+        question = inputs.get("question") if isinstance(inputs, Mapping) else None
+        if not isinstance(question, str) or normalize_text(question) in questions:
+            kept.add(key)
+    return kept, (f"{tests} may need them ({_few(sorted(skipped))})" if kept else None)
+
+
+def _few(names: Sequence[str], most: int = 3) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def record_for_prune(
@@ -87,28 +133,36 @@ def record_for_prune(
     store: set[str] | None,
     deselected: bool,
     worker_crashed: bool,
-    skipped: int,
+    skipped: Mapping[str, Sequence[str] | None],
+    inputs_of: Callable[[str], Any],
 ) -> list[str] | None:
     """Record for ``cache prune`` what this run says about the judgment store, replacing the last
-    run's record: the entries it did not use when it covered the whole suite, else why it cannot
-    tell. A partial run replaces a full run's record too: the judgments it stored are not in that
-    record, which therefore no longer describes what the suite needs.
+    run's record: the entries it did not use when it covered the whole suite, but those its skipped
+    tests may need, else why it cannot tell. A partial run replaces a full run's record too: the
+    judgments it stored are not in that record, which therefore no longer describes what the suite
+    needs.
 
     ``used`` are the judgments the run used, ``store`` the keys its judgment store holds (``None``:
-    no store); ``deselected``, ``worker_crashed`` and ``skipped`` as for :func:`incomplete_reason`.
-    Returns the unused entries, as recorded, or ``None`` when nothing usable was recorded (the run
-    used no judge, or could not tell).
+    no store); ``deselected`` and ``worker_crashed`` as for :func:`incomplete_reason`; ``skipped``
+    and ``inputs_of`` as for :func:`kept_for_skipped`. Returns the unused entries, as recorded, or
+    ``None`` when nothing usable was recorded (the run used no judge, or could not tell).
     """
     from .judge.cache import LAST_RUN_FILE, write_last_run
 
     if not used and store is None:
         return None  # the run judged nothing, so stored nothing: the last record still holds
-    reason = incomplete_reason(session, deselected=deselected, worker_crashed=worker_crashed, skipped=skipped)
+    reason = incomplete_reason(session, deselected=deselected, worker_crashed=worker_crashed)
     if reason is None and store is None:
         reason = "the run used no judgment store"
-    unused = sorted((store or set()) - used) if reason is None else None
+    unused: list[str] | None = None
+    kept: set[str] = set()
+    kept_for = None
+    if reason is None:
+        candidates = sorted((store or set()) - used)
+        kept, kept_for = kept_for_skipped(candidates, skipped, inputs_of)
+        unused = [key for key in candidates if key not in kept]
     try:
-        write_last_run(cache_dir, unused=unused, reason=reason)
+        write_last_run(cache_dir, unused=unused, reason=reason, kept=len(kept), kept_for=kept_for)
     except OSError:
         # Only `cache prune` reads the record: never fail a run over it; but an older record must
         # not outlive this run.

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .judge.batch import BatchExport, ExportSummary
     from .judge.budget import JudgeBudget
     from .judge.stats import JudgeStats
+    from .judge.store import JudgmentStore
     from .prefetch import Prefetcher
     from .settings import Settings
     from .specs import MetricCatalog
@@ -104,8 +105,13 @@ class RagmetricsSession:
         self.worker_crashed = False
         #: A Ctrl-C came while the run ended after one had stopped it: nothing more is waited for.
         self.interrupted_again = False
-        #: Tests (and modules) skipped: they never reached their comparisons.
-        self.skipped = 0
+        #: Tests (and modules) skipped, by node id: they never reached their comparisons.
+        self.skipped: list[str] = []
+        #: xdist: the questions of the samples of the skipped tests, as the workers that ran them
+        #: found (see ``_run.sample_questions``).
+        self.worker_skipped: dict[str, list[str]] = {}
+        #: The judgment stores the run's judges used: ``cache prune``'s record reads entries there.
+        self.stores: dict[Path, JudgmentStore] = {}
         #: The tests collected (before deselection) and run, and their files, for ``report merge``.
         self.suite = SuiteRecord()
         #: Set at the end: the store entries this run did not use, when it covered the whole suite
@@ -561,7 +567,34 @@ class RagmetricsSession:
         """Count a skipped test (in setup or call) or module. An xfail test is not counted: replayed,
         it stops where it stopped now, and needs the judgments it used now."""
         if report.skipped and not hasattr(report, "wasxfail"):
-            self.skipped += 1
+            self.skipped.append(report.nodeid)
+
+    def _skipped_questions(self) -> dict[str, list[str] | None]:
+        """Each skipped test (or module) -> the questions of the samples it scores, ``None`` where
+        this process does not know them (see ``_run.sample_questions``)."""
+        if not self.skipped:
+            return {}
+        from ._run import sample_questions
+
+        items = {item.nodeid: item for item in self.items or ()}
+        found: dict[str, list[str] | None] = {}
+        for nodeid in self.skipped:
+            questions = self.worker_skipped.get(nodeid) or sample_questions(items.get(nodeid))
+            found[nodeid] = list(questions) if questions else None
+        return found
+
+    def _stored_inputs(self, key: str) -> Any:
+        """The inputs a judgment store entry records, from the stores the run used (else None)."""
+        from .judge.store import JudgmentStore
+
+        if not self.stores and self.settings.store_dir:  # the xdist controller judged nothing itself
+            store = JudgmentStore(self.settings.store_dir)
+            self.stores[store.directory] = store
+        for store in self.stores.values():
+            record = store.read_json(key)
+            if record is not None:
+                return record.get("inputs")
+        return None
 
     def worker_finished(self, output: Mapping[str, Any] | None, crashed: bool) -> None:
         """xdist: a worker finished; take its judge figures and the judgments it used."""
@@ -573,6 +606,7 @@ class RagmetricsSession:
         files = (output or {}).get("ragmetrics_files")
         if files:
             self.suite.files = dict(files)
+        self.worker_skipped.update((output or {}).get("ragmetrics_skipped") or {})
         data = (output or {}).get("ragmetrics")
         if data:
             self.deselected = self.deselected or bool(data.get("deselected"))
@@ -611,6 +645,7 @@ class RagmetricsSession:
                 self.used_keys.update(judge.used_keys)
                 if judge.store is not None:
                     self._add_store_keys(judge.store.keys())
+                    self.stores[judge.store.directory] = judge.store
             try:
                 evaluator.close(wait=not self.interrupted_again)
             except KeyboardInterrupt:
@@ -682,6 +717,9 @@ class RagmetricsSession:
             # Also from a worker that judged nothing: the controller's report records the suite.
             output["ragmetrics_collected"] = self.suite.collected
             output["ragmetrics_files"] = self.suite.file_digests(self.shown)
+            known = {nodeid: q for nodeid, q in self._skipped_questions().items() if q is not None}
+            if known:
+                output["ragmetrics_skipped"] = known
             if used:
                 output["ragmetrics"] = self._worker_output()
             return
@@ -697,8 +735,11 @@ class RagmetricsSession:
             store=self.store_keys,
             deselected=self.deselected,
             worker_crashed=self.worker_crashed,
-            skipped=self.skipped,
+            skipped=self._skipped_questions(),
+            inputs_of=self._stored_inputs,
         )
+        for store in self.stores.values():
+            store.close()  # the shards read for the record above
         if self.gates:
             from .report.build import evaluate_run_gates
 

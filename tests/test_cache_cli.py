@@ -177,13 +177,32 @@ def test_prune_with_nothing_to_delete_says_so(populated, capsys):
 
 
 def test_prune_after_a_partial_run_deletes_nothing_and_says_why(populated, capsys):
-    write_last_run(populated["cache"], unused=None, reason="1 test skipped")
+    write_last_run(populated["cache"], unused=None, reason="tests failed or errored")
     args = ["cache", "prune", "--cache-dir", populated["cache"], "--store-dir", populated["store"]]
     assert cli(*args, "--yes") == 1
-    assert "was partial: 1 test skipped; it cannot tell" in capsys.readouterr().err
+    assert "was partial: tests failed or errored; it cannot tell" in capsys.readouterr().err
     assert len(JudgmentStore(populated["store"])) == 5
     assert cli("cache", "stats", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
-    assert "unknown (the last run was partial: 1 test skipped)" in capsys.readouterr().out
+    assert "unknown (the last run was partial: tests failed or errored)" in capsys.readouterr().out
+
+
+def test_skipped_tests_keep_the_entries_about_their_questions_or_about_no_question():
+    from pytest_ragmetrics._run import kept_for_skipped
+
+    inputs = {
+        "a": {"question": "Limit of plan 1?", "chunk": "Plan 1 has 1 GB."},
+        "b": {"question": "Limit of plan 2?", "chunk": "Plan 2 has 2 GB."},
+        "c": {"sentences": ["Plan 1 has 1 GB."]},  # an answer's claims: no question to tell by
+        "d": None,  # unreadable
+    }
+    skipped = {"t.py::t[s1]": ["Limit of plan 1?"]}
+    assert kept_for_skipped(inputs, skipped, inputs.get) == (
+        {"a", "c", "d"},
+        "1 skipped test may need them (t.py::t[s1])",
+    )
+    assert kept_for_skipped(inputs, {}, inputs.get) == (set(), None)
+    kept, why = kept_for_skipped(inputs, {**skipped, "t.py::u": None}, inputs.get)
+    assert kept == set(inputs) and why == "2 skipped tests with samples the run does not know (t.py::u)"
 
 
 def test_prune_keeps_entries_stored_after_the_last_full_run(populated, capsys):

@@ -1126,7 +1126,7 @@ ONE_SKIPPED = FOUR_TESTS.replace(
 ).replace("from samples", "import pytest\n    from samples")
 
 
-def test_prune_deletes_nothing_after_a_run_that_skipped_tests(project, capsys):
+def test_prune_keeps_everything_a_skipped_test_of_unknown_samples_may_need(project, capsys):
     """A complete, passing run with skipped tests never used their judgments: prune must keep them."""
     project.makepyfile(test_rag=FOUR_TESTS)
     project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
@@ -1136,8 +1136,13 @@ def test_prune_deletes_nothing_after_a_run_that_skipped_tests(project, capsys):
     skipping = project.runpytest("--rag-store-dir=judgments", "--rag-report")
     assert skipping.ret == pytest.ExitCode.OK
     assert "unused judgment store entries" not in skipping.stdout.str()
-    assert _prune(project, "--yes") == 1
-    assert "1 test skipped" in capsys.readouterr().err
+    assert _prune(project, "--yes") == 0
+    out = capsys.readouterr().out
+    assert (
+        "kept 1 store entry the last full run did not use: 1 skipped test with samples the run does "
+        "not know (test_rag.py::test_three)"
+    ) in out
+    assert "nothing to prune" in out
     assert store.keys() == before
     project.makepyfile(test_rag=FOUR_TESTS)
     replay = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
@@ -1343,3 +1348,49 @@ def test_gate_outcomes_are_junit_test_suite_properties(pytester):
     assert properties["ragmetrics.gate.1.passed"] == "true"
     assert properties["ragmetrics.gate.2.spec"] == "mrr min > 1"
     assert properties["ragmetrics.gate.2.passed"] == "false"
+
+
+GOLDEN_SKIPPING = """
+    import os
+    import pytest
+    from pytest_ragmetrics import assert_context_precision
+
+    @pytest.mark.ragmetrics(samples="golden.jsonl")
+    def test_golden(rag_sample):
+        if rag_sample.id in os.environ.get("SKIP_SAMPLES", "").split(","):
+            pytest.skip("not today")
+        assert_context_precision(rag_sample) >= 0.0
+"""
+
+
+def test_prune_after_skipped_golden_tests_keeps_what_their_samples_need_and_says_so(
+    project, capsys, monkeypatch
+):
+    golden = [
+        {"id": f"s{i}", "question": f"Limit of plan {i}?", "contexts": [f"Plan {i} has {i} GB."],
+         "ground_truth": f"{i} GB."}
+        for i in range(1, 4)
+    ]  # fmt: skip
+    path = project.path / "golden.jsonl"
+    path.write_text("\n".join(map(json.dumps, golden)))
+    project.makepyfile(test_golden=GOLDEN_SKIPPING)
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=3)
+    store = pytest_ragmetrics.judge.store.JudgmentStore(project.path / "judgments")
+    assert len(store.keys()) == 3
+    # s3 leaves the golden set; s1 is skipped (first, so not judged ahead either): its judgment stays,
+    # s3's can go.
+    path.write_text("\n".join(map(json.dumps, golden[:2])))
+    monkeypatch.setenv("SKIP_SAMPLES", "s1")
+    skipping = project.runpytest("--rag-store-dir=judgments", "--rag-report")
+    skipping.assert_outcomes(passed=1, skipped=1)
+    skipping.stdout.fnmatch_lines(["*1 unused judgment store entries; remove them with: *prune*"])
+    assert _prune(project, "--yes") == 0
+    out = capsys.readouterr().out
+    assert (
+        "kept 1 store entry the last full run did not use: 1 skipped test may need them "
+        "(test_golden.py::test_golden[s1])"
+    ) in out
+    assert "deleted 1 of 3 store entries" in out
+    monkeypatch.delenv("SKIP_SAMPLES")
+    replay = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
+    replay.assert_outcomes(passed=2)

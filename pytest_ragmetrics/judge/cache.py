@@ -157,19 +157,30 @@ class LastRun(NamedTuple):
     unused: frozenset[str] | None
     #: Why the run cannot tell which entries are unused (None when it can).
     reason: str | None
+    #: Entries the run did not use and kept all the same, and why (skipped tests may need them).
+    kept: int = 0
+    kept_for: str | None = None
 
 
 def write_last_run(
-    cache_dir: str | os.PathLike[str], *, unused: Iterable[str] | None, reason: str | None
+    cache_dir: str | os.PathLike[str],
+    *,
+    unused: Iterable[str] | None,
+    reason: str | None,
+    kept: int = 0,
+    kept_for: str | None = None,
 ) -> Path:
     """Record, for ``python -m pytest_ragmetrics cache prune``, the store entries a run that covered
-    the whole suite did not use (``unused``), or why the run cannot tell (``reason``)."""
+    the whole suite did not use (``unused``), or why the run cannot tell (``reason``); with ``kept``,
+    how many more it did not use but keeps for its skipped tests, and why (``kept_for``)."""
     path = Path(cache_dir) / LAST_RUN_FILE
     record: dict[str, Any] = {"finished_at": utc_now()}
     if reason is not None or unused is None:
         record["reason"] = reason or "unknown"
     else:
         record["unused"] = sorted(set(unused))
+        if kept:
+            record["kept"] = {"entries": kept, "for": kept_for or "skipped tests"}
     atomic_write_text(path, json.dumps(record, indent=1) + "\n")
     return path
 
@@ -188,6 +199,9 @@ def read_last_run(cache_dir: str | os.PathLike[str]) -> LastRun | None:
         return LastRun(None, reason)
     if not isinstance(unused, list) or not all(isinstance(k, str) for k in unused):
         return None
+    kept = data.get("kept")
+    if isinstance(kept, dict) and isinstance(kept.get("entries"), int) and isinstance(kept.get("for"), str):
+        return LastRun(frozenset(unused), None, kept["entries"], kept["for"])
     return LastRun(frozenset(unused), None)
 
 

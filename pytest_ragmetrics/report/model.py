@@ -597,7 +597,8 @@ class Summary(TypedDict, total=False):
     gates: list[GateRow]
     judge: JudgeSummary
     labels: LabelSummary
-    #: Judgment store entries no test used; ``None`` after a run that did not cover the whole suite.
+    #: Judgment store entries no test used and no skipped test may need (what ``cache prune``
+    #: deletes); ``None`` after a run that did not cover the whole suite.
     unused_store_entries: int | None
     errors: list[ErrorRow]
     #: pytest's test outcomes.
