@@ -539,22 +539,27 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
 
 # --- regression gates ------------------------------------------------------------------------------
 
-#: The statistics a regression gate may bound.
-REGRESSION_STATS = ("mean drop", "any drop")
+#: The statistics a regression gate may bound: a fall of the scores (a metric where higher is
+#: better, as every built-in one is) or a rise (a metric of your own where lower is better).
+REGRESSION_STATS = ("mean drop", "any drop", "mean rise", "any rise")
 #: The expected form, quoted in every parse error.
 REGRESSION_GATE_FORM = (
     "expected '<metric>[<method>] mean drop <= <x> [at p < <alpha>]' or '<metric>[<method>] any drop "
-    "<= <x>', e.g. 'context_precision mean drop <= 0.02 at p < 0.05' or 'context_recall any drop <= 0.3'"
+    "<= <x>' ('rise' for a metric where lower is better), e.g. 'context_precision mean drop <= 0.02 at "
+    "p < 0.05' or 'context_recall any drop <= 0.3'"
 )
 
 
 @dataclass(frozen=True)
 class RegressionGate:
-    """One parsed regression gate: how far ``metric[method]`` may fall below the baseline.
+    """One parsed regression gate: how far ``metric[method]`` may fall below the baseline (or rise
+    above it).
 
     ``stat`` is ``mean drop`` (baseline mean minus current mean over matched samples) or ``any drop``
-    (the largest fall of one matched sample). With ``significance`` (``("<", 0.05)``), a mean drop
-    beyond the threshold fails only when the paired test's p satisfies it as well.
+    (the largest fall of one matched sample); ``mean rise`` and ``any rise`` are their mirror images,
+    for a metric where lower is better. With ``significance`` (``("<", 0.05)``), a mean change beyond
+    the threshold fails only when the one-sided paired test's p (in the gate's direction) satisfies it
+    as well.
     """
 
     metric: str
@@ -568,6 +573,11 @@ class RegressionGate:
     @property
     def label(self) -> str:
         return format_metric(self.metric, self.method)
+
+    @property
+    def direction(self) -> str:
+        """``drop`` or ``rise``: the change the gate bounds."""
+        return self.stat.split()[1]
 
 
 def parse_regression_gate(line: str, catalog: MetricCatalog | None = None) -> RegressionGate:
@@ -585,16 +595,22 @@ def parse_regression_gate(line: str, catalog: MetricCatalog | None = None) -> Re
         raise parsed.error(str(exc)) from None
     stat = parsed.stat.lower()
     if stat not in REGRESSION_STATS:
-        raise parsed.error(f"unknown statistic {parsed.stat!r}: use 'mean drop' or 'any drop'")
+        raise parsed.error(
+            f"unknown statistic {parsed.stat!r}: use 'mean drop' or 'any drop' ('mean rise' or 'any rise' "
+            "for a metric where lower is better)"
+        )
+    direction = stat.split()[1]
     if parsed.op not in ("<=", "<"):
-        raise parsed.error(f"a drop is bounded from above: use <= or <, not {parsed.op}")
+        raise parsed.error(f"a {direction} is bounded from above: use <= or <, not {parsed.op}")
     if parsed.threshold < 0:
-        raise parsed.error(f"the drop tolerance {format_number(parsed.threshold)} is negative")
+        raise parsed.error(f"the {direction} tolerance {format_number(parsed.threshold)} is negative")
     significance: tuple[str, float] | None = None
     if parsed.condition is not None:
         name, op, value = parsed.condition
-        if stat != "mean drop":
-            raise parsed.error("'at p ...' applies to 'mean drop' only: one sample's drop has no test")
+        if not stat.startswith("mean "):
+            raise parsed.error(
+                f"'at p ...' applies to 'mean {direction}' only: one sample's {direction} has no test"
+            )
         if name != "p" or op not in ("<", "<="):
             raise parsed.error(
                 f"the condition must bound the p-value, e.g. 'at p < 0.05', not 'at {name} {op}'"
@@ -632,10 +648,11 @@ def evaluate_regression_gates(
     """Evaluate regression gates against a comparison (:func:`compare_reports`): the
     ``summary.regression_gates`` rows (:class:`~pytest_ragmetrics.report.model.RegressionGateRow`).
 
-    ``value`` is the drop over full-precision scores, ``p_value`` the one-sided p of the paired
-    sign-flip test that the scores fell, and every row says what the gate can see at its size:
+    ``value`` is the drop (a ``rise`` gate: the rise) over full-precision scores, ``p_value`` the
+    one-sided p of the paired sign-flip test that the scores fell (rose), and every row says what the
+    gate can see at its size:
     ``changed_n`` matched samples whose score changed, and ``min_p``, the smallest one-sided p the
-    test can reach with them. A mean drop beyond the threshold fails when its p satisfies the gate's
+    test can reach with them. A mean change beyond the threshold fails when its p satisfies the gate's
     significance; when it does not, the drop is *inconclusive*: it fails too, unless
     ``allow_inconclusive`` (``--rag-allow-inconclusive``) accepts it. A gate over a metric that is not
     comparable fails with the reason; one with no matched samples fails, unless ``partial`` (a run of
@@ -649,7 +666,8 @@ def evaluate_regression_gates(
         significance = (
             f"p {gate.significance[0]} {format_number(gate.significance[1])}" if gate.significance else None
         )
-        tested = gate.stat == "mean drop"
+        tested = gate.stat.startswith("mean ")
+        rise = gate.direction == "rise"
         row: dict[str, Any] = {
             "spec": gate.spec,
             "metric": gate.metric,
@@ -664,10 +682,10 @@ def evaluate_regression_gates(
             "delta": entry.get("delta"),
             "ci_low": entry.get("ci_low"),
             "ci_high": entry.get("ci_high"),
-            "p_value": entry.get("p_drop") if tested else None,
+            "p_value": entry.get("p_rise" if rise else "p_drop") if tested else None,
             "changed_n": entry.get("changed_n", 0),
             "min_p": entry.get("min_p") if tested else None,
-            "test": "sign-flip, one-sided (drop)" if tested else None,
+            "test": f"sign-flip, one-sided ({gate.direction})" if tested else None,
             "passed": False,
             "inconclusive": False,
             "margin": None,
@@ -687,14 +705,19 @@ def evaluate_regression_gates(
                 row.update(passed=True, skipped=True, reason=f"not evaluated: {row['reason']} (partial run)")
             continue
         pairs = entry.get("pairs") or []
+        sign = -1.0 if rise else 1.0  # a drop is baseline minus current; a rise, current minus baseline
         if tested:
-            value = -float(entry["delta"])
-            worst = list(entry.get("regressed") or [])[:3]
+            value = -sign * float(entry["delta"])
+            worst = list(entry.get("improved" if rise else "regressed") or [])[:3]
         else:
-            value = max([0.0, *(p["baseline"] - p["current"] for p in pairs)])
+            value = max([0.0, *(sign * (p["baseline"] - p["current"]) for p in pairs)])
             worst = sorted(
-                (p for p in pairs if not compare(p["baseline"] - p["current"], gate.op, gate.threshold)),
-                key=lambda p: (p["current"] - p["baseline"], p["id"]),
+                (
+                    p
+                    for p in pairs
+                    if not compare(sign * (p["baseline"] - p["current"]), gate.op, gate.threshold)
+                ),
+                key=lambda p: (sign * (p["current"] - p["baseline"]), p["id"]),
             )[:3]
         value = round(value, 12) + 0.0  # float noise off, -0.0 to 0.0, as aggregate gates do
         within = compare(value, gate.op, gate.threshold)
@@ -713,8 +736,10 @@ def evaluate_regression_gates(
                     )
                 else:
                     why = f"p = {format_p(p_value)} does not reach {significance}"
-                accepted = "; accepted: inconclusive drops are allowed" if allow_inconclusive else ""
-                row["note"] = f"inconclusive: a drop beyond the tolerance, but {why}{accepted}"
+                accepted = (
+                    f"; accepted: inconclusive {gate.direction}s are allowed" if allow_inconclusive else ""
+                )
+                row["note"] = f"inconclusive: a {gate.direction} beyond the tolerance, but {why}{accepted}"
         row.update(
             value=value,
             passed=passed,

@@ -455,7 +455,8 @@ def test_a_regression_gate_names_the_relevance_method() -> None:
 @pytest.mark.parametrize(
     ("line", "why"),
     [
-        ("context_precision mean rise <= 0.02", "unknown statistic 'mean rise'"),
+        ("context_precision mean fall <= 0.02", "unknown statistic 'mean fall'"),
+        ("context_precision any rise <= 0.3 at p < 0.05", "applies to 'mean rise' only"),
         ("context_precision mean drop >= 0.02", "use <= or <, not >="),
         ("context_precision mean drop <= -0.1", "is negative"),
         ("context_precision any drop <= 0.3 at p < 0.05", "applies to 'mean drop' only"),
@@ -504,6 +505,36 @@ def test_regression_gates_over_a_broad_drop_a_single_collapse_and_a_small_drop()
     assert single[1]["worst"] == [{"id": "q01", "baseline": 1.0, "current": 0.0, "delta": -1.0}]
     same = gate_rows(BASE, BASE, mean_sig, any_drop)
     assert [g["passed"] for g in same] == [True, True] and same[0]["value"] == 0.0
+
+
+def test_a_rise_gate_is_the_drop_gate_of_the_mirrored_comparison() -> None:
+    """For a metric where lower is better: the rise of A -> B is the drop of B -> A, with the same
+    one-sided p, worst samples and verdicts; a drop gate passes an improvement and the other way round."""
+    worse = golden([SECOND] * 10 + [NONE] * 5)
+    drops = gate_rows(
+        BASE, worse, "context_precision mean drop <= 0.02 at p < 0.05", "context_precision any drop <= 0.3"
+    )
+    rises = gate_rows(
+        worse, BASE, "context_precision mean rise <= 0.02 at p < 0.05", "context_precision any rise <= 0.3"
+    )
+    assert [g["passed"] for g in rises] == [False, False]
+    for rise, drop in zip(rises, drops, strict=True):
+        assert (rise["value"], rise["p_value"], rise["changed_n"], rise["min_p"]) == (
+            drop["value"],
+            drop["p_value"],
+            drop["changed_n"],
+            drop["min_p"],
+        )
+        assert [w["id"] for w in rise["worst"]] == [w["id"] for w in drop["worst"]]
+    assert rises[0]["value"] == pytest.approx(0.5) and rises[0]["test"] == "sign-flip, one-sided (rise)"
+    assert regression_gate_detail(rises[0]).startswith("rise 0.500, delta +0.500")
+    # Each direction passes the other's change.
+    assert [g["passed"] for g in gate_rows(worse, BASE, "context_precision mean drop <= 0.02")] == [True]
+    assert [g["passed"] for g in gate_rows(BASE, worse, "context_precision any rise <= 0.0")] == [True]
+    (single,) = gate_rows(
+        golden([NONE] + [TOP] * 9 + [SECOND] * 5), BASE, "context_precision mean rise <= 0.02 at p < 0.05"
+    )
+    assert single["inconclusive"] and single["note"].startswith("inconclusive: a rise beyond the tolerance")
 
 
 def test_a_regression_gate_over_an_incomparable_or_unmatched_metric_fails_with_the_reason() -> None:

@@ -539,13 +539,13 @@ class RegressionGateRow(TypedDict, total=False):
     spec: str
     metric: str
     method: str | None
-    #: ``mean drop`` or ``any drop``.
+    #: ``mean drop``, ``any drop``, ``mean rise`` or ``any rise``.
     stat: str
     op: str
     threshold: float
     #: ``"p < 0.05"`` or ``None``.
     significance: str | None
-    #: The drop, over full-precision scores; ``None`` without one.
+    #: The drop (a rise gate: the rise), over full-precision scores; ``None`` without one.
     value: float | None
     #: The matched samples it was evaluated over.
     n: int
@@ -554,13 +554,13 @@ class RegressionGateRow(TypedDict, total=False):
     delta: float | None
     ci_low: float | None
     ci_high: float | None
-    #: One-sided p of the paired sign-flip test that the scores fell.
+    #: One-sided p of the paired sign-flip test that the scores fell (a rise gate: rose).
     p_value: float | None
     #: What the gate can see at its size: the matched samples whose score changed, and the smallest
     #: one-sided p the test can reach with them.
     changed_n: int
     min_p: float | None
-    #: ``"sign-flip, one-sided (drop)"``: the test behind ``p_value``.
+    #: ``"sign-flip, one-sided (drop)"`` (or ``(rise)``): the test behind ``p_value``.
     test: str | None
     passed: bool
     #: The drop is beyond the tolerance, and the test cannot call it significant at this size.
@@ -570,7 +570,7 @@ class RegressionGateRow(TypedDict, total=False):
     reason: str | None
     #: Why a drop beyond the threshold passed, or what made it inconclusive.
     note: str | None
-    #: The samples that fell most.
+    #: The samples that fell (a rise gate: rose) most.
     worst: list[MovedSample]
     skipped: bool
 
@@ -946,7 +946,8 @@ def regression_gate_detail(gate: Mapping[str, Any]) -> str:
     smallest one-sided p with 15: <0.0001``, or why it has no value."""
     if gate.get("value") is None:
         return str(gate.get("reason") or "no value")
-    parts = [f"drop {format_score(gate.get('value'))}", f"delta {format_delta(gate)}"]
+    direction = str(gate.get("stat") or "mean drop").split()[-1]
+    parts = [f"{direction} {format_score(gate.get('value'))}", f"delta {format_delta(gate)}"]
     if gate.get("p_value") is not None:
         parts.append(f"p {format_p(gate['p_value'])}" + (" one-sided" if gate.get("test") else ""))
     text = ", ".join([*parts, f"n={format_count(gate.get('n', 0))}"])
