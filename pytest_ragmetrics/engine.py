@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from . import _scope
-from ._aio import gather_or_cancel, map_bounded
+from ._aio import map_bounded
 from .errors import ConfigError, JudgeCallCapReached, JudgmentPending, RagMetricsError
 from .kinds import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
@@ -628,13 +628,11 @@ class Evaluator:
         ids = _sample_ids(samples)
         for name, method in specs:
             check_method(self.metric(name), method)  # fail before judging anything
-        # One failure does not cancel the others: every answer that arrives is recorded (cache and
-        # store), so what was paid for is never paid again. Bugs (other exceptions) still cancel.
-        columns = await gather_or_cancel(
-            *(self._score_settled(samples, name, method) for name, method in specs)
-        )
-        paired = list(zip(specs, columns, strict=True))
-        outcomes = [(sid, spec, column[i]) for i, sid in enumerate(ids) for spec, column in paired]
+        table = await self._score_table(samples, specs)
+        width = len(specs)
+        outcomes = [
+            (sid, spec, table[i * width + j]) for i, sid in enumerate(ids) for j, spec in enumerate(specs)
+        ]
         # Keyed by each result's own name, so a method a metric chose itself (the configured
         # default) is spelled out: "context_relevance[graded]".
         spelled = {spec: o.name for _, spec, o in outcomes if isinstance(o, MetricResult)}
@@ -654,29 +652,46 @@ class Evaluator:
         }
         return EvaluationResult(list(samples), results, aggregates, failed)
 
-    async def _score_settled(
-        self, samples: Sequence[RagSample], name: str, method: str | None
+    async def _score_table(
+        self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]]
     ) -> list[MetricResult | RagMetricsError]:
-        """Like :meth:`_score_many`, but a sample's failure is its outcome, not the column's."""
-        metric = self.metric(name)
-        now = getattr(metric, "score_now", None)
-        if now is not None and not getattr(metric, "uses_judge", True):
-            check_method(metric, method)
-            out: list[MetricResult | RagMetricsError] = []
-            for sample in samples:
+        """Every (sample, metric) outcome, sample by sample: ``[i * len(specs) + j]`` is sample ``i``
+        on ``specs[j]``; a failure is its own outcome, not the others'.
+
+        Sample by sample, so the judgments the metrics of one sample share (a chunk's sentence
+        selection serves sentence and binary relevance) are still among the answers in memory when
+        the next metric asks, however many samples the run has: read and checked once, not read
+        again from disk. One failure does not cancel the others: every answer that arrives is
+        recorded (cache and store), so what was paid for is never paid again. Bugs (other
+        exceptions) still cancel.
+        """
+        width = len(specs)
+        table: list[MetricResult | RagMetricsError | None] = [None] * (len(samples) * width)
+        judged: list[tuple[int, str, str | None]] = []
+        for j, (name, method) in enumerate(specs):
+            metric = self.metric(name)
+            now = getattr(metric, "score_now", None)
+            if now is None or getattr(metric, "uses_judge", True):
+                judged.append((j, name, method))
+                continue
+            # Pure arithmetic (label metrics): nothing to wait for, so no coroutine per sample.
+            for i, sample in enumerate(samples):
                 try:
-                    out.append(self._finish(metric, sample, now(sample)))
+                    table[i * width + j] = self._finish(metric, sample, now(sample))
                 except RagMetricsError as exc:
-                    out.append(exc)
-            return out
+                    table[i * width + j] = exc
+        if judged:
 
-        async def settled(i: int) -> MetricResult | RagMetricsError:
-            try:
-                return await self._score(samples[i], name, method)
-            except RagMetricsError as exc:
-                return exc
+            async def settled(k: int) -> None:
+                i, which = divmod(k, len(judged))
+                j, name, method = judged[which]
+                try:
+                    table[i * width + j] = await self._score(samples[i], name, method)
+                except RagMetricsError as exc:
+                    table[i * width + j] = exc
 
-        return await map_bounded(settled, len(samples), self._jobs)
+            await map_bounded(settled, len(samples) * len(judged), self._jobs)
+        return cast("list[MetricResult | RagMetricsError]", table)
 
     async def aevaluate(
         self,

@@ -184,6 +184,35 @@ def test_damaged_recorded_sentences_are_a_cache_miss(tmp_path):
     assert any(issubclass(w.category, RagMetricsWarning) and "damaged" in str(w.message) for w in caught)
 
 
+def test_a_warm_evaluation_reads_and_checks_each_recorded_judgment_once(tmp_path, monkeypatch):
+    """Sentence and binary relevance share a chunk's judgment: it is read from disk and its recorded
+    sentences checked once per run, then reused from memory, however many samples the run holds
+    (here far more judgments than the answers kept in memory)."""
+    chunks = ["Plan {} has {} GB. It is fixed.", "Plan {} is old."]
+    samples = [
+        RagSample(f"What is the limit of plan {i}?", [c.format(i, i) for c in chunks], ground_truth=f"{i} GB.", id=str(i))
+        for i in range(30)
+    ]
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
+        ev.evaluate(samples, FIVE)
+    checked = []
+    check = J._check_sentences
+
+    def counting(values):
+        checked.append(values)
+        check(values)
+
+    monkeypatch.setattr(J, "_check_sentences", counting)
+    with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
+        ev.judge._memory_entries = 4  # far fewer than the run's 210 judgments
+        ev.evaluate(samples, FIVE)
+        stats = ev.stats
+    distinct = 30 * (2 + 1 + 2 + 2)  # precision and graded per chunk, recall, sentences per chunk
+    assert (stats.cache_hits, stats.reused) == (distinct, 30 * 2)  # binary reuses sentence's
+    assert len(checked) == 30 * 2  # the recorded sentences: checked as read, not again when reused
+
+
 def test_a_chunk_without_sentences_is_not_judged_even_in_replay(tmp_path):
     settings = Settings(cache="replay", cache_dir=str(tmp_path / "cache"))
     sample = RagSample("What is it?", ["- * -"], ground_truth="It.", id="empty")

@@ -152,11 +152,12 @@ class JudgeRequest:
         """The derived inputs (see :attr:`derived`), to be recorded with the answer."""
         return {name: self.inputs[name] for name in self.derived}
 
-    def provide(self, derived: Any) -> None:
+    def provide(self, derived: Any, *, checked: bool = False) -> None:
         """Take the derived inputs recorded with an answer instead of deriving them again.
 
-        Raises :class:`ValueError` when ``derived`` does not hold them. A request without
-        derived inputs needs nothing and ignores it.
+        Raises :class:`ValueError` when ``derived`` does not hold them. ``checked``: they were
+        checked when their answer entered the run (read from disk, or derived here), so they are
+        not checked again. A request without derived inputs needs nothing and ignores it.
         """
 
 
@@ -247,8 +248,11 @@ class DeferredRequest(JudgeRequest):
             object.__setattr__(self, "_messages", messages)
         return messages
 
-    def provide(self, derived: Any) -> None:
+    def provide(self, derived: Any, *, checked: bool = False) -> None:
         if not self.derived or self.__dict__["_full"] is not None:
+            return
+        if checked:
+            object.__setattr__(self, "_full", {**self.__dict__["_base"], **derived})
             return
         if not isinstance(derived, Mapping) or any(name not in derived for name in self.derived):
             raise ValueError(f"the recorded answer lacks the derived inputs ({', '.join(self.derived)})")

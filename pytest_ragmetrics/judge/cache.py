@@ -454,7 +454,7 @@ class CachedJudge:
         else:
             return None
         if answer.derived is not None:
-            request.provide(answer.derived)
+            request.provide(answer.derived, checked=True)  # checked as it entered the run
         self.used_keys.add(key)
         return answer
 
@@ -489,7 +489,7 @@ class CachedJudge:
             if not entry.waiters and not entry.sent and not entry.task.done():
                 entry.task.cancel()  # nobody waits for it and nothing was sent: nothing is paid
         if answer.derived is not None:
-            request.provide(answer.derived)
+            request.provide(answer.derived, checked=True)  # checked as it entered the run
         return answer
 
     def _finished(self, key: str, entry: _Request, task: asyncio.Task[JudgeAnswer]) -> None:

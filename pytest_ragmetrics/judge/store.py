@@ -80,8 +80,11 @@ def _max_open_shards() -> int:
 MAX_OPEN_SHARDS = _max_open_shards()
 
 
+_KEY = re.compile("[0-9a-f]{64}")
+
+
 def _is_key(name: str) -> bool:
-    return len(name) == 64 and set(name) <= _HEX
+    return _KEY.fullmatch(name) is not None
 
 
 def dump_line(record: dict[str, Any]) -> bytes:
