@@ -716,10 +716,12 @@ class RagmetricsSession:
             output = config.workeroutput  # type: ignore[attr-defined]
             # Also from a worker that judged nothing: the controller's report records the suite.
             output["ragmetrics_collected"] = self.suite.collected
-            output["ragmetrics_files"] = self.suite.file_digests(self.shown)
-            known = {nodeid: q for nodeid, q in self._skipped_questions().items() if q is not None}
-            if known:
-                output["ragmetrics_skipped"] = known
+            if used or (self.configured and self._report_asked()):
+                # What the controller's report and prune record need; any worker's files will do.
+                output["ragmetrics_files"] = self.suite.file_digests(self.shown)
+                known = {nodeid: q for nodeid, q in self._skipped_questions().items() if q is not None}
+                if known:
+                    output["ragmetrics_skipped"] = known
             if used:
                 output["ragmetrics"] = self._worker_output()
             return
