@@ -1065,6 +1065,13 @@ def _prune(project: pytest.Pytester, *extra: str) -> int:
     )
 
 
+def _pruned(project, capsys):
+    """What ``cache prune --yes`` printed; it succeeded."""
+    capsys.readouterr()
+    assert _prune(project, "--yes") == 0
+    return capsys.readouterr().out
+
+
 PARTIAL_RUNS = [
     ["test_rag.py::test_one"],
     ["test_rag.py"],
@@ -1136,13 +1143,8 @@ def test_prune_keeps_everything_a_skipped_test_of_unknown_samples_may_need(proje
     skipping = project.runpytest("--rag-store-dir=judgments", "--rag-report")
     assert skipping.ret == pytest.ExitCode.OK
     assert "unused judgment store entries" not in skipping.stdout.str()
-    assert _prune(project, "--yes") == 0
-    out = capsys.readouterr().out
-    assert (
-        "kept 1 store entry the last full run did not use: 1 skipped test with samples the run does "
-        "not know (test_rag.py::test_three)"
-    ) in out
-    assert "nothing to prune" in out
+    kept = "1 skipped test with samples the run does not know (test_rag.py::test_three)"
+    assert f"kept 1 store entry the last full run did not use: {kept}\nnothing to prune" in _pruned(project, capsys)
     assert store.keys() == before
     project.makepyfile(test_rag=FOUR_TESTS)
     replay = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
@@ -1384,13 +1386,9 @@ def test_prune_after_skipped_golden_tests_keeps_what_their_samples_need_and_says
     skipping = project.runpytest("--rag-store-dir=judgments", "--rag-report")
     skipping.assert_outcomes(passed=1, skipped=1)
     skipping.stdout.fnmatch_lines(["*1 unused judgment store entries; remove them with: *prune*"])
-    assert _prune(project, "--yes") == 0
-    out = capsys.readouterr().out
-    assert (
-        "kept 1 store entry the last full run did not use: 1 skipped test may need them "
-        "(test_golden.py::test_golden[s1])"
-    ) in out
-    assert "deleted 1 of 3 store entries" in out
+    out = _pruned(project, capsys)
+    assert "kept 1 store entry the last full run did not use: 1 skipped test may need them " in out
+    assert "(test_golden.py::test_golden[s1])" in out and "deleted 1 of 3 store entries" in out
     monkeypatch.delenv("SKIP_SAMPLES")
     replay = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
     replay.assert_outcomes(passed=2)
