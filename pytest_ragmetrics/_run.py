@@ -197,14 +197,15 @@ def add_digests(digests: Iterable[str]) -> str:
 
 def file_digests(paths: Iterable[Path], shown: Callable[[str], str]) -> dict[str, str]:
     """The SHA-256 of each file's content, by its ``shown`` path (relative to the rootdir), sorted;
-    a file gone since it was collected is left out."""
+    a file gone since it was collected is left out. Line endings count as ``\\n``: a checkout on
+    Windows is the same commit."""
     digests: dict[str, str] = {}
     for path in paths:
         try:
             data = path.read_bytes()
         except OSError:
             continue
-        digests[shown(str(path))] = hashlib.sha256(data).hexdigest()
+        digests[shown(str(path))] = hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
     return dict(sorted(digests.items()))
 
 
