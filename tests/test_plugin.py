@@ -1065,7 +1065,7 @@ def _prune(project: pytest.Pytester, *extra: str) -> int:
     )
 
 
-def _pruned(project, capsys):
+def _pruned(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> str:
     """What ``cache prune --yes`` printed; it succeeded."""
     capsys.readouterr()
     assert _prune(project, "--yes") == 0
