@@ -227,8 +227,8 @@ def test_another_judge_model_fails_its_regression_gate_as_not_comparable(
     ("args", "message"),
     [
         (
-            ["--rag-baseline=base.json", "--rag-regression-gate=context_precision mean rise <= 0.1"],
-            "*invalid ragmetrics regression gate 'context_precision mean rise <= 0.1': unknown statistic*",
+            ["--rag-baseline=base.json", "--rag-regression-gate=context_precision mean fall <= 0.1"],
+            "*invalid ragmetrics regression gate 'context_precision mean fall <= 0.1': unknown statistic*",
         ),
         (
             ["--rag-baseline=base.json", "--rag-regression-gate=context_recall any drop <= 0.3 at p < 0.05"],
