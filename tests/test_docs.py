@@ -260,6 +260,29 @@ def test_cli_reference_documents_only_real_commands_and_options():
         flags = {flag for row in rows for flag in re.findall(r"`(--[a-z-]+|-[a-z])\b", row.split("|")[1])}
         shared = {"--cache-dir", "--store-dir"}
         assert flags <= commands[(command, action)] | shared, (command, action, flags - commands[(command, action)])
+        named = set(re.findall(r"`(--[a-z-]+|-[a-z])\b", section))  # in a row or in the prose
+        undocumented = commands[(command, action)] - named - shared - {"-h", "--help"}
+        assert not undocumented, f"docs/cli.md: `{command} {action}` has no row for {sorted(undocumented)}"
+
+
+def test_every_documented_command_line_parses(capsys):
+    """Each ``python -m pytest_ragmetrics ...`` line of a shell or CI block is one the command accepts."""
+    from pytest_ragmetrics.__main__ import _parser
+
+    refused = []
+    for found in ALL.values():
+        for block in found:
+            if block.lang not in ("bash", "yaml"):
+                continue
+            for line in block.code.replace("\\\n", " ").splitlines():
+                match = re.search(r"(?:python -m pytest_ragmetrics|^pytest-ragmetrics) (.*)", line)
+                if not match:
+                    continue
+                try:
+                    _parser().parse_args(shlex.split(match.group(1), comments=True))
+                except SystemExit:
+                    refused.append(f"{block.where()}: {line.strip()}\n{capsys.readouterr().err}")
+    assert not refused, "\n".join(refused)
 
 
 def test_every_hook_has_the_docstring_its_reference_is_built_from():
