@@ -48,6 +48,14 @@ def ini_type(kind: str | None) -> str:
     return kind if kind and (_NUMERIC_INI or kind not in ("int", "float")) else "string"
 
 
+def _mentions_ours(path: Path) -> bool:
+    """The configuration file may hold a ``rag_*`` key (it has the text ``rag_`` at all, in any case)."""
+    try:
+        return b"rag_" in path.read_bytes().lower()
+    except OSError:
+        return False
+
+
 def is_worker(config: pytest.Config) -> bool:
     """This process is an xdist worker: the controller writes the report."""
     return hasattr(config, "workerinput")
@@ -202,7 +210,7 @@ class RagmetricsSession:
         from .options import OPTIONS, check_names, ini_file_values
 
         inipath = self.config.inipath
-        if inipath is not None:
+        if inipath is not None and _mentions_ours(inipath):  # else no key to check: no ini parser loaded
             try:
                 check_names(ini=ini_file_values(inipath) or {})
             except ConfigError as exc:
