@@ -23,14 +23,23 @@ FIVE_METHODS = (
     "context_relevance[binary]",
 )
 
+#: The assertion of a pytest test that checks each method.
+ASSERTIONS = {
+    "context_precision": "assert_context_precision(rag_sample) >= 0.0",
+    "context_recall": "assert_context_recall(rag_sample) >= 0.0",
+    "context_relevance[graded]": 'assert_context_relevance(rag_sample, "graded") >= 0.0',
+    "context_relevance[sentence]": 'assert_context_relevance(rag_sample, "sentence") >= 0.0',
+    "context_relevance[binary]": 'assert_context_relevance(rag_sample, "binary") >= 0.0',
+}
+
+
+def assertions(methods: tuple[str, ...] = FIVE_METHODS) -> str:
+    """The body of a pytest test that checks ``methods``."""
+    return "".join(f"    {ASSERTIONS[m]}\n" for m in methods)
+
+
 #: The test body of a pytest test that checks the same five methods.
-FIVE_ASSERTIONS = """\
-    assert_context_precision(rag_sample) >= 0.0
-    assert_context_recall(rag_sample) >= 0.0
-    assert_context_relevance(rag_sample, "graded") >= 0.0
-    assert_context_relevance(rag_sample, "sentence") >= 0.0
-    assert_context_relevance(rag_sample, "binary") >= 0.0
-"""
+FIVE_ASSERTIONS = assertions()
 
 IMPORTS = (
     "from pytest_ragmetrics import (\n"
