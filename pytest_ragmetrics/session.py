@@ -926,10 +926,12 @@ class RagmetricsSession:
         )
 
     def _partial(self) -> bool:
-        """Tests were deselected (-k, -m, --lf), or paths / node ids were named on the command line."""
+        """Tests were deselected (-k, -m, --lf), or paths / node ids were named on the command line,
+        or a ``--rag-batch`` export skipped the tests whose judgments it wrote to be judged later."""
         from ._run import selected_part
 
-        return selected_part(self.config, deselected=self.deselected)
+        exported = self.batch_summary is not None and self.batch_summary.requests > 0
+        return exported or selected_part(self.config, deselected=self.deselected)
 
     def shown(self, path: str) -> str:
         """A path relative to the rootdir when inside it, so reports read the same on every checkout."""

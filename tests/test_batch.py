@@ -70,8 +70,10 @@ def store_lines(root: Path) -> list[dict[str, Any]]:
 
 def test_an_export_run_calls_no_judge_and_skips_each_test_with_all_its_requests_written(project, server):
     prices = ("--rag-price-input=2.5", "--rag-price-output=10")
-    result = project.runpytest("--rag-batch=batch/round1.jsonl", "-rs", *prices)
+    gate = "rag_gates=context_recall mean >= 0.8"
+    result = project.runpytest("--rag-batch=batch/round1.jsonl", "-rs", *prices, "-o", gate, "--rag-report")
     result.assert_outcomes(skipped=4)
+    assert result.ret == 0  # a gate over scores still to be judged is not decided by the export run
     assert server.request_count == 0
     state = json.loads((project.path / "batch" / "round1.jsonl.state.json").read_text())
     assert state["requests"] == REQUESTS and state["prompt_tokens"] > 0 and state["completion_tokens"] > 0
@@ -88,6 +90,7 @@ def test_an_export_run_calls_no_judge_and_skips_each_test_with_all_its_requests_
             "recorded; their requests were written to batch/round1.jsonl",
         ]
     )
+    result.stdout.fnmatch_lines(["SKIP  context_recall mean >= 0.8  not evaluated: * (partial run)"])
     lines = lines_of(project.path / "batch" / "round1.jsonl")
     assert len(lines) == REQUESTS == len({line["custom_id"] for line in lines})
     for line in lines:
