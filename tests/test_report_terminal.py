@@ -184,16 +184,22 @@ def test_gates_with_pass_fail_value_and_margin():
     assert _row(lines, "context_recall min >= 0.6").split()[-2:] == ["margin", "-0.100"]
 
 
-def test_gate_without_evaluations_shows_the_reason():
+def test_gate_without_evaluations_shows_the_reason_without_widening_the_other_rows():
     report = example_report()
+    valued = report["summary"]["gates"][0]
     report["summary"]["gates"] = [
+        valued,
         {"spec": "context_relevance mean >= 0.5", "metric": "context_relevance", "method": None,
          "stat": "mean", "op": ">=", "threshold": 0.5, "value": None, "n": 0, "passed": False,
-         "margin": None, "reason": "no recorded evaluations of context_relevance in this run"}
+         "margin": None, "reason": "no recorded evaluations of context_relevance in this run"},
     ]  # fmt: skip
-    line = _row(render(report), "context_relevance mean >= 0.5")
+    lines = render(report)
+    line = _row(lines, "context_relevance mean >= 0.5")
     assert line.startswith("FAIL")
     assert line.endswith("no recorded evaluations of context_relevance in this run")
+    other = _row(lines, valued["spec"])
+    assert "value" in other and "  " * 4 not in other.split("value", 1)[1]  # one gap between its columns
+    assert line.index("no recorded") == other.index("value")  # the reason starts in the value column
 
 
 def test_judge_figures_cache_and_store_lines():

@@ -257,7 +257,7 @@ def _render_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
     cells = []
     for gate in gates:
         if gate.get("value") is None:
-            detail = [gate.get("reason") or "no value", "", ""]
+            detail = ["", "", ""]  # its reason, added below, would widen the value column of every row
         else:
             detail = [
                 f"value {format_score(gate.get('value'))}",
@@ -265,7 +265,11 @@ def _render_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> None:
                 f"margin {format_margin(gate.get('margin'))}",
             ]
         cells.append([gate_status(gate), str(gate.get("spec", "?")), *detail])
+    # The value column starts where its widest value-less row would put it.
+    indent = max(len(c[0]) for c in cells) + len(_GAP) + max(len(c[1]) for c in cells) + len(_GAP)
     for gate, line in zip(gates, _columns(cells, right=set()), strict=True):
+        if gate.get("value") is None:
+            line = f"{line.ljust(indent)}{gate.get('reason') or 'no value'}"
         passed = bool(gate.get("passed"))
         tw.line(
             line, green=passed and not gate.get("skipped"), yellow=bool(gate.get("skipped")), red=not passed
