@@ -319,6 +319,16 @@ def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (4 for usage errors, as pytest)."""
+    from . import _scope
+
+    token = _scope.command_line.set(True)
+    try:
+        return _main(argv)
+    finally:
+        _scope.command_line.reset(token)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)

@@ -72,6 +72,11 @@ current_run: contextvars.ContextVar[Callable[[], Any] | None] = contextvars.Cont
 )
 
 
+#: True while a ``python -m pytest_ragmetrics`` command runs: it reads the pytest configuration of
+#: its directory and the environment, so its messages name those rather than ``Settings``.
+command_line: contextvars.ContextVar[bool] = contextvars.ContextVar("ragmetrics_command_line", default=False)
+
+
 def in_pytest() -> bool:
     """This code runs inside a pytest run with the plugin: messages name pytest options, not ``Settings``."""
     return current_run.get() is not None

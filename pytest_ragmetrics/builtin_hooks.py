@@ -38,7 +38,7 @@ def pytest_ragmetrics_make_judge(settings: Settings) -> Judge:
         max_reasks=settings.max_reasks,
         response_format=cast("ResponseFormat", settings.response_format),
         # Built when a test (or a script) first needs the judge: its messages name what that can set.
-        how_to_set=wording(_scope.in_pytest()),
+        how_to_set=wording(_scope.in_pytest(), _scope.command_line.get()),
         max_tokens=settings.judge_max_tokens,
     )
 

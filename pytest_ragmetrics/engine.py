@@ -338,13 +338,14 @@ class Evaluator:
     ) -> None:
         self.settings = settings or from_env()
         self._run = run
-        in_pytest = _scope.in_pytest()
-        #: How this evaluator's messages tell a person to set a setting: pytest options or Settings.
-        self.how_to_set = wording(in_pytest)
-        if not in_pytest:  # a script: inside pytest, the plugin warns at startup
+        in_pytest, command_line = _scope.in_pytest(), _scope.command_line.get()
+        #: How this evaluator's messages tell a person to set a setting: pytest options, the pytest
+        #: configuration (in a command) or Settings.
+        self.how_to_set = wording(in_pytest, command_line)
+        if not in_pytest:  # a script or a command: inside pytest, the plugin warns at startup
             from .settings import advice
 
-            for note in advice(self.settings, in_pytest=False):
+            for note in advice(self.settings, in_pytest=False, command_line=command_line):
                 import warnings
 
                 from .errors import RagMetricsWarning

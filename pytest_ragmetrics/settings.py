@@ -307,13 +307,17 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     return resolve(env=os.environ if environ is None else environ)
 
 
-def how_to_set(name: str, value: Any, in_pytest: bool) -> str:
+def how_to_set(name: str, value: Any, in_pytest: bool, command_line: bool = False) -> str:
     """How a person sets setting ``name`` to ``value``, for messages.
 
-    Inside a pytest run (``in_pytest``) the command-line option (or ini key) is named; in a plain
+    Inside a pytest run (``in_pytest``) the command-line option (or ini key) is named; in a
+    ``python -m pytest_ragmetrics`` command (``command_line``), which reads the pytest configuration
+    of its directory and the environment, the ini key and the environment variable; in a plain
     script, which has no pytest options, :class:`Settings` and the environment variable.
     """
     option = OPTIONS_BY_NAME[name]
+    if command_line:  # first: a command run in-process by a test is still a command
+        return f"{option.ini_name} = {value} in the pytest configuration ({option.env_name}={value})"
     if in_pytest:
         if option.cli:
             return f"{option.cli_name}={value} ({option.env_name}={value})"
@@ -321,19 +325,19 @@ def how_to_set(name: str, value: Any, in_pytest: bool) -> str:
     return f"Settings({name}={value!r}) ({option.env_name}={value})"
 
 
-def wording(in_pytest: bool) -> Callable[[str, Any], str]:
-    """:func:`how_to_set` for code that runs inside a pytest run (``in_pytest``) or a script: what
-    the judge and the cache are given to word their messages."""
-    return functools.partial(how_to_set, in_pytest=in_pytest)
+def wording(in_pytest: bool, command_line: bool = False) -> Callable[[str, Any], str]:
+    """:func:`how_to_set` for code that runs inside a pytest run (``in_pytest``), a command
+    (``command_line``) or a script: what the judge and the cache are given to word their messages."""
+    return functools.partial(how_to_set, in_pytest=in_pytest, command_line=command_line)
 
 
-def advice(settings: Settings, in_pytest: bool) -> list[str]:
+def advice(settings: Settings, in_pytest: bool, command_line: bool = False) -> list[str]:
     """Warnings about settings that are valid but almost certainly not what was meant."""
     notes = []
     if settings.judge_n > 1 and settings.temperature == 0:
         notes.append(
             f"judge_n={settings.judge_n} at temperature 0 pays for {settings.judge_n} identical answers "
             "per judgment (graded relevance excepted, at graded_temperature): raise the temperature "
-            f"(e.g. {how_to_set('temperature', 0.7, in_pytest)}) or keep judge_n=1"
+            f"(e.g. {how_to_set('temperature', 0.7, in_pytest, command_line)}) or keep judge_n=1"
         )
     return notes

@@ -5,6 +5,7 @@ server's, over HTTP with the real ``openai`` client) and record it, and replay t
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -430,3 +431,15 @@ def test_the_fake_server_cancels_a_batch_and_serves_its_files_through_the_openai
     errors = client.files.content(batch.error_file_id).read().decode().splitlines()
     assert json.loads(errors[0])["error"]["code"] == "batch_cancelled"
     assert server.batch_lines == 0
+
+
+def test_a_command_names_the_pytest_configuration_it_reads_not_settings(tmp_path, monkeypatch, capsys):
+    """A command reads the pytest configuration here and the environment: its advice names those."""
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "AZURE_OPENAI", "RAGMETRICS_")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, "store", "batch", "status", "b.jsonl")
+    assert code == 1 and "no API key for the LLM judge" in err
+    assert "set rag_cache = replay in the pytest configuration (RAGMETRICS_CACHE=replay)" in err
+    assert "Settings(" not in err
