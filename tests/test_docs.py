@@ -1,6 +1,6 @@
 """The documentation cannot drift: its examples run, and what it names exists.
 
-Every fenced ``python`` block of README.md and docs/*.md runs. A block titled with a path
+Every fenced ``python`` block of README.md, example_project/README.md and docs/*.md runs. A block titled with a path
 (```` ```python title="tests/test_x.py" ````) is a file of a small project, one per page, that pytest
 runs; titled blocks of other languages (``golden.jsonl``, ``pyproject.toml``) join that project.
 Untitled ``python`` blocks run in order as one script. Both see ``myapp.retrieve`` (below) and a
@@ -33,7 +33,7 @@ else:  # Python 3.10: pytest depends on tomli there (absent, and unknown to mypy
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "example_project" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EXAMPLE = ROOT / "example_project"
 
 MYAPP = '''
