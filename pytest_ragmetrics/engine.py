@@ -656,15 +656,16 @@ class Evaluator:
     async def _score_table(
         self, samples: Sequence[RagSample], specs: list[tuple[str, str | None]]
     ) -> list[MetricResult | RagMetricsError]:
-        """Every (sample, metric) outcome, sample by sample: ``[i * len(specs) + j]`` is sample ``i``
-        on ``specs[j]``; a failure is its own outcome, not the others'.
+        """Every (sample, metric) outcome: ``[i * len(specs) + j]`` is sample ``i`` on ``specs[j]``; a
+        failure is its own outcome, not the others'.
 
-        Sample by sample, so the judgments the metrics of one sample share (a chunk's sentence
-        selection serves sentence and binary relevance) are still among the answers in memory when
-        the next metric asks, however many samples the run has: read and checked once, not read
-        again from disk. One failure does not cancel the others: every answer that arrives is
-        recorded (cache and store), so what was paid for is never paid again. Bugs (other
-        exceptions) still cancel.
+        :data:`EVALUATION_BLOCK` samples at a time, metric by metric within them: the judgments the
+        metrics of one sample share (a chunk's sentence selection serves sentence and binary
+        relevance) are still among the answers in memory when the second metric asks, however many
+        samples the run has (read and checked once, not read again from disk), and one metric runs
+        over many samples in a row. One failure does not cancel the others: every answer that
+        arrives is recorded (cache and store), so what was paid for is never paid again. Bugs
+        (other exceptions) still cancel.
         """
         width = len(specs)
         table: list[MetricResult | RagMetricsError | None] = [None] * (len(samples) * width)
@@ -684,7 +685,10 @@ class Evaluator:
         if judged:
 
             async def settled(k: int) -> None:
-                i, which = divmod(k, len(judged))
+                block, rest = divmod(k, EVALUATION_BLOCK * len(judged))
+                start = block * EVALUATION_BLOCK
+                which, offset = divmod(rest, min(EVALUATION_BLOCK, len(samples) - start))
+                i = start + offset
                 j, name, method = judged[which]
                 try:
                     table[i * width + j] = await self._score(samples[i], name, method)
@@ -765,6 +769,11 @@ def _evaluate_args(
     specs = [parse_metric_spec(m) for m in (metrics or DEFAULT_METRICS)]
     return batch, specs
 
+
+#: Samples :meth:`Evaluator.evaluate` takes at a time, every metric over them in turn: the answers
+#: kept in memory (4,096) hold the judgments two metrics of a sample share for samples of up to 64
+#: chunks, so such a judgment is read from disk once however large the run.
+EVALUATION_BLOCK = 64
 
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(MetricResult))
 

@@ -11,6 +11,7 @@ import pytest
 from judge_requests import make_request
 
 from pytest_ragmetrics import EvaluationResult, Evaluator, RagSample, ScriptedJudge, Settings, judgments as J
+from pytest_ragmetrics.engine import EVALUATION_BLOCK
 from pytest_ragmetrics.errors import RagMetricsWarning
 from pytest_ragmetrics.judge.base import JudgeRequest, canonical_json, conforms, schema_errors
 from pytest_ragmetrics.text import default_splitter
@@ -187,11 +188,11 @@ def test_damaged_recorded_sentences_are_a_cache_miss(tmp_path):
 def test_a_warm_evaluation_reads_and_checks_each_recorded_judgment_once(tmp_path, monkeypatch):
     """Sentence and binary relevance share a chunk's judgment: it is read from disk and its recorded
     sentences checked once per run, then reused from memory, however many samples the run holds
-    (here far more judgments than the answers kept in memory)."""
-    chunks = ["Plan {} has {} GB. It is fixed.", "Plan {} is old."]
+    (here several times more judgments than the answers kept in memory)."""
+    count = EVALUATION_BLOCK + 6  # two blocks of samples
     samples = [
-        RagSample(f"What is the limit of plan {i}?", [c.format(i, i) for c in chunks], ground_truth=f"{i} GB.", id=str(i))
-        for i in range(30)
+        RagSample(f"What is the limit of plan {i}?", [f"Plan {i} has {i} GB. It is fixed."], ground_truth=f"{i} GB.")
+        for i in range(count)
     ]
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
@@ -205,12 +206,12 @@ def test_a_warm_evaluation_reads_and_checks_each_recorded_judgment_once(tmp_path
 
     monkeypatch.setattr(J, "_check_sentences", counting)
     with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
-        ev.judge._memory_entries = 4  # far fewer than the run's 210 judgments
+        ev.judge._memory_entries = EVALUATION_BLOCK + 2  # a quarter of the run's judgments
         ev.evaluate(samples, FIVE)
         stats = ev.stats
-    distinct = 30 * (2 + 1 + 2 + 2)  # precision and graded per chunk, recall, sentences per chunk
-    assert (stats.cache_hits, stats.reused) == (distinct, 30 * 2)  # binary reuses sentence's
-    assert len(checked) == 30 * 2  # the recorded sentences: checked as read, not again when reused
+    distinct = count * 4  # precision, recall, graded and the sentences of the one chunk
+    assert (stats.cache_hits, stats.reused) == (distinct, count)  # binary reuses sentence's
+    assert len(checked) == count  # the recorded sentences: checked as read, not again when reused
 
 
 def test_a_chunk_without_sentences_is_not_judged_even_in_replay(tmp_path):
