@@ -64,7 +64,7 @@ def test_a_judge_that_says_yes_to_everything_is_warned_about(pytester, always_ye
         [
             "ragmetrics warning: the judge answered 'useful yes' to 25 of 25 context_precision verdicts "
             "(100%): it may not be discriminating; check it against labelled verdicts (--rag-judge-check) "
-            "or negative controls (--rag-judge-controls)"
+            "or with controls (--rag-judge-controls)"
         ]
     )
     md = pytester.runpytest_subprocess(*extra, "--rag-report", "--rag-report-md=r.md")

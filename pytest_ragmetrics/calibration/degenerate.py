@@ -57,7 +57,7 @@ def degenerate_kinds(
                 "share": share,
                 "message": f"the judge answered '{what}' to {count} of {total} {kind} verdicts "
                 f"({share:.0%}): it may not be discriminating; check it against labelled verdicts "
-                "(--rag-judge-check) or negative controls (--rag-judge-controls)",
+                "(--rag-judge-check) or with controls (--rag-judge-controls)",
             }
         )
     return warnings
