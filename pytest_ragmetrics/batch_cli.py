@@ -132,12 +132,20 @@ def _judge(evaluator: Evaluator) -> Any:
     return judge
 
 
-def _submit(evaluator: Evaluator, path: Path, out: TextIO, err: TextIO) -> int:
-    from .judge.batch import read_state, submit
+def _exported(path: Path) -> dict[str, Any]:
+    """The export's state; a wrong path is said before anything asks for the judge's key."""
+    from .judge.batch import read_state
 
     state = read_state(path)
     if state is None:
         raise ValueError(f"no batch export at {path}: write one with pytest --rag-batch={path}")
+    return state
+
+
+def _submit(evaluator: Evaluator, path: Path, out: TextIO, err: TextIO) -> int:
+    from .judge.batch import submit
+
+    state = _exported(path)
     s = evaluator.settings
     # The spending caps hold for what a batch would send, before anything is uploaded.
     asked = sum(int(p.get("requests", 0)) for p in state["parts"] if not p.get("batch_id"))
@@ -161,10 +169,10 @@ def _submit(evaluator: Evaluator, path: Path, out: TextIO, err: TextIO) -> int:
 
 
 def _status(evaluator: Evaluator, path: Path, out: TextIO, err: TextIO) -> int:
-    from .judge.batch import read_state, status
+    from .judge.batch import status
 
-    state = read_state(path)
-    if state is not None and not any(p.get("batch_id") for p in state["parts"]):
+    state = _exported(path)
+    if not any(p.get("batch_id") for p in state["parts"]):
         lines = status(path, None)  # nothing submitted: no client needed
     else:
         lines = status(path, _judge(evaluator).sync_client())
@@ -237,6 +245,7 @@ def _import(evaluator: Evaluator, batch_file: Path, results: Path, out: TextIO, 
 def _fetch(evaluator: Evaluator, path: Path, out: TextIO, err: TextIO) -> int:
     from .judge.batch import fetch
 
+    _exported(path)
     client = _judge(evaluator).sync_client()
     run_import, asked = _importer(evaluator, path)
     try:

@@ -439,7 +439,12 @@ def test_a_command_names_the_pytest_configuration_it_reads_not_settings(tmp_path
         if name.startswith(("OPENAI_", "AZURE_OPENAI", "RAGMETRICS_")):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
-    code, _, err = cli(capsys, "store", "batch", "status", "b.jsonl")
-    assert code == 1 and "no API key for the LLM judge" in err
-    assert "set rag_cache = replay in the pytest configuration (RAGMETRICS_CACHE=replay)" in err
-    assert "Settings(" not in err
+    for step in ("status", "fetch"):  # a wrong path is said first, before the missing key
+        code, _, err = cli(capsys, "store", "batch", step, "b.jsonl")
+        assert code == 1 and err == "error: no batch export at b.jsonl: write one with pytest --rag-batch=b.jsonl\n"
+    item = {"kind": "context_precision", "question": "Q?", "reference": "R.", "chunk": "C.", "useful": True}
+    (tmp_path / "labels.jsonl").write_text(json.dumps(item) + "\n", encoding="utf-8")
+    code, out, err = cli(capsys, "judge", "check", "labels.jsonl", "--cache", "readwrite")
+    assert code == 1 and "no API key for the LLM judge" in out + err
+    assert "set rag_cache = replay in the pytest configuration (RAGMETRICS_CACHE=replay)" in out + err
+    assert "Settings(" not in out + err
