@@ -67,6 +67,10 @@ def test_check_compares_models_side_by_side_and_fails_below_a_floor(workdir, cap
     assert summary["labelled"].endswith("PASS")
     assert summary["always-yes"].endswith(f"FAIL: {floor}")
     assert "11 " in summary["labelled"]  # 11 fresh judge calls per model
+    raw = out.splitlines()
+    header = next(line for line in raw if line.startswith("model") and "floors" in line)
+    failed = next(line for line in raw if line.startswith("always-yes") and "FAIL:" in line)
+    assert header.index("floors") == failed.index("FAIL:")  # the verdicts are text, aligned left
     assert server.request_count == 22
 
 

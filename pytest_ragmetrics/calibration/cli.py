@@ -110,12 +110,13 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def _table(rows: Sequence[Sequence[str]], right_from: int) -> list[str]:
+def _table(rows: Sequence[Sequence[str]], right_from: int, right_to: int | None = None) -> list[str]:
+    """Aligned columns: the figures, columns ``right_from`` to ``right_to`` (excluded; default: the
+    last), to the right, and text to the left."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    right = range(right_from, len(widths) if right_to is None else right_to)
     return [
-        "  ".join(
-            c.rjust(widths[i]) if i >= right_from else c.ljust(widths[i]) for i, c in enumerate(r)
-        ).rstrip()
+        "  ".join(c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)).rstrip()
         for r in rows
     ]
 
@@ -230,7 +231,7 @@ def _print_check(report: Mapping[str, Any], with_floors: bool, out: TextIO) -> N
             ]
         )
     print(file=out)
-    for line in _table(rows, 1):
+    for line in _table(rows, 1, 4):  # the floors' verdict is text
         print(line, file=out)
     print(
         "judge calls: fresh calls only (a recorded answer costs nothing); tokens: as recorded with every "
