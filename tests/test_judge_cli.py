@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -338,6 +339,7 @@ def test_a_failed_request_is_counted_nothing_malformed_is_stored_and_the_exit_co
     assert failed >= 2
     assert f"{11 - failed} re-judged by garbled, 0 already recorded, {failed} failed" in captured.out
     assert captured.err.count("error: ") == failed and "no JSON object found" in captured.err
+    assert re.search(r"the recorded [a-z_]+ judgment [0-9a-f]{8}\b", captured.err), captured.err  # names it
     for line in _store_lines(tmp_path / "judgments"):
         record = json.loads(line)
         assert PARIS not in json.dumps(record) or record["model"] != "garbled"

@@ -284,7 +284,9 @@ def rebuild_request(record: Mapping[str, Any], model: str) -> JudgeRequest:
     kind = K.KINDS.get(str(record.get("kind")))
     if kind is None:
         raise ValueError(f"unknown judgment kind {record.get('kind')!r}")
-    return kind.rebuild(record["inputs"], params, "recorded judgment")
+    # Messages about it read "... for the recorded context_precision judgment 0bf20ca9".
+    label = f"the recorded {record.get('kind')} judgment {str(record.get('key') or '')[:8]}".rstrip()
+    return kind.rebuild(record["inputs"], params, label)
 
 
 def units(request: JudgeRequest, choices: Sequence[Mapping[str, Any]]) -> list[float]:
