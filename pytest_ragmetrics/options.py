@@ -326,8 +326,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "allow_inconclusive",
         _flag,
-        "let a regression gate pass when its drop is beyond the tolerance but the one-sided test "
-        "cannot call it significant (inconclusive: fails by default)",
+        "let a regression gate pass when its drop (or rise) is beyond the tolerance but the one-sided "
+        "test cannot call it significant (inconclusive: fails by default)",
         flag=True,
     ),
     Option(

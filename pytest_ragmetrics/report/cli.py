@@ -57,8 +57,9 @@ def _gate_arguments(sub: argparse.ArgumentParser, *, baseline: bool) -> None:
     sub.add_argument(
         "--allow-inconclusive",
         action="store_true",
-        help="let a regression gate pass when its drop is beyond the tolerance but the one-sided test "
-        "cannot call it significant (inconclusive: fails by default; rag_allow_inconclusive with --gates)",
+        help="let a regression gate pass when its drop (or rise) is beyond the tolerance but the one-sided "
+        "test cannot call it significant (inconclusive: fails by default; rag_allow_inconclusive with "
+        "--gates)",
     )
     if baseline:
         sub.add_argument(
