@@ -71,7 +71,7 @@ class Settings:
     graded_temperature: float = 0.1
     seed: int | None = 0
     judge_n: int = 1
-    concurrency: int = 16
+    concurrency: int = 32
     max_judge_calls: int | None = None
     max_judge_tokens: int | None = None
     timeout: float = 60.0
