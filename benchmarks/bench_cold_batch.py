@@ -9,7 +9,7 @@ against it, bound 1.5 x.
 By default the server runs in a child process, as a real judge would (its handler threads then do not
 compete with the client for this interpreter's GIL); ``--in-process`` runs it in a thread instead.
 
-    python benchmarks/bench_cold_batch.py [--requests 320] [--latency 0.2] [--concurrency 16]
+    python benchmarks/bench_cold_batch.py [--requests 320] [--latency 0.2] [--concurrency 32]
                                           [--response-format auto|json_schema|json_object|text]
 
 With ``auto`` (the default) the first request goes alone, to find out the server's response format:
@@ -123,7 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=320)
     parser.add_argument("--latency", type=float, default=0.2)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--in-process", action="store_true", help="run the fake server in a thread")
     parser.add_argument(
         "--response-format", default="auto", choices=("auto", "json_schema", "json_object", "text")

@@ -7,8 +7,10 @@ cache, as a rerun does. With ``--store`` the cold phase
 records into a judgment store too, and a ``store`` phase replays from the store alone (an empty
 cache), as a fresh CI checkout does. Bound: at most 150 MB peak RSS at 10,000 samples (250 MB with
 ``--methods five``). The figure for an empty evaluation (imports only) is printed beside it.
+The cold phase also runs at ``--versus`` samples (default 1,000): its CPU per sample at both sizes
+and their ratio (bound: at most 1.1, a cold run costs the same per sample however large).
 
-    python benchmarks/bench_memory.py [--samples 10000] [--methods default|five] [--store]
+    python benchmarks/bench_memory.py [--samples 10000] [--methods default|five] [--store] [--versus 1000]
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class Never:
 phase, count, methods, cache_dir, store_dir = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
 metrics = list(FIVE_METHODS) if methods == "five" else None
 samples = make_samples(count)
-start = time.perf_counter()
+start, start_cpu = time.perf_counter(), time.process_time()
 if count:
     if phase == "store":  # a fresh checkout: the store alone, an empty cache
         settings = Settings(cache_dir=cache_dir + "-empty", store_dir=store_dir, cache="replay")
@@ -54,7 +56,7 @@ else:
     calls = hits = 0
 peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({{"peak_mb": peak_kb / 1024, "seconds": time.perf_counter() - start,
-                  "calls": calls, "hits": hits}}))
+                  "cpu": time.process_time() - start_cpu, "calls": calls, "hits": hits}}))
 """
 
 
@@ -79,6 +81,7 @@ def main() -> None:
     parser.add_argument(
         "--store", action="store_true", help="record into a judgment store too, then replay from it alone"
     )
+    parser.add_argument("--versus", type=int, default=1_000, help="the smaller cold run (0: none)")
     args = parser.parse_args()
     # Per 10,000 samples: 150 MB on the three default metrics, 250 MB on the five metric methods.
     bound = (250.0 if args.methods == "five" else 150.0) * args.samples / 10_000
@@ -87,8 +90,21 @@ def main() -> None:
         store_dir = os.path.join(tmp, "judgments") if args.store else ""
         base = run("cold", 0, args.methods, cache_dir)
         print(f"imports only:  peak RSS {base['peak_mb']:.0f} MB")
+        per_sample: list[float] = []
+        if args.versus:
+            small_store = store_dir and store_dir + "-small"
+            small = run("cold", args.versus, args.methods, cache_dir + "-small", small_store)
+            per_sample.append(small["cpu"] / args.versus)
         for phase in ("cold", "warm", "store") if args.store else ("cold", "warm"):
             figures = run(phase, args.samples, args.methods, cache_dir, store_dir)
+            if phase == "cold" and per_sample:
+                per_sample.append(figures["cpu"] / args.samples)
+                ratio = per_sample[1] / per_sample[0]
+                print(
+                    f"cold CPU per sample: {per_sample[1] * 1000:.2f} ms at {args.samples:,} samples, "
+                    f"{per_sample[0] * 1000:.2f} ms at {args.versus:,}: ratio {ratio:.2f} (bound <= 1.1: "
+                    f"{'met' if ratio <= 1.1 else 'NOT met'}; load {os.getloadavg()[0]:.1f})"
+                )
             print(
                 f"{phase}:{' ' * (13 - len(phase))}peak RSS {figures['peak_mb']:.0f} MB for {args.samples:,} "
                 f"samples ({args.methods} metrics; {figures['calls']:,} judge calls, {figures['hits']:,} "
