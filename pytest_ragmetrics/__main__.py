@@ -196,7 +196,8 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if last_run is None:
             print("  not used by the last full run: unknown (no record of a full run yet)", file=out)
         elif unused is None:
-            partial = f"unknown (the last run was partial: {last_run.reason})"
+            partial = last_run.reason if last_run.damaged else f"the last run was partial: {last_run.reason}"
+            partial = f"unknown ({partial})"
             print(f"  not used by the last run: {partial}", file=out)
         else:
             print(f"  not used by the last full run: {unused}", file=out)
@@ -234,11 +235,12 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
 
     last_run = read_last_run(args.cache_dir)
     if last_run is None or last_run.unused is None:
-        why = (
-            f"no record of a full test run in {args.cache_dir}"
-            if last_run is None
-            else f"the last test run (recorded in {args.cache_dir}) was partial: {last_run.reason}"
-        )
+        if last_run is None:
+            why = f"no record of a full test run in {args.cache_dir}"
+        elif last_run.damaged:
+            why = str(last_run.reason)
+        else:
+            why = f"the last test run (recorded in {args.cache_dir}) was partial: {last_run.reason}"
         print(
             f"error: {why}; it cannot tell which store entries the suite needs, so nothing is pruned. "
             "Run the whole test suite (no named paths or node ids, no -k, -m or --lf) until it "

@@ -331,10 +331,13 @@ def test_last_run_record_round_trip(tmp_path):
     write_last_run(tmp_path, unused=None, reason="tests failed or errored")
     assert read_last_run(tmp_path) == LastRun(None, "tests failed or errored")
     (tmp_path / "last_run.json").write_text("{oops")
-    assert read_last_run(tmp_path) is None
+    damaged = read_last_run(tmp_path)
+    assert damaged is not None and damaged.damaged and damaged.unused is None
+    assert str(tmp_path / "last_run.json") in str(damaged.reason) and "not JSON" in str(damaged.reason)
     # The older record of used keys cannot be read as a list of unused entries.
     (tmp_path / "last_run.json").write_text('{"keys": []}')
-    assert read_last_run(tmp_path) is None
+    damaged = read_last_run(tmp_path)
+    assert damaged is not None and damaged.unused is None and "older version" in str(damaged.reason)
 
 
 def test_default_cache_dir(tmp_path):

@@ -160,6 +160,8 @@ class LastRun(NamedTuple):
     #: Entries the run did not use and kept all the same, and why (skipped tests may need them).
     kept: int = 0
     kept_for: str | None = None
+    #: Whether the record could not be read (``reason`` says why).
+    damaged: bool = False
 
 
 def write_last_run(
@@ -186,23 +188,45 @@ def write_last_run(
 
 
 def read_last_run(cache_dir: str | os.PathLike[str]) -> LastRun | None:
-    """The record written by :func:`write_last_run`, or ``None`` when there is no usable record."""
+    """The record written by :func:`write_last_run`; ``None`` when there is none. A record that
+    cannot be used (not JSON, a field of the wrong type) is a :class:`LastRun` that cannot tell which
+    entries are unused, ``damaged``, its ``reason`` naming the file and the field."""
     path = Path(cache_dir) / LAST_RUN_FILE
+    if not path.exists():
+        return None
+
+    def damaged(why: str) -> LastRun:
+        return LastRun(None, f"{path} is damaged: {why}", damaged=True)
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    except OSError as exc:
+        return damaged(exc.strerror or type(exc).__name__)
+    except RecursionError:
+        return damaged("it is nested too deeply to read")
+    except ValueError as exc:
+        return damaged(f"it is not JSON ({exc})")
     if not isinstance(data, dict):
-        return None
+        return damaged("it is not a JSON object")
     reason, unused = data.get("reason"), data.get("unused")
     if isinstance(reason, str):
         return LastRun(None, reason)
+    if unused is None:
+        return damaged("it records neither the unused entries nor a reason (written by an older version?)")
     if not isinstance(unused, list) or not all(isinstance(k, str) for k in unused):
-        return None
+        return damaged("unused is not a list of store keys")
     kept = data.get("kept")
-    if isinstance(kept, dict) and isinstance(kept.get("entries"), int) and isinstance(kept.get("for"), str):
-        return LastRun(frozenset(unused), None, kept["entries"], kept["for"])
-    return LastRun(frozenset(unused), None)
+    if kept is None:
+        return LastRun(frozenset(unused), None)
+    entries = kept.get("entries") if isinstance(kept, dict) else None
+    if (
+        not isinstance(entries, int)
+        or isinstance(entries, bool)
+        or entries < 0
+        or not isinstance(kept.get("for"), str)
+    ):
+        return damaged('kept is not {"entries": <a count>, "for": <why>}')
+    return LastRun(frozenset(unused), None, entries, kept["for"])
 
 
 def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
