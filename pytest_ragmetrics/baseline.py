@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,9 @@ from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, mean, sign_fl
 
 if TYPE_CHECKING:
     from .specs import MetricCatalog
+
+#: A file's digest in ``summary.suite.files``.
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 __all__ = [
     "REGRESSION_GATE_FORM",
@@ -534,6 +538,14 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
                 int(value, 16)
             except ValueError:
                 problems.append(f"summary.suite.{name} is {json.dumps(value)[:40]}, expected hex digits")
+    files = suite.get("files") if isinstance(suite, dict) else None
+    for path, digest in (files or {}).items() if isinstance(files, dict) else ():
+        if isinstance(digest, str) and not _SHA256.fullmatch(digest):
+            problems.append(
+                f"summary.suite.files[{json.dumps(path)[:80]}] is {json.dumps(digest)[:40]}, expected a "
+                "SHA-256 digest (64 hex digits)"
+            )
+            break  # one is enough to name the damage
     return problems
 
 

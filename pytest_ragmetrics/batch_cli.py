@@ -95,6 +95,8 @@ def run(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: TextI
         path = _batch_path(args, settings)
         if args.step == "import" and args.path is None:
             raise ConfigError("store batch import needs the results file: store batch import RESULTS.jsonl")
+        if args.step == "import":
+            _results_file(Path(args.path))
     except ConfigError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
@@ -232,9 +234,15 @@ def _report(outcome: ImportOutcome, batch_file: Path, evaluator: Evaluator, out:
     return EXIT_FAILED if outcome.failed or outcome.refused else EXIT_OK
 
 
-def _import(evaluator: Evaluator, batch_file: Path, results: Path, out: TextIO, err: TextIO) -> int:
+def _results_file(results: Path) -> None:
+    """Refuse a results file that is not there or not a file (a directory, a FIFO) at once."""
+    if not results.exists():
+        raise ConfigError(f"the results file {results} does not exist")
     if not results.is_file():
-        raise ValueError(f"the results file {results} does not exist")
+        raise ConfigError(f"the results file {results} is not a regular file")
+
+
+def _import(evaluator: Evaluator, batch_file: Path, results: Path, out: TextIO, err: TextIO) -> int:
     run_import, asked = _importer(evaluator, batch_file)
     try:
         return _report(run_import(results), batch_file, evaluator, out, err)

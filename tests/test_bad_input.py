@@ -138,6 +138,9 @@ REPORT_FILES: dict[str, bytes | None] = {
     "a future version": json.dumps(_report(version=999)).encode(),
     "a version a string": json.dumps(_report(version="one")).encode(),
     "summary a list": json.dumps(_report(summary=[])).encode(),
+    "suite files a list": json.dumps(_report(summary={"suite": {"files": ["a.py"]}})).encode(),
+    "a file digest not hex": json.dumps(_report(summary={"suite": {"files": {"test_a.py": "zz"}}})).encode(),
+    "a file digest huge": json.dumps(_report(summary={"suite": {"files": {"test_a.py": "f" * 1_000_000}}})).encode(),
     "not utf-8": b"\xff\xfe{}",
 }
 
@@ -242,6 +245,11 @@ REGRESSION_GATES = [
     "context_recall mean drop <= 0.05 at nan%",
     "nope mean drop <= 0.05",
     "context_recall mean rise >= 0.05 at",
+    "context_recall any rise < 0.1 at p < 0.05",
+    "context_recall mean rise >= 0.1",
+    "context_recall mean rise <= -1",
+    "context_recall mean rise <= nan",
+    "context_recall mean rise <= inf",
 ]
 
 
@@ -261,6 +269,121 @@ def test_a_bad_judge_floor_is_one_error_naming_it(line):
     with pytest.raises(RagMetricsError) as info:
         parse_floor(line)
     assert "\n" not in str(info.value)
+
+
+# --- the caps of store rejudge, store batch import's results file, cache prune's record ------------
+
+BAD_CAPS = ["-1", "1.5", "abc", str(10**30), ""]
+
+
+@pytest.mark.parametrize("option", ["--max-judge-calls", "--max-judge-tokens"])
+@pytest.mark.parametrize("value", BAD_CAPS)
+def test_a_bad_rejudge_cap_is_a_usage_error_naming_it(tmp_path, capsys, option, value):
+    """An empty cap (an unset shell variable) is not "no cap": that is spelt none."""
+    (tmp_path / "store").mkdir()
+    store, cache = str(tmp_path / "store"), str(tmp_path / "cache")
+    code, text = _cli(capsys, "store", "rejudge", "--store-dir", store, "--cache-dir", cache, option, value)
+    assert code == 4 and "Traceback" not in text
+    assert option in text and text.count("\n") == 1
+
+
+@pytest.mark.parametrize("what", ["missing", "directory"])
+def test_a_results_file_that_is_not_a_file_is_a_usage_error_naming_it(tmp_path, capsys, what, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    if what == "directory":
+        (tmp_path / "results.jsonl").mkdir()
+    code, text = _cli(
+        capsys, "store", "batch", "import", "results.jsonl", "--batch", "b.jsonl", "--cache-dir", "c"
+    )
+    assert code == 4 and "Traceback" not in text
+    why = "does not exist" if what == "missing" else "is not a regular file"
+    assert text == f"error: the results file results.jsonl {why}\n"
+
+
+def _import(tmp_path: Path, content: bytes) -> tuple[Any, list[Any]]:
+    """Import ``content`` as the results of a batch of one request; (outcome, what was recorded)."""
+    from judge_requests import make_request
+
+    from pytest_ragmetrics.judge.base import JudgeAnswer
+    from pytest_ragmetrics.judge.batch import AskedRequests, BatchExport, import_results
+
+    request = make_request()
+    export = BatchExport.create(tmp_path / "b.jsonl")
+    export.add(request, {"model": request.model, "messages": list(request.messages)})
+    export.finish()
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(content.replace(b"KEY", request.cache_key().encode()))
+    recorded: list[Any] = []
+    asked = AskedRequests(tmp_path / "b.jsonl")
+    try:
+        outcome = import_results(
+            results,
+            asked,
+            read=lambda r, body, at: JudgeAnswer((), judged_at=at),
+            recorded=lambda r: False,
+            record=recorded.extend,
+        )
+    finally:
+        asked.close()
+    return outcome, recorded
+
+
+BODY = {"created": 10**30, "choices": []}
+RESULTS_FILES: dict[str, bytes] = {
+    "empty": b"",
+    "blank lines": b"\n  \n",
+    "deeply nested line": DEEP.encode() + b"\n",
+    "created past time_t": json.dumps(
+        {"custom_id": "KEY", "response": {"status_code": 200, "body": BODY}, "error": None}
+    ).encode(),
+}
+
+
+@pytest.mark.parametrize("content", RESULTS_FILES.values(), ids=RESULTS_FILES.keys())
+def test_a_bad_results_file_is_an_error_or_a_failed_line_naming_it(tmp_path, content):
+    try:
+        outcome, recorded = _import(tmp_path, content)
+    except ValueError as exc:  # the command prints it as one error line
+        assert "results.jsonl is empty" in str(exc)
+        return
+    if recorded:  # a creation time no clock can show is left out, not a traceback
+        assert [answer.judged_at for _, answer in recorded] == [""]
+    else:
+        [(source, number, _, _, why)] = outcome.failed
+        assert source.endswith("results.jsonl") and number == 1 and "nested too deeply" in why
+
+
+LAST_RUNS: dict[str, bytes | None] = {
+    "garbage": b"garbage",
+    "empty": b"",
+    "not an object": b"[]",
+    "deeply nested": DEEP.encode(),
+    "unused a string": b'{"unused": "abc"}',
+    "unused numbers": b'{"unused": [1, 2]}',
+    "missing fields": b"{}",
+    "kept negative": b'{"unused": [], "kept": {"entries": -3, "for": "x"}}',
+    "kept a bool": b'{"unused": [], "kept": {"entries": true, "for": "x"}}',
+    "a directory": None,
+}
+
+
+@pytest.mark.parametrize("content", LAST_RUNS.values(), ids=LAST_RUNS.keys())
+def test_a_damaged_last_run_record_prunes_nothing_and_names_the_file(tmp_path, capsys, content):
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "ab.jsonl").write_text("")
+    record = tmp_path / "cache" / "last_run.json"
+    record.parent.mkdir()
+    if content is None:
+        record.mkdir()
+    else:
+        record.write_bytes(content)
+    dirs = ("--cache-dir", str(tmp_path / "cache"), "--store-dir", str(tmp_path / "store"))
+    code, text = _cli(capsys, "cache", "prune", "--yes", *dirs)
+    assert code == 1 and "Traceback" not in text
+    assert f"error: {record} is damaged: " in text and "nothing is pruned" in text
+    assert (tmp_path / "store" / "ab.jsonl").exists()
+    code, text = _cli(capsys, "cache", "stats", *dirs)
+    assert code == 0 and f"unknown ({record} is damaged: " in text
 
 
 # --- command-line options, ini values, environment variables, marker arguments ---------------------

@@ -436,7 +436,10 @@ def _error_text(error: Any) -> str:
 def _judged_at(body: Mapping[str, Any]) -> str:
     created = body.get("created")
     if isinstance(created, int) and not isinstance(created, bool) and created > 0:
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
+        try:
+            return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
+        except (OverflowError, OSError, ValueError):  # a time past what the platform counts
+            return ""
     return ""
 
 
@@ -468,9 +471,14 @@ def import_results(
     # The keys of the answers not recorded yet (at most ``chunk``): the others, the store tells.
     done: set[str] = set()
     batch: list[tuple[JudgeRequest, JudgeAnswer]] = []
+    lines = 0
     for number, raw in _lines(where):
+        lines += 1
         try:
             data = json.loads(raw)
+        except RecursionError:
+            outcome.failed.append((outcome.source, number, "", "", "the line is nested too deeply to read"))
+            continue
         except ValueError as exc:
             outcome.failed.append((outcome.source, number, "", "", f"the line is not JSON ({exc})"))
             continue
@@ -514,6 +522,8 @@ def import_results(
     if batch:
         record(batch)
         outcome.recorded += len(batch)
+    if not lines:
+        raise ValueError(f"the results file {where} is empty: it holds no answer to import")
     return outcome
 
 
