@@ -531,6 +531,17 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
             problems.append(f"results[{r}].score is {row['score']!r}, outside [0, 1] ({row['metric']})")
     summary = report.get("summary")
     suite = summary.get("suite") if isinstance(summary, dict) else None
+    if isinstance(suite, dict):  # what a run writes: all four, whole counts, ran <= collected
+        for name in ("collected", "collected_digest", "ran", "ran_digest"):
+            if name not in suite:
+                problems.append(f"summary.suite.{name} is missing")
+        counts = {n: suite.get(n) for n in ("collected", "ran")}
+        for name, count in counts.items():
+            if isinstance(count, int) and not isinstance(count, bool) and count < 0:
+                problems.append(f"summary.suite.{name} is {count}, expected a count of tests")
+        collected, ran = counts["collected"], counts["ran"]
+        if isinstance(collected, int) and isinstance(ran, int) and ran > collected >= 0:
+            problems.append(f"summary.suite.ran is {ran}, more than the {collected} tests collected")
     for name in ("collected_digest", "ran_digest"):
         value = suite.get(name) if isinstance(suite, dict) else None
         if isinstance(value, str):

@@ -124,6 +124,12 @@ def _report(**changes: Any) -> dict[str, Any]:
     return report
 
 
+def _suite(**changes: Any) -> dict[str, Any]:
+    suite: dict[str, Any] = {"collected": 2, "collected_digest": "0" * 64, "ran": 1, "ran_digest": "0" * 64}
+    suite.update(changes)
+    return suite
+
+
 REPORT_FILES: dict[str, bytes | None] = {
     "missing": None,
     "empty": b"",
@@ -141,6 +147,9 @@ REPORT_FILES: dict[str, bytes | None] = {
     "suite files a list": json.dumps(_report(summary={"suite": {"files": ["a.py"]}})).encode(),
     "a file digest not hex": json.dumps(_report(summary={"suite": {"files": {"test_a.py": "zz"}}})).encode(),
     "a file digest huge": json.dumps(_report(summary={"suite": {"files": {"test_a.py": "f" * 1_000_000}}})).encode(),
+    "a suite without its digests": json.dumps(_report(summary={"suite": {"collected": 2, "ran": 1}})).encode(),
+    "a suite that ran a negative count": json.dumps(_report(summary={"suite": _suite(ran=-1)})).encode(),
+    "a suite that ran more than it collected": json.dumps(_report(summary={"suite": _suite(ran=10**30)})).encode(),
     "not utf-8": b"\xff\xfe{}",
 }
 
