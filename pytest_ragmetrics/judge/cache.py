@@ -280,6 +280,11 @@ class _IOBatch:
         self._pending: list[tuple[Any, asyncio.Future[Any], asyncio.AbstractEventLoop]] = []
         self._busy = False
 
+    @property
+    def idle(self) -> bool:
+        """Nothing is pending or being done."""
+        return not self._busy
+
     async def __call__(self, item: Any) -> Any:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -287,29 +292,34 @@ class _IOBatch:
             self._pending.append((item, future, loop))
             start, self._busy = not self._busy, True
         if start:
-            try:
-                self._executor().submit(self._drain)
-            except RuntimeError:  # the interpreter is exiting: no new threads, so here
-                self._drain()
+            self._hand_over()
         return await future
 
+    def _hand_over(self) -> None:
+        try:
+            self._executor().submit(self._drain)
+        except RuntimeError:  # the interpreter is exiting: no new threads, so here
+            self._drain()
+
     def _drain(self) -> None:
-        while True:
-            with self._lock:
-                batch, self._pending = self._pending, []
-                if not batch:
-                    self._busy = False
-                    return
-            try:
-                results = self._run_many([item for item, _, _ in batch])
-            except BaseException as exc:  # reaches every item's waiter, none is left waiting
-                results = [_Failed(exc)] * len(batch)
-            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
-            for (_, future, loop), result in zip(batch, results, strict=True):
-                by_loop.setdefault(loop, []).append((future, result))
-            for loop, settled in by_loop.items():
-                with contextlib.suppress(RuntimeError):  # a loop closed meanwhile waits for nothing
-                    loop.call_soon_threadsafe(_settle, settled)
+        """Do what is pending, then hand over again if more came meanwhile: behind the thread's other
+        work (a claim renewed, another batch), not ahead of it."""
+        with self._lock:
+            batch, self._pending = self._pending, []
+        try:
+            results = self._run_many([item for item, _, _ in batch])
+        except BaseException as exc:  # reaches every item's waiter, none is left waiting
+            results = [_Failed(exc)] * len(batch)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+        for (_, future, loop), result in zip(batch, results, strict=True):
+            by_loop.setdefault(loop, []).append((future, result))
+        for loop, settled in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a loop closed meanwhile waits for nothing
+                loop.call_soon_threadsafe(_settle, settled)
+        with self._lock:
+            self._busy = again = bool(self._pending)
+        if again:
+            self._hand_over()
 
 
 def _settle(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
@@ -1068,6 +1078,8 @@ class CachedJudge:
             if io is not None:
                 with contextlib.suppress(RuntimeError):  # at exit, the executor has finished its work
                     io.submit(_nothing).result()  # writes still queued reach the store first
+                    while not (self._recording.idle and self._claiming.idle):
+                        io.submit(_nothing).result()  # and those handed over again meanwhile
             try:
                 self.store.flush()
             except OSError as exc:
