@@ -166,6 +166,8 @@ _Record: TypeAlias = "tuple[str, str, int | None, int | None, Any]"
 
 
 def _read_text(path: Path, name: str) -> str:
+    if path.exists() and not path.is_file():  # a FIFO would wait for a writer, /dev/zero never end
+        raise SampleLoadError(f"{name}: not a regular file (a directory, a pipe or a device)", file=name)
     data = path.read_bytes()
     try:
         return data.decode("utf-8-sig")

@@ -79,6 +79,22 @@ def test_a_bad_samples_file_is_one_error_naming_the_file(tmp_path, suffix, conte
     # else: read as samples (a lone surrogate, say): no traceback either way
 
 
+@pytest.mark.parametrize("special", ["fifo", "directory"])
+def test_a_samples_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, capsys, special):
+    """``labels sample`` of a FIFO waited for a writer forever."""
+    import os
+
+    path = tmp_path / "golden.jsonl"
+    if special == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    with pytest.raises(RagMetricsError, match=r"golden\.jsonl: not a regular file"):
+        load_samples(path)
+    code, text = _cli(capsys, "labels", "sample", str(path), "--n", "1", "--seed", "1")
+    assert code == 4 and "Traceback" not in text and "golden.jsonl: not a regular file" in text
+
+
 def test_a_long_csv_chunk_is_read(tmp_path):
     """Python's csv module refuses fields over 128 KB by default: a long chunk is a chunk."""
     chunk = "word " * 60_000  # 300 KB
