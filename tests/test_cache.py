@@ -398,17 +398,30 @@ def test_stats_merge_adds_another_processes_figures():
 
 
 def test_stats_timer_counts_overlapping_waits_once():
-    stats = JudgeStats()
+    """Ten overlapping waits of 1 s (on a clock of the test's own) and a later lone one of 2 s: the
+    judge was busy 3 s, the calls took 12 s."""
+    now = [0.0]
+    stats = JudgeStats(clock=lambda: now[0])
 
-    async def wait() -> None:
+    async def wait(start: float, seconds: float, gate: asyncio.Event) -> None:
+        now[0] = max(now[0], start)
         with stats.timer():
-            await asyncio.sleep(0.1)
+            await gate.wait()
+            now[0] = max(now[0], start + seconds)
 
     async def go() -> None:
-        await asyncio.gather(*(wait() for _ in range(10)))
+        gate = asyncio.Event()
+        waits = [asyncio.create_task(wait(0.0, 1.0, gate)) for _ in range(10)]
+        await asyncio.sleep(0)  # every wait has started its timer
+        gate.set()
+        await asyncio.gather(*waits)
+        lone = asyncio.Event()
+        lone.set()
+        await wait(5.0, 2.0, lone)
 
     asyncio.run(go())
-    assert 0.09 <= stats.seconds < 0.5
+    assert stats.seconds == 3.0
+    assert stats.call_seconds == 12.0
 
 
 def test_stats_counting_is_thread_safe():
