@@ -205,6 +205,36 @@ def test_a_bad_shard_report_is_one_error_naming_the_file(tmp_path, capsys, conte
     assert "report.json" in text
 
 
+def test_a_merged_report_that_cannot_be_written_is_one_error_naming_it(tmp_path, capsys, monkeypatch):
+    """An --output that is a directory was an IsADirectoryError traceback."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps(_report()), encoding="utf-8")
+    (tmp_path / "merged").mkdir()
+    code, text = _cli(capsys, "report", "merge", "a.json", "b.json", "--output", "merged", "--allow-partial")
+    assert code == 4 and text == "error: cannot write the merged report 'merged': is a directory\n"
+    assert [p.name for p in (tmp_path / "merged").iterdir()] == []  # no temporary file left beside it
+
+
+def test_a_report_written_to_a_pipe_goes_into_the_pipe(tmp_path):
+    """A pipe or a device (/dev/stdout, /dev/null) as a report path was replaced by a file."""
+    import os
+    import stat
+    import threading
+
+    from pytest_ragmetrics.report.json_report import write_text_atomic
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.append(pipe.read_text(encoding="utf-8")), daemon=True)
+    reader.start()
+    write_text_atomic(pipe, "{}\n")
+    assert stat.S_ISFIFO(pipe.stat().st_mode)
+    reader.join()
+    assert read == ["{}\n"]
+
+
 @pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "directory", "fifo"])
 def test_a_baseline_that_is_not_a_regular_file_is_refused_at_once(tmp_path, capsys, special, monkeypatch):
     """``baseline compare /dev/zero`` read forever; a FIFO would wait for a writer."""

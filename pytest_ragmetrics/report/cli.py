@@ -287,7 +287,12 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
             allow_mixed=args.allow_mixed,
         )
         _refuse_mixed(merged, "report merge")
-    write_text_atomic(args.output, to_json(merged))
+    try:
+        write_text_atomic(args.output, to_json(merged))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the merged report {str(args.output)!r}: {exc.strerror or exc}"
+        ) from None
     result = outcome(merged)
     print(
         f"merged {len(shards)} reports ({result['comparisons']} comparisons, "

@@ -12,6 +12,7 @@ rounding is for display only.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -95,6 +96,13 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     browser, a second xdist run) never sees half a report, and an interrupted run leaves the old one.
     """
     target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
+    if target.exists() and not target.is_file():
+        # A pipe or a device (/dev/stdout, /dev/null) is written to, not replaced by a file.
+        with open(target, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        return target
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
