@@ -349,6 +349,10 @@ def _main(argv: Sequence[str] | None) -> int:
         args.cache_dir = configured.get("cache_dir") or default_cli_cache_dir()
     if args.store_dir is None:
         args.store_dir = configured.get("store_dir")
+    for what, directory in (("judgment store", args.store_dir), ("judgment cache", args.cache_dir)):
+        if directory is not None and Path(directory).exists() and not Path(directory).is_dir():
+            print(f"error: the {what} {directory} is not a directory", file=sys.stderr)
+            return EXIT_USAGE
     if args.command == "judge":
         from .calibration.cli import run as run_judge
 

@@ -441,6 +441,22 @@ def test_a_damaged_last_run_record_prunes_nothing_and_names_the_file(tmp_path, c
     assert code == 0 and f"unknown ({record} is damaged: " in text
 
 
+STORE_COMMANDS = [("cache", "stats"), ("cache", "prune"), ("store", "show", "ab"), ("store", "rejudge")]
+
+
+@pytest.mark.parametrize("which", ["--store-dir", "--cache-dir"])
+@pytest.mark.parametrize("command", STORE_COMMANDS, ids=[" ".join(c) for c in STORE_COMMANDS])
+def test_a_store_or_cache_that_is_a_file_is_a_usage_error_naming_it(tmp_path, capsys, which, command):
+    """A store directory that is a file read as an empty store: rejudge re-judged nothing, with success."""
+    dirs = {"--store-dir": tmp_path / "store", "--cache-dir": tmp_path / "cache"}
+    dirs["--store-dir"].mkdir()
+    dirs[which] = tmp_path / "a-file"
+    dirs[which].write_text("x")
+    code, text = _cli(capsys, *command, *(str(a) for pair in dirs.items() for a in pair))
+    what = "store" if which == "--store-dir" else "cache"
+    assert code == 4 and text == f"error: the judgment {what} {tmp_path / 'a-file'} is not a directory\n"
+
+
 # --- command-line options, ini values, environment variables, marker arguments ---------------------
 
 PASSING = "def test_nothing():\n    pass\n"
