@@ -315,6 +315,19 @@ def test_a_bad_regression_gate_is_one_error_naming_it(line):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("option", ["--gate", "--regression-gate"])
+@pytest.mark.parametrize("command", ["baseline compare", "report merge"])
+def test_an_empty_gate_option_is_a_usage_error_naming_it(tmp_path, capsys, monkeypatch, option, command):
+    """``--regression-gate "$GATE"`` with GATE unset compared with no gate, and passed."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps(_report()), encoding="utf-8")
+    more = ("--output", "m.json", "--allow-partial") if command == "report merge" else ()
+    code, text = _cli(capsys, *command.split(), "a.json", "b.json", *more, option, " ")
+    assert code == 4 and text == f"error: {option} is empty: give a gate, or leave the option out\n"
+    assert not (tmp_path / "m.json").exists()
+
+
 FLOORS = ["", "context_precision", "context_precision kappa", "context_precision kappa >= x",
           "nope kappa >= 0.5", "context_precision nope >= 0.5", "context_precision kappa >= nan"]
 
