@@ -421,6 +421,18 @@ def test_a_bad_results_file_is_an_error_or_a_failed_line_naming_it(tmp_path, con
         assert source.endswith("results.jsonl") and number == 1 and "nested too deeply" in why
 
 
+@pytest.mark.parametrize(
+    "answer", [DEEP, '{"a": ' * 100_000, "```json\n" + DEEP + "\n```", 'Sure: {"a": ' + DEEP + "}"]
+)
+def test_a_judge_answer_nested_too_deeply_is_an_invalid_answer(answer):
+    """A judge (live, or a batch's results file) answering deeply nested JSON was a RecursionError
+    traceback; it is an invalid answer, which is reported and never cached."""
+    from pytest_ragmetrics.judge.openai_judge import parse_json_answer
+
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_json_answer(answer)
+
+
 LAST_RUNS: dict[str, bytes | None] = {
     "garbage": b"garbage",
     "empty": b"",

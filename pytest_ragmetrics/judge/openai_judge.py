@@ -139,8 +139,16 @@ def parse_json_answer(text: str) -> Any:
     """Extract the JSON value of a judge's answer from ``text``.
 
     Accepts bare JSON, JSON in a Markdown code fence, and a JSON object embedded in prose (the
-    outermost object that parses is taken). Raises :class:`ValueError` when there is none.
+    outermost object that parses is taken). Raises :class:`ValueError` when there is none, or when
+    the answer is nested too deeply to read.
     """
+    try:
+        return _parse_json_answer(text)
+    except RecursionError:
+        raise ValueError("the answer is nested too deeply to read") from None
+
+
+def _parse_json_answer(text: str) -> Any:
     stripped = text.strip()
     if not stripped:
         raise ValueError("the answer is empty")
