@@ -433,6 +433,23 @@ def test_a_judge_answer_nested_too_deeply_is_an_invalid_answer(answer):
         parse_json_answer(answer)
 
 
+def test_an_absurd_token_count_in_a_batch_answer_is_bounded():
+    """A results line reporting 10**40 tokens was recorded as such, swamping every token total."""
+    from judge_requests import make_request
+
+    from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
+
+    answer = json.dumps({"reason": "r", "useful": True})
+    body = {
+        "id": "c", "object": "chat.completion", "created": 1, "model": "judge-model",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
+        "usage": {"prompt_tokens": 10**40, "completion_tokens": 5, "total_tokens": 10**40 + 5},
+    }  # fmt: skip
+    judge = OpenAIJudge(api_key="sk-dummy", base_url="http://127.0.0.1:9/v1")
+    recorded = judge.answer_from_body(make_request(), body, "")
+    assert (recorded.usage.prompt_tokens, recorded.usage.completion_tokens) == (2**53, 5)
+
+
 LAST_RUNS: dict[str, bytes | None] = {
     "garbage": b"garbage",
     "empty": b"",

@@ -646,7 +646,8 @@ class OpenAIJudge:
         usage = response.usage
         return JudgeAnswer(
             choices=tuple(choices),
-            usage=Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else Usage(),
+            # Bounded as a live answer's: an absurd count would swamp every total it is added to.
+            usage=Usage(_count(usage.prompt_tokens), _count(usage.completion_tokens)) if usage else Usage(),
             model=str(response.model or request.model),
             judged_at=judged_at or utc_now(),
             source="judge",
