@@ -44,6 +44,14 @@ def _optional_text(value: Any, name: str) -> str | None:
     return text or None
 
 
+def _report_path(value: Any, name: str) -> str | None:
+    """A path to write a report to: refused at the start when it is a directory, not after the run."""
+    text = _optional_text(value, name)
+    if text is not None and Path(text).is_dir():
+        raise _invalid(f"{name} {text!r} is a directory: give the path of the file to write")
+    return text
+
+
 def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     def convert(value: Any, name: str) -> str:
         text = str(value).strip().lower()
@@ -161,9 +169,9 @@ OPTIONS: tuple[Option, ...] = (
         flag=True,
         ini_type="bool",
     ),
-    Option("report_json", _optional_text, "write the report as JSON to PATH", "PATH"),
-    Option("report_md", _optional_text, "write the report as Markdown to PATH", "PATH"),
-    Option("report_html", _optional_text, "write a self-contained HTML report to PATH", "PATH"),
+    Option("report_json", _report_path, "write the report as JSON to PATH", "PATH"),
+    Option("report_md", _report_path, "write the report as Markdown to PATH", "PATH"),
+    Option("report_html", _report_path, "write a self-contained HTML report to PATH", "PATH"),
     Option(
         "github_summary",
         _flag,

@@ -533,6 +533,18 @@ def test_a_bad_option_is_a_usage_error_naming_it(pytester, option):
     assert name in text or value in text  # the option, or the gate it holds
 
 
+@pytest.mark.parametrize("name", ["report_json", "report_md", "report_html"])
+def test_a_report_path_that_is_a_directory_is_refused_before_the_run(tmp_path, name):
+    """--rag-report-json=DIR ran the whole suite, then ended in an IsADirectoryError traceback."""
+    from pytest_ragmetrics.settings import OPTIONS_BY_NAME
+
+    flag = "--rag-" + name.replace("_", "-")
+    with pytest.raises(RagMetricsError) as info:
+        OPTIONS_BY_NAME[name].convert(str(tmp_path), flag)
+    assert str(info.value) == f"{flag} {str(tmp_path)!r} is a directory: give the path of the file to write"
+    assert OPTIONS_BY_NAME[name].convert(str(tmp_path / "report"), flag) == str(tmp_path / "report")
+
+
 BAD_INI = {
     "rag_max_judge_calls = many": "rag_max_judge_calls",
     "rag_concurrency = -3": "rag_concurrency",
