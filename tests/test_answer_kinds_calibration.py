@@ -184,16 +184,14 @@ def by_model(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    with FakeJudgeServer(by_model) as server:
-        monkeypatch.chdir(tmp_path)
-        for name in list(os.environ):
-            if name.startswith("RAGMETRICS_"):
-                monkeypatch.delenv(name)
-        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
-        _write(tmp_path / "labels.jsonl", ITEMS)
-        yield tmp_path, server
+def workdir(tmp_path, monkeypatch, serve):
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith("RAGMETRICS_"):
+            monkeypatch.delenv(name)
+    server = serve(by_model)  # after the clean-up: it sets the judge's URL and key
+    _write(tmp_path / "labels.jsonl", ITEMS)
+    return tmp_path, server
 
 
 def test_drift_and_rejudge_rebuild_and_compare_claim_verdicts(workdir, capsys):
