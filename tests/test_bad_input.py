@@ -222,7 +222,7 @@ def test_a_report_written_to_a_pipe_goes_into_the_pipe(tmp_path):
     import stat
     import threading
 
-    from pytest_ragmetrics.report.json_report import write_text_atomic
+    from pytest_ragmetrics._files import write_text_atomic
 
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)

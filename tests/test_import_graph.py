@@ -21,6 +21,7 @@ JUDGE_MAY_IMPORT = frozenset(
         f"{PACKAGE}.errors",
         f"{PACKAGE}.redact",
         f"{PACKAGE}._aio",
+        f"{PACKAGE}._files",
     }
 )
 

@@ -5,15 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
-import stat
-import sys
 from typing import Any
 
 import pytest
 from report_example import example_report
 
-from pytest_ragmetrics.report.json_report import sort_results, to_json, write_text_atomic
+from pytest_ragmetrics.report.json_report import sort_results, to_json
 
 
 def _reversed_keys(value: Any) -> Any:
@@ -166,43 +163,6 @@ def test_sort_results_of_a_report_in_random_order_matches_the_plugin_order():
     report = example_report()
     shuffled = [report["results"][2], report["results"][0], report["results"][1]]
     assert sort_results(shuffled) == report["results"]
-
-
-def test_write_text_atomic_creates_parents_and_writes_exact_text(tmp_path):
-    target = tmp_path / "deep" / "er" / "report.json"
-    text = to_json(example_report())
-    assert write_text_atomic(target, text) == target
-    assert target.read_bytes() == text.encode("utf-8")
-    assert os.listdir(target.parent) == ["report.json"]
-
-
-def test_write_text_atomic_replaces_and_keeps_newlines(tmp_path):
-    target = tmp_path / "r.md"
-    target.write_text("old")
-    write_text_atomic(str(target), "a\nb\n")
-    assert target.read_bytes() == b"a\nb\n"
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
-def test_write_text_atomic_makes_a_readable_file(tmp_path):
-    target = tmp_path / "r.html"
-    write_text_atomic(target, "x")
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
-
-
-def test_write_text_atomic_failure_keeps_the_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
-    target = tmp_path / "r.json"
-    target.write_text("old")
-
-    def broken_replace(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
-        write_text_atomic(target, "new")
-    monkeypatch.undo()
-    assert target.read_text() == "old"
-    assert os.listdir(tmp_path) == ["r.json"]
 
 
 def test_merged_shard_reports_keep_every_shards_errors():

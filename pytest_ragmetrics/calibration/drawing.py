@@ -147,6 +147,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``labels sample``; 0 on success, 4 (a usage error) for a golden set or ``--n`` it cannot use."""
+    from .._files import write_text_atomic
     from ..loaders import load_samples
 
     try:
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 4  # a usage error, as pytest's exit code 4
     text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
     try:
-        args.out.write_text(text, encoding="utf-8")
+        write_text_atomic(args.out, text)
     except OSError as exc:
         print(f"error: labels sample: cannot write {args.out}: {exc}", file=err)
         return 4

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._files import write_text_atomic
 from ..errors import InvalidJudgeAnswer, JudgmentPending
 from .base import JudgeAnswer, JudgeRequest
-from .store import atomic_write_text
 
 __all__ = [
     "MAX_BYTES",
@@ -373,7 +373,7 @@ def read_state(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def write_state(path: str | os.PathLike[str], state: Mapping[str, Any]) -> None:
-    atomic_write_text(state_path(path), json.dumps(state, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(state_path(path), json.dumps(state, indent=1, sort_keys=True) + "\n")
 
 
 # --- importing results ---------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from .._aio import gather_or_cancel
+from .._files import write_text_atomic
 from ..errors import (
     ConfigError,
     InvalidJudgeAnswer,
@@ -65,7 +66,7 @@ from ..errors import (
 from .base import Judge, JudgeAnswer, JudgeRequest, conforms, sending, utc_now, validate_answer
 from .openai_judge import HowToSet, by_environment
 from .stats import JudgeStats
-from .store import JudgmentStore, atomic_write_text
+from .store import JudgmentStore
 
 if TYPE_CHECKING:  # pragma: no cover
     import diskcache  # diskcache ships no type information
@@ -183,7 +184,7 @@ def write_last_run(
         record["unused"] = sorted(set(unused))
         if kept:
             record["kept"] = {"entries": kept, "for": kept_for or "skipped tests"}
-    atomic_write_text(path, json.dumps(record, indent=1) + "\n")
+    write_text_atomic(path, json.dumps(record, indent=1) + "\n")
     return path
 
 

@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import threading
 import warnings
 from collections import OrderedDict
@@ -40,6 +39,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .._files import write_atomic, write_text_atomic
 from .base import JudgeAnswer, JudgeRequest, conforms, schema_errors
 
 _HEX = frozenset("0123456789abcdef")
@@ -138,44 +138,6 @@ def record_of(request: JudgeRequest, answer: JudgeAnswer) -> dict[str, Any]:
     if request.schema_name != request.kind:
         record["schema_name"] = request.schema_name
     return record
-
-
-def _create_temp(directory: Path, name: str) -> tuple[int, str]:
-    """Create a new, empty temporary file next to ``name`` in ``directory``; returns (fd, path).
-
-    Not :func:`tempfile.mkstemp`: that creates files readable by their owner only (0600), and store
-    files are committed and shared. ``os.open`` with 0666 lets the umask decide (0644 usually), like
-    any file a user creates; O_EXCL still guarantees the name is ours.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    while True:
-        tmp = str(directory / f".{name}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:  # pragma: no cover - 48 random bits make a clash vanishingly rare
-            continue
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so readers see the old or the new file, never half of one.
-
-    The file gets the permissions of any new file (0666 minus the umask), not a private 0600.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _create_temp(path.parent, path.name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """:func:`atomic_write_bytes` for text (UTF-8, ``\\n`` line ends)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 class _Shard:
@@ -540,7 +502,7 @@ class JudgmentStore:
         for name, text in ((".gitattributes", GITATTRIBUTES), (".gitignore", GITIGNORE)):
             path = self.directory / name
             if not path.exists():
-                atomic_write_text(path, text)
+                write_text_atomic(path, text)
 
     def put_many(self, pairs: Iterable[tuple[JudgeRequest, JudgeAnswer]]) -> None:
         """Record answers, each replacing what its key held: appended to their shards under one
@@ -594,7 +556,7 @@ class JudgmentStore:
         ]
         lines = [line for _, line in kept if line is not None] + others
         if lines:
-            atomic_write_bytes(path, b"".join(line + b"\n" for line in lines))
+            write_atomic(path, b"".join(line + b"\n" for line in lines))
         else:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

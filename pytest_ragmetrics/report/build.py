@@ -670,7 +670,8 @@ def report_wanted(settings: Settings) -> bool:
 
 def write_reports(report: dict[str, Any], settings: Settings) -> None:
     """Write the report files the settings ask for, and append to ``$GITHUB_STEP_SUMMARY``."""
-    from .json_report import to_json, write_text_atomic
+    from .._files import write_text_atomic
+    from .json_report import to_json
 
     s = settings
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

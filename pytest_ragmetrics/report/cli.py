@@ -237,10 +237,11 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
 
 
 def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
+    from .._files import write_text_atomic
     from ..baseline import load_report, parse_regression_gates
     from ..gates import parse_gates
     from .build import attach_baseline, evaluate_run_gates, merge_reports, shard_problems
-    from .json_report import to_json, write_text_atomic
+    from .json_report import to_json
     from .model import outcome
 
     gate_lines, regression_lines, settings = _gate_lines(args, ini)

@@ -11,19 +11,14 @@ rounding is for display only.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from .model import check_version
 
-__all__ = ["LOCAL_FIGURES", "sort_results", "to_json", "write_text_atomic"]
+__all__ = ["LOCAL_FIGURES", "sort_results", "to_json"]
 
 #: ``summary.judge`` figures that describe this machine, not the run's judgments: two replays of the
 #: same store differ in them. Where each judgment came from (``calls``, ``store_hits``, ``cache_hits``,
@@ -87,36 +82,3 @@ def to_json(report: Mapping[str, Any], *, include_timing: bool = False, ndigits:
         for name in LOCAL_FIGURES:
             judge.pop(name, None)
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically, creating parent directories; returns the path.
-
-    The text goes to a temporary file beside ``path`` that then replaces it, so a reader (a CI step, a
-    browser, a second xdist run) never sees half a report, and an interrupted run leaves the old one.
-    """
-    target = Path(path)
-    if target.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
-    if target.exists() and not target.is_file():
-        # A pipe or a device (/dev/stdout, /dev/null) is written to, not replaced by a file.
-        with open(target, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        # newline="" writes "\n" as is on Windows too: the files must be identical across platforms.
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes the file private (0600); a report is meant to be read by others (CI artifacts).
-        mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-        os.chmod(tmp_name, mode)
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    return target

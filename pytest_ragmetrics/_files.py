@@ -1,0 +1,68 @@
+"""Writing a file whole: readers see the old file or the new one, never half of one.
+
+Every file the package writes for others to read (reports, a baseline, the judgment store's shards,
+the cache's notes, a batch's state, a drawn labelling sample) goes through :func:`write_atomic`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["write_atomic", "write_text_atomic"]
+
+
+def _create_temp(directory: Path, name: str) -> tuple[int, str]:
+    """Create a new, empty temporary file next to ``name`` in ``directory``; returns (fd, path).
+
+    Not :func:`tempfile.mkstemp`: that creates files readable by their owner only (0600), while
+    reports are CI artifacts and store files are committed and shared. ``os.open`` with 0666 lets the
+    umask decide (0644 usually), like any file a user creates; O_EXCL still guarantees the name is ours.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        tmp = str(directory / f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # pragma: no cover - 48 random bits make a clash vanishingly rare
+            continue
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` whole, creating parent directories; returns the path.
+
+    The bytes go to a temporary file beside ``path`` (synced to disk) that then replaces it, so a
+    reader (a CI step, a browser, another xdist worker) never sees half a file and an interrupted
+    run leaves the old one. A file being replaced keeps its permissions. A pipe or a device
+    (``/dev/stdout``) is written to, not replaced; a directory is refused.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
+    if target.exists() and not target.is_file():
+        with open(target, "wb") as handle:
+            handle.write(data)
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _create_temp(target.parent, target.name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if target.exists():
+            os.chmod(tmp, target.stat().st_mode & 0o777)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """:func:`write_atomic` for text: UTF-8, line ends written as they are (``\\n`` on every platform)."""
+    return write_atomic(path, text.encode("utf-8"))
