@@ -236,7 +236,8 @@ def test_the_labels_sample_command_is_seeded_and_refuses_what_it_cannot_draw(tmp
     other = tmp_path / "c"
     assert main(["labels", "sample", "--n", "5", "--seed", "4", str(golden_path), "--out", str(other)]) == 0
     assert json.loads(other.read_text())["ids"] != outs[0]["ids"]
-    capsys.readouterr()
+    # A record not named <labelled set>.sample.json is one no run reads: the advice says so.
+    assert "a run never reads c; for labels.jsonl it reads labels.sample.json" in capsys.readouterr().out
     assert main(["labels", "sample", "--n", "21", "--seed", "3", str(golden_path)]) == 4
     assert "--n 21 is more than the 20 samples of the golden set" in capsys.readouterr().err
     assert main(["labels", "sample", "--n", "2", "--seed", "3", str(tmp_path / "missing.jsonl")]) == 4

@@ -170,9 +170,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     for sample_id in record["ids"]:
         print(sample_id, file=out)
+    if args.out.name.endswith(".sample.json"):
+        where = f"kept beside {args.out.name} as {args.out.name.removesuffix('.sample.json')}.jsonl"
+    else:  # the run looks for the record of LABELS.jsonl at LABELS.sample.json only
+        where = (
+            f"and keep this record beside it as <labelled set>.sample.json (a run never reads {args.out.name}; "
+            "for labels.jsonl it reads labels.sample.json)"
+        )
     print(
         "label every judgment of these samples (each chunk, each reference sentence) in the labelled set, "
-        f"kept beside {args.out.name} as {args.out.name.removesuffix('.sample.json')}.jsonl",
+        + where,
         file=out,
     )
     return 0
