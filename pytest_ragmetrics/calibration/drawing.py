@@ -174,8 +174,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         where = f"kept beside {args.out.name} as {args.out.name.removesuffix('.sample.json')}.jsonl"
     else:  # the run looks for the record of LABELS.jsonl at LABELS.sample.json only
         where = (
-            f"and keep this record beside it as <labelled set>.sample.json (a run never reads {args.out.name}; "
-            "for labels.jsonl it reads labels.sample.json)"
+            "and keep this record beside it as <labelled set>.sample.json "
+            f"(a run never reads {args.out.name}; for labels.jsonl it reads labels.sample.json)"
         )
     print(
         "label every judgment of these samples (each chunk, each reference sentence) in the labelled set, "
