@@ -201,13 +201,17 @@ def _coin(body):
 
 @pytest.mark.parametrize("judge", ["always-yes", "always-no", "random", "hand-labels-over-http"])
 def test_example_project_fails_a_judge_that_disagrees_with_the_hand_labels(fresh_example, judge):
-    """The whole example suite, judged over HTTP through the openai client by the fake server."""
+    """The example suite, judged over HTTP through the openai client by the fake server. The judge check
+    judges every labelled item whichever tests run: a judge that says always the same is caught on the
+    retriever's tests alone; the random judge and the hand labels go through the whole suite."""
     from pytest_ragmetrics.testing import FakeJudgeServer
 
     responder = {"always-no": _always_no, "random": _coin, "hand-labels-over-http": _hand_label_judge()}
+    tests = ["tests/test_retriever.py"] if judge.startswith("always-") else []
     with FakeJudgeServer(responder.get(judge)) as server:
         out = run_example(
             fresh_example,
+            *tests,
             "-p",
             "no:cacheprovider",
             RAGMETRICS_JUDGE_BASE_URL=server.base_url,
