@@ -6,17 +6,16 @@ import io
 from typing import Any
 
 import pytest
-from _pytest._io import TerminalWriter
 from report_example import example_report
 
+from pytest_ragmetrics.report.cli import TextWriter
 from pytest_ragmetrics.report.terminal import header_line, render_terminal
 
 
 def render(report: dict[str, Any], verbosity: int = 0, width: int = 120) -> list[str]:
-    """The section as plain lines, rendered through pytest's own TerminalWriter."""
+    """The section as plain lines, rendered through the plain-text writer of the commands."""
     out = io.StringIO()
-    tw = TerminalWriter(file=out)
-    tw.hasmarkup = False
+    tw = TextWriter(out)
     tw.fullwidth = width
     render_terminal(report, tw, verbosity)
     return out.getvalue().splitlines()
@@ -335,7 +334,7 @@ def test_cache_and_store_paths_relative_to_rootdir(tmp_path):
         cache_dir=str(tmp_path / ".cache"), store_dir=str(tmp_path / "judgments")
     )
     out = io.StringIO()
-    tw = TerminalWriter(file=out)
+    tw = TextWriter(out)
     tw.fullwidth = 200
     render_terminal(report, tw, 0, rootdir=tmp_path)
     assert "cache readwrite at .cache, judgment store judgments\n" in out.getvalue()

@@ -110,7 +110,7 @@ def add_commands(commands: Any) -> None:
     _gate_arguments(merge, baseline=True)
 
 
-class _Writer:
+class TextWriter:
     """The renderers' line writer over a text stream (no colour)."""
 
     def __init__(self, out: TextIO) -> None:
@@ -194,7 +194,7 @@ def _render(report: Mapping[str, Any], out: TextIO) -> None:
     from .model import cap_stop
     from .terminal import controls_failures, judge_check_failures, render_sections
 
-    render_sections(report, _Writer(out))
+    render_sections(report, TextWriter(out))
     # What else fails the report, so that an exit status of 1 never comes without a word.
     stopped = cap_stop(report)
     lines = [*judge_check_failures(report), *controls_failures(report)]
