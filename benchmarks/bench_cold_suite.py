@@ -3,8 +3,12 @@
 A golden set of N samples (three chunks of four sentences each), one test per sample checking the five
 metric methods (ten distinct judge requests per sample; ``--methods`` picks fewer), run by ``pytest``
 in a child process against a FakeJudgeServer (another child process) that answers every request
-after a fixed latency. The bound is calls x latency / concurrency; the printed ratio is wall time
-over it (target: at most 1.25). A retriever run in one process also prints its wall time in judge
+after a fixed latency. The bound is calls x latency / concurrency; the target (at most 1.25) is for
+the judging span: the wall time during which judge calls were in flight, as the run itself measures
+it (the ``judging`` figure of its terminal summary, read here through a ``pytest_ragmetrics_report``
+hook in the suite's conftest), printed under the whole process's wall time, which adds the
+interpreter's start, the imports, collection and the report (one process; not under xdist, where
+each worker measures its own). A retriever run in one process also prints its wall time in judge
 latencies per test (target: about one: a test declaring its scores waits for them together).
 Each line also gives the CPU time the run used (xdist workers included), so a figure taken on a busy
 machine can be told from one the plugin is responsible for. Scenarios (``--scenario``, repeatable;
@@ -48,6 +52,15 @@ with FakeJudgeServer(latency=float(sys.argv[1])) as server:
     sys.stdin.read()  # serve until the parent closes our stdin
 """
 
+# The run's own measure of its judging span (summary.judge.seconds, left out of the report files).
+CONFTEST = """import json
+
+
+def pytest_ragmetrics_report(report):
+    with open("judging.json", "w", encoding="utf-8") as handle:
+        json.dump(report["summary"].get("judge", {}).get("seconds"), handle)
+"""
+
 GOLDEN_TEST = """import pytest
 {imports}
 
@@ -84,9 +97,12 @@ CPU_SECONDS: list[float] = []
 
 
 def run_pytest(root: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict[str, object]]:
-    """Wall time and judge figures of one run; its CPU time (with xdist workers') goes to CPU_SECONDS."""
+    """Wall time and judge figures of one run (with ``judging``, its judging span in seconds); its CPU
+    time (with xdist workers') goes to CPU_SECONDS."""
     report = root / "report.json"
     report.unlink(missing_ok=True)
+    judging = root / "judging.json"
+    judging.unlink(missing_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
@@ -98,7 +114,9 @@ def run_pytest(root: Path, args: list[str], env: dict[str, str]) -> tuple[float,
     CPU_SECONDS.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         sys.exit(f"pytest failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return wall, json.loads(report.read_text())["summary"]["judge"]
+    judge = dict(json.loads(report.read_text())["summary"]["judge"])
+    judge["judging"] = json.loads(judging.read_text()) if judging.exists() else None
+    return wall, judge
 
 
 def main() -> None:
@@ -135,7 +153,8 @@ def main() -> None:
         "RAGMETRICS_CONCURRENCY": str(args.concurrency),
     }
     print(f"{args.samples} samples x {len(methods)} methods, judge latency {args.latency * 1000:.0f} ms, "
-          f"concurrency {args.concurrency}, cpus {os.cpu_count()}")  # fmt: skip
+          f"concurrency {args.concurrency}, cpus {os.cpu_count()}, "
+          f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE') or 'unset'}")  # fmt: skip
 
     def show(name: str, wall: float, judge: dict[str, object], per_test: bool = False) -> None:
         calls = int(judge["calls"])  # type: ignore[call-overload]
@@ -145,6 +164,11 @@ def main() -> None:
             f"{name:<28} {wall:7.2f} s  {calls:5d} calls  bound {bound:6.2f} s  ratio {ratio}  "
             f"cpu {CPU_SECONDS[-1]:6.2f} s"
         )
+        span = judge.get("judging")
+        if bound and isinstance(span, (int, float)) and "-n " not in name:
+            verdict = "met" if span / bound <= 1.25 else "NOT met"
+            print(f"{'  judging span':<28} {span:7.2f} s  ratio {span / bound:.2f}  "
+                  f"(bound <= 1.25: {verdict}; load {os.getloadavg()[0]:.1f})")  # fmt: skip
         if per_test:  # one process, one test at a time: how long each waits for its judge calls
             print(f"{'  per test':<28} {wall / args.samples / args.latency:7.2f} judge latencies")
 
@@ -168,6 +192,7 @@ def main() -> None:
                 root.mkdir()
                 write_golden(root / "golden.jsonl", args.samples)
                 (root / "pytest.ini").write_text("[pytest]\n")
+                (root / "conftest.py").write_text(CONFTEST)
                 test = GOLDEN_TEST if kind == "golden" else RETRIEVER_TEST
                 (root / f"test_{kind}.py").write_text(test.format(**body))
                 first = ["--rag-judge-model=judge-a", "--rag-cache-dir=cache-a"]
