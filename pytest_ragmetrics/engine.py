@@ -208,12 +208,16 @@ class EvaluationResult:
 class _Context:
     """The :class:`~pytest_ragmetrics.metrics.builtin.ScoringContext` the engine hands to metrics."""
 
+    __slots__ = ("_evaluator", "normalize", "prompt_versions", "settings", "split_used")
+
     def __init__(self, evaluator: Evaluator) -> None:
         self._evaluator = evaluator
         self.settings = evaluator.settings
         #: What the score was made with, for telling whether two runs' scores can be compared.
         self.prompt_versions: set[str] = set()
         self.split_used = False
+        #: The normalized form of a text (remembered: every metric of a sample asks again).
+        self.normalize: Callable[[str], str] = _normalize
 
     def split(self, text: str) -> list[str]:
         self.split_used = True
@@ -225,9 +229,6 @@ class _Context:
         self.split_used = True
         return self._evaluator.splitter_fingerprint
 
-    def normalize(self, text: str) -> str:
-        return _normalize(text)
-
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         self.prompt_versions.add(request.prompt_version)
         answer = await self._evaluator.judge.judge(request)
@@ -237,11 +238,13 @@ class _Context:
     async def judge_many(
         self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None = None
     ) -> list[JudgeAnswer | None]:
-        self.prompt_versions.update(request.prompt_version for request in requests)
-        answers = await self._evaluator.judge.judge_many(requests, skip)
+        evaluator = self._evaluator
+        answers = await evaluator.judge.judge_many(requests, skip)
+        versions, note = self.prompt_versions, evaluator.note_answer
         for request, answer in zip(requests, answers, strict=True):
+            versions.add(request.prompt_version)
             if answer is not None:
-                self._evaluator.note_answer(request, answer)
+                note(request, answer)
         return answers
 
 
@@ -546,13 +549,14 @@ class Evaluator:
             if result.metric == "context_relevance" and result.method == "graded"
             else (s.judge_model,)
         )
-        return _filled_in(
+        sample_key, reference_key = _sample_keys(sample)
+        return _finished(
             result,
-            judges=judges,
-            sample_key=_sample_key(sample),
-            reference_key=_reference_key(sample),
-            prompt_versions=tuple(sorted(ctx.prompt_versions)) if ctx else (),
-            splitter=splitter_identity(self.splitter) if ctx and ctx.split_used else None,
+            judges,
+            sample_key,
+            reference_key,
+            tuple(sorted(ctx.prompt_versions)) if ctx else (),
+            splitter_identity(self.splitter) if ctx and ctx.split_used else None,
         )
 
     async def _score_many(
@@ -780,26 +784,42 @@ _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(MetricResult))
 
 def _filled_in(result: MetricResult, **fields: Any) -> MetricResult:
     """``dataclasses.replace(result, **fields)`` for fields the engine fills in, without replace's
-    per-call look at the fields and a second check of a score that does not change (a warm run
-    finishes thousands of results)."""
+    per-call look at the fields and a second check of a score that does not change."""
     filled = object.__new__(MetricResult)
     for name in _RESULT_FIELDS:
         object.__setattr__(filled, name, fields[name] if name in fields else getattr(result, name))
     return filled
 
 
-def _remembered(compute: Callable[[RagSample], str]) -> Callable[[RagSample], str]:
-    """``compute``, remembered for the last 1,024 samples (every metric of a sample asks again);
-    a sample with a field that cannot be hashed is computed each time."""
-    cached = functools.lru_cache(maxsize=1024)(compute)
+def _copier(*filled: str) -> Callable[..., MetricResult]:
+    """``_filled_in(result, **dict(zip(filled, values)))`` written out field by field, for the fields
+    the engine fills in on every result (a warm run finishes thousands): no loop, no keywords."""
+    lines = [f"def copy(result, {', '.join(filled)}):", "    new = new_result(MetricResult)"]
+    lines += [f"    put(new, {n!r}, {n if n in filled else 'result.' + n})" for n in _RESULT_FIELDS]
+    lines.append("    return new")
+    namespace = {"new_result": object.__new__, "put": object.__setattr__, "MetricResult": MetricResult}
+    exec("\n".join(lines), namespace)  # our own field names, fixed at import
+    return cast("Callable[..., MetricResult]", namespace["copy"])
 
-    def key(sample: RagSample) -> str:
-        try:
-            return cached(sample)
-        except TypeError:  # nothing to remember it by
-            return compute(sample)
 
-    return key
+#: ``result`` with the judge models, content keys, prompt versions and splitter filled in.
+_finished = _copier("judges", "sample_key", "reference_key", "prompt_versions", "splitter")
+
+# The content keys of the samples scored lately, by identity: every metric of a sample asks again.
+# An entry holds its sample (immutable), so the id is not reused while it is here.
+_SAMPLE_KEYS: dict[int, tuple[RagSample, tuple[str, str]]] = {}
+
+
+def _sample_keys(sample: RagSample) -> tuple[str, str]:
+    """The sample's content key and reference key (see :class:`MetricResult`)."""
+    hit = _SAMPLE_KEYS.get(id(sample))
+    if hit is not None and hit[0] is sample:
+        return hit[1]
+    keys = (_compute_sample_key(sample), _compute_reference_key(sample))
+    if len(_SAMPLE_KEYS) >= 1024:
+        _SAMPLE_KEYS.clear()
+    _SAMPLE_KEYS[id(sample)] = (sample, keys)
+    return keys
 
 
 def _compute_sample_key(sample: RagSample) -> str:
@@ -825,10 +845,6 @@ def _compute_reference_key(sample: RagSample) -> str:
     if sample.reference_contexts is not None:
         material.append(list(sample.reference_contexts))
     return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
-
-
-_sample_key = _remembered(_compute_sample_key)
-_reference_key = _remembered(_compute_reference_key)
 
 
 def splitter_identity(splitter: Any) -> str:
