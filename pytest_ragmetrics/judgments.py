@@ -872,21 +872,21 @@ class JudgmentKind:
         :class:`~pytest_ragmetrics.judge.base.DeferredRequest`.
         """
         # Deferred: the messages are rendered only for a judge call, never for a recorded answer.
-        return DeferredRequest(
-            kind=self.name,
-            prompt_version=self.prompt_for(inputs).version,
-            model=params.model,
-            schema_name=self.name,
-            base_inputs=inputs,
-            schema_for=self._schema_for,
-            render=self._messages,
-            derive=derive,
-            derived=derived,
-            check_derived=check_derived,
-            temperature=params.temperature,
-            seed=params.seed,
-            n=params.n,
-            label=label,
+        return DeferredRequest.of(
+            self.name,
+            self.prompt_for(inputs).version,
+            params.model,
+            self.name,
+            inputs,
+            self._schema_for,
+            self._messages,
+            derive,
+            derived,
+            check_derived,
+            params.temperature,
+            params.seed,
+            params.n,
+            label,
         )
 
     def _schema_for(self, kind: str, inputs: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -121,9 +121,12 @@ def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = N
         derived = request.derived_inputs()
     # from_json checks every JSON type: a damaged entry is a ValueError, not an AttributeError.
     answer = JudgeAnswer.from_json(record["answer"], source="cache", derived=derived)
-    schema = request.schema
-    if len(answer.choices) != request.n or not all(conforms(schema, c) for c in answer.choices):
+    choices, schema = answer.choices, request.schema
+    if len(choices) != request.n:
         raise ValueError("the entry does not conform to the schema")
+    for choice in choices:
+        if not conforms(schema, choice):
+            raise ValueError("the entry does not conform to the schema")
     return answer
 
 
