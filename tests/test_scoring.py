@@ -73,6 +73,17 @@ def test_precision_stays_in_unit_interval(verdicts):
     assert 0.0 <= average_precision(verdicts) <= 1.0
 
 
+@given(st.lists(st.booleans(), max_size=40))
+def test_precision_is_the_float_of_the_exact_fraction(verdicts):
+    """Bit for bit the float of the formula's exact value, so recorded scores never move."""
+    hits, total = 0, Fraction(0)
+    for k, useful in enumerate(verdicts, start=1):
+        if useful:
+            hits += 1
+            total += Fraction(hits, k)
+    assert average_precision(verdicts) == (float(total / hits) if hits else 0.0)
+
+
 @given(st.integers(min_value=1, max_value=20), st.integers(min_value=0, max_value=20))
 def test_precision_is_one_when_all_useful_chunks_come_first(useful, not_useful):
     assert average_precision([True] * useful + [False] * not_useful) == 1.0

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from fractions import Fraction
 
 from ..results import Verdict
 
@@ -11,16 +11,21 @@ from ..results import Verdict
 def average_precision(useful: Sequence[bool]) -> float:
     """Σ_k precision@k · v_k / (number of useful chunks); 0.0 when no chunk is useful.
 
-    Computed with exact fractions, so a perfect ranking is exactly 1.0 (no epsilon in the denominator).
-    ``[0, 1]`` gives 0.5: the seed document's worked example says 0.25, which contradicts its own formula.
+    Computed exactly (a sum of fractions kept as two integers: the float of the exact quotient, as
+    :class:`fractions.Fraction` gives it), so a perfect ranking is exactly 1.0 (no epsilon in the
+    denominator). ``[0, 1]`` gives 0.5: the seed document's worked example says 0.25, which
+    contradicts its own formula.
     """
     hits = 0
-    total = Fraction(0)
+    numerator, denominator = 0, 1  # the sum so far, numerator / denominator in lowest terms
     for k, is_useful in enumerate(useful, start=1):
         if is_useful:
             hits += 1
-            total += Fraction(hits, k)
-    return float(total / hits) if hits else 0.0
+            numerator, denominator = numerator * k + hits * denominator, denominator * k
+            common = math.gcd(numerator, denominator)
+            numerator, denominator = numerator // common, denominator // common
+    # int / int is correctly rounded: the same float as float(Fraction(numerator, denominator * hits)).
+    return numerator / (denominator * hits) if hits else 0.0
 
 
 def explain_precision(verdicts: Sequence[Verdict]) -> str:
