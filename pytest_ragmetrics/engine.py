@@ -62,6 +62,8 @@ class LoopRunner:
         #: and :attr:`on_wait_end` once such a wait is over.
         self.on_wait = on_wait
         self.on_wait_end = on_wait_end
+        #: How many times work was handed to the loop's thread (each wakes it once).
+        self.handovers = 0
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -73,7 +75,24 @@ class LoopRunner:
             return self._loop
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        """Start ``coro`` on the background loop; the future holds its result (see :meth:`submit_many`)."""
+        return self.submit_many([coro])[0]
+
+    def submit_many(self, coros: Sequence[Coroutine[Any, Any, T]]) -> list[concurrent.futures.Future[T]]:
+        """Start ``coros`` on the background loop, in order, with one hand-over: the loop's thread is
+        woken once for all of them. Each future holds its coroutine's result or error; cancelling a
+        future cancels its coroutine (one not started yet never starts)."""
+        loop = self._ensure()
+        started: list[tuple[Coroutine[Any, Any, T], concurrent.futures.Future[T]]]
+        started = [(coro, concurrent.futures.Future()) for coro in coros]
+        try:
+            loop.call_soon_threadsafe(_start, loop, started)
+        except RuntimeError:  # the loop is closed: nothing will ever run them
+            for coro, _ in started:
+                coro.close()
+            raise
+        self.handovers += 1
+        return [future for _, future in started]
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the background loop and wait for its result (from a thread other than it)."""
@@ -121,6 +140,42 @@ class LoopRunner:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=10)
             loop.close()
+
+
+def _start(loop: asyncio.AbstractEventLoop, started: list[tuple[Coroutine[Any, Any, Any], Any]]) -> None:
+    """On the loop: run each coroutine as a task whose outcome settles its thread-safe future."""
+    for coro, future in started:
+        if future.cancelled():  # given up before it started
+            coro.close()
+            continue
+        try:
+            task = loop.create_task(coro)
+        except Exception as exc:  # not a coroutine: its caller learns why, rather than waiting forever
+            if future.set_running_or_notify_cancel():
+                future.set_exception(exc)
+            continue
+        task.add_done_callback(functools.partial(_settle, future))
+        future.add_done_callback(functools.partial(_cancel, loop, task))
+
+
+def _settle(future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
+    if task.cancelled():
+        future.cancel()
+    if not future.set_running_or_notify_cancel():  # cancelled, by the caller or above
+        return
+    error = task.exception()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(task.result())
+
+
+def _cancel(
+    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]
+) -> None:
+    if future.cancelled():  # the caller gave up: so does the coroutine
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
+            loop.call_soon_threadsafe(task.cancel)
 
 
 def parse_metric_spec(spec: str | tuple[str, str | None]) -> tuple[str, str | None]:
@@ -617,6 +672,15 @@ class Evaluator:
     ) -> concurrent.futures.Future[MetricResult]:
         """Start scoring one sample on the judging loop; the future holds the result (or the error)."""
         return self.runner.submit(self._score(sample, metric, method))
+
+    def submit_scores(
+        self, scores: Sequence[tuple[RagSample, str, str | None]]
+    ) -> list[concurrent.futures.Future[MetricResult]]:
+        """Start several ``(sample, metric, method)`` scores on the judging loop, in order, with one
+        hand-over to its thread; each future holds its result (or its error)."""
+        return self.runner.submit_many(
+            [self._score(sample, metric, method) for sample, metric, method in scores]
+        )
 
     def score_many(
         self, samples: Sequence[RagSample], metric: str, method: str | None = None

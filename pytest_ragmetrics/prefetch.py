@@ -17,8 +17,10 @@ still recorded).
 
 Only judging happens ahead: no test code runs out of its turn. Scores are started for a window of
 tests ahead of the running one (as many tests as judge calls allowed at once, at least 8), on the
-shared judging loop, so every judge call still passes the concurrency bound. A test takes the result
-started for it instead of scoring again; results nobody took are dropped when their test ends.
+shared judging loop, so every judge call still passes the concurrency bound; the scores started
+together (a test's declared scores, a test entering the window) are handed to the loop's thread at
+once, not one by one. A test takes the result started for it instead of scoring again; results nobody
+took are dropped when their test ends.
 Nothing is started in replay mode (there is no judge to keep busy), nor under pytest-xdist workers
 (a worker does not know which tests it runs next), nor under a spending cap (``max_judge_calls``,
 ``max_judge_tokens``: the tests in order get the budget). When the run stops early (``-x``, ``--maxfail``,
@@ -45,6 +47,9 @@ if TYPE_CHECKING:
 
 #: Tests started ahead of the running one, at least (else as many as judge calls allowed at once).
 MIN_WINDOW = 8
+
+#: A score to start for a test: (its nodeid, evaluator, sample, metric, method).
+_Score = tuple[str, "Evaluator", "RagSample", str, "str | None"]
 
 
 def _rag_sample(item: pytest.Item) -> RagSample | None:
@@ -96,6 +101,8 @@ class Prefetcher:
         self._started_to = 0  # items before this index have had their scores started
         # (evaluator id, sample, metric, method) -> (item nodeid, future)
         self._pending: dict[tuple[Any, ...], tuple[str, concurrent.futures.Future[MetricResult]]] = {}
+        # item nodeid -> the keys started for it (some taken since): what its end drops
+        self._started_for: dict[str, list[tuple[Any, ...]]] = {}
         self._groups: dict[tuple[str, str], list[tuple[Evaluator, str, str | None]]] = {}
         #: The test each group's plan is being learned from (its first test to ask for a score).
         self._teachers: dict[tuple[str, str], str] = {}
@@ -121,31 +128,38 @@ class Prefetcher:
         if entry is None or entry[1].cancelled():
             if scope is None:
                 return None
-            self._start_declared(scope.nodeid, evaluator, sample, metric, method)
-            return self._teach(scope.nodeid, evaluator, sample, metric, method)
+            nodeid = scope.nodeid
+            later = self._declared_others(nodeid, evaluator, sample, metric, method)
+            later += self._teach(nodeid, evaluator, sample, metric, method)
+            if not later:
+                return None  # nothing to start beside it: the engine scores it as usual
+            # The test's own score first, so its calls are sent before those started beside it.
+            return self._start(later, own=(evaluator, sample, metric, method))
         return entry[1]
 
-    def _start_declared(
+    def _declared_others(
         self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
-    ) -> None:
-        """A test asks for a score its marker declares, on a sample it has not scored before: start
-        the other declared scores on that sample (after this one, which the test asks for itself)."""
+    ) -> list[_Score]:
+        """A test asks for a score its marker declares, on a sample it has not scored before: the
+        other declared scores on that sample, to start with this one."""
         declared = self._declared.get(nodeid)
         if not declared or self._stopped or evaluator.settings.cache == "replay":
-            return
+            return []
         declared = [_spec(evaluator, name, how) for name, how in declared]
         asked = self._current[nodeid]
         if any(s is sample for _, s, _, _ in asked[:-1]) or (metric, method) not in declared:
-            return
-        for other, other_method in declared:
-            if (other, other_method) != (metric, method):
-                self._start_one(nodeid, evaluator, sample, other, other_method)
+            return []
+        return [
+            (nodeid, evaluator, sample, other, other_method)
+            for other, other_method in declared
+            if (other, other_method) != (metric, method)
+        ]
 
     def _teach(
         self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
-    ) -> concurrent.futures.Future[MetricResult] | None:
-        """The first test of a parametrized group asks for a score of its own sample: start it, then
-        the same score for the group's next tests, without waiting for the test to end.
+    ) -> list[_Score]:
+        """The first test of a parametrized group asks for a score of its own sample: the same score
+        for the group's next tests, to start with it, without waiting for the test to end.
 
         A test asks for one score at a time, so learning the group's plan only once its first test
         is over would leave the judge nearly idle for as long as that test takes. The test's own
@@ -153,30 +167,30 @@ class Prefetcher:
         (a failing first test under ``-x`` pays for little more than what is in flight).
         """
         if not self.active:
-            return None
+            return []
         position = self._positions.get(nodeid)
         if position is None:
-            return None
+            return []
         item = self._items[position]
         group = _group(item)
         if group is None or sample is not _rag_sample(item):
-            return None
+            return []
         learned = self._groups.get(group)
         if learned is None:
             learned = self._groups[group] = []
             self._teachers[group] = nodeid
         elif self._teachers.get(group) != nodeid:
-            return None  # the plan was learned from another test of the group
+            return []  # the plan was learned from another test of the group
         call = (evaluator, metric, method)
         if call in learned:
-            return None  # asked again: scored as usual
+            return []  # asked again: scored as usual
         learned.append(call)
-        own = evaluator.submit_score(sample, metric, method)
-        for later in self._items[position + 1 : self._started_to]:
-            later_sample = _rag_sample(later)
-            if _group(later) == group and later_sample is not None:
-                self._start_one(later.nodeid, evaluator, later_sample, metric, method)
-        return own
+        later: list[_Score] = []
+        for item in self._items[position + 1 : self._started_to]:
+            later_sample = _rag_sample(item)
+            if _group(item) == group and later_sample is not None:
+                later.append((item.nodeid, evaluator, later_sample, metric, method))
+        return later
 
     # --- pytest tells ---------------------------------------------------------------------------
     def collected(self, items: Sequence[pytest.Item]) -> None:
@@ -196,8 +210,8 @@ class Prefetcher:
             return
         end = min(len(self._items), position + 1 + self.window)
         if self._groups:  # else nothing can be predicted: a plain suite pays nothing
-            for i in range(max(self._started_to, position), end):
-                self._start(self._items[i])
+            items = self._items[max(self._started_to, position) : end]
+            self._start([score for item in items for score in self._predicted(item)])
         self._started_to = max(self._started_to, end)
 
     def after(self, item: pytest.Item) -> None:
@@ -205,7 +219,7 @@ class Prefetcher:
         it and not taken."""
         self._declared.pop(item.nodeid, None)
         calls = self._current.pop(item.nodeid, [])
-        if not calls and not self._pending:
+        if not calls and item.nodeid not in self._started_for:
             return  # it asked for nothing, and nothing was started for it
         own = _rag_sample(item)
         group = _group(item)
@@ -215,12 +229,13 @@ class Prefetcher:
             if learned and self.active:
                 # The window was started before the group's plan was known: start it now.
                 position = self._positions.get(item.nodeid, -1)
-                for later in self._items[position + 1 : self._started_to]:
-                    if _group(later) == group:
-                        self._start(later)
+                later = [i for i in self._items[position + 1 : self._started_to] if _group(i) == group]
+                self._start([score for i in later for score in self._predicted(i)])
         with self._lock:
-            stale = [key for key, (nodeid, _) in self._pending.items() if nodeid == item.nodeid]
-            entries = [self._pending.pop(key) for key in stale]
+            started = self._started_for.pop(item.nodeid, ())
+            entries = [
+                self._pending.pop(key) for key in started if self._pending.get(key, ("",))[0] == item.nodeid
+            ]
         for _, future in entries:
             future.cancel()
 
@@ -231,34 +246,53 @@ class Prefetcher:
         with self._lock:
             futures = [future for _, future in self._pending.values()]
             self._pending.clear()
+            self._started_for.clear()
         for future in futures:
             future.cancel()
 
     # --- starting -------------------------------------------------------------------------------
-    def _predicted(self, item: pytest.Item) -> Iterable[tuple[Evaluator, RagSample, str, str | None]]:
+    def _predicted(self, item: pytest.Item) -> Iterable[_Score]:
         own = _rag_sample(item)
         group = _group(item)
         if group is not None and own is not None:
             for evaluator, metric, method in self._groups.get(group, ()):
-                yield evaluator, own, metric, method
+                yield item.nodeid, evaluator, own, metric, method
 
-    def _start(self, item: pytest.Item) -> None:
-        for evaluator, sample, metric, method in self._predicted(item):
-            self._start_one(item.nodeid, evaluator, sample, metric, method)
-
-    def _start_one(
-        self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
-    ) -> None:
-        if evaluator.settings.cache == "replay":
-            return
-        try:
+    def _start(
+        self, scores: Sequence[_Score], *, own: tuple[Evaluator, RagSample, str, str | None] | None = None
+    ) -> concurrent.futures.Future[MetricResult] | None:
+        """Start ``scores`` not started yet, each kept for its test, and first ``own`` (the running
+        test's, whose future is returned): one hand-over to the judging loop per evaluator, not one
+        per score."""
+        wanted: dict[Evaluator, list[tuple[tuple[Any, ...] | None, str, RagSample, str, str | None]]] = {}
+        if own is not None:
+            evaluator, sample, metric, method = own
+            wanted[evaluator] = [(None, "", sample, metric, method)]
+        seen: set[tuple[Any, ...]] = set()
+        for nodeid, evaluator, sample, metric, method in scores:
+            if evaluator.settings.cache == "replay":
+                continue
             key = (id(evaluator), sample, metric, method)
+            try:
+                if key in seen or key in self._pending:
+                    continue
+            except TypeError:  # a sample that cannot be hashed is never started ahead
+                continue
+            seen.add(key)
+            wanted.setdefault(evaluator, []).append((key, nodeid, sample, metric, method))
+        own_future = None
+        for evaluator, entries in wanted.items():
+            futures = evaluator.submit_scores(
+                [(sample, metric, method) for _, _, sample, metric, method in entries]
+            )
             with self._lock:
-                if key in self._pending:
-                    return
-                self._pending[key] = (nodeid, evaluator.submit_score(sample, metric, method))
-        except TypeError:
-            return
+                for (kept, nodeid, *_), future in zip(entries, futures, strict=True):
+                    if kept is None:
+                        own_future = future
+                    else:
+                        self._pending[kept] = (nodeid, future)
+                        self._started_for.setdefault(nodeid, []).append(kept)
+        return own_future
 
 
 def _spec(evaluator: Evaluator, metric: str, method: str | None) -> tuple[str, str | None]:

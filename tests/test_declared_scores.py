@@ -38,6 +38,19 @@ DECLARED = '@pytest.mark.ragmetrics(metrics=["context_precision", "context_recal
 CALLS = 5
 
 
+#: A conftest writing how many times the tests handed work to the judging loop (to ``handovers``).
+COUNT_HANDOVERS = """
+import pathlib, pytest
+from pytest_ragmetrics.session import session_key
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if nextitem is None:
+        runner = item.config.stash[session_key].runner
+        pathlib.Path("handovers").write_text(str(runner.handovers))
+"""
+
+
 def retriever_test(count: int, marker: str = DECLARED) -> str:
     return RETRIEVER_TEST.replace("COUNT", str(count)).replace("MARKER", marker)
 
@@ -72,11 +85,14 @@ def test_a_tests_declared_scores_are_in_flight_together(pytester, serve):
     together = Together()
     server = serve(together)
     pytester.makeini("[pytest]\nrag_response_format = json_schema\n")
+    pytester.makeconftest(COUNT_HANDOVERS)
     pytester.makepyfile(test_retrieved=retriever_test(4))
     pytester.runpytest("--rag-concurrency=8", "-p", "no:randomly").assert_outcomes(passed=4)
     assert together.broken == []  # every test had its five calls at the server at once
     assert server.request_count == 4 * CALLS  # nothing judged twice
     assert pytester.path.joinpath("bodies.log").read_text().split() == ["0", "1", "2", "3"]
+    # The three declared scores start with one hand-over to the judging thread per test.
+    assert pytester.path.joinpath("handovers").read_text() == "4"
 
 
 def test_without_a_declaration_a_test_asks_one_score_at_a_time(pytester, serve):

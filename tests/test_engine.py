@@ -4,6 +4,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import threading
 
 import pytest
 
@@ -18,6 +19,7 @@ from pytest_ragmetrics import (
     evaluate,
     judgments as J,
 )
+from pytest_ragmetrics.engine import LoopRunner
 from pytest_ragmetrics.judge.base import validate_answer
 
 FRANCE = "France, in Western Europe, encompasses medieval cities and alpine villages."
@@ -395,3 +397,56 @@ def test_answers_that_arrive_after_a_failure_are_recorded(fake_judge_server, tmp
         out = evaluate([SAMPLE], ["context_precision"], evaluator=ev)
     assert out.results["france"]["context_precision"].cached
     assert fake_judge_server.request_count == paid
+
+
+def test_scores_started_together_cost_one_handover_and_each_holds_its_own_result(evaluator):
+    runner = evaluator.runner
+    before = runner.handovers
+    futures = evaluator.submit_scores(
+        [(SAMPLE, "context_precision", None), (SAMPLE, "context_recall", None), (SAMPLE, "nope", None)]
+    )
+    assert runner.handovers == before + 1  # one wake-up of the judging thread for all three
+    assert futures[0].result(timeout=30).name == "context_precision"
+    assert futures[1].result(timeout=30).name == "context_recall"
+    with pytest.raises(ValueError, match="unknown metric 'nope'"):
+        futures[2].result(timeout=30)
+    assert futures[1].result().score == evaluator.score(SAMPLE, "context_recall").score
+
+
+def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
+    """Cancelled before the loop got to it, a coroutine never starts; cancelled while it runs, it is
+    cancelled there too. The loop is held by a gate, not a clock."""
+    runner = LoopRunner()
+    gate, started, cancelled = threading.Event(), threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    async def hold() -> None:
+        gate.wait(timeout=30)  # blocks the loop: what is handed over meanwhile waits its turn
+
+    async def note(name: str) -> str:
+        ran.append(name)
+        return name
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    try:
+        held = runner.submit(hold())
+        first, second = runner.submit_many([note("first"), note("second")])
+        assert second.cancel()
+        gate.set()
+        assert first.result(timeout=30) == "first"
+        held.result(timeout=30)
+        running = runner.submit(forever())
+        assert started.wait(timeout=30)
+        running.cancel()
+        assert cancelled.wait(timeout=30)
+        assert runner.run(note("last")) == "last"
+        assert ran == ["first", "last"]  # "second" never ran
+    finally:
+        runner.close()

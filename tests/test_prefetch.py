@@ -59,13 +59,30 @@ def project(pytester, judge_server):
     return pytester
 
 
+#: A conftest writing how many times the tests handed work to the judging loop (to ``handovers``).
+COUNT_HANDOVERS = """
+import pathlib, pytest
+from pytest_ragmetrics.session import session_key
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if nextitem is None:
+        runner = item.config.stash[session_key].runner
+        pathlib.Path("handovers").write_text(str(runner.handovers))
+"""
+
+
 def test_a_golden_set_is_judged_ahead_within_the_concurrency_bound(project, judge_server):
+    project.makeconftest(COUNT_HANDOVERS)
     result = project.runpytest("--rag-concurrency=6", "-p", "no:randomly")
     result.assert_outcomes(passed=12)
     # Each test needs 4 calls (2 chunks x 2 metrics) and asks for 2 at a time: more in flight than
     # that is judging ahead, and never more than the bound.
     assert judge_server.request_count == 12 * 4
     assert 2 < judge_server.max_in_flight <= 6
+    # The scores of each test ahead start together: one hand-over to the judging thread per test
+    # (plus one per score of the first test, which teaches the plan), not one per score.
+    assert int(project.path.joinpath("handovers").read_text()) <= 12 + 2
 
 
 def test_the_first_test_of_a_golden_set_is_not_judged_alone(project, judge_server):
