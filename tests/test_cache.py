@@ -860,6 +860,48 @@ def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monke
     assert fake_judge_server.request_count == 1
 
 
+def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
+    fake_judge_server, dirs, monkeypatch
+):
+    """A judgment waiting for the judge keeps its claim alive past its first expiry, renewed with the
+    other claims held by one renewer; once answered, no claim and no renewer are left."""
+    import pytest_ragmetrics.judge.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "CLAIM_RENEW_SECONDS", 0.05)  # each renewal: CLAIM_SECONDS more
+    requests = [make_request(i) for i in range(3)]
+    judge = cached_judge(fake_judge_server, dirs, response_format="json_schema")  # all three at once
+    names = [cache_module.CLAIM_PREFIX + r.cache_key() for r in requests]
+    fake_judge_server.close_gate()
+
+    async def renewed(claims: Any, first: list[float]) -> None:
+        while not all(claims.get(n, expire_time=True)[1] > f for n, f in zip(names, first, strict=True)):
+            await asyncio.sleep(0.05)
+
+    async def go() -> list[JudgeAnswer]:
+        tasks = [asyncio.ensure_future(judge.judge(r)) for r in requests]
+        try:
+            assert await asyncio.to_thread(fake_judge_server.wait_for_requests, 3)
+            claims = judge._claims_db()
+            assert claims is not None
+            first = [claims.get(n, expire_time=True)[1] for n in names]
+            assert all(first)  # each held, with an expiry
+            assert len(judge._renewers) == 1  # one renewer for them all, not one each
+            await asyncio.wait_for(renewed(claims, first), timeout=30)
+        finally:
+            fake_judge_server.open_gate()
+        answers = list(await asyncio.gather(*tasks))
+        assert not judge._renewers
+        await judge.aclose()
+        return answers
+
+    answers = asyncio.run(go())
+    assert [a.source for a in answers] == ["judge"] * 3
+    claims = cache_module.CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)._claims_db()
+    assert claims is not None
+    assert not any(name in claims for name in names)
+    claims.close()
+
+
 def test_each_judge_is_a_run_of_its_own_unless_told_which(dirs):
     runs = {CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache).run for _ in range(2)}
     assert len(runs) == 2

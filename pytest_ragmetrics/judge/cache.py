@@ -99,6 +99,8 @@ CLAIM_PREFIX = "claim:"
 CLAIMS_DIR = "claims"
 #: Seconds a claim lives without being renewed: a process that died holding one blocks no one longer.
 CLAIM_SECONDS = 10.0
+#: Seconds between renewals of the claims a process holds (each renewal gives them CLAIM_SECONDS more).
+CLAIM_RENEW_SECONDS = CLAIM_SECONDS / 3
 #: Seconds between looks at the cache while another process holds the claim.
 CLAIM_POLL = 0.05
 #: Seconds :meth:`CachedJudge.aclose` waits for requests already sent: their answers are paid for.
@@ -408,8 +410,10 @@ class CachedJudge:
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         # Keys the store is known to hold (read or written this run), so a hit costs no second look.
         self._in_store: set[str] = set()
-        # Tasks renewing this process's claims on judgments being asked for (see _claim).
-        self._renewals: dict[str, asyncio.Task[None]] = {}
+        # The claims this process holds on judgments it is asking for, by key (see _claim), and the
+        # task of each event loop that renews them all together.
+        self._held: dict[str, str] = {}
+        self._renewers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
         # The one thread that does this judge's disk writes (see _off_loop).
         self._io: concurrent.futures.ThreadPoolExecutor | None = None
         # Claims taken and answers recorded there, as many at a time as arrive together.
@@ -864,10 +868,9 @@ class CachedJudge:
             except _cache_errors() as exc:
                 self._cache_failed("cannot write to it", exc)
         claims = self._claims
-        if claims is not None and claims is not False:
-            for _, key, _, token in items:
-                if token is not None:
-                    self._give_up(claims, CLAIM_PREFIX + key, token)
+        held = [(CLAIM_PREFIX + key, token) for _, key, _, token in items if token is not None]
+        if held and claims is not None and claims is not False:
+            self._give_up_all(claims, held)
         return [None] * len(items)
 
     # --- what a replay misses --------------------------------------------------------------------
@@ -949,7 +952,7 @@ class CachedJudge:
             if hit is not None:
                 return None, hit
             if claimed:
-                self._renewals[key] = asyncio.get_running_loop().create_task(self._renew(claims, claim))
+                self._hold(claims, key, claim)
                 return token, None
             await asyncio.sleep(CLAIM_POLL)
 
@@ -958,11 +961,24 @@ class CachedJudge:
         ``None`` when the claims database cannot be used, or what looking raised (:class:`_Failed`).
         A claim taken for an answer found recorded is given up at once."""
         errors = _cache_errors()
+        # One SQLite transaction per claims database for the lot, not one per claim (the items all
+        # name this judge's one database, unless it was closed and opened again meanwhile).
+        taken: dict[int, bool | None] = {}
+        for claims in {id(item[0]): item[0] for item in items}.values():
+            added: dict[int, bool | None] = {}
+            with contextlib.suppress(*errors):
+                with claims.transact():
+                    for i, (database, claim, token, _, _) in enumerate(items):
+                        if database is claims:
+                            try:
+                                added[i] = claims.add(claim, token, expire=CLAIM_SECONDS)
+                            except errors:
+                                added[i] = None
+                taken.update(added)  # committed (a failed transaction took none: no coordination)
         outcomes: list[Any] = []
-        for claims, claim, token, request, key in items:
-            try:
-                claimed = claims.add(claim, token, expire=CLAIM_SECONDS)
-            except errors:
+        for i, (claims, claim, token, request, key) in enumerate(items):
+            claimed = taken.get(i)
+            if claimed is None:
                 outcomes.append(None)
                 continue
             outcome: tuple[bool, JudgeAnswer | None] | _Failed
@@ -1005,18 +1021,32 @@ class CachedJudge:
                     self._claims = False
             return None if self._claims is False else self._claims  # (an empty Cache is falsy)
 
-    async def _renew(self, claims: Any, claim: str) -> None:
-        """Keep a claim alive while its judgment is being asked for (a slow judge, retries)."""
+    def _hold(self, claims: Any, key: str, claim: str) -> None:
+        """Keep the claim on ``key`` alive while its judgment is being asked for (queued for a free
+        slot, a slow judge, retries): renewed with every other claim held, by this loop's renewer."""
+        self._held[key] = claim
+        loop = asyncio.get_running_loop()
+        renewer = self._renewers.get(loop)
+        if renewer is None or renewer.done():
+            self._renewers[loop] = loop.create_task(self._renew(claims))
+
+    async def _renew(self, claims: Any) -> None:
+        """Renew every claim held, together, each :data:`CLAIM_RENEW_SECONDS`, until none is held."""
         with contextlib.suppress(*_cache_errors()):
-            while True:
-                await asyncio.sleep(CLAIM_SECONDS / 3)
-                await self._off_loop(claims.touch, claim, expire=CLAIM_SECONDS)
+            while self._held:
+                await asyncio.sleep(CLAIM_RENEW_SECONDS)
+                held = list(self._held.values())
+                if held:
+                    await self._off_loop(_touch, claims, held)
 
     def _release(self, key: str, token: Any) -> None:
         """Stop renewing the claim on ``key``; give it up too when ``token`` (None: done already)."""
-        renewal = self._renewals.pop(key, None)
-        if renewal is not None:
-            renewal.cancel()
+        self._held.pop(key, None)
+        if not self._held:  # no renewer left waiting on a loop that may close before it wakes
+            with contextlib.suppress(RuntimeError):
+                renewer = self._renewers.pop(asyncio.get_running_loop(), None)
+                if renewer is not None:
+                    renewer.cancel()
         if token is None:
             return
         claims = self._claims
@@ -1027,9 +1057,15 @@ class CachedJudge:
     def _give_up(claims: Any, claim: str, token: str) -> None:
         """Delete ``claim`` if ``token`` holds it. Synchronous (one small SQLite transaction): it
         also runs when the judging was cancelled."""
+        CachedJudge._give_up_all(claims, [(claim, token)])
+
+    @staticmethod
+    def _give_up_all(claims: Any, held: list[tuple[str, str]]) -> None:
+        """Delete each ``(claim, token)`` whose token holds it, in one SQLite transaction."""
         with contextlib.suppress(*_cache_errors()), claims.transact():
-            if claims.get(claim) == token:
-                claims.delete(claim)
+            for claim, token in held:
+                if claims.get(claim) == token:
+                    claims.delete(claim)
 
     # --- closing ---------------------------------------------------------------------------------
 
@@ -1110,6 +1146,13 @@ class CachedJudge:
 
 def _nothing() -> None:
     pass
+
+
+def _touch(claims: Any, held: list[str]) -> None:
+    """Renew the claims ``held`` for :data:`CLAIM_SECONDS` more, in one SQLite transaction."""
+    with claims.transact():
+        for claim in held:
+            claims.touch(claim, expire=CLAIM_SECONDS)
 
 
 def _read_only_copy(cache_dir: Path) -> diskcache.Cache | None:
