@@ -36,13 +36,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _scope
+from .sample import RagSample  # loaded by then: the plugin judges ahead only in a run that scores
 
 if TYPE_CHECKING:
     import pytest
 
     from .engine import Evaluator
     from .results import MetricResult
-    from .sample import RagSample
     from .settings import Settings
 
 #: Tests started ahead of the running one, at least (else as many as judge calls allowed at once).
@@ -57,10 +57,6 @@ def _rag_sample(item: pytest.Item) -> RagSample | None:
     if callspec is None:
         return None
     sample = callspec.params.get("rag_sample")
-    if sample is None:
-        return None
-    from .sample import RagSample
-
     return sample if isinstance(sample, RagSample) else None
 
 
@@ -109,13 +105,15 @@ class Prefetcher:
         self._current: dict[str, list[tuple[Evaluator, RagSample, str, str | None]]] = {}
         #: Per test: the scores its marker declares (``metrics=``), as (metric, method) pairs.
         self._declared: dict[str, list[tuple[str, str | None]]] = {}
+        # (evaluator id, metric, method) -> the method spelled out (see _spec): asked at every score
+        self._specs: dict[tuple[int, str, str | None], tuple[str, str | None]] = {}
         self._stopped = False
 
     # --- the engine asks -----------------------------------------------------------------------
     def claim(
         self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
     ) -> concurrent.futures.Future[MetricResult] | None:
-        metric, method = _spec(evaluator, metric, method)
+        metric, method = self._spec(evaluator, metric, method)
         scope = _scope.current_test.get()
         if scope is not None:
             self._current.setdefault(scope.nodeid, []).append((evaluator, sample, metric, method))
@@ -145,7 +143,7 @@ class Prefetcher:
         declared = self._declared.get(nodeid)
         if not declared or self._stopped or evaluator.settings.cache == "replay":
             return []
-        declared = [_spec(evaluator, name, how) for name, how in declared]
+        declared = [self._spec(evaluator, name, how) for name, how in declared]
         asked = self._current[nodeid]
         if any(s is sample for _, s, _, _ in asked[:-1]) or (metric, method) not in declared:
             return []
@@ -249,6 +247,13 @@ class Prefetcher:
             self._started_for.clear()
         for future in futures:
             future.cancel()
+
+    def _spec(self, evaluator: Evaluator, metric: str, method: str | None) -> tuple[str, str | None]:
+        key = (id(evaluator), metric, method)
+        spec = self._specs.get(key)
+        if spec is None:  # an evaluator's metrics are fixed once it has scored: asked once each
+            spec = self._specs[key] = _spec(evaluator, metric, method)
+        return spec
 
     # --- starting -------------------------------------------------------------------------------
     def _predicted(self, item: pytest.Item) -> Iterable[_Score]:
