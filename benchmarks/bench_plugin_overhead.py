@@ -8,7 +8,15 @@ It also runs the suite with ``--setup-show`` and prints the ragmetrics fixtures 
 CPU time on a busy machine wanders from run to run; ``--instructions`` also counts the instructions
 both runs execute under valgrind (callgrind), which barely vary.
 
+By default the runs write bytecode, as on most machines: pytest caches its assertion-rewritten copy
+of the plugin's modules after the first run and reads it back. ``--dont-write-bytecode`` sets
+``PYTHONDONTWRITEBYTECODE=1`` (many CI images do): then pytest parses and compiles every module of
+the plugin it imports in every process. Both sides then read the compiled modules from a folder of
+their own (``PYTHONPYCACHEPREFIX``), filled beforehand as ``pip install`` leaves one: plain compiled
+modules, none rewritten by pytest.
+
     python benchmarks/bench_plugin_overhead.py [--runs 21] [--tests 200 2000] [--instructions]
+        [--dont-write-bytecode]
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -34,6 +43,24 @@ IMPORT = (
     "print(time.perf_counter() - t)"
 )
 BOUND = 1.02
+
+
+def dont_write_bytecode(folder: Path) -> None:
+    """``PYTHONDONTWRITEBYTECODE=1`` from here on, with the compiled modules of the standard library,
+    of site-packages and of this package in ``folder``, as ``pip install`` leaves them."""
+    import pytest_ragmetrics
+
+    ENV["PYTHONPYCACHEPREFIX"] = str(folder)
+    paths = sysconfig.get_paths()
+    package = str(Path(pytest_ragmetrics.__file__).parent)
+    for path in (paths["stdlib"], paths["purelib"], package):
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-j", "0", path],
+            env=ENV,
+            capture_output=True,
+            check=False,
+        )
+    ENV["PYTHONDONTWRITEBYTECODE"] = "1"
 
 
 def paired_runs(commands: list[list[str]], cwd: Path, runs: int) -> list[list[float]]:
@@ -74,15 +101,24 @@ def main() -> None:
     parser.add_argument(
         "--instructions", action="store_true", help="also count instructions under valgrind (slow, steady)"
     )
+    parser.add_argument(
+        "--dont-write-bytecode",
+        action="store_true",
+        help="run with PYTHONDONTWRITEBYTECODE=1: pytest rewrites the plugin's modules in every process",
+    )
     args = parser.parse_args()
     if args.instructions and shutil.which("valgrind") is None:
         parser.error("--instructions needs valgrind on PATH")
 
-    # Users' interpreters import from cached bytecode; measure that, even where
-    # PYTHONDONTWRITEBYTECODE is set (it stops writing .pyc files, not reading them).
-    import pytest_ragmetrics
+    pycache = tempfile.TemporaryDirectory()
+    if args.dont_write_bytecode:
+        dont_write_bytecode(Path(pycache.name))
+    else:
+        # Users' interpreters import from cached bytecode; measure that, even where
+        # PYTHONDONTWRITEBYTECODE is set (it stops writing .pyc files, not reading them).
+        import pytest_ragmetrics
 
-    compileall.compile_dir(Path(pytest_ragmetrics.__file__).parent, quiet=1)
+        compileall.compile_dir(Path(pytest_ragmetrics.__file__).parent, quiet=1)
     imports = [
         float(
             subprocess.run(
@@ -91,7 +127,8 @@ def main() -> None:
         )
         for _ in range(args.runs)
     ]
-    print(f"load {os.getloadavg()[0]:.1f}; cpus {os.cpu_count()}")
+    bytecode = "PYTHONDONTWRITEBYTECODE=1" if args.dont_write_bytecode else "bytecode written and cached"
+    print(f"load {os.getloadavg()[0]:.1f}; cpus {os.cpu_count()}; {bytecode}")
     print(
         f"import pytest_ragmetrics.plugin: median {statistics.median(imports) * 1000:.2f} ms "
         f"over {args.runs} fresh interpreters"
@@ -121,6 +158,7 @@ def main() -> None:
         if counts is not None:
             share = counts[0] / counts[1]
             print(f"  instructions (callgrind): {counts[0]:,} enabled, {counts[1]:,} disabled: {share:.3f} x")
+    pycache.cleanup()
 
 
 if __name__ == "__main__":
