@@ -40,6 +40,11 @@ _SELECTING_OPTIONS: tuple[tuple[str, Any], ...] = (
 )
 
 
+def is_worker(config: pytest.Config) -> bool:
+    """This process is an xdist worker: the controller writes the report."""
+    return hasattr(config, "workerinput")
+
+
 def selected_part(config: pytest.Config, *, deselected: bool = False) -> bool:
     """True when the run was asked for part of the suite rather than all of it.
 
@@ -210,10 +215,11 @@ def file_digests(paths: Iterable[Path], shown: Callable[[str], str]) -> dict[str
 
 
 class SuiteRecord:
-    """The tests a run collected before deselection and the tests it ran, and the files it collected
-    them from (``summary.suite``).
+    """The tests a run collected before deselection, the tests it ran and skipped, and the files it
+    collected them from (``summary.suite``).
 
-    The digests are computed when asked for (a report, an xdist worker's output): a run that
+    Kept by every run with the plugin, from its start, since a run may first use the plugin in any
+    test. The digests are computed when asked for (a report, an xdist worker's output): a run that
     writes no report pays for a list of ids and two sets.
     """
 
@@ -221,6 +227,10 @@ class SuiteRecord:
         self._collected_ids: list[str] | None = None
         self._collected: tuple[int, str] | None = None
         self.ran: set[str] = set()
+        #: Tests (and modules) skipped, by node id: they never reached their comparisons.
+        self.skipped: list[str] = []
+        #: Tests were deselected (in this process, or in an xdist worker): a partial run.
+        self.deselected = False
         #: The files the suite was collected from: its test files, and the samples files its
         #: ``@pytest.mark.ragmetrics(samples=...)`` markers name (added as they are loaded).
         self.sources: set[Path] = set()
@@ -230,6 +240,12 @@ class SuiteRecord:
     def collect(self, items: Sequence[pytest.Item]) -> None:
         self._collected_ids, self._collected = [item.nodeid for item in items], None
         self.sources.update(item.path for item in items)
+
+    def count_skipped(self, report: pytest.TestReport | pytest.CollectReport) -> None:
+        """Count a skipped test (in setup or call) or module. An xfail test is not counted: replayed,
+        it stops where it stopped now, and needs the judgments it used now."""
+        if report.skipped and not hasattr(report, "wasxfail"):
+            self.skipped.append(report.nodeid)
 
     @property
     def collected(self) -> tuple[int, str] | None:

@@ -397,6 +397,15 @@ _OPTIONAL = frozenset(
 )
 
 
+def mentions_ini_keys(path: Path) -> bool:
+    """The configuration file ``path`` may hold a ``rag_*`` key: it has the text ``rag_`` at all, in
+    any case (a quick look before parsing it for them)."""
+    try:
+        return b"rag_" in path.read_bytes().lower()
+    except OSError:
+        return False
+
+
 def ini_file_values(path: Path) -> dict[str, str] | None:
     """The pytest ini options of the configuration file ``path`` (``pytest.ini``, ``pyproject.toml``,
     ``tox.ini``, ``setup.cfg``) as text, or None when it holds no pytest section (or is unreadable)."""

@@ -1,8 +1,11 @@
 """The pytest plugin (entry point ``ragmetrics``): options, marker, fixtures and hooks.
 
 Each hook hands its work to the run's :class:`~pytest_ragmetrics.session.RagmetricsSession` in a few
-lines. The engine, the judge and the report renderers load inside the hooks that need them, so a suite
-that never judges anything pays next to nothing for the plugin. Disable it with ``-p no:ragmetrics``.
+lines. The session is made the first time the run needs it (:func:`_session`): at the start when
+something is configured (an option, an ini key, a ``RAGMETRICS_*`` variable), else when a test first
+uses the plugin (its marker, a ragmetrics fixture, an assertion helper). A suite that never does loads
+the option table and these hooks, records which tests ran, and nothing else; the engine, the judge
+and the report renderers load inside the hooks that need them. Disable it with ``-p no:ragmetrics``.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import _scope
-from .session import RagmetricsSession, ini_type, is_worker, session_key
+from ._run import SuiteRecord, is_worker
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .engine import Evaluator
+    from .session import RagmetricsSession
     from .specs import MetricCatalog
 
 _MARKER_HELP = (
@@ -37,10 +41,50 @@ _config_scope_key = pytest.StashKey[bool]()
 _marked_key = pytest.StashKey[list[pytest.Item]]()
 _CONFIG_FIXTURE = "ragmetrics_config"
 _suite_property_key = pytest.StashKey[Callable[[str, object], None]]()
+#: The run's ragmetrics session, once it needed one (see :func:`_session`).
+session_key = pytest.StashKey["RagmetricsSession"]()
+#: What the run recorded of its tests since its start: handed to its session when it is made.
+_suite_key = pytest.StashKey[SuiteRecord]()
+#: The pytest session, once its tests are collected: a session made later starts from its items.
+_collected_key = pytest.StashKey[pytest.Session]()
+
+#: pytest parses (and --help shows) "int" and "float" ini keys from 8.4 on; before, numbers are strings.
+_NUMERIC_INI = getattr(pytest, "version_tuple", (0,)) >= (8, 4)
+
+
+def ini_type(kind: str | None) -> str:
+    """The ini type pytest is asked to parse an option's value as."""
+    return kind if kind and (_NUMERIC_INI or kind not in ("int", "float")) else "string"
 
 
 def _session(config: pytest.Config) -> RagmetricsSession:
-    return config.stash[session_key]
+    """The run's ragmetrics session, made and started the first time the run needs it."""
+    session = config.stash.get(session_key, None)
+    if session is None:
+        from .session import RagmetricsSession
+
+        session = RagmetricsSession(config, config.stash[_suite_key])
+        session.on_activate = lambda: config.pluginmanager.register(_Recorder(session), "ragmetrics-recorder")
+        session.start()
+        config.stash[session_key] = session
+        collected = config.stash.get(_collected_key, None)
+        if collected is not None:  # made by a test: its run's tests are collected
+            session.collected(collected, uses_marker=False)
+    return session
+
+
+def _asked_for(config: pytest.Config) -> bool:
+    """The run configures ragmetrics (a ``--rag-*`` option, a ``RAGMETRICS_*`` variable, a
+    configuration file that mentions a ``rag_`` key): its session starts with the run, so that a bad
+    setting is a usage error before the first test."""
+    from .options import OPTIONS, mentions_ini_keys
+
+    inipath = config.inipath
+    return (
+        any(config.getoption("rag_" + o.name) is not None for o in OPTIONS if o.cli or o.repeat)
+        or any(k.startswith("RAGMETRICS_") for k in os.environ)
+        or (inipath is not None and mentions_ini_keys(inipath))
+    )
 
 
 # --- options, configuration ----------------------------------------------------------------------
@@ -88,16 +132,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
     if not config.pluginmanager.is_registered(builtin_hooks):
         config.pluginmanager.register(builtin_hooks, "ragmetrics-builtins")
-    session = RagmetricsSession(config)
-    session.on_activate = lambda: config.pluginmanager.register(_Recorder(session), "ragmetrics-recorder")
-    session.start()
-    config.stash[session_key] = session
-    config.pluginmanager.register(_RunHooks(session), "ragmetrics-run")
+    suite = config.stash[_suite_key] = SuiteRecord()
+    config.pluginmanager.register(_RunHooks(suite), "ragmetrics-run")
     if config.pluginmanager.has_plugin("dsession"):  # the xdist controller: workers report progress
         from .progress import ControllerProgress
 
         config.pluginmanager.register(ControllerProgress(config), "ragmetrics-progress")
-        session.activate()  # the workers' reports carry the comparisons
+        _session(config).activate()  # the workers' reports carry the comparisons
+    elif _asked_for(config):
+        _session(config)
     if (
         config.pluginmanager.hasplugin("html")
         and config.getoption("htmlpath", None)
@@ -106,17 +149,23 @@ def pytest_configure(config: pytest.Config) -> None:
         from .pytest_html_scores import PytestHtmlScores
 
         config.pluginmanager.register(PytestHtmlScores(), "ragmetrics-pytest-html")
-    token = _scope.current_run.set(lambda: session.evaluator(session.settings))
+    token = _scope.current_run.set(lambda: _run_evaluator(config))
     config.add_cleanup(lambda: _scope.current_run.reset(token))
 
 
+def _run_evaluator(config: pytest.Config) -> Evaluator:
+    """The run's evaluator, for judging done outside a test (a session fixture, a conftest hook)."""
+    session = _session(config)
+    return session.evaluator(session.settings)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    for name in ("ragmetrics-recorder", "ragmetrics-run"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
     session = config.stash.get(session_key, None)
     if session is not None:
-        for name in ("ragmetrics-recorder", "ragmetrics-run"):
-            plugin = config.pluginmanager.get_plugin(name)
-            if plugin is not None:
-                config.pluginmanager.unregister(plugin)
         session.release()
 
 
@@ -170,11 +219,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Validated here, not in pytest_generate_tests, so a bad argument is a usage error (exit 4)
     # rather than a collection error with a traceback.
-    problems = _session(config).usage_errors
-    if problems:
-        raise pytest.UsageError("\n".join(problems))
-    from .errors import ConfigError
-
+    session = config.stash.get(session_key, None)
+    if session is not None and session.usage_errors:
+        raise pytest.UsageError("\n".join(session.usage_errors))
     seen: set[int] = set()
     marked = config.stash[_marked_key] = []
     for item in items:
@@ -185,6 +232,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if id(mark) not in seen:
                 seen.add(id(mark))
                 if mark.args or mark.kwargs:
+                    from .errors import ConfigError
                     from .settings import check_marker
 
                     try:
@@ -205,15 +253,14 @@ def _metric_catalog(config: pytest.Config, kwargs: Mapping[str, Any]) -> MetricC
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Only the tests seen with the marker before deselection can have it now.
-    marked = session.config.stash.get(_marked_key, [])
+    config = session.config
+    marked = config.stash.get(_marked_key, [])
     selected = set(session.items) if marked else set()
     uses_marker = any(item in selected and _uses_marker(item) for item in marked)
-    _session(session.config).collected(session, uses_marker)
-
-
-def pytest_deselected(items: list[pytest.Item]) -> None:
-    if items:  # a partial run: its used judgments say nothing about the store
-        _session(items[0].config).deselected = True
+    ragmetrics = _session(config) if uses_marker else config.stash.get(session_key, None)
+    config.stash[_collected_key] = session
+    if ragmetrics is not None:
+        ragmetrics.collected(session, uses_marker)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -318,22 +365,25 @@ def _record(item: pytest.Item, row: dict[str, Any]) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
     """Make the test current for the assertion helpers (its evaluator is built on first use), and
     judge the next tests' scores ahead while it runs. All a test pays while nothing is judged."""
-    session = _session(item.config)
+    stash = item.config.stash
+    session = stash.get(session_key, None)
     scope = _scope.TestScope(item, _evaluator_for, _record)
     token = _scope.current_test.set(scope)
-    if session.prefetcher is not None:
+    if session is not None and session.prefetcher is not None:
         session.prefetcher.before(item)  # the next tests' scores start while this one runs
     try:
         return (yield)
     except BaseException:
-        if session.prefetcher is not None:
+        session = stash.get(session_key, None)
+        if session is not None and session.prefetcher is not None:
             session.prefetcher.stop()  # Ctrl-C: nothing more is judged for tests that will not run
         raise
     finally:
         _scope.current_test.reset(token)
         # The test's reports hold its rows; its checks (results, verdicts) would only outlive it.
         scope.checks.clear()
-        prefetcher = session.prefetcher  # also when this test was the first to judge anything
+        session = stash.get(session_key, None)  # also when this test was the first to use the plugin
+        prefetcher = session.prefetcher if session is not None else None
         if prefetcher is not None:
             prefetcher.after(item)
             if item.session.shouldfail or item.session.shouldstop:
@@ -367,16 +417,21 @@ def _warn_unused(checks: list[_scope.Check]) -> None:
 
 
 class _RunHooks:
-    """Hooks of every run with the plugin that need its session and get no config to find it by."""
+    """Hooks of every run with the plugin, from its start: which tests were collected, deselected,
+    run and skipped, in case a test uses the plugin later (the run's report records its suite)."""
 
-    def __init__(self, session: RagmetricsSession) -> None:
-        self.session = session
-        self.ran = session.suite.ran
+    def __init__(self, suite: SuiteRecord) -> None:
+        self.suite = suite
+        self.ran = suite.ran
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None, None, None]:
-        self.session.suite.collect(items)  # before any plugin deselects
+        self.suite.collect(items)  # before any plugin deselects
         return (yield)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        if items:  # a partial run: its used judgments say nothing about the store
+            self.suite.deselected = True
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Every report of every test comes here, used or not: the test ran (its setup report says
@@ -384,11 +439,11 @@ class _RunHooks:
         if report.when == "setup":
             self.ran.add(report.nodeid)
         if report.outcome == "skipped":
-            self.session.count_skipped(report)
+            self.suite.count_skipped(report)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.skipped:  # a module skipped as a whole (importorskip, allow_module_level)
-            self.session.count_skipped(report)
+            self.suite.count_skipped(report)
 
 
 class _Recorder:

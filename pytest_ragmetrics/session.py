@@ -1,8 +1,10 @@
 """The ragmetrics side of one pytest run: its settings, evaluators, the comparisons its tests made, and
 the end-of-run sequence (judge check, xdist worker output, gates, the report, exit status).
 
-One :class:`RagmetricsSession` per pytest run, kept in ``config.stash`` under :data:`session_key`; the
-hooks in :mod:`pytest_ragmetrics.plugin` call :meth:`~RagmetricsSession.start`,
+At most one :class:`RagmetricsSession` per pytest run, kept in ``config.stash`` by the plugin, made
+the first time the run needs it: at the start when something is configured, else when a test first
+uses the plugin (a marker, a fixture, an assertion helper). A run that never does never imports this
+module. The hooks in :mod:`pytest_ragmetrics.plugin` call :meth:`~RagmetricsSession.start`,
 :meth:`~RagmetricsSession.finish` and the per-test methods between them. Nothing here is module
 state: a pytester run inside a run has its own session.
 """
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._run import SuiteRecord  # stdlib and pytest only: the run records its tests from the start
+from ._run import SuiteRecord, is_worker
 from .errors import ConfigError, JudgmentPending, RagMetricsError
 
 if TYPE_CHECKING:
@@ -38,37 +40,18 @@ if TYPE_CHECKING:
     from .specs import MetricCatalog
 
 
-#: pytest parses (and --help shows) "int" and "float" ini keys from 8.4 on; before, numbers are strings.
-_NUMERIC_INI = getattr(pytest, "version_tuple", (0,)) >= (8, 4)
 _INI_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "linelist": "lines"}
-
-
-def ini_type(kind: str | None) -> str:
-    """The ini type pytest is asked to parse an option's value as."""
-    return kind if kind and (_NUMERIC_INI or kind not in ("int", "float")) else "string"
-
-
-def _mentions_ours(path: Path) -> bool:
-    """The configuration file may hold a ``rag_*`` key (it has the text ``rag_`` at all, in any case)."""
-    try:
-        return b"rag_" in path.read_bytes().lower()
-    except OSError:
-        return False
-
-
-def is_worker(config: pytest.Config) -> bool:
-    """This process is an xdist worker: the controller writes the report."""
-    return hasattr(config, "workerinput")
 
 
 class RagmetricsSession:
     """One pytest run as ragmetrics sees it.
 
-    A plain class rather than a dataclass: every run with the plugin installed builds one, and most
-    never use it; its settings are resolved on first use when nothing was configured.
+    Made when the run first needs it (see :mod:`pytest_ragmetrics.session`); ``suite`` is what the
+    run has recorded of its tests since its start. Its settings are resolved on first use when
+    nothing was configured.
     """
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, suite: SuiteRecord) -> None:
         self.config = config
         self._settings: Settings | None = None
         #: Something was configured (an option, an ini key, a RAGMETRICS_* variable).
@@ -108,20 +91,17 @@ class RagmetricsSession:
         self.store_keys: set[str] | None = None
         #: What every judgment the tests used decided, by cache key: (kind, answer classes).
         self.answer_classes: dict[str, tuple[str, tuple[str, ...]]] = {}
-        self.deselected = False
         #: An xdist worker went down with an error: the judgments it used never reached this process.
         self.worker_crashed = False
         #: A Ctrl-C came while the run ended after one had stopped it: nothing more is waited for.
         self.interrupted_again = False
-        #: Tests (and modules) skipped, by node id: they never reached their comparisons.
-        self.skipped: list[str] = []
         #: xdist: the questions of the samples of the skipped tests, as the workers that ran them
         #: found (see ``_run.sample_questions``).
         self.worker_skipped: dict[str, list[str]] = {}
         #: The judgment stores the run's judges used: ``cache prune``'s record reads entries there.
         self.stores: dict[Path, JudgmentStore] = {}
-        #: The tests collected (before deselection) and run, and their files, for ``report merge``.
-        self.suite = SuiteRecord()
+        #: The tests collected (before deselection), run and skipped, and their files, for ``report merge``.
+        self.suite = suite
         #: Set at the end: the store entries this run did not use, when it covered the whole suite
         #: (see ``_run.record_for_prune``); None otherwise.
         self.unused_store_entries: list[str] | None = None
@@ -207,10 +187,10 @@ class RagmetricsSession:
             config.pluginmanager.register(_BudgetForWorkers(str(budget.path)), "ragmetrics-call-budget")
 
     def _ini_values(self) -> dict[str, Any]:
-        from .options import OPTIONS, check_names, ini_file_values
+        from .options import OPTIONS, check_names, ini_file_values, mentions_ini_keys
 
         inipath = self.config.inipath
-        if inipath is not None and _mentions_ours(inipath):  # else no key to check: no ini parser loaded
+        if inipath is not None and mentions_ini_keys(inipath):  # else no key to check: no ini parser loaded
             try:
                 check_names(ini=ini_file_values(inipath) or {})
             except ConfigError as exc:
@@ -222,7 +202,8 @@ class RagmetricsSession:
                 # False); pytest < 8 returns [] for it instead.
                 value = self.config.getini(option.ini_name)
             except (TypeError, ValueError, pytest.UsageError) as exc:  # pytest's parsing of the value
-                expected = _INI_WORDS.get(ini_type(option.ini_type), "text")
+                # Only a type pytest parses can fail here (numbers are strings before pytest 8.4).
+                expected = _INI_WORDS.get(option.ini_type or "string", "text")
                 raise pytest.UsageError(f"ragmetrics: {option.ini_name} must be {expected} ({exc})") from None
             if value is not None and value != []:
                 values[option.name] = value
@@ -571,22 +552,16 @@ class RagmetricsSession:
         if error:
             self.errors.append(error)
 
-    def count_skipped(self, report: pytest.TestReport | pytest.CollectReport) -> None:
-        """Count a skipped test (in setup or call) or module. An xfail test is not counted: replayed,
-        it stops where it stopped now, and needs the judgments it used now."""
-        if report.skipped and not hasattr(report, "wasxfail"):
-            self.skipped.append(report.nodeid)
-
     def _skipped_questions(self) -> dict[str, list[str] | None]:
         """Each skipped test (or module) -> the questions of the samples it scores, ``None`` where
         this process does not know them (see ``_run.sample_questions``)."""
-        if not self.skipped:
+        if not self.suite.skipped:
             return {}
         from ._run import sample_questions
 
         items = {item.nodeid: item for item in self.items or ()}
         found: dict[str, list[str] | None] = {}
-        for nodeid in self.skipped:
+        for nodeid in self.suite.skipped:
             questions = self.worker_skipped.get(nodeid) or sample_questions(items.get(nodeid))
             found[nodeid] = list(questions) if questions else None
         return found
@@ -617,7 +592,7 @@ class RagmetricsSession:
         self.worker_skipped.update((output or {}).get("ragmetrics_skipped") or {})
         data = (output or {}).get("ragmetrics")
         if data:
-            self.deselected = self.deselected or bool(data.get("deselected"))
+            self.suite.deselected = self.suite.deselected or bool(data.get("deselected"))
             self.worker_stats.append(data["stats"])
             self.used_keys.update(data["used_keys"])
             for key, (kind, classes) in (data.get("answer_classes") or {}).items():
@@ -743,7 +718,7 @@ class RagmetricsSession:
             s.cache_dir or self.default_cache_dir(),
             used=self.used_keys,
             store=self.store_keys,
-            deselected=self.deselected,
+            deselected=self.suite.deselected,
             worker_crashed=self.worker_crashed,
             skipped=self._skipped_questions(),
             inputs_of=self._stored_inputs,
@@ -889,7 +864,7 @@ class RagmetricsSession:
             "stats": self.stats.to_json(),
             "used_keys": sorted(self.used_keys),
             "store_keys": sorted(self.store_keys) if self.store_keys is not None else None,
-            "deselected": self.deselected,
+            "deselected": self.suite.deselected,
             "answer_classes": {k: [kind, list(c)] for k, (kind, c) in self.answer_classes.items()},
             "control_samples": self.control_pool.to_json() if self.control_pool is not None else None,
         }
@@ -931,7 +906,7 @@ class RagmetricsSession:
         from ._run import selected_part
 
         exported = self.batch_summary is not None and self.batch_summary.requests > 0
-        return exported or selected_part(self.config, deselected=self.deselected)
+        return exported or selected_part(self.config, deselected=self.suite.deselected)
 
     def shown(self, path: str) -> str:
         """A path relative to the rootdir when inside it, so reports read the same on every checkout."""
@@ -950,8 +925,6 @@ class RagmetricsSession:
         self.prefetcher = None
         self.items = None
 
-
-session_key = pytest.StashKey[RagmetricsSession]()
 
 #: xdist ``workerinput`` key naming the file of the run's judge spending budget.
 BUDGET_INPUT_KEY = "ragmetrics_call_budget"

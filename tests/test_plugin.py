@@ -1,6 +1,7 @@
 """The pytest plugin through real pytest runs (pytester), judged over HTTP by the fake judge server."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ import pytest_ragmetrics.report.html
 import pytest_ragmetrics.report.markdown
 import pytest_ragmetrics.report.terminal
 import pytest_ragmetrics.text
+from pytest_ragmetrics._run import set_digest
 from pytest_ragmetrics.testing import FakeJudgeServer
 
 pytest_plugins = ["pytester"]
@@ -139,7 +141,7 @@ def test_numeric_ini_values_reach_the_settings(pytester):
     )
     pytester.makeconftest("""
         def pytest_sessionstart(session):
-            from pytest_ragmetrics.session import session_key
+            from pytest_ragmetrics.plugin import session_key
             s = session.config.stash[session_key].settings
             print("SETTINGS", s.concurrency, s.timeout, s.seed, s.price_input)
     """)
@@ -156,28 +158,95 @@ def test_disabled_plugin_gives_a_clean_run(pytester):
     assert pytester.runpytest("-p", "no:ragmetrics", "--rag-report").ret == pytest.ExitCode.USAGE_ERROR
 
 
-def test_unused_plugin_imports_no_heavy_package_resolves_no_settings_and_adds_no_recording(pytester):
-    """A run that never judges pays for options and one cheap wrapper per test, nothing more."""
-    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+def test_unused_plugin_loads_only_its_hooks_and_options_and_makes_no_session(pytester):
+    """A run that never uses ragmetrics (a fixture of its own, a skipped test, -k) loads the plugin's
+    hooks, its option table and what every run records, and no session, settings or heavy package."""
+    pytester.makeconftest("import pytest\n\n@pytest.fixture\ndef number():\n    return 3\n")
+    pytester.makepyfile(
+        test_plain="""
+        import pytest
+
+        def test_plain(number):
+            assert number == 3
+
+        @pytest.mark.skip(reason="not today")
+        def test_skipped():
+            pass
+
+        def test_deselected():
+            pass
+        """
+    )
     code = textwrap.dedent("""
         import sys, pytest
 
         class Probe:
             @pytest.hookimpl(trylast=True)
             def pytest_sessionfinish(self, session):
+                from pytest_ragmetrics.plugin import session_key
+
                 pm = session.config.pluginmanager
                 print("RECORDER", pm.get_plugin("ragmetrics-recorder") is not None)
-                print("SETTINGS", "pytest_ragmetrics.settings" in sys.modules)
+                print("SESSION", session.config.stash.get(session_key, None) is not None)
 
-        rc = pytest.main(["-q", "-p", "no:cacheprovider", "test_plain.py"], plugins=[Probe()])
+        rc = pytest.main(["-q", "-p", "no:cacheprovider", "-k", "not deselected"], plugins=[Probe()])
+        print("LOADED", sorted(m for m in sys.modules if m.startswith("pytest_ragmetrics")))
         print("HEAVY", sorted(m for m in ("openai", "nltk", "diskcache", "httpx", "httpx2") if m in sys.modules))
         sys.exit(rc)
     """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=pytester.path, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGMETRICS_")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=pytester.path, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 passed, 1 skipped, 1 deselected" in out.stdout
     assert "RECORDER False" in out.stdout
-    assert "SETTINGS False" in out.stdout
+    assert "SESSION False" in out.stdout
+    loaded = {"", ".plugin", "._scope", "._run", ".options", ".hookspecs", ".builtin_hooks"}
+    assert f"LOADED {sorted('pytest_ragmetrics' + m for m in loaded)}" in out.stdout
     assert "HEAVY []" in out.stdout
+
+
+def test_a_run_that_first_uses_the_plugin_late_reports_every_test_it_ran(pytester, monkeypatch):
+    """Nothing configured: the session is made by the test that scores, and its report still
+    counts the tests collected, deselected, skipped and run before it."""
+    for name in [k for k in os.environ if k.startswith("RAGMETRICS_")]:
+        monkeypatch.delenv(name)
+    pytester.makeconftest("""
+        import json, pathlib
+
+        def pytest_ragmetrics_report(report):
+            pathlib.Path("suite.json").write_text(json.dumps(report["summary"]["suite"]))
+    """)
+    pytester.makepyfile(
+        test_late="""
+        import pytest
+        from pytest_ragmetrics import RagSample, assert_metric
+        from pytest_ragmetrics.plugin import session_key
+
+        def test_a_plain(request):
+            assert request.config.stash.get(session_key, None) is None
+
+        @pytest.mark.skip(reason="not today")
+        def test_b_skipped():
+            pass
+
+        def test_c_deselected():
+            pass
+
+        def test_d_scores(request):
+            sample = RagSample("q", ["a", "b"], context_ids=["d1", "d2"], reference_context_ids=["d1"])
+            assert_metric(sample, "mrr") >= 1.0
+            assert request.config.stash[session_key].suite.ran == {
+                "test_late.py::test_a_plain", "test_late.py::test_b_skipped", "test_late.py::test_d_scores"
+            }
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly", "-k", "not deselected")
+    result.assert_outcomes(passed=2, skipped=1, deselected=1)
+    suite = json.loads((pytester.path / "suite.json").read_text())
+    ran = ["test_late.py::test_a_plain", "test_late.py::test_b_skipped", "test_late.py::test_d_scores"]
+    assert (suite["collected"], suite["ran"]) == (4, 3)
+    assert suite["ran_digest"] == f"{set_digest(ran):064x}"
+    assert suite["collected_digest"] == f"{set_digest([*ran, 'test_late.py::test_c_deselected']):064x}"
 
 
 def test_marker_is_registered_for_strict_markers(pytester):
@@ -362,7 +431,7 @@ def test_bad_configuration_is_a_usage_error_without_traceback(pytester, args, me
 def test_precedence_ini_then_env_then_cli(pytester, monkeypatch):
     pytester.makeini("[pytest]\nrag_judge_model = from-ini\nrag_cache = off\n")
     pytester.makepyfile("""
-        from pytest_ragmetrics.session import session_key
+        from pytest_ragmetrics.plugin import session_key
         def test_model(request):
             print("MODEL", request.config.stash[session_key].settings.judge_model)
     """)

@@ -47,7 +47,7 @@ def test_golden(rag_sample):
 
 CONFTEST = """
 import json, pathlib
-from pytest_ragmetrics.session import session_key
+from pytest_ragmetrics.plugin import session_key
 
 def pytest_terminal_summary(terminalreporter):
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
@@ -74,7 +74,7 @@ def pytest_ragmetrics_report(report):
 KEPT = """
 import json, pathlib
 import pytest
-from pytest_ragmetrics.session import session_key
+from pytest_ragmetrics.plugin import session_key
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
