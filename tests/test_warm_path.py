@@ -317,3 +317,56 @@ def test_an_in_place_edit_of_a_store_line_is_scored_the_same_locally_and_in_ci_r
         with Evaluator(settings, judge=ScriptedJudge(never)) as ev:
             scores.append(ev.score(sample, "context_precision").score)
     assert scores == [0.5, 0.5]  # the first chunk is no longer useful, in both
+
+
+def test_sentence_binary_and_any_relevance_build_and_key_each_chunks_request_once(tmp_path, monkeypatch):
+    """The three sentence methods of a sample ask the same judgment per chunk: its request is built
+    (and its key computed) once, cold and warm, and the scores are those of separate requests."""
+    methods = ["context_relevance[sentence]", "context_relevance[binary]", "context_relevance[any]"]
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
+        cold = ev.evaluate(SAMPLES, methods)
+    built: list[str] = []
+    build = J.chunk_sentences_request
+
+    def counting(question, chunk, *args, **kwargs):
+        built.append(chunk)
+        return build(question, chunk, *args, **kwargs)
+
+    monkeypatch.setattr(J, "chunk_sentences_request", counting)
+    with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
+        warm = ev.evaluate(SAMPLES, methods)
+        stats = ev.stats
+    chunks = [c for s in SAMPLES for c in s.contexts]
+    assert len(built) == len(chunks) == len(set(built))  # once per chunk, not once per method
+    assert stats.cache_hits == len(chunks) - 1  # "- * -" has no sentences: never judged
+    assert comparable(warm) == comparable(cold)
+
+
+def test_the_engine_copies_every_field_of_a_metrics_result():
+    """Filling in the engine's fields copies the rest of a result unchanged, whatever the field."""
+    from pytest_ragmetrics.engine import _finished
+    from pytest_ragmetrics.judge.base import Usage
+    from pytest_ragmetrics.results import MetricResult, Verdict
+
+    result = MetricResult(
+        0.25, "m", "x", (Verdict("chunk", 1, "t", 1.0, "useful", "r", 1),), "why", "s1", "mode",
+        cached=False, judge_calls=2, usage=Usage(3, 4), models={"a": 0.5}, labels_found=True,
+        labelled=0.5, outcome=None,
+    )  # fmt: skip
+    filled = _finished(result, ("j",), "sk", "rk", ("p-1",), "splitter")
+    expected = dataclasses.replace(
+        result, judges=("j",), sample_key="sk", reference_key="rk", prompt_versions=("p-1",), splitter="splitter"
+    )
+    for f in dataclasses.fields(MetricResult):
+        assert getattr(filled, f.name) == getattr(expected, f.name), f.name
+
+
+def test_equal_samples_share_their_content_keys_and_different_ones_do_not():
+    from pytest_ragmetrics.engine import _compute_reference_key, _compute_sample_key, _sample_keys
+
+    a = SAMPLES[0]
+    same = dataclasses.replace(a)  # equal, another object
+    other = dataclasses.replace(a, contexts=a.contexts[:1])
+    assert _sample_keys(a) == _sample_keys(same) == (_compute_sample_key(a), _compute_reference_key(a))
+    assert _sample_keys(other)[0] != _sample_keys(a)[0] and _sample_keys(other)[1] == _sample_keys(a)[1]

@@ -7,7 +7,7 @@ metrics follow the same :class:`Metric` protocol and register through ``pytest_r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .. import judgments as J, kinds as K
 from ..errors import ConfigError, InvalidSample
@@ -77,6 +77,9 @@ class Metric(Protocol):
 
 
 _NO_USAGE = Usage()
+#: Sentence judgments :class:`ContextRelevance` keeps built (see ``_asked``): the chunks of the
+#: samples an evaluation has in flight.
+ASKED_ENTRIES = 4_096
 
 
 class _Tally:
@@ -116,6 +119,10 @@ def _nothing_retrieved(
     return MetricResult(
         0.0, metric, method, (), "nothing was retrieved: the sample has no contexts", sample.id, mode
     )
+
+
+def _parts(params: J.JudgeParams) -> tuple[Any, ...]:
+    return params.model, params.temperature, params.seed, params.n
 
 
 def _label(sample: RagSample, metric: str, what: str = "") -> str:
@@ -304,6 +311,12 @@ class ContextRelevance:
     methods: tuple[str, ...] = ("graded", "sentence", "binary", "any")
     default_method: str | None = "graded"
 
+    def __init__(self) -> None:
+        # The sentence judgment of each chunk asked lately, by everything its request is built from:
+        # sentence, binary and any relevance of a sample ask the same judgments, and a request built
+        # once is keyed once (canonical JSON, sha256), not once per method.
+        self._asked: dict[tuple[Any, ...], JudgeRequest] = {}
+
     async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
         method = method or ctx.settings.relevance_method
         if not sample.contexts:
@@ -332,15 +345,22 @@ class ContextRelevance:
             if (text := ctx.normalize(chunk))
         }
         windows: dict[int, list[JudgeRequest]] = {}
+        asked = self._asked
         for rank, text in texts.items():
             if fingerprint is not None:
                 # Keyed on the chunk and the splitter: a recorded answer brings its sentences along.
-                request = J.chunk_sentences_request(
-                    question, text, fingerprint, split, params, label_of(rank)
-                )
+                built_from = (question, text, fingerprint, sample.label, rank, *_parts(params))
+                request = asked.get(built_from)
+                if request is None:
+                    request = J.chunk_sentences_request(
+                        question, text, fingerprint, split, params, label_of(rank)
+                    )
+                    if len(asked) >= ASKED_ENTRIES:
+                        asked.clear()
+                    asked[built_from] = request
                 windows[rank] = [request]
-            elif sentences := split(text):
-                windows[rank] = J.sentences_requests(question, sentences, params, label_of(rank))
+            elif chunk_sentences := split(text):
+                windows[rank] = J.sentences_requests(question, chunk_sentences, params, label_of(rank))
 
         def nothing_to_judge(request: JudgeRequest) -> bool:
             return not request.inputs["sentences"]  # a chunk of markers and punctuation only
@@ -368,17 +388,24 @@ class ContextRelevance:
                 assert answer is not None  # nothing is skipped
                 answered[rank].append(answer)
 
-        judged: list[tuple[list[str], tuple[int, ...], str, bool]] = []
+        judged: list[tuple[Sequence[str], tuple[int, ...], str, bool]] = []
         for rank, chunk in enumerate(sample.contexts, start=1):
             if rank not in windows:
                 judged.append(([], (), "empty chunk", True))
                 continue
-            answers = [tally.add(answer) for answer in answered[rank]]
-            picks = [J.combine_sentences(a.choices) for a in answers]
+            answers = answered[rank]
+            if len(answers) == 1:  # a chunk of one window: its picks as they are
+                (answer,) = answers
+                chosen, reason = J.combine_sentences(tally.add(answer).choices)
+                judged.append(
+                    (_quoted(chunk, windows[rank][0].inputs["sentences"], ctx), chosen, reason, answer.cached)
+                )
+                continue
+            picks = [J.combine_sentences(tally.add(a).choices) for a in answers]
             chosen = tuple(n for numbers, _ in picks for n in numbers)
             reason = next((why for numbers, why in picks if numbers), picks[0][1])
-            sentences = [sentence for request in windows[rank] for sentence in request.inputs["sentences"]]
-            judged.append((_quoted(chunk, sentences, ctx), chosen, reason, all(a.cached for a in answers)))
+            joined = [sentence for request in windows[rank] for sentence in request.inputs["sentences"]]
+            judged.append((_quoted(chunk, joined, ctx), chosen, reason, all(a.cached for a in answers)))
         verdicts: list[Verdict] = []
         for rank, (chunk, (sentences, chosen, reason, cached)) in enumerate(
             zip(sample.contexts, judged, strict=True), start=1
@@ -467,7 +494,7 @@ class ContextRelevance:
         )
 
 
-def _quoted(chunk: str, sentences: list[str], ctx: ScoringContext) -> list[str]:
+def _quoted(chunk: str, sentences: Sequence[str], ctx: ScoringContext) -> Sequence[str]:
     """The chunk's own sentences that the judge saw in normalized form, for quoting in verdicts.
 
     A chunk already in normalized form is quoted as judged. Otherwise (decomposed accents, CRLF line
