@@ -228,14 +228,22 @@ SCHEMAS = [
     J._recall_schema(31, 2),
     J._sentences_schema(1, 3),
     J._graded_schema(),
+    J._claims_schema(1, 2),
     {"type": "number"},
     {"type": "boolean", "enum": [True]},
+    {"type": "integer", "enum": [0, 1]},
+    {"type": "string", "enum": ["a"]},
+    {"type": "array", "items": {"type": "boolean"}},
     {"type": ["string", "null"]},
     {"type": "array"},
 ]
 VALUES = [
     {"reason": "r", "useful": True},
     {"reason": "r", "useful": 1},
+    {"reason": 1, "useful": True},
+    {"reason": "r", "useful": "yes"},
+    {"sentence_1": {"claims": [{"claim": "c", "reason": "r", "attributed": True}]}, "sentence_2": {"claims": []}},
+    {"sentence_1": {"claims": [{"claim": 1, "reason": "r", "attributed": True}]}, "sentence_2": {"claims": []}},
     {"reason": "r"},
     {"reason": "r", "useful": False, "extra": 1},
     {"sentence_1": {"reason": "r", "attributed": True}, "sentence_2": {"reason": "r", "attributed": False}},
@@ -258,6 +266,10 @@ VALUES = [
     None,
     [1, "a"],
     [],
+    [True, False],
+    0,
+    1,
+    "a",
 ]
 
 

@@ -541,6 +541,15 @@ def conforms(schema: Mapping[str, Any], value: Any) -> bool:
 
 _CHECKERS: dict[int, tuple[Mapping[str, Any], Callable[[Any], bool]]] = {}
 
+#: The types whose schema is checked by ``isinstance`` alone (see :func:`_plain_type`).
+_PLAIN_TYPES: dict[str, type] = {"string": str, "boolean": bool}
+
+
+def _plain_type(schema: Mapping[str, Any]) -> str | None:
+    """The type of a schema checked by its type alone (no enum), else None."""
+    kind = schema.get("type")
+    return kind if isinstance(kind, str) and kind in _PLAIN_TYPES and "enum" not in schema else None
+
 
 def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
     """A function telling whether a value conforms to ``schema`` (the subset :func:`schema_errors` reads)."""
@@ -551,6 +560,18 @@ def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
         with contextlib.suppress(TypeError):  # unhashable values: look them up in the list
             enum = frozenset(enum)
         boolean = expected == "boolean"
+
+        if expected == "integer":  # every rating and sentence number: one check, not two
+
+            def check_integer_enum(v: Any) -> bool:
+                try:
+                    found = v in enum
+                except TypeError:  # an unhashable value (a list, an object) is in no set of scalars
+                    return False
+                # bool is an int in Python; True must not pass for an enum of [0, 1, 2].
+                return found and isinstance(v, int) and not isinstance(v, bool)
+
+            return check_integer_enum
 
         def check_enum(v: Any) -> bool:
             try:
@@ -566,7 +587,12 @@ def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
         required = frozenset(schema.get("required", []))
         closed = schema.get("additionalProperties") is False
         allowed = frozenset(props)
-        subs = [(name, _compile(sub)) for name, sub in props.items()]
+        # Properties whose whole check is their type (a reason, a yes or no) are checked in the loop
+        # below with isinstance, not each by a function of its own.
+        typed = [
+            (name, _PLAIN_TYPES[t]) for name, sub in props.items() if (t := _plain_type(sub)) is not None
+        ]
+        subs = [(name, _compile(sub)) for name, sub in props.items() if _plain_type(sub) is None]
 
         def check_object(v: Any) -> bool:
             if not isinstance(v, dict):
@@ -574,6 +600,9 @@ def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
             keys = v.keys()
             if not keys >= required or (closed and not keys <= allowed):
                 return False
+            for name, kind in typed:
+                if name in v and not isinstance(v[name], kind):
+                    return False
             for name, check in subs:  # noqa: SIM110 - a plain loop: all() over a generator costs more
                 if name in v and not check(v[name]):
                     return False
