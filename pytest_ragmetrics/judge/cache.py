@@ -446,13 +446,16 @@ class CachedJudge:
         answers: list[JudgeAnswer | None] = []
         copies: list[tuple[JudgeRequest, JudgeAnswer]] = []
         missing: list[tuple[int, str]] = []
+        lookup, in_store = self.lookup, self._in_store
+        # Only a run that writes the store copies into it what the cache served (see _store_lacks).
+        copying = self.store is not None and self.mode in ("readwrite", "refresh")
         for i, request in enumerate(requests):
             key = request.cache_key()
-            answer = self.lookup(request, key)
+            answer = lookup(request, key)
             if answer is None:
                 if skip is None or not skip(request):
                     missing.append((i, key))
-            elif self._store_lacks(key):
+            elif copying and key not in in_store and self._store_lacks(key):
                 copies.append((request, answer))
             answers.append(answer)
         if copies:
