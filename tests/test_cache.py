@@ -1089,3 +1089,21 @@ def test_disk_work_arriving_while_the_io_thread_is_busy_is_done_in_one_hand_over
     assert batches == [[0, 1, 2, 3, 4]]
     assert results[:3] == [0, 10, 20] and results[4] == 40
     assert isinstance(results[3], ValueError) and results[3].args == (3,)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a":1}', ' {"a":1}', '{"a":1}\n', '{"a":1}x', '{"a":1}{"b":2}', "", "nul", "[1,2]", '"x"', b'{"a":2}'],
+)
+def test_an_entry_is_read_as_json_loads_reads_it(text):
+    """Reading an entry's text skips json.loads' look for white space, and nothing else: the same
+    value, or the same error for a damaged entry."""
+    from pytest_ragmetrics.judge.cache import _loads
+
+    def outcome(read):
+        try:
+            return "value", read(text)
+        except ValueError as exc:
+            return type(exc).__name__, str(exc)
+
+    assert outcome(_loads) == outcome(json.loads)
