@@ -62,7 +62,7 @@ def project(pytester, judge_server):
 #: A conftest writing how many times the tests handed work to the judging loop (to ``handovers``).
 COUNT_HANDOVERS = """
 import pathlib, pytest
-from pytest_ragmetrics.session import session_key
+from pytest_ragmetrics.plugin import session_key
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
