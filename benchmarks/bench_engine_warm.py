@@ -12,7 +12,12 @@ cache object each round). Bound: at most 2.5 x the floor's CPU time from either.
 the same work also runs as 1,000 marker-parametrized pytest tests (five assertions each, in a child
 process); bound: at most 2 x the CPU of the same 1,000 tests with empty bodies (``-p no:ragmetrics``).
 
-    python benchmarks/bench_engine_warm.py [--samples 1000] [--rounds 5] [--pytest]
+CPU time on a busy machine wanders by tens of percent; ``--instructions N`` also counts, under
+valgrind (callgrind), the instructions of a warm ``evaluate()`` of N samples (beyond a first one,
+which opens the cache and builds the metrics) from either source, against the floor's loop over as
+many entries: a ratio that barely moves with the machine's load.
+
+    python benchmarks/bench_engine_warm.py [--samples 1000] [--rounds 5] [--pytest] [--instructions 200]
 """
 
 from __future__ import annotations
@@ -20,13 +25,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from _workload import FIVE_ASSERTIONS, FIVE_METHODS, IMPORTS, answer, make_samples, write_golden
@@ -115,12 +123,89 @@ def floor_rounds(cache_dir: str, rounds: int) -> tuple[list[float], int]:
     return cpus, len(keys)
 
 
+GRIND_EVALUATE = """
+import sys
+sys.path.insert(0, {bench_dir!r})
+from _workload import FIVE_METHODS, make_samples
+from pytest_ragmetrics import Evaluator, ScriptedJudge, Settings
+from pytest_ragmetrics.text import default_splitter
+
+def never(request):
+    raise AssertionError("a warm run must not call the judge")
+
+samples = make_samples({samples})
+default_splitter()("Warm up. The tokenizer.")
+with Evaluator(Settings(**{settings!r}), judge=ScriptedJudge(never)) as evaluator:
+    evaluator.evaluate(samples[:1], FIVE_METHODS)  # opens the cache or store, builds the metrics
+    if {whole}:
+        evaluator.evaluate(samples[1:], FIVE_METHODS)
+    print(evaluator.stats.cache_hits + evaluator.stats.store_hits)
+"""
+
+GRIND_FLOOR = """
+import json
+import diskcache
+
+with diskcache.Cache({cache_dir!r}) as cache:
+    keys = [k for k in cache.iterkeys() if not str(k).startswith("claim:")][:{entries} + 1]
+with diskcache.Cache({cache_dir!r}, sqlite_mmap_size=0, sqlite_cache_size=512) as cache:
+    json.loads(cache.get(keys[0]))
+    for key in keys[1:] if {whole} else ():
+        json.loads(cache.get(key))
+"""
+
+
+def instructions(code: str) -> tuple[int, str]:
+    """Instructions ``python -c code`` executes under callgrind (hash seed fixed: dict order is work),
+    and what it printed."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    grind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    out = subprocess.run([*grind, sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    match = re.search(r"refs:\s+([\d,]+)", out.stderr)
+    if out.returncode != 0 or match is None:
+        sys.exit(f"the counted run failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return int(match.group(1).replace(",", "")), out.stdout
+
+
+def counted(samples: int, cache_dir: str, sources: dict[str, Callable[[], dict[str, Any]]]) -> None:
+    """Print the instructions of a warm evaluate() of ``samples`` beyond its first, from each source,
+    against the floor's loop over as many entries beyond its first."""
+    bench_dir = str(Path(__file__).parent)
+    for name, settings in sources.items():
+        runs = [
+            instructions(
+                GRIND_EVALUATE.format(bench_dir=bench_dir, samples=samples, settings=settings(), whole=w)
+            )
+            for w in (True, False)
+        ]
+        work = runs[0][0] - runs[1][0]
+        entries = int(runs[0][1].split()[-1]) - int(runs[1][1].split()[-1])  # read from disk
+        floors = [
+            instructions(GRIND_FLOOR.format(cache_dir=cache_dir, entries=entries, whole=w))[0]
+            for w in (True, False)
+        ]
+        floor = floors[0] - floors[1]
+        ratio = work / floor
+        verdict = "met" if ratio <= 2.5 else "NOT met"
+        print(f"instructions (callgrind), warm evaluate() of {samples - 1} samples, {name}: "
+              f"{work:,} against {floor:,} for the floor over the same {entries:,} entries: "
+              f"{ratio:.2f} x (bound <= 2.5 x: {verdict})")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pytest", action="store_true", help="also time the work as pytest tests")
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        metavar="N",
+        help="also count instructions of N samples under valgrind (slow, steady)",
+    )
     args = parser.parse_args()
+    if args.instructions is not None and (shutil.which("valgrind") is None or args.instructions < 2):
+        parser.error("--instructions needs valgrind on PATH and at least 2 samples")
     samples = make_samples(args.samples)
     with tempfile.TemporaryDirectory() as tmp:
         cache_dir = str(Path(tmp) / "cache")
@@ -152,6 +237,15 @@ def main() -> None:
             verdict = "met" if ratio <= 2.5 else "NOT met"
             print(f"  {ratio:.2f} x the floor's CPU (bound <= 2.5 x: {verdict}); "
                   f"{served / cpu:,.0f} judgments per CPU-second")  # fmt: skip
+        if args.instructions is not None:
+            counted(
+                min(args.instructions, args.samples),
+                cache_dir,
+                {
+                    "local cache": lambda: {"cache_dir": cache_dir},
+                    "store alone": lambda: {"cache_dir": tempfile.mkdtemp(dir=tmp), "store_dir": store_dir},
+                },
+            )
         if not args.pytest:
             return
 
