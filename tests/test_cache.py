@@ -1100,7 +1100,7 @@ def test_an_entry_is_read_as_json_loads_reads_it(text):
     value, or the same error for a damaged entry."""
     from pytest_ragmetrics.judge.cache import _loads
 
-    def outcome(read):
+    def outcome(read: Any) -> tuple[str, Any]:
         try:
             return "value", read(text)
         except ValueError as exc:
