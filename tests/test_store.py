@@ -552,6 +552,25 @@ def test_a_temporary_file_left_by_a_killed_write_is_removed_and_ignored_by_git(t
     assert not stale.exists()
 
 
+def test_a_store_looks_for_temporary_files_and_its_repo_files_at_its_first_write_only(tmp_path, monkeypatch):
+    """A cold run writes answers a few at a time: only the first write scans the directory."""
+    store = JudgmentStore(tmp_path)
+    scans: list[str] = []
+    glob = Path.glob
+
+    def counted(self: Path, pattern: str) -> Any:
+        scans.append(pattern)
+        return glob(self, pattern)
+
+    monkeypatch.setattr(Path, "glob", counted)
+    for i in range(3):
+        put(store, make_request(i), make_answer())
+    assert scans == [".*.tmp"]
+    assert (tmp_path / ".gitattributes").read_text(encoding="utf-8") == GITATTRIBUTES
+    assert "*.tmp" in (tmp_path / ".gitignore").read_text(encoding="utf-8")
+    assert len(JudgmentStore(tmp_path)) == 3
+
+
 def test_a_last_line_without_its_newline_is_read(tmp_path):
     """A hand edit or an editor that drops the file's final newline hides no judgment."""
     store = JudgmentStore(tmp_path / "judgments")

@@ -22,8 +22,8 @@ line that is not a judgment is reported (shard and line number) and skipped. Lin
 key when the judge closes (:meth:`JudgmentStore.flush`; only the line that counts is kept), so
 re-recording an unchanged judgment produces no diff at all. Writes hold a
 lock on the store directory, so pytest-xdist workers append to the same shards safely; files are
-replaced through a temporary file, which ``.gitignore`` keeps out of commits and the next writer
-removes if a killed process left one behind.
+replaced through a temporary file, which ``.gitignore`` keeps out of commits and which the next
+store to write (at its first write) removes if a killed process left one behind.
 """
 
 from __future__ import annotations
@@ -181,6 +181,9 @@ class JudgmentStore:
         # Shards this process appended to, each with the keys it wrote (their lines count at flush).
         self._written: dict[str, set[str]] = {}
         self._held = 0  # depth of this process's hold of the store lock (see _locked)
+        # Done on this store's first write, not on every one: the temporary files a killed writer
+        # left behind swept away, .gitattributes and .gitignore written where missing.
+        self._prepared = False
 
     def __repr__(self) -> str:
         return f"JudgmentStore({str(self.directory)!r})"
@@ -203,7 +206,7 @@ class JudgmentStore:
     def _locked(self) -> Iterator[None]:
         """Hold the store's lock against this process's threads and other processes (xdist
         workers), for writing. Re-entrant within a thread. Temporary files a killed writer left
-        behind are removed: no writer holds the lock but this one."""
+        behind are removed the first time this store takes the lock: no writer holds it but this one."""
         with self._lock:
             if self._held:
                 self._held += 1
@@ -216,9 +219,10 @@ class JudgmentStore:
             fd = _lock_directory(self.directory)
             self._held = 1
             try:
-                for stale in self.directory.glob(".*.tmp"):
-                    with contextlib.suppress(OSError):
-                        stale.unlink()
+                if not self._prepared:
+                    for stale in self.directory.glob(".*.tmp"):
+                        with contextlib.suppress(OSError):
+                            stale.unlink()
                 yield
             finally:
                 self._held = 0
@@ -499,10 +503,15 @@ class JudgmentStore:
     # --- writing ---------------------------------------------------------------------------------
 
     def _write_repo_files(self) -> None:
+        """Write .gitattributes and .gitignore where missing, on this store's first write (the
+        caller holds the lock)."""
+        if self._prepared:
+            return
         for name, text in ((".gitattributes", GITATTRIBUTES), (".gitignore", GITIGNORE)):
             path = self.directory / name
             if not path.exists():
                 write_text_atomic(path, text)
+        self._prepared = True
 
     def put_many(self, pairs: Iterable[tuple[JudgeRequest, JudgeAnswer]]) -> None:
         """Record answers, each replacing what its key held: appended to their shards under one
