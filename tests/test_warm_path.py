@@ -382,3 +382,18 @@ def test_equal_samples_share_their_content_keys_and_different_ones_do_not():
     other = dataclasses.replace(a, contexts=a.contexts[:1])
     assert _sample_keys(a) == _sample_keys(same) == (_compute_sample_key(a), _compute_reference_key(a))
     assert _sample_keys(other)[0] != _sample_keys(a)[0] and _sample_keys(other)[1] == _sample_keys(a)[1]
+
+
+def test_each_request_is_labelled_with_its_metric_sample_and_chunk():
+    """A request's label names what it judges, as messages show it (not part of any key)."""
+    judge = ScriptedJudge(verdicts)
+    methods = ["context_precision", "context_relevance[graded]", "context_relevance[sentence]"]
+    with FromJudgments(Settings(cache="off"), judge=judge) as ev:
+        ev.evaluate(SAMPLES[:1], methods)
+    expected = {
+        f"{metric} of sample 'france', chunk {rank}"
+        for metric in ("context_precision", "context_relevance")
+        for rank in (1, 2, 3)
+    }
+    assert {r.label for r in judge.requests} == expected
+    assert len(judge.requests) == 9  # precision, graded and sentence relevance of three chunks

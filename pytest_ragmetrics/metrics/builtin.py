@@ -158,10 +158,9 @@ class ContextPrecision:
         (params,) = K.KINDS[J.PRECISION].params(ctx.settings)
         question, ref = ctx.normalize(sample.question), ctx.normalize(reference)
         tally = _Tally()
+        head = _label(sample, self.name)  # each chunk's label: this and its rank
         requests = {
-            rank: J.precision_request(
-                question, ref, reference_kind, text, params, _label(sample, self.name, f"chunk {rank}")
-            )
+            rank: J.precision_request(question, ref, reference_kind, text, params, f"{head}, chunk {rank}")
             for rank, chunk in enumerate(sample.contexts, start=1)
             if (text := ctx.normalize(chunk))
         }
@@ -336,8 +335,10 @@ class ContextRelevance:
         def split(text: str) -> list[str]:
             return [sentence for raw in ctx.split(text) if (sentence := ctx.normalize(raw))]
 
+        head = _label(sample, "context_relevance")
+
         def label_of(rank: int, what: str = "") -> str:
-            return _label(sample, "context_relevance", f"chunk {rank}{what}")
+            return f"{head}, chunk {rank}{what}"
 
         texts = {
             rank: text
@@ -440,13 +441,13 @@ class ContextRelevance:
         chunks = list(enumerate(sample.contexts, start=1))
         texts = [ctx.normalize(chunk) for _, chunk in chunks]
         requests: dict[tuple[str, int], JudgeRequest] = {}
+        head = _label(sample, "context_relevance")
         for params in judges:
             model = params.model
             for (rank, _), text in zip(chunks, texts, strict=True):
                 if text:
                     what = f"chunk {rank}" + (f", judge {model}" if len(models) > 1 else "")
-                    label = _label(sample, "context_relevance", what)
-                    requests[model, rank] = J.graded_request(question, text, params, label)
+                    requests[model, rank] = J.graded_request(question, text, params, f"{head}, {what}")
         answers = dict(zip(requests, await ctx.judge_many(list(requests.values())), strict=True))
         ratings: list[tuple[float, str, bool]] = []
         for model in models:
