@@ -2,6 +2,8 @@
 
 Importing this package is cheap and has no side effects: the public names below are loaded on first
 access, and the judge's heavy dependencies (openai, nltk, diskcache) only when a judgment is needed.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ skips the question, and without a terminal to ask in it deletes nothing unless `
 
 Exit codes, like pytest's: 0 success, 1 the operation could not be done or a gate failed (the message
 says why), 4 usage errors (a message, no traceback).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""asyncio helpers shared by the engine and the metrics."""
+"""asyncio helpers shared by the engine and the metrics.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 Every file the package writes for others to read (reports, a baseline, the judgment store's shards,
 the cache's notes, a batch's state, a drawn labelling sample) goes through :func:`write_atomic`.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ which is versioned with this package. Punkt is unsupervised, so its "model" is o
 Everything here is pure data (no nltk import): the sets are lower case, and abbreviations are written
 without their final period, as Punkt stores them (``"e.g"`` matches the token ``E.g.``). A change to
 any set changes :data:`PARAMETERS_VERSION` and therefore the splitter's fingerprint.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

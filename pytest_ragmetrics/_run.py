@@ -17,6 +17,8 @@ layer of hooks:
   shards cut from different versions of the suite.
 * Which comparisons count? An attempt that pytest-rerunfailures discarded (its report's outcome is
   ``"rerun"``) does not: only the final attempt of a test counts in aggregates, gates and reports.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Its own tiny module (stdlib only) because the plugin sets it around every test, including in suites
 that never use ragmetrics: importing the assertion machinery there would cost every such run.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ The helpers judge right away and return a :class:`ScoreCheck`. Comparing it with
 ``AssertionError`` with a readable explanation when the comparison fails, so it works as a bare
 statement and inside ``assert``. Given a list of samples the mean is compared; ``.min()``,
 ``.quantile(q)`` and ``.pass_rate(threshold)`` give the other dataset-level statistics.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ the splitter's identity.
 Statistics (:mod:`pytest_ragmetrics.stats`): the delta is the mean over matched samples of current
 minus baseline score, with a 95% paired bootstrap interval and the p-value of a paired sign-flip
 permutation test, both with a fixed seed, so the same two runs always give the same figures.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ pytest configuration here (or ``RAGMETRICS_BATCH``).
 
 Exit codes, like pytest's: 0 everything asked is recorded (or submitted), 1 something is left (a
 batch not finished, failed or refused answers: the message lists them), 4 usage errors.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

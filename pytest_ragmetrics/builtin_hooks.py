@@ -1,5 +1,8 @@
 """The built-in implementations of our hooks. They run last, so any conftest or plugin can override
-the judge or the splitter, and add metrics beside the built-in ones."""
+the judge or the splitter, and add metrics beside the built-in ones.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

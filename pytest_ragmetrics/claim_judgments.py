@@ -29,6 +29,8 @@ Every schema stays within the strictest provider limits (:mod:`.judge.limits`): 
 :data:`DECOMPOSITION_WINDOW` sentences, or more than :data:`VERDICT_WINDOW` claims, is judged in
 windows numbered as in the whole, and their answers are joined. The user message is a JSON document,
 as for every other kind.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 All judging runs on one background event loop owned by a :class:`LoopRunner`, so synchronous test code,
 code already inside an event loop (``aevaluate``) and several tests share one HTTP client and one
 concurrency limit, and nothing ever nests event loops.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Exceptions raised by pytest-ragmetrics. All derive from :class:`RagMetricsError`."""
+"""Exceptions raised by pytest-ragmetrics. All derive from :class:`RagMetricsError`.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

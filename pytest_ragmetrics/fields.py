@@ -24,6 +24,8 @@ LlamaIndex hold them: ``{"page_content": ..., "metadata": {"id": ...}}`` or ``{"
 when it holds more than one, the whole list is also kept in ``metadata["ground_truths"]`` so nothing is
 silently dropped. A ``None`` value counts as absent. Two names for the same field with different
 values are an error; any other key is kept in ``metadata``.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ the methods score on different scales, so their scores are never pooled.
 
 Everything here is pure arithmetic over plain floats: no pytest, no judge. Malformed gates raise
 :class:`~pytest_ragmetrics.errors.ConfigError`, which the plugin turns into ``pytest.UsageError``.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

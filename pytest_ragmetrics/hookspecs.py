@@ -12,6 +12,8 @@ implementations with :data:`hookimpl`::
         return MyJudge(settings.judge_model)
 
 The built-in metrics, judge and sentence splitter are registered through these same hooks.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

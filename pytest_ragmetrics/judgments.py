@@ -27,6 +27,8 @@ the cache key: change a prompt or how its inputs are rendered, bump its version
 Everything particular to a kind is in its :class:`JudgmentKind` entry (:data:`RETRIEVAL_KINDS`), and
 :data:`.kinds.KINDS` is the one table of every kind that the metrics, the judge check, the negative
 controls, drift and ``store rejudge`` learn a kind from.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ holds everything particular to its kind: how it is asked, how its answers read a
 that read it, and how a labelled item, a negative control, drift and ``store rejudge`` judge it. The
 metrics, the judge check, the negative controls, drift and rejudge find a kind here and never switch
 on its name, so a new kind is one new entry in :data:`KINDS`.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ naming file, line or item, and field for every problem; :func:`marker_samples` f
 ``@pytest.mark.ragmetrics(samples=PATH)`` marker names.
 
 Field names follow :mod:`~pytest_ragmetrics.fields` (ours, RAGAS and NVIDIA-style aliases).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ come from :data:`OPTIONS`; :mod:`pytest_ragmetrics.settings` builds ``Settings``
 
 Its own module, free of dataclasses, because every pytest run with the plugin installed registers the
 options: a run that never uses the plugin imports this and not the settings machinery.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

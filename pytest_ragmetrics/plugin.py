@@ -6,6 +6,8 @@ something is configured (an option, an ini key, a ``RAGMETRICS_*`` variable), el
 uses the plugin (its marker, a ragmetrics fixture, an assertion helper). A suite that never does loads
 the option table and these hooks, records which tests ran, and nothing else; the engine, the judge
 and the report renderers load inside the hooks that need them. Disable it with ``-p no:ragmetrics``.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ Nothing is started in replay mode (there is no judge to keep busy), nor under py
 ``max_judge_tokens``: the tests in order get the budget). When the run stops early (``-x``, ``--maxfail``,
 Ctrl-C), everything started is cancelled as soon as the failure that stops it is reported: what
 waits for the concurrency bound is never sent, only calls already in flight are paid.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Under pytest-xdist the workers have no terminal: each writes its figures to a sm
 directory the controller hands out, and a thread on the controller adds them up and shows them. The
 workers do not judge ahead, so their totals grow as their tests start: the time left is reckoned
 from the tests instead, whose number the controller knows from the start.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

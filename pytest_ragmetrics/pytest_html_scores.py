@@ -3,6 +3,8 @@ sample's verdicts and the judge's reasons.
 
 Registered by the plugin only when pytest-html is active and writing a report (``--html``), so a run
 without it never imports this module or pytest-html's hook names.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@
 
 with ``***``. Every :class:`~pytest_ragmetrics.errors.RagMetricsError` message passes through it, as do
 our warnings and the reports, so a judge error can be pasted into a bug report as it is.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

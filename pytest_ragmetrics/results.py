@@ -1,4 +1,7 @@
-"""Scores with their reasons: :class:`Verdict` per judged item and :class:`MetricResult` per sample."""
+"""Scores with their reasons: :class:`Verdict` per judged item and :class:`MetricResult` per sample.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ uses the plugin (a marker, a fixture, an assertion helper). A run that never doe
 module. The hooks in :mod:`pytest_ragmetrics.plugin` call :meth:`~RagmetricsSession.start`,
 :meth:`~RagmetricsSession.finish` and the per-test methods between them. Nothing here is module
 state: a pytester run inside a run has its own session.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ never settings: the judge reads them from the environment (``OPENAI_API_KEY``, `
 The option table they follow, :data:`OPTIONS`, lives in :mod:`pytest_ragmetrics.options` (imported
 here too): the pytest options, ini keys, environment variables and the README's configuration table
 come from it.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ and judge agreement floors are all written this way and all parsed by :func:`par
 This module checks syntax and which metric names exist (:class:`MetricCatalog`); what a statistic
 means is up to the module that evaluates the line (``gates``, ``baseline``, ``calibration``).
 Everything here is pure: no pytest, no judge. Errors are :class:`~pytest_ragmetrics.errors.ConfigError`.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ baseline score. The question is whether the mean difference is real or noise:
 Randomness comes from a :class:`random.Random` seeded by the caller, so the same inputs always give
 the same interval and p-value, byte for byte, on every platform. No numpy or scipy at run time; the
 tests check both functions against scipy.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ logged. Enable the ``fake_judge_server`` fixture in your own suite with::
     pytest_plugins = ["pytest_ragmetrics.testing"]
 
 Only the standard library is used here, so this module is cheap to import.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ Known limitations: an abbreviation followed by a capitalised word that is not a 
 not end a sentence (``U.S. Troops ...``); a hard wrap before a capitalised word (``the capital is`` /
 ``Paris``) is taken for a sentence break; a period straight after a word with no space
 (``end.Next``) never ends a sentence.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest_ragmetrics
 
@@ -21,3 +23,17 @@ def test_unknown_attribute_raises_attribute_error():
         assert "no_such_name" in str(exc)
     else:
         raise AssertionError("expected AttributeError")
+
+
+def test_every_module_of_the_package_turns_pytest_assertion_rewriting_off():
+    """pytest rewrites the asserts of every module of a plugin's distribution as it imports it (with
+    PYTHONDONTWRITEBYTECODE=1, again in every process); ours need none of it: plain asserts."""
+    root = Path(pytest_ragmetrics.__file__).parent
+    modules = sorted(root.rglob("*.py"))
+    missing = [
+        str(path.relative_to(root))
+        for path in modules
+        if "PYTEST_DONT_REWRITE" not in (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "")
+    ]
+    assert len(modules) > 50
+    assert missing == []

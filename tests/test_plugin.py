@@ -160,7 +160,8 @@ def test_disabled_plugin_gives_a_clean_run(pytester):
 
 def test_unused_plugin_loads_only_its_hooks_and_options_and_makes_no_session(pytester):
     """A run that never uses ragmetrics (a fixture of its own, a skipped test, -k) loads the plugin's
-    hooks, its option table and what every run records, and no session, settings or heavy package."""
+    hooks, its option table and what every run records, and no session, settings or heavy package;
+    pytest rewrites none of them (PYTEST_DONT_REWRITE)."""
     pytester.makeconftest("import pytest\n\n@pytest.fixture\ndef number():\n    return 3\n")
     pytester.makepyfile(
         test_plain="""
@@ -191,6 +192,8 @@ def test_unused_plugin_loads_only_its_hooks_and_options_and_makes_no_session(pyt
 
         rc = pytest.main(["-q", "-p", "no:cacheprovider", "-k", "not deselected"], plugins=[Probe()])
         print("LOADED", sorted(m for m in sys.modules if m.startswith("pytest_ragmetrics")))
+        # pytest's assertion rewriting puts "@pytest_ar" in a module's globals: none of ours asks for it.
+        print("REWRITTEN", [m for m in sys.modules if m.startswith("pytest_ragmetrics") and "@pytest_ar" in vars(sys.modules[m])])
         print("HEAVY", sorted(m for m in ("openai", "nltk", "diskcache", "httpx", "httpx2") if m in sys.modules))
         sys.exit(rc)
     """)
@@ -203,6 +206,7 @@ def test_unused_plugin_loads_only_its_hooks_and_options_and_makes_no_session(pyt
     loaded = {"", ".plugin", "._scope", "._run", ".options", ".hookspecs", ".builtin_hooks"}
     assert f"LOADED {sorted('pytest_ragmetrics' + m for m in loaded)}" in out.stdout
     assert "HEAVY []" in out.stdout
+    assert "REWRITTEN []" in out.stdout
 
 
 def test_a_run_that_first_uses_the_plugin_late_reports_every_test_it_ran(pytester, monkeypatch):

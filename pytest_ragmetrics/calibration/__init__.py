@@ -2,4 +2,6 @@
 
 ``labels`` reads labelled sets, ``agreement`` holds the statistics (pure functions), ``check`` judges
 the labelled items and compares, ``drift`` re-judges recorded judgments with another model.
+
+PYTEST_DONT_REWRITE
 """

@@ -9,6 +9,8 @@ when labels and verdicts all fall in one class, an F1 when nobody said "yes") is
   between 0 and 1, by |i - j| or (i - j)² over the class positions. Same definition as scikit-learn's
   ``cohen_kappa_score``.
 * F1 of the positive class: 2·TP / (2·TP + FP + FN), the labels being the truth.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ Agreement is measured per judgment kind over its units: a chunk (precision, grad
 reference sentence (recall), a chunk sentence (sentence selection: needed or not) or a claim (claim
 verdicts: supported, contradicted or not found). See
 :mod:`.agreement` for the statistics and :data:`STATISTICS` for the names floors use.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ or ``--max-flip-rate KIND=R`` (repeatable) makes it exit 1 when more verdicts fl
 ``store rejudge`` re-judges every judgment the store records (or those of one ``--from-model`` and
 ``--kind``) with the configured judge model and the current prompt versions, through the same cached
 judge a test run uses, so the store then holds them for replay. Exit 1 when any request failed.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ Each floor states its error rates at the number of controls judged (:func:`floor
 it fails a good judge (false alarm) and passes a bad one (miss), binomial, with a good judge taken to
 get :data:`GOOD_RATE` of the controls right and a bad one :data:`BAD_RATE`. With too few controls for
 both to stay within :data:`MAX_ERROR_RATE`, the floor is not decided and the run says so.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

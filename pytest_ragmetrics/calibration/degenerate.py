@@ -4,6 +4,8 @@ A judge that calls every chunk useful, or rates every chunk 2, makes every thres
 judgments of one kind (:data:`MIN_JUDGMENTS` answers), when one answer makes up at least
 :data:`MAX_SHARE` of them, the report warns. Selecting *some* of a chunk's sentences is never
 suspicious in itself; selecting none, or all, of every chunk's sentences is.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ the judge got wrong, or the easy ones, moves the estimate by exactly that choice
 writes how they were drawn to ``labels.sample.json``; kept beside the labelled set and named after it
 (``labels.jsonl`` -> ``labels.sample.json``), the run reads it and warns when the samples with labels
 are not the drawn ones.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ A sample with any judgment left unlabelled (a chunk nobody labelled, a reference
 differently, the claims method, a precision judged against the sample's answer) has no labelled
 score: it counts among the samples the judge alone scored. So does a sample no judgment was asked for
 (nothing retrieved): nobody labelled it.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ splitter when the set is checked, exactly as the metrics split them, so sentence
 string or an integer; default ``<file>:<line>``, unique within the file), ``reason`` (why the person
 decided so; ``reasons``, a list, for the sentences of a recall item) and ``metadata`` (an object, kept
 as is). Any other key is an error, so a misspelt label never passes silently.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

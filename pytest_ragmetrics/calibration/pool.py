@@ -6,6 +6,8 @@ them: the ``keep`` samples whose seeded digest of their content is smallest (a b
 selection depends only on the set of samples scored, not on the order they were scored in nor on which
 xdist worker scored which, so the workers' pools merged on the controller hold exactly what one
 process would have kept.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ A request fully describes one judgment (kind, prompt version, model, sampling pa
 JSON schema of a scorable answer and the normalized inputs), so its :meth:`JudgeRequest.cache_key` is a
 pure function of everything that determines the answer. Which chunk rank or threshold the answer is
 later used for is deliberately *not* part of it.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ judge), records the good ones into the store and the cache as a live answer is r
 key, the same store line), and lists the others: they are left for the next round or the live path.
 A key recorded already is not recorded again, so an import can be run again or resumed after it
 stopped. An answer for a key that was not asked for is refused, with its line named.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ send more calls than the cap. Without a file (a script) the counts are kept in m
 that cannot be used any more (deleted with its directory, overwritten) stops the judge with one clear
 error; bookkeeping never loses an answer that already came back (:meth:`JudgeBudget.spend` never
 raises: the next :meth:`JudgeBudget.take` does).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

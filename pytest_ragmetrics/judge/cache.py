@@ -31,6 +31,8 @@ workers). It only ever saves money: when it cannot be opened or written (a read-
 damaged ``cache.db``), one :class:`RagMetricsWarning` is issued and the run goes on without it, the
 store still serving. Values are stored as JSON text, never pickles, so a cache directory cannot
 smuggle code into a run.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

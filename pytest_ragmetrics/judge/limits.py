@@ -18,6 +18,8 @@ Every request this package builds stays within :data:`STRICTEST` whatever the in
 references and chunks are judged in windows (see :mod:`pytest_ragmetrics.judgments`). The functions
 here are pure and use only the standard library, so :mod:`pytest_ragmetrics.testing` can enforce the
 same limits in its fake server.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ are parsed tolerantly (code fences, JSON inside prose) and validated against the
 invalid answers are re-asked a bounded number of times.
 
 ``openai`` is imported on first use only: importing this module stays cheap.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

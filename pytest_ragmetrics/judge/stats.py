@@ -4,6 +4,8 @@ One :class:`JudgeStats` lives for one run. The judge, the cache layer and the en
 from several threads (the background event loop, pytest's main thread), so every update takes a lock.
 Under pytest-xdist each worker keeps its own figures and sends :meth:`JudgeStats.to_json` to the
 controller, which adds them up with :meth:`JudgeStats.merge_json`.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ re-recording an unchanged judgment produces no diff at all. Writes hold a
 lock on the store directory, so pytest-xdist workers append to the same shards safely; files are
 replaced through a temporary file, which ``.gitignore`` keeps out of commits and which the next
 store to write (at its first write) removes if a killed process left one behind.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ Every claim of an answer gets one of three verdicts against the evidence: ``supp
 
 An answer without claims ("I don't know", an empty answer) has no faithfulness and no correctness:
 that is the outcome :data:`NO_CLAIMS`, never a number (see :class:`~pytest_ragmetrics.results.MetricResult`).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ Judgments per sample (each one request, or one per window of a long text):
   against the reference; for recall and F1 also the reference's claims (shared by every run that uses
   that reference) and their verdicts against the answer;
 * answer relevancy: one request (question, answer).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

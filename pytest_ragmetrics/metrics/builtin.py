@@ -2,6 +2,8 @@
 
 A metric is any object with ``name``, ``methods``, ``default_method`` and an async ``score``; custom
 metrics follow the same :class:`Metric` protocol and register through ``pytest_ragmetrics_metrics``.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

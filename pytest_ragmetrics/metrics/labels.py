@@ -25,6 +25,8 @@ breaks ties by document id; here the ranking is the order given.
 
 Without ids, :func:`match_references` turns retrieved texts and reference texts into the same kind
 of ranking and labels (see its docstring for the rule and where it misleads).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Context precision: rank-aware average precision over per-chunk usefulness verdicts."""
+"""Context precision: rank-aware average precision over per-chunk usefulness verdicts.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Context recall: the share of reference sentences, or of their claims, that the contexts support."""
+"""Context recall: the share of reference sentences, or of their claims, that the contexts support.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Context relevance: sentence share (RAGAS), binary per chunk (Haystack docs), graded 0–2 (NVIDIA-style),
-and ``any``, the question-level "is any chunk relevant" score read from the same per-chunk judgments."""
+and ``any``, the question-level "is any chunk relevant" score read from the same per-chunk judgments.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -30,6 +30,8 @@ knows or only explains a score (see :func:`pytest_ragmetrics.baseline.baseline_f
 Floats are written to JSON in full precision (reports round for display only), so every gate gives
 the same outcome over the run, a report of it, a merge of its shards, or a baseline comparison;
 NaN and infinities are refused everywhere.
+
+PYTEST_DONT_REWRITE
 """
 
 # The renderers live in their submodules (``report.terminal``, ``report.json_report``, ...) and are

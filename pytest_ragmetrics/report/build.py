@@ -3,6 +3,8 @@
 Pure functions of what a run recorded: the comparison rows its tests made, the judge figures and
 the gate outcomes. The plugin calls them at the end of the session; shard merging and other tools
 can call them on rows read back from JSON reports.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ Both exit like pytest: 0 when everything evaluated passed, 1 when a gate failed 
 when a shard recorded a failing comparison), 4 for a usage error (a malformed gate, a regression gate
 without a baseline, a missing, unreadable or invalid report, reports that are not the shards of one
 run: see :func:`~pytest_ragmetrics.report.build.shard_problems`).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ markup that slipped through escaping could not run or load anything.
 Sorting: click a column header (again to reverse it), or open the page with ``#sort=<key>-<asc|desc>``
 (e.g. ``#sort=score-desc``); the keys are ``test``, ``comparison``, ``score``, ``threshold``,
 ``result`` and ``judge``.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

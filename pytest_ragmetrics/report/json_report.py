@@ -7,6 +7,8 @@ and compared in CI: keys are sorted, and what depends on the machine rather than
 Floats are written in full precision (the shortest text that reads back as the same float), so a
 gate decided over a report, a merge of shard reports or a baseline gives the outcome the run gave:
 rounding is for display only.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Comparisons and gates as JUnit XML properties (``--junitxml``), through pytest's public APIs: a
 comparison as properties of its test (``item.user_properties``), numbered in the order the test made
-them; a gate as a test-suite property (``record_testsuite_property``)."""
+them; a gate as a test-suite property (``record_testsuite_property``).
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 Append it to ``$GITHUB_STEP_SUMMARY`` and a pull request shows the headline, gates, per-metric figures,
 why each failing comparison failed, and what the judge cost.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

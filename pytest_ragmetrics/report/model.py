@@ -2,6 +2,8 @@
 
 The ``TypedDict`` classes document the shape; renderers accept any ``Mapping`` of that shape and read
 optional fields with ``.get`` so that a report from an older or newer plugin still renders.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

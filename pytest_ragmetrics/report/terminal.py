@@ -6,6 +6,8 @@ keywords only; the writer decides whether to emit it (it honours ``NO_COLOR`` an
 
 Verbosity follows pytest: ``-q`` lists failing comparisons only, the default adds passing ones and
 explains failures, ``-v`` explains every comparison, ``-vv`` adds every sample's verdicts and reasons.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
