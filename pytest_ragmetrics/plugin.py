@@ -363,12 +363,20 @@ def _record(item: pytest.Item, row: dict[str, Any]) -> None:
     item.user_properties.extend(comparison_properties(number, row))
 
 
+def _made(stash: pytest.Stash) -> RagmetricsSession | None:
+    """The run's session if it has one yet; asked in every test, where ``Stash.get`` would raise and
+    catch a KeyError."""
+    if session_key in stash:
+        return stash[session_key]
+    return None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
     """Make the test current for the assertion helpers (its evaluator is built on first use), and
     judge the next tests' scores ahead while it runs. All a test pays while nothing is judged."""
     stash = item.config.stash
-    session = stash.get(session_key, None)
+    session = _made(stash)
     scope = _scope.TestScope(item, _evaluator_for, _record)
     token = _scope.current_test.set(scope)
     if session is not None and session.prefetcher is not None:
@@ -376,7 +384,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     except BaseException:
-        session = stash.get(session_key, None)
+        session = _made(stash)
         if session is not None and session.prefetcher is not None:
             session.prefetcher.stop()  # Ctrl-C: nothing more is judged for tests that will not run
         raise
@@ -384,7 +392,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _scope.current_test.reset(token)
         # The test's reports hold its rows; its checks (results, verdicts) would only outlive it.
         scope.checks.clear()
-        session = stash.get(session_key, None)  # also when this test was the first to use the plugin
+        session = _made(stash)  # also when this test was the first to use the plugin
         prefetcher = session.prefetcher if session is not None else None
         if prefetcher is not None:
             prefetcher.after(item)
