@@ -791,6 +791,7 @@ def test_a_warm_cache_on_a_read_only_filesystem_is_still_read(fake_judge_server,
 
 SHARED_SCRIPT = """
 import asyncio, sys, time
+import openai  # imported before the common start: loading the SDK is not what is measured
 sys.path.insert(0, {tests!r})
 from judge_requests import make_request
 from pytest_ragmetrics.judge.cache import CachedJudge
