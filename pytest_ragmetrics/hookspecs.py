@@ -12,8 +12,8 @@ implementations with :data:`hookimpl`::
         return MyJudge(settings.judge_model)
 
 The built-in metrics, judge and sentence splitter are registered through these same hooks.
-
-PYTEST_DONT_REWRITE
+(``PYTEST_DONT_REWRITE``: pytest leaves the asserts of this module, as of every module of the package,
+as they are.)
 """
 
 from __future__ import annotations
