@@ -791,7 +791,6 @@ def test_a_warm_cache_on_a_read_only_filesystem_is_still_read(fake_judge_server,
 
 SHARED_SCRIPT = """
 import asyncio, sys, time
-import openai  # imported before the common start: loading the SDK is not what is measured
 sys.path.insert(0, {tests!r})
 from judge_requests import make_request
 from pytest_ragmetrics.judge.cache import CachedJudge
@@ -840,6 +839,28 @@ def test_processes_sharing_a_cache_pay_once_per_judgment(fake_judge_server, tmp_
     assert [p.returncode for p in procs] == [0, 0]
     assert fake_judge_server.request_count == 12
     assert sum(int(out.strip()) for out in outputs) == 12  # the other process served the rest
+
+
+def test_the_judge_is_made_before_a_judgment_is_claimed(fake_judge_server, dirs, monkeypatch):
+    """Making the judge loads the SDK, which a loaded machine can take seconds over: done before any
+    claim is taken, so a claim never waits on it (its renewals run on the same loop)."""
+    events: list[str] = []
+    judge = cached_judge(fake_judge_server, dirs)
+    make_inner, try_claims = judge._make_inner, judge._try_claims  # claims are taken in the I/O thread
+
+    def made() -> Judge:
+        events.append("judge made")
+        return make_inner()
+
+    def claimed(items: list[Any]) -> list[Any]:
+        events.append("claim taken")
+        return try_claims(items)
+
+    monkeypatch.setattr(judge, "_make_inner", made)
+    monkeypatch.setattr(judge._claiming, "_run_many", claimed)
+    [answer] = run(judge, make_request())
+    assert answer.source == "judge"
+    assert events == ["judge made", "claim taken"]
 
 
 def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monkeypatch):

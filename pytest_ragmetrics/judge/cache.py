@@ -559,6 +559,9 @@ class CachedJudge:
             task.exception()  # retrieved: with nobody waiting, asyncio would log it as never retrieved
 
     async def _ask(self, request: JudgeRequest, key: str, entry: _Request) -> JudgeAnswer:
+        # The judge is made (the SDK loaded) before a claim is taken: a claim lives CLAIM_SECONDS
+        # unless renewed on this loop, and a slow first import must not outlast it.
+        self._inner_judge()
         token, answer = await self._claim(request, key)
         if answer is not None:
             # Another process (an xdist worker, another pytest) judged it while this one waited:

@@ -392,6 +392,10 @@ class OpenAIJudge:
         self._estimating = False  # a token cap counts estimates: the server reports no usage
         self._no_key_said = False  # the advice of a missing API key was given in full once
         self._clock = clock
+        if self.has_credentials():
+            # Loaded with the judge, before any judgment is claimed for it (see CachedJudge._ask);
+            # without a key, never: no key means no network activity at all.
+            import openai  # noqa: F401
 
     def __repr__(self) -> str:
         where = redact(self.azure_endpoint or self.base_url or "OPENAI_BASE_URL/default")
