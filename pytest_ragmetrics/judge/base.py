@@ -164,7 +164,8 @@ class JudgeRequest:
 
 
 class DeferredRequest(JudgeRequest):
-    """A :class:`JudgeRequest` that builds its messages, schema and derived inputs when first needed.
+    """A :class:`JudgeRequest` that builds its messages, schema and derived inputs when first needed
+    (built with :meth:`of`).
 
     A warm run finds nearly every answer recorded, and finding one takes only the cache key: the
     chat messages (a JSON rendering) are built for a judge call only, and derived inputs (a chunk's
@@ -182,32 +183,6 @@ class DeferredRequest(JudgeRequest):
             # dataclasses.replace() passes every field: the result is an ordinary, complete request.
             return JudgeRequest(*args, **kwargs)
         return super().__new__(cls)
-
-    def __init__(
-        self,
-        *,
-        kind: str,
-        prompt_version: str,
-        model: str,
-        schema_name: str,
-        base_inputs: Mapping[str, Any],
-        schema_for: Callable[[str, Mapping[str, Any]], Mapping[str, Any]],
-        render: Callable[[str, Mapping[str, Any]], tuple[Mapping[str, str], ...]],
-        derive: Callable[[], Mapping[str, Any]] | None = None,
-        derived: tuple[str, ...] = (),
-        check_derived: Callable[[Mapping[str, Any]], None] | None = None,
-        temperature: float = 0.0,
-        seed: int | None = 0,
-        n: int = 1,
-        label: str = "",
-    ) -> None:
-        # Not the dataclass __init__: messages, schema and inputs are properties here.
-        self.__dict__.update(  # frozen: no __setattr__
-            _deferred(
-                kind, prompt_version, model, schema_name, base_inputs, schema_for, render, derive,
-                derived, check_derived, temperature, seed, n, label,
-            )
-        )  # fmt: skip
 
     @classmethod
     def of(
@@ -227,16 +202,31 @@ class DeferredRequest(JudgeRequest):
         n: int,
         label: str,
     ) -> DeferredRequest:
-        """The request the keyword constructor builds, from every argument in its order: what the
-        judgment kinds call once per judgment (a warm run builds thousands to learn their keys), as
-        it binds no keywords."""
+        """The request over these arguments, in this order: the judgment kinds build one per
+        judgment (a warm run builds thousands to learn their keys), so it binds no keywords."""
         request: DeferredRequest = object.__new__(cls)
-        request.__dict__.update(
-            _deferred(
-                kind, prompt_version, model, schema_name, base_inputs, schema_for, render, derive,
-                derived, check_derived, temperature, seed, n, label,
-            )
-        )  # fmt: skip
+        request.__dict__.update(  # frozen: no __setattr__
+            {
+                "kind": kind,
+                "prompt_version": prompt_version,
+                "model": model,
+                "schema_name": schema_name,
+                "temperature": temperature,
+                "seed": seed,
+                "n": n,
+                "label": label,
+                "key_inputs": base_inputs if derived else None,
+                "derived": derived,
+                "_base": base_inputs,
+                "_schema_for": schema_for,
+                "_render": render,
+                "_derive": derive,
+                "_check": check_derived,
+                "_full": None if derived else base_inputs,
+                "_schema": None,
+                "_messages": None,
+            }
+        )
         return request
 
     # Read-only views of the dataclass fields they stand for.
@@ -278,45 +268,6 @@ class DeferredRequest(JudgeRequest):
         if check is not None:
             check(values)
         object.__setattr__(self, "_full", {**self.__dict__["_base"], **values})
-
-
-def _deferred(
-    kind: str,
-    prompt_version: str,
-    model: str,
-    schema_name: str,
-    base_inputs: Mapping[str, Any],
-    schema_for: Callable[[str, Mapping[str, Any]], Mapping[str, Any]],
-    render: Callable[[str, Mapping[str, Any]], tuple[Mapping[str, str], ...]],
-    derive: Callable[[], Mapping[str, Any]] | None,
-    derived: tuple[str, ...],
-    check_derived: Callable[[Mapping[str, Any]], None] | None,
-    temperature: float,
-    seed: int | None,
-    n: int,
-    label: str,
-) -> dict[str, Any]:
-    """The attributes of a :class:`DeferredRequest` (see its constructor)."""
-    return {
-        "kind": kind,
-        "prompt_version": prompt_version,
-        "model": model,
-        "schema_name": schema_name,
-        "temperature": temperature,
-        "seed": seed,
-        "n": n,
-        "label": label,
-        "key_inputs": base_inputs if derived else None,
-        "derived": derived,
-        "_base": base_inputs,
-        "_schema_for": schema_for,
-        "_render": render,
-        "_derive": derive,
-        "_check": check_derived,
-        "_full": None if derived else base_inputs,
-        "_schema": None,
-        "_messages": None,
-    }
 
 
 @dataclass(frozen=True, slots=True)
