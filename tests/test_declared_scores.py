@@ -6,6 +6,8 @@ import json
 import threading
 from typing import Any
 
+from pytest_env import COUNT_HANDOVERS
+
 from pytest_ragmetrics.testing import default_responder
 
 pytest_plugins = ["pytester"]
@@ -36,19 +38,6 @@ def test_retrieved(i):
 DECLARED = '@pytest.mark.ragmetrics(metrics=["context_precision", "context_recall", "context_relevance[graded]"])'
 #: Precision and graded relevance judge each of the two chunks, recall judges them at once: 5 calls.
 CALLS = 5
-
-
-#: A conftest writing how many times the tests handed work to the judging loop (to ``handovers``).
-COUNT_HANDOVERS = """
-import pathlib, pytest
-from pytest_ragmetrics.plugin import session_key
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item, nextitem):
-    if nextitem is None:
-        runner = item.config.stash[session_key].runner
-        pathlib.Path("handovers").write_text(str(runner.handovers))
-"""
 
 
 def retriever_test(count: int, marker: str = DECLARED) -> str:

@@ -4,6 +4,7 @@ replay, and nothing more is sent once the run stops."""
 import json
 
 import pytest
+from pytest_env import COUNT_HANDOVERS
 
 import pytest_ragmetrics.assertions
 import pytest_ragmetrics.engine
@@ -57,19 +58,6 @@ def project(pytester, judge_server):
     pytester.path.joinpath("golden.jsonl").write_text(golden(12))
     pytester.makepyfile(test_golden=GOLDEN_TEST.replace("THRESHOLD", "0.5"))
     return pytester
-
-
-#: A conftest writing how many times the tests handed work to the judging loop (to ``handovers``).
-COUNT_HANDOVERS = """
-import pathlib, pytest
-from pytest_ragmetrics.plugin import session_key
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item, nextitem):
-    if nextitem is None:
-        runner = item.config.stash[session_key].runner
-        pathlib.Path("handovers").write_text(str(runner.handovers))
-"""
 
 
 def test_a_golden_set_is_judged_ahead_within_the_concurrency_bound(project, judge_server):
