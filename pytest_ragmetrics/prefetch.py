@@ -15,7 +15,10 @@ are started on that same sample at once, so the test waits about one judge call,
 assertion. Declared scores it does not take are dropped when it ends (an answer already received is
 still recorded).
 
-Only judging happens ahead: no test code runs out of its turn. Scores are started for a window of
+Only judging happens ahead: no test code runs out of its turn. A metric is started ahead only when it
+says it may be (``scored_ahead = True``: its score depends on the sample, the settings and the judge
+alone), as the built-in judged ones do; a custom metric that does not say so is scored in its test's turn.
+Scores are started for a window of
 tests ahead of the running one (as many tests as judge calls allowed at once, at least 8), on the
 shared judging loop, so every judge call still passes the concurrency bound; the scores started
 together (a test's declared scores, a test entering the window) are handed to the loop's thread at
@@ -109,6 +112,8 @@ class Prefetcher:
         self._declared: dict[str, list[tuple[str, str | None]]] = {}
         # (evaluator id, metric, method) -> the method spelled out (see _spec): asked at every score
         self._specs: dict[tuple[int, str, str | None], tuple[str, str | None]] = {}
+        # (evaluator id, metric) -> whether it may be started ahead of its test (see _ahead)
+        self._aheads: dict[tuple[int, str], bool] = {}
         self._stopped = False
 
     # --- the engine asks -----------------------------------------------------------------------
@@ -182,8 +187,8 @@ class Prefetcher:
         elif self._teachers.get(group) != nodeid:
             return []  # the plan was learned from another test of the group
         call = (evaluator, metric, method)
-        if call in learned:
-            return []  # asked again: scored as usual
+        if call in learned or not self._ahead(evaluator, metric):
+            return []  # asked again, or a metric that runs in its test's turn only: scored as usual
         learned.append(call)
         later: list[_Score] = []
         for item in self._items[position + 1 : self._started_to]:
@@ -224,7 +229,11 @@ class Prefetcher:
         own = _rag_sample(item)
         group = _group(item)
         if group is not None and group not in self._groups and calls:
-            learned = [(ev, metric, method) for ev, s, metric, method in calls if s is own]
+            learned = [
+                (ev, metric, method)
+                for ev, s, metric, method in calls
+                if s is own and self._ahead(ev, metric)
+            ]
             self._groups[group] = learned
             if learned and self.active:
                 # The window was started before the group's plan was known: start it now.
@@ -256,6 +265,18 @@ class Prefetcher:
         if spec is None:  # an evaluator's metrics are fixed once it has scored: asked once each
             spec = self._specs[key] = _spec(evaluator, metric, method)
         return spec
+
+    def _ahead(self, evaluator: Evaluator, metric: str) -> bool:
+        """Whether ``metric`` may be started for tests before they run (it says ``scored_ahead``)."""
+        key = (id(evaluator), metric)
+        ahead = self._aheads.get(key)
+        if ahead is None:
+            try:
+                ahead = getattr(evaluator.metric(metric), "scored_ahead", False) is True
+            except Exception:  # scoring it raises the error where the test asked for it
+                ahead = False
+            self._aheads[key] = ahead
+        return ahead
 
     # --- starting -------------------------------------------------------------------------------
     def _predicted(self, item: pytest.Item) -> Iterable[_Score]:

@@ -92,6 +92,63 @@ def test_the_first_test_of_a_golden_set_is_not_judged_alone(project, judge_serve
     assert judge_server.max_in_flight <= 6
 
 
+CUSTOM_METRICS = """
+import os, pathlib
+from pytest_ragmetrics import MetricResult, hookimpl
+
+
+class Noted:
+    \"\"\"Notes each sample it scores and the test running then.\"\"\"
+
+    methods, default_method, uses_judge = (), None, False
+
+    def __init__(self, name, ahead):
+        self.name = name
+        if ahead:
+            self.scored_ahead = True
+
+    async def score(self, sample, method, ctx):
+        running = os.environ.get("PYTEST_CURRENT_TEST", "none[-]").split(" ")[0]
+        with pathlib.Path(self.name).open("a") as notes:
+            notes.write(f"{sample.id} {running}\\n")
+        return MetricResult(1.0, self.name, sample_id=sample.id)
+
+
+@hookimpl
+def pytest_ragmetrics_metrics():
+    return [Noted("in_turn", ahead=False), Noted("eager", ahead=True)]
+"""
+
+
+def test_a_custom_metric_is_scored_in_its_tests_turn_unless_it_says_otherwise(project, judge_server):
+    """Judging ahead starts only metrics that say ``scored_ahead``: a custom metric's code runs while
+    its own test runs, never for a test that has not started."""
+    project.makeconftest(CUSTOM_METRICS)
+    project.makepyfile(
+        test_golden=GOLDEN_TEST.replace("THRESHOLD", "0.5")
+        .replace(
+            "    assert_context_precision(",
+            "    assert_metric(rag_sample, 'in_turn') >= 1\n"
+            "    assert_metric(rag_sample, 'eager') >= 1\n    assert_context_precision(",
+        )
+        .replace("import assert_context_precision", "import assert_metric, assert_context_precision")
+    )
+    project.runpytest("--rag-concurrency=6", "-p", "no:randomly").assert_outcomes(passed=12)
+
+    def notes(name: str) -> list[tuple[str, str]]:
+        lines = project.path.joinpath(name).read_text().splitlines()
+        return [(sample, running.rsplit("[", 1)[1].rstrip("]")) for sample, running in map(str.split, lines)]
+
+    in_turn = notes("in_turn")
+    assert sorted(sample for sample, _ in in_turn) == sorted(f"s{i}" for i in range(12))
+    assert all(sample == running for sample, running in in_turn)
+    eager = notes("eager")  # said it may be: started for the next tests while an earlier one ran
+    assert sorted(sample for sample, _ in eager) == sorted(f"s{i}" for i in range(12))
+    assert any(sample != running for sample, running in eager)
+    assert judge_server.request_count == 12 * 4  # the built-in metrics are judged ahead still
+    assert judge_server.max_in_flight > 2
+
+
 def test_without_prefetching_a_test_waits_for_each_score(project, judge_server):
     """The same suite against the same judge, one test at a time: what prefetching saves."""
     project.makepyfile(

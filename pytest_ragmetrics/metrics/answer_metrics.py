@@ -74,6 +74,7 @@ class Faithfulness:
 
     name = "faithfulness"
     bounded = True
+    scored_ahead = True  # from the sample, the settings and the judge alone
     methods: tuple[str, ...] = ("supported", "not_contradicted")
     default_method: str | None = "supported"
     #: The plain name ``faithfulness`` means the supported method; its results carry no [method].
@@ -152,6 +153,7 @@ class AnswerCorrectness:
 
     name = "answer_correctness"
     bounded = True
+    scored_ahead = True  # from the sample, the settings and the judge alone
     methods: tuple[str, ...] = ("f1", "precision", "recall")
     default_method: str | None = "f1"
     #: The plain name ``answer_correctness`` means F1; its results carry no [method].
@@ -263,6 +265,7 @@ class AnswerRelevancy:
 
     name = "answer_relevancy"
     bounded = True
+    scored_ahead = True  # from the sample, the settings and the judge alone
     methods: tuple[str, ...] = ()
     default_method: str | None = None
 

@@ -67,6 +67,10 @@ class Metric(Protocol):
     Scores lie in [0, 1] (a :class:`~pytest_ragmetrics.results.MetricResult` holds no other), so a
     threshold or a gate outside that range is an error rather than a check that can never pass. A
     metric may say ``bounded = False`` to opt out of that check.
+
+    ``scored_ahead = True`` says the score depends on nothing but the sample, the settings and the
+    judge: the pytest plugin may then start it for the next tests of a golden set before they run
+    (judging ahead). A metric without it is scored in its test's turn only.
     """
 
     name: str
@@ -149,6 +153,7 @@ class ContextPrecision:
 
     name = "context_precision"
     bounded = True  # scores lie in [0, 1]
+    scored_ahead = True  # from the sample, the settings and the judge alone
     methods: tuple[str, ...] = ()
     default_method: str | None = None
 
@@ -204,6 +209,7 @@ class ContextRecall:
 
     name = "context_recall"
     bounded = True  # scores lie in [0, 1]
+    scored_ahead = True  # from the sample, the settings and the judge alone
     methods: tuple[str, ...] = ("sentence", "claims")
     default_method: str | None = "sentence"
     #: The plain name ``context_recall`` means the sentence method; its results carry no [method].
@@ -309,6 +315,7 @@ class ContextRelevance:
 
     name = "context_relevance"
     bounded = True  # scores lie in [0, 1]
+    scored_ahead = True  # from the sample, the settings and the judge alone
     methods: tuple[str, ...] = ("graded", "sentence", "binary", "any")
     default_method: str | None = "graded"
 
