@@ -350,21 +350,6 @@ def _graded_schema() -> dict[str, Any]:
     return _object({"reason": _reason(), "rating": {"type": "integer", "enum": [0, 1, 2]}})
 
 
-def _request(
-    kind: str,
-    inputs: Mapping[str, Any],
-    params: JudgeParams,
-    label: str,
-    *,
-    derive: Callable[[], Mapping[str, Any]] | None = None,
-    derived: tuple[str, ...] = (),
-    check_derived: Callable[[Mapping[str, Any]], None] | None = None,
-) -> JudgeRequest:
-    return RETRIEVAL_KINDS[kind].request(
-        inputs, params, label, derive=derive, derived=derived, check_derived=check_derived
-    )
-
-
 def _numbered(items: Sequence[str], first: int = 1) -> dict[str, str]:
     return {str(i): text for i, text in enumerate(items, start=first)}
 
@@ -395,7 +380,7 @@ def precision_request(
     Without a ground truth the reference is the system's own answer, and the prompt says so.
     """
     inputs = {"question": question, "reference": reference, "reference_kind": reference_kind, "chunk": chunk}
-    return _request(PRECISION, inputs, params, label)
+    return RETRIEVAL_KINDS[PRECISION].request(inputs, params, label)
 
 
 def canonical_contexts(contexts: Sequence[str]) -> list[str]:
@@ -456,7 +441,9 @@ def recall_request(
     ``reference_sentences`` in the whole reference (a window of a long one, see
     :func:`recall_requests`).
     """
-    return _request(RECALL, _reference_inputs(question, contexts, reference_sentences, first), params, label)
+    return RETRIEVAL_KINDS[RECALL].request(
+        _reference_inputs(question, contexts, reference_sentences, first), params, label
+    )
 
 
 def recall_requests(
@@ -510,7 +497,9 @@ def claims_request(
 
     Inputs, canonical context order and numbering are those of :func:`recall_request`.
     """
-    return _request(CLAIMS, _reference_inputs(question, contexts, reference_sentences, first), params, label)
+    return RETRIEVAL_KINDS[CLAIMS].request(
+        _reference_inputs(question, contexts, reference_sentences, first), params, label
+    )
 
 
 def claims_requests(
@@ -536,7 +525,7 @@ def sentences_request(
     inputs: dict[str, Any] = {"question": question, "sentences": list(sentences)}
     if first != 1:
         inputs["first_sentence"] = first
-    return _request(SENTENCES, inputs, params, label)
+    return RETRIEVAL_KINDS[SENTENCES].request(inputs, params, label)
 
 
 def sentences_requests(
@@ -584,8 +573,7 @@ def chunk_sentences_request(
     inputs: dict[str, Any] = {"question": question, "chunk": chunk, "splitter": splitter}
     if first != 1:
         inputs["first_sentence"] = first
-    return _request(
-        SENTENCES,
+    return RETRIEVAL_KINDS[SENTENCES].request(
         inputs,
         params,
         label,
@@ -611,7 +599,7 @@ def _check_sentences(values: Mapping[str, Any]) -> None:
 def graded_request(question: str, chunk: str, params: JudgeParams, label: str = "") -> JudgeRequest:
     """Rate the chunk's relevance to the question: 0, 1 or 2."""
     inputs = {"question": question, "chunk": chunk}
-    return _request(GRADED, inputs, params, label)
+    return RETRIEVAL_KINDS[GRADED].request(inputs, params, label)
 
 
 # --- combining self-consistency samples ---------------------------------------------------------
@@ -874,14 +862,17 @@ class JudgmentKind:
         :class:`~pytest_ragmetrics.judge.base.DeferredRequest`.
         """
         # Deferred: the messages are rendered only for a judge call, never for a recorded answer.
+        variant = self.variant
+        prompt = (variant(inputs) if variant is not None else None) or self.prompt
+        schema_for, render = self._bound
         return DeferredRequest.of(
             self.name,
-            self.prompt_for(inputs).version,
+            prompt.version,
             params.model,
             self.name,
             inputs,
-            self._schema_for,
-            self._messages,
+            schema_for,
+            render,
             derive,
             derived,
             check_derived,
@@ -890,6 +881,16 @@ class JudgmentKind:
             params.n,
             label,
         )
+
+    @functools.cached_property
+    def _bound(
+        self,
+    ) -> tuple[
+        Callable[[str, Mapping[str, Any]], Mapping[str, Any]],
+        Callable[[str, Mapping[str, Any]], tuple[dict[str, str], ...]],
+    ]:
+        # Bound once, not once per request: every request of the kind holds both.
+        return self._schema_for, self._messages
 
     def _schema_for(self, kind: str, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         return self.schema(inputs)

@@ -205,7 +205,11 @@ class DeferredRequest(JudgeRequest):
         """The request over these arguments, in this order: the judgment kinds build one per
         judgment (a warm run builds thousands to learn their keys), so it binds no keywords."""
         request: DeferredRequest = object.__new__(cls)
-        request.__dict__.update(  # frozen: no __setattr__
+        # Its attributes in one dict, set as a whole (frozen: no __setattr__). A request keyed on its
+        # full inputs needs its schema for the key at once; one with derived inputs, only to be asked.
+        object.__setattr__(
+            request,
+            "__dict__",
             {
                 "kind": kind,
                 "prompt_version": prompt_version,
@@ -223,9 +227,8 @@ class DeferredRequest(JudgeRequest):
                 "_derive": derive,
                 "_check": check_derived,
                 "_full": None if derived else base_inputs,
-                "_schema": None,
-                "_messages": None,
-            }
+                "_schema": None if derived else schema_for(kind, base_inputs),
+            },
         )
         return request
 
@@ -249,7 +252,7 @@ class DeferredRequest(JudgeRequest):
 
     @property
     def messages(self) -> tuple[Mapping[str, str], ...]:
-        messages: tuple[Mapping[str, str], ...] | None = self.__dict__["_messages"]
+        messages: tuple[Mapping[str, str], ...] | None = self.__dict__.get("_messages")
         if messages is None:
             messages = self.__dict__["_render"](self.kind, self.inputs)
             object.__setattr__(self, "_messages", messages)

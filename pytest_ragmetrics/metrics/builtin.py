@@ -96,7 +96,7 @@ class _Tally:
         self.usage = _NO_USAGE  # immutable: one shared zero for every result judged from records
 
     def add(self, answer: JudgeAnswer) -> JudgeAnswer:
-        if not answer.cached:
+        if answer.source == "judge":  # not answer.cached
             self.calls += 1
             self.usage = self.usage + answer.usage
         return answer
@@ -337,46 +337,48 @@ class ContextRelevance:
         # "sentence", "binary" and "any" read the same judgment: one request per chunk serves all three
         # (a long chunk is judged in windows numbered as in the whole chunk; their picks are joined).
         (params,) = K.KINDS[J.SENTENCES].params(ctx.settings)
-        question = ctx.normalize(sample.question)
+        normalize = ctx.normalize
+        question = normalize(sample.question)
         fingerprint = ctx.splitter_fingerprint
         tally = _Tally()
 
         def split(text: str) -> list[str]:
-            return [sentence for raw in ctx.split(text) if (sentence := ctx.normalize(raw))]
+            return [sentence for raw in ctx.split(text) if (sentence := normalize(raw))]
 
         head = _label(sample, "context_relevance")
-
-        def label_of(rank: int, what: str = "") -> str:
-            return f"{head}, chunk {rank}{what}"
-
-        texts = {
-            rank: text
-            for rank, chunk in enumerate(sample.contexts, start=1)
-            if (text := ctx.normalize(chunk))
-        }
+        contexts = sample.contexts
+        texts: dict[int, str] = {}  # rank -> the chunk's normalized text, for the chunks not empty
         windows: dict[int, list[JudgeRequest]] = {}
-        asked = self._asked
-        for rank, text in texts.items():
-            if fingerprint is not None:
-                # Keyed on the chunk and the splitter: a recorded answer brings its sentences along.
-                built_from = (question, text, fingerprint, sample.label, rank, *_parts(params))
-                request = asked.get(built_from)
-                if request is None:
-                    request = J.chunk_sentences_request(
-                        question, text, fingerprint, split, params, label_of(rank)
-                    )
-                    if len(asked) >= ASKED_ENTRIES:
-                        asked.clear()
-                    asked[built_from] = request
-                windows[rank] = [request]
-            elif chunk_sentences := split(text):
-                windows[rank] = J.sentences_requests(question, chunk_sentences, params, label_of(rank))
+        if fingerprint is not None:
+            # Keyed on the chunk and the splitter: a recorded answer brings its sentences along.
+            asked = self._asked
+            same = (fingerprint, sample.label, *_parts(params))
+            for rank, chunk in enumerate(contexts, start=1):
+                if text := normalize(chunk):
+                    texts[rank] = text
+                    built_from = (question, text, rank, *same)
+                    request = asked.get(built_from)
+                    if request is None:
+                        request = J.chunk_sentences_request(
+                            question, text, fingerprint, split, params, f"{head}, chunk {rank}"
+                        )
+                        if len(asked) >= ASKED_ENTRIES:
+                            asked.clear()
+                        asked[built_from] = request
+                    windows[rank] = [request]
+        else:
+            for rank, chunk in enumerate(contexts, start=1):
+                if (text := normalize(chunk)) and (chunk_sentences := split(text)):
+                    texts[rank] = text
+                    label = f"{head}, chunk {rank}"
+                    windows[rank] = J.sentences_requests(question, chunk_sentences, params, label)
 
         def nothing_to_judge(request: JudgeRequest) -> bool:
             return not request.inputs["sentences"]  # a chunk of markers and punctuation only
 
-        firsts = [requests[0] for requests in windows.values()]
         answered: dict[int, list[JudgeAnswer]] = {}
+        firsts = [requests[0] for requests in windows.values()]
+        more = False
         for rank, answer in zip(list(windows), await ctx.judge_many(firsts, nothing_to_judge), strict=True):
             if answer is None:
                 del windows[rank]
@@ -385,48 +387,52 @@ class ContextRelevance:
             count = windows[rank][0].inputs.get("sentence_count", 0)
             if fingerprint is not None and count > J.SENTENCE_WINDOW:
                 # The first window tells how many sentences the chunk has: the windows after it.
+                more = True
                 for first, last in J.windows(count, J.SENTENCE_WINDOW)[1:]:
-                    what = label_of(rank, f", sentences {first}-{last}")
+                    what = f"{head}, chunk {rank}, sentences {first}-{last}"
+                    text = texts[rank]
                     windows[rank].append(
-                        J.chunk_sentences_request(
-                            question, texts[rank], fingerprint, split, params, what, first
-                        )
+                        J.chunk_sentences_request(question, text, fingerprint, split, params, what, first)
                     )
-        rest = [(rank, request) for rank, requests in windows.items() for request in requests[1:]]
-        if rest:
-            for (rank, _), answer in zip(rest, await ctx.judge_many([r for _, r in rest]), strict=True):
-                assert answer is not None  # nothing is skipped
-                answered[rank].append(answer)
+        if more or fingerprint is None:
+            rest = [(rank, request) for rank, requests in windows.items() for request in requests[1:]]
+            if rest:
+                for (rank, _), answer in zip(rest, await ctx.judge_many([r for _, r in rest]), strict=True):
+                    assert answer is not None  # nothing is skipped
+                    answered[rank].append(answer)
 
-        judged: list[tuple[Sequence[str], tuple[int, ...], str, bool]] = []
-        for rank, chunk in enumerate(sample.contexts, start=1):
-            if rank not in windows:
-                judged.append(([], (), "empty chunk", True))
-                continue
-            answers = answered[rank]
-            if len(answers) == 1:  # a chunk of one window: its picks as they are
+        binary = method in ("binary", "any")
+        verdicts: list[Verdict] = []
+        selected = total = 0
+        for rank, chunk in enumerate(contexts, start=1):
+            answers = answered.get(rank)
+            if answers is None:
+                sentences: Sequence[str] = []
+                chosen: tuple[int, ...] = ()
+                reason, cached = "empty chunk", True
+            elif len(answers) == 1:  # a chunk of one window: its picks as they are
                 (answer,) = answers
                 chosen, reason = J.combine_sentences(tally.add(answer).choices)
-                judged.append(
-                    (_quoted(chunk, windows[rank][0].inputs["sentences"], ctx), chosen, reason, answer.cached)
-                )
-                continue
-            picks = [J.combine_sentences(tally.add(a).choices) for a in answers]
-            chosen = tuple(n for numbers, _ in picks for n in numbers)
-            reason = next((why for numbers, why in picks if numbers), picks[0][1])
-            joined = [sentence for request in windows[rank] for sentence in request.inputs["sentences"]]
-            judged.append((_quoted(chunk, joined, ctx), chosen, reason, all(a.cached for a in answers)))
-        verdicts: list[Verdict] = []
-        for rank, (chunk, (sentences, chosen, reason, cached)) in enumerate(
-            zip(sample.contexts, judged, strict=True), start=1
-        ):
-            extracted = tuple(sentences[n - 1] for n in chosen)
-            if method in ("binary", "any"):
+                cached = answer.source != "judge"
+                sentences = windows[rank][0].inputs["sentences"]
+                if chunk != texts[rank]:
+                    sentences = _quoted(chunk, sentences, ctx)
+            else:
+                picks = [J.combine_sentences(tally.add(a).choices) for a in answers]
+                chosen = tuple(n for numbers, _ in picks for n in numbers)
+                reason = next((why for numbers, why in picks if numbers), picks[0][1])
+                joined = [sentence for request in windows[rank] for sentence in request.inputs["sentences"]]
+                sentences = _quoted(chunk, joined, ctx)
+                cached = all(a.source != "judge" for a in answers)
+            extracted = tuple([sentences[n - 1] for n in chosen])
+            if binary:
                 value = 1.0 if chosen else 0.0
                 label = "relevant" if chosen else "not relevant"
             else:
                 value = len(chosen) / len(sentences) if sentences else 0.0
                 label = f"{len(chosen)}/{len(sentences)} sentences needed"
+                selected += len(chosen)
+                total += len(sentences)
             verdicts.append(Verdict("chunk", rank, chunk, value, label, reason, rank, extracted, cached))
         if method == "binary":
             score = REL.binary_score([v.value >= 1.0 for v in verdicts])
@@ -435,44 +441,51 @@ class ContextRelevance:
             score = REL.any_score([v.value >= 1.0 for v in verdicts])
             explanation = REL.explain_any(verdicts)
         else:
-            selected = [len(chosen) for _, chosen, _, _ in judged]
-            totals = [len(sentences) for sentences, _, _, _ in judged]
-            score = REL.sentence_score(selected, totals)
-            explanation = REL.explain_sentence(verdicts, sum(selected), sum(totals))
+            score = selected / total if total else 0.0  # REL.sentence_score over the chunks
+            explanation = REL.explain_sentence(verdicts, selected, total)
         return tally.result(sample, self.name, method, score, verdicts, explanation)
 
     async def _graded(self, sample: RagSample, ctx: ScoringContext) -> MetricResult:
         judges = K.KINDS[J.GRADED].params(ctx.settings)  # every model that rates, its parameters
-        models = tuple(params.model for params in judges)
-        question = ctx.normalize(sample.question)
+        several = len(judges) > 1
+        normalize = ctx.normalize
+        question = normalize(sample.question)
         tally = _Tally()
-
         chunks = list(enumerate(sample.contexts, start=1))
-        texts = [ctx.normalize(chunk) for _, chunk in chunks]
-        requests: dict[tuple[str, int], JudgeRequest] = {}
+        texts = [(rank, text) for rank, chunk in chunks if (text := normalize(chunk))]
         head = _label(sample, "context_relevance")
+        requests: list[JudgeRequest] = []
         for params in judges:
-            model = params.model
-            for (rank, _), text in zip(chunks, texts, strict=True):
-                if text:
-                    what = f"chunk {rank}" + (f", judge {model}" if len(models) > 1 else "")
-                    requests[model, rank] = J.graded_request(question, text, params, f"{head}, {what}")
-        answers = dict(zip(requests, await ctx.judge_many(list(requests.values())), strict=True))
-        ratings: list[tuple[float, str, bool]] = []
-        for model in models:
-            for rank, _ in chunks:
-                answer = answers.get((model, rank))
-                if answer is None:
-                    ratings.append((0.0, "empty chunk", True))
-                    continue
+            judge = f", judge {params.model}" if several else ""
+            requests += [
+                J.graded_request(question, text, params, f"{head}, chunk {rank}{judge}")
+                for rank, text in texts
+            ]
+        answers = iter(await ctx.judge_many(requests))
+        # Per model, per chunk: (rating, reason, cached); an empty chunk is rated 0 by every model.
+        rated = dict.fromkeys(rank for rank, _ in texts)
+        per_model: list[list[tuple[float, str, bool]]] = []
+        for _ in judges:
+            for rank in rated:
+                answer = next(answers)
+                assert answer is not None  # nothing is skipped
                 rating, reason = J.combine_rating(tally.add(answer).choices)
-                ratings.append((rating, reason, answer.cached))
-        per_model = {m: list(ratings[i * len(chunks) : (i + 1) * len(chunks)]) for i, m in enumerate(models)}
+                rated[rank] = (rating, reason, answer.source != "judge")
+            per_model.append([rated.get(rank) or (0.0, "empty chunk", True) for rank, _ in chunks])
+        models = tuple(params.model for params in judges)
         verdicts: list[Verdict] = []
         for position, (rank, chunk) in enumerate(chunks):
-            by_model = {m: per_model[m][position] for m in models}
-            mean_rating = sum(r for r, _, _ in by_model.values()) / len(models)
-            reason = by_model[models[0]][1]
+            if several:
+                by_model = [ratings[position] for ratings in per_model]
+                mean_rating = sum(r for r, _, _ in by_model) / len(models)
+                reason = by_model[0][1]
+                cached = all(c for _, _, c in by_model)
+                shares: dict[str, float] | None = {
+                    m: r / 2 for m, (r, _, _) in zip(models, by_model, strict=True)
+                }
+            else:
+                mean_rating, reason, cached = per_model[0][position]
+                shares = None
             verdicts.append(
                 Verdict(
                     "chunk",
@@ -482,14 +495,17 @@ class ContextRelevance:
                     REL.rating_label(mean_rating),
                     reason,
                     rank,
-                    cached=all(c for _, _, c in by_model.values()),
-                    models={m: r / 2 for m, (r, _, _) in by_model.items()} if len(models) > 1 else None,
+                    cached=cached,
+                    models=shares,
                 )
             )
-        model_scores = {m: REL.graded_score([r for r, _, _ in per_model[m]]) for m in models}
+        model_scores = {
+            m: REL.graded_score([r for r, _, _ in ratings])
+            for m, ratings in zip(models, per_model, strict=True)
+        }
         score = sum(model_scores.values()) / len(models)
         explanation = REL.explain_graded(verdicts)
-        if len(models) > 1:
+        if several:
             shown = ", ".join(f"{m} {v:.2f}" for m, v in model_scores.items())
             spread = max(model_scores.values()) - min(model_scores.values())
             explanation += f" (judges: {shown}; spread {spread:.2f})"
@@ -500,7 +516,7 @@ class ContextRelevance:
             min(1.0, max(0.0, score)),
             verdicts,
             explanation,
-            models=model_scores if len(models) > 1 else None,
+            models=model_scores if several else None,
         )
 
 
