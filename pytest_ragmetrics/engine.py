@@ -421,6 +421,7 @@ class Evaluator:
         self._cached_judge: CachedJudge | None = None
         self._metrics: dict[str, Metric] | None = None
         self._fingerprint: object = _UNKNOWN
+        self._identity: str | None = None  # splitter_identity(self.splitter), once known
         self._cut: dict[str, Metric] = {}  # "ndcg@5" -> the ndcg family cut at 5
         self._lock = threading.Lock()
         #: Results judged ahead of time, asked first by :meth:`score` (see :class:`ScoresAhead`).
@@ -613,8 +614,14 @@ class Evaluator:
             sample_key,
             reference_key,
             tuple(sorted(ctx.prompt_versions)) if ctx else (),
-            splitter_identity(self.splitter) if ctx and ctx.split_used else None,
+            self._splitter_identity() if ctx and ctx.split_used else None,
         )
+
+    def _splitter_identity(self) -> str:
+        identity = self._identity
+        if identity is None:
+            identity = self._identity = splitter_identity(self.splitter)
+        return identity
 
     async def _score_many(
         self, samples: Sequence[RagSample], name: str, method: str | None
@@ -888,6 +895,10 @@ def _sample_keys(sample: RagSample) -> tuple[str, str]:
     return keys
 
 
+# json.dumps(material, ensure_ascii=False), with the encoder made once rather than per call.
+_SAMPLE_JSON = json.JSONEncoder(ensure_ascii=False)
+
+
 def _compute_sample_key(sample: RagSample) -> str:
     material: list[Any] = [sample.question, list(sample.contexts), sample.ground_truth, sample.answer]
     grades = sample.reference_context_ids
@@ -896,7 +907,7 @@ def _compute_sample_key(sample: RagSample) -> str:
         ids = None if sample.context_ids is None else list(sample.context_ids)
         refs = None if sample.reference_contexts is None else list(sample.reference_contexts)
         material += [ids, None if grades is None else sorted(grades.items()), refs]
-    return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(_SAMPLE_JSON.encode(material).encode("utf-8")).hexdigest()[:16]
 
 
 def _compute_reference_key(sample: RagSample) -> str:
@@ -910,7 +921,7 @@ def _compute_reference_key(sample: RagSample) -> str:
         material.append(sorted(sample.reference_context_ids.items()))
     if sample.reference_contexts is not None:
         material.append(list(sample.reference_contexts))
-    return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(_SAMPLE_JSON.encode(material).encode("utf-8")).hexdigest()[:16]
 
 
 def splitter_identity(splitter: Any) -> str:

@@ -239,7 +239,7 @@ class DeferredRequest(JudgeRequest):
         if full is None:
             derive = self.__dict__["_derive"]
             full = {**self.__dict__["_base"], **(derive() if derive is not None else {})}
-            object.__setattr__(self, "_full", full)
+            self.__dict__.update(_full=full, _derive=None)
         return full
 
     @property
@@ -262,7 +262,8 @@ class DeferredRequest(JudgeRequest):
         if not self.derived or self.__dict__["_full"] is not None:
             return
         if checked:
-            object.__setattr__(self, "_full", {**self.__dict__["_base"], **derived})
+            # Derived from the recorded answer: the deriving function (and what it holds) is let go.
+            self.__dict__.update(_full={**self.__dict__["_base"], **derived}, _derive=None)
             return
         if not isinstance(derived, Mapping) or any(name not in derived for name in self.derived):
             raise ValueError(f"the recorded answer lacks the derived inputs ({', '.join(self.derived)})")
@@ -270,7 +271,7 @@ class DeferredRequest(JudgeRequest):
         check = self.__dict__["_check"]
         if check is not None:
             check(values)
-        object.__setattr__(self, "_full", {**self.__dict__["_base"], **values})
+        self.__dict__.update(_full={**self.__dict__["_base"], **values}, _derive=None)
 
 
 @dataclass(frozen=True, slots=True)

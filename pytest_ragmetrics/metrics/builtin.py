@@ -84,8 +84,9 @@ class Metric(Protocol):
 
 _NO_USAGE = Usage()
 #: Sentence judgments :class:`ContextRelevance` keeps built (see ``_asked``): the chunks of the
-#: samples an evaluation has in flight.
-ASKED_ENTRIES = 4_096
+#: samples an evaluation has in flight (a block of 64 samples of up to 16 chunks). No more: each holds
+#: its inputs and sentences, and every object a run keeps is walked by each full garbage collection.
+ASKED_ENTRIES = 1_024
 
 
 class _Tally:
