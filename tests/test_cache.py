@@ -18,7 +18,7 @@ import pytest
 from judge_requests import make_request
 
 from pytest_ragmetrics.errors import InvalidJudgeAnswer, JudgmentNotRecorded, RagMetricsWarning
-from pytest_ragmetrics.judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge
+from pytest_ragmetrics.judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge, Usage
 from pytest_ragmetrics.judge.cache import (
     CachedJudge,
     CacheMode,
@@ -490,6 +490,8 @@ def test_replay_never_writes_the_store_from_the_cache(dirs):
         {"choices": [{"reason": "r", "useful": True}], "usage": [1]},
         {"choices": [{"reason": "r", "useful": True}], "usage": {"prompt_tokens": "many"}},
         {"choices": [{"reason": "r", "useful": True}], "model": 5},
+        {"choices": [{"reason": "r", "useful": "maybe"}]},  # off its schema
+        {"choices": [{"reason": "r", "useful": True}] * 2},  # two answers for one
     ],
 )
 def test_a_cache_entry_of_the_wrong_json_type_is_a_miss_with_one_warning(fake_judge_server, dirs, answer):
@@ -515,6 +517,32 @@ def test_a_cache_entry_of_the_wrong_json_type_is_a_miss_with_one_warning(fake_ju
     # The damaged entries were replaced by good ones.
     cache_only = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=dirs.cache)
     assert [a.source for a in run(cache_only, *requests)] == ["cache"] * 2
+
+
+def test_a_recorded_answer_written_without_its_optional_fields_is_served(dirs):
+    """An entry with no usage (null), model or time, as a hand or another tool may write it, is served
+    from the cache and from the store like one written by this package."""
+    import diskcache
+
+    answer = {"choices": [{"reason": "r", "useful": False}], "usage": None}
+    requests = [make_request(1), make_request(2)]
+    with diskcache.Cache(str(dirs.cache)) as cache:
+        key = requests[0].cache_key()
+        cache.set(key, json.dumps({"key": key, "answer": answer}))
+    store = JudgmentStore(dirs.store)
+    key = requests[1].cache_key()
+    store.write_records(
+        [{"key": key, "kind": "k", "prompt_version": "v", "model": "m", "inputs": {}, "answer": answer}]
+    )
+    judge = CachedJudge(
+        lambda: pytest.fail("judge created"), mode="replay", cache_dir=dirs.cache, store=store
+    )
+    served = run(judge, *requests)
+    assert [(a.source, a.choices, a.usage, a.model) for a in served] == [
+        ("cache", ({"reason": "r", "useful": False},), Usage(), ""),
+        ("store", ({"reason": "r", "useful": False},), Usage(), ""),
+    ]
+    assert (judge.stats.cache_hits, judge.stats.store_hits, judge.stats.calls) == (1, 1, 0)
 
 
 def test_store_warnings_say_what_happens_next_in_each_mode(fake_judge_server, dirs):

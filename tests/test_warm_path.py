@@ -236,6 +236,12 @@ SCHEMAS = [
     {"type": "array", "items": {"type": "boolean"}},
     {"type": ["string", "null"]},
     {"type": "array"},
+    # An optional property, an object open to others, an enum of objects, a nested array.
+    {"type": "object", "properties": {"reason": {"type": "string"}, "rating": {"type": "integer"}}},
+    {"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"]},
+    {"type": "object", "enum": [{"reason": "r", "rating": 2}]},
+    {"type": "array", "items": {"type": "array", "items": {"type": "integer", "enum": [1, 3]}}},
+    {"enum": [1, "a", None]},
 ]
 VALUES = [
     {"reason": "r", "useful": True},
@@ -270,6 +276,11 @@ VALUES = [
     0,
     1,
     "a",
+    {"reason": "r", "rating": 2},
+    {},
+    [[1, 3], [3]],
+    [[1, 2]],
+    [[True]],
 ]
 
 

@@ -382,6 +382,40 @@ class JudgeAnswer:
         )
 
 
+def recorded_answer(
+    data: Any, schema: Mapping[str, Any], n: int, source: Source, derived: Mapping[str, Any] | None = None
+) -> JudgeAnswer | None:
+    """The answer ``data`` records (written by :meth:`JudgeAnswer.to_json`, read from a file) when it
+    has the shape every recorded answer has and its ``n`` choices conform to ``schema``; else None,
+    and the caller finds out what is wrong with :meth:`JudgeAnswer.from_json` and :func:`conforms`.
+
+    One pass over the entry with the schema's compiled check: a warm run reads thousands.
+    """
+    if type(data) is not dict:
+        return None
+    choices, usage = data.get("choices"), data.get("usage", _NO_USAGE)
+    model, judged_at = data.get("model", ""), data.get("judged_at", "")
+    if (
+        type(choices) is not list
+        or len(choices) != n
+        or type(usage) is not dict
+        or type(model) is not str
+        or type(judged_at) is not str
+    ):
+        return None
+    check = _checker(schema)
+    for choice in choices:
+        if not check(choice):
+            return None
+    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    if type(prompt) is not int or type(completion) is not int or prompt < 0 or completion < 0:
+        return None
+    return JudgeAnswer(tuple(choices), Usage(prompt, completion), model, judged_at, source, derived)
+
+
+_NO_USAGE: Mapping[str, int] = {}
+
+
 def _json_type(value: Any) -> str:
     """The JSON type of ``value`` with its article, for messages about hand-edited files."""
     if value is None:
@@ -488,112 +522,116 @@ def conforms(schema: Mapping[str, Any], value: Any) -> bool:
     A warm run checks every cached answer it serves; :func:`schema_errors` builds messages nobody
     reads when the answer is fine.
     """
+    return _checker(schema)(value)
+
+
+def _checker(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
+    """The check of ``schema`` compiled by :func:`_compile`, once per schema object."""
     hit = _CHECKERS.get(id(schema))
     if hit is None or hit[0] is not schema:
         if len(_CHECKERS) >= 256:
             _CHECKERS.clear()
         hit = _CHECKERS[id(schema)] = (schema, _compile(schema))
-    return hit[1](value)
+    return hit[1]
 
 
+# By schema object id; an entry keeps its schema alive, so the id is not reused while it is here.
 _CHECKERS: dict[int, tuple[Mapping[str, Any], Callable[[Any], bool]]] = {}
 
-#: The types whose schema is checked by ``isinstance`` alone (see :func:`_plain_type`).
-_PLAIN_TYPES: dict[str, type] = {"string": str, "boolean": bool}
-
-
-def _plain_type(schema: Mapping[str, Any]) -> str | None:
-    """The type of a schema checked by its type alone (no enum), else None."""
-    kind = schema.get("type")
-    return kind if isinstance(kind, str) and kind in _PLAIN_TYPES and "enum" not in schema else None
+#: The test of a value of each JSON type a schema names (bool is an int in Python, so excluded).
+_TYPE_TESTS = {
+    "string": "isinstance({v}, str)",
+    "integer": "(isinstance({v}, int) and not isinstance({v}, bool))",
+    "number": "(isinstance({v}, (int, float)) and not isinstance({v}, bool) and {v} == {v})",
+    "boolean": "isinstance({v}, bool)",
+}
 
 
 def _compile(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
-    """A function telling whether a value conforms to ``schema`` (the subset :func:`schema_errors` reads)."""
-    expected = schema.get("type")
-    checks: list[Callable[[Any], bool]] = []
-    if "enum" in schema:
-        enum: Any = list(schema["enum"])
-        with contextlib.suppress(TypeError):  # unhashable values: look them up in the list
-            enum = frozenset(enum)
-        boolean = expected == "boolean"
+    """A function telling whether a value conforms to ``schema`` (the subset :func:`schema_errors`
+    reads): the schema written out as the statements of one function, as :mod:`dataclasses` writes
+    an ``__init__``, so checking an answer is one call however deeply its schema nests."""
+    writer = _CheckWriter()
+    writer.emit(schema, "v", 1)
+    source = "def check(v):\n" + "".join(line + "\n" for line in writer.lines) + "    return True\n"
+    exec(source, writer.names)  # the schema's property names as literals (repr), its values as names
+    check: Callable[[Any], bool] = writer.names["check"]
+    return check
 
-        if expected == "integer":  # every rating and sentence number: one check, not two
 
-            def check_integer_enum(v: Any) -> bool:
-                try:
-                    found = v in enum
-                except TypeError:  # an unhashable value (a list, an object) is in no set of scalars
-                    return False
-                # bool is an int in Python; True must not pass for an enum of [0, 1, 2].
-                return found and isinstance(v, int) and not isinstance(v, bool)
+def _in_enum(enum: Any, value: Any, boolean: bool) -> bool:
+    """Whether ``value`` is one of ``enum``, for an enum of no type the schema names."""
+    try:
+        found = value in enum
+    except TypeError:  # an unhashable value (a list, an object) is in no set of scalars
+        return False
+    # bool is an int in Python; True must not pass for an enum of [0, 1, 2].
+    return bool(found) and (boolean or not isinstance(value, bool))
 
-            return check_integer_enum
 
-        def check_enum(v: Any) -> bool:
-            try:
-                found = v in enum
-            except TypeError:  # an unhashable value (a list, an object) is in no set of scalars
-                return False
-            # bool is an int in Python; True must not pass for an enum of [0, 1, 2].
-            return found and (boolean or not isinstance(v, bool))
+class _CheckWriter:
+    """Writes the statements of a compiled check (see :func:`_compile`)."""
 
-        checks.append(check_enum)
-    if expected == "object":
-        props: Mapping[str, Any] = schema.get("properties", {})
-        required = frozenset(schema.get("required", []))
-        closed = schema.get("additionalProperties") is False
-        allowed = frozenset(props)
-        # Properties whose whole check is their type (a reason, a yes or no) are checked in the loop
-        # below with isinstance, not each by a function of its own.
-        typed = [
-            (name, _PLAIN_TYPES[t]) for name, sub in props.items() if (t := _plain_type(sub)) is not None
-        ]
-        subs = [(name, _compile(sub)) for name, sub in props.items() if _plain_type(sub) is None]
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        #: The compiled function's globals: the enums and key sets it compares with.
+        self.names: dict[str, Any] = {"_in_enum": _in_enum}
+        self._count = 0
 
-        def check_object(v: Any) -> bool:
-            if not isinstance(v, dict):
-                return False
-            keys = v.keys()
-            if not keys >= required or (closed and not keys <= allowed):
-                return False
-            for name, kind in typed:
-                if name in v and not isinstance(v[name], kind):
-                    return False
-            for name, check in subs:  # noqa: SIM110 - a plain loop: all() over a generator costs more
-                if name in v and not check(v[name]):
-                    return False
-            return True
+    def _name(self, prefix: str, value: Any = None) -> str:
+        self._count += 1
+        name = f"{prefix}{self._count}"
+        if value is not None:
+            self.names[name] = value
+        return name
 
-        checks.append(check_object)
-    elif expected == "array":
-        items = schema.get("items")
-        item_check = _compile(items) if items is not None else None
-
-        def check_array(v: Any) -> bool:
-            if not isinstance(v, list):
-                return False
-            if item_check is not None:
-                for item in v:
-                    if not item_check(item):
-                        return False
-            return True
-
-        checks.append(check_array)
-    elif expected == "string":
-        checks.append(lambda v: isinstance(v, str))
-    elif expected == "integer":
-        checks.append(lambda v: isinstance(v, int) and not isinstance(v, bool))
-    elif expected == "number":
-        checks.append(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == v)
-    elif expected == "boolean":
-        checks.append(lambda v: isinstance(v, bool))
-    if len(checks) == 1:
-        return checks[0]
-    if len(checks) == 2:  # an enum of a type: every rating and sentence number
-        first, second = checks
-        return lambda v: first(v) and second(v)
-    return lambda v: all(check(v) for check in checks)
+    def emit(self, schema: Mapping[str, Any], v: str, depth: int) -> None:
+        """Statements that return False unless the value in variable ``v`` conforms to ``schema``."""
+        pad, lines = "    " * depth, self.lines
+        expected = schema.get("type")
+        test = _TYPE_TESTS.get(expected) if isinstance(expected, str) else None
+        if "enum" in schema:
+            enum: Any = list(schema["enum"])
+            with contextlib.suppress(TypeError):  # unhashable values: look them up in the list
+                enum = frozenset(enum)
+            values = self._name("_enum", enum)
+            if test is not None:  # a value of a JSON scalar type is hashable: its type, then the set
+                lines.append(f"{pad}if not ({test.format(v=v)} and {v} in {values}): return False")
+                return
+            lines.append(f"{pad}if not _in_enum({values}, {v}, {expected == 'boolean'}): return False")
+        elif test is not None:
+            lines.append(f"{pad}if not {test.format(v=v)}: return False")
+            return
+        if expected == "object":
+            props: Mapping[str, Any] = schema.get("properties", {})
+            required = frozenset(schema.get("required", []))
+            closed = schema.get("additionalProperties") is False
+            lines.append(f"{pad}if not isinstance({v}, dict): return False")
+            if closed and required == frozenset(props):  # every property, and no other
+                lines.append(f"{pad}if {v}.keys() != {self._name('_keys', required)}: return False")
+            else:
+                if required:
+                    lines.append(f"{pad}if not {v}.keys() >= {self._name('_keys', required)}: return False")
+                if closed:
+                    allowed = self._name("_keys", frozenset(props))
+                    lines.append(f"{pad}if not {v}.keys() <= {allowed}: return False")
+            for name, sub in props.items():
+                item, at = self._name("x"), len(lines)
+                self.emit(sub, item, depth if name in required else depth + 1)
+                if len(lines) == at:
+                    continue  # nothing to check of it
+                if name in required:
+                    lines.insert(at, f"{pad}{item} = {v}[{name!r}]")
+                else:
+                    lines[at:at] = [f"{pad}if {name!r} in {v}:", f"{pad}    {item} = {v}[{name!r}]"]
+        elif expected == "array":
+            lines.append(f"{pad}if not isinstance({v}, list): return False")
+            items = schema.get("items")
+            if items is not None:
+                item, at = self._name("x"), len(lines)
+                self.emit(items, item, depth + 1)
+                if len(lines) > at:
+                    lines.insert(at, f"{pad}for {item} in {v}:")
 
 
 def validate_answer(request: JudgeRequest, value: Any) -> Mapping[str, Any]:

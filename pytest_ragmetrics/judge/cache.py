@@ -65,7 +65,16 @@ from ..errors import (
     JudgmentNotRecorded,
     RagMetricsWarning,
 )
-from .base import Judge, JudgeAnswer, JudgeRequest, conforms, sending, utc_now, validate_answer
+from .base import (
+    Judge,
+    JudgeAnswer,
+    JudgeRequest,
+    conforms,
+    recorded_answer,
+    sending,
+    utc_now,
+    validate_answer,
+)
 from .openai_judge import HowToSet, by_environment
 from .stats import JudgeStats
 from .store import JudgmentStore
@@ -136,14 +145,14 @@ def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = N
     if request.derived:
         request.provide(record.get("derived"))
         derived = request.derived_inputs()
-    # from_json checks every JSON type: a damaged entry is a ValueError, not an AttributeError.
+    answer = recorded_answer(record["answer"], request.schema, request.n, "cache", derived)
+    if answer is not None:
+        return answer
+    # Not the usual shape: from_json reads what else it accepts, or says which JSON type is wrong.
     answer = JudgeAnswer.from_json(record["answer"], source="cache", derived=derived)
-    choices, schema = answer.choices, request.schema
-    if len(choices) != request.n:
+    schema = request.schema
+    if len(answer.choices) != request.n or not all(conforms(schema, c) for c in answer.choices):
         raise ValueError("the entry does not conform to the schema")
-    for choice in choices:
-        if not conforms(schema, choice):
-            raise ValueError("the entry does not conform to the schema")
     return answer
 
 
