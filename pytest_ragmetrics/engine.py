@@ -297,11 +297,8 @@ class _Context:
     ) -> list[JudgeAnswer | None]:
         evaluator = self._evaluator
         answers = await evaluator.judge.judge_many(requests, skip)
-        versions, note = self.prompt_versions, evaluator.note_answer
-        for request, answer in zip(requests, answers, strict=True):
-            versions.add(request.prompt_version)
-            if answer is not None:
-                note(request, answer)
+        self.prompt_versions.update({request.prompt_version for request in requests})
+        evaluator.note_answers(requests, answers)
         return answers
 
 
@@ -438,10 +435,17 @@ class Evaluator:
     def note_answer(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
         """Remember what a judgment decided (a few short strings), so the run can tell a judge that
         answers everything alike."""
-        key = request.cache_key()
-        if key in self.answers:
-            return  # one key, one answer within a run (sentence and binary relevance share it)
-        self.answers[key] = decision(request.kind, answer_classes(request, answer.choices))
+        self.note_answers((request,), (answer,))
+
+    def note_answers(self, requests: Sequence[JudgeRequest], answers: Sequence[JudgeAnswer | None]) -> None:
+        """:meth:`note_answer` for each request that has an answer (not ``None``)."""
+        noted = self.answers
+        for request, answer in zip(requests, answers, strict=True):
+            if answer is None:
+                continue
+            key = request.cache_key()
+            if key not in noted:  # one key, one answer within a run (sentence and binary relevance share it)
+                noted[key] = decision(request.kind, answer_classes(request, answer.choices))
 
     def scoring_context(self) -> ScoringContext:
         """The context metrics score in: settings, splitting, normalizing and cached judging."""

@@ -467,23 +467,21 @@ class CachedJudge:
         ``skip(request)`` is asked for each request that has no recorded answer; a request it
         accepts is neither judged nor an error (its answer is ``None``).
         """
-        answers: list[JudgeAnswer | None] = []
-        copies: list[tuple[JudgeRequest, JudgeAnswer]] = []
-        missing: list[tuple[int, str]] = []
-        lookup, in_store = self.lookup, self._in_store
+        keys = [request.cache_key() for request in requests]
+        answers = self.lookup_many(requests, keys)
+        missing = [(i, keys[i]) for i, answer in enumerate(answers) if answer is None]
+        if skip is not None:
+            missing = [(i, key) for i, key in missing if not skip(requests[i])]
         # Only a run that writes the store copies into it what the cache served (see _store_lacks).
-        copying = self.store is not None and self.mode in ("readwrite", "refresh")
-        for i, request in enumerate(requests):
-            key = request.cache_key()
-            answer = lookup(request, key)
-            if answer is None:
-                if skip is None or not skip(request):
-                    missing.append((i, key))
-            elif copying and key not in in_store and self._store_lacks(key):
-                copies.append((request, answer))
-            answers.append(answer)
-        if copies:
-            await self._off_loop(self._write_store, *copies)
+        if self.store is not None and self.mode in ("readwrite", "refresh"):
+            in_store = self._in_store
+            copies = [
+                (request, answer)
+                for request, key, answer in zip(requests, keys, answers, strict=True)
+                if answer is not None and key not in in_store and self._store_lacks(key)
+            ]
+            if copies:
+                await self._off_loop(self._write_store, *copies)
         if missing and self.batch is not None:
             raise self._to_batch(self.batch, [requests[i] for i, _ in missing])
         if missing:
@@ -495,37 +493,60 @@ class CachedJudge:
     # --- the one lookup order --------------------------------------------------------------------
 
     def lookup(self, request: JudgeRequest, key: str | None = None) -> JudgeAnswer | None:
-        """The answer this run serves for ``request`` without asking the judge, or ``None``.
+        """The answer this run serves for ``request`` without asking the judge, or ``None`` (see
+        :meth:`lookup_many`). ``key`` is the request's cache key, when the caller has it already."""
+        return self.lookup_many([request], None if key is None else [key])[0]
+
+    def lookup_many(
+        self, requests: Sequence[JudgeRequest], keys: Sequence[str] | None = None
+    ) -> list[JudgeAnswer | None]:
+        """The answers this run serves for ``requests`` without asking the judge (``None`` for each
+        it has not).
 
         The order, written here only: the answers in memory (this run's), then the committed store,
         then the local disk cache. The store is the source of truth: what it holds is served
         whatever the cache says, so a reviewed edit or a checkout of the store takes effect at once.
-        ``off`` reads memory only, ``refresh`` only what this run judged itself. Counts where the
-        answer came from; a request's derived inputs come with its answer. ``key`` is the request's
-        cache key, when the caller has it already.
+        ``off`` reads memory only, ``refresh`` only what this run judged itself. Counts where each
+        answer came from; a request's derived inputs come with its answer. ``keys`` are the
+        requests' cache keys, when the caller has them already.
         """
-        if key is None:
-            key = request.cache_key()
-        memory = self._memory
-        answer = memory.get(key)
-        if answer is not None:
-            memory.move_to_end(key)
-            self.stats.record_reuse()
-        elif self.mode == "off" or (self.mode == "refresh" and key not in self._judged_this_run):
-            return None
-        elif self.store is not None and (answer := self.store.get(request, replay=self.mode == "replay")):
-            self._in_store.add(key)
-            self.stats.record_store_hit(answer.usage)
-            self._remember(key, answer)
-        elif (answer := self._from_disk(request, key)) is not None:
-            self.stats.record_cache_hit(answer.usage)
-            self._remember(key, answer)
-        else:
-            return None
-        if answer.derived is not None:
-            request.provide(answer.derived, checked=True)  # checked as it entered the run
-        self.used_keys.add(key)
-        return answer
+        if keys is None:
+            keys = [request.cache_key() for request in requests]
+        memory, remember, used, store = self._memory, self._remember, self.used_keys, self.store
+        mode = self.mode
+        replay, off = mode == "replay", mode == "off"
+        judged_only = self._judged_this_run if mode == "refresh" else None
+        answers: list[JudgeAnswer | None] = []
+        reused = store_hits = cache_hits = saved = 0
+        try:
+            for request, key in zip(requests, keys, strict=True):
+                answer = memory.get(key)
+                if answer is not None:
+                    memory.move_to_end(key)
+                    reused += 1
+                    if answer.derived is not None:
+                        request.provide(answer.derived, checked=True)  # checked as it entered the run
+                elif off or (judged_only is not None and key not in judged_only):
+                    answers.append(None)
+                    continue
+                elif store is not None and (answer := store.get(request, replay=replay)) is not None:
+                    self._in_store.add(key)
+                    store_hits += 1
+                    saved += answer.usage.total_tokens
+                    remember(key, answer)
+                elif (answer := self._from_disk(request, key)) is not None:
+                    cache_hits += 1
+                    saved += answer.usage.total_tokens
+                    remember(key, answer)
+                else:
+                    answers.append(None)
+                    continue
+                used.add(key)
+                answers.append(answer)
+        finally:  # what was served is counted, whatever stopped the rest
+            if reused or store_hits or cache_hits:
+                self.stats.record_served(reused=reused, store=store_hits, cache=cache_hits, tokens=saved)
+        return answers
 
     def _remember(self, key: str, answer: JudgeAnswer) -> None:
         memory = self._memory

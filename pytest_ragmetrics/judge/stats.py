@@ -128,6 +128,15 @@ class JudgeStats:
         with self._lock:
             self.reused += 1
 
+    def record_served(self, *, reused: int = 0, store: int = 0, cache: int = 0, tokens: int = 0) -> None:
+        """Answers served without a judge call, counted together: ``reused`` from memory, ``store``
+        from the judgment store and ``cache`` from the disk cache, their usage adding up to ``tokens``."""
+        with self._lock:
+            self.reused += reused
+            self.store_hits += store
+            self.cache_hits += cache
+            self.tokens_saved += tokens
+
     def record_response_format(self, response_format: str, reason: str | None = None) -> None:
         """The judge found the response format the server supports (``reason``: why not a stricter one)."""
         with self._lock:
