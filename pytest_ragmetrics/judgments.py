@@ -779,15 +779,30 @@ class ControlForm:
     positives: bool = True
 
 
-def _judge_params(settings: Settings) -> list[JudgeParams]:
+# The judge parameters of recent settings, by identity (settings are frozen, and an entry holds its
+# settings, so the id is not reused while it is here): every score asks for them.
+_PARAMS: dict[int, tuple[Settings, list[JudgeParams], list[JudgeParams]]] = {}
+
+
+def _params_of(settings: Settings) -> tuple[Settings, list[JudgeParams], list[JudgeParams]]:
     s = settings
-    return [JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)]
+    made = _PARAMS.get(id(s))
+    if made is None or made[0] is not s:
+        # Every model of rag_relevance_models rates, at the graded temperature.
+        graded = [JudgeParams(m, s.graded_temperature, s.seed, s.judge_n) for m in s.models_for_graded]
+        made = (s, [JudgeParams(s.judge_model, s.temperature, s.seed, s.judge_n)], graded)
+        if len(_PARAMS) >= 64:
+            _PARAMS.clear()
+        _PARAMS[id(s)] = made
+    return made
+
+
+def _judge_params(settings: Settings) -> list[JudgeParams]:
+    return _params_of(settings)[1].copy()
 
 
 def _graded_params(settings: Settings) -> list[JudgeParams]:
-    # Every model of rag_relevance_models rates, at the graded temperature.
-    s = settings
-    return [JudgeParams(model, s.graded_temperature, s.seed, s.judge_n) for model in s.models_for_graded]
+    return _params_of(settings)[2].copy()
 
 
 @dataclass(frozen=True)

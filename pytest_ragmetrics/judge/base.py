@@ -61,10 +61,11 @@ _KEY_PARTS: dict[tuple[Any, ...], tuple[str, str, str]] = {}
 
 
 def _schema_json(schema: Mapping[str, Any]) -> str:
+    """``',"schema":' + canonical_json(schema)``: the schema's part of a key text."""
     hit = _SCHEMA_JSON.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    text = _ENCODER.encode(schema)
+    text = ',"schema":' + _ENCODER.encode(schema)
     if len(_SCHEMA_JSON) >= 256:
         _SCHEMA_JSON.clear()
     _SCHEMA_JSON[id(schema)] = (schema, text)
@@ -134,7 +135,7 @@ class JudgeRequest:
         if self.key_inputs is not None:
             inputs, schema = self.key_inputs, ""
         else:
-            inputs, schema = self.inputs, ',"schema":' + _schema_json(self.schema)
+            inputs, schema = self.inputs, _schema_json(self.schema)
         head = (self.kind, self.model, self.n, self.prompt_version, self.seed, self.temperature)
         parts = _KEY_PARTS.get(head)
         if parts is None:
@@ -148,7 +149,7 @@ class JudgeRequest:
             if len(_KEY_PARTS) >= 256:
                 _KEY_PARTS.clear()
             _KEY_PARTS[head] = parts
-        return parts[0] + _encode_key_inputs(inputs) + parts[1] + schema + parts[2]
+        return "".join((parts[0], _encode_key_inputs(inputs), parts[1], schema, parts[2]))
 
     def derived_inputs(self) -> dict[str, Any]:
         """The derived inputs (see :attr:`derived`), to be recorded with the answer."""
@@ -204,74 +205,62 @@ class DeferredRequest(JudgeRequest):
     ) -> DeferredRequest:
         """The request over these arguments, in this order: the judgment kinds build one per
         judgment (a warm run builds thousands to learn their keys), so it binds no keywords."""
+        attributes = {
+            "kind": kind,
+            "prompt_version": prompt_version,
+            "model": model,
+            "schema_name": schema_name,
+            "temperature": temperature,
+            "seed": seed,
+            "n": n,
+            "label": label,
+            "key_inputs": base_inputs if derived else None,
+            "derived": derived,
+            "_base": base_inputs,
+            "_schema_for": schema_for,
+            "_render": render,
+            "_derive": derive,
+            "_check": check_derived,
+        }
+        if not derived:  # keyed on its full inputs: the key needs the schema at once
+            attributes["inputs"] = base_inputs
+            attributes["schema"] = schema_for(kind, base_inputs)
         request: DeferredRequest = object.__new__(cls)
-        # Its attributes in one dict, set as a whole (frozen: no __setattr__). A request keyed on its
-        # full inputs needs its schema for the key at once; one with derived inputs, only to be asked.
-        object.__setattr__(
-            request,
-            "__dict__",
-            {
-                "kind": kind,
-                "prompt_version": prompt_version,
-                "model": model,
-                "schema_name": schema_name,
-                "temperature": temperature,
-                "seed": seed,
-                "n": n,
-                "label": label,
-                "key_inputs": base_inputs if derived else None,
-                "derived": derived,
-                "_base": base_inputs,
-                "_schema_for": schema_for,
-                "_render": render,
-                "_derive": derive,
-                "_check": check_derived,
-                "_full": None if derived else base_inputs,
-                "_schema": None if derived else schema_for(kind, base_inputs),
-            },
-        )
+        object.__setattr__(request, "__dict__", attributes)  # frozen: no __setattr__
         return request
 
-    # Read-only views of the dataclass fields they stand for.
-    @property
-    def inputs(self) -> Mapping[str, Any]:
-        full: Mapping[str, Any] | None = self.__dict__["_full"]
-        if full is None:
-            derive = self.__dict__["_derive"]
-            full = {**self.__dict__["_base"], **(derive() if derive is not None else {})}
-            self.__dict__.update(_full=full, _derive=None)
-        return full
-
-    @property
-    def schema(self) -> Mapping[str, Any]:
-        schema: Mapping[str, Any] | None = self.__dict__["_schema"]
-        if schema is None:
-            schema = self.__dict__["_schema_for"](self.kind, self.inputs)
-            object.__setattr__(self, "_schema", schema)
-        return schema
-
-    @property
-    def messages(self) -> tuple[Mapping[str, str], ...]:
-        messages: tuple[Mapping[str, str], ...] | None = self.__dict__.get("_messages")
-        if messages is None:
-            messages = self.__dict__["_render"](self.kind, self.inputs)
-            object.__setattr__(self, "_messages", messages)
-        return messages
+    def __getattr__(self, name: str) -> Any:
+        # The dataclass fields built when first read (inputs, schema, messages): from then on they
+        # are plain attributes, read without a call (a warm run reads a request's inputs often).
+        attributes = self.__dict__
+        if name == "inputs":
+            derive = attributes.get("_derive")
+            value: Any = {**attributes["_base"], **(derive() if derive is not None else {})}
+            attributes["_derive"] = None  # what derives the inputs (a chunk, a splitter) is let go
+        elif name == "schema":
+            value = attributes["_schema_for"](attributes["kind"], self.inputs)
+        elif name == "messages":
+            value = attributes["_render"](attributes["kind"], self.inputs)
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        attributes[name] = value
+        return value
 
     def provide(self, derived: Any, *, checked: bool = False) -> None:
-        if not self.derived or self.__dict__["_full"] is not None:
+        attributes = self.__dict__
+        if not self.derived or "inputs" in attributes:
             return
         if checked:
             # Derived from the recorded answer: the deriving function (and what it holds) is let go.
-            self.__dict__.update(_full={**self.__dict__["_base"], **derived}, _derive=None)
+            attributes.update(inputs={**attributes["_base"], **derived}, _derive=None)
             return
         if not isinstance(derived, Mapping) or any(name not in derived for name in self.derived):
             raise ValueError(f"the recorded answer lacks the derived inputs ({', '.join(self.derived)})")
         values = {name: derived[name] for name in self.derived}
-        check = self.__dict__["_check"]
+        check = attributes["_check"]
         if check is not None:
             check(values)
-        self.__dict__.update(_full={**self.__dict__["_base"], **values}, _derive=None)
+        attributes.update(inputs={**attributes["_base"], **values}, _derive=None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,9 +114,10 @@ class _Tally:
         models: dict[str, float] | None = None,
     ) -> MetricResult:
         """The metric's result, with what judging it cost."""
+        calls = self.calls
         return MetricResult(
-            score, metric, method, tuple(verdicts), explanation, sample.id, mode,
-            cached=self.calls == 0, judge_calls=self.calls, usage=self.usage, models=models,
+            score, metric, method, tuple(verdicts), explanation, sample.id, mode, calls == 0, calls,
+            self.usage, models,
         )  # fmt: skip
 
 
@@ -164,35 +165,32 @@ class ContextPrecision:
         if not sample.contexts:
             return _nothing_retrieved(self.name, None, sample, mode)
         (params,) = K.KINDS[J.PRECISION].params(ctx.settings)
-        question, ref = ctx.normalize(sample.question), ctx.normalize(reference)
+        normalize = ctx.normalize
+        question, ref = normalize(sample.question), normalize(reference)
         tally = _Tally()
         head = _label(sample, self.name)  # each chunk's label: this and its rank
         requests = {
             rank: J.precision_request(question, ref, reference_kind, text, params, f"{head}, chunk {rank}")
             for rank, chunk in enumerate(sample.contexts, start=1)
-            if (text := ctx.normalize(chunk))
+            if (text := normalize(chunk))
         }
         answers = dict(zip(requests, await ctx.judge_many(list(requests.values())), strict=True))
         verdicts: list[Verdict] = []
+        useful_ranks: list[bool] = []
         for rank, chunk in enumerate(sample.contexts, start=1):
             answer = answers.get(rank)
             if answer is None:
                 verdicts.append(Verdict("chunk", rank, chunk, 0.0, "not useful", "empty chunk", rank))
+                useful_ranks.append(False)
                 continue
             useful, reason = J.combine_boolean(tally.add(answer).choices, "useful")
-            verdicts.append(
-                Verdict(
-                    "chunk",
-                    rank,
-                    chunk,
-                    1.0 if useful else 0.0,
-                    "useful" if useful else "not useful",
-                    reason,
-                    rank,
-                    cached=answer.cached,
-                )
-            )
-        score = P.average_precision([v.value >= 1.0 for v in verdicts])
+            cached = answer.source != "judge"
+            if useful:
+                verdicts.append(Verdict("chunk", rank, chunk, 1.0, "useful", reason, rank, (), cached))
+            else:
+                verdicts.append(Verdict("chunk", rank, chunk, 0.0, "not useful", reason, rank, (), cached))
+            useful_ranks.append(useful)
+        score = P.average_precision(useful_ranks)
         explanation = P.explain_precision(verdicts)
         if mode:
             explanation += " (judged against the answer: the sample has no ground_truth)"
@@ -252,16 +250,12 @@ class ContextRecall:
             answers.append(tally.add(answer))
         decided = J.join_recall(requests, answers)
         verdicts = tuple(
-            Verdict(
-                "reference sentence",
-                i,
-                text,
-                1.0 if ok else 0.0,
-                "supported" if ok else "not supported",
-                reason,
-                cached=cached,
-            )
-            for i, (text, (ok, reason, cached)) in enumerate(zip(sentences, decided, strict=True), start=1)
+            [
+                Verdict("reference sentence", i, text, 1.0, "supported", reason, None, (), cached)
+                if ok
+                else Verdict("reference sentence", i, text, 0.0, "not supported", reason, None, (), cached)
+                for i, (text, (ok, reason, cached)) in enumerate(zip(sentences, decided, strict=True), 1)
+            ]
         )
         score = R.recall_score([v.value >= 1.0 for v in verdicts])
         return tally.result(sample, self.name, None, score, verdicts, R.explain_recall(verdicts))
@@ -487,19 +481,8 @@ class ContextRelevance:
             else:
                 mean_rating, reason, cached = per_model[0][position]
                 shares = None
-            verdicts.append(
-                Verdict(
-                    "chunk",
-                    rank,
-                    chunk,
-                    mean_rating / 2,
-                    REL.rating_label(mean_rating),
-                    reason,
-                    rank,
-                    cached=cached,
-                    models=shares,
-                )
-            )
+            value, label = mean_rating / 2, REL.rating_label(mean_rating)
+            verdicts.append(Verdict("chunk", rank, chunk, value, label, reason, rank, (), cached, shares))
         model_scores = {
             m: REL.graded_score([r for r, _, _ in ratings])
             for m, ratings in zip(models, per_model, strict=True)
