@@ -69,7 +69,7 @@ def configured_dirs(cwd: Path | None = None, environ: Mapping[str, str] | None =
 
 
 def _pytest_ini_values(base: Path) -> dict[str, str]:
-    from .options import ini_file_values
+    from .settings import ini_file_values
 
     for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
         values = ini_file_values(base / name)

@@ -10,11 +10,9 @@ layer of hooks:
   comparisons) and a crashed xdist worker (its judgments never reach the controller) all make a run
   partial. Skipped tests never reach their comparisons either: the entries they may need are kept
   (:func:`kept_for_skipped`), the rest of what the run did not use can go.
-* Which tests did the run collect and run, from which files? :class:`SuiteRecord` keeps a digest and
-  a count of the tests collected before any deselection, and of those that ran, so that
-  ``report merge`` can tell when the reports of a run's shards do not add up to the whole suite; and
-  a digest of each file the suite was collected from (test files, golden sets), so that it can tell
-  shards cut from different versions of the suite.
+* Which tests did the run collect and run, from which files? :class:`~pytest_ragmetrics._suite.SuiteRecord`
+  keeps them; the digests here let ``report merge`` tell when the reports of a run's shards do not
+  add up to the whole suite, and when shards were cut from different versions of it.
 * Which comparisons count? An attempt that pytest-rerunfailures discarded (its report's outcome is
   ``"rerun"``) does not: only the final attempt of a test counts in aggregates, gates and reports.
 
@@ -40,11 +38,6 @@ _SELECTING_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("stepwise", False),  # --sw
     ("collectonly", False),  # --co
 )
-
-
-def is_worker(config: pytest.Config) -> bool:
-    """This process is an xdist worker: the controller writes the report."""
-    return hasattr(config, "workerinput")
 
 
 def selected_part(config: pytest.Config, *, deselected: bool = False) -> bool:
@@ -214,70 +207,3 @@ def file_digests(paths: Iterable[Path], shown: Callable[[str], str]) -> dict[str
             continue
         digests[shown(str(path))] = hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
     return dict(sorted(digests.items()))
-
-
-class SuiteRecord:
-    """The tests a run collected before deselection, the tests it ran and skipped, and the files it
-    collected them from (``summary.suite``).
-
-    Kept by every run with the plugin, from its start, since a run may first use the plugin in any
-    test. The digests are computed when asked for (a report, an xdist worker's output): a run that
-    writes no report pays for a list of ids and two sets.
-    """
-
-    def __init__(self) -> None:
-        self._collected_ids: list[str] | None = None
-        self._collected: tuple[int, str] | None = None
-        self.ran: set[str] = set()
-        #: Tests (and modules) skipped, by node id: they never reached their comparisons.
-        self.skipped: list[str] = []
-        #: Tests were deselected (in this process, or in an xdist worker): a partial run.
-        self.deselected = False
-        #: The files the suite was collected from: its test files, and the samples files its
-        #: ``@pytest.mark.ragmetrics(samples=...)`` markers name (added as they are loaded).
-        self.sources: set[Path] = set()
-        #: Their digests (:func:`file_digests`), once computed or received from an xdist worker.
-        self.files: dict[str, str] | None = None
-
-    def collect(self, items: Sequence[pytest.Item]) -> None:
-        self._collected_ids, self._collected = [item.nodeid for item in items], None
-        self.sources.update(item.path for item in items)
-
-    def count_skipped(self, report: pytest.TestReport | pytest.CollectReport) -> None:
-        """Count a skipped test (in setup or call) or module. An xfail test is not counted: replayed,
-        it stops where it stopped now, and needs the judgments it used now."""
-        if report.skipped and not hasattr(report, "wasxfail"):
-            self.skipped.append(report.nodeid)
-
-    @property
-    def collected(self) -> tuple[int, str] | None:
-        """(count, hex digest) of the collected tests, once known (from a worker under xdist)."""
-        if self._collected is None and self._collected_ids is not None:
-            ids = set(self._collected_ids)
-            self._collected, self._collected_ids = (len(ids), f"{set_digest(ids):064x}"), None
-        return self._collected
-
-    @collected.setter
-    def collected(self, value: tuple[int, str]) -> None:
-        self._collected, self._collected_ids = value, None
-
-    def file_digests(self, shown: Callable[[str], str]) -> dict[str, str]:
-        """The digests of :attr:`sources`, read once."""
-        if self.files is None:
-            self.files = file_digests(self.sources, shown)
-        return self.files
-
-    def to_json(self, shown: Callable[[str], str]) -> dict[str, Any] | None:
-        collected = self.collected
-        if collected is None:
-            return None
-        record: dict[str, Any] = {
-            "collected": collected[0],
-            "collected_digest": collected[1],
-            "ran": len(self.ran),
-            "ran_digest": f"{set_digest(self.ran):064x}",
-        }
-        files = self.file_digests(shown)
-        if files:
-            record["files"] = files
-        return record

@@ -9,19 +9,21 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:  # for type checkers only: making a Protocol class costs every run that imports this
+    from collections.abc import Callable
+    from typing import Protocol
 
-class Check(Protocol):
-    """What the running test keeps of a score it took (an assertion helper's check): whether it was
-    compared with a threshold, and where it was taken, to warn of one that never was."""
+    class Check(Protocol):
+        """What the running test keeps of a score it took (an assertion helper's check): whether it
+        was compared with a threshold, and where it was taken, to warn of one that never was."""
 
-    compared: bool
-    where: tuple[str, int] | None
+        compared: bool
+        where: tuple[str, int] | None
 
-    @property
-    def name(self) -> str: ...
+        @property
+        def name(self) -> str: ...
 
 
 class TestScope:

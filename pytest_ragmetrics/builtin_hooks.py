@@ -61,6 +61,13 @@ def pytest_ragmetrics_metrics() -> list[Metric]:
     return [*builtin_metrics(), *answer_metrics()]
 
 
+def register(pluginmanager: pluggy.PluginManager) -> None:
+    """Register these hooks in a pytest run's plugin manager, once: when the run first asks them (its
+    ragmetrics session is made, a marker names metrics), not in a run that never does."""
+    if pluginmanager.get_plugin("ragmetrics-builtins") is None:
+        pluginmanager.register(sys.modules[__name__], "ragmetrics-builtins")
+
+
 def plugin_manager() -> pluggy.PluginManager:
     """A plugin manager for use outside pytest: our specs, these built-ins, and every package that
     registers itself under the ``pytest_ragmetrics`` entry-point group."""

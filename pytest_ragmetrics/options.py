@@ -10,7 +10,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -406,61 +406,3 @@ def mentions_ini_keys(path: Path) -> bool:
         return b"rag_" in path.read_bytes().lower()
     except OSError:
         return False
-
-
-def ini_file_values(path: Path) -> dict[str, str] | None:
-    """The pytest ini options of the configuration file ``path`` (``pytest.ini``, ``pyproject.toml``,
-    ``tox.ini``, ``setup.cfg``) as text, or None when it holds no pytest section (or is unreadable)."""
-    import configparser
-
-    if not path.is_file():
-        return None
-    if path.name == "pyproject.toml":
-        try:
-            import tomllib  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:  # Python 3.10: pytest itself reads pyproject.toml with tomli there
-            try:
-                import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
-            except ImportError:
-                return None
-        try:
-            table = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        options = table.get("tool", {}).get("pytest", {}).get("ini_options")
-        if not isinstance(options, dict):
-            return None
-        # A list (rag_gates = [...]) reads as an ini linelist: one item per line.
-        return {
-            k: "\n".join(map(str, v)) if isinstance(v, list) else str(v)
-            for k, v in options.items()
-            if isinstance(v, (str, int, float, list))
-        }
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError):
-        return None
-    section = {"setup.cfg": "tool:pytest", "tox.ini": "pytest"}.get(path.name, "pytest")
-    return dict(parser.items(section)) if parser.has_section(section) else None
-
-
-def check_names(ini: Iterable[str] = (), env: Iterable[str] = ()) -> None:
-    """Raise :class:`ConfigError` for a ``rag_*`` ini key or a ``RAGMETRICS_*`` environment variable
-    that is no setting, naming the closest real one (a misspelt key would otherwise do nothing)."""
-    import difflib
-
-    for given, prefix, known in (
-        (ini, "rag_", sorted(o.ini_name for o in OPTIONS)),
-        (env, "RAGMETRICS_", sorted("RAGMETRICS_" + o.name.upper() for o in OPTIONS)),
-    ):
-        for name in sorted(given):
-            if name.startswith(prefix) and name not in known:
-                words = name.split("_")
-                # A word too many (rag_judge_temperature) is the likeliest slip; else the nearest.
-                fewer = ["_".join(words[:i] + words[i + 1 :]) for i in range(1, len(words))]
-                close = [word for word in fewer if word in known]
-                close = close or difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-                hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(known)}"
-                what = "ini key" if prefix == "rag_" else "environment variable"
-                raise _invalid(f"unknown ragmetrics {what} {name}{hint}")

@@ -12,43 +12,37 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
-import warnings
-from collections.abc import Callable, Generator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from . import _scope
-from ._run import SuiteRecord, is_worker
+from ._suite import SuiteRecord
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Generator
 
     from .engine import Evaluator
     from .session import RagmetricsSession
-    from .specs import MetricCatalog
 
 _MARKER_HELP = (
     "ragmetrics(samples=PATH, method=METHOD, **settings): per-test ragmetrics settings, e.g. "
     "judge_model='gpt-4o'; samples=PATH parametrizes the rag_sample fixture with a golden set"
 )
 
-_rows_key = pytest.StashKey[list[dict[str, Any]]]()
-_numbers_key = pytest.StashKey[int]()
-_config_scope_key = pytest.StashKey[bool]()
-_marked_key = pytest.StashKey[list[pytest.Item]]()
+# Typed by annotation: subscripting StashKey at import would cost every run that loads the plugin.
+_rows_key: pytest.StashKey[list[dict[str, Any]]] = pytest.StashKey()
+_numbers_key: pytest.StashKey[int] = pytest.StashKey()
+_config_scope_key: pytest.StashKey[bool] = pytest.StashKey()
+_marked_key: pytest.StashKey[list[pytest.Item]] = pytest.StashKey()
 _CONFIG_FIXTURE = "ragmetrics_config"
-_suite_property_key = pytest.StashKey[Callable[[str, object], None]]()
+_suite_property_key: pytest.StashKey[Callable[[str, object], None]] = pytest.StashKey()
 #: The run's ragmetrics session, once it needed one (see :func:`_session`).
-session_key = pytest.StashKey["RagmetricsSession"]()
+session_key: pytest.StashKey[RagmetricsSession] = pytest.StashKey()
 #: What the run recorded of its tests since its start: handed to its session when it is made.
-_suite_key = pytest.StashKey[SuiteRecord]()
+_suite_key: pytest.StashKey[SuiteRecord] = pytest.StashKey()
 #: The pytest session, once its tests are collected: a session made later starts from its items.
-_collected_key = pytest.StashKey[pytest.Session]()
+_collected_key: pytest.StashKey[pytest.Session] = pytest.StashKey()
 
 #: pytest parses (and --help shows) "int" and "float" ini keys from 8.4 on; before, numbers are strings.
 _NUMERIC_INI = getattr(pytest, "version_tuple", (0,)) >= (8, 4)
@@ -63,10 +57,12 @@ def _session(config: pytest.Config) -> RagmetricsSession:
     """The run's ragmetrics session, made and started the first time the run needs it."""
     session = config.stash.get(session_key, None)
     if session is None:
+        from . import builtin_hooks
         from .session import RagmetricsSession
 
+        builtin_hooks.register(config.pluginmanager)
         session = RagmetricsSession(config, config.stash[_suite_key])
-        session.on_activate = lambda: config.pluginmanager.register(_Recorder(session), "ragmetrics-recorder")
+        session.on_activate = lambda: _register_recorder(config, session)
         session.start()
         config.stash[session_key] = session
         collected = config.stash.get(_collected_key, None)
@@ -75,10 +71,18 @@ def _session(config: pytest.Config) -> RagmetricsSession:
     return session
 
 
+def _register_recorder(config: pytest.Config, session: RagmetricsSession) -> None:
+    from ._plugin_session import Recorder
+
+    config.pluginmanager.register(Recorder(session, _rows_key), "ragmetrics-recorder")
+
+
 def _asked_for(config: pytest.Config) -> bool:
     """The run configures ragmetrics (a ``--rag-*`` option, a ``RAGMETRICS_*`` variable, a
     configuration file that mentions a ``rag_`` key): its session starts with the run, so that a bad
     setting is a usage error before the first test."""
+    import os
+
     from .options import OPTIONS, mentions_ini_keys
 
     inipath = config.inipath
@@ -129,11 +133,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from . import builtin_hooks
-
     config.addinivalue_line("markers", _MARKER_HELP)
-    if not config.pluginmanager.is_registered(builtin_hooks):
-        config.pluginmanager.register(builtin_hooks, "ragmetrics-builtins")
     suite = config.stash[_suite_key] = SuiteRecord()
     config.pluginmanager.register(_RunHooks(suite), "ragmetrics-run")
     if config.pluginmanager.has_plugin("dsession"):  # the xdist controller: workers report progress
@@ -146,7 +146,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if (
         config.pluginmanager.hasplugin("html")
         and config.getoption("htmlpath", None)
-        and not is_worker(config)
+        and not hasattr(config, "workerinput")  # not an xdist worker: the controller writes the report
     ):
         from .pytest_html_scores import PytestHtmlScores
 
@@ -194,28 +194,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     marks = metafunc.definition.iter_markers("ragmetrics")
     name = next((m.kwargs["samples"] for m in marks if "samples" in m.kwargs), None)
-    if name is None:
-        return
-    from .loaders import load_marker_samples, marker_samples_path
+    if name is not None:
+        from ._plugin_session import parametrize_golden_set
 
-    # Problems are usage errors (exit 4, no traceback), raised once collection is over: raised here,
-    # they would be collection errors with a chained traceback.
-    session = _session(metafunc.config)
-    problems = session.usage_errors
-    where = metafunc.definition.nodeid
-    if "rag_sample" not in metafunc.fixturenames:
-        problems.append(
-            f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the rag_sample fixture"
-        )
-        return
-    try:
-        path = marker_samples_path(name, Path(str(metafunc.definition.path)), metafunc.config.rootpath)
-        session.suite.sources.add(path)  # the golden set as collected, for `report merge` to compare
-        samples = load_marker_samples(name, path)
-    except ValueError as exc:
-        problems.append(f"{where}: {exc}")
-        samples = []
-    metafunc.parametrize("rag_sample", samples, ids=[s.id or str(i) for i, s in enumerate(samples)])
+        parametrize_golden_set(metafunc, name, _session(metafunc.config))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -234,23 +216,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if id(mark) not in seen:
                 seen.add(id(mark))
                 if mark.args or mark.kwargs:
-                    from .errors import ConfigError
-                    from .settings import check_marker
+                    from ._plugin_session import check_marker
 
-                    try:
-                        check_marker(mark.args, mark.kwargs, _metric_catalog(config, mark.kwargs))
-                    except ConfigError as exc:
-                        raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
-
-
-def _metric_catalog(config: pytest.Config, kwargs: Mapping[str, Any]) -> MetricCatalog | None:
-    """The metrics a marker's ``metrics=`` may name (asked of the hooks only when it names some)."""
-    if "metrics" not in kwargs:
-        return None
-    from .specs import BUILTIN_CATALOG, MetricCatalog as Catalog
-
-    registered = [m for batch in config.hook.pytest_ragmetrics_metrics() for m in batch or ()]
-    return BUILTIN_CATALOG.merged(Catalog.of(registered))
+                    check_marker(item, mark)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -328,6 +296,9 @@ def pytest_pycollect_makeitem(collector: pytest.Module | pytest.Class, name: str
 
 def _config_overridden_above(module: pytest.Module) -> bool:
     """A conftest in the module's directory or above, or another plugin, overrides ``ragmetrics_config``."""
+    import sys
+    from pathlib import Path
+
     manager = module.config.pluginmanager
     for plugin in manager.get_plugins():
         if _CONFIG_FIXTURE in getattr(plugin, "__dict__", ()) and plugin is not sys.modules[__name__]:
@@ -407,23 +378,9 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     scope = _scope.current_test.get()
     unused = scope.unused_checks() if scope is not None and scope.checks else None
     if unused:
-        _warn_unused(unused)
+        from ._plugin_session import warn_unused
 
-
-def _warn_unused(checks: list[_scope.Check]) -> None:
-    from .errors import RagMetricsWarning
-
-    for check in checks:
-        filename, lineno = check.where or ("<unknown>", 0)
-        warnings.warn_explicit(
-            RagMetricsWarning(
-                f"{check.name} result was never compared with a threshold "
-                f"({os.path.basename(filename)}:{lineno}); write e.g. `assert_...(sample) >= 0.8`"
-            ),
-            RagMetricsWarning,
-            filename,
-            lineno,
-        )
+        warn_unused(unused)
 
 
 class _RunHooks:
@@ -456,47 +413,6 @@ class _RunHooks:
             self.suite.count_skipped(report)
 
 
-class _Recorder:
-    """Per-test hooks of a run that uses the plugin (registered when the run first uses it)."""
-
-    def __init__(self, session: RagmetricsSession) -> None:
-        self.session = session
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, Any, Any]:
-        report = yield
-        if self.session.batch is not None and call.when in ("setup", "call") and not report.skipped:
-            self._skip_if_pending(item, call, report)
-        rows = item.stash.get(_rows_key, None)
-        if rows:
-            # Plain data on the report travels to the xdist controller with it. Comparisons made in a
-            # fixture go with the setup or teardown report of the phase that made them.
-            report.ragmetrics = list(rows)
-            rows.clear()
-        error = self.session.error_of(item, call, report)
-        if error is not None:  # the test never got to its comparison: the report says so
-            report.ragmetrics_error = error
-        return report
-
-    def _skip_if_pending(self, item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> None:
-        """``--rag-batch``: a test that needs judgments written to the batch file is skipped, with a
-        reason naming the file, as ``pytest.skip`` reports it."""
-        scope = _scope.current_test.get()
-        reason = self.session.pending_reason(call, scope.checks if scope is not None else ())
-        if reason is not None:
-            line = item.location[1]
-            report.outcome = "skipped"
-            report.longrepr = (str(item.path), (line or 0) + 1, f"Skipped: {reason}")
-
-    @pytest.hookimpl(trylast=True)  # after the session has counted a failure towards -x / --maxfail
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # Taken off the report, which pytest keeps to the end of the run: the session holds them now.
-        rows = report.__dict__.pop("ragmetrics", None)
-        self.session.take_comparisons(report, rows, getattr(report, "ragmetrics_error", None))
-
-
 # --- the end of the run --------------------------------------------------------------------------
 
 
@@ -506,49 +422,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if ragmetrics is not None:
         ragmetrics.finish(session)
         record = session.config.stash.get(_suite_property_key, None)
-        regression = ((ragmetrics.final_report or {}).get("summary") or {}).get("regression_gates") or []
-        if record is not None and (ragmetrics.gate_results or regression):
-            from .report.junit import gate_properties, regression_gate_properties
+        if record is not None:
+            from ._plugin_session import record_gate_properties
 
-            for number, gate in enumerate(ragmetrics.gate_results, start=1):
-                for name, value in gate_properties(number, gate):
-                    record(name, value)
-            for number, gate in enumerate(regression, start=1):
-                for name, value in regression_gate_properties(number, gate):
-                    record(name, value)
+            record_gate_properties(ragmetrics, record)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     session = config.stash.get(session_key, None)
-    report = session.final_report if session is not None else None
-    if session is None or is_worker(config) or (report is None and session.batch_summary is None):
-        return
-    if report is not None and session.settings.report:
-        from .report.terminal import render_terminal
+    if session is not None:
+        from ._plugin_session import terminal_summary
 
-        render_terminal(
-            report,
-            _ReporterWriter(terminalreporter),
-            verbosity=int(config.getoption("verbose")),  # Config.get_verbosity is pytest 8+
-            rootdir=config.rootpath,
-        )
-    for line, colour in session.summary_lines():
-        terminalreporter.write_line(line, **{colour: True})
-
-
-class _ReporterWriter:
-    """Adapts pytest's TerminalReporter (public write_line / write_sep) to the renderer's writer."""
-
-    def __init__(self, reporter: Any) -> None:
-        self._reporter = reporter
-        # The terminal's width as pytest's own writer measures it (narrower than 40: 80).
-        columns = shutil.get_terminal_size(fallback=(80, 24)).columns
-        self.fullwidth = columns if columns >= 40 else 80
-
-    def line(self, s: str = "", **markup: bool) -> None:
-        self._reporter.write_line(s, **markup)
-
-    def sep(
-        self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool
-    ) -> None:
-        self._reporter.write_sep(sepchar, title, **markup)
+        terminal_summary(terminalreporter, config, session)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._run import SuiteRecord, is_worker
+from ._suite import SuiteRecord, is_worker
 from .errors import ConfigError, JudgmentPending, RagMetricsError
 
 if TYPE_CHECKING:
@@ -189,7 +189,8 @@ class RagmetricsSession:
             config.pluginmanager.register(_BudgetForWorkers(str(budget.path)), "ragmetrics-call-budget")
 
     def _ini_values(self) -> dict[str, Any]:
-        from .options import OPTIONS, check_names, ini_file_values, mentions_ini_keys
+        from .options import OPTIONS, mentions_ini_keys
+        from .settings import check_names, ini_file_values
 
         inipath = self.config.inipath
         if inipath is not None and mentions_ini_keys(inipath):  # else no key to check: no ini parser loaded

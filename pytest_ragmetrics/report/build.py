@@ -298,7 +298,7 @@ def build_report(
     are nearly all alike gets a warning in ``summary["judge_warnings"]``; so does each of
     ``label_warnings`` (why the labelled samples behind the corrected means may not be a uniform sample).
     ``suite`` records the tests the run collected before deselection and those it ran (see
-    :class:`pytest_ragmetrics._run.SuiteRecord`); ``summary["suite"]``, read by ``report merge``.
+    :class:`pytest_ragmetrics._suite.SuiteRecord`); ``summary["suite"]``, read by ``report merge``.
     The settings that change scores are recorded in ``summary["scoring"]``, for the same reason.
     """
     from .. import __version__
