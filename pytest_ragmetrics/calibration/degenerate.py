@@ -36,9 +36,13 @@ def degenerate_kinds(
     :func:`~pytest_ragmetrics.judgments.answer_classes`). Returns, per suspicious kind in name order,
     ``kind``, ``answer``, ``count``, ``total``, ``share`` and a ``message``.
     """
-    counts: dict[str, Counter[str]] = {}
-    for kind, classes in answers:
-        counts.setdefault(kind, Counter()).update(classes)
+    decided: dict[str, list[str]] = {}
+    for kind, classes in answers:  # one judgment each: gathered per kind, then counted at once
+        each = decided.get(kind)
+        if each is None:
+            each = decided[kind] = []
+        each.extend(classes)
+    counts = {kind: Counter(each) for kind, each in decided.items()}
     warnings = []
     for kind in sorted(counts):
         total = sum(counts[kind].values())

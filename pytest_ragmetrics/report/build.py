@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,20 +42,25 @@ __all__ = [
 REPORT_VERSION = 1
 
 
-def _distinct_samples(
-    rows: Iterable[Mapping[str, Any]],
-) -> Iterator[tuple[tuple[str, str | None], Mapping[str, Any]]]:
+#: Every distinct evaluation of a run's rows, as ``((metric, method), sample)`` (see
+#: :func:`_distinct_samples`): the summaries that read it all read one list, made once.
+_Distinct = list[tuple[tuple[str, "str | None"], Mapping[str, Any]]]
+
+
+def _distinct_samples(rows: Iterable[Mapping[str, Any]]) -> _Distinct:
     """Every distinct evaluation, as ``((metric, method), sample)``; xfail comparisons left out."""
     seen: set[tuple[str, str | None, str]] = set()
+    distinct: _Distinct = []
     for row in rows:
         if row.get("xfail"):
             continue
+        spec = metric, method = row["metric"], row["method"]
         for i, sample in enumerate(row["samples"]):
-            key = sample.get("key") or f"{row['nodeid']}#{i}"
-            if (row["metric"], row["method"], key) in seen:
-                continue
-            seen.add((row["metric"], row["method"], key))
-            yield (row["metric"], row["method"]), sample
+            key = (metric, method, sample.get("key") or f"{row['nodeid']}#{i}")
+            if key not in seen:
+                seen.add(key)
+                distinct.append((spec, sample))
+    return distinct
 
 
 def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], list[float]]:
@@ -65,8 +70,12 @@ def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str 
     min of one list) counts once: samples are told apart by their content, whatever their ids.
     Comparisons in xfail tests are left out.
     """
+    return _scores_of(_distinct_samples(rows))
+
+
+def _scores_of(distinct: _Distinct) -> dict[tuple[str, str | None], list[float]]:
     scores: dict[tuple[str, str | None], list[float]] = {}
-    for key, sample in _distinct_samples(rows):
+    for key, sample in distinct:
         if _unscored(sample):
             scores.setdefault(key, [])  # counted apart: see no_claims_counts
             continue
@@ -82,8 +91,12 @@ def _unscored(sample: Mapping[str, Any]) -> bool:
 def no_claims_counts(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | None], int]:
     """Per (metric, method), the distinct evaluations without a score because the answer made no
     claim (``outcome`` ``no_claims``): counted apart from :func:`per_sample_scores`, never as a number."""
+    return _no_claims_of(_distinct_samples(rows))
+
+
+def _no_claims_of(distinct: _Distinct) -> dict[tuple[str, str | None], int]:
     counts: dict[tuple[str, str | None], int] = {}
-    for key, sample in _distinct_samples(rows):
+    for key, sample in distinct:
         if _unscored(sample):
             counts[key] = counts.get(key, 0) + 1
     return counts
@@ -107,11 +120,15 @@ def corrected_means(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | 
     ``corrected``): the samples with a labelled score are the n, every other distinct evaluation of
     the metric the judge scored is one of the N (see :func:`pytest_ragmetrics.stats.corrected_mean`).
     """
+    return _corrected_means_of(_distinct_samples(rows))
+
+
+def _corrected_means_of(distinct: _Distinct) -> dict[tuple[str, str | None], dict[str, Any]]:
     from ..stats import corrected_mean
 
     pairs: dict[tuple[str, str | None], list[tuple[float, float]]] = {}
     unlabelled: dict[tuple[str, str | None], list[float]] = {}
-    for key, sample in _distinct_samples(rows):
+    for key, sample in distinct:
         if _unscored(sample):
             continue
         if sample.get("labelled") is not None:
@@ -168,13 +185,14 @@ def evaluate_run_gates(
     the judge-corrected means ``corrected_mean`` gates read (:func:`corrected_means`)."""
     from ..gates import evaluate_gates
 
+    distinct = _distinct_samples(rows)
     return evaluate_gates(
         gates,
-        per_sample_scores(rows),
+        _scores_of(distinct),
         partial=partial,
-        corrected=corrected_means(rows),
+        corrected=_corrected_means_of(distinct),
         run_samples=run_samples(rows),
-        no_claims=no_claims_counts(rows),
+        no_claims=_no_claims_of(distinct),
     )
 
 
@@ -183,14 +201,14 @@ def metric_summaries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     with a score, and ``no_claims``, the count of those without one (only when there are some)."""
     from ..gates import aggregate
 
-    rows = list(rows)
-    corrected = corrected_means(rows)
-    unscored = no_claims_counts(rows)
+    distinct = _distinct_samples(rows)
+    corrected = _corrected_means_of(distinct)
+    unscored = _no_claims_of(distinct)
     return [
         {"metric": metric, "method": method, **aggregate(values, no_claims=unscored.get((metric, method), 0))}
         | ({"corrected": corrected[metric, method]} if (metric, method) in corrected else {})
         for (metric, method), values in sorted(
-            per_sample_scores(rows).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
+            _scores_of(distinct).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
         )
     ]
 
