@@ -35,7 +35,7 @@ class TestScope:
     """
 
     __test__ = False  # not a test class, whatever pytest's collection rules say
-    __slots__ = ("_evaluator", "_make_evaluator", "_record", "checks", "test")
+    __slots__ = ("_evaluator", "_make_evaluator", "_nodeid", "_record", "checks", "test")
 
     def __init__(
         self,
@@ -48,10 +48,14 @@ class TestScope:
         self._record = record
         self.checks: list[Check] = []
         self._evaluator: Any = None
+        self._nodeid: str | None = None
 
     @property
     def nodeid(self) -> str:
-        return self.test.nodeid  # type: ignore[no-any-return]
+        """The test's node id (asked at each of its scores and comparisons: pytest builds it each time)."""
+        if self._nodeid is None:
+            self._nodeid = str(self.test.nodeid)
+        return self._nodeid
 
     @property
     def evaluator(self) -> Any:

@@ -134,14 +134,14 @@ class ScoreCheck(_Comparable):
         self.compared = False
         #: The results with a score; the others have an outcome instead (``no_claims``) and are
         #: counted apart from the statistics.
-        self.scored = [r for r in results if r.scored]
+        self.scored = [r for r in results if r.outcome is None]
         scores = [r.score for r in self.scored]
         self.value = math.fsum(scores) / len(scores) if scores else 0.0
 
     @property
     def unscored(self) -> list[MetricResult]:
         """The results without a score (an answer without claims), in sample order."""
-        return [r for r in self.results if not r.scored]
+        return [r for r in self.results if r.outcome is not None]
 
     def _unscored(self) -> str | None:
         if self.scored:
@@ -267,33 +267,42 @@ class ScoreCheck(_Comparable):
         scope = current_test.get()
         if scope is None:
             return
-        first = self.results[0]
-        unscored = self.unscored
-        apart: dict[str, Any] = {}
-        if self.single and unscored:
-            apart["outcome"] = first.outcome
-        elif unscored:
-            apart["no_claims"] = len(unscored)
-        scope.record(
+        results = self.results
+        first = results[0]
+        row: dict[str, Any] = {
+            "nodeid": scope.nodeid,
+            "metric": first.metric,
+            "method": first.method,
+            "stat": stat,
+            "score": value if self.scored else None,
+        }
+        unscored = len(results) - len(self.scored)
+        if unscored:
+            if self.single:
+                row["outcome"] = first.outcome
+            else:
+                row["no_claims"] = unscored
+        if self.single:
+            cached, judge_calls, judges = first.cached, first.judge_calls, sorted(set(first.judges))
+        else:
+            cached = all(r.cached for r in results)
+            judge_calls = sum(r.judge_calls for r in results)
+            judges = sorted({judge for r in results for judge in r.judges})
+        row.update(
             {
-                "nodeid": scope.nodeid,
-                "metric": first.metric,
-                "method": first.method,
-                "stat": stat,
-                "score": value if self.scored else None,
-                **apart,
                 "op": op,
                 "threshold": threshold,
                 "passed": passed,
-                "cached": all(r.cached for r in self.results),
-                "judge_calls": sum(r.judge_calls for r in self.results),
-                "judges": sorted({judge for r in self.results for judge in r.judges}),
+                "cached": cached,
+                "judge_calls": judge_calls,
+                "judges": judges,
                 "explanation": first.explanation if self.single else self._failure_or_summary(stat, value),
                 # The recorder makes them JSON, with their verdicts only if something shows them.
-                "samples": list(self.results),
+                "samples": list(results),
                 "where": list(self.where) if self.where else None,
             }
         )
+        scope.record(row)
 
     def _failure_or_summary(self, stat: str, value: float) -> str:
         missing = self._unscored()

@@ -125,6 +125,8 @@ class RagmetricsSession:
         #: (in the process that ends the run) what the export wrote.
         self.batch: BatchExport | None = None
         self.batch_summary: ExportSummary | None = None
+        #: Each path as reports show it (see :meth:`shown`): every comparison names its test file.
+        self._shown: dict[str, str] = {}
 
     # -- the start of the run -----------------------------------------------------------------------
     def start(self) -> None:
@@ -913,7 +915,11 @@ class RagmetricsSession:
 
     def shown(self, path: str) -> str:
         """A path relative to the rootdir when inside it, so reports read the same on every checkout."""
-        return _relative_to(str(path), self.config.rootpath)
+        path = str(path)
+        shown = self._shown.get(path)
+        if shown is None:  # resolving asks the file system: once per path
+            shown = self._shown[path] = _relative_to(path, self.config.rootpath)
+        return shown
 
     def release(self) -> None:
         """Drop what the run kept for its report (results, answers, evaluators and their answer
