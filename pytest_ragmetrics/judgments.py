@@ -879,15 +879,14 @@ class JudgmentKind:
         # Deferred: the messages are rendered only for a judge call, never for a recorded answer.
         variant = self.variant
         prompt = (variant(inputs) if variant is not None else None) or self.prompt
-        schema_for, render = self._bound
         return DeferredRequest.of(
             self.name,
             prompt.version,
             params.model,
             self.name,
             inputs,
-            schema_for,
-            render,
+            self.schema,
+            self._render,
             derive,
             derived,
             check_derived,
@@ -898,19 +897,11 @@ class JudgmentKind:
         )
 
     @functools.cached_property
-    def _bound(
-        self,
-    ) -> tuple[
-        Callable[[str, Mapping[str, Any]], Mapping[str, Any]],
-        Callable[[str, Mapping[str, Any]], tuple[dict[str, str], ...]],
-    ]:
-        # Bound once, not once per request: every request of the kind holds both.
-        return self._schema_for, self._messages
+    def _render(self) -> Callable[[Mapping[str, Any]], tuple[dict[str, str], ...]]:
+        # Bound once, not once per request: every request of the kind holds it.
+        return self._messages
 
-    def _schema_for(self, kind: str, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
-        return self.schema(inputs)
-
-    def _messages(self, kind: str, inputs: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
+    def _messages(self, inputs: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
         return (
             {"role": "system", "content": self.prompt_for(inputs).system},
             {

@@ -46,13 +46,6 @@ _C_KEY_ENCODER: Any = (
 )
 
 
-def _encode_key_inputs(value: Any) -> str:
-    """``_ENCODER.encode(value)``."""
-    if _C_KEY_ENCODER is None or type(value) is not dict:
-        return _ENCODER.encode(value)
-    return "".join(_C_KEY_ENCODER(value, 0))
-
-
 # Canonical JSON of schema objects seen recently, by identity (the entry keeps its schema alive, so
 # the id cannot be reused while it is here). Built-in requests share one schema object per shape.
 _SCHEMA_JSON: dict[int, tuple[Mapping[str, Any], str]] = {}
@@ -135,7 +128,9 @@ class JudgeRequest:
         if self.key_inputs is not None:
             inputs, schema = self.key_inputs, ""
         else:
-            inputs, schema = self.inputs, _schema_json(self.schema)
+            inputs, of = self.inputs, self.schema
+            hit = _SCHEMA_JSON.get(id(of))  # _schema_json(of), without a call when known
+            schema = hit[1] if hit is not None and hit[0] is of else _schema_json(of)
         head = (self.kind, self.model, self.n, self.prompt_version, self.seed, self.temperature)
         parts = _KEY_PARTS.get(head)
         if parts is None:
@@ -149,7 +144,12 @@ class JudgeRequest:
             if len(_KEY_PARTS) >= 256:
                 _KEY_PARTS.clear()
             _KEY_PARTS[head] = parts
-        return "".join((parts[0], _encode_key_inputs(inputs), parts[1], schema, parts[2]))
+        encoded = (
+            "".join(_C_KEY_ENCODER(inputs, 0))
+            if _C_KEY_ENCODER is not None and type(inputs) is dict
+            else _ENCODER.encode(inputs)
+        )
+        return "".join((parts[0], encoded, parts[1], schema, parts[2]))
 
     def derived_inputs(self) -> dict[str, Any]:
         """The derived inputs (see :attr:`derived`), to be recorded with the answer."""
@@ -174,7 +174,7 @@ class DeferredRequest(JudgeRequest):
 
     ``base_inputs`` are the inputs given up front; ``derive()`` returns the ones derived from them,
     named by ``derived``. With ``derived`` the cache key is taken over ``base_inputs`` alone (they
-    become ``key_inputs``). ``schema_for(kind, inputs)`` and ``render(kind, inputs)`` build the schema
+    become ``key_inputs``). ``schema_for(inputs)`` and ``render(inputs)`` build the schema
     and the messages from the full inputs; ``check_derived(values)`` raises :class:`ValueError` for recorded
     derived inputs that cannot be right.
     """
@@ -193,8 +193,8 @@ class DeferredRequest(JudgeRequest):
         model: str,
         schema_name: str,
         base_inputs: Mapping[str, Any],
-        schema_for: Callable[[str, Mapping[str, Any]], Mapping[str, Any]],
-        render: Callable[[str, Mapping[str, Any]], tuple[Mapping[str, str], ...]],
+        schema_for: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+        render: Callable[[Mapping[str, Any]], tuple[Mapping[str, str], ...]],
         derive: Callable[[], Mapping[str, Any]] | None,
         derived: tuple[str, ...],
         check_derived: Callable[[Mapping[str, Any]], None] | None,
@@ -224,7 +224,7 @@ class DeferredRequest(JudgeRequest):
         }
         if not derived:  # keyed on its full inputs: the key needs the schema at once
             attributes["inputs"] = base_inputs
-            attributes["schema"] = schema_for(kind, base_inputs)
+            attributes["schema"] = schema_for(base_inputs)
         request: DeferredRequest = object.__new__(cls)
         object.__setattr__(request, "__dict__", attributes)  # frozen: no __setattr__
         return request
@@ -238,9 +238,9 @@ class DeferredRequest(JudgeRequest):
             value: Any = {**attributes["_base"], **(derive() if derive is not None else {})}
             attributes["_derive"] = None  # what derives the inputs (a chunk, a splitter) is let go
         elif name == "schema":
-            value = attributes["_schema_for"](attributes["kind"], self.inputs)
+            value = attributes["_schema_for"](self.inputs)
         elif name == "messages":
-            value = attributes["_render"](attributes["kind"], self.inputs)
+            value = attributes["_render"](self.inputs)
         else:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         attributes[name] = value
