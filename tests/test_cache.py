@@ -1143,12 +1143,16 @@ def test_disk_work_arriving_while_the_io_thread_is_busy_is_done_in_one_hand_over
 
 @pytest.mark.parametrize(
     "text",
-    ['{"a":1}', ' {"a":1}', '{"a":1}\n', '{"a":1}x', '{"a":1}{"b":2}', "", "nul", "[1,2]", '"x"', b'{"a":2}'],
+    [
+        *('{"a":1}', ' {"a":1}', '{"a":1}\n', '{"a":1}x', '{"a":1}{"b":2}', "", "nul", "[1,2]", '"x"'),
+        *(b'{"a":2}', b'\xef\xbb\xbf{"a":2}', b'{"a":"\xe2\x82\xac"}', b'{"a":"\xff"}', b'{"a":"\xed\xa0\x80"}'),
+        *('{"a":1}'.encode("utf-16-le"), b" [1]", b"", b"1 "),
+    ],
 )
 def test_an_entry_is_read_as_json_loads_reads_it(text):
-    """Reading an entry's text skips json.loads' look for white space, and nothing else: the same
-    value, or the same error for a damaged entry."""
-    from pytest_ragmetrics.judge.cache import _loads
+    """Reading an entry's text (a cache value, a store line) skips json.loads' look for white space
+    and other encodings, and nothing else: the same value, or the same error for a damaged entry."""
+    from pytest_ragmetrics.judge.store import loads_entry as _loads
 
     def outcome(read: Any) -> tuple[str, Any]:
         try:

@@ -77,7 +77,7 @@ from .base import (
 )
 from .openai_judge import HowToSet, by_environment
 from .stats import JudgeStats
-from .store import JudgmentStore
+from .store import JudgmentStore, loads_entry
 
 if TYPE_CHECKING:  # pragma: no cover
     import diskcache  # diskcache ships no type information
@@ -118,23 +118,10 @@ CLAIM_POLL = 0.05
 CLOSE_SECONDS = 30.0
 
 
-_scan_json = json.JSONDecoder().raw_decode
-
-
-def _loads(text: str | bytes) -> Any:
-    """``json.loads(text)``, without its look for white space around an entry written without any."""
-    if type(text) is str:
-        with contextlib.suppress(ValueError):  # not JSON: json.loads says what is wrong
-            value, end = _scan_json(text)
-            if end == len(text):
-                return value
-    return json.loads(text)
-
-
 def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = None) -> JudgeAnswer | None:
     """The answer a disk-cache entry holds for ``request`` (with ``run``: only one written by that
     run, else None); :class:`ValueError` when it is damaged."""
-    record = _loads(raw) if isinstance(raw, (str, bytes)) else None  # NOT_TEXT: damaged
+    record = loads_entry(raw) if isinstance(raw, (str, bytes)) else None  # NOT_TEXT: damaged
     if not isinstance(record, dict) or record.get("key") != key:
         raise ValueError("the entry does not belong to this key")
     if run is not None and record.get("run") != run:
@@ -532,11 +519,11 @@ class CachedJudge:
                 elif store is not None and (answer := store.get(request, replay=replay)) is not None:
                     self._in_store.add(key)
                     store_hits += 1
-                    saved += answer.usage.total_tokens
+                    saved += answer.usage.prompt_tokens + answer.usage.completion_tokens
                     remember(key, answer)
                 elif (answer := self._from_disk(request, key)) is not None:
                     cache_hits += 1
-                    saved += answer.usage.total_tokens
+                    saved += answer.usage.prompt_tokens + answer.usage.completion_tokens
                     remember(key, answer)
                 else:
                     answers.append(None)

@@ -37,7 +37,7 @@ import re
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,32 @@ def dump_line(record: dict[str, Any]) -> bytes:
         return line.encode("utf-8")
     except UnicodeEncodeError:
         return line.encode("ascii", "backslashreplace")  # \udXXX: JSON's own escape of a code unit
+
+
+# json's scanner (its C one, where built), called as JSONDecoder.raw_decode calls it, minus that frame.
+_scan_json: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_once"]
+
+
+def loads_entry(text: str | bytes) -> Any:
+    """``json.loads(text)`` of a recorded entry (a store line, a cache value), without the look for
+    white space around it and for another encoding than UTF-8 that an entry written without either
+    needs: the same value, or the same error."""
+    if type(text) is bytes:
+        try:
+            decoded = text.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8
+        except ValueError:
+            return json.loads(text)
+    elif type(text) is str:
+        decoded = text
+    else:
+        return json.loads(text)
+    try:
+        value, end = _scan_json(decoded, 0)
+    except (StopIteration, ValueError):  # not JSON: json.loads says what is wrong
+        return json.loads(text)
+    if end != len(decoded):
+        return json.loads(text)
+    return value
 
 
 def _key_of(line: bytes) -> str | None:
@@ -326,12 +352,21 @@ class JudgmentStore:
         # Conflicts are looked for in the file as it was found: lines appended during a run are
         # judgments recorded again (refresh), which replace the earlier line by design.
         first_read = base == 0
+        prefix, lines, match_key = path.name[:2], shard.lines, _KEY_RE.match
         while start <= last:
             stop = data.index(b"\n", start)
             if base + start == 0 and data.startswith(_BOM):
                 start += len(_BOM)  # a byte-order mark some editors write: not part of the first line
+            # The key where the store writes it, read in place (as _key_of reads it first).
+            found = match_key(data, start, stop)
+            key = found.group(1).decode("ascii") if found is not None else None
+            if key is not None and key[:2] == prefix and not (first_read and key in lines):
+                lines[key] = (base + start, stop - start)  # the usual line, indexed without a copy
+                start = stop + 1
+                continue
             line = data[start:stop]
-            key = _key_of(line)
+            if key is None:
+                key = _key_of(line)
             if key is None:
                 if line.strip():
                     number = _line_number(shard.fd, base + start)
@@ -341,7 +376,7 @@ class JudgmentStore:
                         f"{line[:80].decode('utf-8', 'replace')!r}); it is skipped",
                     )
             else:
-                if key[:2] != path.name[:2]:
+                if key[:2] != prefix:
                     self._warn(
                         f"line:{path}:{key}",
                         f"the judgment store shard {path} holds the judgment {key}, which belongs in "
@@ -380,10 +415,12 @@ class JudgmentStore:
         for fresh in (False, True):
             shard = self._index(name, fresh=fresh)
             if shard is not None:
-                with contextlib.suppress(OSError):
+                try:
                     line = shard.read(key)
-                    if line is not None:
-                        return line
+                except OSError:
+                    continue
+                if line is not None:
+                    return line
         return None
 
     def __contains__(self, key: object) -> bool:
@@ -437,15 +474,13 @@ class JudgmentStore:
             then = "it will be judged again and recorded anew"
         self._warn(key, f"ignoring the judgment store entry {self.where(key)}: {why}; {then}")
 
-    def read_json(self, key: str, *, replay: bool | None = None) -> dict[str, Any] | None:
-        """The full record of a stored judgment (left-out defaults put back), or ``None`` when it
-        is missing or unreadable. ``replay`` only words the warning about an unreadable entry (see
-        :meth:`get`)."""
+    def _record(self, key: str, replay: bool | None) -> dict[str, Any] | None:
+        """The JSON object on the line of ``key`` as written (see :meth:`read_json`)."""
         line = self._line(key)
         if line is None:
             return None
         try:
-            data = json.loads(line)
+            data = loads_entry(line)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             self._warn_entry(key, f"it is not valid JSON ({exc})", replay)
             return None
@@ -454,6 +489,15 @@ class JudgmentStore:
             return None
         if not isinstance(data, dict):
             self._warn_entry(key, "it does not hold a JSON object", replay)
+            return None
+        return data
+
+    def read_json(self, key: str, *, replay: bool | None = None) -> dict[str, Any] | None:
+        """The full record of a stored judgment (left-out defaults put back), or ``None`` when it
+        is missing or unreadable. ``replay`` only words the warning about an unreadable entry (see
+        :meth:`get`)."""
+        data = self._record(key, replay)
+        if data is None:
             return None
         for name, default in FORMAT_DEFAULTS.items():
             data.setdefault(name, default)
@@ -469,7 +513,7 @@ class JudgmentStore:
         the request again, ``False`` when the judge will, ``None`` when unknown.
         """
         key = request.cache_key()
-        data = self.read_json(key, replay=replay)
+        data = self._record(key, replay)  # its answer and inputs: no defaults to put back
         if data is None:
             return None
         if "answer" not in data:
