@@ -940,7 +940,27 @@ def _one_yes_no(field: str) -> Callable[[JudgeRequest, Choices], list[tuple[floa
 
 def _yes_no_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
     verdicts = RETRIEVAL_KINDS[request.kind].verdicts(request, choices)
-    return tuple("yes" if value >= 1.0 else "no" for value, _ in verdicts)
+    return tuple(["yes" if value >= 1.0 else "no" for value, _ in verdicts])
+
+
+# A decision is noted for every judgment a run uses: the usual single answer is read directly (what
+# its verdicts would say), the classes of one verdict are shared tuples.
+_YES, _NO, _NONE, _SOME, _ALL = ("yes",), ("no",), ("none",), ("some",), ("all",)
+
+
+def _useful_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    if len(choices) == 1:
+        return _YES if choices[0]["useful"] else _NO
+    return _yes_no_decision(request, choices)
+
+
+def _attributed_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    if len(choices) == 1:
+        inputs, choice = request.inputs, choices[0]
+        first = _first(inputs)
+        numbers = range(first, first + len(inputs["reference_sentences"]))
+        return tuple(["yes" if choice[f"sentence_{i}"]["attributed"] else "no" for i in numbers])
+    return _yes_no_decision(request, choices)
 
 
 def _recall_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
@@ -968,9 +988,11 @@ def _sentences_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[f
 
 
 def _sentences_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
-    chosen = combine_sentences(choices)[0]
-    total = len(request.inputs["sentences"])
-    return ("none" if not chosen else "all" if len(chosen) >= total else "some",)
+    if len(choices) == 1:
+        chosen = len(set(choices[0]["relevant_sentences"]))
+    else:
+        chosen = len(combine_sentences(choices)[0])
+    return _NONE if not chosen else _ALL if chosen >= len(request.inputs["sentences"]) else _SOME
 
 
 def _graded_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[float, str]]:
@@ -1122,7 +1144,7 @@ RETRIEVAL_KINDS: dict[str, JudgmentKind] = {
             payload=_precision_payload,
             rebuild=_rebuild_precision,
             verdicts=_one_yes_no("useful"),
-            decision=_yes_no_decision,
+            decision=_useful_decision,
             params=_judge_params,
             units_of=_chunk_unit,
             ask=_ask_precision,
@@ -1141,7 +1163,7 @@ RETRIEVAL_KINDS: dict[str, JudgmentKind] = {
             payload=_reference_payload,
             rebuild=_rebuild_recall,
             verdicts=_recall_verdicts,
-            decision=_yes_no_decision,
+            decision=_attributed_decision,
             params=_judge_params,
             units_of=_reference_sentence_units,
             ask=_ask_recall,

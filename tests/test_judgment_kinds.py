@@ -302,3 +302,27 @@ def _write_labels(tmp_path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     path = tmp_path / "labels.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_judgments_decision_is_what_its_verdicts_decide(n):
+    """The classes noted for a judgment (read directly from a single answer) are those its verdicts
+    give, for every built-in kind that decides, with one answer and with several."""
+    import types
+
+    def decided(kind: str, inputs: dict[str, Any], choices: list[dict[str, Any]]) -> tuple[tuple[str, ...], list[float]]:
+        request = types.SimpleNamespace(kind=kind, inputs=inputs)
+        verdicts = K.KINDS[kind].verdicts(request, choices)  # type: ignore[arg-type]
+        return K.answer_classes(request, choices), [value for value, _ in verdicts]  # type: ignore[arg-type]
+
+    for useful in (True, False):
+        classes, values = decided(J.PRECISION, {}, [{"reason": "r", "useful": useful}] * n)
+        assert classes == tuple("yes" if v >= 1.0 else "no" for v in values) == (("yes",) if useful else ("no",))
+    inputs = {"reference_sentences": ["a", "b", "c"], "first_sentence": 4}
+    answer = {f"sentence_{i}": {"reason": "r", "attributed": i != 5} for i in (4, 5, 6)}
+    classes, values = decided(J.RECALL, inputs, [answer] * n)
+    assert classes == tuple("yes" if v >= 1.0 else "no" for v in values) == ("yes", "no", "yes")
+    for chosen, expected in (([], "none"), ([2, 2], "some"), ([3, 1, 2], "all")):
+        choice = {"reason": "r", "relevant_sentences": chosen}
+        classes, _ = decided(J.SENTENCES, {"sentences": ["x", "y", "z"]}, [choice] * n)
+        assert classes == (expected,)
