@@ -153,7 +153,8 @@ class JudgeRequest:
 
     def derived_inputs(self) -> dict[str, Any]:
         """The derived inputs (see :attr:`derived`), to be recorded with the answer."""
-        return {name: self.inputs[name] for name in self.derived}
+        inputs = self.inputs
+        return {name: inputs[name] for name in self.derived}
 
     def provide(self, derived: Any, *, checked: bool = False) -> None:
         """Take the derived inputs recorded with an answer instead of deriving them again.
