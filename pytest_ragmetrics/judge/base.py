@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from ..errors import InvalidJudgeAnswer
 
@@ -25,6 +25,7 @@ from ..errors import InvalidJudgeAnswer
 KEY_FORMAT = 1
 
 Source = Literal["judge", "cache", "store"]
+T = TypeVar("T")
 
 
 def canonical_json(value: Any) -> str:
@@ -165,6 +166,26 @@ class JudgeRequest:
         """
 
 
+class _built_once(Generic[T]):
+    """A request attribute built by ``build(request)`` when first read, then kept in the request's
+    ``__dict__``, where later reads find it without calling anything (as ``functools.cached_property``
+    does, without its lock: a request is built and read on one thread)."""
+
+    def __init__(self, build: Callable[[Any], T]) -> None:
+        self.build = build
+        self.name = build.__name__
+
+    @overload
+    def __get__(self, request: None, owner: type[Any] | None = None) -> _built_once[T]: ...
+    @overload
+    def __get__(self, request: object, owner: type[Any] | None = None) -> T: ...
+    def __get__(self, request: object | None, owner: type[Any] | None = None) -> Any:
+        if request is None:
+            return self
+        value = request.__dict__[self.name] = self.build(request)
+        return value
+
+
 class DeferredRequest(JudgeRequest):
     """A :class:`JudgeRequest` that builds its messages, schema and derived inputs when first needed
     (built with :meth:`of`).
@@ -230,22 +251,23 @@ class DeferredRequest(JudgeRequest):
         object.__setattr__(request, "__dict__", attributes)  # frozen: no __setattr__
         return request
 
-    def __getattr__(self, name: str) -> Any:
-        # The dataclass fields built when first read (inputs, schema, messages): from then on they
-        # are plain attributes, read without a call (a warm run reads a request's inputs often).
+    # The dataclass fields built when first read: from then on plain attributes of the request, read
+    # without a call (a warm run reads a request's inputs often).
+    @_built_once
+    def inputs(self) -> Mapping[str, Any]:
         attributes = self.__dict__
-        if name == "inputs":
-            derive = attributes.get("_derive")
-            value: Any = {**attributes["_base"], **(derive() if derive is not None else {})}
-            attributes["_derive"] = None  # what derives the inputs (a chunk, a splitter) is let go
-        elif name == "schema":
-            value = attributes["_schema_for"](self.inputs)
-        elif name == "messages":
-            value = attributes["_render"](self.inputs)
-        else:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        attributes[name] = value
-        return value
+        derive = attributes["_derive"]
+        inputs = {**attributes["_base"], **(derive() if derive is not None else {})}
+        attributes["_derive"] = None  # what derives the inputs (a chunk, a splitter) is let go
+        return inputs
+
+    @_built_once
+    def schema(self) -> Mapping[str, Any]:
+        return self.__dict__["_schema_for"](self.inputs)  # type: ignore[no-any-return]
+
+    @_built_once
+    def messages(self) -> tuple[Mapping[str, str], ...]:
+        return self.__dict__["_render"](self.inputs)  # type: ignore[no-any-return]
 
     def provide(self, derived: Any, *, checked: bool = False) -> None:
         attributes = self.__dict__
