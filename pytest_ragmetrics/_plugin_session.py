@@ -16,7 +16,7 @@ import shutil
 import warnings
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -26,8 +26,42 @@ from ._suite import is_worker
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ._suite import SuiteRecord
     from .session import RagmetricsSession
     from .specs import MetricCatalog
+
+
+class Check(Protocol):
+    """What the running test keeps of a score it took (an assertion helper's check, see
+    :class:`~pytest_ragmetrics._scope.TestScope`): whether it was compared with a threshold, and where
+    it was taken, to warn of one that never was. Here, not in ``_scope``, which every run loads."""
+
+    compared: bool
+    where: tuple[str, int] | None
+
+    @property
+    def name(self) -> str: ...
+
+
+def start_session(
+    config: pytest.Config,
+    suite: SuiteRecord,
+    rows_key: pytest.StashKey[list[dict[str, Any]]],
+    suite_property_key: pytest.StashKey[Callable[[str, object], None]],
+) -> RagmetricsSession:
+    """The run's ragmetrics session, made and started with the hooks it needs: the built-in ones, the
+    end of the run's (:class:`SessionHooks`), and the per-test :class:`Recorder` once the run uses
+    the plugin."""
+    from . import builtin_hooks
+    from .session import RagmetricsSession
+
+    builtin_hooks.register(config.pluginmanager)
+    session = RagmetricsSession(config, suite)
+    manager = config.pluginmanager
+    session.on_activate = lambda: manager.register(Recorder(session, rows_key), "ragmetrics-recorder")
+    session.start()
+    manager.register(SessionHooks(session, suite_property_key), "ragmetrics-session")
+    return session
 
 
 def parametrize_golden_set(metafunc: pytest.Metafunc, name: str, session: RagmetricsSession) -> None:
@@ -76,7 +110,7 @@ def _metric_catalog(config: pytest.Config, kwargs: Mapping[str, Any]) -> MetricC
     return BUILTIN_CATALOG.merged(Catalog.of(registered))
 
 
-def warn_unused(checks: list[_scope.Check]) -> None:
+def warn_unused(checks: list[Check]) -> None:
     """Warn of each score a test took and never compared with a threshold, where it took it."""
     from .errors import RagMetricsWarning
 
@@ -138,7 +172,42 @@ class Recorder:
         self.session.take_comparisons(report, rows, getattr(report, "ragmetrics_error", None))
 
 
-def record_gate_properties(ragmetrics: RagmetricsSession, record: Callable[[str, object], None]) -> None:
+class SessionHooks:
+    """Hooks of a run that has a ragmetrics session (registered when it is made): the gates' JUnit
+    properties, the xdist workers' output, and the end of the run.
+
+    ``suite_property_key`` is where the ``_ragmetrics_suite_properties`` fixture leaves pytest's
+    ``record_testsuite_property``.
+    """
+
+    def __init__(
+        self,
+        session: RagmetricsSession,
+        suite_property_key: pytest.StashKey[Callable[[str, object], None]],
+    ) -> None:
+        self.session = session
+        self.suite_property_key = suite_property_key
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        ragmetrics = self.session
+        if (ragmetrics.gates or ragmetrics.regression_gates) and session.config.getoption("xmlpath", None):
+            session.add_marker(pytest.mark.usefixtures("_ragmetrics_suite_properties"))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist: a worker finished; the controller takes its judge figures and the judgments it used."""
+        self.session.worker_finished(getattr(node, "workeroutput", None), error is not None)
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml and the terminal summary read the exit status
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.session.finish(session)
+        record = session.config.stash.get(self.suite_property_key, None)
+        if record is not None:
+            _record_gate_properties(self.session, record)
+
+
+def _record_gate_properties(ragmetrics: RagmetricsSession, record: Callable[[str, object], None]) -> None:
     """The gates' and regression gates' outcomes as JUnit XML properties of the test suite."""
     regression = ((ragmetrics.final_report or {}).get("summary") or {}).get("regression_gates") or []
     if ragmetrics.gate_results or regression:

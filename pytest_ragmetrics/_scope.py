@@ -11,19 +11,10 @@ from __future__ import annotations
 import contextvars
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # for type checkers only: making a Protocol class costs every run that imports this
+if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Protocol
 
-    class Check(Protocol):
-        """What the running test keeps of a score it took (an assertion helper's check): whether it
-        was compared with a threshold, and where it was taken, to warn of one that never was."""
-
-        compared: bool
-        where: tuple[str, int] | None
-
-        @property
-        def name(self) -> str: ...
+    from ._plugin_session import Check
 
 
 class TestScope:

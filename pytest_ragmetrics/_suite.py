@@ -9,6 +9,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import contextvars
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -95,3 +96,11 @@ class SuiteRecord:
         if files:
             record["files"] = files
         return record
+
+
+#: The record of the pytest run this code runs in, for the plugin's hooks that pytest gives a report
+#: and no configuration. Set by the plugin from configure to cleanup, like ``_scope.current_run``: a
+#: pytester run inside a run sees its own and puts the outer one back.
+current_suite: contextvars.ContextVar[SuiteRecord | None] = contextvars.ContextVar(
+    "ragmetrics_suite", default=None
+)

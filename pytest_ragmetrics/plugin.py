@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import _scope
-from ._suite import SuiteRecord
+from . import _scope, _suite
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -40,7 +39,7 @@ _suite_property_key: pytest.StashKey[Callable[[str, object], None]] = pytest.Sta
 #: The run's ragmetrics session, once it needed one (see :func:`_session`).
 session_key: pytest.StashKey[RagmetricsSession] = pytest.StashKey()
 #: What the run recorded of its tests since its start: handed to its session when it is made.
-_suite_key: pytest.StashKey[SuiteRecord] = pytest.StashKey()
+_suite_key: pytest.StashKey[_suite.SuiteRecord] = pytest.StashKey()
 #: The pytest session, once its tests are collected: a session made later starts from its items.
 _collected_key: pytest.StashKey[pytest.Session] = pytest.StashKey()
 
@@ -57,24 +56,15 @@ def _session(config: pytest.Config) -> RagmetricsSession:
     """The run's ragmetrics session, made and started the first time the run needs it."""
     session = config.stash.get(session_key, None)
     if session is None:
-        from . import builtin_hooks
-        from .session import RagmetricsSession
+        from ._plugin_session import start_session
 
-        builtin_hooks.register(config.pluginmanager)
-        session = RagmetricsSession(config, config.stash[_suite_key])
-        session.on_activate = lambda: _register_recorder(config, session)
-        session.start()
-        config.stash[session_key] = session
+        session = config.stash[session_key] = start_session(
+            config, config.stash[_suite_key], _rows_key, _suite_property_key
+        )
         collected = config.stash.get(_collected_key, None)
         if collected is not None:  # made by a test: its run's tests are collected
             session.collected(collected, uses_marker=False)
     return session
-
-
-def _register_recorder(config: pytest.Config, session: RagmetricsSession) -> None:
-    from ._plugin_session import Recorder
-
-    config.pluginmanager.register(Recorder(session, _rows_key), "ragmetrics-recorder")
 
 
 def _asked_for(config: pytest.Config) -> bool:
@@ -134,8 +124,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
-    suite = config.stash[_suite_key] = SuiteRecord()
-    config.pluginmanager.register(_RunHooks(suite), "ragmetrics-run")
+    suite = config.stash[_suite_key] = _suite.SuiteRecord()
+    suite_token = _suite.current_suite.set(suite)
+    config.add_cleanup(lambda: _suite.current_suite.reset(suite_token))
     if config.pluginmanager.has_plugin("dsession"):  # the xdist controller: workers report progress
         from .progress import ControllerProgress
 
@@ -162,7 +153,7 @@ def _run_evaluator(config: pytest.Config) -> Evaluator:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in ("ragmetrics-recorder", "ragmetrics-run"):
+    for name in ("ragmetrics-recorder", "ragmetrics-session"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
@@ -190,9 +181,10 @@ def _uses_marker(node: pytest.Item | pytest.Collector | Any) -> bool:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``@pytest.mark.ragmetrics(samples=PATH)``: one test per sample of the golden set."""
-    if not _uses_marker(metafunc.definition):
-        return
-    marks = metafunc.definition.iter_markers("ragmetrics")
+    definition = metafunc.definition
+    if "ragmetrics" not in definition.keywords or definition.get_closest_marker("ragmetrics") is None:
+        return  # (_uses_marker, written out: asked of every test function)
+    marks = definition.iter_markers("ragmetrics")
     name = next((m.kwargs["samples"] for m in marks if "samples" in m.kwargs), None)
     if name is not None:
         from ._plugin_session import parametrize_golden_set
@@ -233,12 +225,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         ragmetrics.collected(session, uses_marker)
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist: a worker finished; the controller takes its judge figures and the judgments it used."""
-    _session(node.config).worker_finished(getattr(node, "workeroutput", None), error is not None)
-
-
 # --- fixtures ------------------------------------------------------------------------------------
 
 
@@ -272,21 +258,14 @@ def _ragmetrics_suite_properties(request: pytest.FixtureRequest, record_testsuit
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    ragmetrics = session.config.stash.get(session_key, None)
-    gated = ragmetrics is not None and (ragmetrics.gates or ragmetrics.regression_gates)
-    if gated and session.config.getoption("xmlpath", None):
-        session.add_marker(pytest.mark.usefixtures("_ragmetrics_suite_properties"))
-
-
-@pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makeitem(collector: pytest.Module | pytest.Class, name: str, obj: object) -> None:
     """Before a module's or class's tests are made: where ``ragmetrics_config`` is overridden (in the
     class, the module, a conftest above it or another plugin), its tests set it up, so that a score
     taken even in a fixture's teardown finds it. Elsewhere it is the default, and nothing is set up."""
-    if collector.stash.get(_config_scope_key, False):
+    stash = collector.stash
+    if _config_scope_key in stash:  # asked for every name in the module or class: one lookup
         return None
-    collector.stash[_config_scope_key] = True
+    stash[_config_scope_key] = True
     if hasattr(collector.obj, _CONFIG_FIXTURE) or (
         isinstance(collector, pytest.Module) and _config_overridden_above(collector)
     ):
@@ -334,20 +313,14 @@ def _record(item: pytest.Item, row: dict[str, Any]) -> None:
     item.user_properties.extend(comparison_properties(number, row))
 
 
-def _made(stash: pytest.Stash) -> RagmetricsSession | None:
-    """The run's session if it has one yet; asked in every test, where ``Stash.get`` would raise and
-    catch a KeyError."""
-    if session_key in stash:
-        return stash[session_key]
-    return None
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
     """Make the test current for the assertion helpers (its evaluator is built on first use), and
     judge the next tests' scores ahead while it runs. All a test pays while nothing is judged."""
     stash = item.config.stash
-    session = _made(stash)
+    # Looked for with `in`: Stash.get would raise and catch a KeyError in every test of a run
+    # without a session.
+    session = stash[session_key] if session_key in stash else None  # noqa: SIM401
     scope = _scope.TestScope(item, _evaluator_for, _record)
     token = _scope.current_test.set(scope)
     if session is not None and session.prefetcher is not None:
@@ -355,7 +328,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     except BaseException:
-        session = _made(stash)
+        session = stash.get(session_key, None)
         if session is not None and session.prefetcher is not None:
             session.prefetcher.stop()  # Ctrl-C: nothing more is judged for tests that will not run
         raise
@@ -363,8 +336,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _scope.current_test.reset(token)
         # The test's reports hold its rows; its checks (results, verdicts) would only outlive it.
         scope.checks.clear()
-        session = _made(stash)  # also when this test was the first to use the plugin
-        prefetcher = session.prefetcher if session is not None else None
+        # Also when this test was the first to use the plugin.
+        prefetcher = stash[session_key].prefetcher if session_key in stash else None
         if prefetcher is not None:
             prefetcher.after(item)
             if item.session.shouldfail or item.session.shouldstop:
@@ -383,49 +356,43 @@ def pytest_runtest_call(item: pytest.Item) -> None:
         warn_unused(unused)
 
 
-class _RunHooks:
-    """Hooks of every run with the plugin, from its start: which tests were collected, deselected,
-    run and skipped, in case a test uses the plugin later (the run's report records its suite)."""
+# What every run with the plugin records from its start, in case a test uses the plugin later (the
+# run's report records its suite): which tests were collected, deselected, run and skipped.
 
-    def __init__(self, suite: SuiteRecord) -> None:
-        self.suite = suite
-        self.ran = suite.ran
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None, None, None]:
-        self.suite.collect(items)  # before any plugin deselects
-        return (yield)
+@pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_record(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Generator[None, None, None]:
+    """The tests collected, before any plugin deselects (a second implementation of the hook, named
+    for what it does)."""
+    config.stash[_suite_key].collect(items)
+    return (yield)
 
-    def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        if items:  # a partial run: its used judgments say nothing about the store
-            self.suite.deselected = True
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # Every report of every test comes here, used or not: the test ran (its setup report says
-        # so once), and may have been skipped.
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:  # a partial run: its used judgments say nothing about the store
+        items[0].config.stash[_suite_key].deselected = True
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Every report of every test comes here, used or not: the test ran (its setup report says so
+    # once), and may have been skipped. A report names no run: the run's record is the current one.
+    suite = _suite.current_suite.get()
+    if suite is not None:
         if report.when == "setup":
-            self.ran.add(report.nodeid)
+            suite.ran.add(report.nodeid)
         if report.outcome == "skipped":
-            self.suite.count_skipped(report)
+            suite.count_skipped(report)
 
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.skipped:  # a module skipped as a whole (importorskip, allow_module_level)
-            self.suite.count_skipped(report)
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    suite = _suite.current_suite.get()
+    if report.skipped and suite is not None:  # a module skipped as a whole (importorskip, ...)
+        suite.count_skipped(report)
 
 
 # --- the end of the run --------------------------------------------------------------------------
-
-
-@pytest.hookimpl(tryfirst=True)  # before junitxml and the terminal summary read the exit status
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    ragmetrics = session.config.stash.get(session_key, None)
-    if ragmetrics is not None:
-        ragmetrics.finish(session)
-        record = session.config.stash.get(_suite_property_key, None)
-        if record is not None:
-            from ._plugin_session import record_gate_properties
-
-            record_gate_properties(ragmetrics, record)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
