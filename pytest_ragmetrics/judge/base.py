@@ -553,7 +553,7 @@ _CHECKERS: dict[int, tuple[Mapping[str, Any], Callable[[Any], bool]]] = {}
 #: The test of a value of each JSON type a schema names (bool is an int in Python, so excluded).
 _TYPE_TESTS = {
     "string": "isinstance({v}, str)",
-    "integer": "(isinstance({v}, int) and not isinstance({v}, bool))",
+    "integer": "(type({v}) is int or (isinstance({v}, int) and not isinstance({v}, bool)))",
     "number": "(isinstance({v}, (int, float)) and not isinstance({v}, bool) and {v} == {v})",
     "boolean": "isinstance({v}, bool)",
 }
