@@ -408,3 +408,25 @@ def test_each_request_is_labelled_with_its_metric_sample_and_chunk():
     }
     assert {r.label for r in judge.requests} == expected
     assert len(judge.requests) == 9  # precision, graded and sentence relevance of three chunks
+
+
+def test_verdicts_and_results_are_built_as_their_dataclass_fields_say():
+    """Their constructor sets every field, positional or by keyword, with each field's default or
+    default factory, keeps them frozen, and still checks a result's score."""
+    from pytest_ragmetrics.judge.base import Usage
+    from pytest_ragmetrics.results import MetricResult, Verdict
+
+    verdict = Verdict("chunk", 2, "t", 0.0, "not useful", "r", cached=False)
+    assert [getattr(verdict, f.name) for f in dataclasses.fields(Verdict)] == [
+        "chunk", 2, "t", 0.0, "not useful", "r", None, (), False, None, ()
+    ]  # fmt: skip
+    assert verdict == Verdict("chunk", 2, "t", 0.0, "not useful", "r", None, (), False)
+    result, other = MetricResult(0.5, "m"), MetricResult(0.5, "m")
+    assert result.usage == Usage() and result.usage is not other.usage  # a factory's, made per result
+    for f in dataclasses.fields(MetricResult):
+        if f.name not in ("score", "metric", "usage"):
+            assert getattr(result, f.name) == f.default, f.name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        verdict.index = 3  # type: ignore[misc]
+    with pytest.raises(ValueError, match="score must be in"):
+        MetricResult(1.5, "m")
