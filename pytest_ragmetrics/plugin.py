@@ -4,8 +4,10 @@ Each hook hands its work to the run's :class:`~pytest_ragmetrics.session.Ragmetr
 lines. The session is made the first time the run needs it (:func:`_session`): at the start when
 something is configured (an option, an ini key, a ``RAGMETRICS_*`` variable), else when a test first
 uses the plugin (its marker, a ragmetrics fixture, an assertion helper). A suite that never does loads
-the option table and these hooks, records which tests ran, and nothing else; the engine, the judge
-and the report renderers load inside the hooks that need them. Disable it with ``-p no:ragmetrics``.
+the option table and these hooks, records which tests ran, and nothing else: the hooks and helpers of
+a run with a session (:mod:`pytest_ragmetrics._plugin_session`), the built-in hook implementations,
+the engine, the judge and the report renderers load when the run needs them. Disable it with
+``-p no:ragmetrics``.
 
 PYTEST_DONT_REWRITE
 """
