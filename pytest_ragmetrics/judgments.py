@@ -1001,7 +1001,14 @@ def _graded_verdicts(request: JudgeRequest, choices: Choices) -> list[tuple[floa
 
 
 def _graded_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:
+    if len(choices) == 1:
+        classes = _RATING_CLASSES.get(choices[0]["rating"])
+        if classes is not None:
+            return classes
     return (str(int(combine_rating(choices)[0] + 0.5)),)
+
+
+_RATING_CLASSES = {0: ("0",), 1: ("1",), 2: ("2",)}
 
 
 def _no_decision(request: JudgeRequest, choices: Choices) -> tuple[str, ...]:

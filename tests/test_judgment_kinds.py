@@ -322,6 +322,11 @@ def test_a_judgments_decision_is_what_its_verdicts_decide(n):
     answer = {f"sentence_{i}": {"reason": "r", "attributed": i != 5} for i in (4, 5, 6)}
     classes, values = decided(J.RECALL, inputs, [answer] * n)
     assert classes == tuple("yes" if v >= 1.0 else "no" for v in values) == ("yes", "no", "yes")
+    for rating in (0, 1, 2):
+        classes, values = decided(J.GRADED, {}, [{"reason": "r", "rating": rating}] * n)
+        assert classes == (str(int(values[0] * 2 + 0.5)),) == (str(rating),)
+    classes, _ = decided(J.GRADED, {}, [{"reason": "r", "rating": r} for r in (0, 1, 2, 2)[:n]])
+    assert classes == ({1: "0", 2: "1", 3: "1"}[n],)
     for chosen, expected in (([], "none"), ([2, 2], "some"), ([3, 1, 2], "all")):
         choice = {"reason": "r", "relevant_sentences": chosen}
         classes, _ = decided(J.SENTENCES, {"sentences": ["x", "y", "z"]}, [choice] * n)
