@@ -499,7 +499,7 @@ class CachedJudge:
         """
         if keys is None:
             keys = [request.cache_key() for request in requests]
-        memory, remember, used, store = self._memory, self._remember, self.used_keys, self.store
+        memory, used, store, room = self._memory, self.used_keys, self.store, self._memory_entries
         mode = self.mode
         replay, off = mode == "replay", mode == "off"
         judged_only = self._judged_this_run if mode == "refresh" else None
@@ -513,26 +513,28 @@ class CachedJudge:
                     reused += 1
                     if answer.derived is not None:
                         request.provide(answer.derived, checked=True)  # checked as it entered the run
-                elif off or (judged_only is not None and key not in judged_only):
-                    answers.append(None)
-                    continue
-                elif store is not None and (answer := store.get(request, replay=replay)) is not None:
-                    self._in_store.add(key)
-                    store_hits += 1
-                    saved += answer.usage.prompt_tokens + answer.usage.completion_tokens
-                    remember(key, answer)
-                elif (answer := self._from_disk(request, key)) is not None:
-                    cache_hits += 1
-                    saved += answer.usage.prompt_tokens + answer.usage.completion_tokens
-                    remember(key, answer)
                 else:
-                    answers.append(None)
-                    continue
+                    if off or (judged_only is not None and key not in judged_only):
+                        answers.append(None)
+                        continue
+                    if store is not None and (answer := store.get(request, replay=replay)) is not None:
+                        self._in_store.add(key)
+                        store_hits += 1
+                    elif (answer := self._from_disk(request, key)) is not None:
+                        cache_hits += 1
+                    else:
+                        answers.append(None)
+                        continue
+                    usage = answer.usage
+                    saved += usage.prompt_tokens + usage.completion_tokens
+                    memory[key] = answer  # a recorded answer, kept as _remember keeps one
+                    if len(memory) > room:
+                        memory.popitem(last=False)
                 used.add(key)
                 answers.append(answer)
         finally:  # what was served is counted, whatever stopped the rest
             if reused or store_hits or cache_hits:
-                self.stats.record_served(reused=reused, store=store_hits, cache=cache_hits, tokens=saved)
+                self.stats.record_served(reused, store_hits, cache_hits, saved)
         return answers
 
     def _remember(self, key: str, answer: JudgeAnswer) -> None:

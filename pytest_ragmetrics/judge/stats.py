@@ -128,7 +128,7 @@ class JudgeStats:
         with self._lock:
             self.reused += 1
 
-    def record_served(self, *, reused: int = 0, store: int = 0, cache: int = 0, tokens: int = 0) -> None:
+    def record_served(self, reused: int, store: int, cache: int, tokens: int) -> None:
         """Answers served without a judge call, counted together: ``reused`` from memory, ``store``
         from the judgment store and ``cache`` from the disk cache, their usage adding up to ``tokens``."""
         with self._lock:
