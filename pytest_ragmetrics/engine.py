@@ -167,9 +167,11 @@ class _Handed(concurrent.futures.Future[T]):
 def _start(
     loop: asyncio.AbstractEventLoop, started: list[tuple[Coroutine[Any, Any, Any], _Handed[Any]]]
 ) -> None:
-    """On the loop: run each coroutine as a task that settles its thread-safe future (one given up
-    meanwhile never starts: its task's first step sees it cancelled)."""
+    """On the loop: run each coroutine as a task that settles its thread-safe future."""
     for coro, future in started:
+        if future.cancelled():  # given up before it started
+            coro.close()
+            continue
         try:
             future._task = loop.create_task(_settled(coro, future))
         except Exception as exc:  # its caller learns why, rather than waiting forever
@@ -181,7 +183,7 @@ def _start(
 
 async def _settled(coro: Coroutine[Any, Any, T], future: _Handed[T]) -> None:
     """Run ``coro`` and settle ``future`` with its outcome; a cancelled task cancels the future."""
-    if future.cancelled():  # given up before its task's first step: the coroutine never starts
+    if future.cancelled():  # given up while its task was being made: the coroutine never starts
         coro.close()
         return
     try:
