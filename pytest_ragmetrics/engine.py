@@ -85,8 +85,8 @@ class LoopRunner:
         woken once for all of them. Each future holds its coroutine's result or error; cancelling a
         future cancels its coroutine (one not started yet never starts)."""
         loop = self._ensure()
-        started: list[tuple[Coroutine[Any, Any, T], _Handed[T]]]
-        started = [(coro, _Handed(loop)) for coro in coros]
+        started: list[tuple[Coroutine[Any, Any, T], concurrent.futures.Future[T]]]
+        started = [(coro, concurrent.futures.Future()) for coro in coros]
         try:
             loop.call_soon_threadsafe(_start, loop, started)
         except RuntimeError:  # the loop is closed: nothing will ever run them
@@ -144,61 +144,40 @@ class LoopRunner:
             loop.close()
 
 
-class _Handed(concurrent.futures.Future[T]):
-    """The thread-safe future of a coroutine handed to the loop (see :meth:`LoopRunner.submit_many`):
-    its task settles it as it ends (:func:`_settled`), and cancelling it cancels the task, with no
-    done-callbacks on either side to schedule and call for every score."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
-        self._loop = loop
-        self._task: asyncio.Task[None] | None = None
-
-    def cancel(self) -> bool:
-        if not super().cancel():
-            return False
-        task = self._task  # None: not started yet, and its task's first step will see it cancelled
-        if task is not None and not task.done():
-            with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
-                self._loop.call_soon_threadsafe(task.cancel)
-        return True
-
-
-def _start(
-    loop: asyncio.AbstractEventLoop, started: list[tuple[Coroutine[Any, Any, Any], _Handed[Any]]]
-) -> None:
-    """On the loop: run each coroutine as a task that settles its thread-safe future."""
+def _start(loop: asyncio.AbstractEventLoop, started: list[tuple[Coroutine[Any, Any, Any], Any]]) -> None:
+    """On the loop: run each coroutine as a task whose outcome settles its thread-safe future."""
     for coro, future in started:
         if future.cancelled():  # given up before it started
             coro.close()
             continue
         try:
-            future._task = loop.create_task(_settled(coro, future))
-        except Exception as exc:  # its caller learns why, rather than waiting forever
-            with contextlib.suppress(AttributeError):  # not a coroutine: nothing to close
-                coro.close()
+            task = loop.create_task(coro)
+        except Exception as exc:  # not a coroutine: its caller learns why, rather than waiting forever
             if future.set_running_or_notify_cancel():
                 future.set_exception(exc)
+            continue
+        task.add_done_callback(functools.partial(_settle, future))
+        future.add_done_callback(functools.partial(_cancel, loop, task))
 
 
-async def _settled(coro: Coroutine[Any, Any, T], future: _Handed[T]) -> None:
-    """Run ``coro`` and settle ``future`` with its outcome; a cancelled task cancels the future."""
-    if future.cancelled():  # given up while its task was being made: the coroutine never starts
-        coro.close()
+def _settle(future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
+    if task.cancelled():
+        future.cancel()
+    if not future.set_running_or_notify_cancel():  # cancelled, by the caller or above
         return
-    try:
-        result = await coro
-    except asyncio.CancelledError:
-        concurrent.futures.Future.cancel(future)  # already cancelled, or cancelled from inside
-        raise
-    except BaseException as exc:
-        if future.set_running_or_notify_cancel():
-            future.set_exception(exc)
-        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: the loop stops too
-            raise
+    error = task.exception()
+    if error is not None:
+        future.set_exception(error)
     else:
-        if future.set_running_or_notify_cancel():
-            future.set_result(result)
+        future.set_result(task.result())
+
+
+def _cancel(
+    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]
+) -> None:
+    if future.cancelled():  # the caller gave up: so does the coroutine
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
+            loop.call_soon_threadsafe(task.cancel)
 
 
 def parse_metric_spec(spec: str | tuple[str, str | None]) -> tuple[str, str | None]:
