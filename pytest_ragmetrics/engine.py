@@ -150,14 +150,22 @@ def _start(loop: asyncio.AbstractEventLoop, started: list[tuple[Coroutine[Any, A
         if future.cancelled():  # given up before it started
             coro.close()
             continue
-        try:
-            task = loop.create_task(coro)
-        except Exception as exc:  # not a coroutine: its caller learns why, rather than waiting forever
+        if not asyncio.iscoroutine(coro):  # its caller learns why, rather than waiting forever
             if future.set_running_or_notify_cancel():
-                future.set_exception(exc)
+                future.set_exception(TypeError(f"a coroutine was expected, got {coro!r}"))
             continue
+        task = loop.create_task(_when_wanted(coro, future))
         task.add_done_callback(functools.partial(_settle, future))
         future.add_done_callback(functools.partial(_cancel, loop, task))
+
+
+async def _when_wanted(coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[Any]) -> T | None:
+    """``coro``, unless ``future`` was cancelled before the task's first step: its cancellation
+    reaches the task through the loop, possibly after that step."""
+    if future.cancelled():
+        coro.close()
+        return None
+    return await coro
 
 
 def _settle(future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:

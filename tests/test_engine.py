@@ -414,13 +414,16 @@ def test_scores_started_together_cost_one_handover_and_each_holds_its_own_result
 
 
 def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
-    """Cancelled before the loop got to it, a coroutine never starts; cancelled while it runs, it is
-    cancelled there too. The loop is held by a gate, not a clock."""
+    """Cancelled before the loop got to it, a coroutine never starts, even when its task was made
+    already (handed over with the one holding the loop); cancelled while it runs, it is cancelled
+    there too. The loop is held by a gate, not a clock."""
     runner = LoopRunner()
     gate, started, cancelled = threading.Event(), threading.Event(), threading.Event()
+    holding = threading.Event()
     ran: list[str] = []
 
     async def hold() -> None:
+        holding.set()
         gate.wait(timeout=30)  # blocks the loop: what is handed over meanwhile waits its turn
 
     async def note(name: str) -> str:
@@ -436,8 +439,9 @@ def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
             raise
 
     try:
-        held = runner.submit(hold())
-        first, second = runner.submit_many([note("first"), note("second")])
+        # One hand-over: the three tasks are made at once, before the first of them holds the loop.
+        held, first, second = runner.submit_many([hold(), note("first"), note("second")])
+        assert holding.wait(timeout=30)  # the tasks of all three are made
         assert second.cancel()
         gate.set()
         assert first.result(timeout=30) == "first"
