@@ -16,7 +16,7 @@ import shutil
 import warnings
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,21 +26,10 @@ from ._suite import is_worker
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ._scope import Check
     from ._suite import SuiteRecord
     from .session import RagmetricsSession
     from .specs import MetricCatalog
-
-
-class Check(Protocol):
-    """What the running test keeps of a score it took (an assertion helper's check, see
-    :class:`~pytest_ragmetrics._scope.TestScope`): whether it was compared with a threshold, and where
-    it was taken, to warn of one that never was. Here, not in ``_scope``, which every run loads."""
-
-    compared: bool
-    where: tuple[str, int] | None
-
-    @property
-    def name(self) -> str: ...
 
 
 def start_session(

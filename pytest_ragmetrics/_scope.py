@@ -13,8 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Protocol
 
-    from ._plugin_session import Check
+    class Check(Protocol):
+        """What the running test keeps of a score it took (an assertion helper's check): whether it
+        was compared with a threshold, and where it was taken, to warn of one that never was. For
+        type checkers only: every run loads this module."""
+
+        compared: bool
+        where: tuple[str, int] | None
+
+        @property
+        def name(self) -> str: ...
 
 
 class TestScope:
