@@ -20,9 +20,10 @@ says it may be (``scored_ahead = True``: its score depends on the sample, the se
 alone), as the built-in judged ones do; a custom metric that does not say so is scored in its test's turn.
 Scores are started for a window of
 tests ahead of the running one (as many tests as judge calls allowed at once, at least 8), on the
-shared judging loop, so every judge call still passes the concurrency bound; the scores started
-together (a test's declared scores, a test entering the window) are handed to the loop's thread at
-once, not one by one. A test takes the result started for it instead of scoring again; results nobody
+shared judging loop, so every judge call still passes the concurrency bound. The window is topped
+up when half of it has run, not at every test: the scores started together (a test's declared
+scores, the tests entering the window) are handed to the loop's thread at once, not one by one nor
+one test at a time. A test takes the result started for it instead of scoring again; results nobody
 took are dropped when their test ends.
 Nothing is started in replay mode (there is no judge to keep busy), nor under pytest-xdist workers
 (a worker does not know which tests it runs next), nor under a spending cap (``max_judge_calls``,
@@ -203,16 +204,16 @@ class Prefetcher:
         self._positions = {item.nodeid: i for i, item in enumerate(items)}
 
     def before(self, item: pytest.Item) -> None:
-        """``item`` starts: note the scores it declares, and make sure the scores of the window after
-        it have been started."""
+        """``item`` starts: note the scores it declares, and once at most half a window of tests after
+        it has its scores started, start those of the whole window after it."""
         declared = _declared(item)
         if declared:
             self._declared[item.nodeid] = declared
         if not self.active:
             return
         position = self._positions.get(item.nodeid)
-        if position is None:
-            return
+        if position is None or self._started_to - (position + 1) > self.window // 2:
+            return  # more than half a window is started ahead: it is topped up once half of it has run
         end = min(len(self._items), position + 1 + self.window)
         if self._groups:  # else nothing can be predicted: a plain suite pays nothing
             items = self._items[max(self._started_to, position) : end]
