@@ -80,21 +80,42 @@ class LoopRunner:
         """Start ``coro`` on the background loop; the future holds its result (see :meth:`submit_many`)."""
         return self.submit_many([coro])[0]
 
-    def submit_many(self, coros: Sequence[Coroutine[Any, Any, T]]) -> list[concurrent.futures.Future[T]]:
+    def submit_many(
+        self, coros: Sequence[Coroutine[Any, Any, T]], *, until_started: bool = False
+    ) -> list[concurrent.futures.Future[T]]:
         """Start ``coros`` on the background loop, in order, with one hand-over: the loop's thread is
         woken once for all of them. Each future holds its coroutine's result or error; cancelling a
-        future cancels its coroutine (one not started yet never starts)."""
+        future cancels its coroutine (one not started yet never starts).
+
+        ``until_started``: return once the loop has run each coroutine up to its first wait (a judge
+        call, the disk), and settled the futures of those that needed none (a warm run's scores).
+        The calling thread waits meanwhile rather than taking the interpreter lock back and forth
+        with the loop's thread: the loop runs the batch in one stretch. (On the loop's own thread it
+        returns at once.)
+        """
         loop = self._ensure()
         started: list[tuple[Coroutine[Any, Any, T], concurrent.futures.Future[T]]]
         started = [(coro, concurrent.futures.Future()) for coro in coros]
+        on_loop = threading.current_thread() is self._thread
+        ready: concurrent.futures.Future[None] | None = None
+        if until_started and not on_loop:
+            ready = concurrent.futures.Future()
         try:
-            loop.call_soon_threadsafe(_start, loop, started)
+            loop.call_soon_threadsafe(_start, loop, started, ready)
         except RuntimeError:  # the loop is closed: nothing will ever run them
             for coro, _ in started:
                 coro.close()
             raise
         self.handovers += 1
-        return [future for _, future in started]
+        futures = [future for _, future in started]
+        if ready is not None:
+            try:
+                ready.result()
+            except BaseException:  # Ctrl-C: what was handed over is not wanted any more
+                for future in futures:
+                    future.cancel()
+                raise
+        return futures
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the background loop and wait for its result (from a thread other than it)."""
@@ -144,19 +165,29 @@ class LoopRunner:
             loop.close()
 
 
-def _start(loop: asyncio.AbstractEventLoop, started: list[tuple[Coroutine[Any, Any, Any], Any]]) -> None:
-    """On the loop: run each coroutine as a task whose outcome settles its thread-safe future."""
-    for coro, future in started:
-        if future.cancelled():  # given up before it started
-            coro.close()
-            continue
-        if not asyncio.iscoroutine(coro):  # its caller learns why, rather than waiting forever
-            if future.set_running_or_notify_cancel():
-                future.set_exception(TypeError(f"a coroutine was expected, got {coro!r}"))
-            continue
-        task = loop.create_task(_when_wanted(coro, future))
-        task.add_done_callback(functools.partial(_settle, future))
-        future.add_done_callback(functools.partial(_cancel, loop, task))
+def _start(
+    loop: asyncio.AbstractEventLoop,
+    started: list[tuple[Coroutine[Any, Any, Any], Any]],
+    ready: concurrent.futures.Future[None] | None = None,
+) -> None:
+    """On the loop: run each coroutine as a task whose outcome settles its thread-safe future; then
+    set ``ready``, if given, once the tasks have taken their first step (the loop's next pass) and the
+    futures of those that ended there are settled (the pass after: the callbacks of their ends)."""
+    try:
+        for coro, future in started:
+            if future.cancelled():  # given up before it started
+                coro.close()
+                continue
+            if not asyncio.iscoroutine(coro):  # its caller learns why, rather than waiting forever
+                if future.set_running_or_notify_cancel():
+                    future.set_exception(TypeError(f"a coroutine was expected, got {coro!r}"))
+                continue
+            task = loop.create_task(_when_wanted(coro, future))
+            task.add_done_callback(functools.partial(_settle, future))
+            future.add_done_callback(functools.partial(_cancel, loop, task))
+    finally:
+        if ready is not None:
+            loop.call_soon(loop.call_soon, ready.set_result, None)
 
 
 async def _when_wanted(coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[Any]) -> T | None:
@@ -695,12 +726,14 @@ class Evaluator:
         return self.runner.submit(self._score(sample, metric, method))
 
     def submit_scores(
-        self, scores: Sequence[tuple[RagSample, str, str | None]]
+        self, scores: Sequence[tuple[RagSample, str, str | None]], *, until_started: bool = False
     ) -> list[concurrent.futures.Future[MetricResult]]:
         """Start several ``(sample, metric, method)`` scores on the judging loop, in order, with one
-        hand-over to its thread; each future holds its result (or its error)."""
+        hand-over to its thread; each future holds its result (or its error). ``until_started``: see
+        :meth:`LoopRunner.submit_many`."""
         return self.runner.submit_many(
-            [self._score(sample, metric, method) for sample, metric, method in scores]
+            [self._score(sample, metric, method) for sample, metric, method in scores],
+            until_started=until_started,
         )
 
     def score_many(

@@ -23,7 +23,9 @@ tests ahead of the running one (as many tests as judge calls allowed at once, at
 shared judging loop, so every judge call still passes the concurrency bound. The window is topped
 up when half of it has run, not at every test: the scores started together (a test's declared
 scores, the tests entering the window) are handed to the loop's thread at once, not one by one nor
-one test at a time. A test takes the result started for it instead of scoring again; results nobody
+one test at a time, and the test waits while that thread takes each of them up to its first judge
+call (in a warm run, to its result) rather than running beside it, the two taking the interpreter
+lock from each other in turns. A test takes the result started for it instead of scoring again; results nobody
 took are dropped when their test ends.
 Nothing is started in replay mode (there is no judge to keep busy), nor under pytest-xdist workers
 (a worker does not know which tests it runs next), nor under a spending cap (``max_judge_calls``,
@@ -292,7 +294,7 @@ class Prefetcher:
     ) -> concurrent.futures.Future[MetricResult] | None:
         """Start ``scores`` not started yet, each kept for its test, and first ``own`` (the running
         test's, whose future is returned): one hand-over to the judging loop per evaluator, not one
-        per score."""
+        per score, returning once the loop has taken each up to its first wait."""
         wanted: dict[Evaluator, list[tuple[tuple[Any, ...] | None, str, RagSample, str, str | None]]] = {}
         if own is not None:
             evaluator, sample, metric, method = own
@@ -312,7 +314,7 @@ class Prefetcher:
         own_future = None
         for evaluator, entries in wanted.items():
             futures = evaluator.submit_scores(
-                [(sample, metric, method) for _, _, sample, metric, method in entries]
+                [(sample, metric, method) for _, _, sample, metric, method in entries], until_started=True
             )
             with self._lock:
                 for (kept, nodeid, *_), future in zip(entries, futures, strict=True):

@@ -1,6 +1,7 @@
 """The metric engine end to end with a scripted judge: requests, verdicts, explanations, degenerate input."""
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -411,6 +412,35 @@ def test_scores_started_together_cost_one_handover_and_each_holds_its_own_result
     with pytest.raises(ValueError, match="unknown metric 'nope'"):
         futures[2].result(timeout=30)
     assert futures[1].result().score == evaluator.score(SAMPLE, "context_recall").score
+
+
+def test_a_batch_handed_over_until_started_returns_once_each_ran_to_its_first_wait():
+    """What needs no waiting is settled when the hand-over returns (a warm run's scores); what waits
+    has reached its wait and goes on. On the loop's own thread the hand-over returns at once."""
+    runner = LoopRunner()
+    reached: list[str] = []
+
+    async def done(name: str) -> str:
+        return name
+
+    async def waits() -> None:
+        reached.append("waits")
+        await asyncio.Event().wait()
+
+    async def hands_over() -> concurrent.futures.Future[str]:
+        (inner,) = runner.submit_many([done("inner")], until_started=True)
+        return inner  # had it waited for the loop, the loop (this very thread) would never go on
+
+    try:
+        first, waiting, second = runner.submit_many([done("a"), waits(), done("b")], until_started=True)
+        assert first.done() and second.done()
+        assert (first.result(), second.result()) == ("a", "b")
+        assert reached == ["waits"]
+        assert not waiting.done()
+        waiting.cancel()
+        assert runner.run(hands_over()).result(timeout=30) == "inner"
+    finally:
+        runner.close()
 
 
 def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
