@@ -584,14 +584,13 @@ def chunk_sentences_request(
 
 
 def _check_sentences(values: Mapping[str, Any]) -> None:
+    # Checked for every chunk's sentences read from disk: one loop, no generator.
     sentences, count = values["sentences"], values["sentence_count"]
-    if (
-        not isinstance(sentences, list)
-        or not sentences
-        or len(sentences) > SENTENCE_WINDOW
-        or not all(isinstance(s, str) and s for s in sentences)
-    ):
+    if not isinstance(sentences, list) or not 0 < len(sentences) <= SENTENCE_WINDOW:
         raise ValueError("'sentences' is not a list of 1 to SENTENCE_WINDOW sentences")
+    for sentence in sentences:
+        if not sentence or not isinstance(sentence, str):
+            raise ValueError("'sentences' is not a list of 1 to SENTENCE_WINDOW sentences")
     if isinstance(count, bool) or not isinstance(count, int) or count < len(sentences):
         raise ValueError("'sentence_count' is not the number of the chunk's sentences")
 

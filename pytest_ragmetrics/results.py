@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from .judge.base import Usage
+from .judge.base import Usage, quick_init
 from .stats import mean
 
 
@@ -56,44 +56,7 @@ class Verdict:
         return out
 
 
-class _Factory:
-    """Stands for a default made by a factory in a signature, as in the one ``dataclass`` writes."""
-
-    def __repr__(self) -> str:
-        return "<factory>"
-
-
-def _quick_init(cls: type[Any]) -> None:
-    """Give a frozen, slotted dataclass an ``__init__`` that sets each field through its slot.
-
-    The one ``dataclass`` writes calls ``object.__setattr__`` per field (the class is frozen), which
-    costs twice as much; a warm run builds a verdict per judged item and a result per score, tens of
-    thousands. The same parameters, defaults, default factories and ``__post_init__``.
-    """
-    namespace: dict[str, Any] = {"FACTORY": _Factory()}
-    params, body = [], []
-    for f in fields(cls):
-        namespace[f"set_{f.name}"] = cls.__dict__[f.name].__set__
-        if f.default is not MISSING:
-            namespace[f"default_{f.name}"] = f.default
-            params.append(f"{f.name}=default_{f.name}")
-        elif f.default_factory is not MISSING:
-            namespace[f"make_{f.name}"] = f.default_factory
-            params.append(f"{f.name}=FACTORY")
-            body.append(f"    if {f.name} is FACTORY: {f.name} = make_{f.name}()")
-        else:
-            params.append(f.name)
-        body.append(f"    set_{f.name}(self, {f.name})")
-    if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
-    exec(f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body), namespace)  # our own fields
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__doc__, init.__annotations__ = cls.__init__.__doc__, dict(cls.__init__.__annotations__)
-    cls.__init__ = init
-
-
-_quick_init(Verdict)
+quick_init(Verdict)
 
 
 def _as_float(other: object) -> float:
@@ -293,7 +256,7 @@ class MetricResult:
         } | self._optional()
 
 
-_quick_init(MetricResult)
+quick_init(MetricResult)
 
 
 def aggregate(scores: Iterable[float], no_claims: int = 0) -> dict[str, Any]:

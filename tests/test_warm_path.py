@@ -430,3 +430,37 @@ def test_verdicts_and_results_are_built_as_their_dataclass_fields_say():
         verdict.index = 3  # type: ignore[misc]
     with pytest.raises(ValueError, match="score must be in"):
         MetricResult(1.5, "m")
+    from pytest_ragmetrics.judge.base import JudgeAnswer
+
+    answer = JudgeAnswer(({"a": 1},), Usage(3, 4), "m", "t", "cache", {"s": 1})
+    assert [getattr(answer, f.name) for f in dataclasses.fields(JudgeAnswer)] == [
+        ({"a": 1},), Usage(3, 4), "m", "t", "cache", {"s": 1}
+    ]  # fmt: skip
+    assert JudgeAnswer(choices=()).usage is JudgeAnswer(choices=()).usage == Usage()  # its default
+    assert Usage(1, 2) + Usage(completion_tokens=5) == Usage(1, 7)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        answer.model = "other"  # type: ignore[misc]
+
+
+def test_recorded_sentences_are_taken_once_checked_and_handed_back_as_the_answers_derived_inputs():
+    params = J.JudgeParams("m")
+
+    def request() -> JudgeRequest:
+        return J.chunk_sentences_request("q?", "A. B.", "punkt-x", lambda t: ["never split"], params)
+
+    taken = request()
+    recorded = {"sentences": ["A.", "B."], "sentence_count": 2, "question": "q?", "chunk": "A. B."}
+    values = taken.provide(recorded)
+    assert values == {"sentences": ["A.", "B."], "sentence_count": 2}  # the derived ones only
+    assert taken.derived_inputs() == values and taken.inputs["sentences"] == ["A.", "B."]
+    assert taken.provide({"sentences": ["C."], "sentence_count": 1}) is None  # it holds its own
+    assert taken.inputs["sentences"] == ["A.", "B."]
+    for damaged in (None, ["A."], {"sentences": ["A."]}, {"sentences": [""], "sentence_count": 1},
+                    {"sentences": ["A.", 2], "sentence_count": 2}, {"sentences": ["A."], "sentence_count": True},
+                    {"sentences": [], "sentence_count": 0}):  # fmt: skip
+        with pytest.raises(ValueError):
+            request().provide(damaged)
+    checked = request()
+    assert checked.provide(values, checked=True) is values  # from memory: not checked again
+    assert checked.inputs["sentences"] == ["A.", "B."]
+    assert J.graded_request("q?", "A.", params).provide(recorded) is None  # nothing derived

@@ -16,7 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Generic, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from ..errors import InvalidJudgeAnswer
@@ -116,11 +116,12 @@ class JudgeRequest:
 
     def cache_key(self) -> str:
         """A sha256 hex digest of :meth:`key_material`."""
-        cached = self.__dict__.get("_key")
+        attributes = self.__dict__
+        cached = attributes.get("_key")
         if cached is None:
             # surrogatepass: a lone surrogate (a "\\ud800" escape in a sample file) keys like any text.
-            cached = hashlib.sha256(self._canonical_key().encode("utf-8", "surrogatepass")).hexdigest()
-            object.__setattr__(self, "_key", cached)
+            text = self._canonical_key().encode("utf-8", "surrogatepass")
+            cached = attributes["_key"] = hashlib.sha256(text).hexdigest()  # frozen: not through setattr
         return cached
 
     def _canonical_key(self) -> str:
@@ -157,13 +158,16 @@ class JudgeRequest:
         inputs = self.inputs
         return {name: inputs[name] for name in self.derived}
 
-    def provide(self, derived: Any, *, checked: bool = False) -> None:
-        """Take the derived inputs recorded with an answer instead of deriving them again.
+    def provide(self, derived: Any, *, checked: bool = False) -> Mapping[str, Any] | None:
+        """Take the derived inputs recorded with an answer instead of deriving them again, and return
+        them as taken (what the answer keeps: :meth:`derived_inputs`, without building it again).
 
         Raises :class:`ValueError` when ``derived`` does not hold them. ``checked``: they were
         checked when their answer entered the run (read from disk, or derived here), so they are
-        not checked again. A request without derived inputs needs nothing and ignores it.
+        not checked again. A request without derived inputs needs nothing, and one that holds its
+        own already takes nothing: both ignore ``derived`` and return None.
         """
+        return None
 
 
 class _built_once(Generic[T]):
@@ -269,21 +273,70 @@ class DeferredRequest(JudgeRequest):
     def messages(self) -> tuple[Mapping[str, str], ...]:
         return self.__dict__["_render"](self.inputs)  # type: ignore[no-any-return]
 
-    def provide(self, derived: Any, *, checked: bool = False) -> None:
+    def provide(self, derived: Any, *, checked: bool = False) -> Mapping[str, Any] | None:
+        names = self.derived
+        if not names:
+            return None
         attributes = self.__dict__
-        if not self.derived or "inputs" in attributes:
-            return
+        if "inputs" in attributes:  # derived here, or taken from an answer before
+            return None
+        values: Mapping[str, Any]
         if checked:
-            # Derived from the recorded answer: the deriving function (and what it holds) is let go.
-            attributes.update(inputs={**attributes["_base"], **derived}, _derive=None)
-            return
-        if not isinstance(derived, Mapping) or any(name not in derived for name in self.derived):
-            raise ValueError(f"the recorded answer lacks the derived inputs ({', '.join(self.derived)})")
-        values = {name: derived[name] for name in self.derived}
-        check = attributes["_check"]
-        if check is not None:
-            check(values)
-        attributes.update(inputs={**attributes["_base"], **values}, _derive=None)
+            values = derived
+        else:
+            if type(derived) is not dict and not isinstance(derived, Mapping):
+                raise ValueError(f"the recorded answer lacks the derived inputs ({', '.join(names)})")
+            try:
+                values = {name: derived[name] for name in names}
+            except KeyError:
+                raise ValueError(
+                    f"the recorded answer lacks the derived inputs ({', '.join(names)})"
+                ) from None
+            check = attributes["_check"]
+            if check is not None:
+                check(values)
+        # Taken from the recorded answer: the deriving function (and what it holds) is let go.
+        attributes["inputs"] = {**attributes["_base"], **values}
+        attributes["_derive"] = None
+        return values
+
+
+class _Factory:
+    """Stands for a default made by a factory in a signature, as in the one ``dataclass`` writes."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+def quick_init(cls: type[Any]) -> None:
+    """Give a frozen, slotted dataclass an ``__init__`` that sets each field through its slot.
+
+    The one ``dataclass`` writes calls ``object.__setattr__`` per field (the class is frozen), which
+    costs twice as much; a warm run builds an answer per judgment read, a verdict per judged item and
+    a result per score, tens of thousands. The same parameters, defaults, default factories and
+    ``__post_init__``.
+    """
+    namespace: dict[str, Any] = {"FACTORY": _Factory()}
+    params, body = [], []
+    for f in fields(cls):
+        namespace[f"set_{f.name}"] = cls.__dict__[f.name].__set__
+        if f.default is not MISSING:
+            namespace[f"default_{f.name}"] = f.default
+            params.append(f"{f.name}=default_{f.name}")
+        elif f.default_factory is not MISSING:
+            namespace[f"make_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=FACTORY")
+            body.append(f"    if {f.name} is FACTORY: {f.name} = make_{f.name}()")
+        else:
+            params.append(f.name)
+        body.append(f"    set_{f.name}(self, {f.name})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
+    exec(f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body), namespace)  # our own fields
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__doc__, init.__annotations__ = cls.__init__.__doc__, dict(cls.__init__.__annotations__)
+    cls.__init__ = init
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +354,9 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens
         )
+
+
+quick_init(Usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,6 +448,9 @@ class JudgeAnswer:
             source=source,
             derived=derived,
         )
+
+
+quick_init(JudgeAnswer)
 
 
 def recorded_answer(

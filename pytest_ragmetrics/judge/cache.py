@@ -130,8 +130,9 @@ def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = N
         raise ValueError("the entry has no answer")
     derived = None
     if request.derived:
-        request.provide(record.get("derived"))
-        derived = request.derived_inputs()
+        derived = request.provide(record.get("derived"))
+        if derived is None:  # the request holds its own
+            derived = request.derived_inputs()
     answer = recorded_answer(record["answer"], request.schema, request.n, "cache", derived)
     if answer is not None:
         return answer
@@ -505,6 +506,7 @@ class CachedJudge:
         judged_only = self._judged_this_run if mode == "refresh" else None
         answers: list[JudgeAnswer | None] = []
         reused = store_hits = cache_hits = saved = 0
+        disk: Any = False  # the disk cache, opened at the first answer memory and store lack
         try:
             for request, key in zip(requests, keys, strict=True):
                 answer = memory.get(key)
@@ -520,11 +522,16 @@ class CachedJudge:
                     if store is not None and (answer := store.get(request, replay=replay)) is not None:
                         self._in_store.add(key)
                         store_hits += 1
-                    elif (answer := self._from_disk(request, key)) is not None:
-                        cache_hits += 1
                     else:
-                        answers.append(None)
-                        continue
+                        if disk is False:
+                            disk = self._disk()
+                        answer = None if disk is None else self._from_disk(request, key, cache=disk)
+                        if answer is None:
+                            if self._cache_problem is not None:  # it failed: not read again
+                                disk = None
+                            answers.append(None)
+                            continue
+                        cache_hits += 1
                     usage = answer.usage
                     saved += usage.prompt_tokens + usage.completion_tokens
                     memory[key] = answer  # a recorded answer, kept as _remember keeps one
@@ -796,12 +803,15 @@ class CachedJudge:
             self._disable_cache("cannot open it for writing", problem)
         return cache
 
-    def _from_disk(self, request: JudgeRequest, key: str, run: str | None = None) -> JudgeAnswer | None:
+    def _from_disk(
+        self, request: JudgeRequest, key: str, run: str | None = None, *, cache: Any = None
+    ) -> JudgeAnswer | None:
         """The answer the disk cache holds for ``key`` (with ``run``: only one that run wrote; a
-        damaged entry is dropped: ``None``)."""
-        cache = self._disk()
+        damaged entry is dropped: ``None``). ``cache``: the disk cache, when the caller has it open."""
         if cache is None:
-            return None
+            cache = self._disk()
+            if cache is None:
+                return None
         errors = _cache_errors()
         try:
             raw = cache.get(key)

@@ -523,11 +523,12 @@ class JudgmentStore:
         if request.derived:
             # A chunk's sentences are recorded with its judgment rather than split again.
             try:
-                request.provide(data.get("inputs"))
+                derived = request.provide(data.get("inputs"))
             except ValueError as exc:
                 self._warn_entry(key, f"its inputs are malformed ({exc})", replay)
                 return None
-            derived = request.derived_inputs()
+            if derived is None:  # the request holds its own
+                derived = request.derived_inputs()
         answer = recorded_answer(data["answer"], request.schema, request.n, "store", derived)
         if answer is not None:
             return answer
