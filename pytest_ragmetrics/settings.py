@@ -34,9 +34,6 @@ from .options import (
     RELEVANCE_METHODS,
     RESPONSE_FORMATS,
     Option,
-    _invalid,
-    _optional_text,
-    _text,
 )
 
 __all__ = [
@@ -159,7 +156,7 @@ def resolve(
                 )
             if raw is None:
                 continue
-            if layer == source and option.convert in _TEXT and not isinstance(raw, (str, os.PathLike)):
+            if layer == source and option.kind in _TEXT and not isinstance(raw, (str, os.PathLike)):
                 # A marker or config fixture passes Python values: 5 is no path and no model name.
                 raise ConfigError(f"{shown} must be text, got {raw!r}")
             values[name] = option.convert(raw, shown)
@@ -198,8 +195,8 @@ MARKER_WORDS = ("samples", "method", "metrics")
 _PATHS = ("cache_dir", "store_dir", "batch", "baseline", "save_baseline", "judge_check")
 
 
-#: Converters of settings that take text (names, paths, URLs).
-_TEXT = (_text, _optional_text)
+#: The kinds of settings that take text (names, paths, URLs): see :class:`Option`.
+_TEXT = ("text", "optional_text")
 
 
 def with_paths_under(settings: Settings, root: Path) -> Settings:
@@ -400,4 +397,4 @@ def check_names(ini: Iterable[str] = (), env: Iterable[str] = ()) -> None:
                 close = close or difflib.get_close_matches(name, known, n=1, cutoff=0.5)
                 hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(known)}"
                 what = "ini key" if prefix == "rag_" else "environment variable"
-                raise _invalid(f"unknown ragmetrics {what} {name}{hint}")
+                raise ConfigError(f"unknown ragmetrics {what} {name}{hint}")

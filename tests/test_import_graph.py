@@ -29,7 +29,8 @@ JUDGE_MAY_IMPORT = frozenset(
 #: only errors and leaf utilities (the metric-name grammar of ``specs`` imports nothing but errors).
 #: Which run it is in, pytest or a script, is its callers' to say.
 CONFIGURATION_MAY_IMPORT = {
-    f"{PACKAGE}.options": {f"{PACKAGE}.errors"},
+    f"{PACKAGE}.options": {f"{PACKAGE}.errors", f"{PACKAGE}._convert"},
+    f"{PACKAGE}._convert": {f"{PACKAGE}.errors"},
     f"{PACKAGE}.settings": {f"{PACKAGE}.errors", f"{PACKAGE}.options", f"{PACKAGE}.specs"},
     f"{PACKAGE}.specs": {f"{PACKAGE}.errors"},
 }

@@ -160,8 +160,8 @@ def test_disabled_plugin_gives_a_clean_run(pytester):
 
 def test_unused_plugin_loads_only_its_hooks_and_options_and_makes_no_session(pytester):
     """A run that never uses ragmetrics (a fixture of its own, a skipped test, -k) loads the plugin's
-    hooks, its option table and what every run records, and no session, settings or heavy package;
-    pytest rewrites none of them (PYTEST_DONT_REWRITE)."""
+    hooks, its option table (not the options' converters) and what every run records, and no
+    session, settings or heavy package; pytest rewrites none of them (PYTEST_DONT_REWRITE)."""
     pytester.makeconftest("import pytest\n\n@pytest.fixture\ndef number():\n    return 3\n")
     pytester.makepyfile(
         test_plain="""

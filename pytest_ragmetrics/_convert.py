@@ -1,0 +1,122 @@
+"""The option table's converters: a setting's value as given (text from the command line, an ini
+file or the environment; a Python value from a marker, ``ragmetrics_config`` or ``Settings(...)``)
+-> its value, or a :class:`~pytest_ragmetrics.errors.ConfigError` with a message a person can act on.
+
+Apart from the table (:mod:`pytest_ragmetrics.options`), which every pytest run with the plugin
+installed loads to register the options: these load when settings are resolved.
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+#: The largest integer setting: far past any count a person means, and exact in JSON and SQLite.
+_MAX_INT = 2**53
+
+
+def invalid(message: str) -> ConfigError:
+    return ConfigError(message)
+
+
+def text(value: Any, name: str) -> str:
+    text = "" if value is None else str(value).strip()
+    if not text:
+        raise invalid(f"{name} must not be empty")
+    return text
+
+
+def optional_text(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def report_path(value: Any, name: str) -> str | None:
+    """A path to write a report to: refused at the start when it is a directory, not after the run."""
+    text = optional_text(value, name)
+    if text is not None and Path(text).is_dir():
+        raise invalid(f"{name} {text!r} is a directory: give the path of the file to write")
+    return text
+
+
+def choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def convert(value: Any, name: str) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise invalid(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        return text
+
+    return convert
+
+
+def number(kind: type, low: float | None = None, optional: bool = False) -> Callable[[Any, str], Any]:
+    def convert(value: Any, name: str) -> Any:
+        if optional and (value is None or str(value).strip().lower() in ("", "none")):
+            return None
+        try:
+            number = kind(str(value).strip()) if isinstance(value, str) else kind(value)
+        except (TypeError, ValueError):
+            word = "an integer" if kind is int else "a number"
+            raise invalid(f"{name} must be {word}; got {value!r}") from None
+        # bools are ints; NaN never compares equal; an infinite temperature or price has no JSON form
+        if isinstance(value, bool) or number != number or number in (float("inf"), float("-inf")):
+            raise invalid(f"{name} must be a finite number; got {value!r}")
+        if low is not None and number < low:
+            raise invalid(f"{name} must be at least {low:g}; got {value!r}")
+        if kind is int and number > _MAX_INT:
+            raise invalid(f"{name} must be at most {_MAX_INT}; got {value!r}")
+        return number
+
+    return convert
+
+
+def flag(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise invalid(f"{name} must be true or false; got {value!r}")
+
+
+def names(value: Any, name: str) -> tuple[str, ...]:
+    items = value.replace("\n", ",").split(",") if isinstance(value, str) else list(value)
+    # Each name once, in order: a model listed twice would count twice in the average.
+    return tuple(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
+
+
+def lines(value: Any, name: str) -> tuple[str, ...]:
+    items = value.replace(";", "\n").splitlines() if isinstance(value, str) else list(value)
+    return tuple(str(i).strip() for i in items if str(i).strip() and not str(i).strip().startswith("#"))
+
+
+_PLAIN: dict[str, Callable[[Any, str], Any]] = {
+    "text": text,
+    "optional_text": optional_text,
+    "report_path": report_path,
+    "flag": flag,
+    "names": names,
+    "lines": lines,
+}
+
+
+def converter(
+    kind: str, choices: tuple[str, ...], low: float | None, optional: bool
+) -> Callable[[Any, str], Any]:
+    """The converter of an option of ``kind`` (see :class:`~pytest_ragmetrics.options.Option`):
+    ``choices`` for ``"choice"``, the least value ``low`` and ``optional`` (the word none, or
+    nothing, is ``None``) for ``"int"`` and ``"float"``."""
+    if kind == "choice":
+        return choice(choices)
+    if kind in ("int", "float"):
+        return number(int if kind == "int" else float, low, optional)
+    return _PLAIN[kind]
