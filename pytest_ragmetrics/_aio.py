@@ -6,10 +6,11 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+X = TypeVar("X")
 
 
 async def gather_or_cancel(*awaitables: Awaitable[T]) -> list[T]:
@@ -44,3 +45,18 @@ async def map_bounded(job: Callable[[int], Awaitable[T]], count: int, limit: int
 
     await gather_or_cancel(*(worker() for _ in range(min(limit, count))))
     return results
+
+
+async def each_bounded(
+    job: Callable[[X], Awaitable[object]], items: Iterable[X], count: int, limit: int
+) -> None:
+    """``for item in items: await job(item)`` over the ``count`` items, with at most ``limit`` jobs
+    running at a time (as :func:`map_bounded`, for jobs that keep what they make themselves). The
+    first failure cancels the rest."""
+    taken = iter(items)  # shared by the workers: each item is taken once
+
+    async def worker() -> None:
+        for item in taken:
+            await job(item)
+
+    await gather_or_cancel(*(worker() for _ in range(min(limit, count))))

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import operator
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from . import _scope
-from ._aio import map_bounded
+from ._aio import each_bounded, map_bounded
 from .errors import ConfigError, JudgeCallCapReached, JudgmentPending, RagMetricsError
 from .kinds import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
@@ -301,10 +302,17 @@ class EvaluationResult:
         }
 
 
+# Every metric of a sample normalizes the same question and chunks again: remember recent texts.
+_normalize = functools.lru_cache(maxsize=4096)(normalize_text)
+
+
 class _Context:
     """The :class:`~pytest_ragmetrics.metrics.builtin.ScoringContext` the engine hands to metrics."""
 
-    __slots__ = ("_evaluator", "normalize", "prompt_versions", "settings", "split_used")
+    __slots__ = ("_evaluator", "prompt_versions", "settings", "split_used")
+
+    #: The normalized form of a text (remembered: every metric of a sample asks again).
+    normalize = staticmethod(_normalize)
 
     def __init__(self, evaluator: Evaluator) -> None:
         self._evaluator = evaluator
@@ -312,8 +320,6 @@ class _Context:
         #: What the score was made with, for telling whether two runs' scores can be compared.
         self.prompt_versions: set[str] = set()
         self.split_used = False
-        #: The normalized form of a text (remembered: every metric of a sample asks again).
-        self.normalize: Callable[[str], str] = _normalize
 
     def split(self, text: str) -> list[str]:
         self.split_used = True
@@ -336,13 +342,12 @@ class _Context:
     ) -> list[JudgeAnswer | None]:
         evaluator = self._evaluator
         answers = await evaluator.judge.judge_many(requests, skip)
-        self.prompt_versions.update({request.prompt_version for request in requests})
+        self.prompt_versions.update(map(_prompt_version, requests))
         evaluator.note_answers(requests, answers)
         return answers
 
 
-# Every metric of a sample normalizes the same question and chunks again: remember recent texts.
-_normalize = functools.lru_cache(maxsize=4096)(normalize_text)
+_prompt_version = operator.attrgetter("prompt_version")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -620,12 +625,19 @@ class Evaluator:
         return cut
 
     # -- scoring -----------------------------------------------------------------------------
-    async def _score(self, sample: RagSample, name: str, method: str | None) -> MetricResult:
-        """Score one sample: the metric asks the (cached) judge for its judgments."""
+    async def _score(
+        self, sample: RagSample, name: str, method: str | None, metric: Metric | None = None
+    ) -> MetricResult:
+        """Score one sample: the metric asks the (cached) judge for its judgments.
+
+        ``metric``: the metric ``name`` denotes, when the caller has looked it up and checked
+        ``method`` for it already (an evaluation does so once per metric, not once per sample).
+        """
         if not isinstance(sample, RagSample):
             raise TypeError(f"expected a RagSample, got {type(sample).__name__}")
-        metric = self.metric(name)
-        method = check_method(metric, method)
+        if metric is None:
+            metric = self.metric(name)
+            method = check_method(metric, method)
         ctx = _Context(self)
         result = self._finish(metric, sample, await metric.score(sample, method, ctx), ctx)
         if getattr(metric, "uses_judge", True):
@@ -642,23 +654,29 @@ class Evaluator:
     ) -> MetricResult:
         """``result`` with the judge models it rests on, the sample's content keys and, from ``ctx``,
         the prompt versions and splitter it was made with."""
-        s = self.settings
-        judges = (
-            ()
-            if not getattr(metric, "uses_judge", True)
-            else s.models_for_graded
-            if result.metric == "context_relevance" and result.method == "graded"
-            else (s.judge_model,)
-        )
-        sample_key, reference_key = _sample_keys(sample)
+        if not getattr(metric, "uses_judge", True):
+            judges: tuple[str, ...] = ()
+        elif result.method == "graded" and result.metric == "context_relevance":
+            judges = self.settings.models_for_graded
+        else:
+            judges = self._judge_models
+        hit = _SAMPLE_KEYS.get(id(sample))  # _sample_keys(sample), without a call when known
+        keys = hit[1] if hit is not None and hit[0] is sample else _sample_keys(sample)
+        if ctx is None:
+            return _finished(result, judges, keys[0], keys[1], (), None)
+        versions = ctx.prompt_versions
         return _finished(
             result,
             judges,
-            sample_key,
-            reference_key,
-            tuple(sorted(ctx.prompt_versions)) if ctx else (),
-            self._splitter_identity() if ctx and ctx.split_used else None,
+            keys[0],
+            keys[1],
+            (*versions,) if len(versions) < 2 else tuple(sorted(versions)),
+            self._splitter_identity() if ctx.split_used else None,
         )
+
+    @functools.cached_property
+    def _judge_models(self) -> tuple[str, ...]:
+        return (self.settings.judge_model,)
 
     def _splitter_identity(self) -> str:
         identity = self._identity
@@ -752,20 +770,24 @@ class Evaluator:
         for name, method in specs:
             check_method(self.metric(name), method)  # fail before judging anything
         table = await self._score_table(samples, specs)
-        width = len(specs)
-        outcomes = [
-            (sid, spec, table[i * width + j]) for i, sid in enumerate(ids) for j, spec in enumerate(specs)
-        ]
         # Keyed by each result's own name, so a method a metric chose itself (the configured
         # default) is spelled out: "context_relevance[graded]".
-        spelled = {spec: o.name for _, spec, o in outcomes if isinstance(o, MetricResult)}
-        results: dict[str, dict[str, MetricResult]] = {sid: {} for sid in ids}
+        spelled: dict[tuple[str, str | None], str] = {}
+        results: dict[str, dict[str, MetricResult]] = {}
+        missed: list[tuple[str, tuple[str, str | None], RagMetricsError]] = []
+        outcomes = iter(table)
+        for sid in ids:
+            results[sid] = scored = {}
+            for spec in specs:
+                outcome = next(outcomes)
+                if isinstance(outcome, MetricResult):
+                    spelled[spec] = name = outcome.name
+                    scored[name] = outcome
+                else:
+                    missed.append((sid, spec, outcome))
         failed: dict[str, dict[str, RagMetricsError]] = {}
-        for sid, spec, outcome in outcomes:
-            if isinstance(outcome, MetricResult):
-                results[sid][outcome.name] = outcome
-            else:
-                failed.setdefault(sid, {})[spelled.get(spec) or format_metric(*spec)] = outcome
+        for sid, spec, error in missed:
+            failed.setdefault(sid, {})[spelled.get(spec) or format_metric(*spec)] = error
         if failed and errors == "raise":
             raise next(e for es in failed.values() for e in es.values())
         labels = list(dict.fromkeys(spelled[spec] for spec in specs if spec in spelled))
@@ -805,19 +827,27 @@ class Evaluator:
                 except RagMetricsError as exc:
                     table[i * width + j] = exc
         if judged:
+            # Each metric looked up and its method checked once, for every sample.
+            metrics = [self.metric(name) for _, name, _ in judged]
+            resolved = [
+                (j, name, check_method(metric, method), metric)
+                for (j, name, method), metric in zip(judged, metrics, strict=True)
+            ]
+            jobs = (
+                (i * width + j, samples[i], name, method, metric)
+                for start in range(0, len(samples), EVALUATION_BLOCK)
+                for j, name, method, metric in resolved
+                for i in range(start, min(start + EVALUATION_BLOCK, len(samples)))
+            )
 
-            async def settled(k: int) -> None:
-                block, rest = divmod(k, EVALUATION_BLOCK * len(judged))
-                start = block * EVALUATION_BLOCK
-                which, offset = divmod(rest, min(EVALUATION_BLOCK, len(samples) - start))
-                i = start + offset
-                j, name, method = judged[which]
+            async def settled(job: tuple[int, RagSample, str, str | None, Metric]) -> None:
+                at, sample, name, method, metric = job
                 try:
-                    table[i * width + j] = await self._score(samples[i], name, method)
+                    table[at] = await self._score(sample, name, method, metric)
                 except RagMetricsError as exc:
-                    table[i * width + j] = exc
+                    table[at] = exc
 
-            await map_bounded(settled, len(samples) * len(judged), self._jobs)
+            await each_bounded(settled, jobs, len(samples) * len(judged), self._jobs)
         return cast("list[MetricResult | RagMetricsError]", table)
 
     async def aevaluate(
@@ -911,13 +941,20 @@ def _filled_in(result: MetricResult, **fields: Any) -> MetricResult:
 
 def _copier(*filled: str) -> Callable[..., MetricResult]:
     """``_filled_in(result, **dict(zip(filled, values)))`` written out field by field, for the fields
-    the engine fills in on every result (a warm run finishes thousands): no loop, no keywords."""
-    lines = [f"def copy(result, {', '.join(filled)}):", "    new = new_result(MetricResult)"]
-    # Each field set through its slot's descriptor: object.__setattr__ costs twice as much.
-    lines += [f"    set_{n}(new, {n if n in filled else 'result.' + n})" for n in _RESULT_FIELDS]
-    lines.append("    return new")
-    namespace: dict[str, Any] = {"new_result": object.__new__, "MetricResult": MetricResult}
-    namespace.update((f"set_{n}", MetricResult.__dict__[n].__set__) for n in _RESULT_FIELDS)
+    the engine fills in on every result (a warm run finishes thousands): no loop, no keywords.
+
+    The copy is made as an instance of a plain class with the same slots, whose fields are set as
+    any attribute is, and then takes its class: a frozen dataclass refuses plain assignment, and
+    setting each field through its slot's descriptor costs a call per field (about four times the
+    whole copy made this way). The two classes have one layout, so the copy is a ``MetricResult``
+    like any other.
+    """
+    unfrozen = type("MetricResult", (), {"__slots__": MetricResult.__slots__, "__module__": __name__})
+    lines = [f"def copy(result, {', '.join(filled)}):", "    new = new_result(Unfrozen)"]
+    lines += [f"    new.{n} = {n if n in filled else 'result.' + n}" for n in _RESULT_FIELDS]
+    lines += ["    new.__class__ = MetricResult", "    return new"]
+    namespace: dict[str, Any] = {"new_result": object.__new__, "Unfrozen": unfrozen}
+    namespace["MetricResult"] = MetricResult
     exec("\n".join(lines), namespace)  # our own field names, fixed at import
     return cast("Callable[..., MetricResult]", namespace["copy"])
 

@@ -12,7 +12,7 @@ from judge_requests import make_request
 from test_warm_path import FIVE
 
 from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
-from pytest_ragmetrics._aio import map_bounded
+from pytest_ragmetrics._aio import each_bounded, map_bounded
 from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, SQLITE_CACHE_PAGES, CachedJudge
 from pytest_ragmetrics.testing import conforming_value
 
@@ -59,6 +59,38 @@ def test_map_bounded_stops_the_other_jobs_at_the_first_failure():
 
     with pytest.raises(ValueError, match="bad sample"):
         asyncio.run(asyncio.wait_for(map_bounded(job, 1000, 4), timeout=5))
+    assert len(started) < 10  # the jobs after the failure never start
+
+
+def test_each_bounded_takes_every_item_once_with_at_most_limit_at_a_time():
+    running = peak = 0
+    done = []
+
+    async def job(item):
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0)
+        running -= 1
+        done.append(item)
+
+    asyncio.run(each_bounded(job, (f"s{i}" for i in range(50)), 50, 7))
+    assert sorted(done) == sorted(f"s{i}" for i in range(50)) and peak == 7
+    asyncio.run(each_bounded(job, ["only"], 1, 7))  # no more workers than items
+    assert done[-1] == "only" and peak == 7
+
+
+def test_each_bounded_stops_the_other_jobs_at_the_first_failure():
+    started = []
+
+    async def job(item):
+        started.append(item)
+        if item == 3:
+            raise ValueError("bad sample")
+        await asyncio.sleep(10)
+
+    with pytest.raises(ValueError, match="bad sample"):
+        asyncio.run(asyncio.wait_for(each_bounded(job, range(1000), 1000, 4), timeout=5))
     assert len(started) < 10  # the jobs after the failure never start
 
 

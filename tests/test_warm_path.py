@@ -383,6 +383,9 @@ def test_the_engine_copies_every_field_of_a_metrics_result():
     )
     for f in dataclasses.fields(MetricResult):
         assert getattr(filled, f.name) == getattr(expected, f.name), f.name
+    assert type(filled) is MetricResult and filled.name == "m[x]" and float(filled) == 0.25
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        filled.score = 1.0  # type: ignore[misc]
 
 
 def test_equal_samples_share_their_content_keys_and_different_ones_do_not():
