@@ -9,7 +9,7 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from .. import judgments as J, kinds as K
 from ..errors import ConfigError, InvalidSample
@@ -83,6 +83,10 @@ class Metric(Protocol):
 
 
 _NO_USAGE = Usage()
+#: What an empty chunk is rated by every model: (rating, reason, cached).
+_NOT_RATED = (0.0, "empty chunk", True)
+#: The label of each rating a single judge gives (a mean over several judges is labelled as it comes).
+_RATED = {rating: REL.rating_label(rating) for rating in (0.0, 1.0, 2.0)}
 #: Sentence judgments :class:`ContextRelevance` keeps built (see ``_asked``): the chunks of the
 #: samples an evaluation has in flight (a block of 64 samples of up to 16 chunks). No more: each holds
 #: its inputs and sentences, and every object a run keeps is walked by each full garbage collection.
@@ -101,6 +105,13 @@ class _Tally:
             self.calls += 1
             self.usage = self.usage + answer.usage
         return answer
+
+    def add_all(self, answers: Sequence[JudgeAnswer | None]) -> None:
+        """:meth:`add` every answer there is (``None``: a request that was not judged)."""
+        for answer in answers:
+            if answer is not None and answer.source == "judge":
+                self.calls += 1
+                self.usage = self.usage + answer.usage
 
     def result(
         self,
@@ -167,23 +178,27 @@ class ContextPrecision:
         (params,) = K.KINDS[J.PRECISION].params(ctx.settings)
         normalize = ctx.normalize
         question, ref = normalize(sample.question), normalize(reference)
-        tally = _Tally()
         head = _label(sample, self.name)  # each chunk's label: this and its rank
-        requests = {
-            rank: J.precision_request(question, ref, reference_kind, text, params, f"{head}, chunk {rank}")
-            for rank, chunk in enumerate(sample.contexts, start=1)
-            if (text := normalize(chunk))
-        }
-        answers = dict(zip(requests, await ctx.judge_many(list(requests.values())), strict=True))
+        texts = [*map(normalize, sample.contexts)]
+        requests = []
+        for rank, text in enumerate(texts, start=1):
+            if text:
+                label = f"{head}, chunk {rank}"
+                requests.append(J.precision_request(question, ref, reference_kind, text, params, label))
+        answers = await ctx.judge_many(requests)
+        tally = _Tally()
+        tally.add_all(answers)
+        answered = iter(answers)
         verdicts: list[Verdict] = []
         useful_ranks: list[bool] = []
         for rank, chunk in enumerate(sample.contexts, start=1):
-            answer = answers.get(rank)
-            if answer is None:
+            if not texts[rank - 1]:
                 verdicts.append(Verdict("chunk", rank, chunk, 0.0, "not useful", "empty chunk", rank))
                 useful_ranks.append(False)
                 continue
-            useful, reason = J.combine_boolean(tally.add(answer).choices, "useful")
+            answer = next(answered)
+            assert answer is not None  # nothing is skipped
+            useful, reason = J.combine_boolean(answer.choices, "useful")
             cached = answer.source != "judge"
             if useful:
                 verdicts.append(Verdict("chunk", rank, chunk, 1.0, "useful", reason, rank, (), cached))
@@ -217,14 +232,14 @@ class ContextRecall:
     async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
         shown_method = "claims" if method == "claims" else None
         reference, _ = _require_reference(sample, self.name, or_answer=False)
-        sentences = [ctx.normalize(s) for s in ctx.split(reference)]
-        sentences = [s for s in sentences if s]
+        normalize = ctx.normalize
+        sentences = [sentence for raw in ctx.split(reference) if (sentence := normalize(raw))]
         if not sentences:
             raise InvalidSample(
                 f"context_recall: the ground_truth of sample {sample.label!r} has no sentences"
             )
         if not sample.contexts:
-            verdicts = tuple(
+            unsupported = tuple(
                 Verdict("reference sentence", i, s, 0.0, "not supported", "nothing was retrieved")
                 for i, s in enumerate(sentences, start=1)
             )
@@ -232,32 +247,34 @@ class ContextRecall:
                 0.0,
                 self.name,
                 shown_method,
-                verdicts,
+                unsupported,
                 "nothing was retrieved: the sample has no contexts",
                 sample.id,
             )
         (params,) = K.KINDS[J.CLAIMS if shown_method == "claims" else J.RECALL].params(ctx.settings)
-        contexts = [ctx.normalize(c) for c in sample.contexts]
-        question = ctx.normalize(sample.question)
+        contexts = [*map(normalize, sample.contexts)]
+        question = normalize(sample.question)
         label = _label(sample, self.name if shown_method is None else f"{self.name}[claims]")
         tally = _Tally()
         if shown_method == "claims":
             return await self._claims(sample, question, contexts, sentences, params, label, ctx, tally)
         requests = J.recall_requests(question, contexts, sentences, params, label)
-        answers = []
-        for answer in await ctx.judge_many(requests):
-            assert answer is not None  # nothing is skipped
-            answers.append(tally.add(answer))
-        decided = J.join_recall(requests, answers)
-        verdicts = tuple(
-            [
-                Verdict("reference sentence", i, text, 1.0, "supported", reason, None, (), cached)
-                if ok
-                else Verdict("reference sentence", i, text, 0.0, "not supported", reason, None, (), cached)
-                for i, (text, (ok, reason, cached)) in enumerate(zip(sentences, decided, strict=True), 1)
-            ]
-        )
-        score = R.recall_score([v.value >= 1.0 for v in verdicts])
+        answers = await ctx.judge_many(requests)
+        tally.add_all(answers)
+        decided = J.join_recall(requests, cast("list[JudgeAnswer]", answers))  # nothing is skipped
+        verdicts: list[Verdict] = []
+        supported: list[bool] = []
+        for i, (text, (ok, reason, cached)) in enumerate(zip(sentences, decided, strict=True), start=1):
+            if ok:
+                verdicts.append(
+                    Verdict("reference sentence", i, text, 1.0, "supported", reason, None, (), cached)
+                )
+            else:
+                verdicts.append(
+                    Verdict("reference sentence", i, text, 0.0, "not supported", reason, None, (), cached)
+                )
+            supported.append(ok)
+        score = R.recall_score(supported)
         return tally.result(sample, self.name, None, score, verdicts, R.explain_recall(verdicts))
 
     async def _claims(
@@ -336,21 +353,17 @@ class ContextRelevance:
         question = normalize(sample.question)
         fingerprint = ctx.splitter_fingerprint
         tally = _Tally()
-
-        def split(text: str) -> list[str]:
-            return [sentence for raw in ctx.split(text) if (sentence := normalize(raw))]
-
+        split = _splitting(ctx)
         head = _label(sample, "context_relevance")
         contexts = sample.contexts
-        texts: dict[int, str] = {}  # rank -> the chunk's normalized text, for the chunks not empty
-        windows: dict[int, list[JudgeRequest]] = {}
+        texts = [*map(normalize, contexts)]  # each chunk's normalized text, empty for an empty chunk
+        windows: dict[int, list[JudgeRequest]] = {}  # rank -> the chunk's requests, one per window
         if fingerprint is not None:
             # Keyed on the chunk and the splitter: a recorded answer brings its sentences along.
             asked = self._asked
             same = (fingerprint, sample.label, *_parts(params))
-            for rank, chunk in enumerate(contexts, start=1):
-                if text := normalize(chunk):
-                    texts[rank] = text
+            for rank, text in enumerate(texts, start=1):
+                if text:
                     built_from = (question, text, rank, *same)
                     request = asked.get(built_from)
                     if request is None:
@@ -362,19 +375,17 @@ class ContextRelevance:
                         asked[built_from] = request
                     windows[rank] = [request]
         else:
-            for rank, chunk in enumerate(contexts, start=1):
-                if (text := normalize(chunk)) and (chunk_sentences := split(text)):
-                    texts[rank] = text
+            for rank, text in enumerate(texts, start=1):
+                if text and (chunk_sentences := split(text)):
                     label = f"{head}, chunk {rank}"
                     windows[rank] = J.sentences_requests(question, chunk_sentences, params, label)
 
-        def nothing_to_judge(request: JudgeRequest) -> bool:
-            return not request.inputs["sentences"]  # a chunk of markers and punctuation only
-
         answered: dict[int, list[JudgeAnswer]] = {}
         firsts = [requests[0] for requests in windows.values()]
+        answers = await ctx.judge_many(firsts, _no_sentences)
+        tally.add_all(answers)
         more = False
-        for rank, answer in zip(list(windows), await ctx.judge_many(firsts, nothing_to_judge), strict=True):
+        for rank, answer in zip(list(windows), answers, strict=True):
             if answer is None:
                 del windows[rank]
                 continue
@@ -385,14 +396,16 @@ class ContextRelevance:
                 more = True
                 for first, last in J.windows(count, J.SENTENCE_WINDOW)[1:]:
                     what = f"{head}, chunk {rank}, sentences {first}-{last}"
-                    text = texts[rank]
+                    text = texts[rank - 1]
                     windows[rank].append(
                         J.chunk_sentences_request(question, text, fingerprint, split, params, what, first)
                     )
         if more or fingerprint is None:
             rest = [(rank, request) for rank, requests in windows.items() for request in requests[1:]]
             if rest:
-                for (rank, _), answer in zip(rest, await ctx.judge_many([r for _, r in rest]), strict=True):
+                later = await ctx.judge_many([r for _, r in rest])
+                tally.add_all(later)
+                for (rank, _), answer in zip(rest, later, strict=True):
                     assert answer is not None  # nothing is skipped
                     answered[rank].append(answer)
 
@@ -400,35 +413,41 @@ class ContextRelevance:
         verdicts: list[Verdict] = []
         selected = total = 0
         for rank, chunk in enumerate(contexts, start=1):
-            answers = answered.get(rank)
-            if answers is None:
+            answers_of = answered.get(rank)
+            if answers_of is None:
                 sentences: Sequence[str] = []
                 chosen: tuple[int, ...] = ()
                 reason, cached = "empty chunk", True
-            elif len(answers) == 1:  # a chunk of one window: its picks as they are
-                (answer,) = answers
-                chosen, reason = J.combine_sentences(tally.add(answer).choices)
+            elif len(answers_of) == 1:  # a chunk of one window: its picks as they are
+                answer = answers_of[0]
+                chosen, reason = J.combine_sentences(answer.choices)
                 cached = answer.source != "judge"
                 sentences = windows[rank][0].inputs["sentences"]
-                if chunk != texts[rank]:
+                if chunk != texts[rank - 1]:
                     sentences = _quoted(chunk, sentences, ctx)
             else:
-                picks = [J.combine_sentences(tally.add(a).choices) for a in answers]
+                picks = [J.combine_sentences(a.choices) for a in answers_of]
                 chosen = tuple(n for numbers, _ in picks for n in numbers)
                 reason = next((why for numbers, why in picks if numbers), picks[0][1])
                 joined = [sentence for request in windows[rank] for sentence in request.inputs["sentences"]]
                 sentences = _quoted(chunk, joined, ctx)
-                cached = all(a.source != "judge" for a in answers)
-            extracted = tuple([sentences[n - 1] for n in chosen])
+                cached = all(a.source != "judge" for a in answers_of)
+            extracted = tuple([sentences[n - 1] for n in chosen]) if chosen else ()
             if binary:
-                value = 1.0 if chosen else 0.0
-                label = "relevant" if chosen else "not relevant"
+                if chosen:
+                    verdicts.append(
+                        Verdict("chunk", rank, chunk, 1.0, "relevant", reason, rank, extracted, cached)
+                    )
+                else:
+                    verdicts.append(
+                        Verdict("chunk", rank, chunk, 0.0, "not relevant", reason, rank, (), cached)
+                    )
             else:
                 value = len(chosen) / len(sentences) if sentences else 0.0
                 label = f"{len(chosen)}/{len(sentences)} sentences needed"
                 selected += len(chosen)
                 total += len(sentences)
-            verdicts.append(Verdict("chunk", rank, chunk, value, label, reason, rank, extracted, cached))
+                verdicts.append(Verdict("chunk", rank, chunk, value, label, reason, rank, extracted, cached))
         if method == "binary":
             score = REL.binary_score([v.value >= 1.0 for v in verdicts])
             explanation = REL.explain_binary(verdicts)
@@ -445,44 +464,53 @@ class ContextRelevance:
         several = len(judges) > 1
         normalize = ctx.normalize
         question = normalize(sample.question)
-        tally = _Tally()
-        chunks = list(enumerate(sample.contexts, start=1))
-        texts = [(rank, text) for rank, chunk in chunks if (text := normalize(chunk))]
+        contexts = sample.contexts
+        texts = [*map(normalize, contexts)]  # empty for an empty chunk, which is not asked
         head = _label(sample, "context_relevance")
         requests: list[JudgeRequest] = []
         for params in judges:
             judge = f", judge {params.model}" if several else ""
-            requests += [
-                J.graded_request(question, text, params, f"{head}, chunk {rank}{judge}")
-                for rank, text in texts
-            ]
-        answers = iter(await ctx.judge_many(requests))
+            for rank, text in enumerate(texts, start=1):
+                if text:
+                    requests.append(J.graded_request(question, text, params, f"{head}, chunk {rank}{judge}"))
+        answers = await ctx.judge_many(requests)
+        tally = _Tally()
+        tally.add_all(answers)
+        answered = iter(answers)
         # Per model, per chunk: (rating, reason, cached); an empty chunk is rated 0 by every model.
-        rated = dict.fromkeys(rank for rank, _ in texts)
         per_model: list[list[tuple[float, str, bool]]] = []
         for _ in judges:
-            for rank in rated:
-                answer = next(answers)
-                assert answer is not None  # nothing is skipped
-                rating, reason = J.combine_rating(tally.add(answer).choices)
-                rated[rank] = (rating, reason, answer.source != "judge")
-            per_model.append([rated.get(rank) or (0.0, "empty chunk", True) for rank, _ in chunks])
-        models = tuple(params.model for params in judges)
+            ratings: list[tuple[float, str, bool]] = []
+            for text in texts:
+                if text:
+                    answer = next(answered)
+                    assert answer is not None  # nothing is skipped
+                    rating, reason = J.combine_rating(answer.choices)
+                    ratings.append((rating, reason, answer.source != "judge"))
+                else:
+                    ratings.append(_NOT_RATED)
+            per_model.append(ratings)
+        models = tuple([params.model for params in judges])
         verdicts: list[Verdict] = []
-        for position, (rank, chunk) in enumerate(chunks):
-            if several:
+        if several:
+            for position, (rank, chunk) in enumerate(enumerate(contexts, start=1)):
                 by_model = [ratings[position] for ratings in per_model]
                 mean_rating = sum(r for r, _, _ in by_model) / len(models)
                 reason = by_model[0][1]
                 cached = all(c for _, _, c in by_model)
-                shares: dict[str, float] | None = {
-                    m: r / 2 for m, (r, _, _) in zip(models, by_model, strict=True)
-                }
-            else:
-                mean_rating, reason, cached = per_model[0][position]
-                shares = None
-            value, label = mean_rating / 2, REL.rating_label(mean_rating)
-            verdicts.append(Verdict("chunk", rank, chunk, value, label, reason, rank, (), cached, shares))
+                shares = {m: r / 2 for m, (r, _, _) in zip(models, by_model, strict=True)}
+                label = REL.rating_label(mean_rating)
+                verdicts.append(
+                    Verdict("chunk", rank, chunk, mean_rating / 2, label, reason, rank, (), cached, shares)
+                )
+        else:
+            for rank, (chunk, (rating, reason, cached)) in enumerate(
+                zip(contexts, per_model[0], strict=True), start=1
+            ):
+                label = _RATED.get(rating) or REL.rating_label(rating)
+                verdicts.append(
+                    Verdict("chunk", rank, chunk, rating / 2, label, reason, rank, (), cached, None)
+                )
         model_scores = {
             m: REL.graded_score([r for r, _, _ in ratings])
             for m, ratings in zip(models, per_model, strict=True)
@@ -502,6 +530,21 @@ class ContextRelevance:
             explanation,
             models=model_scores if several else None,
         )
+
+
+def _no_sentences(request: JudgeRequest) -> bool:
+    """Whether a chunk's sentence judgment has nothing to judge: a chunk of markers and punctuation."""
+    return not request.inputs["sentences"]
+
+
+def _splitting(ctx: ScoringContext) -> Callable[[str], list[str]]:
+    """The normalized sentences of a text, as the context splits it (none empty)."""
+    normalize, split = ctx.normalize, ctx.split
+
+    def sentences(text: str) -> list[str]:
+        return [sentence for raw in split(text) if (sentence := normalize(raw))]
+
+    return sentences
 
 
 def _quoted(chunk: str, sentences: Sequence[str], ctx: ScoringContext) -> Sequence[str]:
