@@ -149,8 +149,12 @@ def normalize_text(text: str) -> str:
     """
     if not isinstance(text, str):
         raise TypeError(f"normalize_text expects a str, got {type(text).__name__}")
-    text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
-    return "\n".join(line.rstrip() for line in text.split("\n")).strip()
+    text = unicodedata.normalize("NFC", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\n" not in text:
+        return text.strip()  # one line: its trailing whitespace is the whole text's
+    return "\n".join([line.rstrip() for line in text.split("\n")]).strip()
 
 
 class _OrthoContext(dict[str, int]):

@@ -6,6 +6,7 @@ import itertools
 import subprocess
 import sys
 import textwrap
+import unicodedata
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -677,6 +678,15 @@ class TestNormalizeText:
     def test_is_idempotent(self):
         text = " x \r\n\r\n  y\u0301 \t"
         assert normalize_text(normalize_text(text)) == normalize_text(text)
+
+    @given(
+        st.lists(st.sampled_from(["a", "e\u0301", " ", "\t", "\r", "\n", "\u2028", "\x0b", "\u3000"])).map(
+            "".join
+        )
+    )
+    def test_is_each_line_without_trailing_whitespace_and_the_whole_stripped(self, text):
+        lines = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        assert normalize_text(text) == "\n".join(line.rstrip() for line in lines).strip()
 
     def test_rejects_non_strings(self):
         with pytest.raises(TypeError, match="expects a str"):
