@@ -341,9 +341,10 @@ class _Context:
         self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None = None
     ) -> list[JudgeAnswer | None]:
         evaluator = self._evaluator
-        answers = await evaluator.judge.judge_many(requests, skip)
+        keys = [request.cache_key() for request in requests]
+        answers = await evaluator.judge.judge_many(requests, skip, keys)
         self.prompt_versions.update(map(_prompt_version, requests))
-        evaluator.note_answers(requests, answers)
+        evaluator.note_answers(requests, answers, keys)
         return answers
 
 
@@ -481,14 +482,20 @@ class Evaluator:
         answers everything alike."""
         self.note_answers((request,), (answer,))
 
-    def note_answers(self, requests: Sequence[JudgeRequest], answers: Sequence[JudgeAnswer | None]) -> None:
-        """:meth:`note_answer` for each request that has an answer (not ``None``)."""
+    def note_answers(
+        self,
+        requests: Sequence[JudgeRequest],
+        answers: Sequence[JudgeAnswer | None],
+        keys: Sequence[str] | None = None,
+    ) -> None:
+        """:meth:`note_answer` for each request that has an answer (not ``None``); ``keys`` are the
+        requests' cache keys, when the caller has them already."""
         noted = self.answers
-        for request, answer in zip(requests, answers, strict=True):
-            if answer is None:
-                continue
-            key = request.cache_key()
-            if key not in noted:  # one key, one answer within a run (sentence and binary relevance share it)
+        if keys is None:
+            keys = [request.cache_key() for request in requests]
+        for request, answer, key in zip(requests, answers, keys, strict=True):
+            # One key, one answer within a run (sentence and binary relevance share it).
+            if answer is not None and key not in noted:
                 noted[key] = decision(request.kind, answer_classes(request, answer.choices))
 
     def scoring_context(self) -> ScoringContext:

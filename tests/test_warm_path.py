@@ -467,3 +467,15 @@ def test_recorded_sentences_are_taken_once_checked_and_handed_back_as_the_answer
     assert checked.provide(values, checked=True) is values  # from memory: not checked again
     assert checked.inputs["sentences"] == ["A.", "B."]
     assert J.graded_request("q?", "A.", params).provide(recorded) is None  # nothing derived
+
+
+def test_a_closed_evaluator_lets_go_of_the_answers_its_judge_kept(tmp_path):
+    """They go with the run, not at the garbage collector's next full pass over a dead judge."""
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
+        first = ev.evaluate(SAMPLES, FIVE)
+        judge = ev.judge
+        assert len(judge._memory) == judge.stats.calls > 0
+    assert len(judge._memory) == 0
+    with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:  # served from disk again
+        assert comparable(ev.evaluate(SAMPLES, FIVE)) == comparable(first)

@@ -474,7 +474,8 @@ def recorded_answer(
         or type(judged_at) is not str
     ):
         return None
-    check = _checker(schema)
+    hit = _CHECKERS.get(id(schema))  # _checker(schema), without a call when compiled already
+    check = hit[1] if hit is not None and hit[0] is schema else _checker(schema)
     for choice in choices:
         if not check(choice):
             return None

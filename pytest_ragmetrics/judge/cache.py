@@ -121,8 +121,8 @@ CLOSE_SECONDS = 30.0
 def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = None) -> JudgeAnswer | None:
     """The answer a disk-cache entry holds for ``request`` (with ``run``: only one written by that
     run, else None); :class:`ValueError` when it is damaged."""
-    record = loads_entry(raw) if isinstance(raw, (str, bytes)) else None  # NOT_TEXT: damaged
-    if not isinstance(record, dict) or record.get("key") != key:
+    record = loads_entry(raw) if type(raw) is str or isinstance(raw, (str, bytes)) else None
+    if type(record) is not dict or record.get("key") != key:  # (not text: damaged)
         raise ValueError("the entry does not belong to this key")
     if run is not None and record.get("run") != run:
         return None
@@ -448,14 +448,19 @@ class CachedJudge:
         return (await self.judge_many([request]))[0]  # type: ignore[return-value]  # never skipped
 
     async def judge_many(
-        self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None = None
+        self,
+        requests: Sequence[JudgeRequest],
+        skip: Callable[[JudgeRequest], bool] | None = None,
+        keys: Sequence[str] | None = None,
     ) -> list[JudgeAnswer | None]:
         """Serve several requests: the recorded ones at once, the others concurrently.
 
         ``skip(request)`` is asked for each request that has no recorded answer; a request it
-        accepts is neither judged nor an error (its answer is ``None``).
+        accepts is neither judged nor an error (its answer is ``None``). ``keys`` are the requests'
+        cache keys, when the caller has them already.
         """
-        keys = [request.cache_key() for request in requests]
+        if keys is None:
+            keys = [request.cache_key() for request in requests]
         answers = self.lookup_many(requests, keys)
         missing = [(i, keys[i]) for i, answer in enumerate(answers) if answer is None]
         if skip is not None:
@@ -812,10 +817,9 @@ class CachedJudge:
             cache = self._disk()
             if cache is None:
                 return None
-        errors = _cache_errors()
         try:
             raw = cache.get(key)
-        except errors as exc:
+        except _cache_errors() as exc:  # (evaluated only for an exception)
             if _is_transient(exc):
                 self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
             else:
@@ -827,7 +831,7 @@ class CachedJudge:
             return _decode_entry(request, key, raw, run)
         except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors too
             # A damaged entry is a miss; drop it so it is replaced by a good one.
-            with contextlib.suppress(*errors):
+            with contextlib.suppress(*_cache_errors()):
                 cache.delete(key)
             then = (
                 "replay treats it as not recorded unless the judgment store has it"
@@ -1146,7 +1150,8 @@ class CachedJudge:
     async def aclose(self, *, wait: bool = True) -> None:
         """Let the requests already sent finish and record their answers (within
         :data:`CLOSE_SECONDS`; with ``wait=False``, drop them too), drop those not sent, then close the
-        inner judge and the disk cache, which writes every answer received."""
+        inner judge and the disk cache, which writes every answer received, and let go of the answers
+        kept in memory (a judge used again reads them from the store and the cache)."""
         self._closing = True
         entries = list(self._requests.values())
         for entry in entries:
@@ -1160,6 +1165,10 @@ class CachedJudge:
         if close is not None:
             await close()
         self.close_cache()
+        # The answers kept in memory go now, with the judge's run, rather than at the garbage
+        # collector's next full pass (the judge's own references make it a cycle): thousands of
+        # objects that pass would walk, in the middle of whatever the program does next.
+        self._memory.clear()
 
     def close_cache(self) -> None:
         """Close the disk cache (it reopens on next use) and sort the store's shards this run appended to."""

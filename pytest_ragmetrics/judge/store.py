@@ -407,9 +407,10 @@ class JudgmentStore:
             "the later line counts. Delete the line that is wrong",
         )
 
-    def _line(self, key: str) -> bytes | None:
-        """The line that counts for ``key``, or ``None``: a shard is read again only on a miss."""
-        if not _is_key(key):
+    def _line(self, key: str, *, a_key: bool = False) -> bytes | None:
+        """The line that counts for ``key``, or ``None``: a shard is read again only on a miss.
+        ``a_key``: ``key`` is known to be a cache key (a request's), not text from elsewhere."""
+        if not a_key and not _is_key(key):
             return None
         name = key[:2]
         for fresh in (False, True):
@@ -474,9 +475,9 @@ class JudgmentStore:
             then = "it will be judged again and recorded anew"
         self._warn(key, f"ignoring the judgment store entry {self.where(key)}: {why}; {then}")
 
-    def _record(self, key: str, replay: bool | None) -> dict[str, Any] | None:
+    def _record(self, key: str, replay: bool | None, *, a_key: bool = False) -> dict[str, Any] | None:
         """The JSON object on the line of ``key`` as written (see :meth:`read_json`)."""
-        line = self._line(key)
+        line = self._line(key, a_key=a_key)
         if line is None:
             return None
         try:
@@ -513,7 +514,7 @@ class JudgmentStore:
         the request again, ``False`` when the judge will, ``None`` when unknown.
         """
         key = request.cache_key()
-        data = self._record(key, replay)  # its answer and inputs: no defaults to put back
+        data = self._record(key, replay, a_key=True)  # its answer and inputs: no defaults to put back
         if data is None:
             return None
         if "answer" not in data:
