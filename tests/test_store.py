@@ -518,6 +518,7 @@ def test_lookups_keep_few_shard_files_open_where_descriptors_are_scarce(tmp_path
     import pytest_ragmetrics.judge.store as store_module
 
     monkeypatch.setattr(store_module, "MAX_OPEN_SHARDS", 3)  # read when a shard is opened
+    monkeypatch.setattr(store_module, "ALL_SHARDS_OPEN", False)  # read at each lookup
     requests = [make_request(i) for i in range(60)]
     writer = JudgmentStore(tmp_path)
     for request in requests:

@@ -80,6 +80,8 @@ def _max_open_shards() -> int:
 
 #: Shard files kept open at once by one store (the least recently read are closed first).
 MAX_OPEN_SHARDS = _max_open_shards()
+#: Whether every shard a store can have (one per two hex digits) is kept open once read.
+ALL_SHARDS_OPEN = MAX_OPEN_SHARDS >= 256
 
 
 _KEY = re.compile("[0-9a-f]{64}")
@@ -168,8 +170,13 @@ def record_of(request: JudgeRequest, answer: JudgeAnswer) -> dict[str, Any]:
     return record
 
 
+#: The length of a line in an index entry (see _Shard): its low 32 bits.
+_LENGTH = (1 << 32) - 1
+
+
 class _Shard:
-    """Where each judgment of one shard file is: key -> (offset, length) of the line that counts.
+    """Where each judgment of one shard file is: key -> the offset and length of the line that counts,
+    as one integer (``offset << 32 | length``: an int, not a tuple the garbage collector must track).
 
     Reads the file (``pread``) rather than holding its lines: a replay of 100,000 judgments keeps
     an index, not the store, in memory. ``end`` is the offset after the last complete line indexed;
@@ -182,14 +189,14 @@ class _Shard:
     def __init__(self, fd: int, identity: tuple[int, int]) -> None:
         self.fd = fd
         self.identity = identity  # (device, inode): a file replaced by a rewrite is read anew
-        self.lines: dict[str, tuple[int, int]] = {}
+        self.lines: dict[str, int] = {}
         self.end = 0
 
     def read(self, key: str) -> bytes | None:
         where = self.lines.get(key)
         if where is None or self.fd < 0:
             return None
-        return os.pread(self.fd, where[1], where[0])
+        return os.pread(self.fd, where & _LENGTH, where >> 32)
 
 
 class JudgmentStore:
@@ -361,7 +368,7 @@ class JudgmentStore:
             found = match_key(data, start, stop)
             key = found.group(1).decode("ascii") if found is not None else None
             if key is not None and key[:2] == prefix and not (first_read and key in lines):
-                lines[key] = (base + start, stop - start)  # the usual line, indexed without a copy
+                lines[key] = (base + start) << 32 | (stop - start)  # the usual line, without a copy
                 start = stop + 1
                 continue
             line = data[start:stop]
@@ -385,7 +392,7 @@ class JudgmentStore:
                 else:
                     if first_read and key in shard.lines:
                         self._conflict(path, key, shard.read(key) or b"", line)
-                    shard.lines[key] = (base + start, len(line))
+                    shard.lines[key] = (base + start) << 32 | len(line)
             start = stop + 1
         shard.end = base + end
 
@@ -413,6 +420,15 @@ class JudgmentStore:
         if not a_key and not _is_key(key):
             return None
         name = key[:2]
+        if ALL_SHARDS_OPEN:
+            # No shard is ever closed to make room: nothing to lock and no order of use to keep for
+            # a shard indexed and open already (as _index would return it unchanged).
+            shard = self._shards.get(name)
+            if shard is not None and shard.fd >= 0:
+                with contextlib.suppress(OSError):
+                    line = shard.read(key)
+                    if line is not None:
+                        return line
         for fresh in (False, True):
             shard = self._index(name, fresh=fresh)
             if shard is not None:
