@@ -171,9 +171,8 @@ def _start(
     started: list[tuple[Coroutine[Any, Any, Any], Any]],
     ready: concurrent.futures.Future[None] | None = None,
 ) -> None:
-    """On the loop: run each coroutine as a task whose outcome settles its thread-safe future; then
-    set ``ready``, if given, once the tasks have taken their first step (the loop's next pass) and the
-    futures of those that ended there are settled (the pass after: the callbacks of their ends)."""
+    """On the loop: run each coroutine as a task that settles its thread-safe future as it ends; then
+    set ``ready``, if given, once the tasks have taken their first step (the loop's next pass)."""
     try:
         for coro, future in started:
             if future.cancelled():  # given up before it started
@@ -183,33 +182,34 @@ def _start(
                 if future.set_running_or_notify_cancel():
                     future.set_exception(TypeError(f"a coroutine was expected, got {coro!r}"))
                 continue
-            task = loop.create_task(_when_wanted(coro, future))
-            task.add_done_callback(functools.partial(_settle, future))
+            task = loop.create_task(_settled(coro, future))
             future.add_done_callback(functools.partial(_cancel, loop, task))
     finally:
         if ready is not None:
-            loop.call_soon(loop.call_soon, ready.set_result, None)
+            loop.call_soon(ready.set_result, None)
 
 
-async def _when_wanted(coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[Any]) -> T | None:
-    """``coro``, unless ``future`` was cancelled before the task's first step: its cancellation
-    reaches the task through the loop, possibly after that step."""
+async def _settled(coro: Coroutine[Any, Any, Any], future: concurrent.futures.Future[Any]) -> None:
+    """Run ``coro`` and settle ``future`` with its outcome, as the task ends rather than in a
+    callback of the loop's next pass. ``coro`` never starts if ``future`` was cancelled before the
+    task's first step (a cancellation reaches the task through the loop, possibly after that step);
+    a cancelled task cancels ``future``."""
     if future.cancelled():
         coro.close()
-        return None
-    return await coro
-
-
-def _settle(future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
-    if task.cancelled():
-        future.cancel()
-    if not future.set_running_or_notify_cancel():  # cancelled, by the caller or above
         return
-    error = task.exception()
-    if error is not None:
-        future.set_exception(error)
+    try:
+        result = await coro
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    except BaseException as exc:
+        if future.set_running_or_notify_cancel():
+            future.set_exception(exc)
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: the loop stops as well
+            raise
     else:
-        future.set_result(task.result())
+        if future.set_running_or_notify_cancel():
+            future.set_result(result)
 
 
 def _cancel(
