@@ -95,8 +95,8 @@ class LoopRunner:
         returns at once.)
         """
         loop = self._ensure()
-        started: list[tuple[Coroutine[Any, Any, T], concurrent.futures.Future[T]]]
-        started = [(coro, concurrent.futures.Future()) for coro in coros]
+        started: list[tuple[Coroutine[Any, Any, T], _Handed[T]]]
+        started = [(coro, _Handed()) for coro in coros]
         on_loop = threading.current_thread() is self._thread
         ready: concurrent.futures.Future[None] | None = None
         if until_started and not on_loop:
@@ -108,7 +108,7 @@ class LoopRunner:
                 coro.close()
             raise
         self.handovers += 1
-        futures = [future for _, future in started]
+        futures: list[concurrent.futures.Future[T]] = [future for _, future in started]
         if ready is not None:
             try:
                 ready.result()
@@ -166,9 +166,25 @@ class LoopRunner:
             loop.close()
 
 
+class _Handed(concurrent.futures.Future[T]):
+    """The thread-safe future of a coroutine handed to the loop (see :meth:`LoopRunner.submit_many`):
+    cancelling it cancels the coroutine's task, with no done-callback to add and call for every score."""
+
+    _task: asyncio.Task[None] | None = None  # set on the loop as the task is made
+
+    def cancel(self) -> bool:
+        if not super().cancel():
+            return False
+        task = self._task  # None: its task, once made, finds it cancelled at its first step
+        if task is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
+                task.get_loop().call_soon_threadsafe(task.cancel)
+        return True
+
+
 def _start(
     loop: asyncio.AbstractEventLoop,
-    started: list[tuple[Coroutine[Any, Any, Any], Any]],
+    started: list[tuple[Coroutine[Any, Any, Any], _Handed[Any]]],
     ready: concurrent.futures.Future[None] | None = None,
 ) -> None:
     """On the loop: run each coroutine as a task that settles its thread-safe future as it ends; then
@@ -182,8 +198,7 @@ def _start(
                 if future.set_running_or_notify_cancel():
                     future.set_exception(TypeError(f"a coroutine was expected, got {coro!r}"))
                 continue
-            task = loop.create_task(_settled(coro, future))
-            future.add_done_callback(functools.partial(_cancel, loop, task))
+            future._task = loop.create_task(_settled(coro, future))
     finally:
         if ready is not None:
             loop.call_soon(ready.set_result, None)
@@ -210,14 +225,6 @@ async def _settled(coro: Coroutine[Any, Any, Any], future: concurrent.futures.Fu
     else:
         if future.set_running_or_notify_cancel():
             future.set_result(result)
-
-
-def _cancel(
-    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]
-) -> None:
-    if future.cancelled():  # the caller gave up: so does the coroutine
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
-            loop.call_soon_threadsafe(task.cancel)
 
 
 def parse_metric_spec(spec: str | tuple[str, str | None]) -> tuple[str, str | None]:
