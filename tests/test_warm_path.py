@@ -191,7 +191,9 @@ def test_a_warm_evaluation_reads_and_checks_each_recorded_judgment_once(tmp_path
     (here several times more judgments than the answers kept in memory)."""
     count = EVALUATION_BLOCK + 6  # two blocks of samples
     samples = [
-        RagSample(f"What is the limit of plan {i}?", [f"Plan {i} has {i} GB. It is fixed."], ground_truth=f"{i} GB.")
+        RagSample(
+            f"What is the limit of plan {i}?", [f"Plan {i} has {i} GB. It is fixed."], ground_truth=f"{i} GB."
+        )
         for i in range(count)
     ]
     settings = Settings(cache_dir=str(tmp_path / "cache"))
@@ -248,8 +250,14 @@ VALUES = [
     {"reason": "r", "useful": 1},
     {"reason": 1, "useful": True},
     {"reason": "r", "useful": "yes"},
-    {"sentence_1": {"claims": [{"claim": "c", "reason": "r", "attributed": True}]}, "sentence_2": {"claims": []}},
-    {"sentence_1": {"claims": [{"claim": 1, "reason": "r", "attributed": True}]}, "sentence_2": {"claims": []}},
+    {
+        "sentence_1": {"claims": [{"claim": "c", "reason": "r", "attributed": True}]},
+        "sentence_2": {"claims": []},
+    },
+    {
+        "sentence_1": {"claims": [{"claim": 1, "reason": "r", "attributed": True}]},
+        "sentence_2": {"claims": []},
+    },
     {"reason": "r"},
     {"reason": "r", "useful": False, "extra": 1},
     {"sentence_1": {"reason": "r", "attributed": True}, "sentence_2": {"reason": "r", "attributed": False}},
@@ -314,14 +322,18 @@ def test_an_in_place_edit_of_a_store_line_is_scored_the_same_locally_and_in_ci_r
 
     from pytest_ragmetrics import RagSample, ScriptedJudge, Settings
 
-    sample = RagSample("Capital of France?", ["Paris is the capital.", "Bread is tasty."], ground_truth="Paris.")
+    sample = RagSample(
+        "Capital of France?", ["Paris is the capital.", "Bread is tasty."], ground_truth="Paris."
+    )
     store_dir, cache_dir = tmp_path / "judgments", tmp_path / "cache"
     with Evaluator(
         Settings(cache_dir=str(cache_dir), store_dir=str(store_dir)),
         judge=ScriptedJudge(lambda r: {"reason": "says so!", "useful": True}),
     ) as ev:
         assert ev.score(sample, "context_precision").score == 1.0
-    (path,) = [p for p in store_dir.glob("*.jsonl") if "Paris is the capital." in p.read_text(encoding="utf-8")]
+    (path,) = [
+        p for p in store_dir.glob("*.jsonl") if "Paris is the capital." in p.read_text(encoding="utf-8")
+    ]
     before, stat = path.read_bytes(), path.stat()
     lines = before.split(b"\n")
     i = next(i for i, line in enumerate(lines) if b"Paris is the capital." in line)
@@ -366,6 +378,36 @@ def test_sentence_binary_and_any_relevance_build_and_key_each_chunks_request_onc
     assert comparable(warm) == comparable(cold)
 
 
+def test_a_chunks_sentence_request_is_kept_for_binary_relevance_however_many_samples_came_before(
+    tmp_path, monkeypatch
+):
+    """The sentence requests kept are the latest: when the table is full the oldest goes, never those
+    of the samples in flight, so binary relevance finds every chunk's request sentence relevance built."""
+    from pytest_ragmetrics import engine
+    from pytest_ragmetrics.metrics import builtin
+
+    samples = [dataclasses.replace(s, id=f"{s.id}-{i}") for i in range(4) for s in SAMPLES[:2]]
+    methods = ["context_relevance[sentence]", "context_relevance[binary]"]
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
+        ev.evaluate(samples, methods)
+    built: list[str] = []
+    build = J.chunk_sentences_request
+
+    def counting(question, chunk, *args, **kwargs):
+        built.append(chunk)
+        return build(question, chunk, *args, **kwargs)
+
+    monkeypatch.setattr(J, "chunk_sentences_request", counting)
+    block = 2  # samples scored together, each method in turn over them
+    monkeypatch.setattr(engine, "EVALUATION_BLOCK", block)
+    chunks = [len(s.contexts) for s in samples]
+    monkeypatch.setattr(builtin, "ASKED_ENTRIES", max(chunks) * block + 1)  # a block's, and one more
+    with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
+        ev.evaluate(samples, methods)
+    assert len(built) == sum(chunks)  # once per chunk of every sample: binary relevance built none
+
+
 def test_the_engine_copies_every_field_of_a_metrics_result():
     """Filling in the engine's fields copies the rest of a result unchanged, whatever the field."""
     from pytest_ragmetrics.engine import _finished
@@ -379,7 +421,12 @@ def test_the_engine_copies_every_field_of_a_metrics_result():
     )  # fmt: skip
     filled = _finished(result, ("j",), "sk", "rk", ("p-1",), "splitter")
     expected = dataclasses.replace(
-        result, judges=("j",), sample_key="sk", reference_key="rk", prompt_versions=("p-1",), splitter="splitter"
+        result,
+        judges=("j",),
+        sample_key="sk",
+        reference_key="rk",
+        prompt_versions=("p-1",),
+        splitter="splitter",
     )
     for f in dataclasses.fields(MetricResult):
         assert getattr(filled, f.name) == getattr(expected, f.name), f.name

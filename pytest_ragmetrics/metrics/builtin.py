@@ -371,7 +371,7 @@ class ContextRelevance:
                             question, text, fingerprint, split, params, f"{head}, chunk {rank}"
                         )
                         if len(asked) >= ASKED_ENTRIES:
-                            asked.clear()
+                            del asked[next(iter(asked))]  # the oldest: a chunk of a sample scored before
                         asked[built_from] = request
                     windows[rank] = [request]
         else:
