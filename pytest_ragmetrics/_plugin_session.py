@@ -133,12 +133,13 @@ class Recorder:
         report = yield
         if self.session.batch is not None and call.when in ("setup", "call") and not report.skipped:
             self._skip_if_pending(item, call, report)
-        rows = item.stash.get(self.rows_key, None)
-        if rows:
+        stash = item.stash
+        if self.rows_key in stash:
             # Plain data on the report travels to the xdist controller with it. Comparisons made in a
-            # fixture go with the setup or teardown report of the phase that made them.
-            report.ragmetrics = list(rows)
-            rows.clear()
+            # fixture go with the setup or teardown report of the phase that made them. Handed over,
+            # not copied: the test keeps no list of its own to the end of the run.
+            report.ragmetrics = stash[self.rows_key]
+            del stash[self.rows_key]
         error = self.session.error_of(item, call, report)
         if error is not None:  # the test never got to its comparison: the report says so
             report.ragmetrics_error = error

@@ -307,11 +307,12 @@ def _record(item: pytest.Item, row: dict[str, Any]) -> None:
     from .report.junit import comparison_properties
 
     _session(item.config).record(row)
-    rows = item.stash.get(_rows_key, None)  # recorded since the last report of this test's phases
-    if rows is None:
-        rows = item.stash[_rows_key] = []
-    rows.append(row)
-    number = item.stash[_numbers_key] = item.stash.get(_numbers_key, 0) + 1
+    stash = item.stash  # looked in with `in`: Stash.get raises and catches a KeyError when absent
+    if _rows_key in stash:  # recorded since the last report of this test's phases
+        stash[_rows_key].append(row)
+    else:
+        stash[_rows_key] = [row]
+    number = stash[_numbers_key] = stash[_numbers_key] + 1 if _numbers_key in stash else 1
     item.user_properties.extend(comparison_properties(number, row))
 
 

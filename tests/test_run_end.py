@@ -55,6 +55,13 @@ def pytest_terminal_summary(terminalreporter):
     pathlib.Path("kept.json").write_text(json.dumps({"reports": len(reports), "with_rows": kept}))
 
 @pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    from pytest_ragmetrics.plugin import _rows_key
+
+    # The tests' own lists of comparisons waiting for their reports: handed over, none left.
+    pathlib.Path("stashed.json").write_text(json.dumps(sum(_rows_key in i.stash for i in session.items)))
+
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     state = config.stash.get(session_key, None)
     if state is not None:
@@ -101,6 +108,7 @@ def test_test_reports_do_not_keep_the_comparisons_the_report_holds(suite, worker
         "-p", "no:randomly", "--rag-report-json=report.json", *workers
     ).assert_outcomes(passed=6)
     assert read(suite, "kept.json") == {"reports": 6, "with_rows": 0}
+    assert read(suite, "stashed.json") == 0
     assert len(read(suite, "report.json")["results"]) == 6 * 2
     assert read(suite, "released.json") == {"rows": 0, "report": False}
 
