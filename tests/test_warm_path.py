@@ -480,6 +480,17 @@ def test_verdicts_and_results_are_built_as_their_dataclass_fields_say():
         verdict.index = 3  # type: ignore[misc]
     with pytest.raises(ValueError, match="score must be in"):
         MetricResult(1.5, "m")
+
+    class Tagged(Verdict):  # a subclass, with an instance dict: another layout
+        pass
+
+    tagged = Tagged("chunk", 2, "t", 0.0, "not useful", "r", cached=False)
+    assert type(tagged) is Tagged and type(verdict) is Verdict and type(result) is MetricResult
+    assert [getattr(tagged, f.name) for f in dataclasses.fields(Verdict)] == [
+        getattr(verdict, f.name) for f in dataclasses.fields(Verdict)
+    ]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tagged.index = 3  # type: ignore[misc]
     from pytest_ragmetrics.judge.base import JudgeAnswer
 
     answer = JudgeAnswer(({"a": 1},), Usage(3, 4), "m", "t", "cache", {"s": 1})

@@ -309,15 +309,20 @@ class _Factory:
 
 
 def quick_init(cls: type[Any]) -> None:
-    """Give a frozen, slotted dataclass an ``__init__`` that sets each field through its slot.
+    """Give a frozen, slotted dataclass an ``__init__`` that sets its fields as plain attributes.
 
-    The one ``dataclass`` writes calls ``object.__setattr__`` per field (the class is frozen), which
-    costs twice as much; a warm run builds an answer per judgment read, a verdict per judged item and
-    a result per score, tens of thousands. The same parameters, defaults, default factories and
+    The one ``dataclass`` writes calls ``object.__setattr__`` per field (the class is frozen), and
+    even a call per field through its slot's descriptor costs far more than storing an attribute; a
+    warm run builds an answer per judgment read, a verdict per judged item and a result per score,
+    tens of thousands. So a new object of ``cls`` takes, while its fields are set, a plain class with
+    the same slots (the same layout, nothing frozen), where setting a field is an ordinary store, and
+    then its own class back: two class changes instead of a call per field, about half the cost of a
+    verdict. An object of a subclass (which may have another layout), or of a class of few fields,
+    has each field set through its slot. The same parameters, defaults, default factories and
     ``__post_init__``.
     """
-    namespace: dict[str, Any] = {"FACTORY": _Factory()}
-    params, body = [], []
+    namespace: dict[str, Any] = {"FACTORY": _Factory(), "cls": cls, "set_class": object.__setattr__}
+    params, body, plain, by_slot = [], [], [], []
     for f in fields(cls):
         namespace[f"set_{f.name}"] = cls.__dict__[f.name].__set__
         if f.default is not MISSING:
@@ -329,7 +334,15 @@ def quick_init(cls: type[Any]) -> None:
             body.append(f"    if {f.name} is FACTORY: {f.name} = make_{f.name}()")
         else:
             params.append(f.name)
-        body.append(f"    set_{f.name}(self, {f.name})")
+        plain.append(f"        self.{f.name} = {f.name}")
+        by_slot.append(f"    set_{f.name}(self, {f.name})")
+    unfrozen = _unfrozen(cls) if len(plain) > _FEW_FIELDS else None
+    if unfrozen is None:
+        body += by_slot
+    else:
+        namespace["Unfrozen"] = unfrozen
+        body += ["    if type(self) is cls:", "        set_class(self, '__class__', Unfrozen)", *plain]
+        body += ["        self.__class__ = cls", "    else:", *("    " + line for line in by_slot)]
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
     exec(f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body), namespace)  # our own fields
@@ -337,6 +350,23 @@ def quick_init(cls: type[Any]) -> None:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__, init.__annotations__ = cls.__init__.__doc__, dict(cls.__init__.__annotations__)
     cls.__init__ = init
+
+
+#: Fields below which two class changes cost more than setting each field through its slot.
+_FEW_FIELDS = 3
+
+
+def _unfrozen(cls: type[Any]) -> type[Any] | None:
+    """A plain class with the slots of ``cls``, which an object of ``cls`` can take as its class and
+    give back; None where Python refuses that change (another layout)."""
+    unfrozen = type(cls.__name__, (), {"__slots__": cls.__slots__, "__module__": cls.__module__})
+    probe = object.__new__(cls)
+    try:
+        object.__setattr__(probe, "__class__", unfrozen)
+        probe.__class__ = cls
+    except TypeError:
+        return None
+    return unfrozen
 
 
 @dataclass(frozen=True, slots=True)
