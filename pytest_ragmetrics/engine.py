@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from . import _scope
 from ._aio import each_bounded, map_bounded
 from .errors import ConfigError, JudgeCallCapReached, JudgmentPending, RagMetricsError
+from .judge.base import unfrozen
 from .kinds import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
@@ -957,17 +958,19 @@ def _copier(*filled: str) -> Callable[..., MetricResult]:
     """``_filled_in(result, **dict(zip(filled, values)))`` written out field by field, for the fields
     the engine fills in on every result (a warm run finishes thousands): no loop, no keywords.
 
-    The copy is made as an instance of a plain class with the same slots, whose fields are set as
-    any attribute is, and then takes its class: a frozen dataclass refuses plain assignment, and
+    The copy is made as an object of the plain class with the same slots that a result is built
+    under (see :func:`~pytest_ragmetrics.judge.base.quick_init`), whose fields are set as any
+    attribute is, and then takes its own class: a frozen dataclass refuses plain assignment, and
     setting each field through its slot's descriptor costs a call per field (about four times the
     whole copy made this way). The two classes have one layout, so the copy is a ``MetricResult``
     like any other.
     """
-    unfrozen = type("MetricResult", (), {"__slots__": MetricResult.__slots__, "__module__": __name__})
+    twin = unfrozen(MetricResult)
+    assert twin is not None  # the layout of a result takes it (quick_init uses it to build one)
     lines = [f"def copy(result, {', '.join(filled)}):", "    new = new_result(Unfrozen)"]
     lines += [f"    new.{n} = {n if n in filled else 'result.' + n}" for n in _RESULT_FIELDS]
     lines += ["    new.__class__ = MetricResult", "    return new"]
-    namespace: dict[str, Any] = {"new_result": object.__new__, "Unfrozen": unfrozen}
+    namespace: dict[str, Any] = {"new_result": object.__new__, "Unfrozen": twin}
     namespace["MetricResult"] = MetricResult
     exec("\n".join(lines), namespace)  # our own field names, fixed at import
     return cast("Callable[..., MetricResult]", namespace["copy"])

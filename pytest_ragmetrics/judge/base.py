@@ -336,11 +336,11 @@ def quick_init(cls: type[Any]) -> None:
             params.append(f.name)
         plain.append(f"        self.{f.name} = {f.name}")
         by_slot.append(f"    set_{f.name}(self, {f.name})")
-    unfrozen = _unfrozen(cls) if len(plain) > _FEW_FIELDS else None
-    if unfrozen is None:
+    twin = unfrozen(cls) if len(plain) > _FEW_FIELDS else None
+    if twin is None:
         body += by_slot
     else:
-        namespace["Unfrozen"] = unfrozen
+        namespace["Unfrozen"] = twin
         body += ["    if type(self) is cls:", "        set_class(self, '__class__', Unfrozen)", *plain]
         body += ["        self.__class__ = cls", "    else:", *("    " + line for line in by_slot)]
     if hasattr(cls, "__post_init__"):
@@ -356,17 +356,25 @@ def quick_init(cls: type[Any]) -> None:
 _FEW_FIELDS = 3
 
 
-def _unfrozen(cls: type[Any]) -> type[Any] | None:
+def unfrozen(cls: type[Any]) -> type[Any] | None:
     """A plain class with the slots of ``cls``, which an object of ``cls`` can take as its class and
-    give back; None where Python refuses that change (another layout)."""
-    unfrozen = type(cls.__name__, (), {"__slots__": cls.__slots__, "__module__": cls.__module__})
+    give back (one per class); None where Python refuses that change (another layout)."""
+    if cls in _TWINS:
+        return _TWINS[cls]
+    twin: type[Any] | None = type(
+        cls.__name__, (), {"__slots__": cls.__slots__, "__module__": cls.__module__}
+    )
     probe = object.__new__(cls)
     try:
-        object.__setattr__(probe, "__class__", unfrozen)
+        object.__setattr__(probe, "__class__", twin)
         probe.__class__ = cls
     except TypeError:
-        return None
-    return unfrozen
+        twin = None
+    _TWINS[cls] = twin
+    return twin
+
+
+_TWINS: dict[type[Any], type[Any] | None] = {}
 
 
 @dataclass(frozen=True, slots=True)
