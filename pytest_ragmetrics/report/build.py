@@ -74,13 +74,33 @@ def per_sample_scores(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str 
 
 
 def _scores_of(distinct: _Distinct) -> dict[tuple[str, str | None], list[float]]:
-    scores: dict[tuple[str, str | None], list[float]] = {}
+    return _tally(distinct)[0]
+
+
+_Key = tuple[str, "str | None"]
+
+
+def _tally(
+    distinct: _Distinct,
+) -> tuple[dict[_Key, list[float]], dict[_Key, int], dict[_Key, list[tuple[float, float]]]]:
+    """In one pass over the distinct evaluations, per (metric, method): the scores (an empty list
+    for a metric whose every evaluation went without one), the count without a score (see
+    :func:`no_claims_counts`), and the (labelled, judged) score pairs of the labelled ones."""
+    scores: dict[_Key, list[float]] = {}
+    unscored: dict[_Key, int] = {}
+    pairs: dict[_Key, list[tuple[float, float]]] = {}
     for key, sample in distinct:
-        if _unscored(sample):
-            scores.setdefault(key, [])  # counted apart: see no_claims_counts
+        values = scores.get(key)
+        if values is None:
+            values = scores[key] = []
+        if sample.get("score") is None and sample.get("outcome"):  # see _unscored
+            unscored[key] = unscored.get(key, 0) + 1
             continue
-        scores.setdefault(key, []).append(float(sample["score"]))
-    return scores
+        values.append(float(sample["score"]))
+        labelled = sample.get("labelled")
+        if labelled is not None:
+            pairs.setdefault(key, []).append((float(labelled), values[-1]))
+    return scores, unscored, pairs
 
 
 def _unscored(sample: Mapping[str, Any]) -> bool:
@@ -95,11 +115,7 @@ def no_claims_counts(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str |
 
 
 def _no_claims_of(distinct: _Distinct) -> dict[tuple[str, str | None], int]:
-    counts: dict[tuple[str, str | None], int] = {}
-    for key, sample in distinct:
-        if _unscored(sample):
-            counts[key] = counts.get(key, 0) + 1
-    return counts
+    return _tally(distinct)[1]
 
 
 def labelled_ids(
@@ -124,16 +140,20 @@ def corrected_means(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str | 
 
 
 def _corrected_means_of(distinct: _Distinct) -> dict[tuple[str, str | None], dict[str, Any]]:
+    return _corrected_from(distinct, _tally(distinct)[2])
+
+
+def _corrected_from(
+    distinct: _Distinct, pairs: Mapping[_Key, list[tuple[float, float]]]
+) -> dict[tuple[str, str | None], dict[str, Any]]:
+    """:func:`corrected_means`, from the labelled evaluations' score ``pairs`` (see :func:`_tally`)."""
+    if not pairs:  # nothing labelled: no corrected mean, and no need for the unlabelled scores
+        return {}
     from ..stats import corrected_mean
 
-    pairs: dict[tuple[str, str | None], list[tuple[float, float]]] = {}
     unlabelled: dict[tuple[str, str | None], list[float]] = {}
     for key, sample in distinct:
-        if _unscored(sample):
-            continue
-        if sample.get("labelled") is not None:
-            pairs.setdefault(key, []).append((float(sample["labelled"]), float(sample["score"])))
-        else:
+        if key in pairs and not _unscored(sample) and sample.get("labelled") is None:
             unlabelled.setdefault(key, []).append(float(sample["score"]))
     out: dict[tuple[str, str | None], dict[str, Any]] = {}
     for key, labelled in pairs.items():
@@ -186,13 +206,14 @@ def evaluate_run_gates(
     from ..gates import evaluate_gates
 
     distinct = _distinct_samples(rows)
+    scores, unscored, pairs = _tally(distinct)
     return evaluate_gates(
         gates,
-        _scores_of(distinct),
+        scores,
         partial=partial,
-        corrected=_corrected_means_of(distinct),
+        corrected=_corrected_from(distinct, pairs),
         run_samples=run_samples(rows),
-        no_claims=_no_claims_of(distinct),
+        no_claims=unscored,
     )
 
 
@@ -202,14 +223,12 @@ def metric_summaries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     from ..gates import aggregate
 
     distinct = _distinct_samples(rows)
-    corrected = _corrected_means_of(distinct)
-    unscored = _no_claims_of(distinct)
+    scores, unscored, pairs = _tally(distinct)
+    corrected = _corrected_from(distinct, pairs)
     return [
         {"metric": metric, "method": method, **aggregate(values, no_claims=unscored.get((metric, method), 0))}
         | ({"corrected": corrected[metric, method]} if (metric, method) in corrected else {})
-        for (metric, method), values in sorted(
-            _scores_of(distinct).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
-        )
+        for (metric, method), values in sorted(scores.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))
     ]
 
 
