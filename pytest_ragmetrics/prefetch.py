@@ -21,9 +21,10 @@ alone), as the built-in judged ones do; a custom metric that does not say so is 
 Scores are started for a window of
 tests ahead of the running one (as many tests as judge calls allowed at once, at least 8), on the
 shared judging loop, so every judge call still passes the concurrency bound. The window is topped
-up when half of it has run, not at every test: the scores started together (a test's declared
-scores, the tests entering the window) are handed to the loop's thread at once, not one by one nor
-one test at a time, and the test waits while that thread takes each of them up to its first judge
+up half a window at a time, not at every test (so a window and a half is started ahead just after,
+never less than a window): the scores started together (a test's declared scores, the tests
+entering the window) are handed to the loop's thread at once, not one by one nor one test at a time,
+and the test waits while that thread takes each of them up to its first judge
 call (in a warm run, to its result) rather than running beside it, the two taking the interpreter
 lock from each other in turns. A test takes the result started for it instead of scoring again; results nobody
 took are dropped when their test ends.
@@ -206,17 +207,18 @@ class Prefetcher:
         self._positions = {item.nodeid: i for i, item in enumerate(items)}
 
     def before(self, item: pytest.Item) -> None:
-        """``item`` starts: note the scores it declares, and once at most half a window of tests after
-        it has its scores started, start those of the whole window after it."""
+        """``item`` starts: note the scores it declares, and once fewer than a window of tests after it
+        have their scores started, start those of a window and a half after it."""
         declared = _declared(item)
         if declared:
             self._declared[item.nodeid] = declared
         if not self.active:
             return
         position = self._positions.get(item.nodeid)
-        if position is None or self._started_to - (position + 1) > self.window // 2:
-            return  # more than half a window is started ahead: it is topped up once half of it has run
-        end = min(len(self._items), position + 1 + self.window)
+        if position is None or self._started_to - (position + 1) >= self.window:
+            return  # a whole window is started ahead
+        # Half a window more than needed: the next half window of tests finds a whole one ahead still.
+        end = min(len(self._items), position + 1 + self.window + self.window // 2)
         if self._groups:  # else nothing can be predicted: a plain suite pays nothing
             items = self._items[max(self._started_to, position) : end]
             self._start([score for item in items for score in self._predicted(item)])

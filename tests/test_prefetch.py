@@ -68,10 +68,23 @@ def test_a_golden_set_is_judged_ahead_within_the_concurrency_bound(project, judg
     # that is judging ahead, and never more than the bound.
     assert judge_server.request_count == 12 * 4
     assert 2 < judge_server.max_in_flight <= 6
-    # The scores of the tests ahead start together, half a window (8 tests here) at a time: one
-    # hand-over to the judging thread per score of the first test (which teaches the plan and starts
-    # tests 2-9), then one as the fifth test starts (tests 10-12), not one per test nor per score.
-    assert int(project.path.joinpath("handovers").read_text()) == 2 + 1
+    # The scores of the tests ahead start together: one hand-over to the judging thread per score of
+    # the first test, which teaches the plan and starts the next 11 tests (a window of 8 and a half).
+    assert int(project.path.joinpath("handovers").read_text()) == 2
+
+
+def test_a_window_of_tests_stays_started_ahead_topped_up_half_a_window_at_a_time(project, monkeypatch):
+    """At least a window of tests ahead of the running one (8 here) has its scores started, topped up
+    by half a window at a time: a hand-over to the judging thread every few tests, not at each."""
+    project.makeconftest(COUNT_HANDOVERS)
+    project.path.joinpath("golden.jsonl").write_text(golden(20))
+    with FakeJudgeServer() as server:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        project.runpytest("--rag-concurrency=6", "-p", "no:randomly").assert_outcomes(passed=20)
+    assert server.request_count == 20 * 4  # nothing judged twice
+    # The first test's two scores start tests 2-13; the sixth test, with 7 started after it, starts
+    # 14-18; the eleventh starts 19-20; from the sixteenth on there is nothing left to start.
+    assert int(project.path.joinpath("handovers").read_text()) == 2 + 2
 
 
 def test_the_first_test_of_a_golden_set_is_not_judged_alone(project, judge_server):
