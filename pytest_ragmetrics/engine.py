@@ -209,7 +209,7 @@ async def _settled(coro: Coroutine[Any, Any, Any], future: concurrent.futures.Fu
     """Run ``coro`` and settle ``future`` with its outcome, as the task ends rather than in a
     callback of the loop's next pass. ``coro`` never starts if ``future`` was cancelled before the
     task's first step (a cancellation reaches the task through the loop, possibly after that step);
-    a cancelled task cancels ``future``."""
+    a cancelled task cancels ``future``. The task itself always ends well: its outcome is the future's."""
     if future.cancelled():
         coro.close()
         return
@@ -218,11 +218,11 @@ async def _settled(coro: Coroutine[Any, Any, Any], future: concurrent.futures.Fu
     except asyncio.CancelledError:
         future.cancel()
         raise
-    except BaseException as exc:
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt, pytest.skip() too: they mean
+        # something to the thread that waits for the score, where they are raised again; the loop
+        # goes on serving the others (its dying would leave every waiter waiting forever).
         if future.set_running_or_notify_cancel():
             future.set_exception(exc)
-        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: the loop stops as well
-            raise
     else:
         if future.set_running_or_notify_cancel():
             future.set_result(result)

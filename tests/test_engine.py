@@ -3,9 +3,11 @@
 import asyncio
 import concurrent.futures
 import dataclasses
+import gc
 import hashlib
 import json
 import threading
+from typing import Any
 
 import pytest
 
@@ -482,5 +484,41 @@ def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
         assert cancelled.wait(timeout=30)
         assert runner.run(note("last")) == "last"
         assert ran == ["first", "last"]  # "second" never ran
+    finally:
+        runner.close()
+
+
+def test_a_score_that_exits_or_skips_tells_its_waiter_and_the_loop_goes_on():
+    """``sys.exit()``, Ctrl-C raised by hand or ``pytest.skip()`` inside a score reach the thread
+    that waits for it, where they mean something; the judging loop keeps serving the other scores
+    (a hand-over waiting until they started returns), and asyncio has no task error to log."""
+    runner = LoopRunner()
+    logged: list[dict[str, Any]] = []
+    runner._ensure().set_exception_handler(lambda loop, context: logged.append(context))
+
+    async def raises(error: BaseException) -> None:
+        raise error
+
+    async def done(name: str) -> str:
+        return name
+
+    try:
+        exits, after = runner.submit_many([raises(SystemExit(3)), done("after")])
+        with pytest.raises(SystemExit):
+            exits.result(timeout=30)
+        assert after.result(timeout=30) == "after"
+        interrupted, skipped, last = runner.submit_many(
+            [raises(KeyboardInterrupt()), raises(pytest.skip.Exception("n/a")), done("last")],
+            until_started=True,
+        )
+        assert last.result(timeout=0) == "last"
+        with pytest.raises(KeyboardInterrupt):
+            interrupted.result(timeout=0)
+        with pytest.raises(pytest.skip.Exception):
+            skipped.result(timeout=0)
+        del exits, interrupted, skipped
+        gc.collect()
+        assert runner.run(done("still")) == "still"
+        assert logged == []
     finally:
         runner.close()
