@@ -709,3 +709,26 @@ def test_recording_that_failed_fails_the_run_with_one_line(pytester, fake_judge_
     assert len(lines) == 1, result.stdout.str()
     assert str(store) in lines[0] and "2 judgment(s) were not recorded for replay" in lines[0]
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_shard_changed_in_place_after_it_was_indexed_never_serves_another_judgments_answer(tmp_path):
+    store = JudgmentStore(tmp_path / "judgments")
+    # Two judgments in one shard whose lines have the same length: swapped in place (same file, same
+    # size), each indexed offset now holds the other's line.
+    by_shard: dict[str, list[Any]] = {}
+    for request in (make_request(i) for i in range(100, 1000)):
+        by_shard.setdefault(request.cache_key()[:2], []).append(request)
+    first, second = next(pair for pair in by_shard.values() if len(pair) >= 2)[:2]
+    when = [(first, "2025-01-02T03:04:05Z"), (second, "2026-01-02T03:04:05Z")]
+    store.put_many([(request, make_answer(judged_at=at)) for request, at in when])
+    store.flush()
+    path = store.path_for(first.cache_key())
+    reader = JudgmentStore(tmp_path / "judgments")
+    assert stored(reader, first).judged_at == when[0][1]  # indexed, and read once
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 2 and len(lines[0]) == len(lines[1])
+    with open(path, "r+b") as file:  # in place: the reader's open file sees the change
+        file.write(lines[1] + lines[0])
+    for request, at in when:
+        answer = reader.get(request)
+        assert answer is None or answer.judged_at == at

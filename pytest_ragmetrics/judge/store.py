@@ -193,10 +193,16 @@ class _Shard:
         self.end = 0
 
     def read(self, key: str) -> bytes | None:
+        """The line indexed for ``key``; None when there is none, or when the line now there is
+        another's (the file was changed in place since it was indexed): never another's answer."""
         where = self.lines.get(key)
         if where is None or self.fd < 0:
             return None
-        return os.pread(self.fd, where & _LENGTH, where >> 32)
+        line = os.pread(self.fd, where & _LENGTH, where >> 32)
+        # Where the store writes the key (first), compared at once; else as _key_of finds it.
+        if (line[8:72] != key.encode("ascii") or not line.startswith(b'{"key":"')) and _key_of(line) != key:
+            return None
+        return line
 
 
 class JudgmentStore:
