@@ -155,6 +155,28 @@ class RagSample:
             )
         _check_unicode(self)
 
+    def __hash__(self) -> int:
+        # The fields the dataclass would hash, hashed once per object: a warm test hashes its sample
+        # several times per score (the scores started for it are kept by sample). Kept in the
+        # instance only: __reduce__ rebuilds a copy from its values, so another process (where str
+        # hashes differ) computes its own.
+        try:
+            return self.__dict__["_hash"]  # type: ignore[no-any-return]
+        except KeyError:
+            value = hash(
+                (
+                    self.question,
+                    self.contexts,
+                    self.ground_truth,
+                    self.answer,
+                    self.id,
+                    self.context_ids,
+                    self.reference_contexts,
+                )
+            )
+            object.__setattr__(self, "_hash", value)
+            return value
+
     def __reduce__(self) -> tuple[Any, ...]:
         # mappingproxy cannot be pickled or deep-copied; rebuild from plain values instead.
         grades = self.reference_context_ids

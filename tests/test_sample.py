@@ -302,6 +302,18 @@ def test_samples_survive_deepcopy_and_pickle():
         assert clone == sample and clone.metadata == {"k": [1]} and clone.id == "s1"
 
 
+def test_a_sample_hashes_like_its_equals_and_its_hash_stays_in_its_process():
+    import pickle
+
+    sample = RagSample("q?", ["c"], ground_truth="g", id="s1", metadata={"k": [1]})
+    twin = RagSample("q?", ["c"], ground_truth="g", id="s1", metadata={"other": 2})
+    assert hash(sample) == hash(twin) and {sample: 1}[twin] == 1
+    assert hash(RagSample("q?", ["c"], ground_truth="g", id="s2")) != hash(sample)
+    # str hashes differ between processes: what is pickled is the values, never the hash taken here
+    assert pickle.dumps(sample) == pickle.dumps(RagSample("q?", ["c"], ground_truth="g", id="s1", metadata={"k": [1]}))
+    assert hash(pickle.loads(pickle.dumps(sample))) == hash(sample)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
