@@ -89,7 +89,8 @@ class _Comparable(_Threshold):
         threshold = _threshold(other)
         if self.bounded:
             self._used()
-            _check_range(self._subject_name(), threshold)
+            if not 0.0 <= threshold <= 1.0:  # in range, the subject's name is not needed
+                _check_range(self._subject_name(), threshold)
         # No score to compare (an answer without claims): the check fails, saying so.
         # The same float-noise tolerance as the gates: a mean of 0.7999999999999999 meets >= 0.8.
         passed = self._unscored() is None and compare(self.value, op, threshold)
