@@ -304,16 +304,15 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
 
 def _record(item: pytest.Item, row: dict[str, Any]) -> None:
     """A comparison made in ``item``: kept for its report and as JUnit XML properties."""
-    from .report.junit import comparison_properties
-
-    _session(item.config).record(row)
+    session = _session(item.config)
+    session.record(row)
     stash = item.stash  # looked in with `in`: Stash.get raises and catches a KeyError when absent
     if _rows_key in stash:  # recorded since the last report of this test's phases
         stash[_rows_key].append(row)
     else:
         stash[_rows_key] = [row]
     number = stash[_numbers_key] = stash[_numbers_key] + 1 if _numbers_key in stash else 1
-    item.user_properties.extend(comparison_properties(number, row))
+    item.user_properties.extend(session.comparison_properties(number, row))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -25,6 +25,7 @@ import pytest
 
 from ._suite import SuiteRecord, is_worker
 from .errors import ConfigError, JudgmentPending, RagMetricsError
+from .report import junit
 
 if TYPE_CHECKING:
     from .baseline import RegressionGate
@@ -499,6 +500,12 @@ class RagmetricsSession:
         if row.get("where"):
             filename, line = row["where"]
             row["where"] = [self.shown(filename), line]
+
+    def comparison_properties(self, number: int, row: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """The JUnit XML properties of a test's ``number``-th comparison (see
+        :func:`pytest_ragmetrics.report.junit.comparison_properties`), loaded with the run rather
+        than imported again at every comparison."""
+        return junit.comparison_properties(number, row)
 
     def error_of(self, item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> dict[str, Any] | None:
         """A ragmetrics error that stopped the test before its comparison, as report data, or None."""
