@@ -13,6 +13,17 @@ T = TypeVar("T")
 X = TypeVar("X")
 
 
+class Escaped(Exception):
+    """``SystemExit`` or ``KeyboardInterrupt`` raised by code the judging loop runs for a user (a
+    custom metric, a plugin's judge), carried through the loop's tasks as an ordinary error: raised
+    from a task as it is, either stops the loop and leaves every waiter waiting. The thread waiting
+    for the result raises :attr:`error` again, where it means something."""
+
+    def __init__(self, error: KeyboardInterrupt | SystemExit) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
 async def gather_or_cancel(*awaitables: Awaitable[T]) -> list[T]:
     """Like ``asyncio.gather``, but the first failure cancels the rest.
 

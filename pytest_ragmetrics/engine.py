@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from . import _scope
-from ._aio import each_bounded, map_bounded
+from ._aio import Escaped, each_bounded, map_bounded
 from .errors import ConfigError, JudgeCallCapReached, JudgmentPending, RagMetricsError
 from .judge.base import unfrozen
 from .kinds import answer_classes
@@ -222,7 +222,7 @@ async def _settled(coro: Coroutine[Any, Any, Any], future: concurrent.futures.Fu
         # something to the thread that waits for the score, where they are raised again; the loop
         # goes on serving the others (its dying would leave every waiter waiting forever).
         if future.set_running_or_notify_cancel():
-            future.set_exception(exc)
+            future.set_exception(exc.error if isinstance(exc, Escaped) else exc)
     else:
         if future.set_running_or_notify_cancel():
             future.set_result(result)
@@ -654,7 +654,11 @@ class Evaluator:
             metric = self.metric(name)
             method = check_method(metric, method)
         ctx = _Context(self)
-        result = self._finish(metric, sample, await metric.score(sample, method, ctx), ctx)
+        try:
+            scored = await metric.score(sample, method, ctx)
+        except (KeyboardInterrupt, SystemExit) as exc:  # a custom metric's, out of any task between
+            raise Escaped(exc) from None
+        result = self._finish(metric, sample, scored, ctx)
         if getattr(metric, "uses_judge", True):
             if self.scored is not None:
                 self.scored.add(sample, result.sample_key)

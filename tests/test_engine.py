@@ -522,3 +522,27 @@ def test_a_score_that_exits_or_skips_tells_its_waiter_and_the_loop_goes_on():
         assert logged == []
     finally:
         runner.close()
+
+
+@pytest.mark.parametrize("error", [SystemExit(3), KeyboardInterrupt()])
+def test_a_judge_that_exits_tells_the_score_waiting_for_it_and_the_loop_goes_on(tmp_path, error):
+    """``sys.exit()`` or Ctrl-C raised by hand inside a judge (one a plugin made) reach the thread
+    waiting for the score, and the judging loop keeps serving the other scores."""
+    asked: list[str] = []
+    answer: Any = labels
+
+    def exits_once(request):
+        asked.append(request.kind)
+        if len(asked) == 1:
+            raise error
+        return answer(request)
+
+    settings = Settings(cache="readwrite", cache_dir=str(tmp_path / "cache"))
+    with Evaluator(settings, judge=ScriptedJudge(exits_once)) as ev:
+        with pytest.raises(type(error)):
+            ev.score(SAMPLE, "context_recall")
+        assert ev.score(SAMPLE, "context_recall").score == 1.0
+        asked.clear()  # and through an evaluation's workers
+        with pytest.raises(type(error)):
+            ev.evaluate([SAMPLE], ["context_precision"])
+        assert ev.evaluate([SAMPLE], ["context_precision"]).results["france"]["context_precision"].score > 0

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
-from .._aio import gather_or_cancel
+from .._aio import Escaped, gather_or_cancel
 from .._files import write_text_atomic
 from ..errors import (
     ConfigError,
@@ -570,7 +570,7 @@ class CachedJudge:
         entry = self._requests.get(key)
         if entry is None or entry.task is None or entry.task.get_loop() is not asyncio.get_running_loop():
             entry = self._requests[key] = _Request()
-            entry.task = asyncio.get_running_loop().create_task(self._ask(request, key, entry))
+            entry.task = asyncio.get_running_loop().create_task(self._asked(request, key, entry))
             entry.task.add_done_callback(functools.partial(self._finished, key, entry))
         entry.waiters += 1
         try:
@@ -588,6 +588,14 @@ class CachedJudge:
             del self._requests[key]
         if not task.cancelled():
             task.exception()  # retrieved: with nobody waiting, asyncio would log it as never retrieved
+
+    async def _asked(self, request: JudgeRequest, key: str, entry: _Request) -> JudgeAnswer:
+        """:meth:`_ask`, as the request's task: ``sys.exit()`` or Ctrl-C raised inside a judge (a
+        plugin's) reach the scores waiting for this judgment as :class:`Escaped`, not the loop."""
+        try:
+            return await self._ask(request, key, entry)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            raise Escaped(exc) from None
 
     async def _ask(self, request: JudgeRequest, key: str, entry: _Request) -> JudgeAnswer:
         # The judge is made (the SDK loaded) before a claim is taken: a claim lives CLAIM_SECONDS
