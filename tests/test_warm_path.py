@@ -354,13 +354,8 @@ def test_an_in_place_edit_of_a_store_line_is_scored_the_same_locally_and_in_ci_r
     assert scores == [0.5, 0.5]  # the first chunk is no longer useful, in both
 
 
-def test_sentence_binary_and_any_relevance_build_and_key_each_chunks_request_once(tmp_path, monkeypatch):
-    """The three sentence methods of a sample ask the same judgment per chunk: its request is built
-    (and its key computed) once, cold and warm, and the scores are those of separate requests."""
-    methods = ["context_relevance[sentence]", "context_relevance[binary]", "context_relevance[any]"]
-    settings = Settings(cache_dir=str(tmp_path / "cache"))
-    with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
-        cold = ev.evaluate(SAMPLES, methods)
+def count_sentence_requests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The chunks each sentence request is built for from now on, in order."""
     built: list[str] = []
     build = J.chunk_sentences_request
 
@@ -369,6 +364,17 @@ def test_sentence_binary_and_any_relevance_build_and_key_each_chunks_request_onc
         return build(question, chunk, *args, **kwargs)
 
     monkeypatch.setattr(J, "chunk_sentences_request", counting)
+    return built
+
+
+def test_sentence_binary_and_any_relevance_build_and_key_each_chunks_request_once(tmp_path, monkeypatch):
+    """The three sentence methods of a sample ask the same judgment per chunk: its request is built
+    (and its key computed) once, cold and warm, and the scores are those of separate requests."""
+    methods = ["context_relevance[sentence]", "context_relevance[binary]", "context_relevance[any]"]
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
+        cold = ev.evaluate(SAMPLES, methods)
+    built = count_sentence_requests(monkeypatch)
     with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:
         warm = ev.evaluate(SAMPLES, methods)
         stats = ev.stats
@@ -391,14 +397,7 @@ def test_a_chunks_sentence_request_is_kept_for_binary_relevance_however_many_sam
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     with FromJudgments(settings, judge=ScriptedJudge(verdicts)) as ev:
         ev.evaluate(samples, methods)
-    built: list[str] = []
-    build = J.chunk_sentences_request
-
-    def counting(question, chunk, *args, **kwargs):
-        built.append(chunk)
-        return build(question, chunk, *args, **kwargs)
-
-    monkeypatch.setattr(J, "chunk_sentences_request", counting)
+    built = count_sentence_requests(monkeypatch)
     block = 2  # samples scored together, each method in turn over them
     monkeypatch.setattr(engine, "EVALUATION_BLOCK", block)
     chunks = [len(s.contexts) for s in samples]
