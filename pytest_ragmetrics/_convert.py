@@ -20,14 +20,10 @@ from .errors import ConfigError
 _MAX_INT = 2**53
 
 
-def invalid(message: str) -> ConfigError:
-    return ConfigError(message)
-
-
 def text(value: Any, name: str) -> str:
     text = "" if value is None else str(value).strip()
     if not text:
-        raise invalid(f"{name} must not be empty")
+        raise ConfigError(f"{name} must not be empty")
     return text
 
 
@@ -42,7 +38,7 @@ def report_path(value: Any, name: str) -> str | None:
     """A path to write a report to: refused at the start when it is a directory, not after the run."""
     text = optional_text(value, name)
     if text is not None and Path(text).is_dir():
-        raise invalid(f"{name} {text!r} is a directory: give the path of the file to write")
+        raise ConfigError(f"{name} {text!r} is a directory: give the path of the file to write")
     return text
 
 
@@ -50,7 +46,7 @@ def choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     def convert(value: Any, name: str) -> str:
         text = str(value).strip().lower()
         if text not in choices:
-            raise invalid(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
         return text
 
     return convert
@@ -64,14 +60,14 @@ def number(kind: type, low: float | None = None, optional: bool = False) -> Call
             number = kind(str(value).strip()) if isinstance(value, str) else kind(value)
         except (TypeError, ValueError):
             word = "an integer" if kind is int else "a number"
-            raise invalid(f"{name} must be {word}; got {value!r}") from None
+            raise ConfigError(f"{name} must be {word}; got {value!r}") from None
         # bools are ints; NaN never compares equal; an infinite temperature or price has no JSON form
         if isinstance(value, bool) or number != number or number in (float("inf"), float("-inf")):
-            raise invalid(f"{name} must be a finite number; got {value!r}")
+            raise ConfigError(f"{name} must be a finite number; got {value!r}")
         if low is not None and number < low:
-            raise invalid(f"{name} must be at least {low:g}; got {value!r}")
+            raise ConfigError(f"{name} must be at least {low:g}; got {value!r}")
         if kind is int and number > _MAX_INT:
-            raise invalid(f"{name} must be at most {_MAX_INT}; got {value!r}")
+            raise ConfigError(f"{name} must be at most {_MAX_INT}; got {value!r}")
         return number
 
     return convert
@@ -85,7 +81,7 @@ def flag(value: Any, name: str) -> bool:
         return True
     if text in ("0", "false", "no", "off", ""):
         return False
-    raise invalid(f"{name} must be true or false; got {value!r}")
+    raise ConfigError(f"{name} must be true or false; got {value!r}")
 
 
 def names(value: Any, name: str) -> tuple[str, ...]:
