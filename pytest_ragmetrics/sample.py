@@ -163,17 +163,7 @@ class RagSample:
         try:
             return self.__dict__["_hash"]  # type: ignore[no-any-return]
         except KeyError:
-            value = hash(
-                (
-                    self.question,
-                    self.contexts,
-                    self.ground_truth,
-                    self.answer,
-                    self.id,
-                    self.context_ids,
-                    self.reference_contexts,
-                )
-            )
+            value = hash(tuple([getattr(self, name) for name in _HASHED]))
             object.__setattr__(self, "_hash", value)
             return value
 
@@ -240,6 +230,10 @@ class RagSample:
         answer = ``response``. Unknown fields go to ``metadata``.
         """
         return cls(**sample_kwargs(data, default_id=default_id))
+
+
+#: The fields a sample's hash covers: those the dataclass would hash (compared, not hash=False).
+_HASHED = tuple(f.name for f in dataclasses.fields(RagSample) if (f.compare if f.hash is None else f.hash))
 
 
 def _ids(name: str, value: Any) -> tuple[str, ...]:
