@@ -61,6 +61,7 @@ class LoopRunner:
     ) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._closing = _Closing()  # the loop's: set as close() ends what it still runs
         self._lock = threading.Lock()
         #: Called with the seconds waited so far while a blocking :meth:`run` waits (progress display),
         #: and :attr:`on_wait_end` once such a wait is over.
@@ -71,12 +72,15 @@ class LoopRunner:
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="ragmetrics-judge", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
+            return self._ensure_locked()
+
+    def _ensure_locked(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="ragmetrics-judge", daemon=True)
+            thread.start()
+            self._loop, self._thread, self._closing = loop, thread, _Closing()
+        return self._loop
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start ``coro`` on the background loop; the future holds its result (see :meth:`submit_many`)."""
@@ -95,19 +99,21 @@ class LoopRunner:
         with the loop's thread: the loop runs the batch in one stretch. (On the loop's own thread it
         returns at once.)
         """
-        loop = self._ensure()
         started: list[tuple[Coroutine[Any, Any, T], _Handed[T]]]
         started = [(coro, _Handed()) for coro in coros]
-        on_loop = threading.current_thread() is self._thread
         ready: concurrent.futures.Future[None] | None = None
-        if until_started and not on_loop:
-            ready = concurrent.futures.Future()
-        try:
-            loop.call_soon_threadsafe(_start, loop, started, ready)
-        except RuntimeError:  # the loop is closed: nothing will ever run them
-            for coro, _ in started:
-                coro.close()
-            raise
+        # Handed over under the lock: close() hands its shutdown over after every earlier hand-over,
+        # so what it ends includes them (a hand-over after it goes to a new loop).
+        with self._lock:
+            loop = self._ensure_locked()
+            if until_started and threading.current_thread() is not self._thread:
+                ready = concurrent.futures.Future()
+            try:
+                loop.call_soon_threadsafe(_start, loop, started, ready, self._closing)
+            except RuntimeError:  # the loop is closed: nothing will ever run them
+                for coro, _ in started:
+                    coro.close()
+                raise
         self.handovers += 1
         futures: list[concurrent.futures.Future[T]] = [future for _, future in started]
         if ready is not None:
@@ -158,11 +164,13 @@ class LoopRunner:
         return await asyncio.wrap_future(self.submit(coro))
 
     def close(self) -> None:
+        """Stop the loop: what it still runs is cancelled, and whoever waits for it (:meth:`run`,
+        :meth:`wait`, a hand-over :meth:`submit_many` waits to start) gets a ``RuntimeError``."""
         with self._lock:
-            loop, thread = self._loop, self._thread
+            loop, thread, closing = self._loop, self._thread, self._closing
             self._loop = self._thread = None
         if loop is not None and thread is not None:
-            loop.call_soon_threadsafe(loop.stop)
+            loop.call_soon_threadsafe(_shut_down, loop, closing)
             thread.join(timeout=10)
             loop.close()
 
@@ -183,10 +191,30 @@ class _Handed(concurrent.futures.Future[T]):
         return True
 
 
+class _Closing:
+    """Whether :meth:`LoopRunner.close` is ending what its loop still runs (set and read on the loop)."""
+
+    now = False
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop, closing: _Closing, first: bool = True) -> None:
+    """On the loop, after every hand-over made before :meth:`LoopRunner.close`: cancel what runs,
+    each task settling its future with the reason, then stop the loop."""
+    if first:  # once more, after the first steps of the tasks those hand-overs made (then queued)
+        loop.call_soon(_shut_down, loop, closing, False)
+        return
+    closing.now = True
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    asyncio.gather(*tasks, return_exceptions=True).add_done_callback(lambda _: loop.stop())
+
+
 def _start(
     loop: asyncio.AbstractEventLoop,
     started: list[tuple[Coroutine[Any, Any, Any], _Handed[Any]]],
-    ready: concurrent.futures.Future[None] | None = None,
+    ready: concurrent.futures.Future[None] | None,
+    closing: _Closing,
 ) -> None:
     """On the loop: run each coroutine as a task that settles its thread-safe future as it ends; then
     set ``ready``, if given, once the tasks have taken their first step (the loop's next pass)."""
@@ -199,24 +227,31 @@ def _start(
                 if future.set_running_or_notify_cancel():
                     future.set_exception(TypeError(f"a coroutine was expected, got {coro!r}"))
                 continue
-            future._task = loop.create_task(_settled(coro, future))
+            future._task = loop.create_task(_settled(coro, future, closing))
     finally:
         if ready is not None:
             loop.call_soon(ready.set_result, None)
 
 
-async def _settled(coro: Coroutine[Any, Any, Any], future: concurrent.futures.Future[Any]) -> None:
+async def _settled(
+    coro: Coroutine[Any, Any, Any], future: concurrent.futures.Future[Any], closing: _Closing
+) -> None:
     """Run ``coro`` and settle ``future`` with its outcome, as the task ends rather than in a
     callback of the loop's next pass. ``coro`` never starts if ``future`` was cancelled before the
     task's first step (a cancellation reaches the task through the loop, possibly after that step);
-    a cancelled task cancels ``future``. The task itself always ends well: its outcome is the future's."""
+    a cancelled task cancels ``future``, or, cancelled by :meth:`LoopRunner.close`, fails it with a
+    ``RuntimeError`` saying so. The task itself always ends well: its outcome is the future's."""
     if future.cancelled():
         coro.close()
         return
     try:
         result = await coro
     except asyncio.CancelledError:
-        future.cancel()
+        if closing.now:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(RuntimeError("the judging loop was closed before this finished"))
+        else:
+            future.cancel()
         raise
     except BaseException as exc:  # SystemExit, KeyboardInterrupt, pytest.skip() too: they mean
         # something to the thread that waits for the score, where they are raised again; the loop

@@ -6,6 +6,7 @@ import dataclasses
 import gc
 import hashlib
 import json
+import queue
 import threading
 from typing import Any
 
@@ -486,6 +487,70 @@ def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
         assert ran == ["first", "last"]  # "second" never ran
     finally:
         runner.close()
+
+
+def test_closing_the_runner_from_another_thread_ends_every_wait_with_an_error(monkeypatch):
+    """A thread waiting for a result (``run``) or for a hand-over to start (``until_started``) while
+    another thread closes the runner learns that the loop was closed, rather than waiting forever.
+    The loop is held by a gate, and each step is seen handed to the loop, not timed."""
+    runner = LoopRunner()
+    loop = runner._ensure()
+    handed: queue.Queue[str] = queue.Queue()
+    hand = loop.call_soon_threadsafe
+
+    def seen(callback, *args):
+        handle = hand(callback, *args)
+        handed.put(getattr(callback, "__name__", repr(callback)))
+        return handle
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", seen)
+    gate, holding, started = threading.Event(), threading.Event(), threading.Event()
+    outcomes: dict[str, BaseException | object] = {}
+
+    async def hold() -> None:
+        holding.set()
+        gate.wait(timeout=30)  # blocks the loop: what is handed over meanwhile waits its turn
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    def waits(name: str, call: Any) -> threading.Thread:
+        def target() -> None:
+            try:
+                outcomes[name] = call()
+            except BaseException as exc:
+                outcomes[name] = exc
+
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        return thread
+
+    def handed_over() -> object:
+        (future,) = runner.submit_many([forever()], until_started=True)
+        return runner.wait(future)
+
+    try:
+        running = waits("run", lambda: runner.run(forever()))
+        assert started.wait(timeout=30)
+        assert handed.get(timeout=30) == "_start"
+        runner.submit(hold())
+        assert handed.get(timeout=30) == "_start"
+        assert holding.wait(timeout=30)
+        starting = waits("until_started", handed_over)
+        assert handed.get(timeout=30) == "_start"  # its hand-over waits behind the gate
+        closing = threading.Thread(target=runner.close, daemon=True)
+        closing.start()
+        handed.get(timeout=30)  # the close is handed to the loop after it
+    finally:
+        gate.set()
+    for thread in (closing, running, starting):
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    for name in ("run", "until_started"):
+        error = outcomes[name]
+        assert isinstance(error, RuntimeError), (name, error)
+        assert "closed" in str(error)
 
 
 def test_a_score_that_exits_or_skips_tells_its_waiter_and_the_loop_goes_on():
