@@ -218,13 +218,21 @@ def _report(outcome: ImportOutcome, batch_file: Path, evaluator: Evaluator, out:
         )
     if len(outcome.refused) > SHOWN_LINES:
         print(f"refused: ... and {len(outcome.refused) - SHOWN_LINES} more", file=err)
+    for source, number, custom_id, label, first in outcome.conflicts[:SHOWN_LINES]:
+        print(
+            f"conflict: {source} line {number}: {custom_id[:12]}… ({label}) answered again, differently "
+            f"from line {first}, whose answer is recorded",
+            file=err,
+        )
+    if len(outcome.conflicts) > SHOWN_LINES:
+        print(f"conflict: ... and {len(outcome.conflicts) - SHOWN_LINES} more", file=err)
     where = evaluator.settings.store_dir
     into = (
         f"the judgment store {where} and the cache" if where else "the local cache (no judgment store is set)"
     )
     print(
         f"imported: {outcome.recorded} judgment(s) recorded into {into}, {outcome.already} recorded already, "
-        f"{len(outcome.failed)} failed, {len(outcome.refused)} refused",
+        f"{len(outcome.failed)} failed, {len(outcome.refused)} refused{outcome.repeated()}",
         file=out,
     )
     if outcome.failed:
@@ -233,7 +241,7 @@ def _report(outcome: ImportOutcome, batch_file: Path, evaluator: Evaluator, out:
             "or to the live judge",
             file=out,
         )
-    return EXIT_FAILED if outcome.failed or outcome.refused else EXIT_OK
+    return EXIT_FAILED if outcome.failed or outcome.refused or outcome.conflicts else EXIT_OK
 
 
 def _results_file(results: Path) -> None:

@@ -254,6 +254,37 @@ def test_a_vllm_run_batch_results_file_is_imported_and_its_failures_listed(proje
         one["answer"]["judged_at"] == "2023-11-14T22:13:20Z" and one["answer"]["usage"]["prompt_tokens"] == 10
     )
 
+    # Lines answering one key twice: the same answer again is a duplicate, recorded once; a
+    # different one is a conflict named by its line (the first is kept), and the import fails.
+    failed_first, invalid_first, recorded_first = asked[-1], asked[-2], asked[0]
+    other = default_responder(invalid_first["body"])
+    assert isinstance(other, dict) and "reason" in other
+    again = [
+        (recorded_first, completion_of(recorded_first["body"])),
+        (failed_first, completion_of(failed_first["body"])),
+        (invalid_first, completion_of(invalid_first["body"])),
+        (failed_first, completion_of(failed_first["body"])),
+        (invalid_first, completion_of(invalid_first["body"], content={**other, "reason": "another"})),
+        (recorded_first, completion_of(recorded_first["body"])),
+    ]
+    (project.path / "again.jsonl").write_text(
+        "".join(
+            json.dumps({"custom_id": line["custom_id"], "response": {"status_code": 200, "body": body}}) + "\n"
+            for line, body in again
+        )
+    )
+    code, out, err = cli(capsys, "store", "batch", "import", "again.jsonl", "--batch", "batch/round1.jsonl")
+    assert code == 1
+    assert "imported: 2 judgment(s) recorded into the judgment store" in out
+    assert "1 recorded already, 0 failed, 0 refused, 2 duplicate line(s), 1 conflicting" in out
+    assert (
+        f"conflict: again.jsonl line 5: {invalid_first['custom_id'][:12]}" in err
+        and "answered again, differently from line 3, whose answer is recorded" in err
+    )
+    assert len(store_lines(project.path)) == REQUESTS
+    kept = {r["key"]: r for r in store_lines(project.path)}[invalid_first["custom_id"]]
+    assert kept["answer"]["choices"][0]["reason"] != "another"
+
 
 LONG_CHUNK_TEST = """
 from pytest_ragmetrics import RagSample, assert_context_relevance

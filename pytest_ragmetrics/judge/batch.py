@@ -17,7 +17,7 @@ Beside ``PATH`` live two more files:
                           the run (pytest-xdist workers) adds its requests to it; the process that
                           ends the run writes the batch files from it, so no two workers ever write
                           one file. An import looks answers up in it, so a results file is joined on
-                          ``custom_id`` in any order with memory flat in its size.
+                          ``custom_id`` in any order without holding the requests in memory.
 ``PATH.state.json``       the files written, and for each the batch it was submitted as (its id,
                           state and counts) and whether its results were imported.
 
@@ -25,7 +25,9 @@ An import validates every answer exactly as a live answer is validated (the same
 judge), records the good ones into the store and the cache as a live answer is recorded (the same
 key, the same store line), and lists the others: they are left for the next round or the live path.
 A key recorded already is not recorded again, so an import can be run again or resumed after it
-stopped. An answer for a key that was not asked for is refused, with its line named.
+stopped. An answer for a key that was not asked for is refused, with its line named; a second line
+for a key the file answered already is a duplicate, or, with a different answer, a conflict named by
+its line (the first answer is the one recorded).
 
 PYTEST_DONT_REWRITE
 """
@@ -33,6 +35,7 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
@@ -384,7 +387,9 @@ def write_state(path: str | os.PathLike[str], state: Mapping[str, Any]) -> None:
 @dataclass
 class ImportOutcome:
     """What an import did: answers recorded, found recorded already, failed (left for the next
-    round or the live path) and refused (not asked for)."""
+    round or the live path), refused (not asked for), and the lines answering a key an earlier line
+    of the file answered: duplicates (the same answer, or a key recorded already) and conflicts (a
+    different answer: the first one is recorded)."""
 
     source: str
     recorded: int = 0
@@ -393,12 +398,23 @@ class ImportOutcome:
     failed: list[tuple[str, int, str, str, str]] = field(default_factory=list)
     #: ``(file, line number, custom_id)`` of each answer for a key the export did not ask for.
     refused: list[tuple[str, int, str]] = field(default_factory=list)
+    duplicates: int = 0
+    #: ``(file, line number, custom_id, label, the line whose answer is recorded)`` of each line that
+    #: answers a key recorded from an earlier line differently.
+    conflicts: list[tuple[str, int, str, str, int]] = field(default_factory=list)
 
     def merge(self, other: ImportOutcome) -> None:
         self.recorded += other.recorded
         self.already += other.already
         self.failed += other.failed
         self.refused += other.refused
+        self.duplicates += other.duplicates
+        self.conflicts += other.conflicts
+
+    def repeated(self) -> str:
+        """``", 2 duplicate line(s), 1 conflicting"`` for the counts that are not zero, else ``""``."""
+        text = f", {self.duplicates} duplicate line(s)" if self.duplicates else ""
+        return text + (f", {len(self.conflicts)} conflicting" if self.conflicts else "")
 
 
 class AskedRequests:
@@ -466,12 +482,15 @@ def import_results(
     ``read(request, body, judged_at)`` validates a chat completion body into an answer (the live
     judge's validation) or raises :class:`InvalidJudgeAnswer`; ``recorded(request)`` says whether
     the store or the cache holds its judgment already; ``record(pairs)`` records answers, ``chunk``
-    at a time, so an import stopped half-way keeps what it recorded.
+    at a time, so an import stopped half-way keeps what it recorded. A key answered by several lines
+    is recorded from the first usable one; the others are counted as duplicates, or listed as
+    conflicts when their answer differs.
     """
     where = Path(path)
     outcome = ImportOutcome(str(where))
-    # The keys of the answers not recorded yet (at most ``chunk``): the others, the store tells.
-    done: set[str] = set()
+    # Each key a line of the file answered usably, or found recorded already: its first line, and a
+    # digest of the answer this import records for it (None: recorded before).
+    seen: dict[str, tuple[int, bytes | None]] = {}
     batch: list[tuple[JudgeRequest, JudgeAnswer]] = []
     lines = 0
     for number, raw in _lines(where):
@@ -493,40 +512,61 @@ def import_results(
             outcome.refused.append((outcome.source, number, custom_id))
             continue
         label = request.label or request.kind
-        if custom_id in done or recorded(request):
+        first = seen.get(custom_id)
+        if first is None and recorded(request):
+            seen[custom_id] = (number, None)
             outcome.already += 1
             continue
-        response = data.get("response")
-        error = data.get("error")
-        body = response.get("body") if isinstance(response, Mapping) else None
-        status = response.get("status_code") if isinstance(response, Mapping) else None
-        if error is not None:  # vLLM's failures, and the lines of an error file
-            outcome.failed.append((outcome.source, number, custom_id, label, _error_text(error)))
+        answer, why = _answer_of(data, request, read)
+        if first is not None:
+            first_line, kept = first
+            if kept is None or (answer is not None and _digest(answer) == kept):
+                outcome.duplicates += 1
+            else:
+                outcome.conflicts.append((outcome.source, number, custom_id, label, first_line))
             continue
-        if not isinstance(body, Mapping):
-            outcome.failed.append((outcome.source, number, custom_id, label, "the line has no response body"))
+        if answer is None:
+            outcome.failed.append((outcome.source, number, custom_id, label, why))
             continue
-        if status != 200 or "error" in body:  # OpenAI's failed request: the error inside the body
-            why = _error_text(body.get("error", f"HTTP {status}"))
-            outcome.failed.append((outcome.source, number, custom_id, label, f"HTTP {status}: {why}"))
-            continue
-        try:
-            answer = read(request, body, _judged_at(body))
-        except InvalidJudgeAnswer as exc:
-            outcome.failed.append((outcome.source, number, custom_id, label, str(exc)))
-            continue
-        done.add(custom_id)
+        seen[custom_id] = (number, _digest(answer))
         batch.append((request, answer))
         if len(batch) >= chunk:
             record(batch)
             outcome.recorded += len(batch)
-            batch, done = [], set()
+            batch = []
     if batch:
         record(batch)
         outcome.recorded += len(batch)
     if not lines:
         raise ValueError(f"the results file {where} is empty: it holds no answer to import")
     return outcome
+
+
+def _answer_of(
+    data: Mapping[str, Any], request: JudgeRequest, read: Callable[[JudgeRequest, Any, str], JudgeAnswer]
+) -> tuple[JudgeAnswer | None, str]:
+    """The answer a result line holds, validated by ``read``; else None and why not."""
+    response = data.get("response")
+    error = data.get("error")
+    body = response.get("body") if isinstance(response, Mapping) else None
+    status = response.get("status_code") if isinstance(response, Mapping) else None
+    if error is not None:  # vLLM's failures, and the lines of an error file
+        return None, _error_text(error)
+    if not isinstance(body, Mapping):
+        return None, "the line has no response body"
+    if status != 200 or "error" in body:  # OpenAI's failed request: the error inside the body
+        why = _error_text(body.get("error", f"HTTP {status}"))
+        return None, f"HTTP {status}: {why}"
+    try:
+        return read(request, body, _judged_at(body)), ""
+    except InvalidJudgeAnswer as exc:
+        return None, str(exc)
+
+
+def _digest(answer: JudgeAnswer) -> bytes:
+    """What an answer decided, in a few bytes: two lines for one key are compared by it."""
+    text = json.dumps([dict(choice) for choice in answer.choices], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
 # --- a provider's batch API ----------------------------------------------------------------------
@@ -653,7 +693,7 @@ def fetch(
             total.merge(outcome)
             lines.append(
                 f"{part['file']}: {target.name}: {outcome.recorded} recorded, {outcome.already} recorded "
-                f"already, {len(outcome.failed)} failed, {len(outcome.refused)} refused"
+                f"already, {len(outcome.failed)} failed, {len(outcome.refused)} refused{outcome.repeated()}"
             )
         for error in getattr(getattr(batch, "errors", None), "data", None) or ():
             what = _error_text(error.model_dump() if hasattr(error, "model_dump") else error)
