@@ -53,13 +53,18 @@ def choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
 
 
 def number(kind: type, low: float | None = None, optional: bool = False) -> Callable[[Any, str], Any]:
+    word = "an integer" if kind is int else "a number"
+
     def convert(value: Any, name: str) -> Any:
-        if optional and (value is None or str(value).strip().lower() in ("", "none")):
+        if optional and (value is None or str(value).strip().lower() == "none"):
             return None
+        if isinstance(value, str) and not value.strip():
+            # An unset shell variable (--rag-max-judge-calls="$CAP") is not "no cap": that is spelt none.
+            unset = ", or the word none to unset it" if optional else ""
+            raise ConfigError(f"{name} is empty: give {word}{unset}")
         try:
             number = kind(str(value).strip()) if isinstance(value, str) else kind(value)
         except (TypeError, ValueError):
-            word = "an integer" if kind is int else "a number"
             raise ConfigError(f"{name} must be {word}; got {value!r}") from None
         # bools are ints; NaN never compares equal; an infinite temperature or price has no JSON form
         if isinstance(value, bool) or number != number or number in (float("inf"), float("-inf")):

@@ -27,8 +27,8 @@ class Option:
 
     ``kind`` names its converter (see :mod:`pytest_ragmetrics._convert`, loaded when settings are
     resolved): ``text``, ``optional_text``, ``report_path``, ``flag``, ``names``, ``lines``,
-    ``choice`` (one of ``choices``), or ``int`` / ``float`` (at least ``low``; the word none or
-    nothing is ``None`` for a setting whose ``None`` means "not set").
+    ``choice`` (one of ``choices``), or ``int`` / ``float`` (at least ``low``; the word none is
+    ``None`` for a setting whose ``None`` means "not set"; an empty value is refused).
 
     A plain class rather than a dataclass: this module is imported by every pytest run with the
     plugin installed, and generating a dataclass's methods costs more than the whole table.

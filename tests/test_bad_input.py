@@ -533,6 +533,32 @@ def test_a_bad_option_is_a_usage_error_naming_it(pytester, option):
     assert name in text or value in text  # the option, or the gate it holds
 
 
+def test_an_empty_number_is_an_error_naming_it_where_none_means_unset():
+    """``--rag-max-judge-calls="$CAP"`` or ``RAGMETRICS_MAX_JUDGE_CALLS=$CAP`` with CAP unset ran with
+    no cap at all (and an empty ``RAGMETRICS_SEED`` sent no seed): an empty number is an error in
+    every layer; no cap, no seed is spelt none."""
+    from pytest_ragmetrics.settings import resolve
+
+    named = {
+        "ini": "rag_max_judge_calls",
+        "env": "RAGMETRICS_MAX_JUDGE_CALLS",
+        "cli": "--rag-max-judge-calls",
+        "overrides": "max_judge_calls",
+    }
+    for layer, name in named.items():
+        given = {"RAGMETRICS_MAX_JUDGE_CALLS": " "} if layer == "env" else {"max_judge_calls": " "}
+        layers: dict[str, Any] = {"ini": {"max_judge_calls": "5"}, layer: given}  # over a cap of 5
+        with pytest.raises(RagMetricsError) as info:
+            resolve(**layers)
+        assert str(info.value) == f"{name} is empty: give an integer, or the word none to unset it"
+    with pytest.raises(RagMetricsError, match=r"^RAGMETRICS_SEED is empty"):
+        resolve(env={"RAGMETRICS_SEED": ""})
+    capped = resolve(ini={"max_judge_calls": "5", "max_judge_tokens": "9"}, env={"RAGMETRICS_SEED": "none"})
+    assert (capped.max_judge_calls, capped.max_judge_tokens, capped.seed) == (5, 9, None)
+    uncapped = resolve(ini={"max_judge_calls": "5"}, env={"RAGMETRICS_MAX_JUDGE_CALLS": "None"})
+    assert uncapped.max_judge_calls is None
+
+
 @pytest.mark.parametrize("name", ["report_json", "report_md", "report_html"])
 def test_a_report_path_that_is_a_directory_is_refused_before_the_run(tmp_path, name):
     """--rag-report-json=DIR ran the whole suite, then ended in an IsADirectoryError traceback."""

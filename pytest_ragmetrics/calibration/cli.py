@@ -508,9 +508,7 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
 
         for name, flag in _CAP_OPTIONS.items():
             given = getattr(args, name)
-            if given is not None and not given.strip():  # an unset shell variable: not "no cap"
-                raise ConfigError(f"{flag} is empty: give a number, or none for no cap")
-            if given is not None:
+            if given is not None:  # empty (an unset shell variable) is refused: no cap is spelt none
                 changes[name] = OPTIONS_BY_NAME[name].convert(given, flag)
         settings = settings.replace(**changes)
         kind = None
