@@ -108,6 +108,49 @@ def test_concurrent_slow_requests_overlap_instead_of_queueing(fake_judge_server)
     assert fake_judge_server.max_in_flight == 32
 
 
+def test_requests_started_together_leave_one_at_a_time(fake_judge_server, monkeypatch):
+    """The SDK writes a request's headers, lets the event loop run what else is ready, then writes
+    its body: the next request is built in a later pass of the loop, once that body has gone, so
+    the judge gets each request as it leaves rather than every one after the last one's headers."""
+    import openai
+
+    passes = 0
+    started: list[tuple[int, str]] = []  # (pass of the loop, request) as each SDK call starts
+    post = openai.AsyncOpenAI.post
+
+    async def counted_post(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        started.append((passes, kwargs["body"]["messages"][-1]["content"]))
+        return await post(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(openai.AsyncOpenAI, "post", counted_post)
+    judge = make_judge(fake_judge_server, response_format="json_schema")
+    requests = [make_request(i) for i in range(4)]
+
+    async def go() -> list[Any]:
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:
+            nonlocal passes
+            passes += 1
+            if not done.done():
+                loop.call_soon(tick)
+
+        done = loop.create_future()
+        loop.call_soon(tick)
+        try:
+            return list(await asyncio.gather(*(judge.judge(r) for r in requests)))
+        finally:
+            done.set_result(None)
+            await judge.aclose()
+
+    answers = asyncio.run(go())
+    assert len(answers) == 4 and fake_judge_server.request_count == 4
+    order = [content for _, content in started]
+    assert order == [r.messages[-1]["content"] for r in requests]  # in the order they were asked
+    at = [p for p, _ in started]
+    assert at == sorted(set(at)), at  # each in a pass of its own, later than the one before
+
+
 def bounded(judge: OpenAIJudge, concurrency: int) -> CachedJudge:
     """The judge behind the one concurrency bound, as the engine puts it (nothing read or written)."""
     return CachedJudge(lambda: judge, mode="off", stats=judge.stats, concurrency=concurrency)

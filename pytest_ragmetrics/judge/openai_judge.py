@@ -377,6 +377,8 @@ class OpenAIJudge:
         # others wait for it, so a server without json_schema is not asked 16 times at once.
         self._format_settled = response_format != "auto"
         self._probe_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        # Requests leave one at a time, each loop's in turn (see _create).
+        self._turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self.stats = stats if stats is not None else JudgeStats()
         self.retry_backoff = retry_backoff
         # One client per event loop: an HTTP connection pool belongs to the loop it was first used
@@ -542,12 +544,18 @@ class OpenAIJudge:
             raise
 
     def _probe_lock(self) -> asyncio.Lock:
+        return self._lock_of(self._probe_locks)
+
+    def _lock_of(self, locks: dict[asyncio.AbstractEventLoop, asyncio.Lock]) -> asyncio.Lock:
+        """The running loop's lock in ``locks`` (an asyncio lock belongs to one loop)."""
         loop = asyncio.get_running_loop()
-        with self._clients_lock:
-            lock = self._probe_locks.get(loop)
-            if lock is None:
-                lock = self._probe_locks[loop] = asyncio.Lock()
-            return lock
+        lock = locks.get(loop)
+        if lock is None:
+            with self._clients_lock:
+                for old in [old for old in locks if old.is_closed()]:  # gone with their loop
+                    del locks[old]
+                lock = locks.setdefault(loop, asyncio.Lock())
+        return lock
 
     async def _probe(self, client: AsyncOpenAI, request: JudgeRequest) -> JudgeAnswer:
         """Judge ``request`` in the first response format the server supports, and keep that format."""
@@ -800,6 +808,16 @@ class OpenAIJudge:
         server_errors = 0
         adjusted = 0
         while True:
+            # One request leaves at a time. The SDK writes a request's headers, lets the loop run
+            # whatever else is ready, and only then writes its body: ten requests started together
+            # would each be built and their headers written before any body left, so the judge got
+            # all ten at once, after the last, and their answers came back together, to be read one
+            # after the other. The next request is built in the loop's pass after this one's body
+            # left (the release goes ahead of it in the next pass): the answers come back as spaced
+            # as the requests left, each read while the next ones are still on their way.
+            turn = self._lock_of(self._turns)
+            await turn.acquire()
+            asyncio.get_running_loop().call_soon(turn.release)
             retry_after: float | None = None
             unreachable = False
             # A request that was waiting or retrying while another one found the judge dead stops.
