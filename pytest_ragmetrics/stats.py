@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from statistics import NormalDist
 from typing import NamedTuple
 
 __all__ = [
@@ -329,6 +328,8 @@ def corrected_mean(
     variance = _population_variance(rectified) / n
     if big_n and weight:
         variance += weight**2 * _population_variance(y_u) / big_n
+    from statistics import NormalDist  # here: a run that corrects no mean never loads it
+
     z = NormalDist().inv_cdf((1 + confidence) / 2)
     half = z * math.sqrt(variance)
     label_variance = _population_variance(y)

@@ -27,6 +27,16 @@ KEY_FORMAT = 1
 Source = Literal["judge", "cache", "store"]
 T = TypeVar("T")
 
+#: ``how_to_set(name, value)``: how a message tells the user to set setting ``name`` to ``value`` where
+#: the judge runs (a command-line option inside pytest, ``Settings(...)`` in a script). The judge knows
+#: no settings itself: whoever builds it passes the wording in.
+HowToSet = Callable[[str, Any], str]
+
+
+def by_environment(name: str, value: Any) -> str:
+    """The wording of a judge built by hand: the environment variable, which works everywhere."""
+    return f"RAGMETRICS_{name.upper()}={value}"
+
 
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no insignificant whitespace: the form that is hashed."""

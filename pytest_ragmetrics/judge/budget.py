@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .base import HowToSet
 
 if TYPE_CHECKING:
     import sqlite3
 
 __all__ = ["MAX_CAP", "JudgeBudget", "stopped_message"]
 
-#: ``how_to_set(name, value)``: the wording of "set setting ``name`` to ``value``" where the run is.
-HowToSet = Callable[[str, Any], str]
 #: Stands for "no cap" in the shared table's comparisons.
 _NO_CAP = 2**62
 #: The largest cap a budget takes (and the most tokens one answer counts): far past any spending,

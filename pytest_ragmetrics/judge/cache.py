@@ -66,16 +66,17 @@ from ..errors import (
     RagMetricsWarning,
 )
 from .base import (
+    HowToSet,
     Judge,
     JudgeAnswer,
     JudgeRequest,
+    by_environment,
     conforms,
     recorded_answer,
     sending,
     utc_now,
     validate_answer,
 )
-from .openai_judge import HowToSet, by_environment
 from .stats import JudgeStats
 from .store import JudgmentStore, loads_entry
 
@@ -372,7 +373,7 @@ class CachedJudge:
     ``concurrency`` bounds the calls to the inner judge in flight (per event loop; ``None``: no
     bound), so a judge from a plugin hook that does not limit itself cannot open a thousand requests.
     ``how_to_set(name, value)`` words a setting in messages (see
-    :func:`~pytest_ragmetrics.judge.openai_judge.by_environment`).
+    :func:`~pytest_ragmetrics.judge.base.by_environment`).
     """
 
     def __init__(

@@ -31,7 +31,16 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgeError, JudgeUnavailable
 from ..redact import add_secret, redact
-from .base import JudgeAnswer, JudgeRequest, Usage, mark_sent, schema_errors, utc_now
+from .base import (
+    HowToSet,
+    JudgeAnswer,
+    JudgeRequest,
+    Usage,
+    by_environment,
+    mark_sent,
+    schema_errors,
+    utc_now,
+)
 from .limits import MAX_COMPLETION_TOKENS, completion_tokens
 from .stats import JudgeStats
 
@@ -52,17 +61,6 @@ MAX_BACKOFF = 20.0
 UNREACHABLE_COOLDOWN = 10.0
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
-
-
-#: ``how_to_set(name, value)``: how a message tells the user to set setting ``name`` to ``value`` where
-#: the judge runs (a command-line option inside pytest, ``Settings(...)`` in a script). The judge knows
-#: no settings itself: whoever builds it passes the wording in.
-HowToSet = Callable[[str, Any], str]
-
-
-def by_environment(name: str, value: Any) -> str:
-    """The wording of a judge built by hand: the environment variable, which works everywhere."""
-    return f"RAGMETRICS_{name.upper()}={value}"
 
 
 def no_key_message(azure: bool = False, how_to_set: HowToSet = by_environment) -> str:

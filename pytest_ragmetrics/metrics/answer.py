@@ -20,7 +20,6 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
 from ..results import Verdict
@@ -41,6 +40,8 @@ def faithfulness_score(verdicts: Sequence[str], method: str = "supported") -> fl
     """
     if not verdicts:
         raise ValueError("faithfulness needs at least one claim")
+    from fractions import Fraction  # here: a run that scores no answer never loads it (nor decimal)
+
     if method == "not_contradicted":
         return float(Fraction(len(verdicts) - verdicts.count(CONTRADICTED), len(verdicts)))
     return float(Fraction(verdicts.count(SUPPORTED), len(verdicts)))
@@ -59,6 +60,8 @@ def correctness_counts(
 def correctness_score(tp: int, fp: int, fn: int, method: str = "f1") -> float:
     """Precision TP / (TP + FP), recall TP / (TP + FN), or F1 = 2PR / (P + R), exactly (no epsilon);
     a ratio with a zero denominator is 0, and F1 is 0 when P and R are."""
+    from fractions import Fraction
+
     precision = Fraction(tp, tp + fp) if tp + fp else Fraction(0)
     recall = Fraction(tp, tp + fn) if tp + fn else Fraction(0)
     if method == "precision":
