@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import operator
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -1110,8 +1111,35 @@ def get_evaluator() -> Evaluator:
             _default = Evaluator()
             # It owns a thread, a cache connection and the store's appended shards: a script that
             # never closes it still has its judgments in flight finished and its store sorted.
-            atexit.register(_default.close)
+            atexit.register(_close_at_exit, _default)
         return _default
+
+
+def waiting_line(count: int) -> str:
+    """What a run that closes says while it waits for the answers to ``count`` requests already sent."""
+    return (
+        f"ragmetrics: waiting for the answers to {count} judge request{'s' if count != 1 else ''} "
+        "already sent, to record them (Ctrl-C again stops waiting)"
+    )
+
+
+#: What a run says when a Ctrl-C stopped its wait for the answers already sent.
+INTERRUPTED_AGAIN = "ragmetrics: interrupted again: the answers received are recorded, the rest dropped"
+
+
+def _close_at_exit(evaluator: Evaluator) -> None:
+    """Close the process-wide evaluator as the interpreter exits (a script stopped by Ctrl-C, say):
+    it waits for the answers already sent, saying so, and a Ctrl-C meanwhile stops the wait with one
+    line rather than an "Exception ignored in atexit callback" traceback."""
+    try:
+        judge = evaluator.built_judge
+        waiting = judge.in_flight() if judge is not None else 0
+        if waiting:
+            print(waiting_line(waiting), file=sys.stderr, flush=True)
+        evaluator.close()
+    except KeyboardInterrupt:
+        evaluator.close(wait=False)  # whatever the interrupt left open: what was received is recorded
+        print(INTERRUPTED_AGAIN, file=sys.stderr, flush=True)
 
 
 def context_precision(sample: RagSample, *, evaluator: Evaluator | None = None) -> MetricResult:

@@ -630,10 +630,9 @@ class RagmetricsSession:
         if session.exitstatus == pytest.ExitCode.INTERRUPTED and not self.interrupted_again:
             waiting = sum(judge.in_flight() for judge in judges)
             if waiting:
-                self._say(
-                    f"ragmetrics: waiting for the answers to {waiting} judge request"
-                    f"{'s' if waiting != 1 else ''} already sent, to record them (Ctrl-C again stops waiting)"
-                )
+                from .engine import waiting_line
+
+                self._say(waiting_line(waiting))
         for evaluator in self.evaluators.values():
             judge = evaluator.built_judge
             if judge is not None:
@@ -665,7 +664,9 @@ class RagmetricsSession:
             self.interrupted_again = True
             self._close(session)
         if self.interrupted_again:
-            self._say("ragmetrics: interrupted again: the answers received are recorded, the rest dropped")
+            from .engine import INTERRUPTED_AGAIN
+
+            self._say(INTERRUPTED_AGAIN)
 
     def _say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -1,8 +1,15 @@
 """The engine and the assertion helpers in a plain Python script: no pytest anywhere."""
 
+import json
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+
+import pytest
+
+from pytest_ragmetrics.testing import FakeJudgeServer, default_responder
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -133,3 +140,54 @@ def test_a_script_scoring_with_a_store_leaves_every_shard_sorted_and_nothing_pen
     assert len(keys) == received == 150 * 3  # every answer received is in the store, once
     leftovers = [p.name for p in (tmp_path / "judgments").iterdir() if p.suffix != ".jsonl"]
     assert sorted(leftovers) == [".gitattributes", ".gitignore"]  # no temporary file, no lock file
+
+
+HELD_SCRIPT = textwrap.dedent("""
+    from pytest_ragmetrics import RagSample, context_precision
+
+    context_precision(RagSample("Held?", ["Chunk two."], "Two."))
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
+def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path, monkeypatch):
+    """Ctrl-C stops a script while a judgment is held at the server; at exit the script's evaluator
+    waits for the answer already sent, saying so; Ctrl-C again stops that wait with one line, not an
+    "Exception ignored in atexit callback" traceback."""
+    release = threading.Event()
+
+    def responder(body):
+        if "Held?" in json.dumps(body):
+            release.wait(60)
+        return default_responder(body)
+
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")  # lines reach the pipe as they are written
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    monkeypatch.setenv("RAGMETRICS_CACHE_DIR", str(tmp_path / "c"))
+    with FakeJudgeServer(responder) as server:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        run = subprocess.Popen(
+            [sys.executable, "-c", HELD_SCRIPT],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert run.stdout is not None
+        lines: list[str] = []
+        with run:
+            try:
+                assert server.wait_for_requests(1)  # the judgment is held at the server
+                run.send_signal(signal.SIGINT)
+                for line in run.stdout:
+                    lines.append(line)
+                    if "Ctrl-C again" in line:  # the exit waits for the held answer: interrupt that wait
+                        run.send_signal(signal.SIGINT)
+            finally:
+                release.set()
+    output = "".join(lines)
+    waiting = "ragmetrics: waiting for the answers to 1 judge request already sent, to record them"
+    assert waiting in output, output
+    after = output[output.index(waiting) :]
+    assert "ragmetrics: interrupted again: the answers received are recorded, the rest dropped" in after
+    assert "Traceback" not in after and "Exception ignored" not in after, output
