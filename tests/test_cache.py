@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -935,12 +936,12 @@ def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
             assert claims is not None
             first = [claims.get(n, expire_time=True)[1] for n in names]
             assert all(first)  # each held, with an expiry
-            assert len(judge._renewers) == 1  # one renewer for them all, not one each
+            assert len(judge._held) == 3 and judge._renewer is not None  # one renewer for them all
             await asyncio.wait_for(renewed(claims, first), timeout=30)
         finally:
             fake_judge_server.open_gate()
         answers = list(await asyncio.gather(*tasks))
-        assert not judge._renewers
+        assert not judge._held and judge._renewer is None
         await judge.aclose()
         return answers
 
@@ -950,6 +951,46 @@ def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
     assert claims is not None
     assert not any(name in claims for name in names)
     claims.close()
+
+
+def test_claims_are_renewed_while_the_judging_loop_is_held_up(fake_judge_server, dirs, monkeypatch):
+    """A custom metric that blocks the judging loop (synchronous work in its score) past a claim's
+    life must not let the claims of the requests on their way lapse: another process would take them
+    and pay for those judgments again. The renewals go on while the loop is held; seen, not timed."""
+    import pytest_ragmetrics.judge.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "CLAIM_RENEW_SECONDS", 0.01)
+    touch, touched = cache_module._touch, threading.Event()
+
+    def renewing(claims: Any, held: list[str]) -> None:
+        touch(claims, held)
+        touched.set()
+
+    monkeypatch.setattr(cache_module, "_touch", renewing)
+    request = make_request()
+    judge = cached_judge(fake_judge_server, dirs)
+    name = cache_module.CLAIM_PREFIX + request.cache_key()
+    fake_judge_server.close_gate()
+
+    async def go() -> JudgeAnswer:
+        task = asyncio.ensure_future(judge.judge(request))
+        try:
+            assert await asyncio.to_thread(fake_judge_server.wait_for_requests, 1)
+            claims = judge._claims_db()
+            assert claims is not None
+            first = claims.get(name, expire_time=True)[1]
+            assert first
+            touched.clear()
+            renewed = touched.wait(timeout=30)  # blocks this loop, as a blocking custom metric does
+            assert renewed and claims.get(name, expire_time=True)[1] > first
+        finally:
+            fake_judge_server.open_gate()
+        answer = await task
+        await judge.aclose()
+        return answer
+
+    assert asyncio.run(go()).source == "judge"
+    assert fake_judge_server.request_count == 1
 
 
 def test_each_judge_is_a_run_of_its_own_unless_told_which(dirs):

@@ -424,9 +424,9 @@ class CachedJudge:
         # Keys the store is known to hold (read or written this run), so a hit costs no second look.
         self._in_store: set[str] = set()
         # The claims this process holds on judgments it is asking for, by key (see _claim), and the
-        # task of each event loop that renews them all together.
+        # thread that renews them all together, with the event that stops it (see _hold).
         self._held: dict[str, str] = {}
-        self._renewers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+        self._renewer: tuple[threading.Thread, threading.Event] | None = None
         # The one thread that does this judge's disk writes (see _off_loop).
         self._io: concurrent.futures.ThreadPoolExecutor | None = None
         # Claims taken and answers recorded there, as many at a time as arrive together.
@@ -599,8 +599,8 @@ class CachedJudge:
             raise Escaped(exc) from None
 
     async def _ask(self, request: JudgeRequest, key: str, entry: _Request) -> JudgeAnswer:
-        # The judge is made (the SDK loaded) before a claim is taken: a claim lives CLAIM_SECONDS
-        # unless renewed on this loop, and a slow first import must not outlast it.
+        # The judge is made (the SDK loaded) before a claim is taken: no claim waits on a slow first
+        # import (it holds the judging loop, and the interpreter lock the renewing thread needs too).
         self._inner_judge()
         token, answer = await self._claim(request, key)
         if answer is not None:
@@ -1086,30 +1086,43 @@ class CachedJudge:
 
     def _hold(self, claims: Any, key: str, claim: str) -> None:
         """Keep the claim on ``key`` alive while its judgment is being asked for (queued for a free
-        slot, a slow judge, retries): renewed with every other claim held, by this loop's renewer."""
-        self._held[key] = claim
-        loop = asyncio.get_running_loop()
-        renewer = self._renewers.get(loop)
-        if renewer is None or renewer.done():
-            self._renewers[loop] = loop.create_task(self._renew(claims))
+        slot, a slow judge, retries): renewed with every other claim held, by this judge's renewing
+        thread. A thread, not a task of the event loop: a custom metric that holds the loop up
+        (blocking work in its score) past a claim's life must not let the claims of the requests on
+        their way lapse, for another process to take them and pay for those judgments again."""
+        io = self._io_thread()  # (takes the lock)
+        with self._lock:
+            self._held[key] = claim
+            if self._renewer is not None:
+                return
+            stop = threading.Event()
+            thread = threading.Thread(
+                target=self._renew, args=(claims, io, stop), name="ragmetrics-claims", daemon=True
+            )
+            self._renewer = (thread, stop)
+        with contextlib.suppress(RuntimeError):  # the interpreter is exiting: the claims live CLAIM_SECONDS
+            thread.start()
 
-    async def _renew(self, claims: Any) -> None:
-        """Renew every claim held, together, each :data:`CLAIM_RENEW_SECONDS`, until none is held."""
-        with contextlib.suppress(*_cache_errors()):
-            while self._held:
-                await asyncio.sleep(CLAIM_RENEW_SECONDS)
-                held = list(self._held.values())
+    def _renew(self, claims: Any, io: concurrent.futures.Executor, stop: threading.Event) -> None:
+        """Renew every claim held, together, each :data:`CLAIM_RENEW_SECONDS`, in the I/O thread,
+        until ``stop`` is set (no claim is held, or the cache is closed)."""
+        # RuntimeError: the I/O thread was shut down meanwhile (the cache closed).
+        with contextlib.suppress(RuntimeError, *_cache_errors()):
+            while not stop.wait(CLAIM_RENEW_SECONDS):
+                with self._lock:
+                    held = list(self._held.values())
                 if held:
-                    await self._off_loop(_touch, claims, held)
+                    io.submit(_touch, claims, held).result()
 
     def _release(self, key: str, token: Any) -> None:
         """Stop renewing the claim on ``key``; give it up too when ``token`` (None: done already)."""
-        self._held.pop(key, None)
-        if not self._held:  # no renewer left waiting on a loop that may close before it wakes
-            with contextlib.suppress(RuntimeError):
-                renewer = self._renewers.pop(asyncio.get_running_loop(), None)
-                if renewer is not None:
-                    renewer.cancel()
+        with self._lock:
+            self._held.pop(key, None)
+            renewer = None
+            if not self._held:  # the renewing thread ends at its next wake-up
+                renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            renewer[1].set()
         if token is None:
             return
         claims = self._claims
@@ -1181,6 +1194,13 @@ class CachedJudge:
 
     def close_cache(self) -> None:
         """Close the disk cache (it reopens on next use) and sort the store's shards this run appended to."""
+        with self._lock:
+            renewer, self._renewer = self._renewer, None
+        if renewer is not None:  # no renewal reaches the claims database once it is closed
+            thread, stop = renewer
+            stop.set()
+            if thread.is_alive():
+                thread.join()
         if self.store is not None:
             io = self._io
             if io is not None:
