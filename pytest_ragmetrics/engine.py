@@ -159,7 +159,14 @@ class LoopRunner:
                 self.on_wait_end()
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await ``coro`` on the background loop from another event loop."""
+        """Await ``coro`` on the background loop from another event loop.
+
+        On the background loop itself (a custom metric awaiting another score) it is awaited as it
+        is: a ``SystemExit`` or ``KeyboardInterrupt`` raised in it arrives as
+        :class:`~pytest_ragmetrics._aio.Escaped`, which crosses the loop's tasks as an ordinary
+        error up to the thread or loop waiting for the outer score, where it is raised as it was.
+        Raised as it is on the loop, inside a task, it would stop the loop.
+        """
         if self._loop is not None and asyncio.get_running_loop() is self._loop:
             return await coro
         return await asyncio.wrap_future(self.submit(coro))

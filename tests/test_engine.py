@@ -589,6 +589,47 @@ def test_a_score_that_exits_or_skips_tells_its_waiter_and_the_loop_goes_on():
         runner.close()
 
 
+def test_a_score_awaited_on_the_judging_loop_carries_an_exit_to_the_waiting_thread():
+    """A custom metric that awaits other scores (``ascore`` on the judging loop, under its own
+    ``asyncio.gather``) sees a ``sys.exit()`` among them as an ordinary error, which the thread
+    waiting for its score gets as the ``SystemExit`` it was: raised as it is inside a task, it would
+    stop the judging loop and leave every score waiting."""
+    from pytest_ragmetrics import hookimpl
+    from pytest_ragmetrics.builtin_hooks import plugin_manager
+
+    seen: list[str] = []
+
+    class Exits:
+        name, uses_judge, methods, default_method = "exits", False, (), None
+
+        async def score(self, sample, method, ctx):
+            raise SystemExit(3)
+
+    class Nests:
+        name, uses_judge, methods, default_method = "nests", False, (), None
+
+        async def score(self, sample, method, ctx):
+            try:
+                return await asyncio.gather(ev.ascore(sample, "exits"), ev.ascore(sample, "exits"))
+            except Exception as exc:
+                seen.append(type(exc).__name__)
+                raise
+
+    class Plugin:
+        @hookimpl
+        def pytest_ragmetrics_metrics(self):
+            return [Exits(), Nests()]
+
+    hooks = plugin_manager()
+    hooks.register(Plugin())
+    with Evaluator(Settings(cache="off"), hook=hooks.hook) as ev:
+        for _ in range(2):  # the loop still serves the next score
+            with pytest.raises(SystemExit) as info:
+                ev.submit_score(SAMPLE, "nests").result(timeout=30)
+            assert info.value.code == 3
+    assert seen == ["Escaped", "Escaped"]
+
+
 @pytest.mark.parametrize("error", [SystemExit(3), KeyboardInterrupt()])
 def test_a_judge_that_exits_tells_the_score_waiting_for_it_and_the_loop_goes_on(tmp_path, error):
     """``sys.exit()`` or Ctrl-C raised by hand inside a judge (one a plugin made) reach the thread
