@@ -269,6 +269,21 @@ def test_a_line_that_is_not_a_judgment_is_ignored_with_a_warning_and_kept(tmp_pa
     assert "<<<<<<< HEAD" in lines_of(path)  # never deleted: a person decides
 
 
+@pytest.mark.parametrize("bad", ["A" * 64, "g" * 64, "0" * 63 + "-"], ids=["upper", "not hex", "sign"])
+def test_a_line_whose_key_is_not_a_key_is_not_a_judgment(tmp_path, bad):
+    """Where the store writes a key, only 64 lowercase hex digits are one."""
+    store = JudgmentStore(tmp_path)
+    request = make_request()
+    path = put(store, request, make_answer())
+    line = lines_of(path)[0].replace(request.cache_key(), bad)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+    reader = JudgmentStore(tmp_path)
+    with pytest.warns(RagMetricsWarning, match=r"has a line that is not a judgment \(line 2"):
+        assert reader.keys() == {request.cache_key()}
+    assert reader.get(request) is not None
+
+
 def test_corrupt_entry_is_a_miss_with_one_warning(tmp_path):
     store = JudgmentStore(tmp_path)
     request = make_request()

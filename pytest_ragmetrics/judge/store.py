@@ -62,6 +62,11 @@ FORMAT_DEFAULTS: dict[str, Any] = {"n": 1, "seed": 0, "temperature": 0.0}
 # key is elsewhere (a tool that sorts or reorders fields) is parsed instead: see _key_of.
 _KEY_RE = re.compile(rb'\s*\{\s*"key"\s*:\s*"([0-9a-f]{64})"\s*[,}]')
 _BOM = b"\xef\xbb\xbf"
+# What a key's 64 hex digits are followed by where the store writes it (``{"key":"<key>",...}``).
+_KEY_ENDS = (b'",', b'"}')
+# A translation that keeps each hex digit and changes every other byte (to one): bytes of hex
+# digits alone are those it leaves unchanged.
+_HEX_ONLY = bytes(c if chr(c) in _HEX else ord("0") for c in range(256))
 
 
 def _max_open_shards() -> int:
@@ -370,9 +375,18 @@ class JudgmentStore:
             stop = data.index(b"\n", start)
             if base + start == 0 and data.startswith(_BOM):
                 start += len(_BOM)  # a byte-order mark some editors write: not part of the first line
-            # The key where the store writes it, read in place (as _key_of reads it first).
-            found = match_key(data, start, stop)
-            key = found.group(1).decode("ascii") if found is not None else None
+            # The key where the store writes it, read in place: compared byte by byte on a line as the
+            # store writes it (no pattern to run), else found as _key_of finds it first.
+            key = None
+            if (
+                data.startswith(b'{"key":"', start)
+                and start + 74 <= stop
+                and data[start + 72 : start + 74] in _KEY_ENDS
+                and (hexdigits := data[start + 8 : start + 72]).translate(_HEX_ONLY) == hexdigits
+            ):
+                key = hexdigits.decode("ascii")
+            elif (found := match_key(data, start, stop)) is not None:
+                key = found.group(1).decode("ascii")
             if key is not None and key[:2] == prefix and not (first_read and key in lines):
                 lines[key] = (base + start) << 32 | (stop - start)  # the usual line, without a copy
                 start = stop + 1
