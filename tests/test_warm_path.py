@@ -167,6 +167,27 @@ def test_the_key_text_is_the_canonical_json_of_the_key_material(request_):
     assert copy.messages == request_.messages and copy.schema == request_.schema
 
 
+def test_a_key_text_encodes_every_text_as_canonical_json_does_the_second_time_too():
+    """Texts a key holds are encoded once while remembered: escapes, lone surrogates and texts in
+    lists read the same whether encoded now or remembered from an earlier key."""
+    odd = 'say "hi"\\ \n\t\x00\x1f \u2028 caf\u00e9 \ud800 \U0001f600 /'
+    inputs: dict[str, Any] = {
+        "question": odd,
+        "contexts": [odd, "", "plain"],
+        "first_sentence": 2,
+        "mixed": [odd, 1, None],
+        "nested": {"b": odd, "a": [True, 0.5]},
+        'n\u00e4me "quoted"': odd,
+    }
+    request = JudgeRequest("kind", "v1", "m", (), "kind", {"type": "object"}, inputs)
+    expected = canonical_json(request.key_material())
+    assert request._canonical_key() == expected
+    assert request._canonical_key() == expected  # every text remembered now
+    numbered: Any = {1: odd, 2: "b"}  # names that are not text: as json writes them
+    request = JudgeRequest("kind", "v1", "m", (), "kind", {}, numbered)
+    assert request._canonical_key() == canonical_json(request.key_material())
+
+
 def test_damaged_recorded_sentences_are_a_cache_miss(tmp_path):
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     sample = SAMPLES[1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import json
 import time
@@ -55,6 +56,63 @@ _C_KEY_ENCODER: Any = (
         None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", True, False, True
     )
 )
+
+
+# The JSON of the texts recent key inputs held (a question, a chunk, a reference sentence): the
+# requests of one sample are keyed on the same few texts (its question in every one of them), and
+# encoding each text again is most of the cost of a key text. json's own encoder of a text (C where
+# built) behind an LRU that is C too, so a key of texts alone is put together without a Python call
+# per text.
+_text_json: Callable[[str], str] = functools.lru_cache(maxsize=4096)(json.encoder.encode_basestring)
+# By the names of key inputs as they come: the key text's template (the names sorted and written as
+# canonical_json writes them, a ``%s`` for each value) and the names in that order; False for names
+# that are not all text.
+_LAYOUTS: dict[tuple[Any, ...], tuple[str, tuple[str, ...]] | Literal[False]] = {}
+
+
+def _inputs_json(inputs: dict[Any, Any]) -> str:
+    """``canonical_json(inputs)``, each text in it (a value, an item of a list) encoded once while
+    :func:`_text_json` keeps it; any other value through json's C encoder."""
+    names = tuple(inputs)
+    layout = _LAYOUTS.get(names)
+    if layout is None:
+        layout = _layout(names)
+    if layout is False:
+        return _ENCODER.encode(inputs)  # json's own handling of names that are not text
+    template, order = layout
+    try:
+        return template % tuple(map(_text_json, map(inputs.__getitem__, order)))
+    except TypeError:  # a value that is not a text: encoded one by one below
+        pass
+    values = []
+    for name in order:
+        value = inputs[name]
+        if type(value) is list:
+            try:
+                values.append("[" + ",".join(map(_text_json, value)) + "]")
+                continue
+            except TypeError:  # an item that is not a text
+                pass
+        elif type(value) is str:
+            values.append(_text_json(value))
+            continue
+        values.append(
+            "".join(_C_KEY_ENCODER(value, 0)) if _C_KEY_ENCODER is not None else _ENCODER.encode(value)
+        )
+    return template % tuple(values)
+
+
+def _layout(names: tuple[Any, ...]) -> tuple[str, tuple[str, ...]] | Literal[False]:
+    """The entry of :data:`_LAYOUTS` for ``names``, made and kept."""
+    layout: tuple[str, tuple[str, ...]] | Literal[False] = False
+    if all(type(name) is str for name in names):
+        order = tuple(sorted(names))
+        slots = [_ENCODER.encode(name).replace("%", "%%") + ":%s" for name in order]
+        layout = ("{" + ",".join(slots) + "}", order)
+    if len(_LAYOUTS) >= 256:
+        _LAYOUTS.clear()
+    _LAYOUTS[names] = layout
+    return layout
 
 
 # Canonical JSON of schema objects seen recently, by identity (the entry keeps its schema alive, so
@@ -156,11 +214,7 @@ class JudgeRequest:
             if len(_KEY_PARTS) >= 256:
                 _KEY_PARTS.clear()
             _KEY_PARTS[head] = parts
-        encoded = (
-            "".join(_C_KEY_ENCODER(inputs, 0))
-            if _C_KEY_ENCODER is not None and type(inputs) is dict
-            else _ENCODER.encode(inputs)
-        )
+        encoded = _inputs_json(inputs) if type(inputs) is dict else _ENCODER.encode(inputs)
         return "".join((parts[0], encoded, parts[1], schema, parts[2]))
 
     def derived_inputs(self) -> dict[str, Any]:
