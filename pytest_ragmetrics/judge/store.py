@@ -366,31 +366,36 @@ class JudgmentStore:
         last = data.rfind(b"\n")
         if last < 0:
             return  # no complete line yet (another process is appending one)
-        base, start = shard.end, 0
+        base = shard.end
+        # A byte-order mark some editors write before the first line: not part of that line.
+        start = len(_BOM) if base == 0 and data.startswith(_BOM) else 0
         # Conflicts are looked for in the file as it was found: lines appended during a run are
         # judgments recorded again (refresh), which replace the earlier line by design.
         first_read = base == 0
-        prefix, lines, match_key = path.name[:2], shard.lines, _KEY_RE.match
+        prefix, lines, match_key, find = path.name[:2], shard.lines, _KEY_RE.match, data.index
+        head = b'{"key":"' + prefix.encode("ascii")  # how the store starts a line of this shard
         while start <= last:
-            stop = data.index(b"\n", start)
-            if base + start == 0 and data.startswith(_BOM):
-                start += len(_BOM)  # a byte-order mark some editors write: not part of the first line
-            # The key where the store writes it, read in place: compared byte by byte on a line as the
-            # store writes it (no pattern to run), else found as _key_of finds it first.
+            stop = find(b"\n", start)
+            # The key where the store writes it, read in place: compared byte by byte on a line as
+            # the store writes it (no pattern to run), else found as _key_of finds it first.
             key = None
             if (
-                data.startswith(b'{"key":"', start)
-                and start + 74 <= stop
+                start + 74 <= stop
+                and data.startswith(head, start)
                 and data[start + 72 : start + 74] in _KEY_ENDS
-                and (hexdigits := data[start + 8 : start + 72]).translate(_HEX_ONLY) == hexdigits
+                and (digits := data[start + 8 : start + 72]).translate(_HEX_ONLY) == digits
             ):
-                key = hexdigits.decode("ascii")
+                key = digits.decode("ascii")
+                if not (first_read and key in lines):
+                    lines[key] = (base + start) << 32 | (stop - start)  # the usual line, without a copy
+                    start = stop + 1
+                    continue
             elif (found := match_key(data, start, stop)) is not None:
                 key = found.group(1).decode("ascii")
-            if key is not None and key[:2] == prefix and not (first_read and key in lines):
-                lines[key] = (base + start) << 32 | (stop - start)  # the usual line, without a copy
-                start = stop + 1
-                continue
+                if key[:2] == prefix and not (first_read and key in lines):
+                    lines[key] = (base + start) << 32 | (stop - start)
+                    start = stop + 1
+                    continue
             line = data[start:stop]
             if key is None:
                 key = _key_of(line)
