@@ -450,10 +450,12 @@ class JudgmentStore:
             # a shard indexed and open already (as _index would return it unchanged).
             shard = self._shards.get(name)
             if shard is not None and shard.fd >= 0:
-                with contextlib.suppress(OSError):
+                try:
                     line = shard.read(key)
-                    if line is not None:
-                        return line
+                except OSError:  # (no context manager to enter and leave on every read)
+                    line = None
+                if line is not None:
+                    return line
         for fresh in (False, True):
             shard = self._index(name, fresh=fresh)
             if shard is not None:
