@@ -915,7 +915,8 @@ def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
     fake_judge_server, dirs, monkeypatch
 ):
     """A judgment waiting for the judge keeps its claim alive past its first expiry, renewed with the
-    other claims held by one renewer; once answered, no claim and no renewer are left."""
+    other claims held by one renewer; once answered, no claim is left, and the renewer goes with the
+    closed cache."""
     import pytest_ragmetrics.judge.cache as cache_module
 
     monkeypatch.setattr(cache_module, "CLAIM_RENEW_SECONDS", 0.05)  # each renewal: CLAIM_SECONDS more
@@ -941,8 +942,11 @@ def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
         finally:
             fake_judge_server.open_gate()
         answers = list(await asyncio.gather(*tasks))
-        assert not judge._held and judge._renewer is None
+        assert not judge._held
+        renewer = judge._renewer
+        assert renewer is not None  # kept for the next claims, renewing none meanwhile
         await judge.aclose()
+        assert judge._renewer is None and not renewer[0].is_alive()
         return answers
 
     answers = asyncio.run(go())
@@ -951,6 +955,27 @@ def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
     assert claims is not None
     assert not any(name in claims for name in names)
     claims.close()
+
+
+def test_claims_taken_after_the_last_ones_were_given_up_reuse_the_renewing_thread(fake_judge_server, dirs):
+    """A test taking the claims of its judgments after the previous test gave its own up starts no
+    thread (and waits for none to run) before its first request leaves: the one renewing thread
+    stays, renewing nothing meanwhile, until the cache is closed."""
+    judge = cached_judge(fake_judge_server, dirs)
+
+    async def go() -> tuple[Any, Any]:
+        await judge.judge(make_request(0))
+        first = judge._renewer
+        assert not judge._held
+        await judge.judge(make_request(1))
+        second = judge._renewer
+        await judge.aclose()
+        return first, second
+
+    first, second = asyncio.run(go())
+    assert first is not None and second is first
+    assert judge._renewer is None and not first[0].is_alive()
+    assert fake_judge_server.request_count == 2
 
 
 def test_claims_are_renewed_while_the_judging_loop_is_held_up(fake_judge_server, dirs, monkeypatch):

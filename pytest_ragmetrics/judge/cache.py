@@ -1115,14 +1115,13 @@ class CachedJudge:
                     io.submit(_touch, claims, held).result()
 
     def _release(self, key: str, token: Any) -> None:
-        """Stop renewing the claim on ``key``; give it up too when ``token`` (None: done already)."""
+        """Stop renewing the claim on ``key``; give it up too when ``token`` (None: done already).
+
+        The renewing thread stays, with nothing to renew, until the cache is closed: a test that
+        takes claims for its judgments one after the other would otherwise start a thread, and wait
+        for it to run, before each of its first requests could leave."""
         with self._lock:
             self._held.pop(key, None)
-            renewer = None
-            if not self._held:  # the renewing thread ends at its next wake-up
-                renewer, self._renewer = self._renewer, None
-        if renewer is not None:
-            renewer[1].set()
         if token is None:
             return
         claims = self._claims
