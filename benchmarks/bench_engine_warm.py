@@ -15,7 +15,8 @@ process); bound: at most 2 x the CPU of the same 1,000 tests with empty bodies (
 CPU time on a busy machine wanders by tens of percent; ``--instructions N`` also counts, under
 valgrind (callgrind), the instructions of a warm ``evaluate()`` of N samples (beyond a first one,
 which opens the cache and builds the metrics) from either source, against the floor's loop over as
-many entries: a ratio that barely moves with the machine's load.
+many entries: a ratio that barely moves with the machine's load; with ``--pytest`` too, it also
+counts the whole pytest runs of both suites (every test, a few minutes under valgrind).
 
     python benchmarks/bench_engine_warm.py [--samples 1000] [--rounds 5] [--pytest] [--instructions 200]
 """
@@ -155,12 +156,13 @@ with diskcache.Cache({cache_dir!r}, sqlite_mmap_size=0, sqlite_cache_size=512) a
 """
 
 
-def instructions(code: str) -> tuple[int, str]:
-    """Instructions ``python -c code`` executes under callgrind (hash seed fixed: dict order is work),
-    and what it printed."""
+def instructions(code: str, *, args: list[str] | None = None, cwd: Path | None = None) -> tuple[int, str]:
+    """Instructions ``python -c code`` (or ``python args``, in ``cwd``) executes under callgrind (hash
+    seed fixed: dict order is work), and what it printed."""
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     grind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    out = subprocess.run([*grind, sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    command = [*grind, sys.executable, *(args if args is not None else ["-c", code])]
+    out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
     match = re.search(r"refs:\s+([\d,]+)", out.stderr)
     if out.returncode != 0 or match is None:
         sys.exit(f"the counted run failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
@@ -278,6 +280,16 @@ def main() -> None:
         verdict = "met" if ratio <= 2 else "NOT met"
         print(f"  {ratio:.2f} x the CPU of the empty tests (bound <= 2 x: {verdict}); "
               f"{(suite_cpu - base_cpu) / args.samples * 1000:.2f} ms of CPU per test more")  # fmt: skip
+        if args.instructions is not None:
+            # The same two runs, whole processes, counted: a ratio the machine's load does not move.
+            suite_count = instructions("", args=["-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root)[0]
+            base_count = instructions(
+                "", args=["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:ragmetrics"], cwd=plain
+            )[0]
+            ratio = suite_count / base_count
+            verdict = "met" if ratio <= 2 else "NOT met"
+            print(f"  instructions (callgrind), whole processes: {suite_count:,} against {base_count:,} "
+                  f"for the empty tests: {ratio:.2f} x (bound <= 2 x: {verdict})")  # fmt: skip
 
 
 if __name__ == "__main__":
