@@ -151,6 +151,37 @@ def test_requests_started_together_leave_one_at_a_time(fake_judge_server, monkey
     assert at == sorted(set(at)), at  # each in a pass of its own, later than the one before
 
 
+def test_a_request_waiting_for_its_turn_to_leave_is_neither_paid_nor_sent_once_nobody_waits(
+    fake_judge_server,
+):
+    """Waiting for its turn, a request has taken no call from the spending cap and is not marked as
+    sent: when the score waiting for it is cancelled (a failed sibling, -x), it is dropped there."""
+    stats = JudgeStats()
+    inner = make_judge(fake_judge_server, stats=stats, response_format="json_schema")
+    judge = CachedJudge(lambda: inner, mode="off", stats=stats)
+
+    async def go() -> None:
+        turn = inner._lock_of(inner._turns)
+        await turn.acquire()  # another request's turn, held while this one asks
+        try:
+            waiting = asyncio.ensure_future(judge.judge(make_request()))
+            while stats.live() == (0, 0):
+                await asyncio.sleep(0)  # until it is asked of the judge: it waits for its turn
+            assert stats.live() == (0, 1) and judge.in_flight() == 0  # not sent
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            while judge._requests:
+                await asyncio.sleep(0)  # its task, nobody waiting for it, is dropped
+        finally:
+            turn.release()
+        await judge.aclose()
+
+    asyncio.run(go())
+    assert fake_judge_server.request_count == 0
+    assert stats.calls == 0
+
+
 def bounded(judge: OpenAIJudge, concurrency: int) -> CachedJudge:
     """The judge behind the one concurrency bound, as the engine puts it (nothing read or written)."""
     return CachedJudge(lambda: judge, mode="off", stats=judge.stats, concurrency=concurrency)
