@@ -24,6 +24,7 @@ counts the whole pytest runs of both suites (every test, a few minutes under val
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -97,6 +98,9 @@ def warm_rounds(samples: list, settings_for: Any, rounds: int) -> tuple[list[flo
     walls, cpus, served = [], [], 0
     for i in range(rounds):
         forget_splits()
+        # As a fresh process starts: nothing of an earlier round (a closed evaluator and what it
+        # held, a cycle) left for this round's garbage collections to walk and free.
+        gc.collect()
         with Evaluator(settings_for(i), judge=ScriptedJudge(never)) as evaluator:
             start, start_cpu = time.perf_counter(), time.process_time()
             evaluator.evaluate(samples, FIVE_METHODS)
@@ -115,6 +119,7 @@ def floor_rounds(cache_dir: str, rounds: int) -> tuple[list[float], int]:
         keys = [k for k in cache.iterkeys() if not str(k).startswith("claim:")]
     cpus = []
     for _ in range(rounds):
+        gc.collect()  # as before each warm round
         # As the engine opens it: no memory map, SQLite's page cache of 2 MiB.
         with diskcache.Cache(cache_dir, sqlite_mmap_size=0, sqlite_cache_size=512) as cache:
             start_cpu = time.process_time()
