@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from . import _scope
 from ._aio import Escaped, each_bounded, map_bounded
 from .errors import ConfigError, JudgeCallCapReached, JudgmentPending, RagMetricsError
-from .judge.base import unfrozen
+from .judge.base import plain_json_encoder, unfrozen
 from .kinds import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
@@ -1044,25 +1044,7 @@ def _sample_keys(sample: RagSample) -> tuple[str, str]:
 
 
 # json.dumps(material, ensure_ascii=False), with the encoder made once rather than per call.
-_SAMPLE_JSON = json.JSONEncoder(ensure_ascii=False)
-# The C encoder behind _SAMPLE_JSON.encode, made once: encode() builds one per call, and its Python
-# frames cost a warm run as much as the encoding. No cycle check (a sample holds plain text).
-_make_c_encoder = getattr(json.encoder, "c_make_encoder", None)  # json's C speedups, where built
-_C_SAMPLE_ENCODER: Any = (
-    None
-    if _make_c_encoder is None
-    # (markers, default, encoder, indent, key_separator, item_separator, sort_keys, skipkeys, allow_nan)
-    else _make_c_encoder(
-        None, _SAMPLE_JSON.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True
-    )
-)
-
-
-def _sample_json(material: list[Any]) -> str:
-    """``json.dumps(material, ensure_ascii=False)``."""
-    if _C_SAMPLE_ENCODER is None:
-        return _SAMPLE_JSON.encode(material)
-    return "".join(_C_SAMPLE_ENCODER(material, 0))
+_sample_json = plain_json_encoder(json.JSONEncoder(ensure_ascii=False))
 
 
 def _compute_sample_key(sample: RagSample) -> str:

@@ -44,18 +44,33 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-# The C encoder behind _ENCODER.encode, made once: encode() builds one per call, which costs a warm
-# run as much as the encoding itself. No cycle check (key inputs are plain JSON data).
-_make_c_encoder = getattr(json.encoder, "c_make_encoder", None)  # json's C speedups, where built
-_C_KEY_ENCODER: Any = (
-    None
-    if _make_c_encoder is None
-    # (markers, default, encoder, indent, key_separator, item_separator, sort_keys, skipkeys, allow_nan)
-    else _make_c_encoder(
-        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", True, False, True
+def plain_json_encoder(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """``encoder.encode`` for plain JSON data, with json's C encoder (where built) made once rather
+    than once per call, which costs a warm run as much as the encoding itself. No cycle check: keys
+    and samples hold plain text, numbers, lists and dicts."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None or encoder.ensure_ascii or encoder.indent is not None:
+        return encoder.encode
+    c_encoder = make(
+        None,  # markers: no cycle check
+        encoder.default,
+        json.encoder.encode_basestring,
+        None,  # indent
+        encoder.key_separator,
+        encoder.item_separator,
+        encoder.sort_keys,
+        encoder.skipkeys,
+        encoder.allow_nan,
     )
-)
+
+    def encode(value: Any) -> str:
+        return "".join(c_encoder(value, 0))
+
+    return encode
+
+
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_key_json = plain_json_encoder(_ENCODER)  # canonical_json, for the key inputs that are not texts
 
 
 # The JSON of the texts recent key inputs held (a question, a chunk, a reference sentence): the
@@ -96,9 +111,7 @@ def _inputs_json(inputs: dict[Any, Any]) -> str:
         elif type(value) is str:
             values.append(_text_json(value))
             continue
-        values.append(
-            "".join(_C_KEY_ENCODER(value, 0)) if _C_KEY_ENCODER is not None else _ENCODER.encode(value)
-        )
+        values.append(_key_json(value))
     return template % tuple(values)
 
 
