@@ -204,28 +204,46 @@ def _importer(evaluator: Evaluator, batch_file: Path) -> tuple[Callable[[Path], 
     return run_import, asked
 
 
+def _listed(kind: str, lines: list[str], count: int, err: TextIO) -> None:
+    """Print ``lines`` (the first :data:`SHOWN_LINES` of ``count``) as ``kind: line``, then how many
+    more there are."""
+    for line in lines:
+        print(f"{kind}: {line}", file=err)
+    if count > SHOWN_LINES:
+        print(f"{kind}: ... and {count - SHOWN_LINES} more", file=err)
+
+
 def _report(outcome: ImportOutcome, batch_file: Path, evaluator: Evaluator, out: TextIO, err: TextIO) -> int:
-    for source, number, custom_id, label, why in outcome.failed[:SHOWN_LINES]:
-        what = f"{custom_id[:12]}… ({label})" if custom_id else "?"
-        print(f"failed: {source} line {number}: {what}: {why}", file=err)
-    if len(outcome.failed) > SHOWN_LINES:
-        print(f"failed: ... and {len(outcome.failed) - SHOWN_LINES} more", file=err)
-    for source, number, custom_id in outcome.refused[:SHOWN_LINES]:
-        print(
-            f"refused: {source} line {number}: an answer for {custom_id!r}, which the batch file "
-            f"{batch_file} did not ask for",
-            file=err,
-        )
-    if len(outcome.refused) > SHOWN_LINES:
-        print(f"refused: ... and {len(outcome.refused) - SHOWN_LINES} more", file=err)
-    for source, number, custom_id, label, first in outcome.conflicts[:SHOWN_LINES]:
-        print(
-            f"conflict: {source} line {number}: {custom_id[:12]}… ({label}) answered again, differently "
-            f"from line {first}, whose answer is recorded",
-            file=err,
-        )
-    if len(outcome.conflicts) > SHOWN_LINES:
-        print(f"conflict: ... and {len(outcome.conflicts) - SHOWN_LINES} more", file=err)
+    failed, refused, conflicts = outcome.failed, outcome.refused, outcome.conflicts
+    _listed(
+        "failed",
+        [
+            f"{source} line {number}: {f'{custom_id[:12]}… ({label})' if custom_id else '?'}: {why}"
+            for source, number, custom_id, label, why in failed[:SHOWN_LINES]
+        ],
+        len(failed),
+        err,
+    )
+    _listed(
+        "refused",
+        [
+            f"{source} line {number}: an answer for {custom_id!r}, which the batch file {batch_file} did "
+            "not ask for"
+            for source, number, custom_id in refused[:SHOWN_LINES]
+        ],
+        len(refused),
+        err,
+    )
+    _listed(
+        "conflict",
+        [
+            f"{source} line {number}: {custom_id[:12]}… ({label}) answered again, differently from line "
+            f"{first}, whose answer is recorded"
+            for source, number, custom_id, label, first in conflicts[:SHOWN_LINES]
+        ],
+        len(conflicts),
+        err,
+    )
     where = evaluator.settings.store_dir
     into = (
         f"the judgment store {where} and the cache" if where else "the local cache (no judgment store is set)"
