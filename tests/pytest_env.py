@@ -1,5 +1,7 @@
-"""What the suite's own pytest runs (pytester's, the example project's, the docs') leave out, and a
-conftest they share."""
+"""What the suite's own pytest runs (pytester's, the example project's, the docs') leave out, a
+conftest they share, and how a test interrupts a run twice."""
+
+from typing import Any
 
 #: Installed plugins no run of this suite uses: Hypothesis's imports all of Hypothesis at the end of
 #: every run, anyio's and platformdirs' their packages at its start. Together they cost about a second
@@ -17,3 +19,23 @@ def pytest_runtest_teardown(item, nextitem):
         runner = item.config.stash[session_key].runner
         pathlib.Path("handovers").write_text(str(runner.handovers))
 """
+
+
+def interrupted_twice(run: Any, server: Any, requests: int, release: Any) -> str:
+    """The output of ``run`` (a child process writing lines) given Ctrl-C once ``server`` holds
+    ``requests`` requests, and again when it says it waits for their answers; ``release`` (an event)
+    then lets the server answer."""
+    import signal
+
+    lines: list[str] = []
+    with run:
+        try:
+            assert server.wait_for_requests(requests)  # a judgment is held at the server
+            run.send_signal(signal.SIGINT)
+            for line in run.stdout:
+                lines.append(line)
+                if "Ctrl-C again" in line:  # the exit waits for the held answer: interrupt that wait
+                    run.send_signal(signal.SIGINT)
+        finally:
+            release.set()
+    return "".join(lines)

@@ -1,12 +1,12 @@
 """The end of a run: the report's comparisons reach whoever reads them, and the run lets go of them."""
 
 import json
-import signal
 import subprocess
 import sys
 from typing import Any
 
 import pytest
+from pytest_env import interrupted_twice
 
 pytest_plugins = ["pytester"]
 
@@ -34,6 +34,7 @@ def scripted_project(pytester: pytest.Pytester, count: int, test: str, conftest:
     pytester.makepyfile(test_golden=test)
     pytester.makeconftest(SCRIPTED_JUDGE + conftest)
     return pytester
+
 
 SUITE = """
 import pytest
@@ -181,18 +182,7 @@ def test_a_second_ctrl_c_stops_waiting_for_answers_in_one_line_and_keeps_those_r
             stderr=subprocess.STDOUT,
             text=True,
         )
-        with run:
-            try:
-                assert server.wait_for_requests(2)  # the second test's judgment is held at the server
-                run.send_signal(signal.SIGINT)
-                lines = []
-                for line in run.stdout:
-                    lines.append(line)
-                    if "Ctrl-C again" in line:  # the run waits for the held answer: interrupt that wait
-                        run.send_signal(signal.SIGINT)
-            finally:
-                release.set()
-    output = "".join(lines)
+        output = interrupted_twice(run, server, 2, release)  # the second test's judgment is held
     assert run.returncode == pytest.ExitCode.INTERRUPTED, output
     assert "ragmetrics: waiting for the answers to 1 judge request already sent, to record them" in output
     assert "ragmetrics: interrupted again: the answers received are recorded" in output

@@ -1,13 +1,13 @@
 """The engine and the assertion helpers in a plain Python script: no pytest anywhere."""
 
 import json
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
 
 import pytest
+from pytest_env import interrupted_twice
 
 from pytest_ragmetrics.testing import FakeJudgeServer, default_responder
 
@@ -174,18 +174,7 @@ def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path
             cwd=tmp_path,
         )
         assert run.stdout is not None
-        lines: list[str] = []
-        with run:
-            try:
-                assert server.wait_for_requests(1)  # the judgment is held at the server
-                run.send_signal(signal.SIGINT)
-                for line in run.stdout:
-                    lines.append(line)
-                    if "Ctrl-C again" in line:  # the exit waits for the held answer: interrupt that wait
-                        run.send_signal(signal.SIGINT)
-            finally:
-                release.set()
-    output = "".join(lines)
+        output = interrupted_twice(run, server, 1, release)
     waiting = "ragmetrics: waiting for the answers to 1 judge request already sent, to record them"
     assert waiting in output, output
     after = output[output.index(waiting) :]
