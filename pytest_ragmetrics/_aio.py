@@ -48,13 +48,11 @@ async def map_bounded(job: Callable[[int], Awaitable[T]], count: int, limit: int
     the judge just as busy and memory flat. The first failure cancels the rest.
     """
     results: list[Any] = [None] * count
-    indices = iter(range(count))  # shared by the workers: each index is taken once
 
-    async def worker() -> None:
-        for i in indices:
-            results[i] = await job(i)
+    async def kept(i: int) -> None:
+        results[i] = await job(i)
 
-    await gather_or_cancel(*(worker() for _ in range(min(limit, count))))
+    await each_bounded(kept, range(count), count, limit)
     return results
 
 
@@ -62,8 +60,7 @@ async def each_bounded(
     job: Callable[[X], Awaitable[object]], items: Iterable[X], count: int, limit: int
 ) -> None:
     """``for item in items: await job(item)`` over the ``count`` items, with at most ``limit`` jobs
-    running at a time (as :func:`map_bounded`, for jobs that keep what they make themselves). The
-    first failure cancels the rest."""
+    running at a time, jobs that keep what they make themselves. The first failure cancels the rest."""
     taken = iter(items)  # shared by the workers: each item is taken once
 
     async def worker() -> None:
