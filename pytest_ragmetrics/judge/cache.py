@@ -1105,7 +1105,7 @@ class CachedJudge:
 
     def _renew(self, claims: Any, io: concurrent.futures.Executor, stop: threading.Event) -> None:
         """Renew every claim held, together, each :data:`CLAIM_RENEW_SECONDS`, in the I/O thread,
-        until ``stop`` is set (no claim is held, or the cache is closed)."""
+        until ``stop`` is set (the cache is closed)."""
         # RuntimeError: the I/O thread was shut down meanwhile (the cache closed).
         with contextlib.suppress(RuntimeError, *_cache_errors()):
             while not stop.wait(CLAIM_RENEW_SECONDS):
