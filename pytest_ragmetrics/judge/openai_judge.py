@@ -98,41 +98,45 @@ def with_cause(error: _Error, cause: BaseException | None) -> _Error:
     return error
 
 
-def completion_shape_problem(response: Any) -> str | None:
-    """Why ``response`` (as the SDK built it, unvalidated) is not a usable chat completion, or None.
+def completion_shape_problem(body: Any) -> str | None:
+    """Why ``body`` (a chat completion's JSON as the server sent it, decoded) is not a usable chat
+    completion, or None.
 
-    The SDK builds its response objects without validating them, so a server or proxy answering a
-    200 with JSON of the wrong shape (``"choices": ["hi"]``, ``"usage": 5``) would otherwise surface
-    as an ``AttributeError`` deep inside the parsing. A non-string ``content`` is not checked here:
-    that is an invalid answer, re-asked, not a broken response.
+    A server or proxy answering a 200 with JSON of the wrong shape (``"choices": ["hi"]``,
+    ``"usage": 5``) is a flaky server, not an invalid judgment. A non-string ``content`` is not
+    checked here: that is an invalid answer, re-asked, not a broken response.
     """
-    from openai.types.chat import ChatCompletion, ChatCompletionMessage
-    from openai.types.chat.chat_completion import Choice
-    from openai.types.completion_usage import CompletionUsage
-
-    if not isinstance(response, ChatCompletion):
+    if not isinstance(body, dict):
         return "not a chat completion"
-    choices = getattr(response, "choices", None)
+    choices = body.get("choices")
     if not isinstance(choices, list):
         return "'choices' is not an array"
     for i, choice in enumerate(choices):
-        if not isinstance(choice, Choice):
+        if not isinstance(choice, dict):
             return f"choice {i} is not an object"
-        message = getattr(choice, "message", None)
-        if message is not None and not isinstance(message, ChatCompletionMessage):
+        message = choice.get("message")
+        if message is not None and not isinstance(message, dict):
             return f"the message of choice {i} is not an object"
-    usage = getattr(response, "usage", None)
+    usage = body.get("usage")
     if usage is not None:
-        if not isinstance(usage, CompletionUsage):
+        if not isinstance(usage, dict):
             return "'usage' is not an object"
         for name in ("prompt_tokens", "completion_tokens"):
-            count = getattr(usage, name, None)
+            count = usage.get(name)
             if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
                 return f"'usage.{name}' is {count!r}, not a token count"
-    model = getattr(response, "model", None)
+    model = body.get("model")
     if model is not None and not isinstance(model, str):
         return "'model' is not a string"
     return None
+
+
+def _spent(body: Mapping[str, Any]) -> Usage:
+    """The tokens a chat completion (its shape checked) says it used; none when it does not say."""
+    usage = body.get("usage")
+    if not usage:
+        return Usage()
+    return Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
 
 
 def parse_json_answer(text: str) -> Any:
@@ -643,24 +647,20 @@ class OpenAIJudge:
         ``request``, validated exactly as a live answer is (:func:`completion_shape_problem`, then each
         choice parsed and checked against the schema); :class:`InvalidJudgeAnswer` says what is wrong.
         No re-ask: whoever holds the answer sends the request again if it wants another."""
-        from openai.types.chat import ChatCompletion
-
         label = request.label or request.kind
-        if not isinstance(body, Mapping):
+        if not isinstance(body, dict):
             raise InvalidJudgeAnswer(f"the answer for {label} is not a chat completion object")
-        response = ChatCompletion.construct(**body)
-        problem = completion_shape_problem(response)
+        problem = completion_shape_problem(body)
         if problem is not None:
             raise InvalidJudgeAnswer(f"the answer for {label} is not a chat completion ({problem})")
-        choices, problems, _ = self._parse_choices(request, response)
+        choices, problems, _ = self._parse_choices(request, body)
         if problems:
             raise InvalidJudgeAnswer(f"judge answer for {label} is invalid: " + "; ".join(problems[:5]))
-        usage = response.usage
         return JudgeAnswer(
             choices=tuple(choices),
             # Bounded as a live answer's: an absurd count would swamp every total it is added to.
-            usage=Usage(_count(usage.prompt_tokens), _count(usage.completion_tokens)) if usage else Usage(),
-            model=str(response.model or request.model),
+            usage=_spent(body),
+            model=str(body.get("model") or request.model),
             judged_at=judged_at or utc_now(),
             source="judge",
         )
@@ -684,20 +684,17 @@ class OpenAIJudge:
         label = request.label or request.kind
         usage = Usage()
         for attempt in range(self.max_reasks + 1):
-            # _create only returns responses whose shape completion_shape_problem() accepted.
-            response = await self._create(client, request, self._params(request, messages, mode), probing)
-            if response.usage is not None:
-                spent = Usage(_count(response.usage.prompt_tokens), _count(response.usage.completion_tokens))
-            else:
-                spent = Usage()
+            # _create only returns bodies whose shape completion_shape_problem() accepted.
+            body = await self._create(client, request, self._params(request, messages, mode), probing)
+            spent = _spent(body)
             usage = usage + spent
-            self.stats.record_call(spent, estimate=self._estimate(spent, messages, response))
-            choices, problems, bad_content = self._parse_choices(request, response)
+            self.stats.record_call(spent, estimate=self._estimate(spent, messages, body))
+            choices, problems, bad_content = self._parse_choices(request, body)
             if not problems:
                 return JudgeAnswer(
                     choices=tuple(choices),
                     usage=usage,
-                    model=str(response.model or request.model),
+                    model=str(body.get("model") or request.model),
                     judged_at=utc_now(),
                     source="judge",
                 )
@@ -724,7 +721,7 @@ class OpenAIJudge:
             ]
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _estimate(self, spent: Usage, messages: list[dict[str, Any]], response: Any) -> int:
+    def _estimate(self, spent: Usage, messages: list[dict[str, Any]], body: Mapping[str, Any]) -> int:
         """The tokens a token cap counts for an answer whose server reported no usage: about four
         characters a token of the prompt and the answer. Said once per run."""
         budget = self.stats.budget
@@ -743,24 +740,28 @@ class OpenAIJudge:
                 stacklevel=2,
             )
         text = sum(len(str(message.get("content") or "")) for message in messages)
-        for choice in response.choices or []:
-            text += len(str(getattr(choice.message, "content", None) or ""))
+        for choice in body["choices"]:
+            text += len(str((choice.get("message") or {}).get("content") or ""))
         return max(1, text // 4)
 
     def _parse_choices(
-        self, request: JudgeRequest, response: Any
+        self, request: JudgeRequest, body: Mapping[str, Any]
     ) -> tuple[list[dict[str, Any]], list[str], str]:
+        """The choices of a chat completion (its shape checked), each parsed and checked against the
+        request's schema; what is wrong with each that is not; the first bad content, to show the
+        judge when it is re-asked."""
         choices: list[dict[str, Any]] = []
         problems: list[str] = []
         bad_content = ""
-        got = list(response.choices or [])
+        got: list[dict[str, Any]] = body["choices"]
         if len(got) != request.n:
             problems.append(f"expected {request.n} choice(s), got {len(got)}")
         for i, choice in enumerate(got):
-            content = getattr(choice.message, "content", None) if choice.message is not None else None
+            message = choice.get("message") or {}
+            content = message.get("content")
             where = f"choice {i}" if request.n > 1 else "answer"
             if content is None:
-                refusal = getattr(choice.message, "refusal", None)
+                refusal = message.get("refusal")
                 problems.append(f"{where} has no content" + (f" (refusal: {refusal})" if refusal else ""))
                 continue
             if not isinstance(content, str):
@@ -769,7 +770,7 @@ class OpenAIJudge:
                 problems.append(f"{where}: the content is a {type(content).__name__}, not text")
                 bad_content = bad_content or json.dumps(content, default=str)
                 continue
-            if getattr(choice, "finish_reason", None) == "length":
+            if choice.get("finish_reason") == "length":
                 # Cut off mid-answer: even when what came parses, it is not the answer the model meant.
                 limit = f"{self.limit_parameter}={self.completion_limit(request)}"
                 problems.append(f"{where}: {_CUT_OFF} ({limit}) before it was complete")
@@ -798,7 +799,6 @@ class OpenAIJudge:
         says the response format is unsupported raises :class:`_FormatUnsupported` instead.
         """
         import openai
-        from openai.types.chat import ChatCompletion
 
         label = request.label or request.kind
         model = str(params.get("model") or "")
@@ -828,11 +828,14 @@ class OpenAIJudge:
                 # The SDK's generic post() (its documented way to make custom requests) rather than
                 # chat.completions.create(): create() deep-copies and type-transforms the whole
                 # JSON schema on every call, which cost ~1.4 ms of event-loop time per request and
-                # kept a 32-way batch from overlapping. The params are plain JSON already.
-                response = await client.post("/chat/completions", cast_to=ChatCompletion, body=params)
-                problem = completion_shape_problem(response)
+                # kept a 32-way batch from overlapping. The params are plain JSON already. The body
+                # comes back as bytes and is read as plain JSON, as a batch result line is: building
+                # the SDK's response objects from it cost ~0.2 ms a call, and nothing reads them.
+                raw = await client.post("/chat/completions", cast_to=bytes, body=params)
+                body = json.loads(raw)
+                problem = completion_shape_problem(body)
                 if problem is None:
-                    return response
+                    return body
                 # A 200 with JSON that is not a chat completion (a proxy's error page, `{}`,
                 # `"choices": ["hi"]`): a flaky server, not an invalid judgment, so retried rather
                 # than re-asked.
@@ -867,8 +870,8 @@ class OpenAIJudge:
                 what = f"connection error ({_connection_problem(exc)})"
                 last = exc
                 unreachable = True
-            except (openai.APIResponseValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-                # A 200 whose body is not a chat completion: treat like a flaky server.
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                # A 200 whose body is not JSON: treat like a flaky server.
                 what = f"malformed response body ({type(exc).__name__})"
                 last = exc
             if attempt >= self.max_retries:
