@@ -6,7 +6,10 @@ optional fields with ``.get`` so that a report from an older or newer plugin sti
 PYTEST_DONT_REWRITE
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: a ``TypedDict`` turns every annotation given as text
+# into a ``typing.ForwardRef``, which compiles it, and these classes have hundreds of fields; the
+# classes are written in the order they refer to each other, so their annotations evaluate as they
+# are read, at a fraction of that cost (every run that prints the short summary imports this module).
 
 import functools
 import json
