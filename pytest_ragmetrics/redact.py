@@ -17,6 +17,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -34,10 +35,23 @@ SECRET_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_T
 # real key is never that short.
 _MIN_SECRET = 6
 
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@\"'\\<>]+@")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;\\<>]+")
-_API_KEY_HEADER = re.compile(r"(?i)\b(api[-_]key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;\\<>]+")
-_SK_KEY = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], ...]:
+    """What :func:`redact` masks (a URL's user-info, a bearer token, an ``api-key`` header, an
+    ``sk-`` key) and, last, what any of them needs in a text: most texts need no regular expression.
+
+    Compiled when first needed: most runs scrub nothing, the text of their report found clean by
+    substring searches alone (see :func:`_may_hold_secrets`).
+    """
+    return (
+        re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@\"'\\<>]+@"),
+        re.compile(r"(?i)\b(bearer\s+)[^\s\"',;\\<>]+"),
+        re.compile(r"(?i)\b(api[-_]key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;\\<>]+"),
+        re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"),
+        re.compile(r"(?i)@|bearer|api[-_]key|sk-"),
+    )
+
 
 _extra: set[str] = set()
 _extra_lock = threading.Lock()
@@ -128,7 +142,7 @@ def _may_hold_secrets(value: Any, secrets: list[str]) -> bool:
         return True
     if any(json.dumps(secret, ensure_ascii=False)[1:-1] in text for secret in secrets):
         return True
-    if "sk-" in text or ("://" in text and _URL_USERINFO.search(text) is not None):
+    if "sk-" in text or ("://" in text and _patterns()[0].search(text) is not None):
         return True
     if any(letter in text for letter in FOLDS_TO_ASCII):
         return True  # the patterns' case-insensitive letters match these too; lower() does not
@@ -141,18 +155,17 @@ def _may_hold_secrets(value: Any, secrets: list[str]) -> bool:
 FOLDS_TO_ASCII = ("\u0130", "\u0131", "\u017f", "\u212a")
 _SCALARS = (int, float, bool, type(None))
 _UNSEEN: Any = object()
-# Each pattern below needs one of these in the text: most texts need no regular expression at all.
-_SUSPECT = re.compile(r"(?i)@|bearer|api[-_]key|sk-")
 
 
 def _redact(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-    if _SUSPECT.search(text) is None:
+    url_userinfo, bearer, api_key_header, sk_key, suspect = _patterns()
+    if suspect.search(text) is None:
         return text
     if "@" in text:
-        text = _URL_USERINFO.sub(rf"\1{MASK}@", text)
-    text = _BEARER.sub(rf"\1{MASK}", text)
-    text = _API_KEY_HEADER.sub(rf"\1{MASK}", text)
-    return _SK_KEY.sub(f"sk-{MASK}", text) if "sk-" in text else text
+        text = url_userinfo.sub(rf"\1{MASK}@", text)
+    text = bearer.sub(rf"\1{MASK}", text)
+    text = api_key_header.sub(rf"\1{MASK}", text)
+    return sk_key.sub(f"sk-{MASK}", text) if "sk-" in text else text

@@ -340,7 +340,6 @@ def build_report(
     """
     from .. import __version__
     from ..calibration.degenerate import degenerate_kinds
-    from .json_report import sort_results
 
     s = settings
     metrics = metric_summaries(rows)
@@ -381,17 +380,17 @@ def build_report(
         summary["judge_check"] = judge_check_section(judge_check, rows, gate_results)
     if judge_controls is not None:
         summary["judge_controls"] = dict(judge_controls)
+    results: list[dict[str, Any]] = []
+    if with_results:
+        from .json_report import sort_results
+
+        results = [dict(r) for r in sort_results(rows)]
     from ..redact import redact_json
 
     # Judge reasons and error texts (of the judge check and the controls too) quote what servers
     # said: no credential reaches a report.
     report: dict[str, Any] = redact_json(
-        {
-            "version": REPORT_VERSION,
-            "plugin_version": __version__,
-            "results": [dict(r) for r in sort_results(rows)] if with_results else [],
-            "summary": summary,
-        }
+        {"version": REPORT_VERSION, "plugin_version": __version__, "results": results, "summary": summary}
     )
     if with_results:
         from ..baseline import provenance
@@ -710,11 +709,12 @@ def report_wanted(settings: Settings) -> bool:
 def write_reports(report: dict[str, Any], settings: Settings) -> None:
     """Write the report files the settings ask for, and append to ``$GITHUB_STEP_SUMMARY``."""
     from .._files import write_text_atomic
-    from .json_report import to_json
 
     s = settings
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if s.report_json:
+        from .json_report import to_json
+
         write_text_atomic(s.report_json, to_json(report))
     if s.report_md or (s.github_summary and summary):
         from .markdown import to_markdown
@@ -731,5 +731,6 @@ def write_reports(report: dict[str, Any], settings: Settings) -> None:
         write_text_atomic(s.report_html, to_html(report))
     if s.save_baseline:
         from ..baseline import baseline_form
+        from .json_report import to_json
 
         write_text_atomic(s.save_baseline, to_json(baseline_form(report)))
