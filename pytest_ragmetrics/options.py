@@ -10,6 +10,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -357,3 +358,19 @@ def mentions_ini_keys(path: Path) -> bool:
         return b"rag_" in path.read_bytes().lower()
     except OSError:
         return False
+
+
+def may_name_unknown_ini_keys(path: Path) -> bool:
+    """The configuration file ``path`` may hold a ``rag_*`` key that is no setting: some text in it
+    from ``rag_`` to the next ``=``, ``:`` or line end (in any case, stripped) is no ini key of ours.
+
+    A key of the file is such a text, so a file where every one is known holds no unknown key and
+    is not parsed for them (the ini parser is not even loaded); text elsewhere (a value, a comment)
+    only ever sends it to be parsed.
+    """
+    try:
+        text = path.read_bytes().lower()
+    except OSError:
+        return False
+    known = {option.ini_name.encode() for option in OPTIONS}
+    return any(word.strip() not in known for word in re.findall(rb"rag_[^=:\r\n]*", text))

@@ -192,11 +192,11 @@ class RagmetricsSession:
             config.pluginmanager.register(_BudgetForWorkers(str(budget.path)), "ragmetrics-call-budget")
 
     def _ini_values(self) -> dict[str, Any]:
-        from .options import OPTIONS, mentions_ini_keys
+        from .options import OPTIONS, may_name_unknown_ini_keys
         from .settings import check_names, ini_file_values
 
         inipath = self.config.inipath
-        if inipath is not None and mentions_ini_keys(inipath):  # else no key to check: no ini parser loaded
+        if inipath is not None and may_name_unknown_ini_keys(inipath):  # else no ini parser loaded
             try:
                 check_names(ini=ini_file_values(inipath) or {})
             except ConfigError as exc:

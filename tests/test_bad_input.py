@@ -593,6 +593,31 @@ def test_a_bad_ini_value_is_a_usage_error_naming_it(pytester, line, named):
     assert named in text or line.split("=", 1)[1].strip() in text
 
 
+CONFIG_FILES = {
+    # Every rag_ key known (in any case): nothing for the check to find, the file is not parsed.
+    "[pytest]\nrag_cache_dir = .cache\nRAG_JUDGE_MODEL: gpt-4o\n": False,
+    "[tool.pytest.ini_options]\nrag_gates = [\n  'context_recall mean >= 0.8',\n]\n": False,
+    "[pytest]\naddopts = -q\n": False,
+    # A key that may be unknown: parsed, and the check decides.
+    "[pytest]\nrag_judge_temperature = 0.5\n": True,
+    "[pytest]\nrag_cache_dir-old = .cache\n": True,  # a known name is only part of it
+    '[tool.pytest.ini_options]\n"rag_cache_dir" = ".cache"\n': True,
+    "[pytest]\naddopts = -p rag_tools\n": True,  # not a key: the parse finds no such key
+}
+
+
+@pytest.mark.parametrize("text, parsed", CONFIG_FILES.items(), ids=range(len(CONFIG_FILES)))
+def test_a_configuration_file_is_parsed_for_unknown_keys_unless_every_rag_key_in_it_is_known(
+    tmp_path, text, parsed
+):
+    from pytest_ragmetrics.options import may_name_unknown_ini_keys
+
+    path = tmp_path / "pytest.ini"
+    path.write_text(text, encoding="utf-8")
+    assert may_name_unknown_ini_keys(path) is parsed
+    assert may_name_unknown_ini_keys(tmp_path / "missing.ini") is False
+
+
 BAD_ENV = {
     "RAGMETRICS_MAX_JUDGE_CALLS=-1": "RAGMETRICS_MAX_JUDGE_CALLS",
     "RAGMETRICS_CONCURRENCY=zero": "RAGMETRICS_CONCURRENCY",
