@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from . import _scope
 from ._aio import Escaped, each_bounded, map_bounded
 from .errors import ConfigError, JudgeCallCapReached, JudgmentPending, RagMetricsError
-from .judge.base import plain_json_encoder, unfrozen
+from .judge.base import plain_json_encoder, text_json, unfrozen
 from .kinds import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
@@ -969,8 +969,8 @@ class Evaluator:
 
 def _aggregate(results: Sequence[MetricResult]) -> dict[str, Any]:
     """n, mean, min, max over the scored results; ``no_claims`` counts those without a score."""
-    unscored = sum(1 for r in results if not r.scored)
-    return aggregate((r.score for r in results if r.scored), no_claims=unscored)
+    scores = [r.score for r in results if r.outcome is None]  # the scored ones (MetricResult.scored)
+    return aggregate(scores, no_claims=len(results) - len(scores))
 
 
 DEFAULT_METRICS = ("context_precision", "context_recall", "context_relevance[graded]")
@@ -1044,7 +1044,24 @@ def _sample_keys(sample: RagSample) -> tuple[str, str]:
 
 
 # json.dumps(material, ensure_ascii=False), with the encoder made once rather than per call.
-_sample_json = plain_json_encoder(json.JSONEncoder(ensure_ascii=False))
+_material_json = plain_json_encoder(json.JSONEncoder(ensure_ascii=False))
+
+
+def _sample_json(material: list[Any]) -> str:
+    """``json.dumps(material, ensure_ascii=False)``: its texts (a question, the chunks, a reference)
+    as :func:`~pytest_ragmetrics.judge.base.text_json` keeps them since the keys of the sample's
+    judgments were made, rather than encoded again; anything else through json's C encoder."""
+    parts = []
+    for value in material:
+        if type(value) is str:
+            parts.append(text_json(value))
+        elif value is None:
+            parts.append("null")
+        elif type(value) is list and all(type(item) is str for item in value):
+            parts.append("[" + ", ".join(map(text_json, value)) + "]")
+        else:
+            return _material_json(material)
+    return "[" + ", ".join(parts) + "]"
 
 
 def _compute_sample_key(sample: RagSample) -> str:

@@ -13,7 +13,7 @@ from judge_requests import make_request
 from pytest_ragmetrics import EvaluationResult, Evaluator, RagSample, ScriptedJudge, Settings, judgments as J
 from pytest_ragmetrics.engine import EVALUATION_BLOCK
 from pytest_ragmetrics.errors import RagMetricsWarning
-from pytest_ragmetrics.judge.base import JudgeRequest, canonical_json, conforms, schema_errors
+from pytest_ragmetrics.judge.base import JudgeRequest, canonical_json, conforms, schema_errors, text_json
 from pytest_ragmetrics.text import default_splitter
 
 # What is tested here is serving judgments: no finished scores kept in the cache.
@@ -463,6 +463,47 @@ def test_equal_samples_share_their_content_keys_and_different_ones_do_not():
     other = dataclasses.replace(a, contexts=a.contexts[:1])
     assert _sample_keys(a) == _sample_keys(same) == (_compute_sample_key(a), _compute_reference_key(a))
     assert _sample_keys(other)[0] != _sample_keys(a)[0] and _sample_keys(other)[1] == _sample_keys(a)[1]
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        SAMPLES[0],
+        RagSample("Qu'est-ce ?", ["\u00c9t\u00e9 \U0001f600 \"x\"\n", ""], answer="Oui."),
+        RagSample("q", [], ground_truth=""),
+        RagSample(
+            "q",
+            ["a", "b"],
+            ground_truth="g",
+            context_ids=["d1", "d2"],
+            reference_context_ids={"d2": 2, "d1": 1},
+            reference_contexts=["r"],
+        ),
+    ],
+)
+def test_content_keys_are_digests_of_the_samples_json_however_its_texts_are_encoded(sample):
+    """A sample's content keys stay what runs and baselines recorded: the digest of the JSON of its
+    texts (and labels), whether or not the keys of its judgments encoded those texts before."""
+    import hashlib
+
+    from pytest_ragmetrics.engine import _compute_reference_key, _compute_sample_key
+
+    def digest(material: list[Any]) -> str:
+        return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+    material = [sample.question, list(sample.contexts), sample.ground_truth, sample.answer]
+    if sample.context_ids is not None:
+        grades = sorted(sample.reference_context_ids.items())
+        material += [list(sample.context_ids), grades, list(sample.reference_contexts)]
+    reference = sample.ground_truth if sample.ground_truth is not None else sample.answer
+    extra = []
+    if sample.reference_context_ids is not None:
+        extra = [sorted(sample.reference_context_ids.items()), list(sample.reference_contexts)]
+    for _ in range(2):  # the texts' JSON not kept yet, then kept
+        assert _compute_sample_key(sample) == digest(material)
+        assert _compute_reference_key(sample) == digest([sample.question, reference, *extra])
+        for text in [sample.question, *sample.contexts]:
+            text_json(text)
 
 
 def test_each_request_is_labelled_with_its_metric_sample_and_chunk():

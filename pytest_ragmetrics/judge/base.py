@@ -73,12 +73,13 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 _key_json = plain_json_encoder(_ENCODER)  # canonical_json, for the key inputs that are not texts
 
 
-# The JSON of the texts recent key inputs held (a question, a chunk, a reference sentence): the
-# requests of one sample are keyed on the same few texts (its question in every one of them), and
-# encoding each text again is most of the cost of a key text. json's own encoder of a text (C where
-# built) behind an LRU that is C too, so a key of texts alone is put together without a Python call
-# per text.
-_text_json: Callable[[str], str] = functools.lru_cache(maxsize=4096)(json.encoder.encode_basestring)
+#: The JSON of a text (``json.dumps(text, ensure_ascii=False)``), kept for the texts recent key
+#: inputs held (a question, a chunk, a reference sentence): the requests of one sample are keyed on
+#: the same few texts (its question in every one of them), and the engine writes them once more into
+#: the sample's content keys; encoding each text again is most of the cost of a key text. json's own
+#: encoder of a text (C where built) behind an LRU that is C too, so a key of texts alone is put
+#: together without a Python call per text.
+text_json: Callable[[str], str] = functools.lru_cache(maxsize=4096)(json.encoder.encode_basestring)
 # By the names of key inputs as they come: the key text's template (the names sorted and written as
 # canonical_json writes them, a ``%s`` for each value) and the names in that order; False for names
 # that are not all text.
@@ -87,7 +88,7 @@ _LAYOUTS: dict[tuple[Any, ...], tuple[str, tuple[str, ...]] | Literal[False]] = 
 
 def _inputs_json(inputs: dict[Any, Any]) -> str:
     """``canonical_json(inputs)``, each text in it (a value, an item of a list) encoded once while
-    :func:`_text_json` keeps it; any other value through json's C encoder."""
+    :func:`text_json` keeps it; any other value through json's C encoder."""
     names = tuple(inputs)
     layout = _LAYOUTS.get(names)
     if layout is None:
@@ -96,7 +97,7 @@ def _inputs_json(inputs: dict[Any, Any]) -> str:
         return _ENCODER.encode(inputs)  # json's own handling of names that are not text
     template, order = layout
     try:
-        return template % tuple(map(_text_json, map(inputs.__getitem__, order)))
+        return template % tuple(map(text_json, map(inputs.__getitem__, order)))
     except TypeError:  # a value that is not a text: encoded one by one below
         pass
     values = []
@@ -104,12 +105,12 @@ def _inputs_json(inputs: dict[Any, Any]) -> str:
         value = inputs[name]
         if type(value) is list:
             try:
-                values.append("[" + ",".join(map(_text_json, value)) + "]")
+                values.append("[" + ",".join(map(text_json, value)) + "]")
                 continue
             except TypeError:  # an item that is not a text
                 pass
         elif type(value) is str:
-            values.append(_text_json(value))
+            values.append(text_json(value))
             continue
         values.append(_key_json(value))
     return template % tuple(values)

@@ -463,8 +463,10 @@ class CachedJudge:
         if keys is None:
             keys = [request.cache_key() for request in requests]
         answers = self.lookup_many(requests, keys)
-        missing = [(i, keys[i]) for i, answer in enumerate(answers) if answer is None]
-        if skip is not None:
+        missing: list[tuple[int, str]] = []
+        if not all(answers):  # (an answer is always true): a warm run has nothing to look for
+            missing = [(i, keys[i]) for i, answer in enumerate(answers) if answer is None]
+        if skip is not None and missing:
             missing = [(i, key) for i, key in missing if not skip(requests[i])]
         # Only a run that writes the store copies into it what the cache served (see _store_lacks).
         if self.store is not None and self.mode in ("readwrite", "refresh"):
