@@ -787,7 +787,7 @@ class RagmetricsSession:
         spending cap."""
         lines = []
         if not self.settings.report and self.final_report is not None:
-            from .report.terminal import failure_lines
+            from .report.closing import failure_lines
 
             lines += failure_lines(self.final_report)
         if self.controls is not None:

@@ -193,8 +193,9 @@ def ran_part(report: Mapping[str, Any]) -> bool:
 
 
 def _render(report: Mapping[str, Any], out: TextIO) -> None:
+    from .closing import controls_failures, judge_check_failures
     from .model import cap_stop
-    from .terminal import controls_failures, judge_check_failures, render_sections
+    from .terminal import render_sections
 
     render_sections(report, TextWriter(out))
     # What else fails the report, so that an exit status of 1 never comes without a word.

@@ -17,9 +17,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from .closing import (
+    floor_detail,
+    one_line,
+    plural,
+    resting_on,
+)
 from .model import (
     PRUNE_COMMAND,
-    baseline_refused,
     check_version,
     comparison_label,
     corrected_detail,
@@ -56,9 +61,7 @@ __all__ = [
     "PRUNE_COMMAND",
     "TITLE",
     "LineWriter",
-    "controls_failures",
     "header_line",
-    "judge_check_failures",
     "render_sections",
     "render_terminal",
 ]
@@ -78,11 +81,6 @@ class LineWriter(Protocol):
     def sep(
         self, sepchar: str, title: str | None = None, fullwidth: int | None = None, **markup: bool
     ) -> None: ...
-
-
-def _plural(count: Any, singular: str, plural: str | None = None) -> str:
-    word = singular if count == 1 else (plural or singular + "s")
-    return f"{format_count(count)} {word}"
 
 
 def _wrap(parts: Sequence[str], width: int, indent: str = "  ") -> list[str]:
@@ -126,10 +124,10 @@ def _verdict_line(verdict: Mapping[str, Any]) -> str:
     where += verdict_chunks(verdict)
     text = where
     if verdict.get("text"):
-        text += f" '{_one_line(verdict['text'])}'"
+        text += f" '{one_line(verdict['text'])}'"
     text += f": {verdict.get('verdict', '?')}"
     if verdict.get("reason"):
-        text += f" - {_one_line(verdict['reason'])}"
+        text += f" - {one_line(verdict['reason'])}"
     picked = picked_sentences(verdict)
     if picked:
         text += "; picked " + " ".join(f"'{s}'" for s in picked)
@@ -150,11 +148,6 @@ def _picked_lines(row: Mapping[str, Any]) -> list[str]:
             f"{where} picked " + " ".join(f"'{s}'" for s in picked) if picked else f"{where} picked none"
         )
     return lines
-
-
-def _one_line(text: Any) -> str:
-    # A reason with newlines would break the indentation that groups details under their row.
-    return " ".join(str(text).split())
 
 
 def _sample_lines(row: Mapping[str, Any]) -> list[str]:
@@ -217,7 +210,7 @@ def _render_results(tw: LineWriter, rows: list[Mapping[str, Any]], verbosity: in
         fails = row_fails(row)
         tw.line(line, green=passed, red=fails, yellow=not passed and not fails)
         if row.get("explanation") and (not passed or verbosity >= 1):
-            tw.line(f"    {_one_line(row['explanation'])}")
+            tw.line(f"    {one_line(row['explanation'])}")
         if verbosity == 1 or (verbosity < 1 and not passed):
             for detail in _picked_lines(row):
                 tw.line(f"      {detail}")
@@ -282,10 +275,10 @@ def _render_baseline(tw: LineWriter, comparison: Mapping[str, Any], width: int) 
     """One row per metric (n, baseline, current, delta [CI], p, verdict), then what moved most."""
     metrics: list[Mapping[str, Any]] = list(comparison.get("metrics") or [])
     if comparison.get("refused"):
-        tw.line(f"REFUSED  scored differently: {_one_line(comparison['refused'])}", red=True)
+        tw.line(f"REFUSED  scored differently: {one_line(comparison['refused'])}", red=True)
         tw.line("    (--rag-allow-mixed-baseline, or --allow-mixed in baseline compare, compares anyway)")
     for difference in comparison.get("differences") or ():
-        tw.line(f"differs: {_one_line(difference)}", yellow=True)
+        tw.line(f"differs: {one_line(difference)}", yellow=True)
     confidence = next((m.get("confidence") for m in metrics if m.get("confidence")), 0.95)
     header = ["metric", "n", "baseline", "current", f"delta [{confidence:.0%} CI]", "p", "verdict"]
     cells = [
@@ -306,7 +299,7 @@ def _render_baseline(tw: LineWriter, comparison: Mapping[str, Any], width: int) 
         verdict = entry.get("verdict")
         tw.line(line, red=verdict in ("worse", "not comparable"), green=verdict == "better")
         if entry.get("reason"):
-            tw.line(f"    {_one_line(entry['reason'])}", yellow=True)
+            tw.line(f"    {one_line(entry['reason'])}", yellow=True)
         changes = sample_changes(entry)
         if changes:
             tw.line(f"    {changes}")
@@ -342,92 +335,6 @@ def _render_regression_gates(tw: LineWriter, gates: list[Mapping[str, Any]]) -> 
 DISAGREEMENTS_SHOWN = 5
 
 
-def _floor_detail(floor: Mapping[str, Any], kinds: Sequence[Mapping[str, Any]]) -> str:
-    if floor.get("value") is None:
-        return str(floor.get("reason") or "no value")
-    kind = next(
-        (k for k in kinds if k.get("kind") == floor.get("kind") and k.get("model") == floor.get("model")), {}
-    )
-    text = f"{floor.get('stat')} {format_score(floor.get('value'))}"
-    if kind:
-        text += f" over {_plural(kind.get('n', 0), str(kind.get('unit', 'unit')))}"
-    return text + f", judge {floor.get('model')}"
-
-
-def _resting_on(floor: Mapping[str, Any]) -> str | None:
-    resting = floor.get("resting_on")
-    if not resting:
-        return None
-    parts = [f"gate '{g}'" for g in resting.get("gates") or []]
-    if resting.get("comparisons"):
-        tests = _plural(len(resting.get("tests") or []), "test")
-        parts.append(f"{_plural(resting['comparisons'], 'comparison')} in {tests}")
-    return "resting on this judge: " + (", ".join(parts) if parts else "no gate or comparison of this run")
-
-
-def judge_check_failures(report: Mapping[str, Any]) -> list[str]:
-    """One line per failed agreement floor (or the reason the judge check could not run), and per
-    judgment kind answered nearly all alike, for the short summary printed without ``--rag-report``."""
-    summary = report.get("summary") or {}
-    warnings = [f"ragmetrics warning: {w.get('message')}" for w in summary.get("judge_warnings") or []]
-    check = summary.get("judge_check")
-    if not check or check.get("passed"):
-        return warnings
-    if check.get("error"):
-        return [f"ragmetrics judge check failed: {_one_line(check['error'])}", *warnings]
-    lines = []
-    if check.get("item_errors"):
-        lines.append(f"ragmetrics judge check failed: {_one_line(check['item_errors'])}")
-    for floor in check.get("floors") or []:
-        if not floor.get("passed"):
-            detail = _floor_detail(floor, check.get("kinds") or [])
-            line = f"ragmetrics judge check failed: {floor.get('spec')} ({detail})"
-            resting = _resting_on(floor)
-            lines.append(line + (f"; {resting}" if resting else ""))
-    return lines + warnings
-
-
-def controls_failures(report: Mapping[str, Any]) -> list[str]:
-    """One line per failed negative-controls floor, or the reason the controls could not be judged
-    (worded as the run's closing lines)."""
-    section = (report.get("summary") or {}).get("judge_controls") or {}
-    if section.get("error"):
-        return [f"ragmetrics controls could not be judged: {_one_line(section['error'])}"]
-    return [
-        f"ragmetrics controls floor failed: {floor.get('spec')} ({floor.get('reason')})"
-        for floor in section.get("floors") or []
-        if not floor.get("passed")
-    ]
-
-
-#: How to compare with a baseline scored differently all the same.
-ALLOW_MIXED_HINT = "--rag-allow-mixed-baseline compares anyway"
-
-
-def failure_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The short summary printed without ``--rag-report``: one ``(line, colour)`` per failed gate,
-    failed regression gate and failed agreement floor, then the judge warnings."""
-    summary = report.get("summary") or {}
-    lines = []
-    for gate in summary.get("gates") or ():
-        if not gate["passed"]:
-            why = gate.get("reason") or (
-                f"value {format_score(gate['value'])}, margin {format_margin(gate.get('margin'))}"
-            )
-            lines.append((f"ragmetrics gate failed: {gate['spec']} ({why})", "red"))
-    for gate in summary.get("regression_gates") or ():
-        if not gate["passed"]:
-            detail = regression_gate_detail(gate)
-            failed = "inconclusive" if gate.get("inconclusive") else "failed"
-            lines.append((f"ragmetrics regression gate {failed}: {gate['spec']} ({detail})", "red"))
-    refused = baseline_refused(report)
-    if refused:
-        lines.append((f"ragmetrics: {refused} ({ALLOW_MIXED_HINT})", "red"))
-    for line in judge_check_failures(report):
-        lines.append((line, "yellow" if line.startswith("ragmetrics warning") else "red"))
-    return lines
-
-
 def _cell(value: Any) -> str:
     return "-" if value is None else format_score(value)
 
@@ -436,7 +343,7 @@ def _render_judge_check(tw: LineWriter, check: Mapping[str, Any], verbosity: int
     passed = bool(check.get("passed"))
     tw.line(f"labelled set {check.get('source', '?')}, judge {check.get('model', '?')}")
     if check.get("error"):
-        tw.line(f"FAIL  the judge check could not run: {_one_line(check['error'])}", red=True)
+        tw.line(f"FAIL  the judge check could not run: {one_line(check['error'])}", red=True)
         return
     kinds: list[Mapping[str, Any]] = list(check.get("kinds") or [])
     several = len({k.get("model") for k in kinds}) > 1
@@ -475,11 +382,11 @@ def _render_judge_check(tw: LineWriter, check: Mapping[str, Any], verbosity: int
     for k in kinds:
         for error in k.get("error_items") or []:
             where = f"{error.get('id')!r} ({error.get('where')})"
-            reason = _one_line(error.get("reason", ""))
+            reason = one_line(error.get("reason", ""))
             tw.line(f"FAIL  {k.get('kind')} item {where}: no usable answer: {reason}", red=True)
     floors = list(check.get("floors") or [])
     cells = [
-        ["PASS" if f.get("passed") else "FAIL", str(f.get("spec", "?")), _floor_detail(f, kinds)]
+        ["PASS" if f.get("passed") else "FAIL", str(f.get("spec", "?")), floor_detail(f, kinds)]
         for f in floors
     ]
     for floor, line in zip(floors, _columns(cells, right=set()), strict=True):
@@ -487,8 +394,8 @@ def _render_judge_check(tw: LineWriter, check: Mapping[str, Any], verbosity: int
         tw.line(line, green=ok, red=not ok)
         if not ok:
             if floor.get("reason") and floor.get("value") is not None:
-                tw.line(f"      {_one_line(floor['reason'])}")
-            resting = _resting_on(floor)
+                tw.line(f"      {one_line(floor['reason'])}")
+            resting = resting_on(floor)
             if resting:
                 tw.line(f"      {resting}")
     for k in kinds:
@@ -506,17 +413,17 @@ def _render_judge_check(tw: LineWriter, check: Mapping[str, Any], verbosity: int
             continue
         shown = disagreements if verbosity >= 1 else disagreements[:DISAGREEMENTS_SHOWN]
         tw.line(
-            f"{k.get('kind')}: {_plural(len(disagreements), 'disagreement')} with the labels",
+            f"{k.get('kind')}: {plural(len(disagreements), 'disagreement')} with the labels",
             yellow=passed,
             red=not passed,
         )
         for d in shown:
             tw.line(
                 f"  {d.get('id')} ({d.get('where')}): label {d.get('label')}, judge {d.get('verdict')}"
-                f" - '{_one_line(d.get('text', ''))}'"
+                f" - '{one_line(d.get('text', ''))}'"
             )
             if d.get("reason"):
-                tw.line(f"      judge: {_one_line(d['reason'])}")
+                tw.line(f"      judge: {one_line(d['reason'])}")
         if len(shown) < len(disagreements):
             tw.line(f"  ({len(disagreements) - len(shown)} more; -v lists them all)")
 
@@ -526,21 +433,21 @@ def _judge_parts(judge: Mapping[str, Any]) -> list[str]:
     completion = judge.get("completion_tokens") or 0
     model = judge.get("model")
     # Where the judgments came from, in the order and with the meaning of every report format.
-    sources = [_plural(count, one, many) for _, one, many, count in judge_sources(judge)]
+    sources = [plural(count, one, many) for _, one, many, count in judge_sources(judge)]
     parts = [
         (f"judge {model}: " if model else "judge: ") + sources[0],
         *sources[1:],
-        f"{_plural(prompt + completion, 'token')} ({format_count(prompt)} prompt + "
+        f"{plural(prompt + completion, 'token')} ({format_count(prompt)} prompt + "
         f"{format_count(completion)} completion)",
-        f"{_plural(judge.get('tokens_saved', 0), 'token')} saved",
+        f"{plural(judge.get('tokens_saved', 0), 'token')} saved",
     ]
     cost = format_cost(judge.get("cost"))
     if cost is not None:
         parts.append(f"cost {cost}")
     parts += [
-        _plural(judge.get("retries", 0), "retry", "retries"),
-        _plural(judge.get("reasks", 0), "re-ask"),
-        _plural(judge.get("errors", 0), "error"),
+        plural(judge.get("retries", 0), "retry", "retries"),
+        plural(judge.get("reasks", 0), "re-ask"),
+        plural(judge.get("errors", 0), "error"),
     ]
     seconds = judge.get("seconds")
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
@@ -623,7 +530,7 @@ def render_terminal(
     if summary.get("misled"):
         tw.sep("-", "answers misled by retrieval")
         for entry in summary["misled"]:
-            tw.line(_one_line(misled_line(entry)), yellow=True)
+            tw.line(one_line(misled_line(entry)), yellow=True)
     if summary.get("judge_check"):
         tw.sep("-", "judge check")
         _render_judge_check(tw, summary["judge_check"], verbosity)
