@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from .specs import MetricCatalog
 
 
+#: Not made yet (None: made, and nothing to show progress on).
+_NOT_MADE: Any = object()
 _INI_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "linelist": "lines"}
 
 
@@ -81,6 +83,8 @@ class RagmetricsSession:
         self.evaluators: dict[Settings, Evaluator] = {}
         self._last_evaluator: tuple[Settings | None, Evaluator | None] = (None, None)
         self.runner: LoopRunner | None = None
+        #: What shows judging progress, made at the first wait on the judge (see :meth:`_waiting`).
+        self.progress: Any = _NOT_MADE
         self._stats: JudgeStats | None = None
         #: The run's judge spending budget (``max_judge_calls``, ``max_judge_tokens``), shared by its
         #: xdist workers; None: no cap.
@@ -383,11 +387,7 @@ class RagmetricsSession:
             from .engine import Evaluator, LoopRunner
 
             if self.runner is None:
-                progress = self._progress()
-                self.runner = LoopRunner(
-                    on_wait=progress.waiting if progress else None,
-                    on_wait_end=progress.done if progress else None,
-                )
+                self.runner = LoopRunner(on_wait=self._waiting, on_wait_end=self._waited)
             evaluator = Evaluator(
                 settings,
                 hook=self.config.hook,
@@ -419,6 +419,19 @@ class RagmetricsSession:
             # Enough samples to draw every control from, and to pair them with unrelated ones.
             self.control_pool = SamplePool(keep=max(4 * (s.judge_controls or 0), 20), seed=s.seed or 0)
         return self.control_pool
+
+    def _waiting(self, waited: float) -> None:
+        """A test has waited on the judge for a while (called again every quarter of a second): the
+        progress is shown, by what is made at the run's first such wait (a warm run, its answers read
+        in milliseconds, loads none of it)."""
+        if self.progress is _NOT_MADE:
+            self.progress = self._progress()
+        if self.progress is not None:
+            self.progress.waiting(waited)
+
+    def _waited(self) -> None:
+        if self.progress is not None and self.progress is not _NOT_MADE:  # made by _waiting
+            self.progress.done()
 
     def _progress(self) -> Any:
         """What shows judging progress in this process: the terminal, or the xdist controller via a file."""
