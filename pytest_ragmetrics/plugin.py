@@ -244,11 +244,14 @@ def rag_evaluator(request: pytest.FixtureRequest, ragmetrics_config: Any) -> Eva
 
 
 @pytest.fixture
-def rag_sample(request: pytest.FixtureRequest) -> Any:
-    """One sample of the golden set named by @pytest.mark.ragmetrics(samples=PATH); tests are parametrized."""
-    if not hasattr(request, "param"):
-        raise pytest.UsageError("rag_sample needs @pytest.mark.ragmetrics(samples='path/to/golden.jsonl')")
-    return request.param
+def rag_sample() -> Any:
+    """One sample of the golden set named by @pytest.mark.ragmetrics(samples=PATH).
+
+    The marker parametrizes the test with its samples, which take this fixture's place, so this
+    only runs for a test without one. It takes no ``request``: pytest would set one up for every
+    test of a golden set, though none of them reads it.
+    """
+    raise pytest.UsageError("rag_sample needs @pytest.mark.ragmetrics(samples='path/to/golden.jsonl')")
 
 
 @pytest.fixture(scope="session")

@@ -647,11 +647,21 @@ def test_marker_samples_parametrize_rag_sample(project):
         @pytest.mark.ragmetrics(samples="golden.jsonl")
         def test_recall(rag_sample):
             assert_context_recall(rag_sample) >= 1.0
+
+        def test_without_the_marker(rag_sample):
+            pass
     """
     )
-    result = project.runpytest("-v")
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*test_recall[[]g1[]] PASSED*", "*test_recall[[]g2[]] PASSED*"])
+    result = project.runpytest("-v", "--setup-show")
+    result.assert_outcomes(passed=2, errors=1)
+    # The samples take the fixture's place: pytest sets up nothing else for them (no `request`).
+    result.stdout.fnmatch_lines(
+        [
+            "*test_recall[[]g1[]] (fixtures used: rag_sample) PASSED*",
+            "*test_recall[[]g2[]] (fixtures used: rag_sample) PASSED*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*rag_sample needs @pytest.mark.ragmetrics(samples=*"])
 
 
 def test_replay_miss_fails_the_test_and_says_how_to_record(project, judge_server):
