@@ -90,9 +90,10 @@ GATE_FORM = (
 _EPSILON = 1e-9
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_QUANTILE_RE = re.compile(rf"^quantile\(\s*(?P<q>{_NUMBER})\s*\)$")
-_PERCENTILE_RE = re.compile(r"^p(?P<p>\d{1,3})$")
-_PASS_RATE_RE = re.compile(rf"^pass_rate\(\s*(?P<op>>=|<=|>|<)\s*(?P<x>{_NUMBER})\s*\)$")
+# Compiled at first use (the re module keeps what it compiled): most runs name no such statistic.
+_QUANTILE = rf"^quantile\(\s*(?P<q>{_NUMBER})\s*\)$"
+_PERCENTILE = r"^p(?P<p>\d{1,3})$"
+_PASS_RATE = rf"^pass_rate\(\s*(?P<op>>=|<=|>|<)\s*(?P<x>{_NUMBER})\s*\)$"
 
 
 @dataclass(frozen=True)
@@ -126,19 +127,19 @@ def normalize_stat(stat: str) -> str:
         return lowered
     if lowered == "median":
         return "quantile(0.5)"
-    match = _PERCENTILE_RE.match(lowered)
+    match = re.match(_PERCENTILE, lowered)
     if match:
         pct = int(match["p"])
         if pct > 100:
             raise ConfigError(f"percentile {text!r} is out of range: use p0 .. p100")
         return f"quantile({format_number(pct / 100)})"
-    match = _QUANTILE_RE.match(lowered)
+    match = re.match(_QUANTILE, lowered)
     if match:
         q = float(match["q"])
         if not 0.0 <= q <= 1.0:
             raise ConfigError(f"quantile {text!r} is out of range: q must be between 0 and 1")
         return f"quantile({format_number(q)})"
-    match = _PASS_RATE_RE.match(lowered)
+    match = re.match(_PASS_RATE, lowered)
     if match:
         return f"pass_rate({match['op']}{format_number(float(match['x']))})"
     raise ConfigError(
@@ -262,10 +263,10 @@ def compute_stat(stat: str, scores: Iterable[float]) -> float | None:
         return min(values)
     if canonical == "max":
         return max(values)
-    match = _QUANTILE_RE.match(canonical)
+    match = re.match(_QUANTILE, canonical)
     if match:
         return _quantile(sorted(values), float(match["q"]))
-    match = _PASS_RATE_RE.match(canonical)
+    match = re.match(_PASS_RATE, canonical)
     if match:
         op, x = match["op"], float(match["x"])
         return sum(1 for v in values if compare(v, op, x)) / len(values)

@@ -61,16 +61,14 @@ _SUBJECT = rf"(?P<name>{_NAME})(?:@(?P<k>\d+))?\s*(?:\[\s*(?P<method>[^\]]*?)\s*
 _METRIC_RE = re.compile(rf"^\s*{_SUBJECT}\s*$")
 _STAT_WORD = r"[A-Za-z_]\w*(?:\s*\([^)]*\))?"  # mean, drop, quantile(0.1), pass_rate(>=0.8)
 _OP = r">=|<=|>|<|==|!=|="
-_LINE_RE = re.compile(
-    rf"""^\s*
+# Compiled at first use (the re module keeps what it compiled): a run with no gate-like line never needs it.
+_LINE = rf"""(?x)^\s*
     {_SUBJECT}
     \s+(?P<stat>{_STAT_WORD}(?:\s+{_STAT_WORD})*)
     \s*(?P<op>{_OP})
     \s*(?P<threshold>[^\s]+)
     (?:\s+at\s+(?P<cond_name>[A-Za-z_]\w*)\s*(?P<cond_op>{_OP})\s*(?P<cond_value>\S+))?
-    \s*$""",
-    re.VERBOSE,
-)
+    \s*$"""
 
 
 def format_number(value: float) -> str:
@@ -290,7 +288,7 @@ def parse_gate_line(line: str, *, what: str = "gate", form: str = "") -> GateLin
     ``form`` is the expected form quoted in every error. Raises :class:`ConfigError` when the line
     does not parse, an operator is not one of :data:`COMPARISON_OPS`, or a number is not finite.
     """
-    match = _LINE_RE.match(line)
+    match = re.match(_LINE, line)
     if match is None:
         raise _line_error(line, "cannot parse it", what, form)
     spec = " ".join(line.split())
@@ -339,7 +337,7 @@ def subject_names(text_or_lines: str | Iterable[str]) -> set[str]:
     """The base metric names that the parseable gate-like lines among ``text_or_lines`` name."""
     names: set[str] = set()
     for line in gate_lines(text_or_lines):
-        match = _LINE_RE.match(line)
+        match = re.match(_LINE, line)
         if match is not None:
             names.add(match["name"])
     return names
