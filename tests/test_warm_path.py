@@ -186,6 +186,11 @@ def test_a_key_text_encodes_every_text_as_canonical_json_does_the_second_time_to
     numbered: Any = {1: odd, 2: "b"}  # names that are not text: as json writes them
     request = JudgeRequest("kind", "v1", "m", (), "kind", {}, numbered)
     assert request._canonical_key() == canonical_json(request.key_material())
+    # Texts alone, under names a template would misread, and no inputs at all.
+    for texts in ({'n%s "q"\u00e9': odd, "%%": "", "a": "plain"}, {"b": odd}, {}):
+        for _ in range(2):
+            request = JudgeRequest("kind", "v1", "m", (), "kind", {}, texts)
+            assert request._canonical_key() == canonical_json(request.key_material())
 
 
 def test_damaged_recorded_sentences_are_a_cache_miss(tmp_path):
