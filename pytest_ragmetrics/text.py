@@ -58,9 +58,10 @@ import hashlib
 import itertools
 import re
 import threading
+import types
 import unicodedata
 from collections.abc import Callable, Iterator
-from typing import Any, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 from . import _punkt
 
@@ -168,6 +169,33 @@ class _OrthoContext(dict[str, int]):
         return 0
 
 
+#: Modules ``nltk.tokenize.punkt`` imports only for what the splitter never does (training, saving and
+#: loading models, printing, span tokenizing by a separator): nltk's path, pickle, tab-data and
+#: terminal safety layers and its tokenizer utilities, which bring ``http``, ``email``, ``urllib``,
+#: ``ssl`` and ``xml.sax`` with them (about 30 ms at every run's first split).
+_UNUSED_BY_SPLITTING = (
+    "nltk.pathsec",
+    "nltk.picklesec",
+    "nltk.tabdata",
+    "nltk.termsec",
+    "nltk.tokenize.util",
+)
+
+
+class _Unused(types.ModuleType):
+    """A stand-in for a module of :data:`_UNUSED_BY_SPLITTING`: each name it is asked for is a
+    function that says it was not loaded, should anything call it."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def unused(*args: Any, **kwargs: Any) -> NoReturn:
+            raise RuntimeError(f"{self.__name__}.{name} is not loaded for splitting sentences")
+
+        return unused
+
+
 def _import_punkt() -> Any:
     """``nltk.tokenize.punkt`` without the rest of nltk.
 
@@ -180,7 +208,6 @@ def _import_punkt() -> Any:
     import importlib
     import importlib.util
     import sys
-    import types
 
     if "nltk" in sys.modules:
         return importlib.import_module("nltk.tokenize.punkt")
@@ -197,6 +224,8 @@ def _import_punkt() -> Any:
             package.__path__ = list(spec.submodule_search_locations)
             package.__spec__ = spec
             sys.modules[name] = package
+        for name in _UNUSED_BY_SPLITTING:
+            sys.modules[name] = _Unused(name)
         try:
             return importlib.import_module("nltk.tokenize.punkt")
         finally:

@@ -629,6 +629,30 @@ def test_splitting_needs_no_nltk_data_and_never_downloads(tmp_path):
     assert list(empty.iterdir()) == []
 
 
+def test_splitting_loads_none_of_the_nltk_modules_it_never_uses():
+    """Punkt imports nltk's path, pickle and terminal safety layers and its tokenizer utilities (with
+    them http, email, ssl and urllib) for training, saving and loading models: splitting loads none of
+    them, and a later ``import nltk`` gets the real modules, not the stand-ins."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from pytest_ragmetrics.text import split_sentences
+        print(split_sentences("Dr. Smith left at 5 p.m. It rained."))
+        print(sorted(m for m in ("http.client", "ssl", "email.message", "urllib.request") if m in sys.modules))
+        import nltk
+        from nltk.tokenize.util import string_span_tokenize
+        print(list(string_span_tokenize("a b", " ")))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "['Dr. Smith left at 5 p.m.', 'It rained.']",
+        "[]",
+        "[(0, 1), (2, 3)]",
+    ]
+
+
 def test_splitting_is_deterministic_across_processes():
     text = "Dr. Who met Mr. X. at 3 p.m. in the U.S. It rained! Was it 3.5 mm? Yes.\n- item one\n- item two"
     code = f"from pytest_ragmetrics.text import split_sentences; print(split_sentences({text!r}))"
