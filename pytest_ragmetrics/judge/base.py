@@ -80,13 +80,10 @@ _key_json = plain_json_encoder(_ENCODER)  # canonical_json, for the key inputs t
 #: encoder of a text (C where built) behind an LRU that is C too, so a key of texts alone is put
 #: together without a Python call per text.
 text_json: Callable[[str], str] = functools.lru_cache(maxsize=4096)(json.encoder.encode_basestring)
-# By the names of key inputs as they come: what writes the key text of inputs of those names when
-# all their values are texts (see _text_writer), the key text's template (the names sorted and
-# written as canonical_json writes them, a ``%s`` for each value) and the names in that order; False
-# for names that are not all text.
-_LAYOUTS: dict[
-    tuple[Any, ...], tuple[Callable[[Mapping[Any, Any]], str], str, tuple[str, ...]] | Literal[False]
-] = {}
+# By the names of key inputs as they come: the key text's template (the names sorted and written as
+# canonical_json writes them, a ``%s`` for each value) and the names in that order; False for names
+# that are not all text.
+_LAYOUTS: dict[tuple[Any, ...], tuple[str, tuple[str, ...]] | Literal[False]] = {}
 
 
 def _inputs_json(inputs: dict[Any, Any]) -> str:
@@ -98,9 +95,9 @@ def _inputs_json(inputs: dict[Any, Any]) -> str:
         layout = _layout(names)
     if layout is False:
         return _ENCODER.encode(inputs)  # json's own handling of names that are not text
-    write, template, order = layout
+    template, order = layout
     try:
-        return write(inputs)
+        return template % tuple(map(text_json, map(inputs.__getitem__, order)))
     except TypeError:  # a value that is not a text: encoded one by one below
         pass
     values = []
@@ -119,36 +116,17 @@ def _inputs_json(inputs: dict[Any, Any]) -> str:
     return template % tuple(values)
 
 
-def _layout(
-    names: tuple[Any, ...],
-) -> tuple[Callable[[Mapping[Any, Any]], str], str, tuple[str, ...]] | Literal[False]:
+def _layout(names: tuple[Any, ...]) -> tuple[str, tuple[str, ...]] | Literal[False]:
     """The entry of :data:`_LAYOUTS` for ``names``, made and kept."""
-    layout: tuple[Callable[[Mapping[Any, Any]], str], str, tuple[str, ...]] | Literal[False] = False
-    if names and all(type(name) is str for name in names):
+    layout: tuple[str, tuple[str, ...]] | Literal[False] = False
+    if all(type(name) is str for name in names):
         order = tuple(sorted(names))
-        heads = [("{" if i == 0 else ",") + _ENCODER.encode(name) + ":" for i, name in enumerate(order)]
-        template = "".join(head.replace("%", "%%") + "%s" for head in heads) + "}"
-        layout = (_text_writer(heads, order), template, order)
+        slots = [_ENCODER.encode(name).replace("%", "%%") + ":%s" for name in order]
+        layout = ("{" + ",".join(slots) + "}", order)
     if len(_LAYOUTS) >= 256:
         _LAYOUTS.clear()
     _LAYOUTS[names] = layout
     return layout
-
-
-def _text_writer(heads: list[str], order: tuple[str, ...]) -> Callable[[Mapping[Any, Any]], str]:
-    """``write(inputs)``: the key text of ``inputs`` whose values (named ``order``, each written after
-    its head) are all texts, joined in one go; a ``TypeError`` from :func:`text_json` for any other
-    value. Written out as one function for the names, as :mod:`dataclasses` writes an ``__init__``:
-    the inputs of every key of a kind have the same names, and filling a ``%`` template costs more
-    than the rest of the key text together."""
-    namespace: dict[str, Any] = {"text_json": text_json}
-    pieces = []
-    for i, (head, name) in enumerate(zip(heads, order, strict=True)):
-        namespace[f"head{i}"], namespace[f"name{i}"] = head, name
-        pieces.append(f"head{i}, text_json(inputs[name{i}])")
-    exec(f"def write(inputs):\n    return ''.join(({', '.join(pieces)}, '}}'))\n", namespace)  # our names
-    write: Callable[[Mapping[Any, Any]], str] = namespace["write"]
-    return write
 
 
 # Canonical JSON of schema objects seen recently, by identity (the entry keeps its schema alive, so
