@@ -72,6 +72,18 @@ def test_stats_json(populated, capsys):
     assert data["store_unused_by_last_run"] is None
 
 
+def test_stats_counts_an_entry_nested_too_deeply_to_read_under_no_model(populated, capsys):
+    # A hand-edited entry nested deeper than Python reads (RecursionError, not a decode error).
+    import diskcache
+
+    with diskcache.Cache(str(populated["cache"])) as cache:
+        cache.set("f" * 64, "[" * 100_000 + "]" * 100_000)
+    assert cli("cache", "stats", "--cache-dir", populated["cache"], "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["cache"]["entries"] == 6
+    assert report["cache"]["models"] == {"?": 1, "judge-a": 3, "judge-b": 2}
+
+
 def test_stats_of_a_missing_cache_is_empty(tmp_path, capsys):
     assert cli("cache", "stats", "--cache-dir", tmp_path / "nope") == 0
     assert "entries: 0" in capsys.readouterr().out

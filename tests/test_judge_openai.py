@@ -301,6 +301,19 @@ def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
         run_judge(make_judge(fake_judge_server, max_retries=2), make_request())
 
 
+def test_a_body_nested_too_deeply_to_read_is_a_malformed_body(fake_judge_server):
+    # JSON nested deeper than Python's recursion limit raises RecursionError, not a decode error.
+    deep = b"[" * 100_000 + b"]" * 100_000
+    fake_judge_server.malformed_next(body=deep)
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices
+    assert stats.retries == 1
+    fake_judge_server.malformed_next(body=deep, times=2)
+    with pytest.raises(JudgeUnavailable, match=r"malformed response body \(nested too deeply to read\)"):
+        run_judge(make_judge(fake_judge_server, max_retries=1), make_request())
+
+
 @pytest.mark.parametrize("body", [{}, [1, 2], "<html>bad gateway</html>"])
 def test_a_200_that_is_not_a_chat_completion_is_retried(fake_judge_server, body):
     fake_judge_server.fail_next(200, body=body)

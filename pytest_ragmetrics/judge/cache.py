@@ -1320,7 +1320,7 @@ def cache_summary(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
             raw = cache.get(key)
             try:
                 model = str(json.loads(raw).get("model", "?"))
-            except (TypeError, ValueError, AttributeError):
+            except (TypeError, ValueError, AttributeError, RecursionError):
                 model = "?"
             models[model] = models.get(model, 0) + 1
         summary["entries"] = sum(models.values())

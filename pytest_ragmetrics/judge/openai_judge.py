@@ -874,6 +874,9 @@ class OpenAIJudge:
                 # A 200 whose body is not JSON: treat like a flaky server.
                 what = f"malformed response body ({type(exc).__name__})"
                 last = exc
+            except RecursionError as exc:  # JSON nested deeper than Python reads: not an answer either
+                what = "malformed response body (nested too deeply to read)"
+                last = exc
             if attempt >= self.max_retries:
                 message = (
                     f"the LLM judge at {self.endpoint} is unavailable for {label}: {what}; "
