@@ -493,10 +493,24 @@ def test_parse_json_answer_is_tolerant(text, expected):
     assert parse_json_answer(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "no json here", "{broken"])
+@pytest.mark.parametrize("text", ["", "no json here", "{broken", '<think>Say {"a": 1}.'])
 def test_parse_json_answer_rejects_answers_without_json(text):
     with pytest.raises(ValueError):
         parse_json_answer(text)
+
+
+DRAFT_THEN_VERDICT = (
+    'The output should look like {"reason": "draft", "useful": false}. But the chunk names the '
+    'capital.\n</think>\n\n{"reason": "names the capital", "useful": true}'
+)
+
+
+@pytest.mark.parametrize("opening", ["<think>\n", ""], ids=["both tags", "closing tag only"])
+def test_a_draft_verdict_in_a_reasoning_models_thinking_is_never_taken(fake_judge_server, opening):
+    """DeepSeek-R1 or Qwen3 behind a server without a reasoning parser: the thinking comes first."""
+    fake_judge_server.responder = lambda body: opening + DRAFT_THEN_VERDICT
+    [answer] = run_judge(make_judge(fake_judge_server), make_request())
+    assert answer.choices == ({"reason": "names the capital", "useful": True},)
 
 
 def test_retry_after_accepts_seconds_milliseconds_and_http_dates():

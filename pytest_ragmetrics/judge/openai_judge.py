@@ -61,6 +61,8 @@ MAX_BACKOFF = 20.0
 UNREACHABLE_COOLDOWN = 10.0
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+#: How reasoning models (DeepSeek-R1, Qwen3, QwQ) mark their thinking before the answer.
+_THINK_START, _THINK_END = "<think>", "</think>"
 
 
 def no_key_message(azure: bool = False, how_to_set: HowToSet = by_environment) -> str:
@@ -143,8 +145,10 @@ def parse_json_answer(text: str) -> Any:
     """Extract the JSON value of a judge's answer from ``text``.
 
     Accepts bare JSON, JSON in a Markdown code fence, and a JSON object embedded in prose (the
-    outermost object that parses is taken). Raises :class:`ValueError` when there is none, or when
-    the answer is nested too deeply to read.
+    outermost object that parses is taken). A reasoning model's thinking before its answer
+    (``<think>...</think>``, left in the answer by a server without a reasoning parser) is not part
+    of the answer: a draft verdict in it is never taken. Raises :class:`ValueError` when there is no
+    answer, or when the answer is nested too deeply to read.
     """
     try:
         return _parse_json_answer(text)
@@ -153,6 +157,12 @@ def parse_json_answer(text: str) -> Any:
 
 
 def _parse_json_answer(text: str) -> Any:
+    thinking, closed, answer = text.partition(_THINK_END)
+    if closed and (_THINK_START not in thinking or thinking.lstrip().startswith(_THINK_START)):
+        # DeepSeek-R1's template opens the thinking in the prompt: its answer has the closing tag only.
+        text = answer
+    elif text.lstrip().startswith(_THINK_START):
+        raise ValueError("the answer is all thinking, with no answer after it")
     stripped = text.strip()
     if not stripped:
         raise ValueError("the answer is empty")
