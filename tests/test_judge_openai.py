@@ -627,6 +627,49 @@ def test_content_that_is_never_text_is_an_invalid_answer_naming_the_label(fake_j
     assert stats.errors == 1
 
 
+def test_content_given_as_parts_is_read_from_its_text_parts(fake_judge_server):
+    """Mistral's reasoning models answer with a list of parts: the thinking, then the text."""
+    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": '{"reason": "x", "useful": false}'}]}
+    verdict = {"type": "text", "text": json.dumps({"reason": "names the capital", "useful": True})}
+    fake_judge_server.malformed_next(body=with_content([thinking, verdict]))
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices == ({"reason": "names the capital", "useful": True},)
+    assert stats.reasks == 0 and fake_judge_server.request_count == 1
+
+
+def choice_without_content(finish_reason: str, **message: Any) -> bytes:
+    return completion_body(
+        [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, **message},
+                "finish_reason": finish_reason,
+            }
+        ]
+    )
+
+
+def test_a_reasoning_model_cut_off_before_its_answer_is_told_to_raise_the_limit(fake_judge_server):
+    """vLLM's reasoning parser: the limit was spent thinking, the content is null."""
+    fake_judge_server.malformed_next(body=choice_without_content("length", reasoning_content="Let me see"))
+    with pytest.raises(InvalidJudgeAnswer) as info:
+        run_judge(make_judge(fake_judge_server, max_reasks=0), make_request())
+    assert "answer: cut off at the completion limit (max_tokens=" in str(info.value)
+    assert "to allow longer answers, set RAGMETRICS_JUDGE_MAX_TOKENS=" in str(info.value)
+
+
+def test_an_answer_without_content_says_what_stopped_it(fake_judge_server):
+    """Azure's content filter answers with no content: the finish reason is the only explanation."""
+    fake_judge_server.malformed_next(body=choice_without_content("content_filter"))
+    fake_judge_server.malformed_next(body=choice_without_content("stop", refusal="I can't help with that"))
+    with pytest.raises(InvalidJudgeAnswer) as info:
+        run_judge(make_judge(fake_judge_server, max_reasks=1), make_request())
+    assert "answer has no content (refusal: I can't help with that)" in str(info.value)
+    followup = fake_judge_server.requests[1].body["messages"][-1]["content"]
+    assert "answer has no content (finish_reason 'content_filter')" in followup
+
+
 # --- errors users see: one clear message, no SDK traceback -----------------------------------------
 
 

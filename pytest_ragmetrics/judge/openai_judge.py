@@ -133,6 +133,19 @@ def completion_shape_problem(body: Any) -> str | None:
     return None
 
 
+def content_text(content: Any) -> Any:
+    """A message's content as text: a string as it is; a list of content parts as its text parts
+    joined, others (a reasoning model's ``thinking`` parts, as Mistral's answer) left out, or None
+    when it has none; anything else as it is, to be reported as not text."""
+    if isinstance(content, list) and all(
+        isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
+    ):
+        texts = [part.get("text") for part in content if part["type"] == "text"]
+        if all(isinstance(text, str) for text in texts):
+            return "".join(texts) if texts else None
+    return content
+
+
 def _spent(body: Mapping[str, Any]) -> Usage:
     """The tokens a chat completion (its shape checked) says it used; none when it does not say."""
     usage = body.get("usage")
@@ -751,7 +764,7 @@ class OpenAIJudge:
             )
         text = sum(len(str(message.get("content") or "")) for message in messages)
         for choice in body["choices"]:
-            text += len(str((choice.get("message") or {}).get("content") or ""))
+            text += len(str(content_text((choice.get("message") or {}).get("content")) or ""))
         return max(1, text // 4)
 
     def _parse_choices(
@@ -768,23 +781,31 @@ class OpenAIJudge:
             problems.append(f"expected {request.n} choice(s), got {len(got)}")
         for i, choice in enumerate(got):
             message = choice.get("message") or {}
-            content = message.get("content")
+            content = content_text(message.get("content"))
             where = f"choice {i}" if request.n > 1 else "answer"
-            if content is None:
+            finish = choice.get("finish_reason")
+            if finish == "length":
+                # Cut off mid-answer, or a reasoning model mid-thinking with no answer yet: even when
+                # what came parses, it is not the answer the model meant.
+                limit = f"{self.limit_parameter}={self.completion_limit(request)}"
+                problems.append(f"{where}: {_CUT_OFF} ({limit}) before it was complete")
+                bad_content = bad_content or (content if isinstance(content, str) else "")
+                continue
+            if content is None or (isinstance(content, str) and not content.strip()):
                 refusal = message.get("refusal")
-                problems.append(f"{where} has no content" + (f" (refusal: {refusal})" if refusal else ""))
+                if refusal:
+                    why = f" (refusal: {refusal})"
+                elif isinstance(finish, str) and finish != "stop":
+                    why = f" (finish_reason {finish!r})"  # content_filter, tool_calls: what stopped it
+                else:
+                    why = ""
+                problems.append(f"{where} has no content{why}")
                 continue
             if not isinstance(content, str):
                 # A server that put the JSON object itself (or a number) where the text belongs:
                 # the answer is not what was asked for, so it is re-asked like any invalid answer.
                 problems.append(f"{where}: the content is a {type(content).__name__}, not text")
                 bad_content = bad_content or json.dumps(content, default=str)
-                continue
-            if choice.get("finish_reason") == "length":
-                # Cut off mid-answer: even when what came parses, it is not the answer the model meant.
-                limit = f"{self.limit_parameter}={self.completion_limit(request)}"
-                problems.append(f"{where}: {_CUT_OFF} ({limit}) before it was complete")
-                bad_content = bad_content or content
                 continue
             try:
                 value = parse_json_answer(content)
