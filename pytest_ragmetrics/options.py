@@ -360,6 +360,12 @@ def mentions_ini_keys(path: Path) -> bool:
         return False
 
 
+def overridden_ini_keys(overrides: list[str] | None) -> list[str]:
+    """The ``rag_*`` keys given with pytest's ``-o KEY=VALUE`` (``--override-ini``)."""
+    keys = (item.partition("=")[0].strip() for item in overrides or ())
+    return [key for key in keys if key.startswith("rag_")]
+
+
 def may_name_unknown_ini_keys(path: Path) -> bool:
     """The configuration file ``path`` may hold a ``rag_*`` key that is no setting: some text in it
     from ``rag_`` to the next ``=``, ``:`` or line end (in any case, stripped) is no ini key of ours.

@@ -71,17 +71,18 @@ def _session(config: pytest.Config) -> RagmetricsSession:
 
 def _asked_for(config: pytest.Config) -> bool:
     """The run configures ragmetrics (a ``--rag-*`` option, a ``RAGMETRICS_*`` variable, a
-    configuration file that mentions a ``rag_`` key): its session starts with the run, so that a bad
-    setting is a usage error before the first test."""
+    configuration file that mentions a ``rag_`` key, a ``-o rag_...=`` override): its session starts
+    with the run, so that a bad setting is a usage error before the first test."""
     import os
 
-    from .options import OPTIONS, mentions_ini_keys
+    from .options import OPTIONS, mentions_ini_keys, overridden_ini_keys
 
     inipath = config.inipath
     return (
         any(config.getoption("rag_" + o.name) is not None for o in OPTIONS if o.cli or o.repeat)
         or any(k.startswith("RAGMETRICS_") for k in os.environ)
         or (inipath is not None and mentions_ini_keys(inipath))
+        or bool(overridden_ini_keys(config.getoption("override_ini")))
     )
 
 

@@ -196,7 +196,7 @@ class RagmetricsSession:
             config.pluginmanager.register(_BudgetForWorkers(str(budget.path)), "ragmetrics-call-budget")
 
     def _ini_values(self) -> dict[str, Any]:
-        from .options import OPTIONS, may_name_unknown_ini_keys
+        from .options import OPTIONS, may_name_unknown_ini_keys, overridden_ini_keys
         from .settings import check_names, ini_file_values
 
         inipath = self.config.inipath
@@ -205,6 +205,12 @@ class RagmetricsSession:
                 check_names(ini=ini_file_values(inipath) or {})
             except ConfigError as exc:
                 raise pytest.UsageError(f"ragmetrics: {exc} (in {inipath.name})") from None
+        overridden = overridden_ini_keys(self.config.getoption("override_ini"))
+        if overridden:
+            try:
+                check_names(ini=overridden)
+            except ConfigError as exc:
+                raise pytest.UsageError(f"ragmetrics: {exc} (given with -o)") from None
         values: dict[str, Any] = {}
         for option in OPTIONS:
             try:

@@ -135,6 +135,32 @@ def test_bad_ini_value_is_a_usage_error_naming_the_key(pytester, line, message):
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("rag_concurrency=0", "rag_concurrency must be at least 1; got*0*"),
+        ("rag_gates=context_precison mean >= 0.8", "invalid ragmetrics gate 'context_precison mean >= 0.8'*"),
+        ("rag_concurency=2", "unknown ragmetrics ini key rag_concurency; did you mean rag_concurrency? (given with -o)"),
+    ],
+    ids=["value", "gate", "unknown-key"],
+)
+def test_bad_override_ini_value_is_a_usage_error_before_the_first_test(pytester, override, message):
+    """``-o rag_...=`` is an ini value too: checked at startup, not one failure per test (or never)."""
+    pytester.makepyfile("""
+        from pytest_ragmetrics import RagSample, assert_context_recall
+
+        def test_plain():
+            pass
+
+        def test_rag():
+            assert_context_recall(RagSample("q", ["c"], ground_truth="c")) >= 0.5
+    """)
+    result = pytester.runpytest("-o", override)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*ragmetrics: {message}"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
 def test_numeric_ini_values_reach_the_settings(pytester):
     pytester.makeini(
         "[pytest]\nrag_concurrency = 3\nrag_timeout = 2.5\nrag_seed = none\nrag_price_input = 0.15\n"
