@@ -573,6 +573,7 @@ WRONG_SHAPES = {
     "usage is a number": completion_body(usage=5),
     "usage is an array": completion_body(usage=[1]),
     "token count is text": completion_body(usage={"prompt_tokens": "abc", "completion_tokens": 1}),
+    "token count is a fraction": completion_body(usage={"prompt_tokens": 10.5, "completion_tokens": 1}),
     "choices is an object": completion_body({"0": "hi"}),
     "model is an object": completion_body(model={"name": "judge"}),
 }
@@ -604,6 +605,34 @@ def test_a_server_that_keeps_sending_the_wrong_shape_is_unavailable(fake_judge_s
     assert stats.errors == 1
 
 
+def test_token_counts_sent_as_whole_floats_are_counted(fake_judge_server):
+    fake_judge_server.malformed_next(
+        body=completion_body(usage={"prompt_tokens": 10.0, "completion_tokens": 2.0})
+    )
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (10, 2)
+    assert type(answer.usage.prompt_tokens) is int
+    assert stats.retries == 0 and stats.prompt_tokens == 10
+
+
+def test_a_200_carrying_an_error_says_the_servers_words(fake_judge_server):
+    """Some proxies pass an upstream failure on with status 200 and an OpenAI-style error body."""
+    error = {"error": {"message": "upstream quota exceeded for key sk-echoed-key-123456", "code": 429}}
+    fake_judge_server.malformed_next(body=json.dumps(error).encode(), times=2)
+    stats = JudgeStats()
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(
+            make_judge(fake_judge_server, api_key="sk-echoed-key-123456", max_retries=1, stats=stats),
+            make_request(),
+        )
+    message = str(info.value)
+    assert (
+        "malformed response body (an error: upstream quota exceeded for key ***); gave up after 2" in message
+    )
+    assert stats.retries == 1
+
+
 @pytest.mark.parametrize("content", [{"reason": "r", "useful": True}, 42, ["r", True]])
 def test_content_that_is_not_text_is_reasked(fake_judge_server, content):
     fake_judge_server.malformed_next(body=with_content(content))
@@ -629,7 +658,10 @@ def test_content_that_is_never_text_is_an_invalid_answer_naming_the_label(fake_j
 
 def test_content_given_as_parts_is_read_from_its_text_parts(fake_judge_server):
     """Mistral's reasoning models answer with a list of parts: the thinking, then the text."""
-    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": '{"reason": "x", "useful": false}'}]}
+    thinking = {
+        "type": "thinking",
+        "thinking": [{"type": "text", "text": '{"reason": "x", "useful": false}'}],
+    }
     verdict = {"type": "text", "text": json.dumps({"reason": "names the capital", "useful": True})}
     fake_judge_server.malformed_next(body=with_content([thinking, verdict]))
     stats = JudgeStats()

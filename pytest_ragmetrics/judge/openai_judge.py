@@ -112,6 +112,8 @@ def completion_shape_problem(body: Any) -> str | None:
         return "not a chat completion"
     choices = body.get("choices")
     if not isinstance(choices, list):
+        if body.get("error"):  # a proxy passing an upstream failure on with a 200: say what it said
+            return f"an error: {quote_server(body['error'], str(body['error']))}"
         return "'choices' is not an array"
     for i, choice in enumerate(choices):
         if not isinstance(choice, dict):
@@ -125,7 +127,7 @@ def completion_shape_problem(body: Any) -> str | None:
             return "'usage' is not an object"
         for name in ("prompt_tokens", "completion_tokens"):
             count = usage.get(name)
-            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+            if count is not None and _whole(count) is None:
                 return f"'usage.{name}' is {count!r}, not a token count"
     model = body.get("model")
     if model is not None and not isinstance(model, str):
@@ -251,7 +253,12 @@ def server_message(exc: Any) -> str:
     Quoted in what the user sees, credentials scrubbed (a server may echo the request's headers),
     shortened to :data:`MAX_SERVER_MESSAGE` characters.
     """
-    body = getattr(exc, "body", None)
+    return quote_server(getattr(exc, "body", None), str(getattr(exc, "message", "") or exc))
+
+
+def quote_server(body: Any, fallback: str = "") -> str:
+    """The server's own words in an error ``body``: its ``message``, else the body itself, else
+    ``fallback``; credentials scrubbed, shortened to :data:`MAX_SERVER_MESSAGE` characters."""
     message: Any = None
     if isinstance(body, Mapping):
         message = body.get("message")
@@ -260,7 +267,7 @@ def server_message(exc: Any) -> str:
     elif isinstance(body, str) and body.strip():
         message = body
     if not isinstance(message, str) or not message.strip():
-        message = str(getattr(exc, "message", "") or exc)
+        message = fallback
     message = " ".join(redact(message).split())
     if len(message) > MAX_SERVER_MESSAGE:
         message = message[: MAX_SERVER_MESSAGE - 1] + "…"
@@ -990,9 +997,17 @@ class OpenAIJudge:
         return f"{prefix}: {detail}"
 
 
+def _whole(value: Any) -> int | None:
+    """``value`` as a whole number of at least 0, or None: ``12.0`` is 12, as JSON means it (a
+    server written in Python may send its token counts as floats)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _count(value: Any) -> int:
     """A token count a server reported, as a count: missing, negative or absurd values bounded."""
-    return min(value, 2**53) if isinstance(value, int) and value > 0 else 0
+    return min(_whole(value) or 0, 2**53)
 
 
 def _connection_problem(exc: BaseException) -> str:
