@@ -587,6 +587,33 @@ def test_a_store_looks_for_temporary_files_and_its_repo_files_at_its_first_write
     assert len(JudgmentStore(tmp_path)) == 3
 
 
+@pytest.mark.parametrize("special", ["directory", "pipe"])
+def test_a_shard_that_is_not_a_file_is_skipped_with_a_warning_and_never_waited_on(tmp_path, special):
+    """A directory where a shard should be ended the lookup in a bare IsADirectoryError (a test's
+    failure, or a traceback); a named pipe made every run that looked in it wait forever."""
+    store = JudgmentStore(tmp_path)
+    request, other = make_request(1), make_request(2)
+    assert request.cache_key()[:2] != other.cache_key()[:2]
+    put(store, other, make_answer())
+    path = store.path_for(request.cache_key())
+    if special == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    reader = JudgmentStore(tmp_path)
+    with pytest.warns(RagMetricsWarning) as record:
+        assert reader.get(request, replay=True) is None
+        assert reader.get(request, replay=True) is None
+    what = "a directory" if special == "directory" else "a named pipe"
+    assert [str(w.message) for w in record] == [
+        f"the judgment store shard {path} is {what}, not a file; its judgments are skipped"
+    ]
+    assert reader.keys() == {other.cache_key()}
+    with pytest.raises(OSError):  # recording into it fails (the run says so), it does not wait
+        put(reader, request, make_answer())
+    assert stored(reader, other).choices[0]["useful"] is True
+
+
 def test_a_last_line_without_its_newline_is_read(tmp_path):
     """A hand edit or an editor that drops the file's final newline hides no judgment."""
     store = JudgmentStore(tmp_path / "judgments")

@@ -39,6 +39,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from stat import S_ISDIR, S_ISFIFO
 from typing import Any
 
 from .._files import write_atomic, write_text_atomic
@@ -67,6 +68,10 @@ _KEY_ENDS = (b'",', b'"}')
 # A translation that keeps each hex digit and changes every other byte (to one): bytes of hex
 # digits alone are those it leaves unchanged.
 _HEX_ONLY = bytes(c if chr(c) in _HEX else ord("0") for c in range(256))
+# Opening a shard never waits: a pipe put where a shard should be would wait for a writer (or a
+# reader) forever; opened without waiting, it is refused or found empty.
+_NOT_BLOCKING = getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+_READ = os.O_RDONLY | _NOT_BLOCKING
 
 
 def _max_open_shards() -> int:
@@ -308,13 +313,22 @@ class JudgmentStore:
             except OSError:
                 self._shards[name] = None
                 return None
+            if S_ISDIR(stat.st_mode) or S_ISFIFO(stat.st_mode):
+                # Not read as an empty shard in silence: a person put it there, or a checkout went wrong.
+                what = "a directory" if S_ISDIR(stat.st_mode) else "a named pipe"
+                self._warn(
+                    f"special:{path}",
+                    f"the judgment store shard {path} is {what}, not a file; its judgments are skipped",
+                )
+                self._shards[name] = None
+                return None
             identity = (stat.st_dev, stat.st_ino)
             if isinstance(shard, _Shard) and shard.fd >= 0 and shard.identity == identity:
                 if stat.st_size > shard.end:
                     self._scan(path, shard)
                 return shard
             try:
-                fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+                fd = os.open(path, _READ)
             except OSError:
                 self._shards[name] = None
                 return None
@@ -340,7 +354,7 @@ class JudgmentStore:
     def _reopen(self, name: str, shard: _Shard) -> bool:
         """Open a closed shard's file again; False when it is no longer the file indexed."""
         try:
-            fd = os.open(self.directory / f"{name}{SHARD_SUFFIX}", os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            fd = os.open(self.directory / f"{name}{SHARD_SUFFIX}", _READ)
         except OSError:
             return False
         stat = os.fstat(fd)
@@ -733,11 +747,16 @@ def _lock_directory(directory: Path) -> int | None:
 
 def _ends_with_newline(path: Path) -> bool:
     try:
-        with path.open("rb") as handle:
-            handle.seek(-1, os.SEEK_END)
-            return handle.read(1) == b"\n"
-    except OSError:  # empty or missing
+        fd = os.open(path, _READ)
+    except OSError:  # missing (or not a file to append to: the append says so)
         return True
+    try:
+        size = os.fstat(fd).st_size
+        return size == 0 or os.pread(fd, 1, size - 1) == b"\n"
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -746,7 +765,7 @@ def _append(path: Path, data: bytes) -> None:
     A write that fails part-way (a full disk) is undone: the file is cut back to its size before, so
     no torn line is ever left in a shard (the writer holds the store lock: nobody appended since).
     """
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOT_BLOCKING, 0o666)
     try:
         size = os.fstat(fd).st_size
         view = memoryview(data)
