@@ -338,6 +338,34 @@ def test_prune_removes_unused_entries_and_empty_shards(tmp_path):
     assert store.prune(keep) == []
 
 
+def test_pruning_keeps_a_last_line_cut_short_as_it_is_and_names_it(tmp_path):
+    """prune wrote a shard again from the lines it had read whole, so a last line cut short (a
+    killed write, a truncated copy) vanished without a word: a judgment a person could mend."""
+    by_shard: dict[str, list[Any]] = {}
+    for request in (make_request(i) for i in range(100, 3000)):
+        by_shard.setdefault(request.cache_key()[:2], []).append(request)
+    used, unused, damaged = next(group for group in by_shard.values() if len(group) >= 3)[:3]
+    store = JudgmentStore(tmp_path)
+    store.put_many([(used, make_answer()), (unused, make_answer())])
+    store.flush()
+    path = store.path_for(used.cache_key())
+    cut = dump_line(record_of(damaged, make_answer()))[:100]
+    path.write_bytes(path.read_bytes() + cut)
+
+    reader = JudgmentStore(tmp_path)
+    assert reader.keys() == {used.cache_key(), unused.cache_key()}
+    with pytest.warns(RagMetricsWarning) as record:
+        assert reader.prune({used.cache_key()}) == [unused.cache_key()]
+    assert [str(w.message) for w in record] == [
+        f"the judgment store shard {path} ends in a line cut short (line 3: {cut[:80].decode()!r}); "
+        "it is not read, and kept as it is"
+    ]
+    assert path.read_bytes() == dump_line(record_of(used, make_answer())) + b"\n" + cut
+    assert stored(JudgmentStore(tmp_path), used).choices[0]["useful"] is True
+    assert reader.prune(set()) == [used.cache_key()]  # the last judgment gone: the cut line stays
+    assert path.read_bytes() == cut
+
+
 def test_keys_ignore_stray_files(tmp_path):
     store = JudgmentStore(tmp_path)
     request = make_request()

@@ -660,7 +660,8 @@ class JudgmentStore:
     def _rewrite(self, name: str, drop: Iterable[str] = ()) -> None:
         """Write shard ``name`` again: its judgments sorted by key, the line that counts of each,
         without ``drop``'s keys. Lines that are not judgments of this shard are kept at the end (a
-        person wrote them; the warning about them stays until they are fixed)."""
+        person wrote them; the warning about them stays until they are fixed), and so is a last line
+        cut short, as it is."""
         path = self.directory / f"{name}{SHARD_SUFFIX}"
         shard = self._index(name, fresh=True)
         if shard is None:
@@ -673,8 +674,20 @@ class JudgmentStore:
             if line.strip() and not _belongs(line, name)
         ]
         lines = [line for _, line in kept if line is not None] + others
-        if lines:
-            write_atomic(path, b"".join(line + b"\n" for line in lines))
+        # What follows the last whole line: no process is appending it (this one holds the lock), so
+        # it is a line cut short (a killed write, a truncated copy). Not indexed, but not ours to drop.
+        cut = os.pread(shard.fd, os.fstat(shard.fd).st_size - shard.end, shard.end)
+        if cut.strip():
+            number = _line_number(shard.fd, shard.end)
+            self._warn(
+                f"cut:{path}",
+                f"the judgment store shard {path} ends in a line cut short (line {number}: "
+                f"{cut[:80].decode('utf-8', 'replace')!r}); it is not read, and kept as it is",
+            )
+        else:
+            cut = b""
+        if lines or cut:
+            write_atomic(path, b"".join(line + b"\n" for line in lines) + cut)
         else:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
