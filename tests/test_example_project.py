@@ -31,13 +31,26 @@ def fresh_example(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def default_run(tmp_path_factory):
-    """The README's command on a fresh copy, run once for the tests that read its output and report."""
+def default_copy(tmp_path_factory):
     target = tmp_path_factory.mktemp("default") / "example_project"
     shutil.copytree(
         EXAMPLE, target, ignore=shutil.ignore_patterns(".pytest_cache", "__pycache__", ".ragmetrics_cache")
     )
-    out = run_example(target, "--rag-report", "--rag-report-json=report.json", "-p", "no:randomly")
+    return target
+
+
+@pytest.fixture(scope="module")
+def default_run(default_copy):
+    """The README's command on a fresh copy, run once for the tests that read its output and report."""
+    target = default_copy
+    out = run_example(
+        target,
+        "--rag-report",
+        "--rag-report-json=report.json",
+        "--rag-save-baseline=saved-baseline.json",
+        "-p",
+        "no:randomly",
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     return out, json.loads((target / "report.json").read_text())
 
@@ -95,6 +108,15 @@ def test_example_project_compares_every_run_with_its_committed_baseline(default_
         out.stdout,
     )
     assert "PASS  context_recall mean drop <= 0.02 at p < 0.05" in out.stdout
+
+
+def test_example_project_committed_baseline_is_what_saving_it_writes_today(default_run, default_copy):
+    """The README's `pytest --rag-save-baseline=baseline.json` on a fresh clone changes nothing (but
+    the package version it records)."""
+    saved = json.loads((default_copy / "saved-baseline.json").read_text())
+    committed = json.loads((EXAMPLE / "baseline.json").read_text())
+    saved.pop("plugin_version"), committed.pop("plugin_version")
+    assert saved == committed, "re-save example_project/baseline.json: pytest --rag-save-baseline=baseline.json"
 
 
 def test_example_project_baseline_flags_the_weakened_retriever_as_a_significant_regression(fresh_example):
