@@ -53,7 +53,7 @@ def start_session(
     return session
 
 
-def parametrize_golden_set(metafunc: pytest.Metafunc, name: str, session: RagmetricsSession) -> None:
+def parametrize_golden_set(metafunc: pytest.Metafunc, name: object, session: RagmetricsSession) -> None:
     """``@pytest.mark.ragmetrics(samples=PATH)``: one test per sample of the golden set."""
     from .loaders import load_marker_samples, marker_samples_path
 
@@ -64,6 +64,11 @@ def parametrize_golden_set(metafunc: pytest.Metafunc, name: str, session: Ragmet
     if "rag_sample" not in metafunc.fixturenames:
         problems.append(
             f"{where}: @pytest.mark.ragmetrics(samples=...) needs the test to take the rag_sample fixture"
+        )
+        return
+    if not isinstance(name, (str, os.PathLike)):
+        problems.append(
+            f"{where}: @pytest.mark.ragmetrics(samples=...) must be the path of a samples file, got {name!r}"
         )
         return
     try:

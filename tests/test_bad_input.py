@@ -663,3 +663,37 @@ def test_a_bad_marker_argument_is_a_usage_error_naming_the_marker(pytester, argu
     assert result.ret == 4, text
     assert "Traceback" not in text and "INTERNALERROR" not in text
     assert "@pytest.mark.ragmetrics" in text
+
+
+def test_a_golden_set_marker_that_names_no_file_is_a_usage_error_naming_each_test(pytester):
+    """``samples=5`` on a test taking ``rag_sample`` stopped collection with a TypeError traceback
+    from pathlib; a symbolic link that points at itself is named with what is wrong."""
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.ragmetrics(samples=5)
+        def test_number(rag_sample):
+            pass
+
+        @pytest.mark.ragmetrics(samples=b"golden.jsonl")
+        def test_bytes(rag_sample):
+            pass
+
+        @pytest.mark.ragmetrics(samples="loop.jsonl")
+        def test_loop(rag_sample):
+            pass
+        """
+    )
+    (pytester.path / "loop.jsonl").symlink_to("loop.jsonl")
+    result = pytester.runpytest()
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, text
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: *::test_number: @pytest.mark.ragmetrics(samples=...) must be the path of a samples file, got 5",
+            "*::test_bytes: @pytest.mark.ragmetrics(samples=...) must be the path of a samples file, got b'golden.jsonl'",
+            "*::test_loop: @pytest.mark.ragmetrics(samples='loop.jsonl'): *Too many levels of symbolic links*",
+        ]
+    )
