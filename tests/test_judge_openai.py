@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import traceback
+import warnings
 from typing import Any
 
 import pytest
@@ -668,6 +669,22 @@ def test_content_given_as_parts_is_read_from_its_text_parts(fake_judge_server):
     [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
     assert answer.choices == ({"reason": "names the capital", "useful": True},)
     assert stats.reasks == 0 and fake_judge_server.request_count == 1
+
+
+def test_half_an_escaped_pair_in_an_answer_is_replaced_and_the_answer_cached(fake_judge_server, tmp_path):
+    """A lone surrogate (``\\ud83d``: half an emoji) cannot be written as UTF-8: replaced, it no longer
+    takes the local cache out of use for the rest of the run."""
+    fake_judge_server.responder = lambda body: '{"reason": "half an emoji \\ud83d", "useful": true}'
+    fake_judge_server.reported_model = "judge-\ud800"
+    cached = CachedJudge(lambda: make_judge(fake_judge_server), cache_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the cache given up is a warning
+        [answer] = run_judge(cached, make_request())
+    assert answer.choices == ({"reason": "half an emoji \ufffd", "useful": True},)
+    assert answer.model == "judge-\ufffd"
+    replay = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=tmp_path)
+    [again] = run_judge(replay, make_request())
+    assert again.source == "cache" and again.choices == answer.choices
 
 
 def choice_without_content(finish_reason: str, **message: Any) -> bytes:

@@ -148,6 +148,23 @@ def content_text(content: Any) -> Any:
     return content
 
 
+def valid_text(value: Any) -> Any:
+    """``value`` (an answer's JSON) with each lone surrogate in its strings replaced by U+FFFD.
+
+    A model may write half of an escaped pair (``\\ud83d``, half an emoji): text UTF-8 cannot carry,
+    which the cache could not write (nor a report, nor the terminal). The rest of the answer is kept.
+    """
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {valid_text(name): valid_text(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [valid_text(item) for item in value]
+    return value
+
+
 def _spent(body: Mapping[str, Any]) -> Usage:
     """The tokens a chat completion (its shape checked) says it used; none when it does not say."""
     usage = body.get("usage")
@@ -690,7 +707,7 @@ class OpenAIJudge:
             choices=tuple(choices),
             # Bounded as a live answer's: an absurd count would swamp every total it is added to.
             usage=_spent(body),
-            model=str(body.get("model") or request.model),
+            model=valid_text(str(body.get("model") or request.model)),
             judged_at=judged_at or utc_now(),
             source="judge",
         )
@@ -724,7 +741,7 @@ class OpenAIJudge:
                 return JudgeAnswer(
                     choices=tuple(choices),
                     usage=usage,
-                    model=str(body.get("model") or request.model),
+                    model=valid_text(str(body.get("model") or request.model)),
                     judged_at=utc_now(),
                     source="judge",
                 )
@@ -825,7 +842,7 @@ class OpenAIJudge:
                 problems.append(f"{where}: " + "; ".join(errors[:5]))
                 bad_content = bad_content or content
                 continue
-            choices.append(value)
+            choices.append(valid_text(value))
         return choices, problems, bad_content
 
     async def _create(
