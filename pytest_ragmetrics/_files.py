@@ -48,7 +48,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
         with open(target, "wb") as handle:
             handle.write(data)
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where a directory of the path should be: say which
+        file = next((p for p in (target.parent, *target.parent.parents) if p.is_file()), target.parent)
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(file)) from None
     fd, tmp = _create_temp(target.parent, target.name)
     try:
         with os.fdopen(fd, "wb") as handle:

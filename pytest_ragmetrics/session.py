@@ -114,6 +114,7 @@ class RagmetricsSession:
         self.unused_store_entries: list[str] | None = None
         self.gate_results: list[dict[str, Any]] = []
         self.final_report: dict[str, Any] | None = None
+        self.unwritten: list[str] = []  # the report files that could not be written, and why
         self.prefetcher: Prefetcher | None = None
         #: The collected tests, once collection is over (the prefetcher's order), and their session.
         self.items: Sequence[pytest.Item] | None = None
@@ -775,7 +776,9 @@ class RagmetricsSession:
         config.hook.pytest_ragmetrics_report(report=report)
         from .report.build import write_reports
 
-        write_reports(report, s)
+        self.unwritten = write_reports(report, s)
+        if self.unwritten:  # asked for and missing: CI would go on without it
+            _fail(session)
         self.final_report = report
 
     def _judge_controls(self) -> dict[str, Any] | None:
@@ -833,6 +836,7 @@ class RagmetricsSession:
             if count > 1:  # one cause failing many tests (no key, the judge gone): said once, counted
                 text = f"ragmetrics: {count} tests failed with the same error: {message[:200]}"
                 lines.append((text, "red"))
+        lines += [(f"ragmetrics: {message}", "red") for message in self.unwritten]
         if self.stats.unrecorded:
             lines.append(
                 (

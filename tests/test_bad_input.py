@@ -216,6 +216,31 @@ def test_a_merged_report_that_cannot_be_written_is_one_error_naming_it(tmp_path,
     assert [p.name for p in (tmp_path / "merged").iterdir()] == []  # no temporary file left beside it
 
 
+def test_report_files_that_cannot_be_written_fail_the_run_with_a_line_each(pytester):
+    """A report or baseline path under a file (``--rag-save-baseline=tox.ini/b.json``) ended the
+    whole run in a FileExistsError traceback, after every test had run, and wrote no other report."""
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(PASSING)
+    pytester.path.joinpath("old.json").write_text("{}", encoding="utf-8")
+    result = pytester.runpytest(
+        "--rag-report-json=tox.ini/report.json",
+        "--rag-report-md=report.md",
+        "--rag-save-baseline=tox.ini/baseline.json",
+    )
+    text = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+    assert result.ret == 1
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    result.stdout.fnmatch_lines(
+        [
+            "ragmetrics: cannot write the JSON report to tox.ini/report.json (*Not a directory: *tox.ini')",
+            "ragmetrics: cannot write the baseline to *tox.ini/baseline.json (*Not a directory: *tox.ini')",
+        ]
+    )
+    assert pytester.path.joinpath("report.md").read_text(encoding="utf-8").startswith("#")
+    assert sorted(p.name for p in pytester.path.iterdir() if p.suffix in (".json", ".tmp")) == ["old.json"]
+
+
 def test_a_report_written_to_a_pipe_goes_into_the_pipe(tmp_path):
     """A pipe or a device (/dev/stdout, /dev/null) as a report path was replaced by a file."""
     import os

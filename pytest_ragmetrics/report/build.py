@@ -706,31 +706,47 @@ def report_wanted(settings: Settings) -> bool:
     )
 
 
-def write_reports(report: dict[str, Any], settings: Settings) -> None:
-    """Write the report files the settings ask for, and append to ``$GITHUB_STEP_SUMMARY``."""
+def write_reports(report: dict[str, Any], settings: Settings) -> list[str]:
+    """Write the report files the settings ask for, and append to ``$GITHUB_STEP_SUMMARY``.
+
+    Returns what could not be written, one message each (the path and why: a directory that is a
+    file, a full disk): each file is written or not on its own, and a failure leaves the old file.
+    """
     from .._files import write_text_atomic
 
     s = settings
+    failed: list[str] = []
+
+    def write(what: str, path: str, text: Callable[[], str]) -> None:
+        try:
+            write_text_atomic(path, text())
+        except OSError as exc:
+            failed.append(f"cannot write {what} to {path} ({exc})")
+
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if s.report_json:
         from .json_report import to_json
 
-        write_text_atomic(s.report_json, to_json(report))
+        write("the JSON report", s.report_json, lambda: to_json(report))
     if s.report_md or (s.github_summary and summary):
         from .markdown import to_markdown
 
         text = to_markdown(report)
         if s.report_md:
-            write_text_atomic(s.report_md, text)
+            write("the Markdown report", s.report_md, lambda: text)
         if s.github_summary and summary:
-            with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(text + "\n")
+            try:
+                with open(summary, "a", encoding="utf-8") as fh:
+                    fh.write(text + "\n")
+            except OSError as exc:
+                failed.append(f"cannot append the report to the GitHub step summary {summary} ({exc})")
     if s.report_html:
         from .html import to_html
 
-        write_text_atomic(s.report_html, to_html(report))
+        write("the HTML report", s.report_html, lambda: to_html(report))
     if s.save_baseline:
         from ..baseline import baseline_form
         from .json_report import to_json
 
-        write_text_atomic(s.save_baseline, to_json(baseline_form(report)))
+        write("the baseline", s.save_baseline, lambda: to_json(baseline_form(report)))
+    return failed
