@@ -302,6 +302,24 @@ def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
         run_judge(make_judge(fake_judge_server, max_retries=2), make_request())
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b"", "(empty)"),
+        (b'{"id": 1}garbage', "(not JSON: Extra data at character 9: 'garbage')"),
+        (b"<html><body>Sign in</body></html>", "(not JSON: Expecting value at character 0: '<html><body>Sign in"),
+        (b'data: {"id": 1}\n\ndata: [DONE]\n\n', """(not JSON: Expecting value at character 0: 'data: {"id": 1} data: [DONE]')"""),
+        (b'{"a": "\xff"}', "(not UTF-8 text: invalid start byte at byte 7)"),
+    ],
+    ids=["empty", "trailing garbage", "an HTML page", "an event stream", "not UTF-8"],
+)
+def test_a_body_that_is_not_json_is_reported_with_what_it_holds(fake_judge_server, body, said):
+    fake_judge_server.malformed_next(body=body, times=2)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server, max_retries=1), make_request())
+    assert f"malformed response body {said}" in str(info.value)
+
+
 def test_a_body_nested_too_deeply_to_read_is_a_malformed_body(fake_judge_server):
     # JSON nested deeper than Python's recursion limit raises RecursionError, not a decode error.
     deep = b"[" * 100_000 + b"]" * 100_000

@@ -879,6 +879,7 @@ class OpenAIJudge:
                 assert self.stats.budget is not None  # only a budget refuses
                 raise JudgeCallCapReached(self.stats.budget.refusal(label, self.how_to_set))
             mark_sent()  # from here on the request is paid for: its answer is kept whoever waits
+            raw = b""
             try:
                 # The SDK's generic post() (its documented way to make custom requests) rather than
                 # chat.completions.create(): create() deep-copies and type-transforms the whole
@@ -927,7 +928,7 @@ class OpenAIJudge:
                 unreachable = True
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 # A 200 whose body is not JSON: treat like a flaky server.
-                what = f"malformed response body ({type(exc).__name__})"
+                what = f"malformed response body ({_not_json(raw, exc)})"
                 last = exc
             except RecursionError as exc:  # JSON nested deeper than Python reads: not an answer either
                 what = "malformed response body (nested too deeply to read)"
@@ -1025,6 +1026,25 @@ def _whole(value: Any) -> int | None:
 def _count(value: Any) -> int:
     """A token count a server reported, as a count: missing, negative or absurd values bounded."""
     return min(_whole(value) or 0, 2**53)
+
+
+#: How much of a body that is not JSON to show, from where reading it failed: enough to tell an HTML
+#: page, an event stream or what follows the JSON.
+SHOWN_BODY = 80
+
+
+def _not_json(raw: bytes, exc: ValueError) -> str:
+    """What is wrong with a 200 body that did not decode, and what it holds where reading failed: an
+    empty body, a proxy's HTML page, an event stream answering a request for none, JSON with more
+    after it."""
+    if not raw.strip():
+        return "empty"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+    assert isinstance(exc, json.JSONDecodeError)
+    there = exc.doc[exc.pos : exc.pos + SHOWN_BODY]
+    shown = quote_server(there) + ("…" if len(exc.doc) > exc.pos + SHOWN_BODY else "")
+    return f"not JSON: {exc.msg} at character {exc.pos}: {shown!r}"
 
 
 def _connection_problem(exc: BaseException) -> str:
