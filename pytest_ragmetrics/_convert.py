@@ -37,7 +37,13 @@ def optional_text(value: Any, name: str) -> str | None:
 def report_path(value: Any, name: str) -> str | None:
     """A path to write a report to: refused at the start when it is a directory, not after the run."""
     text = optional_text(value, name)
-    if text is not None and Path(text).is_dir():
+    if text is None:
+        return None
+    try:
+        directory = Path(text).is_dir()
+    except OSError as exc:  # a name longer than the file system allows
+        raise ConfigError(f"{name} {text!r} cannot be a file's path: {exc.strerror}") from None
+    if directory:
         raise ConfigError(f"{name} {text!r} is a directory: give the path of the file to write")
     return text
 

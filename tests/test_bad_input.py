@@ -586,7 +586,8 @@ def test_an_empty_number_is_an_error_naming_it_where_none_means_unset():
 
 @pytest.mark.parametrize("name", ["report_json", "report_md", "report_html"])
 def test_a_report_path_that_is_a_directory_is_refused_before_the_run(tmp_path, name):
-    """--rag-report-json=DIR ran the whole suite, then ended in an IsADirectoryError traceback."""
+    """--rag-report-json=DIR ran the whole suite, then ended in an IsADirectoryError traceback; a
+    name longer than the file system allows stopped pytest at its start with an INTERNALERROR."""
     from pytest_ragmetrics.settings import OPTIONS_BY_NAME
 
     flag = "--rag-" + name.replace("_", "-")
@@ -594,6 +595,10 @@ def test_a_report_path_that_is_a_directory_is_refused_before_the_run(tmp_path, n
         OPTIONS_BY_NAME[name].convert(str(tmp_path), flag)
     assert str(info.value) == f"{flag} {str(tmp_path)!r} is a directory: give the path of the file to write"
     assert OPTIONS_BY_NAME[name].convert(str(tmp_path / "report"), flag) == str(tmp_path / "report")
+    too_long = str(tmp_path / ("r" * 300))
+    with pytest.raises(RagMetricsError) as info:
+        OPTIONS_BY_NAME[name].convert(too_long, flag)
+    assert str(info.value) == f"{flag} {too_long!r} cannot be a file's path: File name too long"
 
 
 BAD_INI = {
