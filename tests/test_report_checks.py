@@ -396,3 +396,46 @@ def test_report_merge_and_baseline_compare_say_why_a_report_fails(tmp_path, caps
         in capsys.readouterr().out
     )
     assert main(["baseline", "compare", b, b]) == 0
+
+
+def test_report_merge_keeps_the_judge_check_the_shards_ran_and_fails_when_it_failed(tmp_path, capsys):
+    """Every shard checks the judge on the whole labelled set: the merged report holds that check, and a
+    failed one fails the merge with its reason, resting on the merged run's comparisons."""
+    from pytest_ragmetrics.__main__ import main
+
+    check = judge_check()
+    check["floors"] = [
+        {
+            "spec": "context_precision kappa >= 0.6",
+            "kind": "context_precision",
+            "model": "gpt-4o-mini",
+            "stat": "kappa",
+            "value": 0.2,
+            "passed": False,
+            "reason": "",
+            "resting_on": {"gates": [], "comparisons": 99, "tests": ["a shard's own test"]},
+        }
+    ]
+    good = {**judge_check(), "passed": True, "item_errors": None}
+    shards = {
+        "a.json": passing(with_summary(judge_check=good)),
+        "b.json": passing(with_summary(judge_check=check)),
+        "c.json": passing(with_summary(judge_check=good)),
+    }
+    for name, report in shards.items():
+        (tmp_path / name).write_text(json.dumps(report))
+    paths = [str(tmp_path / name) for name in shards]
+    merged = tmp_path / "m.json"
+    capsys.readouterr()
+    args = ["report", "merge", "--allow-partial", "--allow-mixed", "--output", str(merged)]
+    assert main([*args, paths[0], paths[2]]) == 0
+    assert json.loads(merged.read_text())["summary"]["judge_check"]["source"] == "labels.jsonl"
+    capsys.readouterr()
+    assert main([*args, *paths]) == 1
+    out = capsys.readouterr().out
+    assert "ragmetrics judge check failed: context_precision kappa >= 0.6" in out
+    floor = json.loads(merged.read_text())["summary"]["judge_check"]["floors"][0]
+    precision_tests = {
+        r["nodeid"] for s in shards.values() for r in s["results"] if r["metric"] == "context_precision"
+    }
+    assert floor["resting_on"]["tests"] == sorted(precision_tests)

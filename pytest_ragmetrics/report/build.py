@@ -492,7 +492,9 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     whole run would have; the judge's figures are summed. The shards' own gate outcomes are dropped:
     each saw only part of the run. Evaluate gates over the merged report instead (``report merge
     --gates``). A shard cannot know which judgment store entries the others used, so
-    ``unused_store_entries`` is left out.
+    ``unused_store_entries`` is left out. Every shard checks the judge on the whole labelled set, so
+    the run's judge check is theirs: the first that failed, if one did (what rests on its failed
+    floors is left for :func:`judge_check_section` over the merged comparisons and gates).
     """
     from .json_report import sort_results
 
@@ -535,6 +537,11 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     scorings = [s.get("scoring") for s in summaries]
     if scorings and all(isinstance(v, Mapping) and v == scorings[0] for v in scorings):
         summary["scoring"] = dict(scorings[0])  # type: ignore[arg-type]
+    checks = [s["judge_check"] for s in summaries if isinstance(s.get("judge_check"), Mapping)]
+    if checks:
+        check = next((c for c in checks if not c.get("passed")), checks[0])
+        floors = [{k: v for k, v in f.items() if k != "resting_on"} for f in check.get("floors") or ()]
+        summary["judge_check"] = {**check, "floors": floors}
     tests = [s["tests"] for s in summaries if isinstance(s.get("tests"), Mapping)]
     if tests:
         summary["tests"] = {k: sum(int(t.get(k, 0)) for t in tests) for k in ("passed", "failed")}

@@ -243,7 +243,7 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
     from .._files import write_text_atomic
     from ..baseline import load_report, parse_regression_gates
     from ..gates import parse_gates
-    from .build import attach_baseline, evaluate_run_gates, merge_reports, shard_problems
+    from .build import attach_baseline, evaluate_run_gates, judge_check_section, merge_reports, shard_problems
     from .json_report import to_json
     from .model import outcome
 
@@ -283,6 +283,9 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
     partial = ran_part(merged)
     if gates:
         merged["summary"]["gates"] = evaluate_run_gates(gates, merged["results"], partial=partial)
+    summary, check = merged["summary"], merged["summary"].get("judge_check")
+    if check is not None:
+        summary["judge_check"] = judge_check_section(check, merged["results"], summary["gates"])
     if baseline is not None:
         attach_baseline(
             merged,
