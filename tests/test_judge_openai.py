@@ -307,8 +307,14 @@ def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
     [
         (b"", "(empty)"),
         (b'{"id": 1}garbage', "(not JSON: Extra data at character 9: 'garbage')"),
-        (b"<html><body>Sign in</body></html>", "(not JSON: Expecting value at character 0: '<html><body>Sign in"),
-        (b'data: {"id": 1}\n\ndata: [DONE]\n\n', """(not JSON: Expecting value at character 0: 'data: {"id": 1} data: [DONE]')"""),
+        (
+            b"<html><body>Sign in</body></html>",
+            "(not JSON: Expecting value at character 0: '<html><body>Sign in",
+        ),
+        (
+            b'data: {"id": 1}\n\ndata: [DONE]\n\n',
+            """(not JSON: Expecting value at character 0: 'data: {"id": 1} data: [DONE]')""",
+        ),
         (b'{"a": "\xff"}', "(not UTF-8 text: invalid start byte at byte 7)"),
     ],
     ids=["empty", "trailing garbage", "an HTML page", "an event stream", "not UTF-8"],
@@ -971,6 +977,29 @@ def test_a_refused_key_or_model_is_asked_once_per_run(fake_judge_server, status)
     assert len(errors) == 5
     assert fake_judge_server.request_count == 1  # never retried, never asked again
     assert all(f"HTTP {status}" in str(e) for e in errors)
+
+
+def test_an_account_without_quota_is_asked_once_per_run_not_retried_as_a_rate_limit(fake_judge_server):
+    """OpenAI answers an account without quota with a 429, as it does a rate limit."""
+    quota = {
+        "error": {
+            "message": "You exceeded your current quota.",
+            "type": "insufficient_quota",
+            "code": "insufficient_quota",
+        }
+    }
+    fake_judge_server.fail_next(429, body=quota, times=10)
+    stats = JudgeStats()
+    errors = run_each(
+        make_judge(fake_judge_server, stats=stats), make_request(0), make_request(1, model="other")
+    )
+    assert fake_judge_server.request_count == 1 and stats.retries == 0
+    assert (
+        "(HTTP 429, not retried): the account of the API key has no quota left; check its plan and "
+        in str(errors[0])
+    )
+    assert "billing (OPENAI_API_KEY). You exceeded your current quota." in str(errors[0])
+    assert "the remaining judgments of this run fail without asking" in str(errors[1])
 
 
 def test_a_refused_model_does_not_stop_the_other_models(fake_judge_server):

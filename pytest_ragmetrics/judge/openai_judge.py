@@ -908,11 +908,11 @@ class OpenAIJudge:
                     last_try = attempt >= self.max_retries
                     if _format_unsupported(status, detail, server_errors, last_try):
                         raise _FormatUnsupported(f"HTTP {status}: {detail}") from None
-                if status != 429 and status < 500 and status != 408:
+                if (status < 500 and status not in (408, 429)) or _quota_used_up(status, exc):
                     message = self._rejected_message(status, exc, params, label)
                     error = with_cause(JudgeUnavailable(message), exc)
-                    if status == 401:
-                        error = self._remember_failure("", error)  # the key: every model
+                    if status in (401, 429):
+                        error = self._remember_failure("", error)  # the key or its account: every model
                     elif status in (403, 404):
                         error = self._remember_failure(model, error)
                     raise error from None
@@ -988,9 +988,14 @@ class OpenAIJudge:
         prefix = (
             f"the LLM judge at {self.endpoint} rejected the request for {label} (HTTP {status}, not retried)"
         )
+        key = "AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN)" if self.azure else "OPENAI_API_KEY"
         if status == 401:
-            key = "AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN)" if self.azure else "OPENAI_API_KEY"
             return f"{prefix}: the API key was not accepted; check {key}. {detail}"
+        if status == 429:
+            return (
+                f"{prefix}: the account of the API key has no quota left; check its plan and billing "
+                f"({key}). {detail}"
+            )
         if status == 403:
             return f"{prefix}: permission denied for model {params.get('model')!r}. {detail}"
         if status == 404:
@@ -1045,6 +1050,12 @@ def _not_json(raw: bytes, exc: ValueError) -> str:
     there = exc.doc[exc.pos : exc.pos + SHOWN_BODY]
     shown = quote_server(there) + ("…" if len(exc.doc) > exc.pos + SHOWN_BODY else "")
     return f"not JSON: {exc.msg} at character {exc.pos}: {shown!r}"
+
+
+def _quota_used_up(status: int, exc: Any) -> bool:
+    """Is this OpenAI's 429 for an account without quota (``insufficient_quota``)? Not a rate limit:
+    no retry, nor any later request of the run, gets past it until someone pays."""
+    return status == 429 and "insufficient_quota" in (getattr(exc, "code", None), getattr(exc, "type", None))
 
 
 def _connection_problem(exc: BaseException) -> str:
