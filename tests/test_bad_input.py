@@ -364,6 +364,23 @@ def test_a_bad_judge_floor_is_one_error_naming_it(line):
     assert "\n" not in str(info.value)
 
 
+def test_a_judge_floor_out_of_its_statistics_range_is_an_error_naming_the_range():
+    """``kappa >= 2`` failed every judge check and ``accuracy >= -0.1`` passed every one, where a
+    gate of ``mean >= 2`` is refused: a floor outside its statistic's range checks nothing."""
+    out_of_range = {
+        "context_precision kappa >= 2": "kappa lies between -1 and 1, so a threshold of 2",
+        "context_relevance[graded] weighted_kappa > -1.5": "weighted_kappa lies between -1 and 1, so a threshold of -1.5",
+        "context_precision accuracy >= -0.1": "accuracy lies between 0 and 1, so a threshold of -0.1",
+        "context_recall f1 >= 1.2": "f1 lies between 0 and 1, so a threshold of 1.2",
+        "context_precision controls <= 1.5": "controls lies between 0 and 1, so a threshold of 1.5",
+    }
+    for line, why in out_of_range.items():
+        with pytest.raises(RagMetricsError) as info:
+            parse_floor(line)
+        assert f"floor {line!r}: {why} is out of range" in str(info.value)
+    assert [parse_floor(line).threshold for line in ("context_precision kappa >= -1", "context_precision f1 >= 1")] == [-1, 1]
+
+
 # --- the caps of store rejudge, store batch import's results file, cache prune's record ------------
 
 BAD_CAPS = ["-1", "1.5", "abc", str(10**30), ""]

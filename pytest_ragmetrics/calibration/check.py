@@ -191,7 +191,7 @@ FLOOR_FORM = (
 
 def parse_floor(line: str) -> Floor:
     """Parse one floor line with the one gate-line parser, then check it names a kind and a statistic."""
-    from ..specs import parse_gate_line
+    from ..specs import format_number, parse_gate_line
 
     parsed = parse_gate_line(line, what="judge agreement floor", form=FLOOR_FORM)
     subject = str(parsed.subject)
@@ -204,6 +204,14 @@ def parse_floor(line: str) -> Floor:
     if parsed.condition is not None:
         raise parsed.error("an agreement floor takes no 'at ...' condition")
     entry = K.KINDS[kind]
+    # Kappas lie between -1 and 1, shares between 0 and 1: a floor outside can never fail, or never pass.
+    low = -1.0 if parsed.stat in ("kappa", "weighted_kappa") else 0.0
+    if parsed.stat in (*STATISTICS, *CONTROL_STATISTICS) and not low <= parsed.threshold <= 1.0:
+        raise parsed.error(
+            f"{parsed.stat} lies between {format_number(low)} and 1, so a threshold of "
+            f"{format_number(parsed.threshold)} is out of range (a floor against it could never tell a "
+            "good judge from a bad one)"
+        )
     if parsed.stat in CONTROL_STATISTICS:
         if entry.control is None:
             controlled = ", ".join(k.name for k in K.control_kinds())
