@@ -439,3 +439,37 @@ def test_report_merge_keeps_the_judge_check_the_shards_ran_and_fails_when_it_fai
         r["nodeid"] for s in shards.values() for r in s["results"] if r["metric"] == "context_precision"
     }
     assert floor["resting_on"]["tests"] == sorted(precision_tests)
+
+
+def test_report_merge_pools_the_controls_the_shards_drew_and_decides_their_floors_over_all_of_them(
+    tmp_path, capsys
+):
+    """Each shard draws controls from the samples it scored: the merged run's controls are all of them."""
+    from pytest_ragmetrics.__main__ import main
+
+    discriminating = controls(passed=True, warnings=[])
+    discriminating["kinds"][0].update(positive=0, share=0.0)
+    discriminating["floors"][0].update(value=0.0, passed=True, reason="")
+    shards = {
+        "a.json": passing(with_summary(judge_controls=discriminating)),
+        "b.json": passing(with_summary(judge_controls=controls())),
+        "c.json": passing(with_summary(judge_controls=discriminating)),
+    }
+    for name, report in shards.items():
+        (tmp_path / name).write_text(json.dumps(report))
+    a, b, c = (str(tmp_path / name) for name in shards)
+    merged = tmp_path / "m.json"
+    args = ["report", "merge", "--allow-partial", "--allow-mixed", "--output", str(merged)]
+    capsys.readouterr()
+    assert main([*args, a, c]) == 0
+    section = json.loads(merged.read_text())["summary"]["judge_controls"]
+    assert section["pairs"] == 24 and section["passed"]
+    precision = section["kinds"][0]
+    assert (precision["judged"], precision["positive"], precision["errors"]) == (24, 0, 0)
+    assert section["kinds"][1]["errors"] == 2  # one per shard, the reasons kept
+    capsys.readouterr()
+    assert main([*args, a, b, c]) == 1
+    out = capsys.readouterr().out
+    assert "ragmetrics controls floor failed: context_precision controls <= 0.2 (12 of 36 negative controls" in out
+    floor = json.loads(merged.read_text())["summary"]["judge_controls"]["floors"][0]
+    assert floor["judged"] == 36 and floor["value"] == pytest.approx(1 / 3) and not floor["passed"]

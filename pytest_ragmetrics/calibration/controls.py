@@ -71,6 +71,7 @@ __all__ = [
     "control_pairs",
     "floor_rates",
     "judge_controls",
+    "merge_controls",
     "positive_controls",
     "run_controls",
 ]
@@ -482,19 +483,7 @@ def run_controls(
         for key in set(evaluator.answers) - judged_before:
             del evaluator.answers[key]
     rows = check_control_floors(floors, shares, compare)
-    warnings = [
-        f"{s.positive} of {s.judged} negative controls ({s.share:.0%}) were judged {_verdict(s.kind)} "
-        f"for {s.kind}: above {WARN_SHARE:.0%}, the judge may not be discriminating"
-        for s in shares
-        if s.expected == "negative" and s.share is not None and s.share > WARN_SHARE
-    ]
-    warnings += [
-        f"{s.wrong} of {s.judged} positive controls ({1 - s.share:.0%}) were judged not {_verdict(s.kind)} "
-        f"for {s.kind} (each a sample's own reference offered as the chunk): above {WARN_SHARE:.0%}, the "
-        "judge says no too often"
-        for s in shares
-        if s.expected == "positive" and s.share is not None and 1 - s.share > WARN_SHARE
-    ]
+    warnings = _share_warnings(shares)
     if wanted is not None:
         shortfalls = []
         for expected, what in (
@@ -512,6 +501,62 @@ def run_controls(
     return {
         **section,
         "kinds": [s.to_json() for s in shares],
+        "floors": rows,
+        "warnings": warnings,
+        "passed": all(r["passed"] for r in rows),
+        "error": None,
+    }
+
+
+def _share_warnings(shares: Iterable[ControlShare]) -> list[str]:
+    """A warning per kind whose negative controls were mostly judged positive, or positive ones not."""
+    shares = list(shares)
+    warnings = [
+        f"{s.positive} of {s.judged} negative controls ({s.share:.0%}) were judged {_verdict(s.kind)} "
+        f"for {s.kind}: above {WARN_SHARE:.0%}, the judge may not be discriminating"
+        for s in shares
+        if s.expected == "negative" and s.share is not None and s.share > WARN_SHARE
+    ]
+    return warnings + [
+        f"{s.wrong} of {s.judged} positive controls ({1 - s.share:.0%}) were judged not {_verdict(s.kind)} "
+        f"for {s.kind} (each a sample's own reference offered as the chunk): above {WARN_SHARE:.0%}, the "
+        "judge says no too often"
+        for s in shares
+        if s.expected == "positive" and s.share is not None and 1 - s.share > WARN_SHARE
+    ]
+
+
+def merge_controls(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The controls sections of the shards of one run (``report merge``) as one: each shard drew its
+    controls from the samples it scored, so the run's controls are all of them, and its floors are
+    decided over them as a run decides them. A shard whose controls could not be judged is the run's
+    outcome."""
+    from ..gates import compare
+    from .check import parse_floor
+
+    failed = next((s for s in sections if s.get("error")), None)
+    if failed is not None:
+        return dict(failed)
+    shares: dict[tuple[str, str], ControlShare] = {}
+    errors: dict[tuple[str, str], int] = {}
+    specs: dict[str, None] = {}
+    for section in sections:
+        for kind in section.get("kinds") or ():
+            key = (str(kind["kind"]), str(kind.get("expected") or "negative"))
+            share = shares.setdefault(key, ControlShare(key[0], expected=key[1]))
+            share.judged += int(kind.get("judged") or 0)
+            share.positive += int(kind.get("positive") or 0)
+            share.errors += [str(reason) for reason in kind.get("error_reasons") or ()]
+            share.examples += list(kind.get("examples") or ())
+            errors[key] = errors.get(key, 0) + int(kind.get("errors") or 0)
+        specs.update(dict.fromkeys(str(floor["spec"]) for floor in section.get("floors") or ()))
+    rows = check_control_floors([parse_floor(spec) for spec in specs], list(shares.values()), compare)
+    warnings = _share_warnings(shares.values())
+    warnings += [f"controls floor {r['spec']}: {r['reason']}" for r in rows if r.get("skipped")]
+    return {
+        "pairs": sum(int(section.get("pairs") or 0) for section in sections),
+        "model": sections[0].get("model"),
+        "kinds": [{**share.to_json(), "errors": errors[key]} for key, share in shares.items()],
         "floors": rows,
         "warnings": warnings,
         "passed": all(r["passed"] for r in rows),

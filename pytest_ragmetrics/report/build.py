@@ -494,7 +494,9 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     --gates``). A shard cannot know which judgment store entries the others used, so
     ``unused_store_entries`` is left out. Every shard checks the judge on the whole labelled set, so
     the run's judge check is theirs: the first that failed, if one did (what rests on its failed
-    floors is left for :func:`judge_check_section` over the merged comparisons and gates).
+    floors is left for :func:`judge_check_section` over the merged comparisons and gates). Each shard
+    drew its controls from the samples it scored: the run's controls are all of them (see
+    :func:`~pytest_ragmetrics.calibration.controls.merge_controls`).
     """
     from .json_report import sort_results
 
@@ -537,6 +539,11 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     scorings = [s.get("scoring") for s in summaries]
     if scorings and all(isinstance(v, Mapping) and v == scorings[0] for v in scorings):
         summary["scoring"] = dict(scorings[0])  # type: ignore[arg-type]
+    controls = [s["judge_controls"] for s in summaries if isinstance(s.get("judge_controls"), Mapping)]
+    if controls:
+        from ..calibration.controls import merge_controls
+
+        summary["judge_controls"] = merge_controls(controls)
     checks = [s["judge_check"] for s in summaries if isinstance(s.get("judge_check"), Mapping)]
     if checks:
         check = next((c for c in checks if not c.get("passed")), checks[0])
