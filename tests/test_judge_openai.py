@@ -1002,6 +1002,21 @@ def test_an_account_without_quota_is_asked_once_per_run_not_retried_as_a_rate_li
     assert "the remaining judgments of this run fail without asking" in str(errors[1])
 
 
+def test_a_redirect_the_client_follows_with_a_get_says_to_set_the_base_url(fake_judge_server):
+    """A reverse proxy sending http:// to https:// with a 301: the POST arrives as a GET."""
+    fake_judge_server.fail_next(301, headers={"Location": "/elsewhere/v1/chat/completions"}, body=b"")
+    errors = run_each(make_judge(fake_judge_server), make_request(0), make_request(1))
+    assert [(r.method, r.path) for r in fake_judge_server.requests] == [
+        ("POST", "/v1/chat/completions"),
+        ("GET", "/elsewhere/v1/chat/completions"),
+    ]
+    first = str(errors[0])
+    there = f"http://127.0.0.1:{fake_judge_server.port}/elsewhere/v1/chat/completions"
+    assert f"redirected the request for test_rag[sample-0] chunk 1 (HTTP 301) to {there}; " in first
+    assert "set the judge's base URL to the address it redirects to (there, HTTP 404: no route" in first
+    assert "the remaining judgments of this run fail without asking" in str(errors[1])
+
+
 def test_a_refused_model_does_not_stop_the_other_models(fake_judge_server):
     fake_judge_server.fail_next(404)
     judge = make_judge(fake_judge_server)

@@ -900,6 +900,10 @@ class OpenAIJudge:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 detail = server_message(exc)
+                if exc.response.request.method != "POST":
+                    # Redirected (301, 302, 303: from http:// to https://, say): the HTTP client
+                    # followed with a GET, which no retry changes.
+                    raise self._remember_failure("", self._redirected(exc, label, detail)) from None
                 if status in (400, 422) and adjusted < 2 and self._adjust_limit(request, params, detail):
                     adjusted += 1
                     continue  # the same request, with the limit the server wants: not a retry
@@ -947,6 +951,18 @@ class OpenAIJudge:
             self.stats.record_retry()
             mark_sent(False)  # no answer is on its way: until the retry leaves, it can be dropped
             await asyncio.sleep(self._backoff(attempt, retry_after))
+
+    def _redirected(self, exc: Any, label: str, detail: str) -> JudgeUnavailable:
+        """The error of a request the server redirected to where the HTTP client asked with a GET."""
+        response = exc.response
+        first = response.history[0] if response.history else response
+        message = (
+            f"the LLM judge at {self.endpoint} redirected the request for {label} (HTTP "
+            f"{first.status_code}) to {redact(str(response.request.url))}; the HTTP client follows such "
+            "a redirect with a GET, and a judgment is a POST: set the judge's base URL to the address "
+            f"it redirects to (there, HTTP {exc.status_code}: {detail})"
+        )
+        return with_cause(JudgeUnavailable(message), exc)
 
     def _adjust_limit(self, request: JudgeRequest, params: dict[str, Any], detail: str) -> bool:
         """Take what a rejection says about the completion limit: another parameter name, a lower
