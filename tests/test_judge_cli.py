@@ -400,3 +400,51 @@ def test_rejudge_keeps_the_concurrency_bound_full(workdir, capsys):
     assert "11 re-judged by flipper, 0 already recorded, 0 failed" in capsys.readouterr().out
     assert not barrier.broken
     assert server.request_count == before + 11 and server.max_in_flight == 4
+
+
+def test_records_a_hand_edit_broke_are_named_and_left_out_the_others_rejudged_and_compared(workdir, capsys):
+    """A recorded judgment whose kind, temperature or inputs a hand edit broke ended `store rejudge`
+    and `judge drift` in a traceback (ValueError, KeyError, or the SDK's for a NaN temperature)
+    before anything was asked; drift also fell over an answer it could not read."""
+    tmp_path, server = workdir
+    _record(["--store-dir", "judgments"])
+    capsys.readouterr()
+    store = JudgmentStore(tmp_path / "judgments")
+    keys = sorted(store.keys())
+    edits: dict[str, tuple[dict[str, Any], str]] = {
+        keys[0]: ({"kind": "context_precission"}, "cannot be asked again (unknown judgment kind 'context_precission')"),
+        keys[1]: ({"temperature": float("nan")}, "cannot be asked again (its temperature nan is not a number from 0 up)"),
+        keys[2]: ({"inputs": {}}, "cannot be asked again (it has no 'question')"),
+        keys[3]: ({"answer": {"choices": "yes"}}, "has an answer that cannot be read (ValueError: "),
+    }
+    for key, (change, _) in edits.items():
+        recorded = store.read_json(key)
+        assert recorded is not None
+        record = {**recorded, **change}
+        path = store.path_for(key)
+        lines = [json.dumps(record) if line.startswith(f'{{"key":"{key}"') else line for line in path.read_text().splitlines()]
+        path.write_text("".join(line + "\n" for line in lines))
+    before = server.request_count
+
+    rejudge = ["store", "rejudge", "--model", "flipper", "--from-model", "base", "--store-dir", "judgments"]
+    assert main(rejudge) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert captured.out.startswith(
+        "store rejudge: 8 re-judged by flipper, 0 already recorded, 0 failed, 3 that cannot be asked again"
+    )
+    assert server.request_count == before + 8
+    assert captured.err.splitlines() == [
+        f"error: the recorded judgment {key} in the judgment store judgments {why}; mend or delete its line"
+        for key, (_, why) in list(edits.items())[:3]
+    ]
+
+    drift = ["judge", "drift", "--model", "flipper", "--from-model", "base", "--store-dir", "judgments", "--json"]
+    assert main(drift) == 1
+    captured = capsys.readouterr()
+    errors = sorted(captured.err.splitlines())  # in the order of the sample drawn
+    assert len(errors) == 4 and all(line.endswith("; mend or delete its line") for line in errors)
+    for line, (key, (_, why)) in zip(errors, sorted(edits.items()), strict=True):
+        assert line.startswith(f"error: the recorded judgment {key} in the judgment store judgments {why}")
+    report = json.loads(captured.out)
+    assert report["sampled"] == 11 and sum(k["judgments"] for k in report["kinds"].values()) == 7

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -280,15 +281,61 @@ def recorded_judgments(settings: Settings) -> tuple[str, list[dict[str, Any]]]:
 
 
 def rebuild_request(record: Mapping[str, Any], model: str) -> JudgeRequest:
-    """The request a recorded judgment answered, for ``model`` and the current prompt version."""
-    seed = record.get("seed")
-    params = J.JudgeParams(model, float(record.get("temperature", 0.0)), seed, int(record.get("n", 1)))
+    """The request a recorded judgment answered, for ``model`` and the current prompt version.
+
+    Raises ``ValueError`` saying what is wrong when the record cannot make one (a hand edit: an
+    unknown kind, an input missing or of the wrong type).
+    """
     kind = K.KINDS.get(str(record.get("kind")))
     if kind is None:
         raise ValueError(f"unknown judgment kind {record.get('kind')!r}")
     # Messages about it read "... for the recorded context_precision judgment 0bf20ca9".
     label = f"the recorded {record.get('kind')} judgment {str(record.get('key') or '')[:8]}".rstrip()
-    return kind.rebuild(record["inputs"], params, label)
+    temperature, seed, n = record.get("temperature", 0.0), record.get("seed"), record.get("n", 1)
+    if not _number(temperature) or not 0 <= temperature < math.inf:  # NaN too: not JSON to send
+        raise ValueError(f"its temperature {temperature!r} is not a number from 0 up")
+    if not (seed is None or (_number(seed) and isinstance(seed, int))):
+        raise ValueError(f"its seed {seed!r} is not an integer")
+    if not (_number(n) and isinstance(n, int) and n >= 1):
+        raise ValueError(f"its n {n!r} is not a count of answers")
+    try:
+        return kind.rebuild(record["inputs"], J.JudgeParams(model, float(temperature), seed, n), label)
+    except KeyError as exc:
+        raise ValueError(f"it has no {exc.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as exc:  # an input of the wrong type
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _requests(
+    records: Sequence[dict[str, Any]], model: str, where: str, err: TextIO, *, read_answers: bool = False
+) -> list[tuple[dict[str, Any], JudgeRequest, list[float]]]:
+    """Each record with the request it answered, for ``model``, and with ``read_answers`` the
+    verdict values of its answer; a record that cannot give them (a hand edit) is named on ``err``
+    and left out."""
+    from ..judge.base import JudgeAnswer
+
+    rows = []
+    for record in records:
+        try:
+            request = rebuild_request(record, model)
+        except ValueError as exc:
+            why = f"cannot be asked again ({exc})"
+        else:
+            try:
+                answer = JudgeAnswer.from_json(record["answer"], source="store") if read_answers else None
+                old = units(request, answer.choices) if answer is not None else []
+            except (KeyError, TypeError, ValueError) as exc:
+                why = f"has an answer that cannot be read ({type(exc).__name__}: {exc})"
+            else:
+                rows.append((record, request, old))
+                continue
+        key = record.get("key")
+        print(f"error: the recorded judgment {key} in the {where} {why}; mend or delete its line", file=err)
+    return rows
 
 
 def units(request: JudgeRequest, choices: Sequence[Mapping[str, Any]]) -> list[float]:
@@ -368,12 +415,12 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
     # The other model's answers go to the local cache only (a rerun does not pay again), never into the
     # committed store: it records the judge the suite runs with.
     evaluator = _evaluator(dataclasses.replace(settings.replace(judge_model=args.model), store_dir=None))
-    pairs = [(record, rebuild_request(record, args.model)) for record in sample]
+    judged = _requests(sample, args.model, where, err, read_answers=True)
 
     async def judge_all() -> list[JudgeAnswer]:
         from .._aio import gather_or_cancel
 
-        return list(await gather_or_cancel(*(evaluator.judge.judge(req) for _, req in pairs)))
+        return list(await gather_or_cancel(*(evaluator.judge.judge(req) for _, req, _ in judged)))
 
     try:
         answers = evaluator.runner.run(judge_all())
@@ -384,10 +431,9 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
         evaluator.close()
     kinds: dict[str, dict[str, Any]] = {}
     flips: list[dict[str, Any]] = []
-    for (record, request), answer in zip(pairs, answers, strict=True):
+    for (record, request, old), answer in zip(judged, answers, strict=True):
         kind = request.kind
-        old_answer = JudgeAnswer.from_json(record["answer"], source="store")
-        old, new = units(request, old_answer.choices), units(request, answer.choices)
+        new = units(request, answer.choices)
         figures = kinds.setdefault(kind, {"judgments": 0, "units": 0, "flipped": 0, "old": 0.0, "new": 0.0})
         figures["judgments"] += 1
         figures["units"] += len(old)
@@ -420,7 +466,8 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
         "sampled_keys": [r.get("key") for r in sample],
     }
     summary["max_flip_rates"] = check_flip_rates(limits, summary["kinds"])
-    exit_code = EXIT_OK if all(row["passed"] for row in summary["max_flip_rates"]) else EXIT_FAILED
+    passed = all(row["passed"] for row in summary["max_flip_rates"]) and len(judged) == len(sample)
+    exit_code = EXIT_OK if passed else EXIT_FAILED
     if args.json:
         print(json.dumps(summary, indent=2, sort_keys=True), file=out)
         return exit_code
@@ -529,18 +576,19 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
     model = settings.judge_model
-    _, records = recorded_judgments(settings)
+    # One request per judgment asked for now: records of several models may rebuild to the same one.
+    requests: dict[str, JudgeRequest] = {}
+    where, records = recorded_judgments(settings)
     records = [
         r
         for r in records
         if (args.from_model is None or r.get("model") == args.from_model)
         and (kind is None or r.get("kind") == kind)
     ]
-    # One request per judgment asked for now: records of several models may rebuild to the same one.
-    requests: dict[str, JudgeRequest] = {}
-    for record in records:
-        request = rebuild_request(record, model)
+    rebuilt = _requests(records, model, where, err)
+    for _, request, _ in rebuilt:
         requests.setdefault(request.cache_key(), request)
+    unusable = len(records) - len(rebuilt)
     evaluator = _evaluator(settings)
     judge = evaluator.judge
     asked = [request for request in requests.values() if judge.lookup(request) is None]
@@ -574,10 +622,11 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
         judgments = f"{refused} judgment(s) not re-judged"
         print(f"error: {stopped_message(calls, tokens, judgments, _cap_option, 'store rejudge')}", file=err)
     capped = f", {refused} refused by the spending cap" if refused else ""
+    unread = f", {unusable} that cannot be asked again" if unusable else ""
     print(
         f"store rejudge: {len(asked) - len(failures) - refused} re-judged by {model}, {recorded} already "
-        f"recorded, {len(failures)} failed{capped} ({len(records)} recorded judgments in "
+        f"recorded, {len(failures)} failed{capped}{unread} ({len(records)} recorded judgments in "
         f"{settings.store_dir})",
         file=out,
     )
-    return EXIT_FAILED if failures or refused else EXIT_OK
+    return EXIT_FAILED if failures or refused or unusable else EXIT_OK
