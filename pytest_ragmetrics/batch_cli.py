@@ -18,6 +18,7 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -102,7 +103,9 @@ def run(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: TextI
     except ConfigError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
-    evaluator = Evaluator(settings.replace(batch=None))
+    # rag_batch (or RAGMETRICS_BATCH) names the export to work on, not one for this command to write;
+    # unset here, not with Settings.replace, to which None is a value not given.
+    evaluator = Evaluator(dataclasses.replace(settings, batch=None))
     try:
         if args.step == "submit":
             return _submit(evaluator, path, out, err)

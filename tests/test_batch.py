@@ -479,3 +479,21 @@ def test_a_command_names_the_pytest_configuration_it_reads_not_settings(tmp_path
     assert code == 1 and "no API key for the LLM judge" in out + err
     assert "set rag_cache = replay in the pytest configuration (RAGMETRICS_CACHE=replay)" in out + err
     assert "Settings(" not in out + err
+
+
+def test_results_import_with_the_batch_file_configured_rather_than_given(project, server, capsys, monkeypatch):
+    """With rag_batch or RAGMETRICS_BATCH set (the documented default of --batch), `store batch
+    import` and `fetch` refused: "a batch export is written by a pytest run ...; unset the batch setting"."""
+    project.runpytest("--rag-batch=b.jsonl").assert_outcomes(skipped=4)
+    results = [
+        {"id": "x", "custom_id": line["custom_id"], "error": None,
+         "response": {"status_code": 200, "request_id": "r", "body": completion_of(line["body"])}}
+        for line in lines_of(project.path / "b.jsonl")
+    ]  # fmt: skip
+    (project.path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    monkeypatch.setenv("RAGMETRICS_BATCH", "b.jsonl")
+    capsys.readouterr()  # the export run's output
+    code, out, err = cli(capsys, "store", "batch", "import", "out.jsonl")
+    assert (code, err) == (0, "")
+    assert out.startswith(f"imported: {REQUESTS} judgment(s) recorded into the judgment store")
+    assert len(store_lines(project.path)) == REQUESTS
