@@ -294,6 +294,28 @@ def test_rejudge_records_the_store_for_a_new_model_and_a_replay_run_then_calls_n
     assert server.request_count == before + 11
 
 
+def test_rejudge_records_in_the_store_what_the_local_cache_already_held_for_the_new_model(workdir, capsys):
+    """`judge drift` first leaves the new model's answers in the local cache: rejudge asks nothing
+    again, and still records them in the store, which is what CI replays."""
+    tmp_path, server = workdir
+    _record(["--store-dir", "judgments"])
+    drift = ["judge", "drift", "--model", "flipper", "--from-model", "base", "--store-dir", "judgments"]
+    assert main(drift) == 0
+    before = server.request_count
+    rejudge = ["store", "rejudge", "--model", "flipper", "--from-model", "base", "--store-dir", "judgments"]
+    capsys.readouterr()
+    assert main(rejudge) == 0
+    assert "0 re-judged by flipper, 11 already recorded, 0 failed" in capsys.readouterr().out
+    assert server.request_count == before
+    models = [json.loads(line)["model"] for line in _store_lines(tmp_path / "judgments")]
+    assert sorted(models) == ["base"] * 11 + ["flipper"] * 11
+    # A fresh clone: the store alone, no local cache.
+    check = ["judge", "check", "labels.jsonl", "--model", "flipper", "--store-dir", "judgments"]
+    assert main([*check, "--cache-dir", "fresh", "--cache", "replay", "--json"]) == 0
+    (judged,) = json.loads(capsys.readouterr().out)["models"]
+    assert judged["errors"] == 0 and judged["judge_calls"] == 0
+
+
 def test_a_pytest_run_replays_what_rejudge_recorded_without_calling_the_judge(pytester, monkeypatch):
     with FakeJudgeServer(by_model) as server:
         for name in list(os.environ):

@@ -607,7 +607,9 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
 
     async def judge_all() -> None:
         # Each request on its own: one that fails is counted, the others are still judged and kept.
-        await asyncio.gather(*(judge_one(request) for request in asked))
+        # The recorded ones too: the judge serves them at once and, as in a test run, records in the
+        # store what only the local cache held (answers `judge drift` left there, say).
+        await asyncio.gather(*(judge_one(request) for request in requests.values()))
 
     try:
         evaluator.runner.run(judge_all())
