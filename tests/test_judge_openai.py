@@ -208,6 +208,21 @@ def test_rate_limit_is_retried_after_the_retry_after_delay(fake_judge_server):
     assert gap >= 0.9, gap
 
 
+@pytest.mark.parametrize("headers", [{"Retry-After": "86400"}, {"retry-after-ms": "61000"}])
+def test_a_retry_after_longer_than_a_run_waits_fails_at_once(fake_judge_server, headers):
+    """Azure's daily quota: "Please retry after 86400 seconds". Waiting 60 s per retry helps no one."""
+    fake_judge_server.fail_next(429, headers=headers, times=3)
+    stats = JudgeStats()
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server, max_retries=2, stats=stats), make_request())
+    wait = float(headers.get("Retry-After") or int(headers["retry-after-ms"]) / 1000)
+    assert f"the server asks to wait {wait:g}s before another attempt, longer than a run waits (60s); " in str(
+        info.value
+    )
+    assert "gave up after 1 attempt(s)" in str(info.value)
+    assert fake_judge_server.request_count == 1 and stats.retries == 0
+
+
 def test_server_error_is_retried(fake_judge_server):
     fake_judge_server.fail_next(500)
     stats = JudgeStats()

@@ -53,6 +53,7 @@ ResponseFormat = Literal["auto", "json_schema", "json_object", "text"]
 _FALLBACK: dict[str, str] = {"json_schema": "json_object", "json_object": "text"}
 
 #: Never wait longer than this for a server-requested Retry-After: a CI job should fail, not stall.
+#: A server asking for a longer wait gets no retry.
 MAX_RETRY_AFTER = 60.0
 #: Cap of the exponential backoff between retries when the server gives no Retry-After.
 MAX_BACKOFF = 20.0
@@ -937,7 +938,15 @@ class OpenAIJudge:
             except RecursionError as exc:  # JSON nested deeper than Python reads: not an answer either
                 what = "malformed response body (nested too deeply to read)"
                 last = exc
-            if attempt >= self.max_retries:
+            # A wait longer than a run waits (an Azure daily quota: "retry after 86400 seconds") is not
+            # waited out in pieces, once per retry: the judgment fails now, saying so.
+            too_long = retry_after is not None and retry_after > MAX_RETRY_AFTER
+            if attempt >= self.max_retries or too_long:
+                if too_long:
+                    what += (
+                        f"; the server asks to wait {retry_after:g}s before another attempt, longer "
+                        f"than a run waits ({MAX_RETRY_AFTER:g}s)"
+                    )
                 message = (
                     f"the LLM judge at {self.endpoint} is unavailable for {label}: {what}; "
                     f"gave up after {attempt + 1} attempt(s)"
