@@ -27,9 +27,12 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+from .errors import RagMetricsWarning
 
 # Commands over saved reports (``baseline compare``, ``report merge``); they exit like pytest.
 from .report.cli import COMMANDS as REPORT_COMMANDS, EXIT_USAGE
@@ -327,9 +330,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     token = _scope.command_line.set(True)
     try:
-        return _main(argv)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning(warnings.showwarning)
+            return _main(argv)
     finally:
         _scope.command_line.reset(token)
+
+
+def _show_warning(show: Callable[..., None]) -> Callable[..., None]:
+    """Our warnings as one ``warning: ...`` line each (a damaged store line, say), not Python's form
+    naming a line of our source; anyone else's as ``show`` shows them."""
+
+    def shown(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, RagMetricsWarning):
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            show(message, category, *args, **kwargs)
+
+    return shown
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -396,3 +396,19 @@ def test_store_show_says_what_it_cannot_show(populated, capsys):
     assert "no judgment in" in capsys.readouterr().err
     assert cli("store", "show", "not-a-key", "--store-dir", populated["store"]) == EXIT_USAGE
     assert "is not a judgment key" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("default")
+def test_a_damaged_store_line_is_one_warning_line_not_a_line_of_our_source(populated, capsys):
+    """The commands showed a store's warning as Python does: the path of our module, the warning's
+    class and a line of our source code after it."""
+    shard = sorted(populated["store"].glob("??.jsonl"))[0]
+    number = len(shard.read_text(encoding="utf-8").splitlines()) + 1
+    with shard.open("a", encoding="utf-8") as handle:
+        handle.write("<<<<<<< HEAD\n")
+    assert cli("cache", "stats", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
+    err = capsys.readouterr().err
+    assert err == (
+        f"warning: the judgment store shard {shard} has a line that is not a judgment "
+        f"(line {number}: '<<<<<<< HEAD'); it is skipped\n"
+    )
