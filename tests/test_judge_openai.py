@@ -391,6 +391,16 @@ def test_exhausted_reasks_raise_invalid_judge_answer_naming_the_label(fake_judge
     assert stats.errors == 1
 
 
+def test_a_server_that_ignores_n_is_not_reasked_and_the_error_says_to_set_judge_n_to_1(fake_judge_server):
+    fake_judge_server.malformed_next(body=completion_body())  # one choice, as Ollama answers n=3
+    stats = JudgeStats()
+    with pytest.raises(InvalidJudgeAnswer) as info:
+        run_judge(make_judge(fake_judge_server, stats=stats), make_request(n=3, temperature=0.7))
+    assert "is invalid after 1 attempt(s) (0 re-ask(s)): expected 3 choice(s), got 1; " in str(info.value)
+    assert "it may not support n, so set RAGMETRICS_JUDGE_N=1" in str(info.value)
+    assert fake_judge_server.request_count == 1 and stats.reasks == 0
+
+
 def test_json_object_mode_parses_prose_and_code_fences(fake_judge_server):
     fake_judge_server.responder = lambda body: (
         'Sure! Here is my verdict:\n```json\n{"reason": "fenced", "useful": false}\n```\nHope it helps.'

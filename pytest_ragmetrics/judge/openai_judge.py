@@ -747,15 +747,23 @@ class OpenAIJudge:
                     source="judge",
                 )
             cut_off = any(_CUT_OFF in problem for problem in problems)
-            if attempt == self.max_reasks:
+            # One answer to a request for several: the server ignores n (as Ollama does), which
+            # no re-ask changes.
+            ignores_n = request.n > 1 and len(body["choices"]) == 1
+            if attempt == self.max_reasks or ignores_n:
                 shown = "; ".join(problems[:5])
                 hint = ""
                 if cut_off:
                     bigger = 2 * self.completion_limit(request)
                     hint = f"; to allow longer answers, set {self.how_to_set('judge_max_tokens', bigger)}"
+                if ignores_n:
+                    hint += (
+                        f"; the server answers one choice where n={request.n} asks for more: it may not "
+                        f"support n, so set {self.how_to_set('judge_n', 1)}"
+                    )
                 raise InvalidJudgeAnswer(
                     f"judge answer for {label} is invalid after {attempt + 1} attempt(s) "
-                    f"({self.max_reasks} re-ask(s)): {shown}{hint}"
+                    f"({attempt} re-ask(s)): {shown}{hint}"
                 )
             self.stats.record_reask()
             # Show the model what was wrong; a bare resend at temperature 0 would get the same answer.
