@@ -87,8 +87,8 @@ def load_samples(path: str | os.PathLike[str]) -> list[RagSample]:
     reformatting) for ``.json``. Ids must be unique within the file.
 
     Raises :class:`SampleLoadError` (a ``ValueError``) naming the file, line or item, and field (also
-    for a file without any sample, and for text that is not valid Unicode: a lone surrogate escape
-    such as ``"\\ud800"``); ``OSError`` when the file cannot be read.
+    for a file without any sample, a file in UTF-16, and for text that is not valid Unicode: a lone
+    surrogate escape such as ``"\\ud800"``); ``OSError`` when the file cannot be read.
     """
     path = Path(path)
     name = path.name
@@ -171,6 +171,14 @@ def _read_text(path: Path, name: str) -> str:
     if path.exists() and not path.is_file():  # a FIFO would wait for a writer, /dev/zero never end
         raise SampleLoadError(f"{name}: not a regular file (a directory, a pipe or a device)", file=name)
     data = path.read_bytes()
+    # UTF-16, as PowerShell's `>` and Excel's "Unicode Text" write a file: with a byte order mark, or
+    # without one a NUL byte beside each ASCII character (valid UTF-8, read as nonsense).
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        why = "is UTF-16 text (it starts with a UTF-16 byte order mark), not UTF-8"
+        raise SampleLoadError(f"{name}: the file {why}; save it as UTF-8", file=name)
+    if b"\x00" in data[:2]:
+        why = "starts with a NUL byte: UTF-16 text without a byte order mark, or no text at all"
+        raise SampleLoadError(f"{name}: the file {why}; save it as UTF-8 text", file=name)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -161,6 +161,35 @@ def test_invalid_utf8_names_the_line(tmp_path):
         load_samples(path)
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv"])
+def test_a_utf16_golden_set_is_named_as_such(tmp_path, suffix):
+    """Saved as UTF-16 (PowerShell's `>`, Excel's "Unicode Text"), a golden set was "not valid
+    UTF-8 (byte 0xff at offset 0)" with a mark, and with none a JSON syntax error at column 2 or, as
+    CSV, a header of NUL-riddled names and "missing field 'question'"."""
+    text = {
+        ".jsonl": jsonl({"question": "Q?", "contexts": ["C."]}),
+        ".json": json.dumps([{"question": "Q?", "contexts": ["C."]}]),
+        ".csv": 'question,contexts\nQ?,"[""C.""]"\n',
+    }[suffix]
+    marked, unmarked = tmp_path / f"marked{suffix}", tmp_path / f"unmarked{suffix}"
+    marked.write_bytes(text.encode("utf-16"))
+    unmarked.write_bytes(text.encode("utf-16-le"))
+    with pytest.raises(SampleLoadError) as info:
+        load_samples(marked)
+    assert str(info.value) == (
+        f"marked{suffix}: the file is UTF-16 text (it starts with a UTF-16 byte order mark), not UTF-8; "
+        "save it as UTF-8"
+    )
+    with pytest.raises(SampleLoadError) as info:
+        load_samples(unmarked)
+    assert str(info.value) == (
+        f"unmarked{suffix}: the file starts with a NUL byte: UTF-16 text without a byte order mark, or no "
+        "text at all; save it as UTF-8 text"
+    )
+    marked.write_bytes(text.encode("utf-8-sig"))  # UTF-8 with a mark, as Excel's "CSV UTF-8" writes it
+    assert [s.question for s in load_samples(marked)] == ["Q?"]
+
+
 @pytest.mark.parametrize(("name", "text"), [("empty.jsonl", "\n\n"), ("none.jsonl", ""), ("e.json", "[]")])
 def test_a_golden_set_without_samples_is_an_error(tmp_path, name, text):
     """An empty golden set used to load silently as no samples: nothing tested, every gate unchecked."""
