@@ -216,8 +216,9 @@ def test_a_retry_after_longer_than_a_run_waits_fails_at_once(fake_judge_server, 
     with pytest.raises(JudgeUnavailable) as info:
         run_judge(make_judge(fake_judge_server, max_retries=2, stats=stats), make_request())
     wait = float(headers.get("Retry-After") or int(headers["retry-after-ms"]) / 1000)
-    assert f"the server asks to wait {wait:g}s before another attempt, longer than a run waits (60s); " in str(
-        info.value
+    assert (
+        f"the server asks to wait {wait:g}s before another attempt, longer than a run waits (60s); "
+        in str(info.value)
     )
     assert "gave up after 1 attempt(s)" in str(info.value)
     assert fake_judge_server.request_count == 1 and stats.retries == 0
@@ -327,18 +328,57 @@ def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
             "(not JSON: Expecting value at character 0: '<html><body>Sign in",
         ),
         (
+            b"<!DOCTYPE html><html><head><title>Sign in &middot; Proxy</title><style>x{}</style>",
+            "(not JSON: an HTML page: 'Sign in \u00b7 Proxy')",
+        ),
+        (
             b'data: {"id": 1}\n\ndata: [DONE]\n\n',
             """(not JSON: Expecting value at character 0: 'data: {"id": 1} data: [DONE]')""",
         ),
         (b'{"a": "\xff"}', "(not UTF-8 text: invalid start byte at byte 7)"),
     ],
-    ids=["empty", "trailing garbage", "an HTML page", "an event stream", "not UTF-8"],
+    ids=[
+        "empty",
+        "trailing garbage",
+        "an HTML page",
+        "an HTML page with a title",
+        "an event stream",
+        "not UTF-8",
+    ],
 )
 def test_a_body_that_is_not_json_is_reported_with_what_it_holds(fake_judge_server, body, said):
     fake_judge_server.malformed_next(body=body, times=2)
     with pytest.raises(JudgeUnavailable) as info:
         run_judge(make_judge(fake_judge_server, max_retries=1), make_request())
     assert f"malformed response body {said}" in str(info.value)
+
+
+CDN_PAGE = (
+    '<!DOCTYPE html>\n<!--[if lt IE 7]> <html class="no-js ie6 oldie" lang="en-US"> <![endif]-->\n<head>\n'
+    + "<style>"
+    + "body{margin:0}" * 100
+    + "</style>\n"
+    + "<title>judge.example.com | 524: A timeout occurred</title></head><body>...</body></html>"
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "page", "said"),
+    [
+        (524, CDN_PAGE, "HTTP 524: an HTML page: 'judge.example.com | 524: A timeout occurred'; gave up"),
+        (
+            413,
+            "<html><body><h1>413 Request Entity <b>Too Large</b></h1></body></html>",
+            "(HTTP 413, not retried): an HTML page: '413 Request Entity Too Large'",
+        ),
+    ],
+)
+def test_an_html_error_page_is_quoted_by_its_title_or_heading(fake_judge_server, status, page, said):
+    """A proxy's or a CDN's error page starts with markup and styles: its title says what happened."""
+    fake_judge_server.fail_next(status, body=page, times=2)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server, max_retries=1), make_request())
+    assert said in str(info.value)
 
 
 def test_a_body_nested_too_deeply_to_read_is_a_malformed_body(fake_judge_server):

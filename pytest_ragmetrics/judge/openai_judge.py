@@ -283,13 +283,36 @@ def quote_server(body: Any, fallback: str = "") -> str:
         if not isinstance(message, str) or not message.strip():
             message = json.dumps(body, ensure_ascii=False, default=str)
     elif isinstance(body, str) and body.strip():
-        message = body
+        message = _html_title(body) or body
     if not isinstance(message, str) or not message.strip():
         message = fallback
     message = " ".join(redact(message).split())
     if len(message) > MAX_SERVER_MESSAGE:
         message = message[: MAX_SERVER_MESSAGE - 1] + "…"
     return str(message)
+
+
+_HTML_HEADINGS = (
+    re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL),
+    re.compile(r"<h1[^>]*>(.*?)</h1>", re.IGNORECASE | re.DOTALL),
+)
+_HTML_TAG = re.compile(r"<[^>]*>")
+
+
+def _html_title(text: str) -> str | None:
+    """What an HTML page (a proxy's or a CDN's error page) says in its title, else its first
+    heading, or None: its first characters would be markup, styles and scripts."""
+    if not text.lstrip().startswith("<"):
+        return None
+    for heading in _HTML_HEADINGS:
+        found = heading.search(text)
+        if found is not None:
+            import html  # its entity table is loaded for an error page only
+
+            words = " ".join(html.unescape(_HTML_TAG.sub(" ", found.group(1))).split())
+            if words:
+                return f"an HTML page: {words!r}"
+    return None
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -1080,8 +1103,11 @@ def _not_json(raw: bytes, exc: ValueError) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 text: {exc.reason} at byte {exc.start}"
     assert isinstance(exc, json.JSONDecodeError)
+    page = _html_title(exc.doc) if exc.pos == 0 else None
+    if page is not None:  # a proxy's sign-in or error page
+        return f"not JSON: {redact(page)}"
     there = exc.doc[exc.pos : exc.pos + SHOWN_BODY]
-    shown = quote_server(there) + ("…" if len(exc.doc) > exc.pos + SHOWN_BODY else "")
+    shown = " ".join(redact(there).split()) + ("…" if len(exc.doc) > exc.pos + SHOWN_BODY else "")
     return f"not JSON: {exc.msg} at character {exc.pos}: {shown!r}"
 
 
