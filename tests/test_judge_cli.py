@@ -434,7 +434,11 @@ def test_records_a_hand_edit_broke_are_named_and_left_out_the_others_rejudged_an
     store = JudgmentStore(tmp_path / "judgments")
     keys = sorted(store.keys())
     edits: dict[str, tuple[dict[str, Any], str]] = {
-        keys[0]: ({"kind": "context_precission"}, "cannot be asked again (unknown judgment kind 'context_precission')"),
+        # A key pasted where it does not belong is masked in the message, as everywhere.
+        keys[0]: (
+            {"kind": "context_precission sk-proj-AbCdEfGhIjKlMnOpQrStUvWx"},
+            "cannot be asked again (unknown judgment kind 'context_precission sk-***')",
+        ),
         keys[1]: ({"temperature": float("nan")}, "cannot be asked again (its temperature nan is not a number from 0 up)"),
         keys[2]: ({"inputs": {}}, "cannot be asked again (it has no 'question')"),
         keys[3]: ({"answer": {"choices": "yes"}}, "has an answer that cannot be read (ValueError: "),

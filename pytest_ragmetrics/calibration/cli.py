@@ -317,6 +317,7 @@ def _requests(
     verdict values of its answer; a record that cannot give them (a hand edit) is named on ``err``
     and left out."""
     from ..judge.base import JudgeAnswer
+    from ..redact import redact
 
     rows = []
     for record in records:
@@ -333,8 +334,9 @@ def _requests(
             else:
                 rows.append((record, request, old))
                 continue
-        key = record.get("key")
-        print(f"error: the recorded judgment {key} in the {where} {why}; mend or delete its line", file=err)
+        # What a hand edit left there is quoted: masked like any message that may hold a secret.
+        message = f"the recorded judgment {record.get('key')} in the {where} {why}; mend or delete its line"
+        print(f"error: {redact(message)}", file=err)
     return rows
 
 
