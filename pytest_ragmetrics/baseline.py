@@ -38,10 +38,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
@@ -442,10 +444,9 @@ def load_report(path: str | Path, what: str = "baseline") -> dict[str, Any]:
     """Read a JSON run report (a baseline, or a shard's report); :class:`ConfigError` naming the file
     and the problem when it is missing, not JSON, or not a run report this package reads."""
     try:
-        if not Path(path).is_file():  # /dev/zero would be read forever, a FIFO wait for a writer
-            if Path(path).exists():
-                raise ConfigError(f"{what} file {str(path)!r} is not a regular file")
-            raise FileNotFoundError(path)
+        # os.stat, not Path.exists: a symbolic link that loops is said to be one, not to be missing.
+        if not S_ISREG(os.stat(path).st_mode):  # /dev/zero would be read forever, a FIFO wait for a writer
+            raise ConfigError(f"{what} file {str(path)!r} is not a regular file")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{what} file {str(path)!r} does not exist") from None

@@ -1006,5 +1006,5 @@ def _load_baseline(settings: Settings) -> dict[str, Any] | None:
 def _relative_to(path: str, root: Path) -> str:
     try:
         return Path(path).resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path
+    except (ValueError, OSError, RuntimeError):  # outside the rootdir; a symbolic link loop (RuntimeError
+        return path  # before Python 3.13)

@@ -205,6 +205,38 @@ def test_a_bad_shard_report_is_one_error_naming_the_file(tmp_path, capsys, conte
     assert "report.json" in text
 
 
+def test_a_report_that_is_a_symbolic_link_loop_is_named_as_one(tmp_path, capsys, monkeypatch):
+    """A shard report that links to itself was a RuntimeError traceback from pathlib (report merge),
+    a baseline that does "does not exist" (baseline compare)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.json").write_text(json.dumps(_report()), encoding="utf-8")
+    (tmp_path / "loop.json").symlink_to("loop.json")
+    code, text = _cli(capsys, "report", "merge", "good.json", "loop.json", "--output", "merged.json")
+    assert (code, text) == (4, "error: cannot read report file 'loop.json': Too many levels of symbolic links\n")
+    code, text = _cli(capsys, "baseline", "compare", "loop.json", "good.json")
+    assert (code, text) == (4, "error: cannot read baseline file 'loop.json': Too many levels of symbolic links\n")
+
+
+def test_a_store_directory_that_is_a_symbolic_link_loop_ends_no_run_in_a_traceback(pytester):
+    """The run's end (its report, the terminal summary) showed the store's path relative to the
+    rootdir, and resolving a link that loops raised RuntimeError: a traceback after every test had run."""
+    pytester.makepyfile(
+        """
+        from pytest_ragmetrics import RagSample, assert_metric
+
+        def test_mrr():
+            sample = RagSample("Q?", ["a", "b"], context_ids=["a", "b"], reference_context_ids=["b"])
+            assert_metric(sample, "mrr") >= 0.5
+        """
+    )
+    (pytester.path / "judgments").symlink_to("judgments")
+    result = pytester.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-report")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, text
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    result.stdout.fnmatch_lines(["cache replay at *, judgment store */judgments"])  # as it was given
+
+
 def test_a_merged_report_that_cannot_be_written_is_one_error_naming_it(tmp_path, capsys, monkeypatch):
     """An --output that is a directory was an IsADirectoryError traceback."""
     monkeypatch.chdir(tmp_path)

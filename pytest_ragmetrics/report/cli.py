@@ -256,7 +256,11 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
         )
     seen: dict[Path, Path] = {}
     for path in args.inputs:
-        first = seen.setdefault(path.resolve(), path)
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError):  # a symbolic link loop (RuntimeError before Python 3.13): read
+            real = path.absolute()  # below, and refused naming it
+        first = seen.setdefault(real, path)
         if first is not path:
             raise ConfigError(f"report merge: {str(path)!r} is given twice")
     shards = [load_report(path, "report") for path in args.inputs]

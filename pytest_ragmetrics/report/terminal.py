@@ -559,8 +559,9 @@ def _display_path(path: Any, rootdir: str | os.PathLike[str] | None) -> str:
         return text
     try:
         return str(Path(text).resolve().relative_to(Path(rootdir).resolve()))
-    except (ValueError, OSError):
-        # Outside the rootdir (a shared cache in $HOME, say): the absolute path is the useful one.
+    except (ValueError, OSError, RuntimeError):
+        # Outside the rootdir (a shared cache in $HOME, say): the absolute path is the useful one. (A
+        # symbolic link loop: RuntimeError before Python 3.13.)
         return text
 
 
