@@ -322,10 +322,10 @@ def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
     ("body", "said"),
     [
         (b"", "(empty)"),
-        (b'{"id": 1}garbage', "(not JSON: Extra data at character 9: 'garbage')"),
+        (b'{"id": 1}garbage', "(not JSON: Extra data (character 9): 'garbage')"),
         (
             b"<html><body>Sign in</body></html>",
-            "(not JSON: Expecting value at character 0: '<html><body>Sign in",
+            "(not JSON: Expecting value (character 0): '<html><body>Sign in",
         ),
         (
             b"<!DOCTYPE html><html><head><title>Sign in &middot; Proxy</title><style>x{}</style>",
@@ -333,7 +333,7 @@ def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
         ),
         (
             b'data: {"id": 1}\n\ndata: [DONE]\n\n',
-            """(not JSON: Expecting value at character 0: 'data: {"id": 1} data: [DONE]')""",
+            """(not JSON: Expecting value (character 0): 'data: {"id": 1} data: [DONE]')""",
         ),
         (b'{"a": "\xff"}', "(not UTF-8 text: invalid start byte at byte 7)"),
     ],
@@ -351,6 +351,33 @@ def test_a_body_that_is_not_json_is_reported_with_what_it_holds(fake_judge_serve
     with pytest.raises(JudgeUnavailable) as info:
         run_judge(make_judge(fake_judge_server, max_retries=1), make_request())
     assert f"malformed response body {said}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "said"),
+    [
+        (
+            400,
+            b'{"error": {"message": "bad input \\ud800 here"}}',
+            "(HTTP 400, not retried): bad input \ufffd here",
+        ),
+        (
+            200,
+            b'{"bad \xed\xa0\x80',
+            "(not JSON: Unterminated string starting at (character 1): '\"bad \ufffd')",
+        ),
+    ],
+    ids=["in an error message", "where reading failed"],
+)
+def test_half_an_escaped_pair_in_what_a_server_says_is_replaced_in_the_error(
+    fake_judge_server, status, body, said
+):
+    """A lone surrogate in an error could not be written to a report: the run ended in a traceback."""
+    fake_judge_server.fail_next(status, body=body, times=2)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server, max_retries=1), make_request())
+    assert said in str(info.value)
+    str(info.value).encode("utf-8")  # a report can hold it
 
 
 CDN_PAGE = (

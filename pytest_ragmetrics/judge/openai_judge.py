@@ -286,7 +286,8 @@ def quote_server(body: Any, fallback: str = "") -> str:
         message = _html_title(body) or body
     if not isinstance(message, str) or not message.strip():
         message = fallback
-    message = " ".join(redact(message).split())
+    # Half an escaped pair (\ud800) in the server's words could be neither printed nor reported.
+    message = valid_text(" ".join(redact(message).split()))
     if len(message) > MAX_SERVER_MESSAGE:
         message = message[: MAX_SERVER_MESSAGE - 1] + "…"
     return str(message)
@@ -850,7 +851,7 @@ class OpenAIJudge:
             if content is None or (isinstance(content, str) and not content.strip()):
                 refusal = message.get("refusal")
                 if refusal:
-                    why = f" (refusal: {refusal})"
+                    why = f" (refusal: {valid_text(str(refusal))})"
                 elif isinstance(finish, str) and finish != "stop":
                     why = f" (finish_reason {finish!r})"  # content_filter, tool_calls: what stopped it
                 else:
@@ -1105,10 +1106,10 @@ def _not_json(raw: bytes, exc: ValueError) -> str:
     assert isinstance(exc, json.JSONDecodeError)
     page = _html_title(exc.doc) if exc.pos == 0 else None
     if page is not None:  # a proxy's sign-in or error page
-        return f"not JSON: {redact(page)}"
-    there = exc.doc[exc.pos : exc.pos + SHOWN_BODY]
+        return f"not JSON: {valid_text(redact(page))}"
+    there = valid_text(exc.doc[exc.pos : exc.pos + SHOWN_BODY])  # read with surrogatepass
     shown = " ".join(redact(there).split()) + ("…" if len(exc.doc) > exc.pos + SHOWN_BODY else "")
-    return f"not JSON: {exc.msg} at character {exc.pos}: {shown!r}"
+    return f"not JSON: {exc.msg} (character {exc.pos}): {shown!r}"
 
 
 def _quota_used_up(status: int, exc: Any) -> bool:
