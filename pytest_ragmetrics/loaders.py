@@ -250,6 +250,14 @@ def _csv_records(text: str, name: str) -> Iterator[_Record]:
         if header is None:
             return
         columns = [column.strip() for column in header]
+        separator = next((c for c in (";", "\t") if len(columns) == 1 and c in columns[0]), None)
+        if separator is not None:  # as a spreadsheet set to a European locale saves "CSV"
+            raise SampleLoadError(
+                f"{name}, line 1: the header is one column, {columns[0][:60]!r}: its cells are separated "
+                f"by {separator!r}, not by commas; save the file as comma-separated CSV",
+                file=name,
+                line=1,
+            )
         duplicates = sorted({column for column in columns if columns.count(column) > 1})
         if duplicates:
             raise SampleLoadError(

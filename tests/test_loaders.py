@@ -348,6 +348,24 @@ def test_csv_duplicate_ids_name_both_lines(tmp_path):
         load_samples(write(tmp_path, "d.csv", text))
 
 
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_a_csv_separated_by_semicolons_or_tabs_is_named_as_such(tmp_path, separator):
+    """A spreadsheet set to a European locale saves "CSV" with semicolons: every row then failed as
+    "missing field 'question'" under a header that plainly holds it."""
+    path = tmp_path / "golden.csv"
+    path.write_text(f'question{separator}contexts\nWhat?{separator}["c"]\n', encoding="utf-8")
+    with pytest.raises(SampleLoadError) as info:
+        load_samples(path)
+    header = f"question{separator}contexts"
+    assert str(info.value) == (
+        f"golden.csv, line 1: the header is one column, {header!r}: its cells are separated by "
+        f"{separator!r}, not by commas; save the file as comma-separated CSV"
+    )
+    assert (info.value.line, info.value.field) == (1, None)
+    path.write_text("question\nWhat is a semicolon; a mark?\n", encoding="utf-8")  # one column: read
+    assert [s.question for s in load_samples(path)] == ["What is a semicolon; a mark?"]
+
+
 def test_csv_with_only_a_header_is_an_error(tmp_path):
     with pytest.raises(SampleLoadError, match=r"^h\.csv: no samples"):
         load_samples(write(tmp_path, "h.csv", "question,contexts\n"))
