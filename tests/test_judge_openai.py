@@ -803,6 +803,17 @@ def test_half_an_escaped_pair_in_an_answer_is_replaced_and_the_answer_cached(fak
     assert again.source == "cache" and again.choices == answer.choices
 
 
+def test_an_invalid_answer_with_half_an_escaped_pair_is_reasked_with_it_replaced(fake_judge_server):
+    """The invalid answer goes back to the judge in the re-ask: as UTF-8, which cannot carry the half."""
+    fake_judge_server.malformed_next(body=with_content('{"reason": "x \ud800", "useful": "maybe"}'))
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices == ({"reason": "fake judge", "useful": True},)
+    assert stats.reasks == 1
+    followup = fake_judge_server.requests[1].body["messages"]
+    assert followup[-2] == {"role": "assistant", "content": '{"reason": "x \ufffd", "useful": "maybe"}'}
+
+
 def choice_without_content(finish_reason: str, **message: Any) -> bytes:
     return completion_body(
         [

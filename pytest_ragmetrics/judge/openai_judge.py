@@ -839,6 +839,8 @@ class OpenAIJudge:
         for i, choice in enumerate(got):
             message = choice.get("message") or {}
             content = content_text(message.get("content"))
+            if isinstance(content, str):
+                content = valid_text(content)  # shown to the judge again when re-asked: sent as UTF-8
             where = f"choice {i}" if request.n > 1 else "answer"
             finish = choice.get("finish_reason")
             if finish == "length":
