@@ -495,6 +495,25 @@ def test_a_bad_results_file_is_an_error_or_a_failed_line_naming_it(tmp_path, con
         assert source.endswith("results.jsonl") and number == 1 and "nested too deeply" in why
 
 
+def test_a_results_line_says_what_is_wrong_with_it(tmp_path):
+    """A results line whose status_code was the text "200" failed as "HTTP 200: HTTP 200"; an array,
+    or a custom_id that is a number, as "the line has no custom_id"."""
+    lines = [
+        b"[1, 2]",
+        json.dumps({"custom_id": 5}).encode(),
+        json.dumps({"custom_id": "KEY", "response": {"status_code": "200", "body": {}}}).encode(),
+        json.dumps({"custom_id": "KEY", "response": {"status_code": 500, "body": {}}}).encode(),
+    ]
+    outcome, recorded = _import(tmp_path, b"\n".join(lines) + b"\n")
+    assert recorded == []
+    assert [(number, why) for _, number, _, _, why in outcome.failed] == [
+        (1, "the line is not a JSON object"),
+        (2, "the line's custom_id is 5, not the key of a request"),
+        (3, 'the response\'s status_code is "200", not 200'),
+        (4, "the response's status_code is 500, not 200"),
+    ]
+
+
 @pytest.mark.parametrize(
     "answer", [DEEP, '{"a": ' * 100_000, "```json\n" + DEEP + "\n```", 'Sure: {"a": ' + DEEP + "}"]
 )

@@ -505,7 +505,13 @@ def import_results(
             continue
         custom_id = data.get("custom_id") if isinstance(data, dict) else None
         if not isinstance(custom_id, str) or not custom_id:
-            outcome.failed.append((outcome.source, number, "", "", "the line has no custom_id"))
+            if not isinstance(data, dict):
+                why = "the line is not a JSON object"
+            elif custom_id is None:
+                why = "the line has no custom_id"
+            else:
+                why = f"the line's custom_id is {json.dumps(custom_id)[:40]}, not the key of a request"
+            outcome.failed.append((outcome.source, number, "", "", why))
             continue
         request = asked.get(custom_id)
         if request is None or request.cache_key() != custom_id:
@@ -554,9 +560,10 @@ def _answer_of(
         return None, _error_text(error)
     if not isinstance(body, Mapping):
         return None, "the line has no response body"
-    if status != 200 or "error" in body:  # OpenAI's failed request: the error inside the body
-        why = _error_text(body.get("error", f"HTTP {status}"))
-        return None, f"HTTP {status}: {why}"
+    if "error" in body:  # OpenAI's failed request: the error inside the body
+        return None, f"HTTP {status}: {_error_text(body['error'])}"
+    if status != 200:
+        return None, f"the response's status_code is {json.dumps(status)}, not 200"
     try:
         return read(request, body, _judged_at(body)), ""
     except InvalidJudgeAnswer as exc:
