@@ -324,6 +324,10 @@ def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
         (b"", "(empty)"),
         (b'{"id": 1}garbage', "(not JSON: Extra data (character 9): 'garbage')"),
         (
+            b'{"id": 1, ',
+            "(not JSON: Expecting property name enclosed in double quotes (character 10): the body ends",
+        ),
+        (
             b"<html><body>Sign in</body></html>",
             "(not JSON: Expecting value (character 0): '<html><body>Sign in",
         ),
@@ -340,6 +344,7 @@ def test_malformed_http_bodies_exhaust_retries(fake_judge_server):
     ids=[
         "empty",
         "trailing garbage",
+        "cut short",
         "an HTML page",
         "an HTML page with a title",
         "an event stream",

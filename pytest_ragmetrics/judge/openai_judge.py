@@ -1110,6 +1110,8 @@ def _not_json(raw: bytes, exc: ValueError) -> str:
     if page is not None:  # a proxy's sign-in or error page
         return f"not JSON: {valid_text(redact(page))}"
     there = valid_text(exc.doc[exc.pos : exc.pos + SHOWN_BODY])  # read with surrogatepass
+    if not there.strip():  # cut short: a proxy's buffer, a Content-Length too small
+        return f"not JSON: {exc.msg} (character {exc.pos}): the body ends there"
     shown = " ".join(redact(there).split()) + ("…" if len(exc.doc) > exc.pos + SHOWN_BODY else "")
     return f"not JSON: {exc.msg} (character {exc.pos}): {shown!r}"
 
