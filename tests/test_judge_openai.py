@@ -844,11 +844,15 @@ def test_an_answer_without_content_says_what_stopped_it(fake_judge_server):
     """Azure's content filter answers with no content: the finish reason is the only explanation."""
     fake_judge_server.malformed_next(body=choice_without_content("content_filter"))
     fake_judge_server.malformed_next(body=choice_without_content("stop", refusal="I can't help with that"))
+    fake_judge_server.malformed_next(body=choice_without_content("stop", reasoning_content='{"useful": 1}'))
     with pytest.raises(InvalidJudgeAnswer) as info:
-        run_judge(make_judge(fake_judge_server, max_reasks=1), make_request())
-    assert "answer has no content (refusal: I can't help with that)" in str(info.value)
+        run_judge(make_judge(fake_judge_server, max_reasks=2), make_request())
     followup = fake_judge_server.requests[1].body["messages"][-1]["content"]
     assert "answer has no content (finish_reason 'content_filter')" in followup
+    followup = fake_judge_server.requests[2].body["messages"][-1]["content"]
+    assert "answer has no content (refusal: I can't help with that)" in followup
+    # vLLM's reasoning parser, when the model never closed its thinking: the answer is not read there.
+    assert "answer has no content (only 13 characters of reasoning: the server's reasoning" in str(info.value)
 
 
 # --- errors users see: one clear message, no SDK traceback -----------------------------------------

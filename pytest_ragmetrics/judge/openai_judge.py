@@ -166,6 +166,16 @@ def valid_text(value: Any) -> Any:
     return value
 
 
+def _reasoning(message: Mapping[str, Any]) -> str:
+    """A reasoning model's thinking as the server returns it beside the content: vLLM's and
+    DeepSeek's ``reasoning_content``, OpenRouter's and Ollama's ``reasoning``; empty when none."""
+    for name in ("reasoning_content", "reasoning"):
+        text = message.get(name)
+        if isinstance(text, str) and text.strip():
+            return text
+    return ""
+
+
 def _spent(body: Mapping[str, Any]) -> Usage:
     """The tokens a chat completion (its shape checked) says it used; none when it does not say."""
     usage = body.get("usage")
@@ -856,6 +866,13 @@ class OpenAIJudge:
                     why = f" (refusal: {valid_text(str(refusal))})"
                 elif isinstance(finish, str) and finish != "stop":
                     why = f" (finish_reason {finish!r})"  # content_filter, tool_calls: what stopped it
+                elif _reasoning(message):
+                    # vLLM's reasoning parsers put a whole answer there when the model never closed
+                    # its thinking (Qwen3 with thinking turned off): never read as the answer.
+                    why = (
+                        f" (only {len(_reasoning(message))} characters of reasoning: the server's "
+                        "reasoning parser may have taken the answer for thinking)"
+                    )
                 else:
                     why = ""
                 problems.append(f"{where} has no content{why}")
