@@ -497,3 +497,38 @@ def test_results_import_with_the_batch_file_configured_rather_than_given(project
     assert (code, err) == (0, "")
     assert out.startswith(f"imported: {REQUESTS} judgment(s) recorded into the judgment store")
     assert len(store_lines(project.path)) == REQUESTS
+
+
+def test_a_state_file_naming_files_not_of_the_export_is_refused_and_nothing_is_deleted(tmp_path):
+    """A new export deletes the files the old one's state file names: one naming `../notes.md`,
+    `/etc/hosts` or the golden set beside it (a stale or tampered state file) deleted those, and parts
+    that were not objects ended the batch commands in an AttributeError traceback."""
+    from pytest_ragmetrics.judge.batch import BatchExport, state_path
+
+    keep = {name: tmp_path / name for name in ("golden.jsonl", "b.2.jsonl.bak")}
+    (tmp_path / "sub").mkdir()
+    for path in keep.values():
+        path.write_text("keep me\n", encoding="utf-8")
+    export = tmp_path / "sub" / "b.jsonl"
+    states = {
+        "../golden.jsonl": "part 1 names the file \"../golden.jsonl\", not one of the export's files",
+        "/etc/hosts": "part 1 names the file \"/etc/hosts\", not one of the export's files",
+        "b.2.jsonl.bak": "part 1 names the file \"b.2.jsonl.bak\", not one of the export's files",
+        5: "part 1 names the file 5, not one of the export's files",
+    }
+    for file, why in states.items():
+        state_path(export).write_text(json.dumps({"parts": [{"file": "b.jsonl"}, {"file": file}]}))
+        with pytest.raises(ValueError) as info:
+            BatchExport.create(export)
+        assert str(info.value).startswith(f"{state_path(export)} is not the state file of a batch export: ")
+        assert why.replace("part 1", "part 2") in str(info.value)
+    state_path(export).write_text(json.dumps({"parts": [5]}))
+    with pytest.raises(ValueError, match="part 1 is not an object"):
+        BatchExport.create(export)
+    assert all(path.read_text(encoding="utf-8") == "keep me\n" for path in keep.values())
+    # The export's own files, as it names them: deleted for the new export.
+    own = tmp_path / "sub" / "b.12.jsonl"
+    own.write_text("{}\n", encoding="utf-8")
+    state_path(export).write_text(json.dumps({"parts": [{"file": "b.jsonl"}, {"file": "b.12.jsonl", "requests": 1}]}))
+    BatchExport.create(export).close()
+    assert not own.exists()

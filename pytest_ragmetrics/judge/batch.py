@@ -38,6 +38,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -374,7 +375,39 @@ def read_state(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         raise ValueError(f"{where} is not JSON ({exc})") from None
     if not isinstance(state, dict) or not isinstance(state.get("parts"), list):
         raise ValueError(f"{where} is not the state file of a batch export (it has no 'parts' list)")
+    problem = _state_problem(path, state)
+    if problem is not None:
+        raise ValueError(f"{where} is not the state file of a batch export: {problem}; it is left alone")
     return state
+
+
+def _state_problem(path: str | os.PathLike[str], state: Mapping[str, Any]) -> str | None:
+    """What in ``state`` no export at ``path`` writes, or None. A part names one of the export's own
+    files: a new export deletes them, so a state file naming another (``../notes.md``) must not
+    get that far."""
+    first = Path(path)
+    own = re.compile(rf"{re.escape(first.stem)}\.[1-9][0-9]*{re.escape(first.suffix)}")
+    for name in ("prompt_tokens", "completion_tokens"):
+        if not _count(state.get(name, 0)):
+            return f"its {name} is {json.dumps(state.get(name))[:40]}, not a count"
+    for number, part in enumerate(state["parts"], start=1):
+        if not isinstance(part, dict):
+            return f"part {number} is not an object"
+        file = part.get("file")
+        if not isinstance(file, str) or (file != first.name and own.fullmatch(file) is None):
+            return f"part {number} names the file {json.dumps(file)[:80]}, not one of the export's files"
+        if not _count(part.get("requests", 0)) or not _count(part.get("bytes", 0)):
+            return f"part {number} does not count its requests and bytes"
+        for name in ("model", "batch_id", "input_file_id", "output_file_id", "error_file_id", "status"):
+            if part.get(name) is not None and not isinstance(part[name], str):
+                return f"part {number}'s {name} is {json.dumps(part[name])[:40]}, not text"
+        if part.get("counts") is not None and not isinstance(part["counts"], dict):
+            return f"part {number}'s counts are not an object"
+    return None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def write_state(path: str | os.PathLike[str], state: Mapping[str, Any]) -> None:
