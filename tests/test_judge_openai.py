@@ -609,13 +609,19 @@ def test_bad_settings_raise_config_error():
         ('```\n{"a": 1}\n```', {"a": 1}),
         ('Answer: {"a": {"b": [1, 2]}} done', {"a": {"b": [1, 2]}}),
         ('use {braces} then {"a": 2}', {"a": 2}),
+        (
+            '{"reason": "it ends its thinking with </think>"}',
+            {"reason": "it ends its thinking with </think>"},
+        ),
     ],
 )
 def test_parse_json_answer_is_tolerant(text, expected):
     assert parse_json_answer(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "no json here", "{broken", '<think>Say {"a": 1}.'])
+@pytest.mark.parametrize(
+    "text", ["", "no json here", "{broken", '<think>Say {"a": 1}.', '<think>{"a": 1}</think> ']
+)
 def test_parse_json_answer_rejects_answers_without_json(text):
     with pytest.raises(ValueError):
         parse_json_answer(text)

@@ -200,19 +200,25 @@ def parse_json_answer(text: str) -> Any:
 
 
 def _parse_json_answer(text: str) -> Any:
-    thinking, closed, answer = text.partition(_THINK_END)
-    if closed and (_THINK_START not in thinking or thinking.lstrip().startswith(_THINK_START)):
-        # DeepSeek-R1's template opens the thinking in the prompt: its answer has the closing tag only.
-        text = answer
-    elif text.lstrip().startswith(_THINK_START):
-        raise ValueError("the answer is all thinking, with no answer after it")
     stripped = text.strip()
     if not stripped:
         raise ValueError("the answer is empty")
     try:
-        return json.loads(stripped)
+        return json.loads(stripped)  # bare JSON, even one whose text speaks of </think>
     except ValueError:
         pass
+    thinking, closed, answer = stripped.partition(_THINK_END)
+    if closed and (_THINK_START not in thinking or thinking.startswith(_THINK_START)):
+        # DeepSeek-R1's template opens the thinking in the prompt: its answer has the closing tag only.
+        stripped = answer.strip()
+        if not stripped:
+            raise ValueError("the answer is all thinking, with no answer after it")
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            pass
+    elif stripped.startswith(_THINK_START):
+        raise ValueError("the answer is all thinking, with no answer after it")
     for block in _FENCE.findall(stripped):
         try:
             return json.loads(block.strip())
