@@ -744,9 +744,16 @@ def test_token_counts_sent_as_whole_floats_are_counted(fake_judge_server):
     assert stats.retries == 0 and stats.prompt_tokens == 10
 
 
-def test_a_200_carrying_an_error_says_the_servers_words(fake_judge_server):
-    """Some proxies pass an upstream failure on with status 200 and an OpenAI-style error body."""
-    error = {"error": {"message": "upstream quota exceeded for key sk-echoed-key-123456", "code": 429}}
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"error": {"message": "upstream quota exceeded for key sk-echoed-key-123456", "code": 429}},
+        {"object": "error", "message": "upstream quota exceeded for key sk-echoed-key-123456", "code": 429},
+    ],
+    ids=["OpenAI's error", "vLLM's error"],
+)
+def test_a_200_carrying_an_error_says_the_servers_words(fake_judge_server, error):
+    """Some proxies pass an upstream failure on with status 200 and the upstream's error body."""
     fake_judge_server.malformed_next(body=json.dumps(error).encode(), times=2)
     stats = JudgeStats()
     with pytest.raises(JudgeUnavailable) as info:

@@ -113,8 +113,12 @@ def completion_shape_problem(body: Any) -> str | None:
         return "not a chat completion"
     choices = body.get("choices")
     if not isinstance(choices, list):
-        if body.get("error"):  # a proxy passing an upstream failure on with a 200: say what it said
+        # A proxy passing an upstream failure on with a 200: say what it said. OpenAI's errors are
+        # {"error": {...}}, vLLM's {"object": "error", "message": ...}.
+        if body.get("error"):
             return f"an error: {quote_server(body['error'], str(body['error']))}"
+        if body.get("object") == "error":
+            return f"an error: {quote_server(body)}"
         return "'choices' is not an array"
     for i, choice in enumerate(choices):
         if not isinstance(choice, dict):
