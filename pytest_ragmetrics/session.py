@@ -115,6 +115,7 @@ class RagmetricsSession:
         self.gate_results: list[dict[str, Any]] = []
         self.final_report: dict[str, Any] | None = None
         self.unwritten: list[str] = []  # the report files that could not be written, and why
+        self.baseline_unsaved: str | None = None  # why --rag-save-baseline wrote nothing
         self.prefetcher: Prefetcher | None = None
         #: The collected tests, once collection is over (the prefetcher's order), and their session.
         self.items: Sequence[pytest.Item] | None = None
@@ -776,10 +777,26 @@ class RagmetricsSession:
         config.hook.pytest_ragmetrics_report(report=report)
         from .report.build import write_reports
 
-        self.unwritten = write_reports(report, s)
+        # A baseline replaces the accepted one: a run that ran no test (--collect-only, none
+        # selected, stopped before the first) or broke off would replace it with a fragment.
+        unsaved = self._baseline_unsaved(session) if s.save_baseline else None
+        if s.save_baseline and unsaved is not None:
+            self.baseline_unsaved = f"the baseline was not saved to {self.shown(s.save_baseline)}: {unsaved}"
+        self.unwritten = write_reports(report, s, save_baseline=unsaved is None)
         if self.unwritten:  # asked for and missing: CI would go on without it
             _fail(session)
         self.final_report = report
+
+    def _baseline_unsaved(self, session: pytest.Session) -> str | None:
+        """Why this run's scores may not replace the baseline file, or None when they may."""
+        if self.config.option.collectonly:
+            return "no test ran (--collect-only); the file there is unchanged"
+        status = session.exitstatus
+        if status == pytest.ExitCode.INTERRUPTED:
+            return "the run was interrupted; the file there is unchanged"
+        if status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not self.suite.ran:
+            return "no test ran; the file there is unchanged"
+        return None
 
     def _judge_controls(self) -> dict[str, Any] | None:
         """Judge the negative and positive controls, drawn from the samples the run scored, for the
@@ -837,6 +854,8 @@ class RagmetricsSession:
                 text = f"ragmetrics: {count} tests failed with the same error: {message[:200]}"
                 lines.append((text, "red"))
         lines += [(f"ragmetrics: {message}", "red") for message in self.unwritten]
+        if self.baseline_unsaved is not None:
+            lines.append((f"ragmetrics: {self.baseline_unsaved}", "yellow"))
         if self.stats.unrecorded:
             lines.append(
                 (

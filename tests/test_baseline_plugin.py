@@ -289,6 +289,23 @@ def test_saved_baselines_are_identical_bytes_from_a_cold_and_a_warm_cache(projec
     assert {"reference_key", "prompt_versions", "splitter", "judges"} <= set(sample)
 
 
+def test_a_run_that_ran_no_test_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
+    # rag_save_baseline in the ini and `pytest --co` to list the tests: the accepted baseline stays.
+    project.makeini("[pytest]\nrag_save_baseline = base.json\n")
+    project.runpytest().assert_outcomes(passed=16)
+    saved = (project.path / "base.json").read_bytes()
+    assert json.loads(saved)["results"]
+    listed = project.runpytest("--co")
+    assert listed.ret == pytest.ExitCode.OK
+    listed.stdout.fnmatch_lines(
+        ["ragmetrics: the baseline was not saved to base.json: no test ran (--collect-only); the file there is unchanged"]
+    )
+    none = project.runpytest("-k", "no_such_test")
+    assert none.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    none.stdout.fnmatch_lines(["ragmetrics: the baseline was not saved to base.json: no test ran; *"])
+    assert (project.path / "base.json").read_bytes() == saved
+
+
 def test_markdown_and_html_reports_show_the_comparison(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

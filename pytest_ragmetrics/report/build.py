@@ -720,8 +720,9 @@ def report_wanted(settings: Settings) -> bool:
     )
 
 
-def write_reports(report: dict[str, Any], settings: Settings) -> list[str]:
-    """Write the report files the settings ask for, and append to ``$GITHUB_STEP_SUMMARY``.
+def write_reports(report: dict[str, Any], settings: Settings, *, save_baseline: bool = True) -> list[str]:
+    """Write the report files the settings ask for (the baseline only with ``save_baseline``), and
+    append to ``$GITHUB_STEP_SUMMARY``.
 
     Returns what could not be written, one message each (the path and why: a directory that is a
     file, a full disk): each file is written or not on its own, and a failure leaves the old file.
@@ -758,7 +759,7 @@ def write_reports(report: dict[str, Any], settings: Settings) -> list[str]:
         from .html import to_html
 
         write("the HTML report", s.report_html, lambda: to_html(report))
-    if s.save_baseline:
+    if s.save_baseline and save_baseline:
         from ..baseline import baseline_form
         from .json_report import to_json
 
