@@ -495,6 +495,55 @@ def test_a_bad_results_file_is_an_error_or_a_failed_line_naming_it(tmp_path, con
         assert source.endswith("results.jsonl") and number == 1 and "nested too deeply" in why
 
 
+def test_a_damaged_requests_file_is_an_error_or_a_failed_line_naming_it(tmp_path):
+    """The export's record of what it asked (``b.jsonl.requests.sqlite``) ended `store batch import`
+    in a sqlite3.DatabaseError traceback when it was not a database, in a KeyError one when a record
+    in it was damaged."""
+    import sqlite3
+
+    from judge_requests import make_request
+
+    from pytest_ragmetrics.judge.batch import AskedRequests, BatchExport, import_results, requests_path
+
+    request = make_request()
+    export = BatchExport.create(tmp_path / "b.jsonl")
+    export.add(request, {"model": request.model, "messages": list(request.messages)})
+    export.finish()
+    results = tmp_path / "results.jsonl"
+    line = {"custom_id": request.cache_key(), "response": {"status_code": 200, "body": {}}, "error": None}
+    results.write_text(json.dumps(line) + "\n", encoding="utf-8")
+
+    def run() -> Any:
+        asked = AskedRequests(tmp_path / "b.jsonl")
+        try:
+            return import_results(results, asked, read=_unread, recorded=lambda r: False, record=_unrecorded)
+        finally:
+            asked.close()
+
+    db = sqlite3.connect(requests_path(tmp_path / "b.jsonl"))
+    with db:
+        db.execute("UPDATE request SET record = ?", ('{"kind": 5}',))
+    db.close()
+    assert [(number, why) for _, number, _, _, why in run().failed] == [
+        (1, "the export's record of this request in b.jsonl.requests.sqlite is damaged (KeyError: 'prompt_version')")
+    ]
+    requests_path(tmp_path / "b.jsonl").write_bytes(b"not a database\n" * 1000)
+    with pytest.raises(ValueError) as info:
+        run()
+    assert str(info.value) == (
+        f"cannot read {requests_path(tmp_path / 'b.jsonl')}, the record of what the export asked (file is not a "
+        "database): write the export again (pytest --rag-batch=PATH)"
+    )
+
+
+def _unread(request: Any, body: Any, at: str) -> Any:
+    raise AssertionError("no answer is read from a line whose request is unknown")
+
+
+def _unrecorded(pairs: Any) -> None:
+    raise AssertionError("nothing is recorded")
+
+
 def test_a_results_line_says_what_is_wrong_with_it(tmp_path):
     """A results line whose status_code was the text "200" failed as "HTTP 200: HTTP 200"; an array,
     or a custom_id that is a number, as "the line has no custom_id"."""

@@ -450,6 +450,10 @@ class ImportOutcome:
         return text + (f", {len(self.conflicts)} conflicting" if self.conflicts else "")
 
 
+class UnreadableRecord(Exception):
+    """The export's record of one request cannot make the request again (a damaged requests file)."""
+
+
 class AskedRequests:
     """The requests an export asked, by key (its requests file), read one at a time."""
 
@@ -460,13 +464,29 @@ class AskedRequests:
                 f"{where} does not exist: the answers of a batch are imported with the export that asked "
                 "for them (pytest --rag-batch=PATH writes it beside PATH)"
             )
+        self._where = where
         self._db = sqlite3.connect(f"{where.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
 
     def get(self, key: str) -> JudgeRequest | None:
-        row = self._db.execute("SELECT record FROM request WHERE key = ?", (key,)).fetchone()
+        """The request asked under ``key``, or None when the export asked none. :class:`ValueError`
+        when the requests file cannot be read at all (not a database, cut short), and
+        :class:`UnreadableRecord` when its record of this one request cannot (damaged)."""
+        try:
+            row = self._db.execute("SELECT record FROM request WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            raise ValueError(
+                f"cannot read {self._where}, the record of what the export asked ({exc}): write the export "
+                "again (pytest --rag-batch=PATH)"
+            ) from None
         if row is None:
             return None
-        return rebuild_request(json.loads(row[0]))
+        try:
+            return rebuild_request(json.loads(row[0]))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            raise UnreadableRecord(
+                f"the export's record of this request in {self._where.name} is damaged ({why})"
+            ) from None
 
     def close(self) -> None:
         self._db.close()
@@ -546,7 +566,11 @@ def import_results(
                 why = f"the line's custom_id is {json.dumps(custom_id)[:40]}, not the key of a request"
             outcome.failed.append((outcome.source, number, "", "", why))
             continue
-        request = asked.get(custom_id)
+        try:
+            request = asked.get(custom_id)
+        except UnreadableRecord as exc:
+            outcome.failed.append((outcome.source, number, custom_id, "?", str(exc)))
+            continue
         if request is None or request.cache_key() != custom_id:
             outcome.refused.append((outcome.source, number, custom_id))
             continue
