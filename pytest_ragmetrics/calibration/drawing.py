@@ -143,7 +143,8 @@ def add_parser(commands: Any) -> None:
         "--out",
         type=Path,
         default=Path("labels.sample.json"),
-        help="where to write the record (default labels.sample.json, beside labels.jsonl)",
+        help="where to write the record (default labels.sample.json in the current directory); keep it "
+        "beside the labelled set, named after it",
     )
 
 
