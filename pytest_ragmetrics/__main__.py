@@ -224,14 +224,30 @@ def _clear(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             file=err,
         )
         return EXIT_FAILED
-    # Removing the files rather than calling Cache.clear() also recovers a corrupt database.
-    for path in entries:
+    # Removing the files rather than calling Cache.clear() also recovers a corrupt database. Only the
+    # cache's own: a cache directory set to one other tools share (~/.cache) keeps theirs.
+    ours = [path for path in entries if _cache_file(path)]
+    for path in ours:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink()
-    print(f"cleared the judgment cache at {cache_dir} ({len(entries)} file(s) removed)", file=out)
+    others = sorted(path.name for path in entries if path not in ours)
+    left = f"; left {len(others)} that are not the cache's: {', '.join(others[:5])}" if others else ""
+    left += ", ..." if len(others) > 5 else ""
+    print(f"cleared the judgment cache at {cache_dir} ({len(ours)} file(s) removed{left})", file=out)
     return EXIT_OK
+
+
+def _cache_file(path: Path) -> bool:
+    """Whether ``path``, in a cache directory, is the cache's: its database and SQLite's files beside
+    it, the claims' database, or a directory of large values (named by two hex digits, as diskcache
+    names them)."""
+    from .judge.cache import CLAIMS_DIR
+
+    name = path.name
+    hex_digits = len(name) == 2 and set(name) <= set("0123456789abcdef") and path.is_dir()
+    return name.startswith("cache.db") or name == CLAIMS_DIR or hex_digits
 
 
 def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | None = None) -> int:

@@ -100,6 +100,30 @@ def test_clear_empties_the_cache_but_not_the_store(populated, capsys):
     assert (populated["cache"] / "last_run.json").is_file()
 
 
+def test_clear_removes_only_the_cache_s_own_files_from_a_shared_directory(tmp_path, capsys):
+    """With the cache directory set to one other tools use too (RAGMETRICS_CACHE_DIR=~/.cache), `cache
+    clear` deleted everything in it but the record of the last run, theirs included."""
+    shared = tmp_path / "shared"
+    judge = CachedJudge(lambda: ScriptedJudge(lambda r: {"reason": "r" * 70_000, "useful": True}), cache_dir=shared)
+
+    async def go() -> None:
+        await judge.judge(make_request())
+        await judge.aclose()
+
+    asyncio.run(go())
+    assert any(len(p.name) == 2 and p.is_dir() for p in shared.iterdir())  # a large value's directory
+    (shared / "pip").mkdir()
+    (shared / "pip" / "wheel.whl").write_bytes(b"wheel")
+    (shared / "notes.txt").write_text("mine\n", encoding="utf-8")
+    assert cli("cache", "clear", "--cache-dir", shared) == 0
+    out = capsys.readouterr().out
+    assert "left 2 that are not the cache's: notes.txt, pip)" in out
+    assert sorted(p.name for p in shared.iterdir()) == ["notes.txt", "pip"]
+    assert (shared / "pip" / "wheel.whl").read_bytes() == b"wheel"
+    assert cli("cache", "stats", "--json", "--cache-dir", shared) == 0
+    assert json.loads(capsys.readouterr().out)["cache"]["entries"] == 0
+
+
 def test_clear_refuses_a_directory_that_is_not_a_cache(populated, capsys):
     assert cli("cache", "clear", "--cache-dir", populated["store"]) == 1
     assert "does not look like a pytest-ragmetrics cache" in capsys.readouterr().err
