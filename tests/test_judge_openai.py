@@ -282,6 +282,47 @@ def test_a_bad_request_for_another_reason_quotes_the_server_without_a_format_hin
     assert "response format" not in message
 
 
+@pytest.mark.parametrize(
+    ("status", "body", "hint"),
+    [
+        (
+            400,
+            {
+                "error": {
+                    "message": "Unsupported value: 'temperature' does not support 0.0 with this model. "
+                    "Only the default (1) value is supported.",
+                    "type": "invalid_request_error",
+                    "param": "temperature",
+                    "code": "unsupported_value",
+                }
+            },
+            "; for a model that takes only its default temperature, set RAGMETRICS_TEMPERATURE=1 and "
+            "RAGMETRICS_GRADED_TEMPERATURE=1",
+        ),
+        (
+            422,
+            {
+                "detail": [
+                    {
+                        "type": "extra_forbidden",
+                        "loc": ["body", "seed"],
+                        "msg": "Extra inputs are not permitted",
+                    }
+                ]
+            },
+            "; to send no seed, set RAGMETRICS_SEED=none",
+        ),
+    ],
+    ids=["OpenAI's reasoning models and the temperature", "a FastAPI server and the seed"],
+)
+def test_a_refused_sampling_parameter_names_the_setting_to_change(fake_judge_server, status, body, hint):
+    fake_judge_server.fail_next(status, body=body)
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server, response_format="json_schema"), make_request())
+    assert f"(HTTP {status}, not retried): " in str(info.value)
+    assert str(info.value).endswith(hint)
+
+
 def test_timeout_is_retried_then_reported(fake_judge_server):
     fake_judge_server.hang_next(seconds=3.0)
     stats = JudgeStats()

@@ -265,6 +265,13 @@ _SCHEMA_LIMIT = re.compile(
 _UNSUPPORTED_FORMAT = re.compile(
     r"response_format|response format|json_schema|json_object|structured output|grammar", re.IGNORECASE
 )
+#: A server refusing the temperature or the seed it was sent: OpenAI's "Unsupported value: 'temperature'
+#: does not support 0.0 with this model", a FastAPI server's "Extra inputs are not permitted" at "seed".
+_REFUSED_PARAMETER = re.compile(
+    r"\b(temperature|seed)\b.*\b(unsupported|not supported|does not support|not permitted|unknown|"
+    r"unrecognized)|\b(unsupported|unknown|unrecognized)\b.*\b(temperature|seed)\b",
+    re.IGNORECASE | re.DOTALL,
+)
 #: The server wants the other completion-limit parameter: OpenAI's reasoning models answer ``max_tokens``
 #: with "Unsupported parameter: 'max_tokens' ... Use 'max_completion_tokens' instead".
 _OTHER_LIMIT_PARAMETER = {"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}
@@ -1103,7 +1110,22 @@ class OpenAIJudge:
                     "With --rag-response-format=auto (the default) the judge falls back to a format "
                     "the server supports."
                 )
+        if status in (400, 422):
+            return f"{prefix}: {detail}{self._parameter_hint(detail)}"
         return f"{prefix}: {detail}"
+
+    def _parameter_hint(self, detail: str) -> str:
+        """The setting to change when a server refuses a sampling parameter it does not take: OpenAI's
+        reasoning models take only their default temperature, some servers no seed."""
+        refused = _REFUSED_PARAMETER.search(detail)
+        if refused is None:
+            return ""
+        if (refused.group(1) or refused.group(4)).lower() == "seed":
+            return f"; to send no seed, set {self.how_to_set('seed', 'none')}"
+        return (
+            f"; for a model that takes only its default temperature, set "
+            f"{self.how_to_set('temperature', 1)} and {self.how_to_set('graded_temperature', 1)}"
+        )
 
 
 def _whole(value: Any) -> int | None:
