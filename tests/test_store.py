@@ -591,9 +591,12 @@ def test_a_temporary_file_left_by_a_killed_write_is_removed_and_ignored_by_git(t
     put(store, make_request(0), make_answer())
     stale = tmp_path / ".00.jsonl.0123456789ab.tmp"
     stale.write_bytes(b"")  # what a process killed between creating and renaming leaves
+    theirs = tmp_path / ".notes.tmp"  # another tool's, in a directory the store shares
+    theirs.write_bytes(b"keep")
     assert "*.tmp" in (tmp_path / ".gitignore").read_text(encoding="utf-8")
     put(JudgmentStore(tmp_path), make_request(1), make_answer())  # the next writer holds the lock
     assert not stale.exists()
+    assert theirs.read_bytes() == b"keep"
 
 
 def test_a_store_looks_for_temporary_files_and_its_repo_files_at_its_first_write_only(tmp_path, monkeypatch):

@@ -95,6 +95,8 @@ ALL_SHARDS_OPEN = MAX_OPEN_SHARDS >= 256
 
 
 _KEY = re.compile("[0-9a-f]{64}")
+# A temporary file of a write to the store (see _files.write_atomic): a shard's, or a repo file's.
+_TEMPORARY = re.compile(r"\.(?:[0-9a-f]{2}\.jsonl|\.gitattributes|\.gitignore)\.[0-9a-f]{12}\.tmp")
 
 
 def _is_key(name: str) -> bool:
@@ -272,8 +274,9 @@ class JudgmentStore:
             try:
                 if not self._prepared:
                     for stale in self.directory.glob(".*.tmp"):
-                        with contextlib.suppress(OSError):
-                            stale.unlink()
+                        if _TEMPORARY.fullmatch(stale.name):  # ours, not another tool's in a shared directory
+                            with contextlib.suppress(OSError):
+                                stale.unlink()
                 yield
             finally:
                 self._held = 0
