@@ -315,6 +315,7 @@ def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | N
 def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Print each judgment a key or key prefix names, as one indented JSON object."""
     from .judge.store import JudgmentStore
+    from .redact import redact_json
 
     store = JudgmentStore(args.store_dir)
     keys = sorted(store.keys())
@@ -335,7 +336,8 @@ def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 print(f"error: the judgment {key} cannot be read (see the warning above)", file=err)
                 status = EXIT_FAILED
                 continue
-            print(json.dumps(record, indent=2, ensure_ascii=False, sort_keys=True), file=out)
+            # Masked as in a run's report: a key pasted into a golden set is not printed into a CI log.
+            print(json.dumps(redact_json(record), indent=2, ensure_ascii=False, sort_keys=True), file=out)
     store.close()
     return status
 

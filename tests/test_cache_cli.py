@@ -415,6 +415,22 @@ def test_store_show_prints_judgments_whole_by_key_or_prefix(populated, capsys):
     assert [r["key"] for r in shown_records(capsys.readouterr().out)] == [k for k in keys if k[0] == first]
 
 
+def test_store_show_masks_a_key_the_judgment_quotes_as_a_report_does(populated, capsys):
+    """A key pasted into a golden set's chunk is recorded with the judgment of that chunk; `store
+    show` printed it whole (into a CI log, say), where a run's report masks it."""
+    store = JudgmentStore(populated["store"])
+    chunk = "Use the key sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123 to call the API."
+    request = make_request(8, inputs={"question": "How do I call the API?", "chunk": chunk})
+    store.put_many([(request, JudgeAnswer(choices=({"reason": "quotes sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123", "useful": True},), model="m"))])
+    store.flush()
+    assert cli("store", "show", request.cache_key(), "--store-dir", populated["store"]) == 0
+    out = capsys.readouterr().out
+    assert "sk-proj-AbCd" not in out
+    [shown] = shown_records(out)
+    assert shown["inputs"]["chunk"] == "Use the key sk-*** to call the API."
+    assert shown["answer"]["choices"] == [{"reason": "quotes sk-***", "useful": True}]
+
+
 def test_store_show_says_what_it_cannot_show(populated, capsys):
     assert cli("store", "show", "ffffffffffffffffff", "--store-dir", populated["store"]) == 1
     assert "no judgment in" in capsys.readouterr().err
