@@ -1250,6 +1250,32 @@ def test_waiting_for_the_response_format_probe_is_not_timed_as_a_call(fake_judge
     assert stats.call_seconds <= 5.0
 
 
+def test_judgments_queued_behind_a_failed_format_probe_are_then_asked_side_by_side(fake_judge_server):
+    """The server fails the request finding the response format: the judgments queued behind it do not
+    then run their retries one after the other (hours for a suite while it is down), but side by side."""
+    fake_judge_server.fail_next(503, times=3)  # every attempt of the first request
+    both_in = threading.Barrier(2, timeout=10)
+
+    def answer(body: dict[str, Any]) -> dict[str, Any] | str:
+        both_in.wait()  # the two queued judgments are at the server together
+        return default_responder(body)
+
+    fake_judge_server.responder = answer
+    judge = make_judge(fake_judge_server, max_retries=2, response_format="auto")
+
+    async def go() -> list[Any]:
+        try:
+            requests = (judge.judge(make_request(i)) for i in range(3))
+            return list(await asyncio.gather(*requests, return_exceptions=True))
+        finally:
+            await judge.aclose()
+
+    first, *queued = asyncio.run(go())
+    assert isinstance(first, JudgeUnavailable) and "HTTP 503" in str(first)
+    assert [answer.choices for answer in queued] == [({"reason": "fake judge", "useful": True},)] * 2
+    assert fake_judge_server.request_count == 3 + 2
+
+
 def test_a_reset_connection_is_retried_then_reported(fake_judge_server):
     fake_judge_server.reset_next()
     stats = JudgeStats()

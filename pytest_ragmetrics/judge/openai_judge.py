@@ -477,6 +477,7 @@ class OpenAIJudge:
         # With auto, the first structured request finds out which format the server supports; the
         # others wait for it, so a server without json_schema is not asked 16 times at once.
         self._format_settled = response_format != "auto"
+        self._probe_failed = False  # a request finding the format failed: the others no longer queue
         self._probe_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         # Requests leave one at a time, each loop's in turn (see _create).
         self._turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
@@ -632,9 +633,20 @@ class OpenAIJudge:
                 # Waiting for the first request to find the response format is queueing too:
                 # only the call itself is timed.
                 async with self._probe_lock():
-                    if not self._format_settled:
+                    if not self._format_settled and not self._probe_failed:
                         with self.stats.timer():
-                            return await self._probe(client, request)
+                            try:
+                                return await self._probe(client, request)
+                            except JudgeUnavailable:
+                                # The server failed, it did not turn a format down: the judgments
+                                # queued here would each run their retries in turn (hours for a
+                                # suite while it is down). From now on each finds the format on its
+                                # own, side by side, as they wait out an outage once it is found.
+                                self._probe_failed = True
+                                raise
+                if not self._format_settled:
+                    with self.stats.timer():
+                        return await self._probe(client, request)
             with self.stats.timer():
                 answer = await self._judge(client, request, self.active_format)
                 if self.stats.response_format is None:
