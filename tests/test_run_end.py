@@ -189,3 +189,50 @@ def test_a_second_ctrl_c_stops_waiting_for_answers_in_one_line_and_keeps_those_r
     assert "Traceback" not in output
     replay = pytester.runpytest("-p", "no:cacheprovider", "--rag-cache-dir=c", "--rag-cache=replay", "-k", "ans")
     replay.assert_outcomes(passed=1)  # the answer received before the interrupts was recorded
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM to a child process is POSIX")
+def test_sigterm_ends_the_run_as_ctrl_c_does_and_records_the_answers_on_their_way(pytester, monkeypatch):
+    """A SIGTERM (a CI job's timeout) while a judgment is held at the server: the run waits for its
+    answer, records it, writes the report and says it was interrupted, instead of dying silently."""
+    import signal
+    import threading
+
+    from pytest_ragmetrics.testing import FakeJudgeServer, default_responder
+
+    release = threading.Event()
+
+    def responder(body):
+        if "Held?" in json.dumps(body):
+            release.wait(60)
+        return default_responder(body)
+
+    pytester.makepyfile(test_two=TWO_TESTS)
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")  # lines reach the pipe as pytest writes them
+    lines: list[str] = []
+    with FakeJudgeServer(responder) as server:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        run = pytester.popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+             "--rag-cache-dir=c", "--rag-report-json=report.json"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        with run:
+            try:
+                assert server.wait_for_requests(2)  # the second test's judgment is held
+                run.send_signal(signal.SIGTERM)
+                for line in run.stdout:
+                    lines.append(line)
+                    if "waiting for the answers" in line:
+                        release.set()  # the held answer arrives while the run waits for it
+            finally:
+                release.set()
+    output = "".join(lines)
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "ragmetrics: waiting for the answers to 1 judge request already sent, to record them" in output
+    assert "KeyboardInterrupt: SIGTERM" in output
+    assert "Traceback" not in output
+    assert json.loads((pytester.path / "report.json").read_text())["summary"]
+    replay = pytester.runpytest("-p", "no:cacheprovider", "--rag-cache-dir=c", "--rag-cache=replay")
+    replay.assert_outcomes(passed=2)  # both answers were recorded, the one received after the SIGTERM too
