@@ -753,6 +753,27 @@ def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path, monkeypatch):
     assert JudgmentStore(tmp_path).keys() == {first.cache_key()}
 
 
+
+def test_a_write_to_a_new_shard_that_fails_leaves_no_empty_file(tmp_path, monkeypatch):
+    """A full disk on the first line of a shard: no empty shard file is left behind to be committed."""
+    import errno
+
+    store = JudgmentStore(tmp_path)
+    first = make_request(0)
+    put(store, first, make_answer())
+
+    def full_disk(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_disk)  # the store writes through os.write
+    other = next(r for r in (make_request(i) for i in range(1, 2000)) if r.cache_key()[:2] != first.cache_key()[:2])
+    with pytest.raises(OSError, match="No space"):
+        put(store, other, make_answer(False))
+    monkeypatch.undo()
+    assert not store.path_for(other.cache_key()).exists()
+    assert store.path_for(first.cache_key()).exists()
+    assert JudgmentStore(tmp_path).keys() == {first.cache_key()}
+
 RECORDED_TEST = """
     from pytest_ragmetrics import RagSample, assert_context_precision
 

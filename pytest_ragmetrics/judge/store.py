@@ -779,7 +779,8 @@ def _append(path: Path, data: bytes) -> None:
     """Append ``data`` with one ``write`` (O_APPEND): a reader never sees another writer's half line.
 
     A write that fails part-way (a full disk) is undone: the file is cut back to its size before, so
-    no torn line is ever left in a shard (the writer holds the store lock: nobody appended since).
+    no torn line is ever left in a shard (the writer holds the store lock: nobody appended since),
+    and a shard that was empty or new is removed: no empty file is left to be committed.
     """
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOT_BLOCKING, 0o666)
     try:
@@ -792,6 +793,9 @@ def _append(path: Path, data: bytes) -> None:
         except BaseException:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)
+            if size == 0:  # nor an empty shard this write created, for the store's history
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
             raise
     finally:
         os.close(fd)
