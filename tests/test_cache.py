@@ -283,6 +283,28 @@ def test_a_cache_that_is_not_a_database_is_moved_aside_once_and_a_fresh_one_star
     assert [a.source for a in run(fresh, make_request(1), make_request(2))] == ["cache", "cache"]
 
 
+def test_a_cache_damaged_past_its_first_page_is_moved_aside_and_a_fresh_one_started(fake_judge_server, dirs):
+    """A cache.db whose header is sound but whose tables are garbled: the next run starts afresh by
+    itself instead of judging everything again without a cache, run after run."""
+    import diskcache
+
+    with diskcache.Cache(str(dirs.cache)) as old:
+        for i in range(100):
+            old.set(f"old-{i}", "x" * 500)
+    database = dirs.cache / "cache.db"
+    size = database.stat().st_size
+    with database.open("r+b") as handle:
+        handle.seek(4096)  # the first page (the header, the schema) stays; every later one is garbled
+        handle.write(b"\x5a" * (size - 4096))
+    judge = cached_judge(fake_judge_server, dirs)
+    with pytest.warns(RagMetricsWarning, match="was not a database") as record:
+        answers = run(judge, make_request(1), make_request(2))
+    assert [a.source for a in answers] == ["judge", "judge"]
+    assert len(record) == 1 and "cache.db.unusable" in str(record[0].message)
+    assert (dirs.cache / "cache.db.unusable").stat().st_size == size
+    fresh = CachedJudge(lambda: pytest.fail("no judge"), mode="replay", cache_dir=dirs.cache)  # no store
+    assert [a.source for a in run(fresh, make_request(1), make_request(2))] == ["cache", "cache"]
+
 def test_unwritable_cache_dir_warns_and_the_run_goes_on(fake_judge_server, dirs):
     dirs.cache.parent.mkdir(parents=True, exist_ok=True)
     dirs.cache.write_text("a file where the cache directory should be")

@@ -812,8 +812,8 @@ class CachedJudge:
         if replaced is not None:
             self._warn_once(
                 "cache-replaced",
-                f"the judgment cache {self.cache_dir / 'cache.db'} was not a database ({replaced}); it "
-                f"was moved to {UNUSABLE_NAME} beside it and a fresh cache started",
+                f"the judgment cache {self.cache_dir / 'cache.db'} was not a database or was damaged "
+                f"({replaced}); it was moved to {UNUSABLE_NAME} beside it and a fresh cache started",
             )
         if problem is not None:
             self._disable_cache("cannot open it for writing", problem)
@@ -1273,16 +1273,19 @@ UNUSABLE_NAME = "cache.db.unusable"
 
 
 def _moved_aside(cache_dir: Path, exc: sqlite3.DatabaseError) -> bool:
-    """Move a ``cache.db`` that is not a database (garbled, overwritten) aside; True when it was
-    (by this process or another one of the run). Locked, read-only or busy databases stay."""
+    """Move a ``cache.db`` that is not a database, or a damaged one (garbled, overwritten, in whole
+    or in part), aside; True when it was (by this process or another one of the run). Locked,
+    read-only or busy databases stay."""
     if type(exc) is not sqlite3.DatabaseError:  # OperationalError and co.: the file may be fine
         return False
     database = cache_dir / "cache.db"
     try:
         probe = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            probe.execute("PRAGMA schema_version").fetchone()
-            return True  # another process of the run made a fresh one already
+            # Its whole structure, not only its first page: a database damaged further in opens,
+            # and fails at its first statement. (Only when opening failed: a sound cache pays nothing.)
+            if probe.execute("PRAGMA quick_check(1)").fetchone() == ("ok",):
+                return True  # another process of the run made a fresh one already
         except sqlite3.DatabaseError:
             pass
         finally:
