@@ -305,6 +305,34 @@ def test_a_cache_damaged_past_its_first_page_is_moved_aside_and_a_fresh_one_star
     fresh = CachedJudge(lambda: pytest.fail("no judge"), mode="replay", cache_dir=dirs.cache)  # no store
     assert [a.source for a in run(fresh, make_request(1), make_request(2))] == ["cache", "cache"]
 
+
+def test_judgments_lost_with_a_store_deleted_during_the_run_fail_it_saying_so(fake_judge_server, dirs):
+    """The store's directory deleted between two recordings (a checkout, a clean-up): the first
+    judgment is gone from it, and the run is told so, instead of ending as if all were recorded."""
+    import shutil
+
+    judge = cached_judge(fake_judge_server, dirs)
+    first = make_request(1)
+    second = next(r for r in (make_request(i) for i in range(2, 2000)) if r.cache_key()[:2] != first.cache_key()[:2])
+
+    async def go() -> None:
+        try:
+            await judge.judge(first)  # recorded in the store when it returns
+            shutil.rmtree(dirs.store)
+            await judge.judge(second)
+        finally:
+            await judge.aclose()
+
+    asyncio.run(go())
+    assert JudgmentStore(dirs.store).keys() == {second.cache_key()}
+    assert judge.stats.unrecorded == 1
+    assert judge.stats.unrecorded_reason is not None and "are gone from it" in judge.stats.unrecorded_reason
+    # The cache has it: a run that follows records it in the store again, without asking the judge.
+    again = cached_judge(None, dirs)
+    assert [a.source for a in run(again, first)] == ["cache"]
+    assert first.cache_key() in JudgmentStore(dirs.store)
+
+
 def test_unwritable_cache_dir_warns_and_the_run_goes_on(fake_judge_server, dirs):
     dirs.cache.parent.mkdir(parents=True, exist_ok=True)
     dirs.cache.write_text("a file where the cache directory should be")

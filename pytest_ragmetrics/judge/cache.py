@@ -1210,7 +1210,14 @@ class CachedJudge:
                     while not (self._recording.idle and self._claiming.idle):
                         io.submit(_nothing).result()  # and those handed over again meanwhile
             try:
-                self.store.flush()
+                gone = self.store.flush()
+                if gone:  # the run fails at its end, saying why (see JudgeStats)
+                    self.stats.record_unrecorded(
+                        gone,
+                        f"judgments recorded in the judgment store at {self.store.directory} are gone "
+                        "from it (its directory or shards were deleted or replaced during the run; "
+                        "run again to record them from the cache)",
+                    )
             except OSError as exc:
                 self._warn_once(
                     "store-unwritable",

@@ -651,14 +651,22 @@ class JudgmentStore:
                 self._written.setdefault(name, set()).update(new)
                 self._index(name, fresh=True)
 
-    def flush(self) -> None:
-        """Sort the shards this process appended to, one line per key (the one that counts)."""
+    def flush(self) -> int:
+        """Sort the shards this process appended to, one line per key (the one that counts).
+
+        Returns how many of the judgments this process recorded are no longer in the store: its
+        directory or shards were deleted or replaced meanwhile (a checkout of another branch, a
+        clean-up during the run)."""
         if not self._written:
-            return
+            return 0
+        gone = 0
         with self._locked():
-            for name in sorted(self._written):
+            for name, keys in sorted(self._written.items()):
                 self._rewrite(name)
+                shard = self._index(name, fresh=True)
+                gone += len(keys) if shard is None else sum(1 for key in keys if key not in shard.lines)
             self._written.clear()
+        return gone
 
     def _rewrite(self, name: str, drop: Iterable[str] = ()) -> None:
         """Write shard ``name`` again: its judgments sorted by key, the line that counts of each,
