@@ -110,12 +110,7 @@ def test_a_batch_line_is_the_live_request_and_its_answer_the_live_store_line(pro
     assert len(sent) == REQUESTS
     assert sorted(map(json.dumps, sent)) == sorted(map(json.dumps, exported.values()))
     assert {record["key"] for record in store_lines(project.path)} == set(exported)
-    results = [
-        {"id": "x", "custom_id": line["custom_id"], "error": None,
-         "response": {"status_code": 200, "request_id": "r", "body": completion_of(line["body"])}}
-        for line in lines_of(project.path / "b.jsonl")
-    ]  # fmt: skip
-    (project.path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    write_answered_results(project)
     other = ("--store-dir", "batched", "--cache-dir", "batched-cache")  # recorded by no live run
     code, _, err = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "b.jsonl", *other)
     assert code == 0, err
@@ -210,6 +205,16 @@ def completion_of(body: dict[str, Any], content: object = None) -> dict[str, Any
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }
+
+
+def write_answered_results(project: Any) -> None:
+    """``out.jsonl``: a provider's results file answering every request of the export ``b.jsonl``."""
+    results = [
+        {"id": "x", "custom_id": line["custom_id"], "error": None,
+         "response": {"status_code": 200, "request_id": "r", "body": completion_of(line["body"])}}
+        for line in lines_of(project.path / "b.jsonl")
+    ]  # fmt: skip
+    (project.path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
 
 
 def test_a_vllm_run_batch_results_file_is_imported_and_its_failures_listed(project, server, capsys):
@@ -485,12 +490,7 @@ def test_results_import_with_the_batch_file_configured_rather_than_given(project
     """With rag_batch or RAGMETRICS_BATCH set (the documented default of --batch), `store batch
     import` and `fetch` refused: "a batch export is written by a pytest run ...; unset the batch setting"."""
     project.runpytest("--rag-batch=b.jsonl").assert_outcomes(skipped=4)
-    results = [
-        {"id": "x", "custom_id": line["custom_id"], "error": None,
-         "response": {"status_code": 200, "request_id": "r", "body": completion_of(line["body"])}}
-        for line in lines_of(project.path / "b.jsonl")
-    ]  # fmt: skip
-    (project.path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    write_answered_results(project)
     monkeypatch.setenv("RAGMETRICS_BATCH", "b.jsonl")
     capsys.readouterr()  # the export run's output
     code, out, err = cli(capsys, "store", "batch", "import", "out.jsonl")

@@ -1,8 +1,10 @@
 """The end of a run: the report's comparisons reach whoever reads them, and the run lets go of them."""
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -155,18 +157,17 @@ def test_held():
 """
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
-def test_a_second_ctrl_c_stops_waiting_for_answers_in_one_line_and_keeps_those_received(
-    pytester, monkeypatch
-):
-    """Ctrl-C while a judgment is held at the server; Ctrl-C again while the run waits for its answer."""
+@contextlib.contextmanager
+def held_judge(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
+    """TWO_TESTS against a fake judge that holds the second test's judgment until ``release`` is
+    set: yields ``(server, release)``, with the run's environment pointing at the server."""
     import threading
 
     from pytest_ragmetrics.testing import FakeJudgeServer, default_responder
 
     release = threading.Event()
 
-    def responder(body):
+    def responder(body: Any) -> Any:
         if "Held?" in json.dumps(body):
             release.wait(60)
         return default_responder(body)
@@ -176,6 +177,15 @@ def test_a_second_ctrl_c_stops_waiting_for_answers_in_one_line_and_keeps_those_r
     with FakeJudgeServer(responder) as server:
         monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        yield server, release
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
+def test_a_second_ctrl_c_stops_waiting_for_answers_in_one_line_and_keeps_those_received(
+    pytester, monkeypatch
+):
+    """Ctrl-C while a judgment is held at the server; Ctrl-C again while the run waits for its answer."""
+    with held_judge(pytester, monkeypatch) as (server, release):
         run = pytester.popen(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rag-cache-dir=c"],
             stdout=subprocess.PIPE,
@@ -196,23 +206,9 @@ def test_sigterm_ends_the_run_as_ctrl_c_does_and_records_the_answers_on_their_wa
     """A SIGTERM (a CI job's timeout) while a judgment is held at the server: the run waits for its
     answer, records it, writes the report and says it was interrupted, instead of dying silently."""
     import signal
-    import threading
 
-    from pytest_ragmetrics.testing import FakeJudgeServer, default_responder
-
-    release = threading.Event()
-
-    def responder(body):
-        if "Held?" in json.dumps(body):
-            release.wait(60)
-        return default_responder(body)
-
-    pytester.makepyfile(test_two=TWO_TESTS)
-    monkeypatch.setenv("PYTHONUNBUFFERED", "1")  # lines reach the pipe as pytest writes them
     lines: list[str] = []
-    with FakeJudgeServer(responder) as server:
-        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    with held_judge(pytester, monkeypatch) as (server, release):
         run = pytester.popen(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
              "--rag-cache-dir=c", "--rag-report-json=report.json"],
