@@ -563,6 +563,24 @@ def test_a_results_line_says_what_is_wrong_with_it(tmp_path):
     ]
 
 
+def test_a_results_line_error_is_quoted_with_credentials_masked_and_printable(tmp_path, monkeypatch):
+    """A provider's error on a results line was quoted as it came: a key the provider echoed was
+    printed, and half an escaped pair (\\ud83d) could not be printed at all."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-0123456789abcdef")
+    lines = [
+        json.dumps({"custom_id": "KEY", "error": {"code": "invalid_api_key",
+                    "message": "Incorrect API key provided: sk-test-secret-0123456789abcdef \ud83d"}}).encode(),
+    ]  # fmt: skip
+    outcome, recorded = _import(tmp_path, b"\n".join(lines) + b"\n")
+    assert recorded == []
+    [(_, number, _, _, why)] = outcome.failed
+    assert number == 1
+    assert "sk-test-secret-0123456789abcdef" not in why
+    assert why.startswith("invalid_api_key: Incorrect API key provided: ")
+    assert why.endswith("\ufffd")
+    why.encode("utf-8")  # printable: no lone surrogate left
+
+
 @pytest.mark.parametrize(
     "answer", [DEEP, '{"a": ' * 100_000, "```json\n" + DEEP + "\n```", 'Sure: {"a": ' + DEEP + "}"]
 )

@@ -493,14 +493,18 @@ class AskedRequests:
 
 
 def _error_text(error: Any) -> str:
-    """A result line's error in a few words: OpenAI's ``{"code", "message"}``, vLLM's string."""
+    """A result line's error in a few words: OpenAI's ``{"code", "message"}``, vLLM's string; with
+    credentials masked and half an escaped pair (``\\ud800``) replaced, as a live error is quoted."""
+    from ..redact import redact
+    from .openai_judge import valid_text
+
     if isinstance(error, Mapping):
         message = error.get("message") or error.get("msg") or ""
         code = error.get("code") or error.get("type") or ""
         text = f"{code}: {message}" if code and message else str(message or code or json.dumps(error))
     else:
         text = str(error)
-    text = " ".join(text.split())
+    text = str(valid_text(" ".join(redact(text).split())))
     return text if len(text) <= 300 else text[:299] + "…"
 
 
