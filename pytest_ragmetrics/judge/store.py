@@ -662,21 +662,20 @@ class JudgmentStore:
         gone = 0
         with self._locked():
             for name, keys in sorted(self._written.items()):
-                self._rewrite(name)
-                shard = self._index(name, fresh=True)
+                shard = self._rewrite(name)
                 gone += len(keys) if shard is None else sum(1 for key in keys if key not in shard.lines)
             self._written.clear()
         return gone
 
-    def _rewrite(self, name: str, drop: Iterable[str] = ()) -> None:
+    def _rewrite(self, name: str, drop: Iterable[str] = ()) -> _Shard | None:
         """Write shard ``name`` again: its judgments sorted by key, the line that counts of each,
         without ``drop``'s keys. Lines that are not judgments of this shard are kept at the end (a
         person wrote them; the warning about them stays until they are fixed), and so is a last line
-        cut short, as it is."""
+        cut short, as it is. Returns the shard indexed anew (None: there is none now)."""
         path = self.directory / f"{name}{SHARD_SUFFIX}"
         shard = self._index(name, fresh=True)
         if shard is None:
-            return
+            return None
         gone = set(drop)
         kept = sorted((key, shard.read(key)) for key in shard.lines if key not in gone)
         others = [
@@ -702,7 +701,7 @@ class JudgmentStore:
         else:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-        self._index(name, fresh=True)
+        return self._index(name, fresh=True)
 
     def delete(self, key: str) -> bool:
         """Remove one stored judgment."""
