@@ -13,6 +13,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import secrets
@@ -122,8 +123,6 @@ class RagmetricsSession:
         self.session: pytest.Session | None = None
         #: The per-test recording hooks are registered: the run uses the plugin.
         self.active = False
-        #: This run made SIGTERM end it as Ctrl-C does (see :func:`_end_on_sigterm`).
-        self.sigterm_handled = False
         #: Usage errors found while generating tests, raised together once collection is over.
         self.usage_errors: list[str] = []
         #: Whether anything reads the comparisons' verdicts (see :meth:`verdicts_read`); None: not asked yet.
@@ -465,7 +464,7 @@ class RagmetricsSession:
         """
         if not self.active:
             self.active = True
-            self.sigterm_handled = _end_on_sigterm()
+            _end_on_sigterm()
             if self.on_activate is not None:
                 self.on_activate()
         if self.prefetcher is None and self.items is not None:
@@ -986,35 +985,30 @@ class RagmetricsSession:
         self.store_keys = None
         self.prefetcher = None
         self.items = None
-        if self.sigterm_handled:
-            import signal
+        import signal
 
-            if signal.getsignal(signal.SIGTERM) is _interrupt:
+        if signal.getsignal(signal.SIGTERM) is _interrupt:  # set by _end_on_sigterm: back as it was
+            with contextlib.suppress(ValueError):  # (not the main thread)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            self.sigterm_handled = False
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt("SIGTERM")
 
 
-def _end_on_sigterm() -> bool:
+def _end_on_sigterm() -> None:
     """Make SIGTERM (a CI job's timeout, ``kill``) end the run as Ctrl-C does: the answers already
     sent are waited for and recorded, the report is written, the terminal says the run was
     interrupted. Only where SIGTERM still ends the process silently (no handler of the user's or of
-    another plugin), from the main thread; True when it did."""
+    another plugin), from the main thread."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
-        return False
-    try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return False
-        signal.signal(signal.SIGTERM, _interrupt)
-    except (OSError, ValueError):
-        return False
-    return True
+        return
+    with contextlib.suppress(OSError, ValueError):
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _interrupt)
 
 
 #: xdist ``workerinput`` key naming the file of the run's judge spending budget.
