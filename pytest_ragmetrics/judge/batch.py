@@ -495,8 +495,7 @@ class AskedRequests:
 def _error_text(error: Any) -> str:
     """A result line's error in a few words: OpenAI's ``{"code", "message"}``, vLLM's string; with
     credentials masked and half an escaped pair (``\\ud800``) replaced, as a live error is quoted."""
-    from ..redact import redact
-    from .openai_judge import valid_text
+    from .openai_judge import quoted_text
 
     if isinstance(error, Mapping):
         message = error.get("message") or error.get("msg") or ""
@@ -504,7 +503,7 @@ def _error_text(error: Any) -> str:
         text = f"{code}: {message}" if code and message else str(message or code or json.dumps(error))
     else:
         text = str(error)
-    text = str(valid_text(" ".join(redact(text).split())))
+    text = quoted_text(text)
     return text if len(text) <= 300 else text[:299] + "…"
 
 

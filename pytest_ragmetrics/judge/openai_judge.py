@@ -170,6 +170,13 @@ def valid_text(value: Any) -> Any:
     return value
 
 
+def quoted_text(text: str) -> str:
+    """``text`` (a server's words) as it is quoted to a user: credentials masked, each run of white
+    space one space, half an escaped pair (``\\ud800``), which could be neither printed nor
+    reported, replaced by U+FFFD."""
+    return str(valid_text(" ".join(redact(text).split())))
+
+
 def _reasoning(message: Mapping[str, Any]) -> str:
     """A reasoning model's thinking as the server returns it beside the content: vLLM's and
     DeepSeek's ``reasoning_content``, OpenRouter's and Ollama's ``reasoning``; empty when none."""
@@ -313,8 +320,7 @@ def quote_server(body: Any, fallback: str = "") -> str:
         message = _html_title(body) or body
     if not isinstance(message, str) or not message.strip():
         message = fallback
-    # Half an escaped pair (\ud800) in the server's words could be neither printed nor reported.
-    message = valid_text(" ".join(redact(message).split()))
+    message = quoted_text(message)
     if len(message) > MAX_SERVER_MESSAGE:
         message = message[: MAX_SERVER_MESSAGE - 1] + "…"
     return str(message)
@@ -895,11 +901,11 @@ class OpenAIJudge:
                     why = f" (refusal: {valid_text(str(refusal))})"
                 elif isinstance(finish, str) and finish != "stop":
                     why = f" (finish_reason {finish!r})"  # content_filter, tool_calls: what stopped it
-                elif _reasoning(message):
+                elif reasoning := _reasoning(message):
                     # vLLM's reasoning parsers put a whole answer there when the model never closed
                     # its thinking (Qwen3 with thinking turned off): never read as the answer.
                     why = (
-                        f" (only {len(_reasoning(message))} characters of reasoning: the server's "
+                        f" (only {len(reasoning)} characters of reasoning: the server's "
                         "reasoning parser may have taken the answer for thinking)"
                     )
                 else:
@@ -1169,11 +1175,11 @@ def _not_json(raw: bytes, exc: ValueError) -> str:
     assert isinstance(exc, json.JSONDecodeError)
     page = _html_title(exc.doc) if exc.pos == 0 else None
     if page is not None:  # a proxy's sign-in or error page
-        return f"not JSON: {valid_text(redact(page))}"
-    there = valid_text(exc.doc[exc.pos : exc.pos + SHOWN_BODY])  # read with surrogatepass
+        return f"not JSON: {quoted_text(page)}"
+    there = exc.doc[exc.pos : exc.pos + SHOWN_BODY]  # read with surrogatepass
     if not there.strip():  # cut short: a proxy's buffer, a Content-Length too small
         return f"not JSON: {exc.msg} (character {exc.pos}): the body ends there"
-    shown = " ".join(redact(there).split()) + ("…" if len(exc.doc) > exc.pos + SHOWN_BODY else "")
+    shown = quoted_text(there) + ("…" if len(exc.doc) > exc.pos + SHOWN_BODY else "")
     return f"not JSON: {exc.msg} (character {exc.pos}): {shown!r}"
 
 
