@@ -96,6 +96,8 @@ _LIST_MARKER = re.compile(
     r"|(?P<open>\()?(?P<label>\d{1,3}|[ivxIVX]{1,4}|[a-zA-Z])(?P<close>\.\)|[.)]))"
     r"[ \t]+(?=\S)"
 )
+# Where a marker of _LIST_MARKER ends, before the white space after it (found quickly: a set of characters).
+_MARKER_END = re.compile(rf"[{_BULLETS}.)][ \t]")
 _ROMAN = {"i": 1, "v": 5, "x": 10}
 _CONTINUES_LINE = re.compile(r"[^\W\d_]")  # a letter; the caller checks it is lower case
 _LEADING_CONTINUATION = ",;:)]}"
@@ -126,6 +128,10 @@ _BOUNDARY = re.compile(
 )
 # Characters at which Punkt's word tokenizer ends a word (its "non-word" characters, and the comma).
 _WORD_END = re.compile(r"[)\";}\]*:@'({\[\u2018\u2019\u201c\u201d\xab\xbb!?,]")
+# A word up to its last character that ends a Punkt word token (``_WORD_END``), if it has one.
+_UP_TO_WORD_END = re.compile(r".*" + _WORD_END.pattern, re.DOTALL)
+# Where a word ends: the first white space (``str.isspace``, as ``\s`` reads it) or the end.
+_WORD = re.compile(r"\S*")
 _INVERTED_OPENERS = "\u00bf\u00a1"  # ¿ ¡
 # A short parenthesis followed by the end of the sentence: "(Smith et al. 2019)." after a quotation.
 _CITATION = re.compile(r"\([^()?!\n]{1,80}\)[.!?]")
@@ -433,17 +439,14 @@ class PunktSplitter:
 
 def _last_token(word: str) -> str:
     """The last Punkt word token of ``word``, which ends with a period: ``"(see Fig.`` -> ``Fig.``."""
-    for index in range(len(word) - 2, -1, -1):
-        if _WORD_END.match(word, index):
-            return word[index + 1 :]
-    return word
+    found = _UP_TO_WORD_END.match(word, 0, len(word) - 1)
+    return word[found.end() :] if found is not None else word
 
 
 def _next_word(text: str, start: int, end: int) -> str:
     """The word at ``start`` as Punkt's word tokenizer reads it, without opening quotes or brackets."""
-    stop = start
-    while stop < end and not text[stop].isspace():
-        stop += 1
+    found = _WORD.match(text, start, end)  # \S* matches, if only the empty word
+    stop = found.end() if found is not None else start
     word = start
     while word < stop and text[word] in _OPENERS:
         word += 1
@@ -531,6 +534,11 @@ def _flattened_list(text: str, start: int, end: int) -> list[tuple[int, int]] | 
     a comma, a semicolon or "and"/"or" (that is an enumeration within a sentence). None if the line
     is no such list.
     """
+    # Every marker ends with a bullet, or a period or bracket, before a space or tab: a line with
+    # fewer than two such places (most sentences) has no two markers, and is not looked through.
+    first_end = _MARKER_END.search(text, start, end)
+    if first_end is None or _MARKER_END.search(text, first_end.end(), end) is None:
+        return None
     markers = list(_LIST_MARKER.finditer(text, start, end))
     if len(markers) < 2:
         return None
