@@ -17,10 +17,9 @@ from typing import Any
 
 from ._scope import current_test
 from .errors import ConfigError, JudgmentPending
-from .gates import compare  # loads errors and specs: importing from them here costs nothing more
 from .results import MetricResult
 from .sample import RagSample, as_samples
-from .specs import format_metric, threshold_problem
+from .specs import compare, format_metric, threshold_problem
 
 
 def _threshold(value: object) -> float:

@@ -41,6 +41,7 @@ from .specs import (
     BUILTIN_CATALOG,
     COMPARISON_OPS,
     MetricCatalog,
+    compare,
     format_metric,
     format_number,
     gate_lines,
@@ -84,10 +85,6 @@ GATE_FORM = (
     "median, pNN, quantile(q), "
     "pass_rate(>=x), corrected_mean; op is one of >=, >, <=, <"
 )
-
-# Scores are means of fractions (2/3, 0.1 + 0.2, ...). Float noise must not flip a gate that sits
-# exactly on its threshold, so comparisons allow this much slack in the passing direction.
-_EPSILON = 1e-9
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 # Compiled at first use (the re module keeps what it compiled): most runs name no such statistic.
@@ -213,19 +210,6 @@ def parse_gates(
     :func:`parse_gate`.
     """
     return [parse_gate(line, known_metrics, methods) for line in gate_lines(text_or_lines)]
-
-
-def compare(value: float, op: str, threshold: float) -> bool:
-    """``value <op> threshold``, tolerant of float noise (1e-9) in the passing direction."""
-    if op == ">=":
-        return value >= threshold - _EPSILON
-    if op == ">":
-        return value > threshold + _EPSILON
-    if op == "<=":
-        return value <= threshold + _EPSILON
-    if op == "<":
-        return value < threshold - _EPSILON
-    raise ValueError(f"unsupported comparison operator {op!r}; use one of {', '.join(COMPARISON_OPS)}")
 
 
 def _checked(scores: Iterable[float]) -> list[float]:

@@ -42,6 +42,7 @@ __all__ = [
     "GateLine",
     "MetricCatalog",
     "MetricName",
+    "compare",
     "format_metric",
     "format_number",
     "gate_lines",
@@ -69,6 +70,25 @@ _LINE = rf"""(?x)^\s*
     \s*(?P<threshold>[^\s]+)
     (?:\s+at\s+(?P<cond_name>[A-Za-z_]\w*)\s*(?P<cond_op>{_OP})\s*(?P<cond_value>\S+))?
     \s*$"""
+
+
+# Scores are means of fractions (2/3, 0.1 + 0.2, ...). Float noise must not flip a comparison that
+# sits exactly on its threshold (an assertion's, a gate's), so it allows this much slack in the
+# passing direction.
+_EPSILON = 1e-9
+
+
+def compare(value: float, op: str, threshold: float) -> bool:
+    """``value <op> threshold``, tolerant of float noise (1e-9) in the passing direction."""
+    if op == ">=":
+        return value >= threshold - _EPSILON
+    if op == ">":
+        return value > threshold + _EPSILON
+    if op == "<=":
+        return value <= threshold + _EPSILON
+    if op == "<":
+        return value < threshold - _EPSILON
+    raise ValueError(f"unsupported comparison operator {op!r}; use one of {', '.join(COMPARISON_OPS)}")
 
 
 def format_number(value: float) -> str:

@@ -220,7 +220,7 @@ def evaluate_run_gates(
 def metric_summaries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``summary.metrics``: n, mean, min and max per (metric, method) over every distinct evaluation
     with a score, and ``no_claims``, the count of those without one (only when there are some)."""
-    from ..gates import aggregate
+    from ..results import aggregate
 
     distinct = _distinct_samples(rows)
     scores, unscored, pairs = _tally(distinct)

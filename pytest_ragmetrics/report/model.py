@@ -18,7 +18,7 @@ import typing
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypedDict
 
-from ..gates import format_number
+from ..specs import format_number
 
 __all__ = [
     "JUDGE_SOURCES",
