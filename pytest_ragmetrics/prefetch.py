@@ -112,7 +112,8 @@ class Prefetcher:
         #: The test each group's plan is being learned from (its first test to ask for a score).
         self._teachers: dict[tuple[str, str], str] = {}
         self._current: dict[str, list[tuple[Evaluator, RagSample, str, str | None]]] = {}
-        #: Per test: the scores its marker declares (``metrics=``), as (metric, method) pairs.
+        #: Per test: the scores its marker declares (``metrics=``), as (metric, method) pairs, read
+        #: at its first score that was not started ahead (a golden set's tests seldom have one).
         self._declared: dict[str, list[tuple[str, str | None]]] = {}
         # (evaluator id, metric, method) -> the method spelled out (see _spec): asked at every score
         self._specs: dict[tuple[int, str, str | None], tuple[str, str | None]] = {}
@@ -138,7 +139,7 @@ class Prefetcher:
             if scope is None:
                 return None
             nodeid = scope.nodeid
-            later = self._declared_others(nodeid, evaluator, sample, metric, method)
+            later = self._declared_others(scope.test, nodeid, evaluator, sample, metric, method)
             later += self._teach(nodeid, evaluator, sample, metric, method)
             if not later:
                 return None  # nothing to start beside it: the engine scores it as usual
@@ -147,12 +148,22 @@ class Prefetcher:
         return entry[1]
 
     def _declared_others(
-        self, nodeid: str, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
+        self,
+        item: pytest.Item,
+        nodeid: str,
+        evaluator: Evaluator,
+        sample: RagSample,
+        metric: str,
+        method: str | None,
     ) -> list[_Score]:
         """A test asks for a score its marker declares, on a sample it has not scored before: the
         other declared scores on that sample, to start with this one."""
+        if self._stopped or evaluator.settings.cache == "replay":
+            return []
         declared = self._declared.get(nodeid)
-        if not declared or self._stopped or evaluator.settings.cache == "replay":
+        if declared is None:
+            declared = self._declared[nodeid] = _declared(item)
+        if not declared:
             return []
         declared = [self._spec(evaluator, name, how) for name, how in declared]
         asked = self._current[nodeid]
@@ -207,11 +218,8 @@ class Prefetcher:
         self._positions = {item.nodeid: i for i, item in enumerate(items)}
 
     def before(self, item: pytest.Item) -> None:
-        """``item`` starts: note the scores it declares, and once fewer than a window of tests after it
-        have their scores started, start those of a window and a half after it."""
-        declared = _declared(item)
-        if declared:
-            self._declared[item.nodeid] = declared
+        """``item`` starts: once fewer than a window of tests after it have their scores started,
+        start those of a window and a half after it."""
         if not self.active:
             return
         position = self._positions.get(item.nodeid)
