@@ -133,6 +133,8 @@ _UP_TO_WORD_END = re.compile(r".*" + _WORD_END.pattern, re.DOTALL)
 # Where a word ends: the first white space (``str.isspace``, as ``\s`` reads it) or the end.
 _WORD = re.compile(r"\S*")
 _INVERTED_OPENERS = "\u00bf\u00a1"  # ¿ ¡
+# A letter or digit (``str.isalnum``): a word character but the underscore.
+_ALNUM = re.compile(r"[^\W_]")
 # A short parenthesis followed by the end of the sentence: "(Smith et al. 2019)." after a quotation.
 _CITATION = re.compile(r"\([^()?!\n]{1,80}\)[.!?]")
 # The data in _punkt.py that the fingerprint covers; rule changes here bump _punkt.PARAMETERS_VERSION.
@@ -335,7 +337,7 @@ class PunktSplitter:
             # text[start:body] is a list marker kept with the item's first sentence.
             for cut in [*self._cuts(text, body, end), end]:
                 first, last = _strip(text, start, cut)
-                if any(ch.isalnum() for ch in text[first:last]):
+                if _ALNUM.search(text, first, last):
                     result.append((first, last))
                 start = cut
         return tuple(result)
