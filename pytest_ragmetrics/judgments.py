@@ -878,22 +878,31 @@ class JudgmentKind:
         # Deferred: the messages are rendered only for a judge call, never for a recorded answer.
         variant = self.variant
         prompt = (variant(inputs) if variant is not None else None) or self.prompt
-        return DeferredRequest.of(
-            self.name,
-            prompt.version,
-            params.model,
-            self.name,
-            inputs,
-            self.schema,
-            self._render,
-            derive,
-            derived,
-            check_derived,
-            params.temperature,
-            params.seed,
-            params.n,
-            label,
-        )
+        shapes = self._shapes
+        sort = (prompt.version, params.model, params.temperature, params.seed, params.n)
+        shape = shapes.get(sort)
+        if shape is None:
+            shape = DeferredRequest.shape(
+                self.name,
+                prompt.version,
+                params.model,
+                self.name,
+                self.schema,
+                self._render,
+                params.temperature,
+                params.seed,
+                params.n,
+            )
+            if len(shapes) >= 256:
+                shapes.clear()
+            shapes[sort] = shape
+        return DeferredRequest.of(shape, inputs, label, derive, derived, check_derived)
+
+    @functools.cached_property
+    def _shapes(self) -> dict[tuple[Any, ...], dict[str, Any]]:
+        # What its requests of one prompt version and judge hold alike (see DeferredRequest.shape),
+        # by (prompt version, model, temperature, seed, n).
+        return {}
 
     @functools.cached_property
     def _render(self) -> Callable[[Mapping[str, Any]], tuple[dict[str, str], ...]]:

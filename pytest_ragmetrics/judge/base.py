@@ -148,6 +148,27 @@ def _schema_json(schema: Mapping[str, Any]) -> str:
     return text
 
 
+def _key_parts(
+    kind: str, model: str, n: int, prompt_version: str, seed: int | None, temperature: float
+) -> tuple[str, str, str]:
+    """The parts of a key text around its inputs and schema: the same for every request of one
+    kind, prompt version and judge."""
+    head = (kind, model, n, prompt_version, seed, temperature)
+    parts = _KEY_PARTS.get(head)
+    if parts is None:
+        encode = _ENCODER.encode
+        parts = (
+            f'{{"format":{KEY_FORMAT},"inputs":',
+            f',"kind":{encode(kind)},"model":{encode(model)},"n":{encode(n)},'
+            f'"prompt_version":{encode(prompt_version)}',
+            f',"seed":{encode(seed)},"temperature":{encode(temperature)}}}',
+        )
+        if len(_KEY_PARTS) >= 256:
+            _KEY_PARTS.clear()
+        _KEY_PARTS[head] = parts
+    return parts
+
+
 @dataclass(frozen=True)
 class JudgeRequest:
     """One judgment to be made by the judge.
@@ -215,19 +236,11 @@ class JudgeRequest:
             inputs, of = self.inputs, self.schema
             hit = _SCHEMA_JSON.get(id(of))  # _schema_json(of), without a call when known
             schema = hit[1] if hit is not None and hit[0] is of else _schema_json(of)
-        head = (self.kind, self.model, self.n, self.prompt_version, self.seed, self.temperature)
-        parts = _KEY_PARTS.get(head)
+        parts = self.__dict__.get("_key_parts")  # a request of a shape has them from it
         if parts is None:
-            encode = _ENCODER.encode
-            parts = (
-                f'{{"format":{KEY_FORMAT},"inputs":',
-                f',"kind":{encode(self.kind)},"model":{encode(self.model)},"n":{encode(self.n)},'
-                f'"prompt_version":{encode(self.prompt_version)}',
-                f',"seed":{encode(self.seed)},"temperature":{encode(self.temperature)}}}',
+            parts = _key_parts(
+                self.kind, self.model, self.n, self.prompt_version, self.seed, self.temperature
             )
-            if len(_KEY_PARTS) >= 256:
-                _KEY_PARTS.clear()
-            _KEY_PARTS[head] = parts
         encoded = _inputs_json(inputs) if type(inputs) is dict else _ENCODER.encode(inputs)
         return "".join((parts[0], encoded, parts[1], schema, parts[2]))
 
@@ -289,27 +302,21 @@ class DeferredRequest(JudgeRequest):
             return JudgeRequest(*args, **kwargs)
         return super().__new__(cls)
 
-    @classmethod
-    def of(
-        cls,
+    @staticmethod
+    def shape(
         kind: str,
         prompt_version: str,
         model: str,
         schema_name: str,
-        base_inputs: Mapping[str, Any],
         schema_for: Callable[[Mapping[str, Any]], Mapping[str, Any]],
         render: Callable[[Mapping[str, Any]], tuple[Mapping[str, str], ...]],
-        derive: Callable[[], Mapping[str, Any]] | None,
-        derived: tuple[str, ...],
-        check_derived: Callable[[Mapping[str, Any]], None] | None,
         temperature: float,
         seed: int | None,
         n: int,
-        label: str,
-    ) -> DeferredRequest:
-        """The request over these arguments, in this order: the judgment kinds build one per
-        judgment (a warm run builds thousands to learn their keys), so it binds no keywords."""
-        attributes = {
+    ) -> dict[str, Any]:
+        """What the requests of one kind, prompt and judge hold alike, for :meth:`of`: made once
+        and copied into each request (a warm run builds thousands to learn their keys)."""
+        return {
             "kind": kind,
             "prompt_version": prompt_version,
             "model": model,
@@ -317,18 +324,37 @@ class DeferredRequest(JudgeRequest):
             "temperature": temperature,
             "seed": seed,
             "n": n,
-            "label": label,
-            "key_inputs": base_inputs if derived else None,
-            "derived": derived,
-            "_base": base_inputs,
+            "key_inputs": None,
+            "derived": (),
             "_schema_for": schema_for,
             "_render": render,
-            "_derive": derive,
-            "_check": check_derived,
+            "_derive": None,
+            "_check": None,
+            "_key_parts": _key_parts(kind, model, n, prompt_version, seed, temperature),
         }
-        if not derived:  # keyed on its full inputs: the key needs the schema at once
+
+    @classmethod
+    def of(
+        cls,
+        shape: dict[str, Any],
+        base_inputs: Mapping[str, Any],
+        label: str,
+        derive: Callable[[], Mapping[str, Any]] | None = None,
+        derived: tuple[str, ...] = (),
+        check_derived: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> DeferredRequest:
+        """The request of ``shape`` (see :meth:`shape`) over ``base_inputs``."""
+        attributes = shape.copy()
+        attributes["label"] = label
+        attributes["_base"] = base_inputs
+        if derived:  # keyed on its base inputs, what it derives from them recorded with the answer
+            attributes["key_inputs"] = base_inputs
+            attributes["derived"] = derived
+            attributes["_derive"] = derive
+            attributes["_check"] = check_derived
+        else:  # keyed on its full inputs: the key needs the schema at once
             attributes["inputs"] = base_inputs
-            attributes["schema"] = schema_for(base_inputs)
+            attributes["schema"] = shape["_schema_for"](base_inputs)
         request: DeferredRequest = object.__new__(cls)
         object.__setattr__(request, "__dict__", attributes)  # frozen: no __setattr__
         return request
