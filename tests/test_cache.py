@@ -1257,6 +1257,30 @@ def test_disk_work_arriving_while_the_io_thread_is_busy_is_done_in_one_hand_over
     assert isinstance(results[3], ValueError) and results[3].args == (3,)
 
 
+def test_disk_work_started_in_one_pass_of_the_loop_is_done_in_one_hand_over():
+    """The claims of the judgments a test's declared scores start together are taken in one
+    hand-over to the idle I/O thread, not the first alone and the others after it."""
+    import concurrent.futures
+    import threading
+
+    from pytest_ragmetrics.judge.cache import _IOBatch
+
+    batches: list[list[int]] = []
+
+    def run_many(items: list[int]) -> list[Any]:
+        batches.append(items)
+        return [i * 10 for i in items]
+
+    with concurrent.futures.ThreadPoolExecutor(1) as io:
+        batch = _IOBatch(run_many, lambda: io, threading.Lock())
+
+        async def go() -> list[Any]:
+            return list(await asyncio.gather(*(batch(i) for i in range(5))))
+
+        assert asyncio.run(go()) == [0, 10, 20, 30, 40]
+    assert batches == [[0, 1, 2, 3, 4]]
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -279,12 +279,14 @@ class _Failed(NamedTuple):
 
 
 class _IOBatch:
-    """Disk work of one kind, run in a judge's I/O thread: the items that arrive while it is busy
-    are handed over together, to ``run_many(items)`` (a result or :class:`_Failed` per item).
+    """Disk work of one kind, run in a judge's I/O thread: the items that arrive in one pass of the
+    event loop, or while the thread is busy, are handed over together, to ``run_many(items)`` (a
+    result or :class:`_Failed` per item).
 
     Thirty answers arriving in one burst are written with one hand-over to the thread, one write to
-    the judgment store and one SQLite transaction, not thirty of each; a lone item goes at once.
-    Each item is done whoever still waits for it: an answer received is recorded.
+    the judgment store and one SQLite transaction, not thirty of each; the ten claims of the
+    judgments a test's declared scores start together are taken in one. A lone item goes at the end
+    of the pass. Each item is done whoever still waits for it: an answer received is recorded.
     """
 
     def __init__(
@@ -311,7 +313,10 @@ class _IOBatch:
             self._pending.append((item, future, loop))
             start, self._busy = not self._busy, True
         if start:
-            self._hand_over()
+            # After the tasks of this pass, whose items go with this one: handed over at once, the
+            # first would go alone, the thread taking the interpreter lock from the loop to do it
+            # and the rest after it, while the loop builds the first request.
+            loop.call_soon(self._hand_over)
         return await future
 
     def _hand_over(self) -> None:
