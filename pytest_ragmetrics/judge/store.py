@@ -227,6 +227,8 @@ class JudgmentStore:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
+        # A shard's file is opened by this and its name: no path object made for every shard read.
+        self._shard_prefix = os.path.join(self.directory, "")
         self._warned: set[str] = set()
         self._lock = threading.RLock()
         self._shards: dict[str, _Shard | None] = {}  # None: the shard file does not exist (yet)
@@ -310,25 +312,26 @@ class JudgmentStore:
                 if isinstance(shard, _Shard):
                     self._open.move_to_end(name)
                 return shard  # type: ignore[return-value]
-            path = self.directory / f"{name}{SHARD_SUFFIX}"
+            path = f"{self._shard_prefix}{name}{SHARD_SUFFIX}"
             try:
-                stat = path.stat()
+                stat = os.stat(path)
             except OSError:
                 self._shards[name] = None
                 return None
             if S_ISDIR(stat.st_mode) or S_ISFIFO(stat.st_mode):
                 # Not read as an empty shard in silence: a person put it there, or a checkout went wrong.
                 what = "a directory" if S_ISDIR(stat.st_mode) else "a named pipe"
+                shown = self.path_for(name)
                 self._warn(
-                    f"special:{path}",
-                    f"the judgment store shard {path} is {what}, not a file; its judgments are skipped",
+                    f"special:{shown}",
+                    f"the judgment store shard {shown} is {what}, not a file; its judgments are skipped",
                 )
                 self._shards[name] = None
                 return None
             identity = (stat.st_dev, stat.st_ino)
             if isinstance(shard, _Shard) and shard.fd >= 0 and shard.identity == identity:
                 if stat.st_size > shard.end:
-                    self._scan(path, shard)
+                    self._scan(name, shard)
                 return shard
             try:
                 fd = os.open(path, _READ)
@@ -339,7 +342,7 @@ class JudgmentStore:
                 with contextlib.suppress(OSError):
                     os.close(shard.fd)
             shard = _Shard(fd, identity)
-            self._scan(path, shard)
+            self._scan(name, shard)
             self._shards[name] = shard
             self._opened(name, shard)
             return shard
@@ -357,7 +360,7 @@ class JudgmentStore:
     def _reopen(self, name: str, shard: _Shard) -> bool:
         """Open a closed shard's file again; False when it is no longer the file indexed."""
         try:
-            fd = os.open(self.directory / f"{name}{SHARD_SUFFIX}", _READ)
+            fd = os.open(f"{self._shard_prefix}{name}{SHARD_SUFFIX}", _READ)
         except OSError:
             return False
         stat = os.fstat(fd)
@@ -368,9 +371,9 @@ class JudgmentStore:
         self._opened(name, shard)
         return True
 
-    def _scan(self, path: Path, shard: _Shard) -> None:
-        """Index the complete lines of ``path`` after ``shard.end``, warning about lines that are
-        not judgments and about a key whose lines give different answers."""
+    def _scan(self, name: str, shard: _Shard) -> None:
+        """Index the complete lines of shard ``name`` after ``shard.end``, warning about lines that
+        are not judgments and about a key whose lines give different answers."""
         size = os.fstat(shard.fd).st_size
         data = os.pread(shard.fd, size - shard.end, shard.end) if size > shard.end else b""
         end = data.rfind(b"\n") + 1
@@ -389,7 +392,7 @@ class JudgmentStore:
         # Conflicts are looked for in the file as it was found: lines appended during a run are
         # judgments recorded again (refresh), which replace the earlier line by design.
         first_read = base == 0
-        prefix, lines, match_key, find = path.name[:2], shard.lines, _KEY_RE.match, data.index
+        prefix, lines, match_key, find = name, shard.lines, _KEY_RE.match, data.index
         head = b'{"key":"' + prefix.encode("ascii")  # how the store starts a line of this shard
         while start <= last:
             stop = find(b"\n", start)
@@ -414,6 +417,7 @@ class JudgmentStore:
                     start = stop + 1
                     continue
             line = data[start:stop]
+            path = self.path_for(name)  # for the messages of a line not as the store writes it
             if key is None:
                 key = _key_of(line)
             if key is None:
