@@ -266,8 +266,8 @@ def aggregate(scores: Iterable[float], no_claims: int = 0) -> dict[str, Any]:
     ``no_claims`` counts the evaluations of a claim-based metric whose answer had no claims: they are
     not in ``scores``, and are reported beside n (only when there are some).
     """
-    values = [float(s) for s in scores]
-    if any(not math.isfinite(v) for v in values):
+    values = list(map(float, scores))
+    if not all(map(math.isfinite, values)):
         # A NaN would make every comparison False and every mean NaN: a scoring bug, not a score.
         raise ValueError(f"scores must be finite numbers, got {values!r}")
     extra = {"no_claims": no_claims} if no_claims else {}

@@ -94,8 +94,8 @@ class PermutationTest(NamedTuple):
 
 
 def _finite(values: Sequence[float], what: str) -> list[float]:
-    out = [float(v) for v in values]
-    if any(not math.isfinite(v) for v in out):
+    out = list(map(float, values))
+    if not all(map(math.isfinite, out)):
         raise ValueError(f"{what} must be finite numbers, got {out!r}")
     return out
 
