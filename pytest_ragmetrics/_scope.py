@@ -31,23 +31,26 @@ class TestScope:
     """One running test: its evaluator (built on first use, with the test's marker and
     ``ragmetrics_config`` settings), where comparisons are recorded, and the checks made.
 
-    ``make_evaluator(test)`` and ``record(test, row)`` are given the test: the plugin passes the same
-    two functions for every test, so a test that never scores costs one small object.
+    ``make_evaluator(test)`` and ``record(test, row, number)`` are given the test (and the row's
+    number among the test's comparisons, from 1): the plugin passes the same two functions for every
+    test, so a test that never scores costs one small object.
     """
 
     __test__ = False  # not a test class, whatever pytest's collection rules say
-    __slots__ = ("_evaluator", "_make_evaluator", "_nodeid", "_record", "checks", "test")
+    __slots__ = ("_evaluator", "_make_evaluator", "_nodeid", "_record", "checks", "recorded", "test")
 
     def __init__(
         self,
         test: Any,
         make_evaluator: Callable[[Any], Any],
-        record: Callable[[Any, dict[str, Any]], None],
+        record: Callable[[Any, dict[str, Any], int], None],
     ) -> None:
         self.test = test
         self._make_evaluator = make_evaluator
         self._record = record
         self.checks: list[Check] = []
+        #: Comparisons recorded so far, in all the test's phases.
+        self.recorded = 0
         self._evaluator: Any = None
         self._nodeid: str | None = None
 
@@ -66,7 +69,8 @@ class TestScope:
 
     def record(self, row: dict[str, Any]) -> None:
         """Keep a comparison made in this test (for its report and JUnit properties)."""
-        self._record(self.test, row)
+        self.recorded += 1
+        self._record(self.test, row, self.recorded)
 
     def unused_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.compared]

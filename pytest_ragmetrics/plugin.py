@@ -33,7 +33,6 @@ _MARKER_HELP = (
 
 # Typed by annotation: subscripting StashKey at import would cost every run that loads the plugin.
 _rows_key: pytest.StashKey[list[dict[str, Any]]] = pytest.StashKey()
-_numbers_key: pytest.StashKey[int] = pytest.StashKey()
 _config_scope_key: pytest.StashKey[bool] = pytest.StashKey()
 _marked_key: pytest.StashKey[list[pytest.Item]] = pytest.StashKey()
 _CONFIG_FIXTURE = "ragmetrics_config"
@@ -306,8 +305,8 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
 # --- running tests -------------------------------------------------------------------------------
 
 
-def _record(item: pytest.Item, row: dict[str, Any]) -> None:
-    """A comparison made in ``item``: kept for its report and as JUnit XML properties."""
+def _record(item: pytest.Item, row: dict[str, Any], number: int) -> None:
+    """The ``number``-th comparison made in ``item``: kept for its report and as JUnit XML properties."""
     session = _session(item.config)
     session.record(row)
     stash = item.stash  # looked in with `in`: Stash.get raises and catches a KeyError when absent
@@ -315,7 +314,6 @@ def _record(item: pytest.Item, row: dict[str, Any]) -> None:
         stash[_rows_key].append(row)
     else:
         stash[_rows_key] = [row]
-    number = stash[_numbers_key] = stash[_numbers_key] + 1 if _numbers_key in stash else 1
     item.user_properties.extend(session.comparison_properties(number, row))
 
 
