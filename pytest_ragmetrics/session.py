@@ -83,6 +83,9 @@ class RagmetricsSession:
         self.errors: list[dict[str, Any]] = []
         self.evaluators: dict[Settings, Evaluator] = {}
         self._last_evaluator: tuple[Settings | None, Evaluator | None] = (None, None)
+        #: The settings of the tests without a ``ragmetrics_config`` of their own, by the ids of their
+        #: ``ragmetrics`` markers (kept with them, so no id is reused): a golden set's tests share one.
+        self._marked_settings: dict[tuple[int, ...], tuple[tuple[pytest.Mark, ...], Settings]] = {}
         self.runner: LoopRunner | None = None
         #: What shows judging progress, made at the first wait on the judge (see :meth:`_waiting`).
         self.progress: Any = _NOT_MADE
@@ -380,11 +383,18 @@ class RagmetricsSession:
         """The settings of test ``item``: the run's, its ``ragmetrics_config`` value, its markers."""
         from .settings import for_test
 
-        markers = [mark.kwargs for mark in reversed(list(item.iter_markers("ragmetrics")))]
+        marks = tuple(item.iter_markers("ragmetrics"))
+        key = tuple(map(id, marks))
+        if config is None and key in self._marked_settings:
+            return self._marked_settings[key][1]
+        markers = [mark.kwargs for mark in reversed(marks)]
         try:
-            return for_test(self.settings, config=config, markers=markers, root=self.config.rootpath)
+            settings = for_test(self.settings, config=config, markers=markers, root=self.config.rootpath)
         except ConfigError as exc:
             raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+        if config is None:
+            self._marked_settings[key] = (marks, settings)
+        return settings
 
     def evaluator(self, settings: Settings) -> Evaluator:
         """The run's evaluator for ``settings``: one per distinct settings, sharing the judge figures
@@ -981,6 +991,7 @@ class RagmetricsSession:
         self.answer_classes = {}
         self.evaluators = {}
         self._last_evaluator = (None, None)
+        self._marked_settings = {}
         self.used_keys = set()
         self.store_keys = None
         self.prefetcher = None
