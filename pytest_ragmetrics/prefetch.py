@@ -76,11 +76,12 @@ def _function(item: pytest.Item) -> tuple[str, str] | None:
     return (item.parent.nodeid if item.parent is not None else "", getattr(item, "originalname", item.name))
 
 
-def _group(item: pytest.Item) -> tuple[str, str] | None:
-    """Tests parametrized by ``rag_sample`` from one function: one group."""
-    if _rag_sample(item) is None:
-        return None
-    return _function(item)
+def _grouped(item: pytest.Item) -> tuple[tuple[str, str], RagSample] | None:
+    """A test parametrized by ``rag_sample``: its group (the tests of its function, whatever their
+    parameters) and its own sample."""
+    sample = _rag_sample(item)
+    group = _function(item) if sample is not None else None
+    return None if group is None or sample is None else (group, sample)
 
 
 class Prefetcher:
@@ -101,7 +102,10 @@ class Prefetcher:
         self.active = active and settings.cache != "replay" and not capped
         self.window = max(MIN_WINDOW, settings.concurrency or MIN_WINDOW)
         self._lock = threading.Lock()
-        self._items: Sequence[pytest.Item] = ()
+        # Per collected test, by position: its node id, and its group with its own sample (see
+        # _grouped), asked at its start, its end and for the tests ahead of the running one: read once.
+        self._nodeids: list[str] = []
+        self._grouped: list[tuple[tuple[str, str], RagSample] | None] = []
         self._positions: dict[str, int] = {}
         self._started_to = 0  # items before this index have had their scores started
         # (evaluator id, sample, metric, method) -> (item nodeid, future)
@@ -191,10 +195,10 @@ class Prefetcher:
         position = self._positions.get(nodeid)
         if position is None:
             return []
-        item = self._items[position]
-        group = _group(item)
-        if group is None or sample is not _rag_sample(item):
+        grouped = self._grouped[position]
+        if grouped is None or sample is not grouped[1]:
             return []
+        group = grouped[0]
         learned = self._groups.get(group)
         if learned is None:
             learned = self._groups[group] = []
@@ -206,16 +210,17 @@ class Prefetcher:
             return []  # asked again, or a metric that runs in its test's turn only: scored as usual
         learned.append(call)
         later: list[_Score] = []
-        for item in self._items[position + 1 : self._started_to]:
-            later_sample = _rag_sample(item)
-            if _group(item) == group and later_sample is not None:
-                later.append((item.nodeid, evaluator, later_sample, metric, method))
+        for i in range(position + 1, self._started_to):
+            other = self._grouped[i]
+            if other is not None and other[0] == group:
+                later.append((self._nodeids[i], evaluator, other[1], metric, method))
         return later
 
     # --- pytest tells ---------------------------------------------------------------------------
     def collected(self, items: Sequence[pytest.Item]) -> None:
-        self._items = items
-        self._positions = {item.nodeid: i for i, item in enumerate(items)}
+        self._nodeids = [item.nodeid for item in items]
+        self._positions = {nodeid: i for i, nodeid in enumerate(self._nodeids)}
+        self._grouped = [_grouped(item) for item in items]
 
     def before(self, item: pytest.Item) -> None:
         """``item`` starts: once fewer than a window of tests after it have their scores started,
@@ -226,22 +231,24 @@ class Prefetcher:
         if position is None or self._started_to - (position + 1) >= self.window:
             return  # a whole window is started ahead
         # Half a window more than needed: the next half window of tests finds a whole one ahead still.
-        end = min(len(self._items), position + 1 + self.window + self.window // 2)
+        end = min(len(self._nodeids), position + 1 + self.window + self.window // 2)
         if self._groups:  # else nothing can be predicted: a plain suite pays nothing
-            items = self._items[max(self._started_to, position) : end]
-            self._start([score for item in items for score in self._predicted(item)])
+            positions = range(max(self._started_to, position), end)
+            self._start([score for i in positions for score in self._predicted(i)])
         self._started_to = max(self._started_to, end)
 
     def after(self, item: pytest.Item) -> None:
         """``item`` ended: learn its group's plan if nobody taught it yet, drop what was started for
         it and not taken."""
-        self._declared.pop(item.nodeid, None)
-        calls = self._current.pop(item.nodeid, [])
-        if not calls and item.nodeid not in self._started_for:
+        nodeid = item.nodeid
+        self._declared.pop(nodeid, None)
+        calls = self._current.pop(nodeid, [])
+        if not calls and nodeid not in self._started_for:
             return  # it asked for nothing, and nothing was started for it
-        own = _rag_sample(item)
-        group = _group(item)
-        if group is not None and group not in self._groups and calls:
+        position = self._positions.get(nodeid)
+        grouped = _grouped(item) if position is None else self._grouped[position]
+        if grouped is not None and grouped[0] not in self._groups and calls:
+            group, own = grouped
             learned = [
                 (ev, metric, method)
                 for ev, s, metric, method in calls
@@ -250,13 +257,16 @@ class Prefetcher:
             self._groups[group] = learned
             if learned and self.active:
                 # The window was started before the group's plan was known: start it now.
-                position = self._positions.get(item.nodeid, -1)
-                later = [i for i in self._items[position + 1 : self._started_to] if _group(i) == group]
-                self._start([score for i in later for score in self._predicted(i)])
+                later: list[_Score] = []
+                for i in range(0 if position is None else position + 1, self._started_to):
+                    other = self._grouped[i]
+                    if other is not None and other[0] == group:
+                        later += self._predicted(i)
+                self._start(later)
         with self._lock:
-            started = self._started_for.pop(item.nodeid, ())
+            started = self._started_for.pop(nodeid, ())
             entries = [
-                self._pending.pop(key) for key in started if self._pending.get(key, ("",))[0] == item.nodeid
+                self._pending.pop(key) for key in started if self._pending.get(key, ("",))[0] == nodeid
             ]
         for _, future in entries:
             future.cancel()
@@ -292,12 +302,14 @@ class Prefetcher:
         return ahead
 
     # --- starting -------------------------------------------------------------------------------
-    def _predicted(self, item: pytest.Item) -> Iterable[_Score]:
-        own = _rag_sample(item)
-        group = _group(item)
-        if group is not None and own is not None:
+    def _predicted(self, position: int) -> Iterable[_Score]:
+        """The scores of the test at ``position`` its group's plan predicts."""
+        grouped = self._grouped[position]
+        if grouped is not None:
+            group, own = grouped
+            nodeid = self._nodeids[position]
             for evaluator, metric, method in self._groups.get(group, ()):
-                yield item.nodeid, evaluator, own, metric, method
+                yield nodeid, evaluator, own, metric, method
 
     def _start(
         self, scores: Sequence[_Score], *, own: tuple[Evaluator, RagSample, str, str | None] | None = None
@@ -327,7 +339,7 @@ class Prefetcher:
                 [(sample, metric, method) for _, _, sample, metric, method in entries], until_started=True
             )
             with self._lock:
-                for (kept, nodeid, *_), future in zip(entries, futures, strict=True):
+                for (kept, nodeid, _, _, _), future in zip(entries, futures, strict=True):
                     if kept is None:
                         own_future = future
                     else:
