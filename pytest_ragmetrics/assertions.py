@@ -288,20 +288,17 @@ class ScoreCheck(_Comparable):
             cached = all(r.cached for r in results)
             judge_calls = sum(r.judge_calls for r in results)
             judges = sorted({judge for r in results for judge in r.judges})
-        row.update(
-            {
-                "op": op,
-                "threshold": threshold,
-                "passed": passed,
-                "cached": cached,
-                "judge_calls": judge_calls,
-                "judges": judges,
-                "explanation": first.explanation if self.single else self._failure_or_summary(stat, value),
-                # The recorder makes them JSON, with their verdicts only if something shows them.
-                "samples": list(results),
-                "where": list(self.where) if self.where else None,
-            }
-        )
+        row["op"] = op
+        row["threshold"] = threshold
+        row["passed"] = passed
+        row["cached"] = cached
+        row["judge_calls"] = judge_calls
+        row["judges"] = judges
+        row["explanation"] = first.explanation if self.single else self._failure_or_summary(stat, value)
+        # The recorder makes them JSON (a new list), with their verdicts only if something shows
+        # them, and the place a list of its path as shown.
+        row["samples"] = results
+        row["where"] = self.where
         scope.record(row)
 
     def _failure_or_summary(self, stat: str, value: float) -> str:

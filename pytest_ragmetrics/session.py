@@ -381,12 +381,12 @@ class RagmetricsSession:
 
     def test_settings(self, item: pytest.Item, config: Mapping[str, Any] | None) -> Settings:
         """The settings of test ``item``: the run's, its ``ragmetrics_config`` value, its markers."""
-        from .settings import for_test
-
         marks = tuple(item.iter_markers("ragmetrics"))
         key = tuple(map(id, marks))
         if config is None and key in self._marked_settings:
             return self._marked_settings[key][1]
+        from .settings import for_test
+
         markers = [mark.kwargs for mark in reversed(marks)]
         try:
             settings = for_test(self.settings, config=config, markers=markers, root=self.config.rootpath)
@@ -530,9 +530,8 @@ class RagmetricsSession:
         row["samples"] = (
             [r.to_json() for r in results] if self.verdicts_read() else [r.score_json() for r in results]
         )
-        if row.get("where"):
-            filename, line = row["where"]
-            row["where"] = [self.shown(filename), line]
+        where = row.get("where")
+        row["where"] = [self.shown(where[0]), where[1]] if where else None
 
     def comparison_properties(self, number: int, row: Mapping[str, Any]) -> list[tuple[str, str]]:
         """The JUnit XML properties of a test's ``number``-th comparison (see
