@@ -521,9 +521,13 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
         return problems  # a NaN would also fail every range check below: one message each
     problems = schema_problems(dict(report))
     for r, row in enumerate(report.get("results") or ()):
+        samples = row.get("samples") if isinstance(row, dict) else None
+        for i, sample in enumerate(samples if isinstance(samples, list) else ()):
+            # A run writes a null score only beside the outcome that says why (an answer without claims).
+            if isinstance(sample, dict) and sample.get("score", 0) is None and not sample.get("outcome"):
+                problems.append(f"results[{r}].samples[{i}].score is null without an outcome saying why")
         if not isinstance(row, dict) or not isinstance(row.get("metric"), str) or not _bounded(row["metric"]):
             continue
-        samples = row.get("samples")
         for i, sample in enumerate(samples if isinstance(samples, list) else ()):
             if isinstance(sample, dict) and _outside_unit(sample.get("score")):
                 score = sample["score"]

@@ -191,6 +191,40 @@ def test_a_tampered_report_is_refused_naming_the_file_and_the_field(tmp_path: An
     ]
 
 
+def test_a_report_without_the_fields_gates_read_is_refused_by_merge_and_compare(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A comparison without its method, samples or node id, or a sample without its score (or with a
+    null one and no outcome), is named with its field: gates are never decided over it."""
+    from pytest_ragmetrics.__main__ import main
+
+    report = _scored({"q1": 1.0, "q2": 0.5, "q3": 0.25})
+    second = dict(report["results"][0])
+    del report["results"][0]["method"]
+    del report["results"][0]["samples"][0]["score"]
+    report["results"][0]["samples"][1]["score"] = None
+    report["results"][0]["samples"][2] |= {"score": None, "outcome": "no_claims"}  # what a run writes
+    del second["samples"], second["nodeid"]
+    report["results"].append(second)
+    shard, baseline = tmp_path / "shard.json", tmp_path / "baseline.json"
+    shard.write_text(json.dumps(report), encoding="utf-8")
+    baseline.write_text(json.dumps(_scored({"q1": 1.0})), encoding="utf-8")
+    gate = ["--gate", "context_recall mean >= 0.5"]
+    assert main(["report", "merge", str(shard), "-o", str(tmp_path / "m.json"), *gate]) == 4
+    assert main(["baseline", "compare", str(baseline), str(shard), *gate]) == 4
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for command_output in err.split("error: ")[1:]:
+        assert command_output.splitlines()[1:] == [
+            "  results[0].method is missing",
+            "  results[0].samples[0].score is missing",
+            "  results[1].nodeid is missing",
+            "  results[1].samples is missing",
+            "  results[0].samples[1].score is null without an outcome saying why",
+        ]
+    assert err.count("error: ") == 2
+
+
 def test_a_field_of_a_newer_version_is_left_alone() -> None:
     report = _scored({"q1": 1.0})
     report["summary"]["something_new"] = {"any": ["shape"]}

@@ -120,13 +120,16 @@ class Verdict(TypedDict, total=False):
     models: dict[str, float]
 
 
-class SampleResult(TypedDict, total=False):
+class _SampleResultRequired(TypedDict):
+    #: ``None`` only with an ``outcome``: there was nothing to score.
+    score: float | None
+
+
+class SampleResult(_SampleResultRequired, total=False):
     """One sample's score within a comparison (:meth:`~pytest_ragmetrics.results.MetricResult.to_json`;
     a run that shows no verdicts keeps only ``id``, ``score``, ``key`` and ``labels_found``)."""
 
     id: str | None
-    #: ``None`` only when there was nothing to score.
-    score: float | None
     #: ``"no_claims"`` when a claim-based metric's answer made no claim: ``score`` is then None.
     outcome: str
     explanation: str | None
@@ -157,15 +160,16 @@ class SampleResult(TypedDict, total=False):
 
 class _ResultRowRequired(TypedDict):
     metric: str
+    #: pytest node id of the test that made the comparison.
+    nodeid: str
+    #: ``"graded"``, ``"sentence"`` or ``"binary"`` for context relevance, else ``None``.
+    method: str | None
+    samples: list[SampleResult]
 
 
 class ResultRow(_ResultRowRequired, total=False):
     """One recorded comparison (one threshold assertion): ``score op threshold`` and its outcome."""
 
-    #: pytest node id of the test that made the comparison.
-    nodeid: str
-    #: ``"graded"``, ``"sentence"`` or ``"binary"`` for context relevance, else ``None``.
-    method: str | None
     #: ``"score"`` (one sample's score) or an aggregate in the canonical spelling of
     #: :func:`pytest_ragmetrics.gates.normalize_stat`: ``"mean"``, ``"quantile(0.1)"``...
     stat: str
@@ -185,7 +189,6 @@ class ResultRow(_ResultRowRequired, total=False):
     judges: list[str]
     #: One line a person can act on.
     explanation: str | None
-    samples: list[SampleResult]
     #: Made in an xfail test: shown as XFAIL/XPASS, left out of aggregates and gates.
     xfail: bool
     #: ``[file, line]`` of the assertion.
