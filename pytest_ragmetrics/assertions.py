@@ -134,9 +134,14 @@ class ScoreCheck(_Comparable):
         self.compared = False
         #: The results with a score; the others have an outcome instead (``no_claims``) and are
         #: counted apart from the statistics.
-        self.scored = [r for r in results if r.outcome is None]
-        scores = [r.score for r in self.scored]
-        self.value = math.fsum(scores) / len(scores) if scores else 0.0
+        self.scored: list[MetricResult]
+        if single:  # the mean of one score, without the lists
+            self.scored = results if results[0].outcome is None else []
+            self.value = math.fsum([results[0].score]) if self.scored else 0.0
+        else:
+            self.scored = [r for r in results if r.outcome is None]
+            scores = [r.score for r in self.scored]
+            self.value = math.fsum(scores) / len(scores) if scores else 0.0
 
     @property
     def unscored(self) -> list[MetricResult]:
