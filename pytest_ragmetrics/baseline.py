@@ -40,6 +40,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -489,9 +490,12 @@ def _outside_unit(value: Any) -> bool:
 
 
 def _non_finite(value: Any, where: str) -> Iterable[str]:
-    """Every NaN or infinity anywhere in ``value`` (Python writes them as NaN and Infinity)."""
+    """Every NaN or infinity anywhere in ``value`` (Python writes them as NaN and Infinity), and every
+    whole number too large for a float (JSON has no bound on digits: it would overflow when read)."""
     if isinstance(value, float) and not math.isfinite(value):
         yield f"{where} is {value!r}, expected a finite number"
+    elif isinstance(value, int) and abs(value) > sys.float_info.max:
+        yield f"{where} is a whole number of {len(str(abs(value)))} digits, expected a finite number"
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _non_finite(item, f"{where}.{key}" if where else str(key))

@@ -355,6 +355,10 @@ def written(path: Any, report: dict[str, Any], edit: Any) -> Any:
             "results[0].score is inf, expected a finite number",
         ),
         (
+            lambda d: d["results"][0]["samples"][3].update(score=10**400),
+            "results[0].samples[3].score is a whole number of 401 digits, expected a finite number",
+        ),
+        (
             lambda d: d["results"][0].update(samples="q01 q02"),
             'results[0].samples is "q01 q02", expected a list',
         ),
@@ -383,6 +387,7 @@ def written(path: Any, report: dict[str, Any], edit: Any) -> Any:
     ids=[
         "nan",
         "inf",
+        "huge-whole-number",
         "samples-string",
         "out-of-range",
         "score-string",
