@@ -560,6 +560,13 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
                 int(value, 16)
             except ValueError:
                 problems.append(f"summary.suite.{name} is {json.dumps(value)[:40]}, expected hex digits")
+    controls = summary.get("judge_controls") if isinstance(summary, dict) else None
+    kinds = controls.get("kinds") if isinstance(controls, dict) else None
+    for k, kind in enumerate(kinds if isinstance(kinds, list) else ()):
+        judged, positive = (kind.get(n) if isinstance(kind, dict) else None for n in ("judged", "positive"))
+        if isinstance(judged, int) and isinstance(positive, int) and not 0 <= positive <= judged:
+            where = f"summary.judge_controls.kinds[{k}].positive"
+            problems.append(f"{where} is {positive}, expected a count of the {judged} judged")
     files = suite.get("files") if isinstance(suite, dict) else None
     for path, digest in (files or {}).items() if isinstance(files, dict) else ():
         if isinstance(digest, str) and not _SHA256.fullmatch(digest):

@@ -473,3 +473,28 @@ def test_report_merge_pools_the_controls_the_shards_drew_and_decides_their_floor
     assert "ragmetrics controls floor failed: context_precision controls <= 0.2 (12 of 36 negative controls" in out
     floor = json.loads(merged.read_text())["summary"]["judge_controls"]["floors"][0]
     assert floor["judged"] == 36 and floor["value"] == pytest.approx(1 / 3) and not floor["passed"]
+
+
+def test_report_merge_refuses_a_shard_whose_controls_were_edited_naming_each_field(tmp_path, capsys):
+    """Controls without their kind, counts that are not whole numbers or more positive than judged, a
+    floor without its spec: each named, exit 4, never a traceback or a floor decided over them."""
+    from pytest_ragmetrics.__main__ import main
+
+    section = controls()
+    section["kinds"][0].pop("kind")
+    section["kinds"][1].update(judged="11", error_reasons=5)
+    section["kinds"].append({"kind": "context_precision", "judged": 3, "positive": 4})
+    section["floors"][0].pop("spec")
+    shard = tmp_path / "a.json"
+    shard.write_text(json.dumps(passing(with_summary(judge_controls=section))))
+    capsys.readouterr()
+    assert main(["report", "merge", "--allow-partial", "--output", str(tmp_path / "m.json"), str(shard)]) == 4
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"error: report file {str(shard)!r} is not a valid ragmetrics report:",
+        "  summary.judge_controls.kinds[0].kind is missing",
+        '  summary.judge_controls.kinds[1].judged is "11", expected a whole number',
+        "  summary.judge_controls.kinds[1].error_reasons is 5, expected a list",
+        "  summary.judge_controls.floors[0].spec is missing",
+        "  summary.judge_controls.kinds[2].positive is 4, expected a count of the 3 judged",
+    ]

@@ -27,6 +27,7 @@ __all__ = [
     "BaselineComparison",
     "BaselineMetric",
     "ControlFloor",
+    "ControlKind",
     "CorrectedMean",
     "Counts",
     "ErrorRow",
@@ -401,11 +402,14 @@ class JudgeCheck(TypedDict, total=False):
     item_errors: str | None
 
 
-class ControlFloor(TypedDict, total=False):
+class _ControlFloorRequired(TypedDict):
+    spec: str
+
+
+class ControlFloor(_ControlFloorRequired, total=False):
     """One controls floor (``context_precision controls <= 0.2``, ``context_precision
     positive_controls >= 0.8``) and how it came out."""
 
-    spec: str
     kind: str
     #: ``negative`` or ``positive`` controls.
     expected: str
@@ -422,6 +426,28 @@ class ControlFloor(TypedDict, total=False):
     skipped: bool
 
 
+class _ControlKindRequired(TypedDict):
+    kind: str
+    judged: int
+    #: Of the ``judged``: those judged useful / relevant / needed.
+    positive: int
+
+
+class ControlKind(_ControlKindRequired, total=False):
+    """How one judgment kind's controls came out (the ``report merge`` of shards adds them up)."""
+
+    #: ``negative`` or ``positive`` controls.
+    expected: str
+    #: The verdict counted as positive: ``useful``, ``relevant``, ``needed``...
+    verdict: str
+    #: ``positive / judged``; None when none was judged.
+    share: float | None
+    #: Controls the judge gave no usable answer for, and the first reasons.
+    errors: int
+    error_reasons: list[str]
+    examples: list[dict[str, Any]]
+
+
 class JudgeControls(TypedDict, total=False):
     """The negative controls (``--rag-judge-controls``), from
     :func:`pytest_ragmetrics.calibration.controls.run_controls`. A failed floor or an error fails the
@@ -429,9 +455,8 @@ class JudgeControls(TypedDict, total=False):
 
     pairs: int
     model: str
-    #: Per judgment kind: ``kind``, ``verdict``, ``judged``, ``positive``, ``share``, ``errors``,
-    #: ``error_reasons``, ``examples``.
-    kinds: list[dict[str, Any]]
+    #: Per judgment kind and expected verdict.
+    kinds: list[ControlKind]
     floors: list[ControlFloor]
     warnings: list[str]
     passed: bool
