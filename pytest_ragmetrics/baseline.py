@@ -533,11 +533,13 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
         if not isinstance(row, dict) or not isinstance(row.get("metric"), str) or not _bounded(row["metric"]):
             continue
         for i, sample in enumerate(samples if isinstance(samples, list) else ()):
-            if isinstance(sample, dict) and _outside_unit(sample.get("score")):
-                score = sample["score"]
-                problems.append(
-                    f"results[{r}].samples[{i}].score is {score!r}, outside [0, 1] ({row['metric']})"
-                )
+            # The labels' score of a sample too: the judge-corrected means are made of it.
+            for name in ("score", "labelled"):
+                if isinstance(sample, dict) and _outside_unit(sample.get(name)):
+                    value = sample[name]
+                    problems.append(
+                        f"results[{r}].samples[{i}].{name} is {value!r}, outside [0, 1] ({row['metric']})"
+                    )
         if _outside_unit(row.get("score")):  # every statistic of such scores is too
             problems.append(f"results[{r}].score is {row['score']!r}, outside [0, 1] ({row['metric']})")
     summary = report.get("summary")

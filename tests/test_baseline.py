@@ -370,6 +370,10 @@ def written(path: Any, report: dict[str, Any], edit: Any) -> Any:
             lambda d: d["results"][0]["samples"][1].update(score="high"),
             'results[0].samples[1].score is "high", expected a number or null',
         ),
+        (
+            lambda d: d["results"][0]["samples"][5].update(labelled=2.0),
+            "results[0].samples[5].labelled is 2.0, outside [0, 1] (context_precision)",
+        ),
         (lambda d: d["results"][0]["samples"].append(7), "results[0].samples[15] is 7, expected an object"),
         (lambda d: d["results"][0].pop("metric"), "results[0].metric is missing"),
         (
@@ -391,6 +395,7 @@ def written(path: Any, report: dict[str, Any], edit: Any) -> Any:
         "samples-string",
         "out-of-range",
         "score-string",
+        "labelled-out-of-range",
         "sample-int",
         "no-metric",
         "judges",
