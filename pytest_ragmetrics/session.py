@@ -577,8 +577,12 @@ class RagmetricsSession:
     ) -> None:
         """A test phase's report, with the comparisons and ragmetrics error it carried (from any process)."""
         session, prefetcher = self.session, self.prefetcher
-        stopping = session is not None and bool(session.shouldfail or session.shouldstop)
-        if prefetcher is not None and report.failed and stopping:
+        if (
+            prefetcher is not None
+            and report.failed
+            and session is not None
+            and (session.shouldfail or session.shouldstop)
+        ):
             # As soon as the run is known to stop, not once the failed test is torn down: the
             # tests after it are judged ahead meanwhile.
             prefetcher.stop()
