@@ -377,6 +377,9 @@ def test_a_damaged_sample_record_is_named_and_the_draw_checks_say_what_is_off(tm
     bad.write_text("{not json")
     with pytest.raises(ValueError, match=r"labels\.sample\.json: cannot read the labelling sample's record"):
         read_draw(bad)
+    bad.write_text("[" * 100_000)  # nested past Python's recursion limit: damaged like any other
+    with pytest.raises(ValueError, match=r"labels\.sample\.json: cannot read the labelling sample's record"):
+        read_draw(bad)
     bad.write_text('{"ids": [1, 2]}')
     with pytest.raises(ValueError, match="not a record written by python -m pytest_ragmetrics labels sample"):
         read_draw(bad)

@@ -64,7 +64,7 @@ def read_draw(path: Path) -> Mapping[str, Any]:
     """A draw record; ``ValueError`` naming the file when it is not one."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deeply
         raise ValueError(f"{path.name}: cannot read the labelling sample's record: {exc}") from None
     ids = data.get("ids") if isinstance(data, dict) else None
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
