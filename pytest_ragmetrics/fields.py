@@ -210,8 +210,13 @@ def _check(field: str, key: str, value: Any) -> Any:
     return value
 
 
+#: The largest relevance grade: every grade up to it is exact as a float, and nDCG's sums of them stay
+#: finite (a larger whole number would overflow the float it is divided as).
+MAX_GRADE = 2**53
+
+
 def _check_grades(key: str, value: Any) -> Any:
-    """Relevant ids: a list of str ids, or an object id -> non-negative int grade."""
+    """Relevant ids: a list of str ids, or an object id -> int grade from 0 to :data:`MAX_GRADE`."""
     if isinstance(value, Mapping):
         for id_, grade in value.items():
             if isinstance(grade, bool) or not isinstance(grade, int):
@@ -221,8 +226,9 @@ def _check_grades(key: str, value: Any) -> Any:
                     key,
                     TypeError,
                 )
-            if grade < 0:
-                message = f"field {key!r}: the grade of {id_!r} must be non-negative, got {grade}"
+            if not 0 <= grade <= MAX_GRADE:
+                shown = grade if grade < 10**20 else "a larger whole number"
+                message = f"field {key!r}: the grade of {id_!r} must be from 0 to 2**53, got {shown}"
                 raise _FieldError(message, key, ValueError)
         return dict(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):

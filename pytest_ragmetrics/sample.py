@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidSample
-from .fields import invisible, sample_kwargs, split_retrieved
+from .fields import MAX_GRADE, invisible, sample_kwargs, split_retrieved
 
 
 def _lone_surrogate(text: str) -> str | None:
@@ -63,7 +63,7 @@ class RagSample:
     * ``context_ids``: the id of each retrieved chunk, parallel to ``contexts`` (same length, same
       order, each id once).
     * ``reference_context_ids``: the relevant ids, as a list (each is relevant, grade 1) or a mapping
-      id -> grade (a non-negative int; 0 means judged not relevant). Stored as a read-only mapping.
+      id -> grade (an int from 0 to 2**53; 0 means judged not relevant). Stored as a read-only mapping.
     * ``reference_contexts``: reference texts, for golden sets without ids; a retrieved chunk counts
       as relevant when it matches one (see :mod:`pytest_ragmetrics.metrics.labels`).
 
@@ -270,7 +270,7 @@ def _ids(name: str, value: Any) -> tuple[str, ...]:
 
 
 def _grades(value: Any) -> Mapping[str, int]:
-    """Relevant ids as a list (grade 1 each) or a mapping id -> non-negative int grade."""
+    """Relevant ids as a list (grade 1 each) or a mapping id -> int grade from 0 to 2**53."""
     name = "reference_context_ids"
     if isinstance(value, Mapping):
         grades: dict[str, int] = {}
@@ -284,8 +284,9 @@ def _grades(value: Any) -> Mapping[str, int]:
                     f"RagSample.{name}[{key!r}] must be an int grade (0 = not relevant, 1, 2... = more "
                     f"relevant), got {type(grade).__name__}: {_show(grade)}"
                 )
-            if grade < 0:
-                raise ValueError(f"RagSample.{name}[{key!r}] must be a non-negative grade, got {grade}")
+            if not 0 <= grade <= MAX_GRADE:
+                shown = grade if grade < 10**20 else "a larger whole number"
+                raise ValueError(f"RagSample.{name}[{key!r}] must be a grade from 0 to 2**53, got {shown}")
             grades[key] = grade
         return MappingProxyType(grades)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):

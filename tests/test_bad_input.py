@@ -21,6 +21,8 @@ from pytest_ragmetrics.calibration.labels import load_labels
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.gates import parse_gate
 from pytest_ragmetrics.loaders import load_samples
+from pytest_ragmetrics.metrics.labels import ndcg
+from pytest_ragmetrics.sample import RagSample
 
 DEEP = "[" * 100_000 + "]" * 100_000
 GOOD_SAMPLE = {"question": "Q?", "contexts": ["C."], "ground_truth": "A."}
@@ -862,3 +864,20 @@ def test_a_golden_set_marker_that_names_no_file_is_a_usage_error_naming_each_tes
             "*::test_loop: @pytest.mark.ragmetrics(samples='loop.jsonl'): *Too many levels of symbolic links*",
         ]
     )
+
+
+def test_a_grade_too_large_for_ndcg_is_refused_naming_the_file_field_and_id(tmp_path):
+    # 1 followed by 400 zeros is a whole number JSON reads, but no float holds it: nDCG divides it.
+    path = tmp_path / "golden.jsonl"
+    path.write_text('{"question": "q", "contexts": ["c"], "reference_context_ids": {"c": 1' + "0" * 400 + "}}\n")
+    with pytest.raises(RagMetricsError) as excinfo:
+        load_samples(path)
+    message = str(excinfo.value)
+    assert "golden.jsonl" in message and "reference_context_ids" in message and "'c'" in message
+    assert "from 0 to 2**53" in message and "a larger whole number" in message
+    with pytest.raises(ValueError, match=r"reference_context_ids\['c'\] must be a grade from 0 to 2\*\*53, got 9007199254740993"):
+        RagSample("q", ["c"], reference_context_ids={"c": 2**53 + 1})
+    # The largest grade scores: two of them rank with finite sums.
+    top = RagSample("q", ["a", "b"], context_ids=["a", "b"], reference_context_ids={"a": 2**53, "b": 2**53})
+    assert dict(top.reference_context_ids or {}) == {"a": 2**53, "b": 2**53}
+    assert ndcg(["b", "a"], dict(top.reference_context_ids or {})) == 1.0

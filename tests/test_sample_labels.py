@@ -55,7 +55,7 @@ def test_labelled_samples_pickle_copy_hash_and_compare():
         (
             {"reference_context_ids": {"d1": -1}},
             ValueError,
-            r"reference_context_ids\['d1'\] must be a non-neg",
+            r"reference_context_ids\['d1'\] must be a grade from 0 to 2\*\*53, got -1",
         ),
         ({"reference_context_ids": {"d1": 1.5}}, TypeError, r"reference_context_ids\['d1'\] must be an int"),
         ({"reference_context_ids": {"d1": True}}, TypeError, r"reference_context_ids\['d1'\] must be an int"),
