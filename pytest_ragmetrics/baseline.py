@@ -569,6 +569,16 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
         if isinstance(judged, int) and isinstance(positive, int) and not 0 <= positive <= judged:
             where = f"summary.judge_controls.kinds[{k}].positive"
             problems.append(f"{where} is {positive}, expected a count of the {judged} judged")
+    floors = controls.get("floors") if isinstance(controls, dict) else None
+    for f, floor in enumerate(floors if isinstance(floors, list) else ()):
+        spec = floor.get("spec") if isinstance(floor, dict) else None
+        if isinstance(spec, str):
+            from .calibration.check import parse_floor
+
+            try:
+                parse_floor(spec)
+            except ConfigError as exc:  # its message quotes the spec and says what is wrong with it
+                problems.append(f"summary.judge_controls.floors[{f}].spec: {exc}")
     files = suite.get("files") if isinstance(suite, dict) else None
     for path, digest in (files or {}).items() if isinstance(files, dict) else ():
         if isinstance(digest, str) and not _SHA256.fullmatch(digest):
