@@ -525,23 +525,25 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
         return problems  # a NaN would also fail every range check below: one message each
     problems = schema_problems(dict(report))
     for r, row in enumerate(report.get("results") or ()):
-        samples = row.get("samples") if isinstance(row, dict) else None
-        for i, sample in enumerate(samples if isinstance(samples, list) else ()):
-            # A run writes a null score only beside the outcome that says why (an answer without claims).
-            if isinstance(sample, dict) and sample.get("score", 0) is None and not sample.get("outcome"):
-                problems.append(f"results[{r}].samples[{i}].score is null without an outcome saying why")
-        if not isinstance(row, dict) or not isinstance(row.get("metric"), str) or not _bounded(row["metric"]):
+        if not isinstance(row, dict):
             continue
+        metric = row.get("metric")
+        bounded = isinstance(metric, str) and _bounded(metric)
+        samples = row.get("samples")
         for i, sample in enumerate(samples if isinstance(samples, list) else ()):
+            if not isinstance(sample, dict):
+                continue
+            # A run writes a null score only beside the outcome that says why (an answer without claims).
+            if sample.get("score", 0) is None and not sample.get("outcome"):
+                problems.append(f"results[{r}].samples[{i}].score is null without an outcome saying why")
             # The labels' score of a sample too: the judge-corrected means are made of it.
-            for name in ("score", "labelled"):
-                if isinstance(sample, dict) and _outside_unit(sample.get(name)):
-                    value = sample[name]
+            for name in ("score", "labelled") if bounded else ():
+                if _outside_unit(sample.get(name)):
                     problems.append(
-                        f"results[{r}].samples[{i}].{name} is {value!r}, outside [0, 1] ({row['metric']})"
+                        f"results[{r}].samples[{i}].{name} is {sample[name]!r}, outside [0, 1] ({metric})"
                     )
-        if _outside_unit(row.get("score")):  # every statistic of such scores is too
-            problems.append(f"results[{r}].score is {row['score']!r}, outside [0, 1] ({row['metric']})")
+        if bounded and _outside_unit(row.get("score")):  # every statistic of such scores is too
+            problems.append(f"results[{r}].score is {row['score']!r}, outside [0, 1] ({metric})")
     summary = report.get("summary")
     suite = summary.get("suite") if isinstance(summary, dict) else None
     if isinstance(suite, dict):  # what a run writes: all four, whole counts, ran <= collected
