@@ -35,7 +35,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["FIELD_ALIASES", "invisible", "sample_kwargs", "split_retrieved"]
+__all__ = [
+    "FIELD_ALIASES",
+    "MAX_GRADE",
+    "grade_out_of_range",
+    "invisible",
+    "sample_kwargs",
+    "split_retrieved",
+]
 
 
 def invisible(text: str) -> bool:
@@ -215,6 +222,14 @@ def _check(field: str, key: str, value: Any) -> Any:
 MAX_GRADE = 2**53
 
 
+def grade_out_of_range(grade: int) -> str | None:
+    """What a message says of an int relevance grade outside 0 to :data:`MAX_GRADE` (``from 0 to
+    2**53, got -1``); None for one inside."""
+    if 0 <= grade <= MAX_GRADE:
+        return None
+    return f"from 0 to 2**53, got {grade if grade < 10**20 else 'a larger whole number'}"
+
+
 def _check_grades(key: str, value: Any) -> Any:
     """Relevant ids: a list of str ids, or an object id -> int grade from 0 to :data:`MAX_GRADE`."""
     if isinstance(value, Mapping):
@@ -226,10 +241,9 @@ def _check_grades(key: str, value: Any) -> Any:
                     key,
                     TypeError,
                 )
-            if not 0 <= grade <= MAX_GRADE:
-                shown = grade if grade < 10**20 else "a larger whole number"
-                message = f"field {key!r}: the grade of {id_!r} must be from 0 to 2**53, got {shown}"
-                raise _FieldError(message, key, ValueError)
+            wrong = grade_out_of_range(grade)
+            if wrong is not None:
+                raise _FieldError(f"field {key!r}: the grade of {id_!r} must be {wrong}", key, ValueError)
         return dict(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
         raise _FieldError(

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidSample
-from .fields import MAX_GRADE, invisible, sample_kwargs, split_retrieved
+from .fields import grade_out_of_range, invisible, sample_kwargs, split_retrieved
 
 
 def _lone_surrogate(text: str) -> str | None:
@@ -284,9 +284,9 @@ def _grades(value: Any) -> Mapping[str, int]:
                     f"RagSample.{name}[{key!r}] must be an int grade (0 = not relevant, 1, 2... = more "
                     f"relevant), got {type(grade).__name__}: {_show(grade)}"
                 )
-            if not 0 <= grade <= MAX_GRADE:
-                shown = grade if grade < 10**20 else "a larger whole number"
-                raise ValueError(f"RagSample.{name}[{key!r}] must be a grade from 0 to 2**53, got {shown}")
+            wrong = grade_out_of_range(grade)
+            if wrong is not None:
+                raise ValueError(f"RagSample.{name}[{key!r}] must be a grade {wrong}")
             grades[key] = grade
         return MappingProxyType(grades)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
