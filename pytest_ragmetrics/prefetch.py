@@ -80,8 +80,10 @@ def _grouped(item: pytest.Item) -> tuple[tuple[str, str], RagSample] | None:
     """A test parametrized by ``rag_sample``: its group (the tests of its function, whatever their
     parameters) and its own sample."""
     sample = _rag_sample(item)
-    group = _function(item) if sample is not None else None
-    return None if group is None or sample is None else (group, sample)
+    if sample is None:
+        return None
+    group = _function(item)
+    return None if group is None else (group, sample)
 
 
 class Prefetcher:
