@@ -227,7 +227,7 @@ class JudgmentStore:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
-        # A shard's file is opened by this and its name: no path object made for every shard read.
+        # A shard's file is opened by this and its name (see _file): no path object made for every read.
         self._shard_prefix = os.path.join(self.directory, "")
         self._warned: set[str] = set()
         self._lock = threading.RLock()
@@ -248,6 +248,10 @@ class JudgmentStore:
     def path_for(self, key: str) -> Path:
         """The shard file that holds (or will hold) the judgment with cache key ``key``."""
         return self.directory / f"{key[:2]}{SHARD_SUFFIX}"
+
+    def _file(self, name: str) -> str:
+        """The file of shard ``name``, as text (what :meth:`path_for` gives, without a path object)."""
+        return f"{self._shard_prefix}{name}{SHARD_SUFFIX}"
 
     def shard_paths(self) -> list[Path]:
         """The shard files, sorted."""
@@ -312,7 +316,7 @@ class JudgmentStore:
                 if isinstance(shard, _Shard):
                     self._open.move_to_end(name)
                 return shard  # type: ignore[return-value]
-            path = f"{self._shard_prefix}{name}{SHARD_SUFFIX}"
+            path = self._file(name)
             try:
                 stat = os.stat(path)
             except OSError:
@@ -360,7 +364,7 @@ class JudgmentStore:
     def _reopen(self, name: str, shard: _Shard) -> bool:
         """Open a closed shard's file again; False when it is no longer the file indexed."""
         try:
-            fd = os.open(f"{self._shard_prefix}{name}{SHARD_SUFFIX}", _READ)
+            fd = os.open(self._file(name), _READ)
         except OSError:
             return False
         stat = os.fstat(fd)
