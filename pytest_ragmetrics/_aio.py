@@ -6,6 +6,7 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
@@ -22,6 +23,15 @@ class Escaped(Exception):
     def __init__(self, error: KeyboardInterrupt | SystemExit) -> None:
         super().__init__(repr(error))
         self.error = error
+
+
+async def within(seconds: float, awaitable: Awaitable[T]) -> T:
+    """``await awaitable``, or ``asyncio.TimeoutError`` once ``seconds`` have passed: a deadline
+    for the whole, where an HTTP client's timeout bounds only each wait for the next bytes."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):  # in this task: nothing more to schedule
+            return await awaitable
+    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
 
 
 async def gather_or_cancel(*awaitables: Awaitable[T]) -> list[T]:

@@ -128,7 +128,7 @@ class RecordedRequest:
 
 @dataclass
 class _Action:
-    kind: str  # "status" | "malformed" | "hang" | "reset"
+    kind: str  # "status" | "malformed" | "hang" | "reset" | "drip"
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
@@ -147,6 +147,9 @@ class FakeJudgeServer:
     * :meth:`malformed_next` answers with a 200 and a raw body: not JSON by default, or any bytes
       given (e.g. valid JSON of the wrong shape);
     * :meth:`hang_next` holds the next requests for longer than the client's timeout;
+    * :meth:`drip_next` sends the next answers a byte at a time, slowly: a server (or a proxy) that
+      keeps sending, so that no wait between two reads is long, but takes far longer than the
+      client's timeout to finish;
     * :meth:`reset_next` resets the connection of the next requests without an answer (TCP RST), as
       a crashed proxy or a load balancer dropping the connection does;
     * :meth:`delay` adds latency to every request (requests are served concurrently);
@@ -311,6 +314,12 @@ class FakeJudgeServer:
         with self._lock:
             for _ in range(times):
                 self._actions.append(_Action("hang", seconds=seconds))
+
+    def drip_next(self, seconds: float = 0.5, times: int = 1) -> None:
+        """Send the next ``times`` answers a byte at a time, ``seconds`` apart (after the headers)."""
+        with self._lock:
+            for _ in range(times):
+                self._actions.append(_Action("drip", seconds=seconds))
 
     def reset_next(self, times: int = 1) -> None:
         """Reset the connection of the next ``times`` requests (TCP RST) instead of answering."""
@@ -661,6 +670,9 @@ class _Handler(BaseHTTPRequestHandler):
         # Silence the default stderr access log: it would clutter test output.
         pass
 
+    #: Seconds between the bytes of the answer being sent (see FakeJudgeServer.drip_next); 0: at once.
+    drip = 0.0
+
     def _send(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -668,7 +680,17 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(payload)
+        if not self.drip:
+            self.wfile.write(payload)
+            return
+        fake = self.server.fake
+        for at in range(len(payload)):
+            self.wfile.write(payload[at : at + 1])
+            self.wfile.flush()
+            fake._sleep(self.drip)
+            if fake._stopping.is_set():
+                self.close_connection = True
+                return
 
     def _send_json(self, status: int, value: Any, headers: Mapping[str, str] | None = None) -> None:
         self._send(status, json.dumps(value).encode(), headers)
@@ -727,6 +749,8 @@ class _Handler(BaseHTTPRequestHandler):
                 fake._sleep(action.seconds)
                 if fake._stopping.is_set():
                     return
+            # Per request: the handler serves every request of its (kept-alive) connection.
+            self.drip = action.seconds if action is not None and action.kind == "drip" else 0.0
             if action is not None and action.kind == "reset":
                 # Linger 0: closing sends RST, not FIN; the client sees "connection reset by peer".
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

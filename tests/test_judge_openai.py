@@ -336,6 +336,17 @@ def test_timeout_is_retried_then_reported(fake_judge_server):
         run_judge(make_judge(fake_judge_server, timeout=0.3, max_retries=1), make_request(1))
 
 
+def test_a_server_sending_its_answer_slowly_times_out_at_the_timeout_as_a_whole(fake_judge_server):
+    # A byte every 0.2 s: no wait between two reads comes near the timeout, but the answer would
+    # take over a minute to arrive. The timeout bounds a request, not the gap between its bytes.
+    fake_judge_server.drip_next(seconds=0.2, times=2)
+    with pytest.raises(JudgeUnavailable, match=r"timed out after 0\.5s; gave up after 2 attempt"):
+        run_judge(make_judge(fake_judge_server, timeout=0.5, max_retries=1), make_request())
+    # Given up on, the next request on the same client is answered at once.
+    [answer] = run_judge(make_judge(fake_judge_server, timeout=0.5), make_request(1))
+    assert answer.choices
+
+
 def test_connection_refused_is_judge_unavailable():
     with FakeJudgeServer() as server:
         base_url = server.base_url

@@ -29,6 +29,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from .._aio import within
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgeError, JudgeUnavailable
 from ..redact import add_secret, redact
 from .base import (
@@ -399,8 +400,8 @@ class OpenAIJudge:
     ``AZURE_OPENAI_ENDPOINT``, the API version ``api_version`` or ``OPENAI_API_VERSION``, the key
     ``api_key`` or ``AZURE_OPENAI_API_KEY``; a missing endpoint or version is a
     :class:`~pytest_ragmetrics.errors.ConfigError` at construction, before any network activity (never
-    a silent fall-back to api.openai.com with the wrong key). ``timeout`` is per HTTP
-    request; ``max_retries`` transport retries (429, 5xx, timeouts, connection errors) with backoff;
+    a silent fall-back to api.openai.com with the wrong key). ``timeout`` bounds each HTTP
+    request as a whole; ``max_retries`` transport retries (429, 5xx, timeouts, connection errors) with backoff;
     ``max_reasks`` re-asks after an answer that does not fit the schema. The requests in flight are
     bounded by the :class:`~pytest_ragmetrics.judge.cache.CachedJudge` in front of the judge (the one
     concurrency bound, whatever the judge). ``response_format`` is ``"json_schema"`` (strict
@@ -974,7 +975,9 @@ class OpenAIJudge:
                 # kept a 32-way batch from overlapping. The params are plain JSON already. The body
                 # comes back as bytes and is read as plain JSON, as a batch result line is: building
                 # the SDK's response objects from it cost ~0.2 ms a call, and nothing reads them.
-                raw = await client.post("/chat/completions", cast_to=bytes, body=params)
+                # The timeout bounds the whole request: the HTTP client's bounds each read only,
+                # and a server sending a byte now and then would hold the request for ever.
+                raw = await within(self.timeout, client.post("/chat/completions", cast_to=bytes, body=params))
                 body = json.loads(raw)
                 problem = completion_shape_problem(body)
                 if problem is None:
@@ -1010,7 +1013,7 @@ class OpenAIJudge:
                 retry_after = retry_after_seconds(dict(exc.response.headers))
                 what = f"HTTP {status}" + (" (rate limited)" if status == 429 else "") + f": {detail}"
                 last = exc
-            except openai.APITimeoutError as exc:
+            except (openai.APITimeoutError, asyncio.TimeoutError) as exc:
                 what = f"timed out after {self.timeout:g}s"
                 last = exc
             except openai.APIConnectionError as exc:
