@@ -400,9 +400,9 @@ class OpenAIJudge:
     ``AZURE_OPENAI_ENDPOINT``, the API version ``api_version`` or ``OPENAI_API_VERSION``, the key
     ``api_key`` or ``AZURE_OPENAI_API_KEY``; a missing endpoint or version is a
     :class:`~pytest_ragmetrics.errors.ConfigError` at construction, before any network activity (never
-    a silent fall-back to api.openai.com with the wrong key). ``timeout`` bounds each HTTP
-    request as a whole; ``max_retries`` transport retries (429, 5xx, timeouts, connection errors) with backoff;
-    ``max_reasks`` re-asks after an answer that does not fit the schema. The requests in flight are
+    a silent fall-back to api.openai.com with the wrong key). ``timeout`` bounds each HTTP request
+    as a whole; ``max_retries`` transport retries (429, 5xx, timeouts, connection errors) with
+    backoff; ``max_reasks`` re-asks after an answer that does not fit the schema. The requests in flight are
     bounded by the :class:`~pytest_ragmetrics.judge.cache.CachedJudge` in front of the judge (the one
     concurrency bound, whatever the judge). ``response_format`` is ``"json_schema"`` (strict
     structured output), ``"json_object"`` or ``"text"`` (the schema is then given in the system
