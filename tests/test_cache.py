@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -145,7 +146,36 @@ def test_replay_miss_names_the_label_and_how_to_record(dirs):
     assert "test_rag[sample-7] chunk 1" in message
     assert "RAGMETRICS_CACHE=readwrite" in message  # built by hand: the wording that works everywhere
     assert str(dirs.store) in message
+    assert "cut short" not in message
     assert replay.stats.errors == 1
+
+
+def test_replay_miss_names_the_line_its_shard_ends_in_cut_short(fake_judge_server, dirs):
+    """A shard's last line cut short (a killed write, a truncated copy or merge) is not read: the
+    miss says where the judgment went, and whether the line cut short is this judgment's."""
+    recorded, other = make_request(7), make_request(8)
+    run(cached_judge(fake_judge_server, dirs), recorded, other)
+    path = JudgmentStore(dirs.store).path_for(recorded.cache_key())
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-41])  # the newline and 40 bytes of the answer gone
+    shutil.rmtree(dirs.cache)  # a fresh checkout: the store alone
+    with pytest.raises(JudgmentNotRecorded) as info:
+        run(cached_judge(None, dirs, mode="replay"), recorded)
+    number = whole.count(b"\n")  # the last line's
+    start = whole.rfind(b"\n", 0, len(whole) - 1) + 1
+    assert (
+        f"The shard {path} ends in this judgment's line cut short (line {number}, "
+        f"{len(whole) - 41 - start:,} bytes with no end: "
+        f"'{{\"key\":\"{recorded.cache_key()[:52]}'…), which is not read: restore the whole line "
+        "(from version control, say) or record the judgment again."
+    ) in str(info.value)
+    # Not recorded either, in the shard of a judgment that ends in its whole line: nothing to say.
+    shard = other.cache_key()[:2]
+    missing = next(r for r in map(make_request, range(9, 3000)) if r.cache_key()[:2] == shard)
+    assert shard != recorded.cache_key()[:2]
+    with pytest.raises(JudgmentNotRecorded) as info:
+        run(cached_judge(None, dirs, mode="replay"), missing)
+    assert "cut short" not in str(info.value)
 
 
 @pytest.mark.parametrize("change", [{"model": "other-model"}, {"prompt_version": "2"}])

@@ -954,10 +954,11 @@ class CachedJudge:
             where.append(f"the cache {self.cache_dir}")
         searched = " or ".join(where) if where else "anywhere (no judgment store is configured)"
         problem = f" (the cache was unusable: {self._cache_problem})" if self._cache_problem else ""
+        cut = "" if self.store is None else self.store.cut_short(request.cache_key())
         return JudgmentNotRecorded(
             f"no recorded judgment for {request.label or request.kind} "
             f"(model {request.model}, prompt {request.prompt_version}) in {searched}{problem}."
-            f"{self._other_models_hint(request)} Replay ({how_to_set('cache', 'replay')}) never calls "
+            f"{cut}{self._other_models_hint(request)} Replay ({how_to_set('cache', 'replay')}) never calls "
             "the judge: record it by running once with an API key in "
             f"{how_to_set('cache', 'readwrite')} (or refresh), then commit the judgment store directory."
         )

@@ -492,6 +492,27 @@ class JudgmentStore:
                     return line
         return None
 
+    def cut_short(self, key: str) -> str:
+        """For a message saying ``key`` is not recorded: the line its shard ends in when that line is
+        cut short (no newline, not a whole judgment: a killed write, a truncated copy), which is not
+        read; "" when the shard ends in a whole line."""
+        shard = self._index(key[:2], fresh=True)
+        if shard is None or shard.fd < 0:
+            return ""
+        try:
+            cut = os.pread(shard.fd, max(os.fstat(shard.fd).st_size - shard.end, 0), shard.end)
+            number = _line_number(shard.fd, shard.end)
+        except OSError:
+            return ""
+        if not cut.strip():
+            return ""
+        whose = "this judgment's line" if key.encode("ascii") in cut[:100] else "a line"
+        return (
+            f" The shard {self.path_for(key)} ends in {whose} cut short (line {number}, {len(cut):,} "
+            f"bytes with no end: {cut[:60].decode('utf-8', 'replace')!r}…), which is not read: restore "
+            "the whole line (from version control, say) or record the judgment again."
+        )
+
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self._line(key) is not None
 
