@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -400,6 +401,20 @@ def test_scripted_inner_judge_works_too(dirs):
     )
     [answer] = run(judge, make_request())
     assert answer.choices == ({"reason": "s", "useful": False},)
+
+
+@pytest.mark.parametrize("reason", ["a lone \ud800 surrogate", "a lone \udfff surrogate, and é"])
+def test_an_answer_holding_a_lone_surrogate_is_cached_and_served_as_it_was(dirs, reason):
+    """SQLite stores text as UTF-8, which a lone surrogate is not: writing such an answer (a custom
+    judge's, a "\\ud800" escape it read) failed and turned the cache off for the rest of the run."""
+    answer = {"reason": reason, "useful": True}
+    requests = [make_request(i) for i in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the cache is not given up, with or without a word
+        run(CachedJudge(lambda: ScriptedJudge(lambda r: answer), cache_dir=dirs.cache), *requests)
+    replay = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=dirs.cache)
+    assert [a.choices for a in run(replay, *requests)] == [(answer,)] * 3
+    assert replay.stats.cache_hits == 3
 
 
 def test_last_run_record_round_trip(tmp_path):

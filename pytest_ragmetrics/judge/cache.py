@@ -147,6 +147,15 @@ def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = N
 
 # Errors the disk cache can raise; none of them may reach the user as a traceback.
 @functools.cache  # asked on every read; diskcache is imported on first use only
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (it holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _cache_errors() -> tuple[type[BaseException], ...]:
     import diskcache
 
@@ -882,6 +891,10 @@ class CachedJudge:
         if request.derived:
             record["derived"] = request.derived_inputs()
         value = json.dumps(record, sort_keys=True, ensure_ascii=False)
+        if not value.isascii() and not _utf8(value):
+            # A lone surrogate (a "\ud800" escape in a server's answer) that SQLite cannot store as
+            # text: written as JSON's escape of it, which reads back the same.
+            value = json.dumps(record, sort_keys=True)
         try:
             cache.set(key, value)
         except _cache_errors() as exc:
