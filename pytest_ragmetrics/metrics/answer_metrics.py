@@ -24,7 +24,7 @@ from ..judge.base import JudgeAnswer, JudgeRequest
 from ..judgments import JudgeParams, canonical_contexts
 from ..results import MetricResult, Verdict
 from . import answer as A
-from .builtin import Metric, ScoringContext, _Tally
+from .builtin import _NO_USAGE, Metric, ScoringContext, _result, _spent
 
 if TYPE_CHECKING:
     from ..sample import RagSample
@@ -49,18 +49,23 @@ def _sentences(text: str, ctx: ScoringContext) -> list[str]:
     return [s for raw in ctx.split(text) if (s := ctx.normalize(raw))] if ctx.normalize(text) else []
 
 
-async def _judged(ctx: ScoringContext, requests: Sequence[JudgeRequest], tally: _Tally) -> list[JudgeAnswer]:
+async def _judged(
+    ctx: ScoringContext, requests: Sequence[JudgeRequest], spent: list[JudgeAnswer]
+) -> list[JudgeAnswer]:
+    """The answers to ``requests``, also added to ``spent`` (every answer a score rests on)."""
     answers = []
     for answer in await ctx.judge_many(requests):
         assert answer is not None  # nothing is skipped
-        answers.append(tally.add(answer))
+        answers.append(answer)
+    spent += answers
     return answers
 
 
-def _no_claims(sample: RagSample, metric: str, method: str | None, tally: _Tally) -> MetricResult:
+def _no_claims(sample: RagSample, metric: str, method: str | None, spent: list[JudgeAnswer]) -> MetricResult:
+    calls, usage = _spent(spent)
     return MetricResult(
         0.0, metric, method, (), A.explain_no_claims(metric), sample.id,
-        cached=tally.calls == 0, judge_calls=tally.calls, usage=tally.usage, outcome=A.NO_CLAIMS,
+        cached=calls == 0, judge_calls=calls, usage=usage, outcome=A.NO_CLAIMS,
     )  # fmt: skip
 
 
@@ -84,15 +89,15 @@ class Faithfulness:
         method = method or "supported"
         shown = None if method == "supported" else method
         answer = _require_answer(sample, self.name)
-        tally = _Tally()
+        spent: list[JudgeAnswer] = []  # the answers the score rests on
         params = _params(ctx)
         sentences = _sentences(answer, ctx)
         claims: list[tuple[str, str]] = []
         if sentences:
             requests = C.decomposition_requests(sentences, params, _label(sample, self.name, "answer claims"))
-            claims = C.join_decomposition(requests, await _judged(ctx, requests, tally))
+            claims = C.join_decomposition(requests, await _judged(ctx, requests, spent))
         if not claims:
-            return _no_claims(sample, self.name, shown, tally)
+            return _no_claims(sample, self.name, shown, spent)
         ranks = [
             (rank, text)
             for rank, chunk in enumerate(sample.contexts, start=1)
@@ -108,7 +113,7 @@ class Faithfulness:
             requests = C.verdict_requests(
                 [c for c, _ in claims], params, _label(sample, self.name, "claim verdicts"), contexts=texts
             )
-            answers = await _judged(ctx, requests, tally)
+            answers = await _judged(ctx, requests, spent)
             decided = C.join_verdicts(requests, answers)
             cached = [a.cached for r, a in zip(requests, answers, strict=True) for _ in r.inputs["claims"]]
         verdicts = tuple(
@@ -129,7 +134,7 @@ class Faithfulness:
         )
         score = A.faithfulness_score([v.verdict for v in decided], method)
         explanation = A.explain_faithfulness(verdicts)
-        return tally.result(sample, self.name, shown, score, verdicts, explanation)
+        return _result(sample, self.name, shown, score, verdicts, explanation, _spent(spent))
 
 
 def _value(verdict: str, method: str) -> float:
@@ -167,11 +172,11 @@ class AnswerCorrectness:
             raise InvalidSample(
                 f"{self.name} needs a ground_truth (reference answer); sample {sample.label!r} has none"
             )
-        tally = _Tally()
+        spent: list[JudgeAnswer] = []  # the answers the score rests on
         params = _params(ctx)
         answer_sentences = _sentences(answer, ctx)
         if not answer_sentences:
-            return _no_claims(sample, self.name, shown, tally)
+            return _no_claims(sample, self.name, shown, spent)
         both = method != "precision"
         answer_requests = C.decomposition_requests(
             answer_sentences, params, _label(sample, self.name, "answer claims")
@@ -183,10 +188,10 @@ class AnswerCorrectness:
             if both
             else []
         )
-        answers = await _judged(ctx, [*answer_requests, *reference_requests], tally)
+        answers = await _judged(ctx, [*answer_requests, *reference_requests], spent)
         claims = C.join_decomposition(answer_requests, answers[: len(answer_requests)])
         if not claims:
-            return _no_claims(sample, self.name, shown, tally)
+            return _no_claims(sample, self.name, shown, spent)
         reference_claims = C.join_decomposition(reference_requests, answers[len(answer_requests) :])
         if both and not reference_claims:
             raise InvalidSample(
@@ -210,7 +215,7 @@ class AnswerCorrectness:
             if both
             else []
         )
-        judged = await _judged(ctx, [*against_reference, *against_answer], tally)
+        judged = await _judged(ctx, [*against_reference, *against_answer], spent)
         answer_verdicts = C.join_verdicts(against_reference, judged[: len(against_reference)])
         reference_verdicts = C.join_verdicts(against_answer, judged[len(against_reference) :])
         answer_side = _claim_verdicts(
@@ -231,7 +236,8 @@ class AnswerCorrectness:
         explanation = A.explain_correctness(answer_side, reference_side, *counts)
         if not both:
             explanation = explanation.replace(", FN 0", "")
-        return tally.result(sample, self.name, shown, score, (*answer_side, *reference_side), explanation)
+        verdicts = (*answer_side, *reference_side)
+        return _result(sample, self.name, shown, score, verdicts, explanation, _spent(spent))
 
 
 def _claim_verdicts(
@@ -272,16 +278,15 @@ class AnswerRelevancy:
     async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
         answer = _require_answer(sample, self.name)
         text = ctx.normalize(answer)
-        tally = _Tally()
         if not text:
             verdict = Verdict("answer", 1, answer, 0.0, "empty", "the answer is empty")
-            return tally.result(
-                sample, self.name, None, 0.0, (verdict,), "the answer is empty: it addresses nothing"
-            )
+            explanation = "the answer is empty: it addresses nothing"
+            return _result(sample, self.name, None, 0.0, (verdict,), explanation, (0, _NO_USAGE))
         request = C.relevancy_request(
             ctx.normalize(sample.question), text, _params(ctx), _label(sample, self.name)
         )
-        (judged,) = await _judged(ctx, [request], tally)
+        spent: list[JudgeAnswer] = []  # the answers the score rests on
+        (judged,) = await _judged(ctx, [request], spent)
         noncommittal, rating, reason = C.combine_relevancy(judged.choices)
         score = A.relevancy_score(noncommittal, rating)
         label = "non-committal" if noncommittal else A.rating_label(rating)
@@ -293,7 +298,7 @@ class AnswerRelevancy:
             )
         else:
             explanation = f"the answer is rated {label} for the question" + (f": {reason}" if reason else "")
-        return tally.result(sample, self.name, None, score, (verdict,), explanation)
+        return _result(sample, self.name, None, score, (verdict,), explanation, _spent(spent))
 
 
 def answer_metrics() -> list[Metric]:

@@ -8,7 +8,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from .. import judgments as J, kinds as K
@@ -93,43 +93,34 @@ _RATED = {rating: REL.rating_label(rating) for rating in (0.0, 1.0, 2.0)}
 ASKED_ENTRIES = 1_024
 
 
-class _Tally:
-    """Collects whether any answer needed a judge call, and the tokens spent."""
+def _spent(answers: Iterable[JudgeAnswer | None]) -> tuple[int, Usage]:
+    """The judge calls behind ``answers`` and the tokens they cost: only the answers the judge gave
+    now count, not the recorded ones (``None``: a request that was not judged)."""
+    calls, usage = 0, _NO_USAGE  # immutable: one shared zero for every result judged from records
+    for answer in answers:
+        if answer is not None and answer.source == "judge":  # not answer.cached
+            calls += 1
+            usage = usage + answer.usage
+    return calls, usage
 
-    def __init__(self) -> None:
-        self.calls = 0
-        self.usage = _NO_USAGE  # immutable: one shared zero for every result judged from records
 
-    def add(self, answer: JudgeAnswer) -> JudgeAnswer:
-        if answer.source == "judge":  # not answer.cached
-            self.calls += 1
-            self.usage = self.usage + answer.usage
-        return answer
-
-    def add_all(self, answers: Sequence[JudgeAnswer | None]) -> None:
-        """:meth:`add` every answer there is (``None``: a request that was not judged)."""
-        for answer in answers:
-            if answer is not None and answer.source == "judge":
-                self.calls += 1
-                self.usage = self.usage + answer.usage
-
-    def result(
-        self,
-        sample: RagSample,
-        metric: str,
-        method: str | None,
-        score: float,
-        verdicts: Sequence[Verdict],
-        explanation: str,
-        mode: str | None = None,
-        models: dict[str, float] | None = None,
-    ) -> MetricResult:
-        """The metric's result, with what judging it cost."""
-        calls = self.calls
-        return MetricResult(
-            score, metric, method, tuple(verdicts), explanation, sample.id, mode, calls == 0, calls,
-            self.usage, models,
-        )  # fmt: skip
+def _result(
+    sample: RagSample,
+    metric: str,
+    method: str | None,
+    score: float,
+    verdicts: Sequence[Verdict],
+    explanation: str,
+    spent: tuple[int, Usage],
+    mode: str | None = None,
+    models: dict[str, float] | None = None,
+) -> MetricResult:
+    """The metric's result, with what judging it cost (:func:`_spent`)."""
+    calls, usage = spent
+    return MetricResult(
+        score, metric, method, tuple(verdicts), explanation, sample.id, mode, calls == 0, calls, usage,
+        models,
+    )  # fmt: skip
 
 
 def _nothing_retrieved(
@@ -186,8 +177,6 @@ class ContextPrecision:
                 label = f"{head}, chunk {rank}"
                 requests.append(J.precision_request(question, ref, reference_kind, text, params, label))
         answers = await ctx.judge_many(requests)
-        tally = _Tally()
-        tally.add_all(answers)
         answered = iter(answers)
         verdicts: list[Verdict] = []
         useful_ranks: list[bool] = []
@@ -209,7 +198,7 @@ class ContextPrecision:
         explanation = P.explain_precision(verdicts)
         if mode:
             explanation += " (judged against the answer: the sample has no ground_truth)"
-        return tally.result(sample, self.name, None, score, verdicts, explanation, mode)
+        return _result(sample, self.name, None, score, verdicts, explanation, _spent(answers), mode)
 
 
 class ContextRecall:
@@ -255,12 +244,10 @@ class ContextRecall:
         contexts = [*map(normalize, sample.contexts)]
         question = normalize(sample.question)
         label = _label(sample, self.name if shown_method is None else f"{self.name}[claims]")
-        tally = _Tally()
         if shown_method == "claims":
-            return await self._claims(sample, question, contexts, sentences, params, label, ctx, tally)
+            return await self._claims(sample, question, contexts, sentences, params, label, ctx)
         requests = J.recall_requests(question, contexts, sentences, params, label)
         answers = await ctx.judge_many(requests)
-        tally.add_all(answers)
         decided = J.join_recall(requests, cast("list[JudgeAnswer]", answers))  # nothing is skipped
         verdicts: list[Verdict] = []
         supported: list[bool] = []
@@ -275,7 +262,8 @@ class ContextRecall:
                 )
             supported.append(ok)
         score = R.recall_score(supported)
-        return tally.result(sample, self.name, None, score, verdicts, R.explain_recall(verdicts))
+        explanation = R.explain_recall(verdicts)
+        return _result(sample, self.name, None, score, verdicts, explanation, _spent(answers))
 
     async def _claims(
         self,
@@ -286,7 +274,6 @@ class ContextRecall:
         params: J.JudgeParams,
         label: str,
         ctx: ScoringContext,
-        tally: _Tally,
     ) -> MetricResult:
         requests = J.claims_requests(question, contexts, sentences, params, label)
         answers = await ctx.judge_many(requests)
@@ -294,7 +281,6 @@ class ContextRecall:
         number = 0
         for request, answer in zip(requests, answers, strict=True):
             assert answer is not None  # nothing is skipped
-            tally.add(answer)
             window = request.inputs["reference_sentences"]
             first = int(request.inputs.get("first_sentence", 1))
             per_sentence = J.combine_claims(answer.choices, len(window), first)
@@ -318,7 +304,8 @@ class ContextRecall:
                         )
                     )
         score = R.recall_score([v.value >= 1.0 for v in verdicts])
-        return tally.result(sample, self.name, "claims", score, verdicts, R.explain_claims(verdicts))
+        explanation = R.explain_claims(verdicts)
+        return _result(sample, self.name, "claims", score, verdicts, explanation, _spent(answers))
 
 
 class ContextRelevance:
@@ -352,7 +339,6 @@ class ContextRelevance:
         normalize = ctx.normalize
         question = normalize(sample.question)
         fingerprint = ctx.splitter_fingerprint
-        tally = _Tally()
         split = _splitting(ctx)
         head = _label(sample, "context_relevance")
         contexts = sample.contexts
@@ -383,7 +369,7 @@ class ContextRelevance:
         answered: dict[int, list[JudgeAnswer]] = {}
         firsts = [requests[0] for requests in windows.values()]
         answers = await ctx.judge_many(firsts, _no_sentences)
-        tally.add_all(answers)
+        later: list[JudgeAnswer | None] = []  # the answers of the windows after a chunk's first
         more = False
         for rank, answer in zip(list(windows), answers, strict=True):
             if answer is None:
@@ -404,7 +390,6 @@ class ContextRelevance:
             rest = [(rank, request) for rank, requests in windows.items() for request in requests[1:]]
             if rest:
                 later = await ctx.judge_many([r for _, r in rest])
-                tally.add_all(later)
                 for (rank, _), answer in zip(rest, later, strict=True):
                     assert answer is not None  # nothing is skipped
                     answered[rank].append(answer)
@@ -457,7 +442,8 @@ class ContextRelevance:
         else:
             score = selected / total if total else 0.0  # REL.sentence_score over the chunks
             explanation = REL.explain_sentence(verdicts, selected, total)
-        return tally.result(sample, self.name, method, score, verdicts, explanation)
+        spent = _spent([*answers, *later] if later else answers)
+        return _result(sample, self.name, method, score, verdicts, explanation, spent)
 
     async def _graded(self, sample: RagSample, ctx: ScoringContext) -> MetricResult:
         judges = K.KINDS[J.GRADED].params(ctx.settings)  # every model that rates, its parameters
@@ -474,8 +460,6 @@ class ContextRelevance:
                 if text:
                     requests.append(J.graded_request(question, text, params, f"{head}, chunk {rank}{judge}"))
         answers = await ctx.judge_many(requests)
-        tally = _Tally()
-        tally.add_all(answers)
         answered = iter(answers)
         # Per model, per chunk: (rating, reason, cached); an empty chunk is rated 0 by every model.
         per_model: list[list[tuple[float, str, bool]]] = []
@@ -521,13 +505,14 @@ class ContextRelevance:
             shown = ", ".join(f"{m} {v:.2f}" for m, v in model_scores.items())
             spread = max(model_scores.values()) - min(model_scores.values())
             explanation += f" (judges: {shown}; spread {spread:.2f})"
-        return tally.result(
+        return _result(
             sample,
             self.name,
             "graded",
             min(1.0, max(0.0, score)),
             verdicts,
             explanation,
+            _spent(answers),
             models=model_scores if several else None,
         )
 
