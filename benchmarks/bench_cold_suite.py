@@ -36,6 +36,7 @@ default all):
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import resource
@@ -44,26 +45,48 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from _workload import FIVE_METHODS, IMPORTS, assertions, write_golden
 
 SERVER_SCRIPT = """
-import sys
+import json, sys
 from pytest_ragmetrics.testing import FakeJudgeServer
 with FakeJudgeServer(latency=float(sys.argv[1])) as server:
     print(server.base_url, flush=True)
-    sys.stdin.read()  # serve until the parent closes our stdin
+    for _ in sys.stdin:  # serve until the parent closes our stdin; a line asks when requests came
+        print(json.dumps([request.received_at for request in server.requests]), flush=True)
 """
 
-# The run's own measure of its judging span (summary.judge.seconds, left out of the report files).
+# The run's own measure of its judging span (summary.judge.seconds, left out of the report files),
+# and when each test started and ended (to tell, with the judge's times, where a test's time goes).
 CONFTEST = """import json
+import time
+
+import pytest
+
+TIMES = []
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item):
+    start = time.time()
+    try:
+        return (yield)
+    finally:
+        TIMES.append((start, time.time()))
 
 
 def pytest_ragmetrics_report(report):
     with open("judging.json", "w", encoding="utf-8") as handle:
         json.dump(report["summary"].get("judge", {}).get("seconds"), handle)
+
+
+def pytest_unconfigure(config):
+    with open("tests.json", "w", encoding="utf-8") as handle:
+        json.dump(TIMES, handle)
 """
 
 GOLDEN_TEST = """import pytest
@@ -126,7 +149,51 @@ def run_pytest(root: Path, args: list[str], env: dict[str, str]) -> tuple[float,
     judge = dict(json.loads(report.read_text())["summary"]["judge"])
     judge["judging"] = json.loads(judging.read_text()) if judging.exists() else None
     judge["tests"] = [float(case.get("time", "nan")) for case in ET.parse(junit).getroot().iter("testcase")]
+    spans = root / "tests.json"
+    judge["spans"] = json.loads(spans.read_text()) if spans.exists() else []
     return wall, judge
+
+
+def served_latency(base_url: str) -> float:
+    """Seconds the judge takes to answer a lone request sent with the standard library (the median
+    of three): the latency it was given, and its own time to read the request and write the answer."""
+    url = urllib.parse.urlsplit(base_url)
+    body = json.dumps({
+        "model": "judge-a",
+        "messages": [{"role": "user", "content": "Is this chunk useful?"}],
+        "response_format": {"type": "json_object"},
+    })  # fmt: skip
+    times = []
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port)
+    try:
+        for _ in range(3):
+            start = time.perf_counter()
+            connection.request("POST", url.path.rstrip("/") + "/chat/completions", body,
+                               {"Content-Type": "application/json"})  # fmt: skip
+            connection.getresponse().read()
+            times.append(time.perf_counter() - start)
+    finally:
+        connection.close()
+    return statistics.median(times)
+
+
+def where_time_goes(spans: list[list[float]], received: list[float], latency: float) -> str:
+    """Where a test's time goes, the median of each part over the tests after the first, in ms:
+    from its start until the judge received its first request, from the first to the last request
+    the judge received, and from the last answer's due time (that request's arrival plus the
+    latency) to the test's end."""
+    before, spread, after = [], [], []
+    for start, end in spans[1:]:
+        arrived = [t for t in received if start <= t <= end]
+        if arrived:
+            before.append(arrived[0] - start)
+            spread.append(arrived[-1] - arrived[0])
+            after.append(end - arrived[-1] - latency)
+    if not before:
+        return "no request reached the judge during a test"
+    ms = [statistics.median(part) * 1000 for part in (before, spread, after)]
+    return (f"{ms[0]:.1f} ms until the judge has the first request, {ms[1]:.1f} ms until it has the "
+            f"last, {ms[2]:.1f} ms from the last answer's due time to the test's end")  # fmt: skip
 
 
 def main() -> None:
@@ -155,6 +222,14 @@ def main() -> None:
     )  # fmt: skip
     assert server.stdout is not None and server.stdin is not None
     base_url = server.stdout.readline().strip()
+    server_in, server_out = server.stdin, server.stdout
+
+    def received() -> list[float]:
+        """When each request so far reached the judge (its clock: time.time())."""
+        server_in.write("\n")
+        server_in.flush()
+        return sorted(json.loads(server_out.readline()))
+
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
@@ -162,7 +237,8 @@ def main() -> None:
         "RAGMETRICS_JUDGE_BASE_URL": base_url,
         "RAGMETRICS_CONCURRENCY": str(args.concurrency),
     }
-    print(f"{args.samples} samples x {len(methods)} methods, judge latency {args.latency * 1000:.0f} ms, "
+    print(f"{args.samples} samples x {len(methods)} methods, judge latency {args.latency * 1000:.0f} ms "
+          f"(a lone request answered in {served_latency(base_url) * 1000:.1f} ms), "
           f"concurrency {args.concurrency}, cpus {os.cpu_count()}, "
           f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE') or 'unset'}")  # fmt: skip
 
@@ -182,11 +258,15 @@ def main() -> None:
         if per_test:  # one process, one test at a time: how long each waits for its judge calls
             tests = judge["tests"]
             assert isinstance(tests, list) and tests
-            median = statistics.median(tests) / args.latency
+            # The first test apart: it also loads the judge's client and the sentence splitter.
+            median = statistics.median(tests[1:] or tests) / args.latency
             verdict = "met" if median <= 1.1 else "NOT met"
             print(f"{'  per test, median':<28} {median:7.2f} judge latencies (about 1: {verdict}); "
                   f"the first test {tests[0] / args.latency:.2f} (it loads the judge's client); "
                   f"whole wall per test {wall / args.samples / args.latency:.2f}")  # fmt: skip
+            spans = judge["spans"]
+            assert isinstance(spans, list)
+            print(f"{'  where it goes, median':<28} {where_time_goes(spans, received(), args.latency)}")
 
     def warm_run(root: Path, run_args: list[str], cold: float, judge: dict[str, object]) -> None:
         # The same suite answered from the cache: what the run costs besides judging (interpreters,
