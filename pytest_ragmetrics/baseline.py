@@ -581,6 +581,12 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
                 parse_floor(spec)
             except ConfigError as exc:  # its message quotes the spec and says what is wrong with it
                 problems.append(f"summary.judge_controls.floors[{f}].spec: {exc}")
+    tallies = summary.get("judge_answers") if isinstance(summary, dict) else None
+    for kind, counts in tallies.items() if isinstance(tallies, dict) else ():
+        for answer, count in counts.items() if isinstance(counts, dict) else ():
+            if isinstance(count, int) and count < 0:
+                where = f"summary.judge_answers.{kind}.{answer}"
+                problems.append(f"{where} is {count}, expected a count of verdicts")
     files = suite.get("files") if isinstance(suite, dict) else None
     for path, digest in (files or {}).items() if isinstance(files, dict) else ():
         if isinstance(digest, str) and not _SHA256.fullmatch(digest):

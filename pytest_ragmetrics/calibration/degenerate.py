@@ -11,12 +11,12 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import kinds as K
 
-__all__ = ["MAX_SHARE", "MIN_JUDGMENTS", "degenerate_kinds"]
+__all__ = ["MAX_SHARE", "MIN_JUDGMENTS", "answer_tallies", "degenerate_kinds", "tally_warnings"]
 
 #: Answers of one kind needed before the share of one answer means anything.
 MIN_JUDGMENTS = 20
@@ -24,17 +24,13 @@ MIN_JUDGMENTS = 20
 MAX_SHARE = 0.95
 
 
-def degenerate_kinds(
-    answers: Iterable[tuple[str, Iterable[str]]],
-    *,
-    min_judgments: int = MIN_JUDGMENTS,
-    max_share: float = MAX_SHARE,
-) -> list[dict[str, Any]]:
-    """Warnings for the judgment kinds whose answers are nearly all the same.
+def answer_tallies(answers: Iterable[tuple[str, Iterable[str]]]) -> dict[str, dict[str, int]]:
+    """Per judgment kind, how many verdicts gave each answer, both in name order (a kind whose
+    judgments decide no verdict, as a claim decomposition, is left out): what a report
+    records (``summary.judge_answers``), and what ``report merge`` adds up over the shards.
 
     ``answers`` holds one ``(kind, classes)`` per distinct judgment (see
-    :func:`~pytest_ragmetrics.judgments.answer_classes`). Returns, per suspicious kind in name order,
-    ``kind``, ``answer``, ``count``, ``total``, ``share`` and a ``message``.
+    :func:`~pytest_ragmetrics.judgments.answer_classes`).
     """
     decided: dict[str, list[str]] = {}
     for kind, classes in answers:  # one judgment each: gathered per kind, then counted at once
@@ -42,13 +38,25 @@ def degenerate_kinds(
         if each is None:
             each = decided[kind] = []
         each.extend(classes)
-    counts = {kind: Counter(each) for kind, each in decided.items()}
+    return {kind: dict(sorted(Counter(decided[kind]).items())) for kind in sorted(decided) if decided[kind]}
+
+
+def tally_warnings(
+    tallies: Mapping[str, Mapping[str, int]],
+    *,
+    min_judgments: int = MIN_JUDGMENTS,
+    max_share: float = MAX_SHARE,
+) -> list[dict[str, Any]]:
+    """Warnings for the judgment kinds of ``tallies`` (see :func:`answer_tallies`) whose answers are
+    nearly all the same: per suspicious kind in name order, ``kind``, ``answer``, ``count``,
+    ``total``, ``share`` and a ``message``."""
     warnings = []
-    for kind in sorted(counts):
-        total = sum(counts[kind].values())
+    for kind in sorted(tallies):
+        counts = tallies[kind]
+        total = sum(counts.values())
         if total < min_judgments:
             continue
-        answer, count = counts[kind].most_common(1)[0]
+        answer, count = max(counts.items(), key=lambda item: item[1])
         share = count / total
         if share < max_share or answer == "some":
             continue
@@ -67,3 +75,14 @@ def degenerate_kinds(
             }
         )
     return warnings
+
+
+def degenerate_kinds(
+    answers: Iterable[tuple[str, Iterable[str]]],
+    *,
+    min_judgments: int = MIN_JUDGMENTS,
+    max_share: float = MAX_SHARE,
+) -> list[dict[str, Any]]:
+    """Warnings for the judgment kinds whose answers are nearly all the same (see
+    :func:`tally_warnings`); ``answers`` as :func:`answer_tallies` takes them."""
+    return tally_warnings(answer_tallies(answers), min_judgments=min_judgments, max_share=max_share)

@@ -331,15 +331,16 @@ def build_report(
     run_judge_check`), if one ran; the report adds what rests on each judgment kind that failed.
     ``judge_controls`` is the negative controls' outcome (see :func:`~pytest_ragmetrics.calibration.
     controls.run_controls`), if they were judged: ``summary["judge_controls"]``.
-    ``answers`` holds what each distinct judgment decided, ``(kind, classes)``: a kind whose answers
-    are nearly all alike gets a warning in ``summary["judge_warnings"]``; so does each of
+    ``answers`` holds what each distinct judgment decided, ``(kind, classes)``, tallied per kind in
+    ``summary["judge_answers"]``: a kind whose answers are nearly all alike gets a warning in
+    ``summary["judge_warnings"]``; so does each of
     ``label_warnings`` (why the labelled samples behind the corrected means may not be a uniform sample).
     ``suite`` records the tests the run collected before deselection and those it ran (see
     :class:`pytest_ragmetrics._suite.SuiteRecord`); ``summary["suite"]``, read by ``report merge``.
     The settings that change scores are recorded in ``summary["scoring"]``, for the same reason.
     """
     from .. import __version__
-    from ..calibration.degenerate import degenerate_kinds
+    from ..calibration.degenerate import answer_tallies, tally_warnings
 
     s = settings
     metrics = metric_summaries(rows)
@@ -372,7 +373,10 @@ def build_report(
         "scoring": scoring_settings(s),
         **({"suite": dict(suite)} if suite else {}),
     }
-    warnings = degenerate_kinds(answers)
+    tallies = answer_tallies(answers)
+    if tallies:
+        summary["judge_answers"] = tallies
+    warnings = tally_warnings(tallies)
     warnings += [{"kind": "labelled_sample", "message": message} for message in label_warnings]
     if warnings:
         summary["judge_warnings"] = warnings
@@ -496,8 +500,10 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     the run's judge check is theirs: the first that failed, if one did (what rests on its failed
     floors is left for :func:`judge_check_section` over the merged comparisons and gates). Each shard
     drew its controls from the samples it scored: the run's controls are all of them (see
-    :func:`~pytest_ragmetrics.calibration.controls.merge_controls`).
+    :func:`~pytest_ragmetrics.calibration.controls.merge_controls`). The judge's answers are tallied
+    over all shards (a judgment two shards both made counts in each) and warned about as one run's.
     """
+    from ..calibration.degenerate import tally_warnings
     from .json_report import sort_results
 
     rows = [dict(row) for report in reports for row in report.get("results") or ()]
@@ -544,6 +550,26 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         from ..calibration.controls import merge_controls
 
         summary["judge_controls"] = merge_controls(controls)
+    tallies: dict[str, dict[str, int]] = {}
+    for s in summaries:
+        answers = s.get("judge_answers")
+        for kind, counts in answers.items() if isinstance(answers, Mapping) else ():
+            into = tallies.setdefault(kind, {})
+            for answer, count in counts.items():
+                into[answer] = into.get(answer, 0) + count
+    tallies = {kind: dict(sorted(tallies[kind].items())) for kind in sorted(tallies)}
+    if tallies:
+        summary["judge_answers"] = tallies
+    # A judge that does not discriminate, over the whole run's answers: a shard may have had too
+    # few to tell. The labelled samples' warnings are each shard's own, said once.
+    warnings = tally_warnings(tallies)
+    for s in summaries:
+        for warning in s.get("judge_warnings") or ():
+            labelled = isinstance(warning, Mapping) and warning.get("kind") == "labelled_sample"
+            if labelled and warning not in warnings:
+                warnings.append(dict(warning))
+    if warnings:
+        summary["judge_warnings"] = warnings
     checks = [s["judge_check"] for s in summaries if isinstance(s.get("judge_check"), Mapping)]
     if checks:
         check = next((c for c in checks if not c.get("passed")), checks[0])

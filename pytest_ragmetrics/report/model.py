@@ -644,6 +644,9 @@ class Summary(TypedDict, total=False):
     suite: SuiteRecord
     #: What made the scores: judge models, prompt versions, splitters, golden set digest.
     provenance: Provenance
+    #: Per judgment kind, how many of the run's distinct judgments' verdicts gave each answer
+    #: (``{"context_precision": {"no": 3, "yes": 22}}``): what ``judge_warnings`` are decided on.
+    judge_answers: dict[str, dict[str, int]]
     judge_warnings: list[JudgeWarning]
     judge_check: JudgeCheck
     judge_controls: JudgeControls
