@@ -1098,8 +1098,15 @@ class CachedJudge:
                 try:
                     import diskcache
 
+                    # No eviction by size (claims are a few bytes each, given up once answered,
+                    # never near diskcache's 1 GB), so no look at the database's size after each
+                    # claim: two SQLite statements of five. Lapsed claims are still cleared as new
+                    # ones are added.
                     self._claims = diskcache.Cache(
-                        str(self.cache_dir / CLAIMS_DIR), timeout=CACHE_TIMEOUT, sqlite_mmap_size=0
+                        str(self.cache_dir / CLAIMS_DIR),
+                        timeout=CACHE_TIMEOUT,
+                        sqlite_mmap_size=0,
+                        eviction_policy="none",
                     )
                 except Exception:  # a read-only or broken directory: judge without coordinating
                     self._claims = False
