@@ -985,9 +985,9 @@ def _evaluate_args(
 
 
 #: Samples :meth:`Evaluator.evaluate` takes at a time, every metric over them in turn: the answers
-#: kept in memory (4,096) hold the judgments two metrics of a sample share for samples of up to 64
+#: kept in memory (512) hold the judgments two metrics of a sample share for samples of up to 32
 #: chunks, so such a judgment is read from disk once however large the run.
-EVALUATION_BLOCK = 64
+EVALUATION_BLOCK = 16
 
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(MetricResult))
 

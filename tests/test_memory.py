@@ -13,7 +13,9 @@ from test_warm_path import FIVE
 
 from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
 from pytest_ragmetrics._aio import each_bounded, map_bounded
+from pytest_ragmetrics.engine import EVALUATION_BLOCK
 from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, SQLITE_CACHE_PAGES, CachedJudge
+from pytest_ragmetrics.metrics.builtin import ASKED_ENTRIES
 from pytest_ragmetrics.testing import conforming_value
 
 
@@ -131,6 +133,15 @@ def test_the_answer_map_in_memory_is_bounded():
     asyncio.run(run(judge))
     assert len(judge._memory) == 8
     assert MEMORY_ENTRIES <= 4_096
+
+
+def test_what_is_kept_between_uses_holds_a_block_of_samples_and_no_more():
+    """Sentence and binary relevance share one judgment per chunk: the answers kept in memory and the
+    sentence requests kept built hold those of the block of samples an evaluation has in flight, for
+    samples of up to 32 chunks, and not many more (every object kept is walked by each full
+    garbage collection)."""
+    for kept in (MEMORY_ENTRIES, ASKED_ENTRIES):
+        assert EVALUATION_BLOCK * 32 <= kept <= EVALUATION_BLOCK * 64
 
 
 def test_judgments_that_decide_alike_share_one_noted_decision(tmp_path):

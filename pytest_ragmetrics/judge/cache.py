@@ -100,8 +100,9 @@ CACHE_TIMEOUT = 10.0
 #: Answers kept in memory per run in front of the store and the disk cache (the least recently
 #: used go first): enough for the judgments that one test or the samples an evaluation has in flight
 #: share (sentence and binary relevance share one per chunk), without holding a large run's answers
-#: in memory: each answer kept costs several hundred bytes, and most judgments are asked for once.
-MEMORY_ENTRIES = 4_096
+#: in memory: each answer kept costs several hundred bytes and a few objects that every full garbage
+#: collection walks, and most judgments are asked for once.
+MEMORY_ENTRIES = 512
 #: SQLite's page cache of each connection to the disk cache, in pages (4 KiB each): 2 MiB.
 SQLITE_CACHE_PAGES = 512
 #: Prefix of the entries by which a process claims a judgment it is asking for.

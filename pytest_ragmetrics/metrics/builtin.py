@@ -88,9 +88,9 @@ _NOT_RATED = (0.0, "empty chunk", True)
 #: The label of each rating a single judge gives (a mean over several judges is labelled as it comes).
 _RATED = {rating: REL.rating_label(rating) for rating in (0.0, 1.0, 2.0)}
 #: Sentence judgments :class:`ContextRelevance` keeps built (see ``_asked``): the chunks of the
-#: samples an evaluation has in flight (a block of 64 samples of up to 16 chunks). No more: each holds
+#: samples an evaluation has in flight (a block of 16 samples of up to 32 chunks). No more: each holds
 #: its inputs and sentences, and every object a run keeps is walked by each full garbage collection.
-ASKED_ENTRIES = 1_024
+ASKED_ENTRIES = 512
 
 
 def _spent(answers: Iterable[JudgeAnswer | None]) -> tuple[int, Usage]:
