@@ -134,6 +134,8 @@ def run_pytest(root: Path, args: list[str], env: dict[str, str]) -> tuple[float,
     judging.unlink(missing_ok=True)
     junit = root / "junit.xml"
     junit.unlink(missing_ok=True)
+    spans = root / "tests.json"
+    spans.unlink(missing_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
@@ -149,7 +151,6 @@ def run_pytest(root: Path, args: list[str], env: dict[str, str]) -> tuple[float,
     judge = dict(json.loads(report.read_text())["summary"]["judge"])
     judge["judging"] = json.loads(judging.read_text()) if judging.exists() else None
     judge["tests"] = [float(case.get("time", "nan")) for case in ET.parse(junit).getroot().iter("testcase")]
-    spans = root / "tests.json"
     judge["spans"] = json.loads(spans.read_text()) if spans.exists() else []
     return wall, judge
 
