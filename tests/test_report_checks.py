@@ -505,3 +505,19 @@ def test_report_merge_refuses_a_shard_whose_controls_were_edited_naming_each_fie
         ">= 0.5', 'context_precision controls <= 0.2' or 'context_precision positive_controls >= 0.8'; "
         "statistic is one of accuracy, kappa, weighted_kappa, f1, controls, positive_controls",
     ]
+
+
+def test_report_merge_and_baseline_compare_refuse_a_gate_a_built_in_metric_cannot_meet(tmp_path, capsys):
+    """A threshold outside [0, 1] for a built-in metric is a usage error, as in a pytest run."""
+    from pytest_ragmetrics.__main__ import main
+
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(passing(example_report())))
+    merge = ["report", "merge", "--allow-partial", "--allow-mixed", "--output", str(tmp_path / "m.json")]
+    capsys.readouterr()
+    assert main([*merge, "--gate", "context_recall mean >= 2", str(report)]) == 4
+    assert "context_recall lies between 0 and 1, so a threshold of 2 is out of range" in capsys.readouterr().err
+    gate = "context_precision pass_rate(>=1.5) >= 0.5"
+    assert main(["baseline", "compare", str(report), str(report), "--gate", gate]) == 4
+    assert "context_precision lies between 0 and 1, so a threshold of 1.5" in capsys.readouterr().err
+    assert main([*merge, "--gate", "context_precision mean >= 0.5", str(report)]) == 0

@@ -154,8 +154,12 @@ def _catalog(reports: Iterable[Mapping[str, Any]]) -> Any:
                 methods[name.name].add(str(row["method"]))
             if name.k is not None:
                 ranked.add(name.name)
+    # The built-in metrics lie in [0, 1] here as in a run: a gate they cannot meet is refused alike.
     return MetricCatalog(
-        {n: tuple(sorted(m)) for n, m in methods.items()}, frozenset(ranked), BUILTIN_CATALOG.plain
+        {n: tuple(sorted(m)) for n, m in methods.items()},
+        frozenset(ranked),
+        BUILTIN_CATALOG.plain,
+        BUILTIN_CATALOG.bounded,
     )
 
 
