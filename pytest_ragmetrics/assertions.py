@@ -287,12 +287,18 @@ class ScoreCheck(_Comparable):
                 row["outcome"] = first.outcome
             else:
                 row["no_claims"] = unscored
+        # Tuples, not lists: what a run keeps of every comparison to its end holds no container the
+        # garbage collector must walk again and again; the report makes them lists (see
+        # pytest_ragmetrics.report.build.result_json).
         if self.single:
-            cached, judge_calls, judges = first.cached, first.judge_calls, sorted(set(first.judges))
+            judges = first.judges  # the engine's own tuple: one model or none, nothing to sort
+            if len(judges) > 1:
+                judges = tuple(sorted(set(judges)))
+            cached, judge_calls = first.cached, first.judge_calls
         else:
             cached = all(r.cached for r in results)
             judge_calls = sum(r.judge_calls for r in results)
-            judges = sorted({judge for r in results for judge in r.judges})
+            judges = tuple(sorted({judge for r in results for judge in r.judges}))
         row["op"] = op
         row["threshold"] = threshold
         row["passed"] = passed
@@ -300,8 +306,8 @@ class ScoreCheck(_Comparable):
         row["judge_calls"] = judge_calls
         row["judges"] = judges
         row["explanation"] = first.explanation if self.single else self._failure_or_summary(stat, value)
-        # The recorder makes them JSON (a new list), with their verdicts only if something shows
-        # them, and the place a list of its path as shown.
+        # The recorder makes them JSON, with their verdicts only if something shows them, and the
+        # place its path as shown.
         row["samples"] = results
         row["where"] = self.where
         scope.record(row)

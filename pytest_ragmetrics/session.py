@@ -138,6 +138,8 @@ class RagmetricsSession:
         self.batch_summary: ExportSummary | None = None
         #: Each path as reports show it (see :meth:`shown`): every comparison names its test file.
         self._shown: dict[str, str] = {}
+        #: Each assertion's place (file, line) -> as reports show it (see :meth:`record`).
+        self._places: dict[tuple[str, int], tuple[str, int]] = {}
 
     # -- the start of the run -----------------------------------------------------------------------
     def start(self) -> None:
@@ -527,11 +529,17 @@ class RagmetricsSession:
         test's report to carry (to the xdist controller too)."""
         self.activate()
         results = row["samples"]
-        row["samples"] = (
-            [r.to_json() for r in results] if self.verdicts_read() else [r.score_json() for r in results]
-        )
+        verdicts = self.verdicts_read()
+        # A tuple, as the row's judges (see ScoreCheck.record).
+        row["samples"] = tuple([r.to_json() if verdicts else r.score_json() for r in results])
         where = row.get("where")
-        row["where"] = [self.shown(where[0]), where[1]] if where else None
+        if where:
+            place = self._places.get(where)
+            if place is None:  # each assertion's line, shown once for all the tests that pass it
+                place = self._places[where] = (self.shown(where[0]), where[1])
+            row["where"] = place
+        else:
+            row["where"] = None
 
     def comparison_properties(self, number: int, row: Mapping[str, Any]) -> list[tuple[str, str]]:
         """The JUnit XML properties of a test's ``number``-th comparison (see

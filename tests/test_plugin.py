@@ -827,6 +827,29 @@ def test_junitxml_carries_scores_thresholds_and_outcomes(project):
     assert '<property name="ragmetrics.1.context_recall.passed" value="true" />' in xml
 
 
+def test_a_comparisons_junit_properties_write_its_score_threshold_and_outcome_as_given():
+    """The properties a comparison shares with the same comparison of other tests are made once,
+    and still written as each comparison gives them: a threshold of -0.0 is not the one of 0.0."""
+    from pytest_ragmetrics.report.junit import comparison_properties
+
+    row = {"metric": "context_recall", "method": None, "stat": "score", "score": 0.5, "op": ">=",
+           "threshold": 0.0, "passed": True}
+    name = "ragmetrics.1.context_recall"
+    assert comparison_properties(1, row) == [
+        (f"{name}.score", "0.5"), (f"{name}.threshold", ">= 0"), (f"{name}.passed", "true")
+    ]
+    assert comparison_properties(1, {**row, "score": 0.25, "threshold": -0.0, "passed": False}) == [
+        (f"{name}.score", "0.25"), (f"{name}.threshold", ">= -0"), (f"{name}.passed", "false")
+    ]
+    assert comparison_properties(1, row)[1] == (f"{name}.threshold", ">= 0")
+    unscored = {**row, "method": "claims", "stat": "mean", "score": None, "no_claims": 2, "op": "<"}
+    assert comparison_properties(2, unscored) == [
+        ("ragmetrics.2.context_recall[claims].mean", "no score"),
+        ("ragmetrics.2.context_recall[claims].threshold", "< 0"),
+        ("ragmetrics.2.context_recall[claims].passed", "true"),
+    ]
+
+
 def test_sentence_relevance_failure_quotes_the_sentences_the_judge_picked(project):
     project.makepyfile(
         test_rag="""

@@ -79,6 +79,8 @@ import json, pathlib
 def pytest_ragmetrics_report(report):
     verdicts = [len(s["verdicts"]) for r in report["results"] for s in r["samples"]]
     pathlib.Path("hooked.json").write_text(json.dumps(verdicts))
+    lists = {type(r[name]).__name__ for r in report["results"] for name in ("judges", "samples", "where")}
+    pathlib.Path("containers.json").write_text(json.dumps(sorted(lists)))
 """
 
 KEPT = """
@@ -121,6 +123,8 @@ def test_a_report_hook_gets_every_comparison_when_nothing_else_asks_for_them(sui
     suite.runpytest("-p", "no:randomly", "-p", "hooks").assert_outcomes(passed=6)
     verdicts = read(suite, "hooked.json")
     assert len(verdicts) == 6 * 2 and all(n >= 1 for n in verdicts)
+    # A run keeps a comparison's judges, samples and place as tuples; the hook gets the report's lists.
+    assert read(suite, "containers.json") == ["list"]
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])

@@ -47,6 +47,17 @@ REPORT_VERSION = 1
 _Distinct = list[tuple[tuple[str, "str | None"], Mapping[str, Any]]]
 
 
+def result_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A comparison as the report holds it: a run keeps its judges, samples and place as tuples
+    (see :meth:`pytest_ragmetrics.assertions.ScoreCheck.record`), the report as lists."""
+    result = dict(row)
+    for name in ("judges", "samples", "where"):
+        value = result.get(name)
+        if type(value) is tuple:
+            result[name] = list(value)
+    return result
+
+
 def _distinct_samples(rows: Iterable[Mapping[str, Any]]) -> _Distinct:
     """Every distinct evaluation, as ``((metric, method), sample)``; xfail comparisons left out."""
     seen: set[tuple[str, str | None, str]] = set()
@@ -346,7 +357,7 @@ def build_report(
     metrics = metric_summaries(rows)
     used_models = sorted({judge for row in rows for judge in row.get("judges") or ()})
     # Every comparison scored from labels: no judge model to name (the figures still say 0 calls).
-    no_judge = bool(rows) and all(row.get("judges") == [] for row in rows)
+    no_judge = bool(rows) and all(row.get("judges") in ([], ()) for row in rows)
     judge = {
         "model": None if no_judge else ", ".join(used_models) or s.judge_model,
         "cache_mode": s.cache,
@@ -388,7 +399,7 @@ def build_report(
     if with_results:
         from .json_report import sort_results
 
-        results = [dict(r) for r in sort_results(rows)]
+        results = [result_json(r) for r in sort_results(rows)]
     from ..redact import redact_json
 
     # Judge reasons and error texts (of the judge check and the controls too) quote what servers

@@ -7,6 +7,8 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,12 +16,27 @@ from typing import Any
 def comparison_properties(number: int, row: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The properties of the ``number``-th comparison of a test, e.g.
     ``ragmetrics.1.context_recall.score = 0.5``."""
-    prefix = f"ragmetrics.{number}.{row['metric']}" + (f"[{row['method']}]" if row["method"] else "")
-    return [
-        (f"{prefix}.{row['stat']}", _score(row)),
-        (f"{prefix}.threshold", f"{row['op']} {row['threshold']:g}"),
-        (f"{prefix}.passed", "true" if row["passed"] else "false"),
-    ]
+    threshold = row["threshold"]
+    # The sign in the key: 0.0 and -0.0 are equal keys, written differently.
+    score_name, threshold_property, passed, failed = _fixed(
+        number, row["metric"], row["method"], row["stat"], row["op"], threshold, math.copysign(1.0, threshold)
+    )
+    return [(score_name, _score(row)), threshold_property, passed if row["passed"] else failed]
+
+
+@functools.lru_cache(maxsize=1024)
+def _fixed(
+    number: int, metric: str, method: str | None, stat: str, op: str, threshold: float, sign: float
+) -> tuple[str, tuple[str, str], tuple[str, str], tuple[str, str]]:
+    """What a comparison's properties share with the same comparison in the suite's other tests:
+    the score's name, the threshold's property and both outcomes' properties, made once."""
+    prefix = f"ragmetrics.{number}.{metric}" + (f"[{method}]" if method else "")
+    return (
+        f"{prefix}.{stat}",
+        (f"{prefix}.threshold", f"{op} {threshold:g}"),
+        (f"{prefix}.passed", "true"),
+        (f"{prefix}.passed", "false"),
+    )
 
 
 def gate_properties(number: int, gate: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -800,7 +800,7 @@ def row_status(row: Mapping[str, Any]) -> str:
 
 def judge_status(row: Mapping[str, Any]) -> str:
     """The judge column of a comparison: ``judged``, ``cached``, or ``no judge`` (label metrics)."""
-    if row.get("judges") == [] and not row.get("judge_calls"):
+    if row.get("judges") in ([], ()) and not row.get("judge_calls"):
         return "no judge"
     return "cached" if row.get("cached") else "judged"
 
