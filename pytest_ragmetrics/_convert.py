@@ -10,6 +10,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,16 @@ from .errors import ConfigError
 _MAX_INT = 2**53
 
 
+def _text(value: Any, name: str) -> str:
+    """``value`` as text: a TOML ``true``, number, list or table is no model name and no path (it
+    would have been written as ``"True"``, a file of that name)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise ConfigError(f"{name} must be text, got {value!r}")
+    return str(value).strip()
+
+
 def text(value: Any, name: str) -> str:
-    text = "" if value is None else str(value).strip()
+    text = "" if value is None else _text(value, name)
     if not text:
         raise ConfigError(f"{name} must not be empty")
     return text
@@ -30,12 +39,13 @@ def text(value: Any, name: str) -> str:
 def optional_text(value: Any, name: str) -> str | None:
     if value is None:
         return None
-    text = str(value).strip()
-    return text or None
+    return _text(value, name) or None
 
 
 def report_path(value: Any, name: str) -> str | None:
     """A path to write a report to: refused at the start when it is a directory, not after the run."""
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise ConfigError(f"{name} must be the path of the file to write, got {value!r}")
     text = optional_text(value, name)
     if text is None:
         return None

@@ -49,6 +49,52 @@ _NOT_MADE: Any = object()
 _INI_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "linelist": "lines"}
 
 
+def _check_toml_text(inipath: Path | None, values: Mapping[str, Any]) -> None:
+    """Refuse a text setting that ``pyproject.toml`` gives as a TOML boolean or number
+    (``rag_report_json = true``): pytest passes it on as the text ``"True"``, which would name a file.
+
+    Only a value that reads as such a scalar sends the file to be parsed, so a usual run parses
+    nothing more.
+    """
+    from .options import OPTIONS_BY_NAME
+
+    if inipath is None or inipath.name != "pyproject.toml":
+        return
+    suspects = [
+        name
+        for name, value in values.items()
+        if OPTIONS_BY_NAME[name].kind in _TEXT_KINDS and isinstance(value, str) and _scalar_text(value)
+    ]
+    if not suspects:
+        return
+    from .settings import pyproject_ini_options
+
+    raw = pyproject_ini_options(inipath) or {}
+    for name in suspects:
+        given = raw.get(OPTIONS_BY_NAME[name].ini_name)
+        if given is not None and not isinstance(given, str):
+            toml = str(given).lower() if isinstance(given, bool) else repr(given)
+            raise pytest.UsageError(
+                f"ragmetrics: {OPTIONS_BY_NAME[name].ini_name} must be text, in quotes; got {toml} "
+                f"(in {inipath.name})"
+            )
+
+
+#: The kinds of settings that take text (names, paths, URLs).
+_TEXT_KINDS = ("text", "optional_text", "report_path")
+
+
+def _scalar_text(value: str) -> bool:
+    """Whether ``value`` may be a TOML boolean, number or table as pytest writes it in text."""
+    if value in ("True", "False") or value.startswith("{"):
+        return True
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
 class RagmetricsSession:
     """One pytest run as ragmetrics sees it.
 
@@ -231,6 +277,7 @@ class RagmetricsSession:
                 raise pytest.UsageError(f"ragmetrics: {option.ini_name} must be {expected} ({exc})") from None
             if value is not None and value != []:
                 values[option.name] = value
+        _check_toml_text(inipath, values)
         return values
 
     def _cli_values(self) -> dict[str, Any]:

@@ -342,6 +342,24 @@ def advice(settings: Settings, in_pytest: bool, command_line: bool = False) -> l
     return notes
 
 
+def pyproject_ini_options(path: Path) -> dict[str, Any] | None:
+    """The ``[tool.pytest.ini_options]`` table of the ``pyproject.toml`` at ``path``, its values as
+    TOML typed them, or None when it has none (or cannot be read)."""
+    try:
+        import tomllib  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # Python 3.10: pytest itself reads pyproject.toml with tomli there
+        try:
+            import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:
+            return None
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    options = table.get("tool", {}).get("pytest", {}).get("ini_options")
+    return options if isinstance(options, dict) else None
+
+
 def ini_file_values(path: Path) -> dict[str, str] | None:
     """The pytest ini options of the configuration file ``path`` (``pytest.ini``, ``pyproject.toml``,
     ``tox.ini``, ``setup.cfg``) as text, or None when it holds no pytest section (or is unreadable)."""
@@ -350,19 +368,8 @@ def ini_file_values(path: Path) -> dict[str, str] | None:
     if not path.is_file():
         return None
     if path.name == "pyproject.toml":
-        try:
-            import tomllib  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:  # Python 3.10: pytest itself reads pyproject.toml with tomli there
-            try:
-                import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
-            except ImportError:
-                return None
-        try:
-            table = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        options = table.get("tool", {}).get("pytest", {}).get("ini_options")
-        if not isinstance(options, dict):
+        options = pyproject_ini_options(path)
+        if options is None:
             return None
         # A list (rag_gates = [...]) reads as an ini linelist: one item per line.
         return {

@@ -2,6 +2,7 @@
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,9 @@ import pytest_ragmetrics.report.html
 import pytest_ragmetrics.report.markdown
 import pytest_ragmetrics.report.terminal
 import pytest_ragmetrics.text
+from pytest_ragmetrics import Settings
 from pytest_ragmetrics._run import set_digest
+from pytest_ragmetrics.errors import ConfigError
 from pytest_ragmetrics.testing import FakeJudgeServer
 
 pytest_plugins = ["pytester"]
@@ -133,6 +136,26 @@ def test_bad_ini_value_is_a_usage_error_naming_the_key(pytester, line, message):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*ragmetrics: {message}"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_text_setting_given_a_toml_boolean_is_a_usage_error_and_writes_no_file(pytester):
+    """``rag_report_json = true`` in pyproject.toml reached the run as the text "True": the report
+    went to a file named ``True``. A TOML value that is not a string is refused, naming the key."""
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\nrag_report_json = true\nrag_save_baseline = 5\n')
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ragmetrics: rag_report_json must be text, in quotes; got true (in pyproject.toml)"])
+    assert not (pytester.path / "True").exists() and not (pytester.path / "5").exists()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_text_setting_given_a_list_is_refused_naming_it():
+    with pytest.raises(ConfigError, match=r"Settings\.judge_model must be text, got \['gpt-4o'\]"):
+        Settings(judge_model=["gpt-4o"])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"Settings\.report_json must be the path of the file to write, got True"):
+        Settings(report_json=True)  # type: ignore[arg-type]
+    assert Settings(cache_dir=pathlib.Path("judgments")).cache_dir == "judgments"  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
