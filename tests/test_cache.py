@@ -403,6 +403,31 @@ def test_scripted_inner_judge_works_too(dirs):
     assert answer.choices == ({"reason": "s", "useful": False},)
 
 
+def test_a_cache_past_its_size_is_trimmed_as_the_judge_closes_not_at_each_write(dirs):
+    """diskcache's eviction (the least recently stored first, down to the cache's size limit) runs
+    once, as the judge closes: the answers a run writes stay while it runs, each written without a
+    look at the cache's size, and a cache past its size is trimmed all the same."""
+    import diskcache
+
+    diskcache.Cache(str(dirs.cache), size_limit=1).close()  # a limit any entry takes it past
+    requests = [make_request(i) for i in range(12)]
+    answer = {"reason": "s", "useful": True}
+    judge = CachedJudge(lambda: ScriptedJudge(lambda r: answer), cache_dir=dirs.cache)
+
+    def on_disk() -> int:
+        with diskcache.Cache(str(dirs.cache)) as cache:
+            return sum(1 for key in cache if isinstance(key, str) and not key.startswith("claim"))
+
+    async def go() -> tuple[int, int]:
+        await asyncio.gather(*(judge.judge(r) for r in requests))
+        written = await asyncio.to_thread(on_disk)
+        await judge.aclose()
+        return written, await asyncio.to_thread(on_disk)
+
+    written, kept = asyncio.run(go())
+    assert (written, kept) == (12, 0)
+
+
 @pytest.mark.parametrize("reason", ["a lone \ud800 surrogate", "a lone \udfff surrogate, and é"])
 def test_an_answer_holding_a_lone_surrogate_is_cached_and_served_as_it_was(dirs, reason):
     """SQLite stores text as UTF-8, which a lone surrogate is not: writing such an answer (a custom

@@ -810,6 +810,10 @@ class CachedJudge:
                         # Not a database at all: every process of the run would judge on its own.
                         replaced = exc
                         self._cache = open_disk_cache(self.cache_dir)
+                    # Evicted by size once, as the judge closes (see close_cache), rather than
+                    # looked at after every answer written: three SQLite statements of each write
+                    # the scores wait for. For this judge's connection only, not saved in the cache.
+                    self._cache.reset("cull_limit", 0, update=False)
                 except Exception as exc:  # sqlite3/diskcache/OS errors of every kind: degrade, warn
                     problem = exc
                     # A cache it cannot write (a read-only mount) is still read: from a copy.
@@ -1256,6 +1260,12 @@ class CachedJudge:
             cache, self._cache = self._cache, None
             claims, self._claims = self._claims, None
             io, self._io = self._io, None
+        if cache is not None and io is not None and not self._read_only:
+            # What the run wrote may have taken the cache past its size: diskcache's eviction (the
+            # least recently stored first, down to 1 GB), once (see _disk). Closing must not turn a
+            # finished run into an error.
+            with contextlib.suppress(Exception):
+                io.submit(cache.cull).result()
         for database in (cache, claims):
             if database is not None and database is not False:
                 # closing must not turn a finished run into an error
