@@ -56,7 +56,8 @@ class Verdict:
         return out
 
 
-quick_init(Verdict)
+#: ``Verdict(...)`` without the class call, for the metrics that make one per judged item.
+new_verdict = quick_init(Verdict)
 
 
 def _as_float(other: object) -> float:
@@ -256,7 +257,8 @@ class MetricResult:
         } | self._optional()
 
 
-quick_init(MetricResult)
+#: ``MetricResult(...)`` without the class call, for the metrics that make one per score.
+new_result = quick_init(MetricResult)
 
 
 def aggregate(scores: Iterable[float], no_claims: int = 0) -> dict[str, Any]:

@@ -603,3 +603,31 @@ def test_a_closed_evaluator_lets_go_of_the_answers_its_judge_kept(tmp_path):
     assert len(judge._memory) == 0
     with FromJudgments(settings, judge=ScriptedJudge(never)) as ev:  # served from disk again
         assert comparable(ev.evaluate(SAMPLES, FIVE)) == comparable(first)
+
+
+def test_an_object_made_without_the_class_call_is_the_one_the_class_makes():
+    """A verdict, a result, an answer and its usage made by the functions the warm path uses are
+    ordinary, frozen objects of their class, equal to ``cls(...)``'s, with its defaults and its check."""
+    import pickle
+
+    from pytest_ragmetrics.judge.base import JudgeAnswer, Usage, _new_answer, _new_usage
+    from pytest_ragmetrics.results import MetricResult, Verdict, new_result, new_verdict
+
+    made: list[tuple[Any, Any]] = [
+        (new_verdict("chunk", 2, "text", 1.0, "useful", "why", 2, cached=False),
+         Verdict("chunk", 2, "text", 1.0, "useful", "why", 2, cached=False)),
+        (new_result(0.5, "context_relevance", "binary", explanation="half"),
+         MetricResult(0.5, "context_relevance", "binary", explanation="half")),
+        (_new_answer(({"useful": True},), _new_usage(3, 4), "m", "now", "cache"),
+         JudgeAnswer(({"useful": True},), Usage(3, 4), "m", "now", "cache")),
+    ]  # fmt: skip
+    for fast, plain in made:
+        assert type(fast) is type(plain)
+        assert dataclasses.astuple(fast) == dataclasses.astuple(plain)
+        assert dataclasses.astuple(pickle.loads(pickle.dumps(fast))) == dataclasses.astuple(plain)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(fast, dataclasses.fields(fast)[0].name, "changed")
+    result = made[1][0]
+    assert isinstance(result, MetricResult) and result.usage == Usage() and result.judges == ()  # defaults
+    with pytest.raises(ValueError, match=r"score must be in \[0, 1\]"):
+        new_result(1.5, "context_precision")  # the class's own check runs

@@ -22,7 +22,7 @@ from .. import claim_judgments as C
 from ..errors import InvalidSample
 from ..judge.base import JudgeAnswer, JudgeRequest
 from ..judgments import JudgeParams, canonical_contexts
-from ..results import MetricResult, Verdict
+from ..results import MetricResult, Verdict, new_verdict
 from . import answer as A
 from .builtin import _NO_USAGE, Metric, ScoringContext, _result, _spent
 
@@ -117,7 +117,7 @@ class Faithfulness:
             decided = C.join_verdicts(requests, answers)
             cached = [a.cached for r, a in zip(requests, answers, strict=True) for _ in r.inputs["claims"]]
         verdicts = tuple(
-            Verdict(
+            new_verdict(
                 "answer claim",
                 i,
                 claim,
@@ -249,7 +249,7 @@ def _claim_verdicts(
 ) -> tuple[Verdict, ...]:
     cached = [a.cached for r, a in zip(requests, answers, strict=True) for _ in r.inputs["claims"]]
     return tuple(
-        Verdict(
+        new_verdict(
             item,
             i,
             claim,
@@ -279,7 +279,7 @@ class AnswerRelevancy:
         answer = _require_answer(sample, self.name)
         text = ctx.normalize(answer)
         if not text:
-            verdict = Verdict("answer", 1, answer, 0.0, "empty", "the answer is empty")
+            verdict = new_verdict("answer", 1, answer, 0.0, "empty", "the answer is empty")
             explanation = "the answer is empty: it addresses nothing"
             return _result(sample, self.name, None, 0.0, (verdict,), explanation, (0, _NO_USAGE))
         request = C.relevancy_request(
@@ -290,7 +290,7 @@ class AnswerRelevancy:
         noncommittal, rating, reason = C.combine_relevancy(judged.choices)
         score = A.relevancy_score(noncommittal, rating)
         label = "non-committal" if noncommittal else A.rating_label(rating)
-        verdict = Verdict("answer", 1, answer, score, label, reason, cached=judged.cached)
+        verdict = new_verdict("answer", 1, answer, score, label, reason, cached=judged.cached)
         if noncommittal:
             explanation = (
                 "the answer is non-committal (evasive or does not commit to an answer), so it scores 0"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 from .. import judgments as J, kinds as K
 from ..errors import ConfigError, InvalidSample
 from ..judge.base import JudgeAnswer, JudgeRequest, Usage
-from ..results import MetricResult, Verdict
+from ..results import MetricResult, Verdict, new_result, new_verdict
 from . import labels as LABELS, precision as P, recall as R, relevance as REL
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def _result(
 ) -> MetricResult:
     """The metric's result, with what judging it cost (:func:`_spent`)."""
     calls, usage = spent
-    return MetricResult(
+    return new_result(
         score, metric, method, tuple(verdicts), explanation, sample.id, mode, calls == 0, calls, usage,
         models,
     )  # fmt: skip
@@ -126,7 +126,7 @@ def _result(
 def _nothing_retrieved(
     metric: str, method: str | None, sample: RagSample, mode: str | None = None
 ) -> MetricResult:
-    return MetricResult(
+    return new_result(
         0.0, metric, method, (), "nothing was retrieved: the sample has no contexts", sample.id, mode
     )
 
@@ -182,7 +182,7 @@ class ContextPrecision:
         useful_ranks: list[bool] = []
         for rank, chunk in enumerate(sample.contexts, start=1):
             if not texts[rank - 1]:
-                verdicts.append(Verdict("chunk", rank, chunk, 0.0, "not useful", "empty chunk", rank))
+                verdicts.append(new_verdict("chunk", rank, chunk, 0.0, "not useful", "empty chunk", rank))
                 useful_ranks.append(False)
                 continue
             answer = next(answered)
@@ -190,9 +190,11 @@ class ContextPrecision:
             useful, reason = J.combine_boolean(answer.choices, "useful")
             cached = answer.source != "judge"
             if useful:
-                verdicts.append(Verdict("chunk", rank, chunk, 1.0, "useful", reason, rank, (), cached))
+                verdicts.append(new_verdict("chunk", rank, chunk, 1.0, "useful", reason, rank, (), cached))
             else:
-                verdicts.append(Verdict("chunk", rank, chunk, 0.0, "not useful", reason, rank, (), cached))
+                verdicts.append(
+                    new_verdict("chunk", rank, chunk, 0.0, "not useful", reason, rank, (), cached)
+                )
             useful_ranks.append(useful)
         score = P.average_precision(useful_ranks)
         explanation = P.explain_precision(verdicts)
@@ -229,10 +231,10 @@ class ContextRecall:
             )
         if not sample.contexts:
             unsupported = tuple(
-                Verdict("reference sentence", i, s, 0.0, "not supported", "nothing was retrieved")
+                new_verdict("reference sentence", i, s, 0.0, "not supported", "nothing was retrieved")
                 for i, s in enumerate(sentences, start=1)
             )
-            return MetricResult(
+            return new_result(
                 0.0,
                 self.name,
                 shown_method,
@@ -254,11 +256,11 @@ class ContextRecall:
         for i, (text, (ok, reason, cached)) in enumerate(zip(sentences, decided, strict=True), start=1):
             if ok:
                 verdicts.append(
-                    Verdict("reference sentence", i, text, 1.0, "supported", reason, None, (), cached)
+                    new_verdict("reference sentence", i, text, 1.0, "supported", reason, None, (), cached)
                 )
             else:
                 verdicts.append(
-                    Verdict("reference sentence", i, text, 0.0, "not supported", reason, None, (), cached)
+                    new_verdict("reference sentence", i, text, 0.0, "not supported", reason, None, (), cached)
                 )
             supported.append(ok)
         score = R.recall_score(supported)
@@ -292,7 +294,7 @@ class ContextRecall:
                 for claim, ok, reason in claims:
                     number += 1
                     verdicts.append(
-                        Verdict(
+                        new_verdict(
                             "reference claim",
                             number,
                             claim,
@@ -421,18 +423,20 @@ class ContextRelevance:
             if binary:
                 if chosen:
                     verdicts.append(
-                        Verdict("chunk", rank, chunk, 1.0, "relevant", reason, rank, extracted, cached)
+                        new_verdict("chunk", rank, chunk, 1.0, "relevant", reason, rank, extracted, cached)
                     )
                 else:
                     verdicts.append(
-                        Verdict("chunk", rank, chunk, 0.0, "not relevant", reason, rank, (), cached)
+                        new_verdict("chunk", rank, chunk, 0.0, "not relevant", reason, rank, (), cached)
                     )
             else:
                 value = len(chosen) / len(sentences) if sentences else 0.0
                 label = f"{len(chosen)}/{len(sentences)} sentences needed"
                 selected += len(chosen)
                 total += len(sentences)
-                verdicts.append(Verdict("chunk", rank, chunk, value, label, reason, rank, extracted, cached))
+                verdicts.append(
+                    new_verdict("chunk", rank, chunk, value, label, reason, rank, extracted, cached)
+                )
         if method == "binary":
             score = REL.binary_score([v.value >= 1.0 for v in verdicts])
             explanation = REL.explain_binary(verdicts)
@@ -485,7 +489,9 @@ class ContextRelevance:
                 shares = {m: r / 2 for m, (r, _, _) in zip(models, by_model, strict=True)}
                 label = REL.rating_label(mean_rating)
                 verdicts.append(
-                    Verdict("chunk", rank, chunk, mean_rating / 2, label, reason, rank, (), cached, shares)
+                    new_verdict(
+                        "chunk", rank, chunk, mean_rating / 2, label, reason, rank, (), cached, shares
+                    )
                 )
         else:
             for rank, (chunk, (rating, reason, cached)) in enumerate(
@@ -493,7 +499,7 @@ class ContextRelevance:
             ):
                 label = _RATED.get(rating) or REL.rating_label(rating)
                 verdicts.append(
-                    Verdict("chunk", rank, chunk, rating / 2, label, reason, rank, (), cached, None)
+                    new_verdict("chunk", rank, chunk, rating / 2, label, reason, rank, (), cached, None)
                 )
         model_scores = {
             m: REL.graded_score([r for r, _, _ in ratings])
