@@ -222,6 +222,21 @@ def test_an_answer_without_claims_is_its_own_outcome_never_a_number(settings):
     assert out.outcomes("faithfulness") == {"idk": "no_claims"}
 
 
+def test_an_answer_of_invisible_characters_is_empty_for_every_answer_metric(server, settings):
+    """An answer of spaces and zero-width characters splits into no sentence, so it makes no claim:
+    answer relevancy scores it as the empty answer it is, with no judge call, where it was sent to
+    the judge (which may rate it as addressing the question)."""
+    blank = RagSample("How tall is the tower?", [HEIGHT], ground_truth=HEIGHT, answer=" \u200b\u2060 ", id="zw")
+    with Evaluator(settings) as ev:
+        out = evaluate([blank], ["faithfulness", "answer_correctness", "answer_relevancy"], evaluator=ev)
+    assert out.outcomes("faithfulness") == out.outcomes("answer_correctness") == {"zw": "no_claims"}
+    relevancy = out["zw"]["answer_relevancy"]
+    assert (relevancy.score, relevancy.judge_calls, relevancy.explanation) == (
+        0.0, 0, "the answer is empty: it addresses nothing"
+    )  # fmt: skip
+    assert not [r for r in server.requests if "committal" in json.dumps(r.body)]
+
+
 def test_a_list_check_counts_samples_without_claims_apart(settings):
     with Evaluator(settings) as ev:
         check = assert_answer_correctness([SAMPLE, DONT_KNOW], evaluator=ev)

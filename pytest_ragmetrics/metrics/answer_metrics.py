@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .. import claim_judgments as C
 from ..errors import InvalidSample
+from ..fields import invisible
 from ..judge.base import JudgeAnswer, JudgeRequest
 from ..judgments import JudgeParams, canonical_contexts
 from ..results import MetricResult, Verdict, new_verdict
@@ -278,7 +279,7 @@ class AnswerRelevancy:
     async def score(self, sample: RagSample, method: str | None, ctx: ScoringContext) -> MetricResult:
         answer = _require_answer(sample, self.name)
         text = ctx.normalize(answer)
-        if not text:
+        if invisible(text):  # nothing to read (zero-width characters too): no claims, nothing addressed
             verdict = new_verdict("answer", 1, answer, 0.0, "empty", "the answer is empty")
             explanation = "the answer is empty: it addresses nothing"
             return _result(sample, self.name, None, 0.0, (verdict,), explanation, (0, _NO_USAGE))
