@@ -207,9 +207,9 @@ class RagSample:
     @property
     def reference(self) -> str | None:
         """The text precision is judged against: the ground truth, else the answer."""
-        if self.ground_truth is not None and self.ground_truth.strip():
+        if self.ground_truth is not None and not invisible(self.ground_truth):
             return self.ground_truth
-        if self.answer is not None and self.answer.strip():
+        if self.answer is not None and not invisible(self.answer):
             return self.answer
         return None
 

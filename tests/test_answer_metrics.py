@@ -237,6 +237,26 @@ def test_an_answer_of_invisible_characters_is_empty_for_every_answer_metric(serv
     assert not [r for r in server.requests if "committal" in json.dumps(r.body)]
 
 
+def test_a_ground_truth_of_invisible_characters_counts_as_none(monkeypatch, tmp_path):
+    """A zero-width space is no reference: precision is judged against the answer, as for an empty
+    ground_truth, and answer correctness says the sample has none, where both judged the answer
+    against the invisible text (answer correctness then scored 1.0)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    sample = RagSample("How tall is the tower?", [HEIGHT], ground_truth="\u200b \u2060", answer=HEIGHT, id="zw")
+    metrics = ["context_precision", ("answer_correctness", "precision"), "answer_correctness"]
+    with FakeJudgeServer() as server:
+        with Evaluator(Settings(judge_base_url=server.base_url, cache_dir=str(tmp_path / "c"))) as ev:
+            out = evaluate([sample], metrics, evaluator=ev, errors="collect")
+        asked = [json.loads(r.body["messages"][-1]["content"]) for r in server.requests]
+    assert out["zw"]["context_precision"].mode == "without reference"
+    assert [a.get("answer") for a in asked] == [HEIGHT]  # precision's one request, against the answer
+    errors = out.errors["zw"]
+    assert set(errors) == {"answer_correctness[precision]", "answer_correctness"}
+    assert "answer_correctness needs a ground_truth (reference answer); sample 'zw' has none" in str(
+        errors["answer_correctness[precision]"]
+    )
+
+
 def test_a_list_check_counts_samples_without_claims_apart(settings):
     with Evaluator(settings) as ev:
         check = assert_answer_correctness([SAMPLE, DONT_KNOW], evaluator=ev)

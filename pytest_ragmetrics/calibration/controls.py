@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from .. import judgments as J, kinds as K
 from .._aio import gather_or_cancel
 from ..errors import JudgeError, RagMetricsError
+from ..fields import invisible
 from ..sample import RagSample
 from ..text import normalize_text
 from .check import CONTROLS, POSITIVE_CONTROLS, Floor
@@ -224,7 +225,7 @@ def control_pairs(samples: Iterable[RagSample], count: int, seed: int = 0) -> li
                 pool[j].contexts[k],
                 _name(pool[i]),
                 _name(pool[j]),
-                answer if answer and answer.strip() else None,
+                answer if answer and not invisible(answer) else None,
                 tuple(pool[j].contexts) if unrelated else (),
             )
         )
@@ -236,7 +237,7 @@ def positive_controls(samples: Iterable[RagSample], count: int, seed: int = 0) -
     samples with a ``ground_truth``, each offered its own reference as the chunk."""
     unique: dict[str, RagSample] = {}
     for sample in samples:
-        if sample.ground_truth and sample.ground_truth.strip():
+        if sample.ground_truth and not invisible(sample.ground_truth):
             unique.setdefault(
                 f"{normalize_text(sample.question)}\0{normalize_text(sample.ground_truth)}", sample
             )

@@ -169,7 +169,7 @@ class AnswerCorrectness:
         method = method or "f1"
         shown = None if method == "f1" else method
         answer = _require_answer(sample, self.name)
-        if sample.ground_truth is None or not ctx.normalize(sample.ground_truth):
+        if sample.ground_truth is None or invisible(sample.ground_truth):
             raise InvalidSample(
                 f"{self.name} needs a ground_truth (reference answer); sample {sample.label!r} has none"
             )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from .. import judgments as J, kinds as K
 from ..errors import ConfigError, InvalidSample
+from ..fields import invisible
 from ..judge.base import JudgeAnswer, JudgeRequest, Usage
 from ..results import MetricResult, Verdict, new_result, new_verdict
 from . import labels as LABELS, precision as P, recall as R, relevance as REL
@@ -143,10 +144,11 @@ def _require_reference(sample: RagSample, metric: str, *, or_answer: bool) -> tu
     """The sample's reference and what it is: the ground truth, else (``or_answer``) the answer.
 
     Without ``or_answer`` an empty ground truth is returned, for the metric to say it has no sentences.
+    A text of only spaces and invisible characters (a zero-width space) is empty: nothing to judge by.
     """
-    if sample.ground_truth is not None and (sample.ground_truth.strip() or not or_answer):
+    if sample.ground_truth is not None and (not invisible(sample.ground_truth) or not or_answer):
         return sample.ground_truth, "ground_truth"
-    if or_answer and sample.answer is not None and sample.answer.strip():
+    if or_answer and sample.answer is not None and not invisible(sample.answer):
         return sample.answer, "answer"
     needs = "a ground_truth (or an answer)" if or_answer else "a ground_truth (reference answer)"
     raise InvalidSample(f"{metric} needs {needs}; sample {sample.label!r} has none")
