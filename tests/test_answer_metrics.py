@@ -243,7 +243,9 @@ def test_a_ground_truth_of_invisible_characters_counts_as_none(monkeypatch, tmp_
     against the invisible text (answer correctness then scored 1.0)."""
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
     sample = RagSample("How tall is the tower?", [HEIGHT], ground_truth="\u200b \u2060", answer=HEIGHT, id="zw")
-    metrics = ["context_precision", ("answer_correctness", "precision"), "answer_correctness"]
+    metrics: list[str | tuple[str, str | None]] = [
+        "context_precision", ("answer_correctness", "precision"), "answer_correctness",
+    ]  # fmt: skip
     with FakeJudgeServer() as server:
         with Evaluator(Settings(judge_base_url=server.base_url, cache_dir=str(tmp_path / "c"))) as ev:
             out = evaluate([sample], metrics, evaluator=ev, errors="collect")
