@@ -1012,6 +1012,47 @@ def test_the_judge_is_made_before_a_judgment_is_claimed(fake_judge_server, dirs,
     assert events == ["judge made", "claim taken"]
 
 
+def test_a_claim_is_given_up_after_its_answer_is_in_the_cache_and_found_there_meanwhile(
+    fake_judge_server, dirs, monkeypatch
+):
+    """A score gets its answer once the answer is in the cache; the claim on the judgment is given
+    up later (here, as the cache closes), and meanwhile a process wanting the same judgment finds
+    the answer in the cache rather than waiting or paying for it again. The claim on an answer the
+    cache could not take is given up at once, for another process to judge it."""
+    import pytest_ragmetrics.judge.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "CLAIM_RENEW_SECONDS", 3600.0)  # no renewing turn meanwhile
+    recorded, unrecorded = make_request(1), make_request(2)
+    judge = cached_judge(fake_judge_server, dirs)
+    other = CachedJudge(lambda: pytest.fail("the judgment was paid for twice"), cache_dir=dirs.cache)
+    write_disk = judge._write_disk
+
+    def written(request: JudgeRequest, key: str, answer: JudgeAnswer) -> bool:
+        return key != unrecorded.cache_key() and write_disk(request, key, answer)
+
+    monkeypatch.setattr(judge, "_write_disk", written)
+    names = [cache_module.CLAIM_PREFIX + r.cache_key() for r in (recorded, unrecorded)]
+
+    async def go() -> tuple[list[bool], Any, JudgeAnswer | None, JudgeAnswer]:
+        answer = await judge.judge(recorded)
+        await judge.judge(unrecorded)
+        claims = judge._claims_db()
+        assert claims is not None
+        held = [name in claims for name in names]
+        token, found = await other._claim(recorded, recorded.cache_key())
+        await judge.aclose()
+        await other.aclose()
+        return held, token, found, answer
+
+    held, token, found, answer = asyncio.run(go())
+    assert held == [True, False]
+    assert token is None and found is not None and found.choices == answer.choices
+    claims = CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)._claims_db()
+    assert claims is not None
+    assert not any(name in claims for name in names)
+    claims.close()
+
+
 def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monkeypatch):
     """A process killed while judging leaves its claim behind: others wait for it to expire, no longer."""
     import time

@@ -442,6 +442,9 @@ class CachedJudge:
         # thread that renews them all together, with the event that stops it (see _hold).
         self._held: dict[str, str] = {}
         self._renewer: tuple[threading.Thread, threading.Event] | None = None
+        # Claims (and their tokens) whose answers are in the cache: given up by the renewing thread
+        # at its next turn, or as the cache closes (see _write_answers).
+        self._answered: list[tuple[str, str]] = []
         # The one thread that does this judge's disk writes (see _off_loop).
         self._io: concurrent.futures.ThreadPoolExecutor | None = None
         # Claims taken and answers recorded there, as many at a time as arrive together.
@@ -876,10 +879,11 @@ class CachedJudge:
             )
             return None
 
-    def _write_disk(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> None:
+    def _write_disk(self, request: JudgeRequest, key: str, answer: JudgeAnswer) -> bool:
+        """Write ``answer`` to the disk cache; False when it was not written."""
         cache = self._disk()
         if cache is None or self._read_only:
-            return
+            return False
         # The request's inputs and parameters too, so `judge drift` can re-judge from the cache alone.
         record: dict[str, Any] = {
             "key": key,
@@ -904,6 +908,8 @@ class CachedJudge:
             cache.set(key, value)
         except _cache_errors() as exc:
             self._cache_failed("cannot write to it", exc)
+            return False
+        return True
 
     def _cache_failed(self, what: str, exc: BaseException) -> None:
         """A busy cache is said once and tried again next time; a broken one is given up."""
@@ -945,21 +951,45 @@ class CachedJudge:
 
     def _write_answers(self, items: list[tuple[JudgeRequest, str, JudgeAnswer, Any]]) -> list[None]:
         """Record answers: into the store (one write), then the disk cache (one transaction), then
-        give up the claims (``items``' last field, None for none) that other processes wait on."""
+        give up the claims (``items``' last field, None for none) that other processes wait on.
+
+        The claim on an answer written to the cache is given up later, by the renewing thread (see
+        :meth:`_renew`) or as the cache closes, not here: a process that wants the judgment finds
+        its answer in the cache, claim or no claim (see :meth:`_try_claims`), and the scores waiting
+        for these answers would wait for the claims' transaction too, each of its statements taking
+        the interpreter lock back from the judging loop reading the next answers. The claim on an
+        answer the cache could not take is given up at once: another process judges it then."""
         self._write_store(*((request, answer) for request, _, answer, _ in items))
         cache = self._disk()
+        written = [False] * len(items)
         if cache is not None and not self._read_only:
             try:
                 with cache.transact():  # one SQLite transaction for the lot, not one per answer
-                    for request, key, answer, _ in items:
-                        self._write_disk(request, key, answer)
+                    written = [self._write_disk(request, key, answer) for request, key, answer, _ in items]
             except _cache_errors() as exc:
+                written = [False] * len(items)  # the transaction did not commit
                 self._cache_failed("cannot write to it", exc)
         claims = self._claims
-        held = [(CLAIM_PREFIX + key, token) for _, key, _, token in items if token is not None]
-        if held and claims is not None and claims is not False:
+        if claims is None or claims is False:
+            return [None] * len(items)
+        held: list[tuple[str, str]] = []
+        answered: list[tuple[str, str]] = []
+        for (_, key, _, token), in_cache in zip(items, written, strict=True):
+            if token is not None:
+                (answered if in_cache else held).append((CLAIM_PREFIX + key, token))
+        if answered:
+            with self._lock:
+                self._answered.extend(answered)
+        if held:
             self._give_up_all(claims, held)
         return [None] * len(items)
+
+    def _give_up_answered(self, claims: Any) -> None:
+        """Give up the claims whose answers are in the cache (see :meth:`_write_answers`)."""
+        with self._lock:
+            answered, self._answered = self._answered, []
+        if answered:
+            self._give_up_all(claims, answered)
 
     # --- what a replay misses --------------------------------------------------------------------
 
@@ -1138,14 +1168,18 @@ class CachedJudge:
 
     def _renew(self, claims: Any, io: concurrent.futures.Executor, stop: threading.Event) -> None:
         """Renew every claim held, together, each :data:`CLAIM_RENEW_SECONDS`, in the I/O thread,
-        until ``stop`` is set (the cache is closed)."""
+        and give up those whose answers are in the cache meanwhile, until ``stop`` is set (the cache
+        is closed)."""
         # RuntimeError: the I/O thread was shut down meanwhile (the cache closed).
         with contextlib.suppress(RuntimeError, *_cache_errors()):
             while not stop.wait(CLAIM_RENEW_SECONDS):
                 with self._lock:
                     held = list(self._held.values())
+                    answered = bool(self._answered)
                 if held:
                     io.submit(_touch, claims, held).result()
+                if answered:
+                    io.submit(self._give_up_answered, claims).result()
 
     def _release(self, key: str, token: Any) -> None:
         """Stop renewing the claim on ``key``; give it up too when ``token`` (None: done already).
@@ -1266,6 +1300,9 @@ class CachedJudge:
             # finished run into an error.
             with contextlib.suppress(Exception):
                 io.submit(cache.cull).result()
+        if claims is not None and claims is not False and io is not None:
+            with contextlib.suppress(Exception):  # after the writes queued before it, in turn
+                io.submit(self._give_up_answered, claims).result()
         for database in (cache, claims):
             if database is not None and database is not False:
                 # closing must not turn a finished run into an error
