@@ -58,6 +58,19 @@ def report_path(value: Any, name: str) -> str | None:
     return text
 
 
+def batch_path(value: Any, name: str) -> str | None:
+    """The batch file an export writes to. An empty value (``--rag-batch="$BATCH"`` with the variable
+    unset) is refused, not taken as no batch: the run would call the judge, at full price."""
+    if value is None:
+        return None
+    text = _text(value, name)
+    if not text:
+        raise ConfigError(
+            f"{name} is empty: give the path of the batch file to write (without it, the run calls the judge)"
+        )
+    return text
+
+
 def choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     def convert(value: Any, name: str) -> str:
         text = str(value).strip().lower()
@@ -120,6 +133,7 @@ _PLAIN: dict[str, Callable[[Any, str], Any]] = {
     "text": text,
     "optional_text": optional_text,
     "report_path": report_path,
+    "batch_path": batch_path,
     "flag": flag,
     "names": names,
     "lines": lines,

@@ -27,7 +27,7 @@ class Option:
     """One setting: where it can be given and how it is parsed.
 
     ``kind`` names its converter (see :mod:`pytest_ragmetrics._convert`, loaded when settings are
-    resolved): ``text``, ``optional_text``, ``report_path``, ``flag``, ``names``, ``lines``,
+    resolved): ``text``, ``optional_text``, ``report_path``, ``batch_path``, ``flag``, ``names``, ``lines``,
     ``choice`` (one of ``choices``), or ``int`` / ``float`` (at least ``low``; the word none is
     ``None`` for a setting whose ``None`` means "not set"; an empty value is refused).
 
@@ -237,7 +237,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "batch",
-        "optional_text",
+        "batch_path",
         "call no judge: write each judgment that no store or cache holds to PATH, a batch input file "
         "(OpenAI format) to submit with `python -m pytest_ragmetrics store batch submit PATH`; the "
         "tests that need one are skipped",

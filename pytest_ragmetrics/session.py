@@ -81,7 +81,7 @@ def _check_toml_text(inipath: Path | None, values: Mapping[str, Any]) -> None:
 
 
 #: The kinds of settings that take text (names, paths, URLs).
-_TEXT_KINDS = ("text", "optional_text", "report_path")
+_TEXT_KINDS = ("text", "optional_text", "report_path", "batch_path")
 
 
 def _scalar_text(value: str) -> bool:

@@ -196,7 +196,7 @@ _PATHS = ("cache_dir", "store_dir", "batch", "baseline", "save_baseline", "judge
 
 
 #: The kinds of settings that take text (names, paths, URLs): see :class:`Option`.
-_TEXT = ("text", "optional_text")
+_TEXT = ("text", "optional_text", "batch_path")
 
 
 def with_paths_under(settings: Settings, root: Path) -> Settings:

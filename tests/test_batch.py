@@ -532,3 +532,12 @@ def test_a_state_file_naming_files_not_of_the_export_is_refused_and_nothing_is_d
     state_path(export).write_text(json.dumps({"parts": [{"file": "b.jsonl"}, {"file": "b.12.jsonl", "requests": 1}]}))
     BatchExport.create(export).close()
     assert not own.exists()
+
+
+def test_an_empty_batch_path_is_a_usage_error_not_a_live_run(project, server):
+    """``--rag-batch="$BATCH"`` with the variable unset: refused before any test, where it ran the
+    suite against the judge at full price."""
+    result = project.runpytest("--rag-batch=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ragmetrics: --rag-batch is empty: give the path of the batch file to write*"])
+    assert server.request_count == 0 and not (project.path / "judgments").exists()
