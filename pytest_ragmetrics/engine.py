@@ -719,7 +719,7 @@ class Evaluator:
         if not getattr(metric, "uses_judge", True):
             judges: tuple[str, ...] = ()
         elif result.method == "graded" and result.metric == "context_relevance":
-            judges = self.settings.models_for_graded
+            judges = self._graded_models
         else:
             judges = self._judge_models
         hit = _SAMPLE_KEYS.get(id(sample))  # _sample_keys(sample), without a call when known
@@ -732,13 +732,17 @@ class Evaluator:
             judges,
             keys[0],
             keys[1],
-            (*versions,) if len(versions) < 2 else tuple(sorted(versions)),
+            tuple(versions) if len(versions) < 2 else tuple(sorted(versions)),
             self._splitter_identity() if ctx.split_used else None,
         )
 
     @functools.cached_property
     def _judge_models(self) -> tuple[str, ...]:
         return (self.settings.judge_model,)
+
+    @functools.cached_property
+    def _graded_models(self) -> tuple[str, ...]:
+        return self.settings.models_for_graded
 
     def _splitter_identity(self) -> str:
         identity = self._identity
