@@ -402,6 +402,10 @@ def _main(argv: Sequence[str] | None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if args.action in ("show", "rejudge") and not Path(args.store_dir).exists():
+        # A misspelt path read as an empty store: rejudge re-judged nothing, with success.
+        print(f"error: the judgment store {args.store_dir} does not exist", file=sys.stderr)
+        return EXIT_USAGE
     if args.command == "store":
         if args.action == "rejudge":
             from .calibration.cli import rejudge

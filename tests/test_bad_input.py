@@ -661,6 +661,15 @@ def test_a_store_or_cache_that_is_a_file_is_a_usage_error_naming_it(tmp_path, ca
     assert code == 4 and text == f"error: the judgment {what} {tmp_path / 'a-file'} is not a directory\n"
 
 
+@pytest.mark.parametrize("command", [("store", "show", "ab"), ("store", "rejudge")], ids=["show", "rejudge"])
+def test_a_store_that_does_not_exist_is_a_usage_error_naming_it(tmp_path, capsys, command):
+    """A misspelt --store-dir read as an empty store: rejudge re-judged nothing, with success."""
+    missing = tmp_path / "judgmnets"
+    code, text = _cli(capsys, *command, "--store-dir", str(missing), "--cache-dir", str(tmp_path / "cache"))
+    assert code == 4 and text == f"error: the judgment store {missing} does not exist\n"
+    assert not missing.exists()
+
+
 # --- command-line options, ini values, environment variables, marker arguments ---------------------
 
 PASSING = "def test_nothing():\n    pass\n"
