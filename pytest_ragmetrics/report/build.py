@@ -60,14 +60,23 @@ def result_json(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def _distinct_samples(rows: Iterable[Mapping[str, Any]]) -> _Distinct:
     """Every distinct evaluation, as ``((metric, method), sample)``; xfail comparisons left out."""
-    seen: set[tuple[str, str | None, str]] = set()
+    # Per metric and method, its (metric, method) and the keys of its samples seen: a large run's
+    # thousands of rows make no key of their own.
+    specs: dict[str, dict[str | None, tuple[tuple[str, str | None], set[str]]]] = {}
     distinct: _Distinct = []
     for row in rows:
         if row.get("xfail"):
             continue
-        spec = metric, method = row["metric"], row["method"]
+        metric, method = row["metric"], row["method"]
+        methods = specs.get(metric)
+        if methods is None:
+            methods = specs[metric] = {}
+        known = methods.get(method)
+        if known is None:
+            known = methods[method] = ((metric, method), set())
+        spec, seen = known
         for i, sample in enumerate(row["samples"]):
-            key = (metric, method, sample.get("key") or f"{row['nodeid']}#{i}")
+            key = sample.get("key") or f"{row['nodeid']}#{i}"
             if key not in seen:
                 seen.add(key)
                 distinct.append((spec, sample))
