@@ -32,8 +32,9 @@ class TestScope:
     ``ragmetrics_config`` settings), where comparisons are recorded, and the checks made.
 
     ``make_evaluator(test)`` and ``record(test, row, number)`` are given the test (and the row's
-    number among the test's comparisons, from 1): the plugin passes the same two functions for every
-    test, so a test that never scores costs one small object.
+    number among the test's comparisons, from 1): the plugin passes the same functions for every
+    test (the recorder bound to the run's session once there is one), so a test that never scores
+    costs a small object or two.
     """
 
     __test__ = False  # not a test class, whatever pytest's collection rules say

@@ -14,6 +14,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -307,7 +308,11 @@ def _evaluator_for(item: pytest.Item) -> Evaluator:
 
 def _record(item: pytest.Item, row: dict[str, Any], number: int) -> None:
     """The ``number``-th comparison made in ``item``: kept for its report and as JUnit XML properties."""
-    session = _session(item.config)
+    _record_in(_session(item.config), item, row, number)
+
+
+def _record_in(session: RagmetricsSession, item: pytest.Item, row: dict[str, Any], number: int) -> None:
+    """:func:`_record`, with the run's session known."""
     session.record(row)
     stash = item.stash  # looked in with `in`: Stash.get raises and catches a KeyError when absent
     if _rows_key in stash:  # recorded since the last report of this test's phases
@@ -325,7 +330,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     # Looked for with `in`: Stash.get would raise and catch a KeyError in every test of a run
     # without a session.
     session = stash[session_key] if session_key in stash else None  # noqa: SIM401
-    scope = _scope.TestScope(item, _evaluator_for, _record)
+    # Once the run has its session, a test records its comparisons in it without asking the stash
+    # for it at each one.
+    record = _record if session is None else functools.partial(_record_in, session)
+    scope = _scope.TestScope(item, _evaluator_for, record)
     token = _scope.current_test.set(scope)
     if session is not None and session.prefetcher is not None:
         session.prefetcher.before(item)  # the next tests' scores start while this one runs
