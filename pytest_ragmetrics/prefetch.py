@@ -114,6 +114,9 @@ class Prefetcher:
         self._pending: dict[tuple[Any, ...], tuple[str, concurrent.futures.Future[MetricResult]]] = {}
         # item nodeid -> the keys started for it (some taken since): what its end drops
         self._started_for: dict[str, list[tuple[Any, ...]]] = {}
+        # item nodeid -> how many of the scores started for it were taken: when all were, its end
+        # has nothing to look up (a key's hash asks the sample, in Python, at every look-up)
+        self._taken: dict[str, int] = {}
         self._groups: dict[tuple[str, str], list[tuple[Evaluator, str, str | None]]] = {}
         #: The test each group's plan is being learned from (its first test to ask for a score).
         self._teachers: dict[tuple[str, str], str] = {}
@@ -139,6 +142,8 @@ class Prefetcher:
             key = (id(evaluator), sample, metric, method)
             with self._lock:
                 entry = self._pending.pop(key, None)
+                if entry is not None:
+                    self._taken[entry[0]] = self._taken.get(entry[0], 0) + 1
         except TypeError:  # a sample that cannot be hashed is never started ahead
             return None
         if entry is None or entry[1].cancelled():
@@ -267,9 +272,12 @@ class Prefetcher:
                 self._start(later)
         with self._lock:
             started = self._started_for.pop(nodeid, ())
-            entries = [
-                self._pending.pop(key) for key in started if self._pending.get(key, ("",))[0] == nodeid
-            ]
+            taken = self._taken.pop(nodeid, 0)
+            entries = (
+                [self._pending.pop(key) for key in started if self._pending.get(key, ("",))[0] == nodeid]
+                if taken < len(started)
+                else []
+            )
         for _, future in entries:
             future.cancel()
 
@@ -281,6 +289,7 @@ class Prefetcher:
             futures = [future for _, future in self._pending.values()]
             self._pending.clear()
             self._started_for.clear()
+            self._taken.clear()
         for future in futures:
             future.cancel()
 
@@ -329,11 +338,12 @@ class Prefetcher:
                 continue
             key = (id(evaluator), sample, metric, method)
             try:
-                if key in seen or key in self._pending:
+                size = len(seen)
+                seen.add(key)  # one look-up for the test and the addition (each hashes the sample)
+                if len(seen) == size or key in self._pending:
                     continue
             except TypeError:  # a sample that cannot be hashed is never started ahead
                 continue
-            seen.add(key)
             wanted.setdefault(evaluator, []).append((key, nodeid, sample, metric, method))
         own_future = None
         for evaluator, entries in wanted.items():

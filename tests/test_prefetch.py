@@ -173,6 +173,47 @@ def test_without_prefetching_a_test_waits_for_each_score(project, judge_server):
     assert judge_server.max_in_flight == 2
 
 
+LEFT_BEHIND = """
+import json, pathlib
+from pytest_ragmetrics.plugin import session_key
+
+ended, left, looked = [], [], []
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        ended.append(report.nodeid)
+
+def pytest_runtest_setup(item):
+    session = item.config.stash.get(session_key, None)
+    prefetcher = session.prefetcher if session is not None else None
+    if prefetcher is not None and ended:
+        looked.append(item.nodeid)
+        left.extend(nodeid for nodeid, _ in prefetcher._pending.values() if nodeid in ended)
+
+def pytest_sessionfinish():
+    pathlib.Path("left.json").write_text(json.dumps({"left": left, "looked": len(looked)}))
+"""
+
+
+def test_what_a_test_did_not_take_is_dropped_at_its_end(project, judge_server):
+    """A test whose first comparison fails never asks for its second score, started ahead for it:
+    that is dropped when the test ends, as is nothing of a test that took all of its scores."""
+    project.makepyfile(  # the first test takes both scores (the plan); the others fail at the first
+        test_golden=GOLDEN_TEST.replace("THRESHOLD", '(0.0 if rag_sample.id == "s0" else 1.5)')
+        + """
+@pytest.mark.ragmetrics(samples="golden.jsonl")
+def test_taken(rag_sample):
+    assert_context_precision(rag_sample) >= 0.0
+    assert_context_relevance(rag_sample, "graded") >= 0.0
+"""
+    )
+    project.makeconftest(LEFT_BEHIND)
+    project.runpytest("--rag-concurrency=6", "-p", "no:randomly").assert_outcomes(failed=11, passed=13)
+    seen = json.loads(project.path.joinpath("left.json").read_text())
+    assert seen["left"] == []
+    assert seen["looked"] == 2 * 12 - 1
+
+
 def test_nothing_is_judged_ahead_in_replay(project, judge_server):
     project.runpytest("--rag-cache=replay", "--rag-concurrency=6").assert_outcomes(failed=12)
     assert judge_server.request_count == 0
