@@ -135,6 +135,24 @@ def test_the_answer_map_in_memory_is_bounded():
     assert MEMORY_ENTRIES <= 4_096
 
 
+def test_answers_written_to_the_disk_cache_are_not_kept_in_memory(tmp_path):
+    """No memoised function of the cache module keeps what each answer written was (a long-lived
+    process writes answers without end); the requests' inputs are not ASCII, as in many suites."""
+    from pytest_ragmetrics.judge import cache as module
+
+    async def run(judge: CachedJudge) -> None:
+        for i in range(40):
+            await judge.judge(make_request(i))
+        await judge.aclose()
+
+    judge = CachedJudge(lambda: ScriptedJudge(lambda r: {"reason": "é", "useful": True}), cache_dir=tmp_path)
+    asyncio.run(run(judge))
+    with diskcache.Cache(str(tmp_path)) as cache:
+        assert sum(1 for key in cache if not key.startswith("claim")) == 40
+    memoised = {name: f.cache_info().currsize for name, f in vars(module).items() if hasattr(f, "cache_info")}
+    assert memoised and max(memoised.values()) < 40, memoised
+
+
 def test_what_is_kept_between_uses_holds_a_block_of_samples_and_no_more():
     """Sentence and binary relevance share one judgment per chunk: the answers kept in memory and the
     sentence requests kept built hold those of the block of samples an evaluation has in flight, for

@@ -146,8 +146,6 @@ def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = N
     return answer
 
 
-# Errors the disk cache can raise; none of them may reach the user as a traceback.
-@functools.cache  # asked on every read; diskcache is imported on first use only
 def _utf8(text: str) -> bool:
     """Whether ``text`` can be written as UTF-8 (it holds no lone surrogate)."""
     try:
@@ -157,6 +155,8 @@ def _utf8(text: str) -> bool:
     return True
 
 
+# Errors the disk cache can raise; none of them may reach the user as a traceback.
+@functools.cache  # asked on every read; diskcache is imported on first use only
 def _cache_errors() -> tuple[type[BaseException], ...]:
     import diskcache
 
