@@ -84,6 +84,12 @@ def _check_toml_text(inipath: Path | None, values: Mapping[str, Any]) -> None:
 _TEXT_KINDS = ("text", "optional_text", "report_path", "batch_path")
 
 
+def _env_name(name: str) -> str:
+    from .options import OPTIONS_BY_NAME
+
+    return OPTIONS_BY_NAME[name].env_name
+
+
 def _scalar_text(value: str) -> bool:
     """Whether ``value`` may be a TOML boolean, number or table as pytest writes it in text."""
     if value in ("True", "False") or value.startswith("{"):
@@ -274,11 +280,23 @@ class RagmetricsSession:
             except (TypeError, ValueError, pytest.UsageError) as exc:  # pytest's parsing of the value
                 # Only a type pytest parses can fail here (numbers are strings before pytest 8.4).
                 expected = _INI_WORDS.get(option.ini_type or "string", "text")
-                raise pytest.UsageError(f"ragmetrics: {option.ini_name} must be {expected} ({exc})") from None
+                where = self._ini_source(option.ini_name)
+                raise pytest.UsageError(
+                    f"ragmetrics: {option.ini_name} must be {expected} ({exc}){where}"
+                ) from None
             if value is not None and value != []:
                 values[option.name] = value
         _check_toml_text(inipath, values)
         return values
+
+    def _ini_source(self, key: str) -> str:
+        """`` (in pyproject.toml)``: where the ini value of ``key`` was given, for its error message."""
+        from .options import overridden_ini_keys
+
+        if key in overridden_ini_keys(self.config.getoption("override_ini")):
+            return " (given with -o)"
+        inipath = self.config.inipath
+        return f" (in {inipath.name})" if inipath is not None else ""
 
     def _cli_values(self) -> dict[str, Any]:
         from .options import OPTIONS
@@ -289,6 +307,7 @@ class RagmetricsSession:
         from .settings import advice, resolve, with_paths_under
 
         config = self.config
+        ini_keys = {"rag_" + name for name in ini}
         try:
             settings = with_paths_under(resolve(ini=ini, env=os.environ, cli=cli), config.rootpath)
             self._settings = settings
@@ -304,7 +323,20 @@ class RagmetricsSession:
             # The comparison is made once, by the process that writes the report (never by workers).
             self.baseline = _load_baseline(settings) if not is_worker(config) else None
         except ConfigError as exc:
-            raise pytest.UsageError(f"ragmetrics: {exc}") from None
+            key = str(exc).partition(" ")[0]
+            for name, prefix in (
+                ("gates", "invalid ragmetrics gate "),
+                ("regression_gates", "invalid ragmetrics regression"),
+            ):
+                # A gate's line from the ini file: the setting was given nowhere after it.
+                if (
+                    str(exc).startswith(prefix)
+                    and cli.get(name) is None
+                    and _env_name(name) not in os.environ
+                ):
+                    key = "rag_" + name
+            where = self._ini_source(key) if key in ini_keys else ""
+            raise pytest.UsageError(f"ragmetrics: {exc}{where}") from None
         if not is_worker(config):
             self._configure_judge_check()
             self.labelled_set = self.labels

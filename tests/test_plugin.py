@@ -123,10 +123,11 @@ def test_help_shows_ini_keys_with_their_types(pytester):
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("rag_concurrency = many", "rag_concurrency must be an integer*many*"),
-        ("rag_timeout = soon", "rag_timeout must be a number*soon*"),
-        ("rag_concurrency = 0", "rag_concurrency must be at least 1; got*0*"),
-        ("rag_report = maybe", "rag_report must be true or false*maybe*"),
+        ("rag_concurrency = many", "rag_concurrency must be an integer*many*) (in tox.ini)"),
+        ("rag_timeout = soon", "rag_timeout must be a number*soon*) (in tox.ini)"),
+        ("rag_concurrency = 0", "rag_concurrency must be at least 1; got*0* (in tox.ini)"),
+        ("rag_report = maybe", "rag_report must be true or false*maybe* (in tox.ini)"),
+        ("rag_gates = context_recall mean >= 2", "invalid ragmetrics gate 'context_recall mean >= 2': * (in tox.ini)"),
     ],
 )
 def test_bad_ini_value_is_a_usage_error_naming_the_key(pytester, line, message):
