@@ -156,9 +156,6 @@ def resolve(
                 )
             if raw is None:
                 continue
-            if layer == source and option.kind in _TEXT and not isinstance(raw, (str, os.PathLike)):
-                # A marker or config fixture passes Python values: 5 is no path and no model name.
-                raise ConfigError(f"{shown} must be text, got {raw!r}")
             values[name] = option.convert(raw, shown)
     return Settings(**values)
 
@@ -193,10 +190,6 @@ MARKER_WORDS = ("samples", "method", "metrics")
 
 #: Settings that hold paths: relative ones are relative to the rootdir (where the ini file is).
 _PATHS = ("cache_dir", "store_dir", "batch", "baseline", "save_baseline", "judge_check")
-
-
-#: The kinds of settings that take text (names, paths, URLs): see :class:`Option`.
-_TEXT = ("text", "optional_text", "batch_path")
 
 
 def with_paths_under(settings: Settings, root: Path) -> Settings:
