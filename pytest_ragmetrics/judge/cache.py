@@ -705,7 +705,8 @@ class CachedJudge:
         if self.mode != "off":
             # File and SQLite writes take ~1 ms; in the I/O thread they do not stall the event loop
             # while 30 other judge requests are waiting for their responses. The claim on the
-            # judgment (``token``) is given up there once the answer is written.
+            # judgment (``token``) is given up from there once the answer is written (see
+            # _write_answers: later, when the cache holds the answer).
             await self._recording((request, key, answer, token))
             self._in_store.add(key)
         # Also in "off": within one run, sentence and binary relevance share one judgment per chunk.
