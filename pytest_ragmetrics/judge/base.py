@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Generic, Literal, Protocol, TypeVar, overload, runtime_checkable
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload, runtime_checkable
 
 from ..errors import InvalidJudgeAnswer
 
@@ -27,6 +27,7 @@ KEY_FORMAT = 1
 
 Source = Literal["judge", "cache", "store"]
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: ``how_to_set(name, value)``: how a message tells the user to set setting ``name`` to ``value`` where
 #: the judge runs (a command-line option inside pytest, ``Settings(...)`` in a script). The judge knows
@@ -412,7 +413,7 @@ class _Factory:
         return "<factory>"
 
 
-def quick_init(cls: type[T]) -> Callable[..., T]:
+def quick_init(cls: Callable[P, T]) -> Callable[P, T]:
     """Give a frozen, slotted dataclass an ``__init__`` that sets its fields as plain attributes, and
     return a function that makes an object of ``cls`` as ``cls(...)`` does, without the class call.
 
@@ -446,7 +447,7 @@ def quick_init(cls: type[T]) -> Callable[..., T]:
         plain.append(f"        self.{f.name} = {f.name}")
         by_slot.append(f"    set_{f.name}(self, {f.name})")
     factories = list(body)
-    twin = unfrozen(cls)
+    twin = unfrozen(cls)  # type: ignore[arg-type]  # a dataclass
     namespace["Unfrozen"], namespace["new"] = twin, object.__new__
     if twin is None or len(plain) <= _FEW_FIELDS:
         body += by_slot
