@@ -259,6 +259,35 @@ def test_a_ground_truth_of_invisible_characters_counts_as_none(monkeypatch, tmp_
     )
 
 
+def _first_user_message(body):
+    """The answer to a request's material (a re-ask adds messages after it)."""
+    return answer_judge.answer(json.loads(next(m for m in body["messages"] if m["role"] == "user")["content"]))
+
+
+def test_a_judge_answer_giving_a_property_twice_is_re_asked_never_read(monkeypatch, tmp_path):
+    """``{"sentence_1": ..., "sentence_1": ...}``: JSON's reading keeps the last value silently, so
+    which the judge meant is unknown. The answer is re-asked, saying why, and the re-asked one is
+    what is scored and recorded."""
+    sample = RagSample("When?", [TOWER], answer=TOWER, id="twice")
+    twice = '{"sentence_1": {"claims": ["The tower is blue."]}, "sentence_1": {"claims": []}}'
+    server = FakeJudgeServer(_first_user_message)
+    server.malformed_next(
+        json.dumps(
+            {
+                "id": "chatcmpl-twice", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": twice}, "finish_reason": "stop"}],
+            }
+        ).encode()
+    )  # fmt: skip
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    with server, Evaluator(Settings(judge_base_url=server.base_url, cache_dir=str(tmp_path / "c"))) as ev:
+        result = faithfulness(sample, evaluator=ev)
+    assert [v.text for v in result.verdicts] == [TOWER] and result.score == 1.0
+    reask = json.dumps(server.requests[1].body["messages"])
+    assert "the answer gives 'sentence_1' twice" in reask
+    assert len(server.requests) == 3  # the claims twice, then the verdicts
+
+
 def test_a_list_check_counts_samples_without_claims_apart(settings):
     with Evaluator(settings) as ev:
         check = assert_answer_correctness([SAMPLE, DONT_KNOW], evaluator=ev)

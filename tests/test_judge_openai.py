@@ -672,7 +672,16 @@ def test_parse_json_answer_is_tolerant(text, expected):
 
 
 @pytest.mark.parametrize(
-    "text", ["", "no json here", "{broken", '<think>Say {"a": 1}.', '<think>{"a": 1}</think> ']
+    "text",
+    [
+        "",
+        "no json here",
+        "{broken",
+        '<think>Say {"a": 1}.',
+        '<think>{"a": 1}</think> ',
+        '{"a": 1, "a": 2}',
+        'Here: {"a": {"b": 1, "b": 2}} done',
+    ],
 )
 def test_parse_json_answer_rejects_answers_without_json(text):
     with pytest.raises(ValueError):

@@ -203,7 +203,8 @@ def parse_json_answer(text: str) -> Any:
     outermost object that parses is taken). A reasoning model's thinking before its answer
     (``<think>...</think>``, left in the answer by a server without a reasoning parser) is not part
     of the answer: a draft verdict in it is never taken. Raises :class:`ValueError` when there is no
-    answer, or when the answer is nested too deeply to read.
+    answer, when an object of it gives one property twice (which value was meant is unknown), or
+    when the answer is nested too deeply to read.
     """
     try:
         return _parse_json_answer(text)
@@ -211,12 +212,31 @@ def parse_json_answer(text: str) -> Any:
         raise ValueError("the answer is nested too deeply to read") from None
 
 
+class _RepeatedName(ValueError):
+    """An object of the answer gives one property twice: which of its values the judge meant is
+    unknown (JSON's reading keeps the last), so the answer is re-asked, never read either way."""
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        names = [name for name, _ in pairs]
+        repeated = next(name for i, name in enumerate(names) if name in names[:i])
+        raise _RepeatedName(f"the answer gives {repeated!r} twice")
+    return value
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_names)
+
+
 def _parse_json_answer(text: str) -> Any:
     stripped = text.strip()
     if not stripped:
         raise ValueError("the answer is empty")
     try:
-        return json.loads(stripped)  # bare JSON, even one whose text speaks of </think>
+        return _DECODER.decode(stripped)  # bare JSON, even one whose text speaks of </think>
+    except _RepeatedName:
+        raise
     except ValueError:
         pass
     thinking, closed, answer = stripped.partition(_THINK_END)
@@ -226,21 +246,27 @@ def _parse_json_answer(text: str) -> Any:
         if not stripped:
             raise ValueError("the answer is all thinking, with no answer after it")
         try:
-            return json.loads(stripped)
+            return _DECODER.decode(stripped)
+        except _RepeatedName:
+            raise
         except ValueError:
             pass
     elif stripped.startswith(_THINK_START):
         raise ValueError("the answer is all thinking, with no answer after it")
     for block in _FENCE.findall(stripped):
         try:
-            return json.loads(block.strip())
+            return _DECODER.decode(block.strip())
+        except _RepeatedName:
+            raise
         except ValueError:
             continue
-    decoder = json.JSONDecoder()
+    decoder = _DECODER
     start = stripped.find("{")
     while start != -1:
         try:
             value, _ = decoder.raw_decode(stripped, start)
+        except _RepeatedName:
+            raise
         except ValueError:
             start = stripped.find("{", start + 1)
             continue
