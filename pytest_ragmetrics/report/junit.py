@@ -18,14 +18,14 @@ def comparison_properties(number: int, row: Mapping[str, Any]) -> list[tuple[str
     ``ragmetrics.1.context_recall.score = 0.5``."""
     threshold = row["threshold"]
     # The sign in the key: 0.0 and -0.0 are equal keys, written differently.
-    score_name, threshold_property, passed, failed = _fixed(
+    score_name, threshold_property, passed, failed = _shared_properties(
         number, row["metric"], row["method"], row["stat"], row["op"], threshold, math.copysign(1.0, threshold)
     )
     return [(score_name, _score(row)), threshold_property, passed if row["passed"] else failed]
 
 
 @functools.lru_cache(maxsize=1024)
-def _fixed(
+def _shared_properties(
     number: int, metric: str, method: str | None, stat: str, op: str, threshold: float, sign: float
 ) -> tuple[str, tuple[str, str], tuple[str, str], tuple[str, str]]:
     """What a comparison's properties share with the same comparison in the suite's other tests:
