@@ -1,7 +1,6 @@
 """A judge that answers (nearly) everything alike is noticed without labels."""
 
 import json
-import sys
 
 import pytest
 
@@ -75,20 +74,24 @@ def test_a_judge_that_says_yes_to_everything_is_warned_about(pytester, always_ye
     assert "> **Warning:** the judge answered" in (pytester.path / "r.md").read_text()
 
 
-def test_report_merge_warns_over_the_whole_runs_answers_where_no_shard_had_enough(pytester, always_yes):
+def test_report_merge_warns_over_the_whole_runs_answers_where_no_shard_had_enough(
+    pytester, always_yes, capsys
+):
     """Two shards of 12 and 13 verdicts: too few each to tell (20), 25 of 25 'yes' over the run. The
     merged report tallied nothing and so warned about nothing, however alike the answers."""
+    from pytest_ragmetrics.__main__ import main
+
     pytester.makepyfile(test_rag=TESTS)
     pytester.makeini("[pytest]\n")
     for name, half in (("a", "first_half"), ("b", "second_half")):
-        result = pytester.runpytest_subprocess("-k", half, f"--rag-report-json={name}.json")
+        result = pytester.runpytest("-k", half, f"--rag-report-json={name}.json")
         assert result.ret == 0
         summary = json.loads((pytester.path / f"{name}.json").read_text())["summary"]
         assert "judge_warnings" not in summary
         assert summary["judge_answers"] == {"context_precision": {"yes": 12 if name == "a" else 13}}
-    merged = pytester.run(sys.executable, "-m", "pytest_ragmetrics", "report", "merge", "a.json", "b.json",
-                          "--output", "m.json")  # fmt: skip
-    assert merged.ret == 0, merged.stderr.str()
+    shards = [str(pytester.path / "a.json"), str(pytester.path / "b.json")]
+    capsys.readouterr()
+    assert main(["report", "merge", *shards, "--output", str(pytester.path / "m.json")]) == 0
     summary = json.loads((pytester.path / "m.json").read_text())["summary"]
     assert summary["judge_answers"] == {"context_precision": {"yes": 25}}
     [warning] = summary["judge_warnings"]
@@ -101,7 +104,7 @@ def test_report_merge_warns_over_the_whole_runs_answers_where_no_shard_had_enoug
     report = json.loads((pytester.path / "a.json").read_text())
     report["summary"]["judge_answers"]["context_precision"] = {"yes": 30, "no": -20}
     (pytester.path / "a.json").write_text(json.dumps(report))
-    refused = pytester.run(sys.executable, "-m", "pytest_ragmetrics", "report", "merge", "a.json", "b.json",
-                           "--output", "m2.json")  # fmt: skip
-    assert refused.ret == 4
-    assert "  summary.judge_answers.context_precision.no is -20, expected a count of verdicts" in refused.stderr.lines
+    capsys.readouterr()
+    assert main(["report", "merge", *shards, "--output", str(pytester.path / "m2.json")]) == 4
+    expected = "  summary.judge_answers.context_precision.no is -20, expected a count of verdicts"
+    assert expected in capsys.readouterr().err.splitlines()
