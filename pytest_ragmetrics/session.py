@@ -322,6 +322,8 @@ class RagmetricsSession:
                 self.regression_gates = parse_regression_gates(lines, self._catalog(lines))
             # The comparison is made once, by the process that writes the report (never by workers).
             self.baseline = _load_baseline(settings) if not is_worker(config) else None
+            if not is_worker(config):
+                _check_replaced(settings)
         except ConfigError as exc:
             key = str(exc).partition(" ")[0]
             for name, prefix in (
@@ -1130,6 +1132,34 @@ def _fail(session: pytest.Session) -> None:
     """A check of the whole run failed: the run fails, unless it already failed for another reason."""
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+#: The top-level names of a JSON run report (and a baseline): the first one written, whatever the order.
+_REPORT_NAMES = frozenset({"plugin_version", "results", "summary", "version"})
+
+
+def _check_replaced(settings: Settings) -> None:
+    """Refuse, before any test, to write a JSON report or a baseline over a file that is neither (a
+    golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end."""
+    import re
+
+    for option, path in (
+        ("--rag-report-json", settings.report_json),
+        ("--rag-save-baseline", settings.save_baseline),
+    ):
+        if not path:
+            continue
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
+        except OSError:
+            continue  # none yet; or unreadable, a directory: the write says why at the end
+        first = re.match(rb'\s*\{\s*"([^"\\]*)"', head)
+        if head.strip() and (first is None or first[1].decode("utf-8", "replace") not in _REPORT_NAMES):
+            raise ConfigError(
+                f"{option}: {path} exists and is not a ragmetrics JSON report or baseline; it is left "
+                "alone: choose another path (or delete the file if it should be replaced)"
+            )
 
 
 def _load_baseline(settings: Settings) -> dict[str, Any] | None:

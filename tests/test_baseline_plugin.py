@@ -658,3 +658,19 @@ def test_report_merge_refuses_shards_cut_from_another_version_of_the_golden_set(
     assert code == 4
     assert "  the shards were collected from different versions of golden.jsonl: shards of different" in err
     assert merge(project, capsys, "-o", "m.json", "a.json", "b.json", "--allow-mixed")[0] == 0
+
+
+def test_a_baseline_or_json_report_is_never_written_over_a_file_that_is_neither(project: pytest.Pytester) -> None:
+    """``--rag-save-baseline=golden.jsonl`` (a slip of the tab key) replaced the golden set with a
+    baseline at the end of the run. Such a file is left alone, and the run stops before any test; a
+    baseline (or report) already there is replaced as before."""
+    golden = project.path / "golden.jsonl"
+    golden.write_text('{"id": "q1", "question": "q?", "contexts": ["c"]}\n', encoding="utf-8")
+    result = project.runpytest("--rag-save-baseline=golden.jsonl", "--rag-report-json=r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*ragmetrics: --rag-save-baseline: {golden} exists and is not a ragmetrics JSON report or baseline;*"]
+    )
+    assert golden.read_text(encoding="utf-8").startswith('{"id": "q1"') and not (project.path / "r.json").exists()
+    save_baseline(project)
+    save_baseline(project)  # a baseline already there is replaced
