@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -1138,14 +1139,24 @@ def _fail(session: pytest.Session) -> None:
 _REPORT_NAMES = frozenset({"plugin_version", "results", "summary", "version"})
 
 
-def _check_replaced(settings: Settings) -> None:
-    """Refuse, before any test, to write a JSON report or a baseline over a file that is neither (a
-    golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end."""
-    import re
+def _json_report(head: bytes) -> bool:
+    first = re.match(rb'\s*\{\s*"([^"\\]*)"', head)
+    return first is not None and first[1].decode("utf-8", "replace") in _REPORT_NAMES
 
-    for option, path in (
-        ("--rag-report-json", settings.report_json),
-        ("--rag-save-baseline", settings.save_baseline),
+
+def _check_replaced(settings: Settings) -> None:
+    """Refuse, before any test, to write a report or a baseline over a file that is no such report
+    (a golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end."""
+    for option, path, what, ours in (
+        ("--rag-report-json", settings.report_json, "JSON report or baseline", _json_report),
+        ("--rag-save-baseline", settings.save_baseline, "JSON report or baseline", _json_report),
+        ("--rag-report-md", settings.report_md, "Markdown report", lambda head: b"ragmetrics" in head),
+        (
+            "--rag-report-html",
+            settings.report_html,
+            "HTML report",
+            lambda head: head.startswith(b"<!DOCTYPE html"),
+        ),
     ):
         if not path:
             continue
@@ -1154,11 +1165,10 @@ def _check_replaced(settings: Settings) -> None:
                 head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
         except OSError:
             continue  # none yet; or unreadable, a directory: the write says why at the end
-        first = re.match(rb'\s*\{\s*"([^"\\]*)"', head)
-        if head.strip() and (first is None or first[1].decode("utf-8", "replace") not in _REPORT_NAMES):
+        if head.strip() and not ours(head):
             raise ConfigError(
-                f"{option}: {path} exists and is not a ragmetrics JSON report or baseline; it is left "
-                "alone: choose another path (or delete the file if it should be replaced)"
+                f"{option}: {path} exists and is not a ragmetrics {what}; it is left alone: choose "
+                "another path (or delete the file if it should be replaced)"
             )
 
 

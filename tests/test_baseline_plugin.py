@@ -672,5 +672,9 @@ def test_a_baseline_or_json_report_is_never_written_over_a_file_that_is_neither(
         [f"*ragmetrics: --rag-save-baseline: {golden} exists and is not a ragmetrics JSON report or baseline;*"]
     )
     assert golden.read_text(encoding="utf-8").startswith('{"id": "q1"') and not (project.path / "r.json").exists()
-    save_baseline(project)
-    save_baseline(project)  # a baseline already there is replaced
+    save_baseline(project, "--rag-report-md=r.md", "--rag-report-html=r.html")
+    save_baseline(project, "--rag-report-md=r.md", "--rag-report-html=r.html")  # replaced, as before
+    refused = project.runpytest("--rag-report-html=golden.jsonl")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--rag-report-html: * exists and is not a ragmetrics HTML report;*"])
+    assert golden.read_text(encoding="utf-8").startswith('{"id": "q1"')
