@@ -698,9 +698,17 @@ class Evaluator:
             method = check_method(metric, method)
         ctx = _Context(self)
         try:
-            scored = await metric.score(sample, method, ctx)
+            pending = metric.score(sample, method, ctx)
+            if isinstance(pending, MetricResult):
+                raise TypeError(f"metric {metric.name!r}: score() must be an async def; it returned a result")
+            scored = await pending
         except (KeyboardInterrupt, SystemExit) as exc:  # a custom metric's, out of any task between
             raise Escaped(exc) from None
+        if not isinstance(scored, MetricResult):  # a custom metric's: say which, not what broke after
+            raise TypeError(
+                f"metric {metric.name!r}: score() returned {type(scored).__name__} {scored!r:.60}, "
+                "expected a MetricResult"
+            )
         result = self._finish(metric, sample, scored, ctx)
         if getattr(metric, "uses_judge", True):
             if self.scored is not None:

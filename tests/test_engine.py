@@ -652,3 +652,36 @@ def test_a_judge_that_exits_tells_the_score_waiting_for_it_and_the_loop_goes_on(
         with pytest.raises(type(error)):
             ev.evaluate([SAMPLE], ["context_precision"])
         assert ev.evaluate([SAMPLE], ["context_precision"]).results["france"]["context_precision"].score > 0
+
+
+def test_a_custom_metric_breaking_its_contract_is_named_in_the_error():
+    """A score() that returns a number or None, or is not ``async def``, failed with an
+    ``AttributeError`` ("'float' object has no attribute 'score'") or an await error naming no
+    metric. The error now names the metric and what it returned."""
+    from pytest_ragmetrics import MetricResult, hookimpl
+    from pytest_ragmetrics.builtin_hooks import plugin_manager
+
+    class Number:
+        name, uses_judge, methods, default_method = "number", False, (), None
+
+        async def score(self, sample, method, ctx):
+            return 0.5
+
+    class Plain:
+        name, uses_judge, methods, default_method = "plain", False, (), None
+
+        def score(self, sample, method, ctx):
+            return MetricResult(0.5, self.name, sample_id=sample.id)
+
+    class Plugin:
+        @hookimpl
+        def pytest_ragmetrics_metrics(self):
+            return [Number(), Plain()]
+
+    hooks = plugin_manager()
+    hooks.register(Plugin())
+    with Evaluator(Settings(cache="off"), hook=hooks.hook) as ev:
+        with pytest.raises(TypeError, match=r"^metric 'number': score\(\) returned float 0\.5, expected a MetricResult$"):
+            ev.score(SAMPLE, "number")
+        with pytest.raises(TypeError, match=r"^metric 'plain': score\(\) must be an async def; it returned a result$"):
+            ev.score(SAMPLE, "plain")
