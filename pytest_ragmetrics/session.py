@@ -1144,19 +1144,26 @@ def _json_report(head: bytes) -> bool:
     return first is not None and first[1].decode("utf-8", "replace") in _REPORT_NAMES
 
 
+def _markdown_report(head: bytes) -> bool:
+    """Whether ``head`` starts as our Markdown report does (``## ✅ ragmetrics: ...``): a README that
+    merely mentions ragmetrics is not one."""
+    first = head.lstrip().split(b"\n", 1)[0]
+    return first.startswith(b"## ") and b"ragmetrics: " in first
+
+
+def _html_report(head: bytes) -> bool:
+    """Whether ``head`` starts as our HTML report does: any other HTML page is not one."""
+    return head.startswith(b"<!DOCTYPE html") and b"<title>ragmetrics report</title>" in head
+
+
 def _check_replaced(settings: Settings) -> None:
     """Refuse, before any test, to write a report or a baseline over a file that is no such report
     (a golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end."""
     for option, path, what, ours in (
         ("--rag-report-json", settings.report_json, "JSON report or baseline", _json_report),
         ("--rag-save-baseline", settings.save_baseline, "JSON report or baseline", _json_report),
-        ("--rag-report-md", settings.report_md, "Markdown report", lambda head: b"ragmetrics" in head),
-        (
-            "--rag-report-html",
-            settings.report_html,
-            "HTML report",
-            lambda head: head.startswith(b"<!DOCTYPE html"),
-        ),
+        ("--rag-report-md", settings.report_md, "Markdown report", _markdown_report),
+        ("--rag-report-html", settings.report_html, "HTML report", _html_report),
     ):
         if not path:
             continue

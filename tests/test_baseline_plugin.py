@@ -678,3 +678,25 @@ def test_a_baseline_or_json_report_is_never_written_over_a_file_that_is_neither(
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--rag-report-html: * exists and is not a ragmetrics HTML report;*"])
     assert golden.read_text(encoding="utf-8").startswith('{"id": "q1"')
+
+
+def test_only_a_file_that_starts_as_our_markdown_or_html_report_is_taken_for_one(tmp_path: Any) -> None:
+    """A README that mentions ragmetrics, or any other HTML page, is refused as a report's path;
+    a report of ours is replaced."""
+    from report_example import example_report
+
+    from pytest_ragmetrics import Settings
+    from pytest_ragmetrics.errors import ConfigError
+    from pytest_ragmetrics.report.html import to_html
+    from pytest_ragmetrics.report.markdown import to_markdown
+    from pytest_ragmetrics.session import _check_replaced
+
+    readme, page = tmp_path / "README.md", tmp_path / "index.html"
+    readme.write_text("# Shop search\n\nTested with pytest-ragmetrics (see ragmetrics: docs).\n", encoding="utf-8")
+    page.write_text("<!DOCTYPE html><html><head><title>Shop docs</title></head></html>\n", encoding="utf-8")
+    for settings, what in ((Settings(report_md=str(readme)), "Markdown"), (Settings(report_html=str(page)), "HTML")):
+        with pytest.raises(ConfigError, match=f"exists and is not a ragmetrics {what} report"):
+            _check_replaced(settings)
+    readme.write_text(to_markdown(example_report()), encoding="utf-8")
+    page.write_text(to_html(example_report()), encoding="utf-8")
+    _check_replaced(Settings(report_md=str(readme), report_html=str(page)))
