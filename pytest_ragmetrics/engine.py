@@ -505,7 +505,7 @@ class Evaluator:
 
                 warnings.warn(note, RagMetricsWarning, stacklevel=2)
         self._judge_override = judge
-        self._splitter = splitter
+        self._splitter = None if splitter is None else _checked_splitter(splitter)
         self._hook = hook
         self._stats = stats
         self._owns_runner = runner is None
@@ -582,7 +582,7 @@ class Evaluator:
             splitter = self.hook.pytest_ragmetrics_make_splitter(settings=self.settings)
             if splitter is None:
                 raise ConfigError("no sentence splitter: every pytest_ragmetrics_make_splitter returned None")
-            self._splitter = splitter
+            self._splitter = _checked_splitter(splitter)
         return self._splitter
 
     @property
@@ -1104,6 +1104,8 @@ def _compute_reference_key(sample: RagSample) -> str:
 def splitter_identity(splitter: Any) -> str:
     """A name for a sentence splitter that changes when its output can: the default Punkt splitter's
     fingerprint of its shipped parameters, else the splitter's module and qualified name."""
+    if isinstance(splitter, _CheckedSplitter):
+        splitter = splitter.wrapped
     fingerprint = getattr(splitter, "fingerprint", None)
     if isinstance(fingerprint, str) and fingerprint:
         return fingerprint
@@ -1219,6 +1221,35 @@ def answer_correctness(
     """Claim-level agreement of the answer with the ground truth: ``method`` f1 (default),
     precision or recall; ``outcome == "no_claims"`` for an answer without claims."""
     return (evaluator or get_evaluator()).score(sample, "answer_correctness", method)
+
+
+class _CheckedSplitter:
+    """A splitter of someone else's (a plugin's, a script's), its answers checked: a text returned
+    whole would split into its characters, ``None`` fail with an error naming nothing."""
+
+    def __init__(self, splitter: Splitter) -> None:
+        #: The splitter as given: its identity is the run's (see :func:`splitter_identity`).
+        self.wrapped = splitter
+        self.fingerprint = getattr(splitter, "fingerprint", None)
+
+    def __call__(self, text: str) -> list[str]:
+        sentences = self.wrapped(text)
+        if isinstance(sentences, list):
+            return sentences
+        if sentences is None or isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
+            got = f"{type(sentences).__name__} {sentences!r:.60}"
+            raise TypeError(
+                f"the sentence splitter {splitter_identity(self.wrapped)} returned {got}, expected a list of "
+                "sentences (str)"
+            )
+        return list(sentences)
+
+
+def _checked_splitter(splitter: Splitter) -> Splitter:
+    """``splitter``, checked unless it is the built-in one (its own tests check it)."""
+    from .text import PunktSplitter
+
+    return splitter if type(splitter) is PunktSplitter else _CheckedSplitter(splitter)
 
 
 def evaluate(

@@ -685,3 +685,29 @@ def test_a_custom_metric_breaking_its_contract_is_named_in_the_error():
             ev.score(SAMPLE, "number")
         with pytest.raises(TypeError, match=r"^metric 'plain': score\(\) must be an async def; it returned a result$"):
             ev.score(SAMPLE, "plain")
+
+
+def one_sentence_per_line(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def test_a_splitter_returning_its_text_whole_is_an_error_naming_it_not_a_split_into_characters(judge):
+    """A splitter that returned the text itself split it into its characters, one "sentence" each,
+    and scored them; one that returned None failed naming nothing. Both are now a TypeError naming
+    the splitter, and a good splitter of one's own keeps its name in the results."""
+    whole: Any = lambda text: text  # noqa: E731 (the splitter under test, named in the error)
+    with (
+        Evaluator(Settings(cache="off"), judge=judge, splitter=whole) as ev,
+        pytest.raises(TypeError, match=r"the sentence splitter .*<lambda> returned str 'France is in Western"),
+    ):
+        ev.score(SAMPLE, "context_recall")
+    nothing: Any = lambda text: None  # noqa: E731
+    with (
+        Evaluator(Settings(cache="off"), judge=judge, splitter=nothing) as ev,
+        pytest.raises(TypeError, match=r"returned NoneType None, expected a list of sentences \(str\)$"),
+    ):
+        ev.score(SAMPLE, "context_recall")
+    with Evaluator(Settings(cache="off"), judge=judge, splitter=one_sentence_per_line) as ev:
+        result = ev.score(SAMPLE, "context_recall")
+    assert result.splitter == f"{__name__}.one_sentence_per_line"
+    assert [v.text for v in result.verdicts] == [SAMPLE.ground_truth]  # one line: one sentence
