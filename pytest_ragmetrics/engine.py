@@ -699,8 +699,11 @@ class Evaluator:
         ctx = _Context(self)
         try:
             pending = metric.score(sample, method, ctx)
-            if isinstance(pending, MetricResult):
-                raise TypeError(f"metric {metric.name!r}: score() must be an async def; it returned a result")
+            if not hasattr(pending, "__await__"):  # a result, a number: not an async def's coroutine
+                raise TypeError(
+                    f"metric {metric.name!r}: score() must be an async def; it returned "
+                    f"{type(pending).__name__} {pending!r:.60}"
+                )
             scored = await pending
         except (KeyboardInterrupt, SystemExit) as exc:  # a custom metric's, out of any task between
             raise Escaped(exc) from None

@@ -673,18 +673,26 @@ def test_a_custom_metric_breaking_its_contract_is_named_in_the_error():
         def score(self, sample, method, ctx):
             return MetricResult(0.5, self.name, sample_id=sample.id)
 
+    class Sync:
+        name, uses_judge, methods, default_method = "sync", False, (), None
+
+        def score(self, sample, method, ctx):
+            return 0.5
+
     class Plugin:
         @hookimpl
         def pytest_ragmetrics_metrics(self):
-            return [Number(), Plain()]
+            return [Number(), Plain(), Sync()]
 
     hooks = plugin_manager()
     hooks.register(Plugin())
     with Evaluator(Settings(cache="off"), hook=hooks.hook) as ev:
         with pytest.raises(TypeError, match=r"^metric 'number': score\(\) returned float 0\.5, expected a MetricResult$"):
             ev.score(SAMPLE, "number")
-        with pytest.raises(TypeError, match=r"^metric 'plain': score\(\) must be an async def; it returned a result$"):
+        with pytest.raises(TypeError, match=r"^metric 'plain': score\(\) must be an async def; it returned MetricResult"):
             ev.score(SAMPLE, "plain")
+        with pytest.raises(TypeError, match=r"^metric 'sync': score\(\) must be an async def; it returned float 0\.5$"):
+            ev.score(SAMPLE, "sync")
 
 
 def one_sentence_per_line(text: str) -> list[str]:
