@@ -36,7 +36,7 @@ from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
 from .settings import Settings, from_env, wording
 from .specs import format_metric
-from .text import normalize_text  # stdlib only at import: nltk loads when a splitter is first built
+from .text import PunktSplitter, normalize_text  # stdlib only: nltk loads when a splitter is built
 
 if TYPE_CHECKING:
     from .judge.base import Judge, JudgeAnswer, JudgeRequest
@@ -1250,8 +1250,6 @@ class _CheckedSplitter:
 
 def _checked_splitter(splitter: Splitter) -> Splitter:
     """``splitter``, checked unless it is the built-in one (its own tests check it)."""
-    from .text import PunktSplitter
-
     return splitter if type(splitter) is PunktSplitter else _CheckedSplitter(splitter)
 
 
