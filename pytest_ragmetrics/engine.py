@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from . import _scope
 from ._aio import Escaped, each_bounded, map_bounded
-from .errors import ConfigError, JudgeCallCapReached, JudgmentPending, RagMetricsError
-from .judge.base import plain_json_encoder, text_json, unfrozen
+from .errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgmentPending, RagMetricsError
+from .judge.base import JudgeAnswer, plain_json_encoder, text_json, unfrozen
 from .kinds import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
@@ -425,6 +425,11 @@ class _CountingJudge:
             raise JudgeCallCapReached(self.stats.budget.refusal(label, self.how_to_set))
         with self.stats.timer():
             answer = await self.inner.judge(request)
+        if not isinstance(answer, JudgeAnswer):  # a judge of one's own: say which, not what broke after
+            raise InvalidJudgeAnswer(
+                f"the judge {type(self.inner).__name__} gave {type(answer).__name__} {answer!r:.60} for "
+                f"{request.label or request.kind}; expected a JudgeAnswer"
+            )
         self.stats.record_call(answer.usage)
         return answer
 

@@ -719,3 +719,24 @@ def test_a_splitter_returning_its_text_whole_is_an_error_naming_it_not_a_split_i
         result = ev.score(SAMPLE, "context_recall")
     assert result.splitter == f"{__name__}.one_sentence_per_line"
     assert [v.text for v in result.verdicts] == [SAMPLE.ground_truth]  # one line: one sentence
+
+
+def test_a_judge_of_one_s_own_giving_no_answer_is_an_invalid_answer_naming_it(tmp_path):
+    """A script returning None, or a judge returning a bare value, stopped the whole evaluation with
+    ``AttributeError: 'NoneType' object has no attribute 'usage'`` (or "not iterable"), even with
+    ``errors="collect"``. Each is now an invalid answer naming the judge and the item, nothing is
+    recorded, and the other samples are scored."""
+
+    class Bare:
+        async def judge(self, request):
+            return 0.5
+
+    nothing: Any = lambda request: None  # noqa: E731 (a script that forgot to return)
+    silent = ScriptedJudge(nothing)
+    for judge, said in ((silent, "scripted judge gave NoneType None for"), (Bare(), "the judge Bare gave float 0.5 for")):
+        settings = Settings(cache_dir=str(tmp_path / "c"), store_dir=str(tmp_path / "s"))
+        with Evaluator(settings, judge=judge) as ev:
+            out = ev.evaluate([SAMPLE], ["context_precision"], errors="collect")
+        error = out.errors[SAMPLE.label]["context_precision"]
+        assert isinstance(error, InvalidJudgeAnswer) and said in str(error), error
+        assert not list((tmp_path / "s").glob("*.jsonl"))

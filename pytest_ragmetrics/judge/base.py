@@ -897,7 +897,17 @@ class ScriptedJudge:
     async def judge(self, request: JudgeRequest) -> JudgeAnswer:
         self.requests.append(request)
         raw = self.script(request)
-        answers = [raw] * request.n if isinstance(raw, Mapping) else list(raw)
+        answers = [raw] * request.n if isinstance(raw, Mapping) else raw
+        if (
+            isinstance(answers, (str, bytes))
+            or not isinstance(answers, Sequence)
+            or not all(isinstance(a, Mapping) for a in answers)
+        ):
+            # A script's slip (no return, a verdict alone): an invalid answer, never a traceback.
+            raise InvalidJudgeAnswer(
+                f"scripted judge gave {type(raw).__name__} {raw!r:.60} for {request.label}; expected an "
+                f"answer (a dict) or a list of {request.n} answers"
+            )
         if len(answers) != request.n:
             raise InvalidJudgeAnswer(
                 f"scripted judge gave {len(answers)} answers for {request.label}; expected {request.n}"
