@@ -97,10 +97,10 @@ def _metric_catalog(config: pytest.Config, kwargs: Mapping[str, Any]) -> MetricC
     if "metrics" not in kwargs:
         return None
     from . import builtin_hooks
-    from .specs import BUILTIN_CATALOG, MetricCatalog as Catalog
+    from .specs import BUILTIN_CATALOG, MetricCatalog as Catalog, registered_metrics
 
     builtin_hooks.register(config.pluginmanager)
-    registered = [m for batch in config.hook.pytest_ragmetrics_metrics() for m in batch or ()]
+    registered = registered_metrics(config.hook.pytest_ragmetrics_metrics())
     return BUILTIN_CATALOG.merged(Catalog.of(registered))
 
 

@@ -35,7 +35,7 @@ from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
 from .settings import Settings, from_env, wording
-from .specs import format_metric
+from .specs import format_metric, registered_metrics
 from .text import PunktSplitter, normalize_text  # stdlib only: nltk loads when a splitter is built
 
 if TYPE_CHECKING:
@@ -602,11 +602,10 @@ class Evaluator:
     def metrics(self) -> dict[str, Metric]:
         if self._metrics is None:
             found: dict[str, Metric] = {}
-            for batch in self.hook.pytest_ragmetrics_metrics():
-                for metric in batch or ():
-                    if metric.name in found:
-                        raise ConfigError(f"metric {metric.name!r} is registered twice")
-                    found[metric.name] = metric
+            for metric in registered_metrics(self.hook.pytest_ragmetrics_metrics()):
+                if metric.name in found:
+                    raise ConfigError(f"metric {metric.name!r} is registered twice")
+                found[metric.name] = metric
             self._metrics = found
         return self._metrics
 

@@ -414,11 +414,11 @@ class RagmetricsSession:
     def _catalog(self, lines: tuple[str, ...]) -> MetricCatalog:
         """The metrics gate-like ``lines`` may name; the hooks are asked only when a line names a
         custom one."""
-        from .specs import BUILTIN_CATALOG, MetricCatalog, subject_names
+        from .specs import BUILTIN_CATALOG, MetricCatalog, registered_metrics, subject_names
 
         if subject_names(lines) <= BUILTIN_CATALOG.methods.keys():
             return BUILTIN_CATALOG
-        registered = [m for batch in self.config.hook.pytest_ragmetrics_metrics() for m in batch or ()]
+        registered = registered_metrics(self.config.hook.pytest_ragmetrics_metrics())
         return BUILTIN_CATALOG.merged(MetricCatalog.of(registered))
 
     def header(self) -> str | None:

@@ -49,6 +49,7 @@ __all__ = [
     "parse_finite",
     "parse_gate_line",
     "parse_metric_name",
+    "registered_metrics",
     "subject_names",
     "threshold_problem",
 ]
@@ -361,3 +362,28 @@ def subject_names(text_or_lines: str | Iterable[str]) -> set[str]:
         if match is not None:
             names.add(match["name"])
     return names
+
+
+def registered_metrics(batches: Iterable[Any]) -> list[Any]:
+    """The metrics the ``pytest_ragmetrics_metrics`` hooks returned (``batches``, one list per
+    hook), in order. :class:`ConfigError` for a return that is no list of metrics, naming it: a
+    metric alone, or an object without a ``name`` or a ``score``, failed later with an error that
+    named neither the hook nor the object."""
+    metrics: list[Any] = []
+    for batch in batches:
+        if batch is None:
+            continue
+        if not isinstance(batch, (list, tuple)):
+            raise ConfigError(
+                f"a pytest_ragmetrics_metrics hook returned {type(batch).__name__} {batch!r:.60}, not a list "
+                "of metrics"
+            )
+        for metric in batch:
+            name = getattr(metric, "name", None)
+            if not isinstance(name, str) or not name or not callable(getattr(metric, "score", None)):
+                raise ConfigError(
+                    f"a pytest_ragmetrics_metrics hook returned {metric!r:.60}, which is no metric: a metric "
+                    "has a name (a str) and an async score(sample, method, ctx)"
+                )
+            metrics.append(metric)
+    return metrics

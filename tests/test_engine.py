@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_ragmetrics import (
+    ConfigError,
     EvaluationResult,
     Evaluator,
     InvalidJudgeAnswer,
@@ -740,3 +741,34 @@ def test_a_judge_of_one_s_own_giving_no_answer_is_an_invalid_answer_naming_it(tm
         error = out.errors[SAMPLE.label]["context_precision"]
         assert isinstance(error, InvalidJudgeAnswer) and said in str(error), error
         assert not list((tmp_path / "s").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("returned", "said"),
+    [
+        ("one", "returned OneMetric <"),  # a metric alone, not in a list
+        ("nameless", "which is no metric: a metric has a name (a str) and an async score"),
+    ],
+)
+def test_a_metrics_hook_returning_no_list_of_metrics_is_a_config_error_naming_it(returned, said):
+    """A metric returned alone failed with "'OneMetric' object is not iterable", one without a name
+    with an AttributeError: neither named the hook."""
+    from pytest_ragmetrics import MetricResult, hookimpl
+    from pytest_ragmetrics.builtin_hooks import plugin_manager
+
+    class OneMetric:
+        name, uses_judge, methods, default_method = "one", False, (), None
+
+        async def score(self, sample, method, ctx):
+            return MetricResult(0.5, self.name, sample_id=sample.id)
+
+    class Plugin:
+        @hookimpl
+        def pytest_ragmetrics_metrics(self):
+            return OneMetric() if returned == "one" else [object()]
+
+    hooks = plugin_manager()
+    hooks.register(Plugin())
+    with Evaluator(Settings(cache="off"), hook=hooks.hook) as ev, pytest.raises(ConfigError) as info:
+        ev.score(SAMPLE, "one")
+    assert str(info.value).startswith("a pytest_ragmetrics_metrics hook returned ") and said in str(info.value)
