@@ -424,7 +424,10 @@ class _CountingJudge:
             label = request.label or request.kind
             raise JudgeCallCapReached(self.stats.budget.refusal(label, self.how_to_set))
         with self.stats.timer():
-            answer = await self.inner.judge(request)
+            pending = self.inner.judge(request)
+            if not hasattr(pending, "__await__"):  # inspect.isawaitable, without importing inspect
+                raise TypeError(f"the judge {type(self.inner).__name__}: judge() must be an async def")
+            answer = await pending
         if not isinstance(answer, JudgeAnswer):  # a judge of one's own: say which, not what broke after
             raise InvalidJudgeAnswer(
                 f"the judge {type(self.inner).__name__} gave {type(answer).__name__} {answer!r:.60} for "
@@ -615,6 +618,11 @@ class Evaluator:
             judge = self.hook.pytest_ragmetrics_make_judge(settings=self.settings)
             if judge is None:
                 raise ConfigError("no judge: every pytest_ragmetrics_make_judge implementation returned None")
+        if not callable(getattr(judge, "judge", None)):
+            raise ConfigError(
+                f"the judge {type(judge).__name__} {judge!r:.60} is no judge: a judge has an async "
+                "judge(request) returning a JudgeAnswer"
+            )
         from .judge.stats import JudgeStats
 
         if isinstance(getattr(judge, "stats", None), JudgeStats):
@@ -1254,6 +1262,11 @@ class _CheckedSplitter:
 
 def _checked_splitter(splitter: Splitter) -> Splitter:
     """``splitter``, checked unless it is the built-in one (its own tests check it)."""
+    if not callable(splitter):
+        raise ConfigError(
+            f"the sentence splitter {type(splitter).__name__} {splitter!r:.60} is not callable: a splitter "
+            "is a callable (text) -> list of sentences"
+        )
     return splitter if type(splitter) is PunktSplitter else _CheckedSplitter(splitter)
 
 

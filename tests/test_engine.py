@@ -772,3 +772,37 @@ def test_a_metrics_hook_returning_no_list_of_metrics_is_a_config_error_naming_it
     with Evaluator(Settings(cache="off"), hook=hooks.hook) as ev, pytest.raises(ConfigError) as info:
         ev.score(SAMPLE, "one")
     assert str(info.value).startswith("a pytest_ragmetrics_metrics hook returned ") and said in str(info.value)
+
+
+def test_a_judge_or_splitter_of_the_wrong_kind_is_named_in_the_error():
+    """A judge without ``judge()``, a ``judge()`` that is not async, a splitter that is not callable
+    failed with "'str' object has no attribute 'judge'" or "'str' object is not callable"."""
+    from pytest_ragmetrics import hookimpl
+    from pytest_ragmetrics.builtin_hooks import plugin_manager
+
+    class Sync:
+        def judge(self, request):
+            return None
+
+    made: dict[str, Any] = {}
+
+    class Plugin:
+        @hookimpl
+        def pytest_ragmetrics_make_judge(self, settings):
+            return made.get("judge")
+
+        @hookimpl
+        def pytest_ragmetrics_make_splitter(self, settings):
+            return made.get("splitter")
+
+    hooks = plugin_manager()
+    hooks.register(Plugin())
+    for judge, splitter, error, said in (
+        ("gpt-4o", None, ConfigError, "the judge str 'gpt-4o' is no judge: a judge has an async judge(request)"),
+        (Sync(), None, TypeError, "the judge Sync: judge() must be an async def"),
+        (None, "punkt", ConfigError, "the sentence splitter str 'punkt' is not callable"),
+    ):
+        made.update(judge=judge, splitter=splitter)
+        with Evaluator(Settings(cache="off"), hook=hooks.hook) as ev, pytest.raises(error) as info:
+            ev.score(SAMPLE, "context_recall")
+        assert said in str(info.value)
