@@ -1072,15 +1072,30 @@ def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monke
     assert fake_judge_server.request_count == 1
 
 
+@pytest.mark.parametrize("busy", [False, True], ids=["quiet", "the database busy at the first renewal"])
 def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
-    fake_judge_server, dirs, monkeypatch
+    fake_judge_server, dirs, monkeypatch, busy
 ):
     """A judgment waiting for the judge keeps its claim alive past its first expiry, renewed with the
     other claims held by one renewer; once answered, no claim is left, and the renewer goes with the
-    closed cache."""
+    closed cache. A renewal the claims database refuses (busy with other processes) is tried again
+    at the next turn: it stopped the renewing for good, and the claims lapsed while still held."""
+    import sqlite3
+
     import pytest_ragmetrics.judge.cache as cache_module
 
     monkeypatch.setattr(cache_module, "CLAIM_RENEW_SECONDS", 0.05)  # each renewal: CLAIM_SECONDS more
+    if busy:
+        touch = cache_module._touch
+        refused: list[list[str]] = []
+
+        def busy_once(claims: Any, held: list[str]) -> None:
+            if not refused:
+                refused.append(held)
+                raise sqlite3.OperationalError("database is locked")
+            touch(claims, held)
+
+        monkeypatch.setattr(cache_module, "_touch", busy_once)
     requests = [make_request(i) for i in range(3)]
     judge = cached_judge(fake_judge_server, dirs, response_format="json_schema")  # all three at once
     names = [cache_module.CLAIM_PREFIX + r.cache_key() for r in requests]
@@ -1100,6 +1115,7 @@ def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
             assert all(first)  # each held, with an expiry
             assert len(judge._held) == 3 and judge._renewer is not None  # one renewer for them all
             await asyncio.wait_for(renewed(claims, first), timeout=30)
+            assert not busy or refused  # renewed after the refusal
         finally:
             fake_judge_server.open_gate()
         answers = list(await asyncio.gather(*tasks))

@@ -1172,15 +1172,18 @@ class CachedJudge:
         and give up those whose answers are in the cache meanwhile, until ``stop`` is set (the cache
         is closed)."""
         # RuntimeError: the I/O thread was shut down meanwhile (the cache closed).
-        with contextlib.suppress(RuntimeError, *_cache_errors()):
+        with contextlib.suppress(RuntimeError):
             while not stop.wait(CLAIM_RENEW_SECONDS):
                 with self._lock:
                     held = list(self._held.values())
                     answered = bool(self._answered)
-                if held:
-                    io.submit(_touch, claims, held).result()
-                if answered:
-                    io.submit(self._give_up_answered, claims).result()
+                # A turn the database refuses (busy with other processes) is tried again at the
+                # next: the claims held would otherwise lapse while their judgments are on the way.
+                with contextlib.suppress(*_cache_errors()):
+                    if held:
+                        io.submit(_touch, claims, held).result()
+                    if answered:
+                        io.submit(self._give_up_answered, claims).result()
 
     def _release(self, key: str, token: Any) -> None:
         """Stop renewing the claim on ``key``; give it up too when ``token`` (None: done already).
