@@ -260,11 +260,10 @@ def _parse_json_answer(text: str) -> Any:
             raise
         except ValueError:
             continue
-    decoder = _DECODER
     start = stripped.find("{")
     while start != -1:
         try:
-            value, _ = decoder.raw_decode(stripped, start)
+            value, _ = _DECODER.raw_decode(stripped, start)
         except _RepeatedName:
             raise
         except ValueError:
