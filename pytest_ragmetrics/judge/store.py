@@ -204,6 +204,12 @@ class _Shard:
         self.lines: dict[str, int] = {}
         self.end = 0
 
+    def unread(self) -> bytes:
+        """What the file holds after ``end``: lines appended since it was indexed, or a last line
+        cut short."""
+        size = os.fstat(self.fd).st_size
+        return os.pread(self.fd, size - self.end, self.end) if size > self.end else b""
+
     def read(self, key: str) -> bytes | None:
         """The line indexed for ``key``; None when there is none, or when the line now there is
         another's (the file was changed in place since it was indexed): never another's answer."""
@@ -378,8 +384,7 @@ class JudgmentStore:
     def _scan(self, name: str, shard: _Shard) -> None:
         """Index the complete lines of shard ``name`` after ``shard.end``, warning about lines that
         are not judgments and about a key whose lines give different answers."""
-        size = os.fstat(shard.fd).st_size
-        data = os.pread(shard.fd, size - shard.end, shard.end) if size > shard.end else b""
+        data = shard.unread()
         end = data.rfind(b"\n") + 1
         if _whole_judgment(data[end:]):
             # A last line without its newline (an editor or a hand edit dropped it) is read all the
@@ -500,11 +505,11 @@ class JudgmentStore:
         if shard is None or shard.fd < 0:
             return ""
         try:
-            cut = os.pread(shard.fd, max(os.fstat(shard.fd).st_size - shard.end, 0), shard.end)
+            cut = shard.unread()
+            if not cut.strip():
+                return ""
             number = _line_number(shard.fd, shard.end)
         except OSError:
-            return ""
-        if not cut.strip():
             return ""
         whose = "this judgment's line" if key.encode("ascii") in cut[:100] else "a line"
         return (
@@ -715,7 +720,7 @@ class JudgmentStore:
         lines = [line for _, line in kept if line is not None] + others
         # What follows the last whole line: no process is appending it (this one holds the lock), so
         # it is a line cut short (a killed write, a truncated copy). Not indexed, but not ours to drop.
-        cut = os.pread(shard.fd, os.fstat(shard.fd).st_size - shard.end, shard.end)
+        cut = shard.unread()
         if cut.strip():
             number = _line_number(shard.fd, shard.end)
             self._warn(
