@@ -50,58 +50,6 @@ _NOT_MADE: Any = object()
 _INI_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "linelist": "lines"}
 
 
-def _check_toml_text(inipath: Path | None, values: Mapping[str, Any]) -> None:
-    """Refuse a text setting that ``pyproject.toml`` gives as a TOML boolean or number
-    (``rag_report_json = true``): pytest passes it on as the text ``"True"``, which would name a file.
-
-    Only a value that reads as such a scalar sends the file to be parsed, so a usual run parses
-    nothing more.
-    """
-    from .options import OPTIONS_BY_NAME
-
-    if inipath is None or inipath.name != "pyproject.toml":
-        return
-    suspects = [
-        name
-        for name, value in values.items()
-        if OPTIONS_BY_NAME[name].kind in _TEXT_KINDS and isinstance(value, str) and _scalar_text(value)
-    ]
-    if not suspects:
-        return
-    from .settings import pyproject_ini_options
-
-    raw = pyproject_ini_options(inipath) or {}
-    for name in suspects:
-        given = raw.get(OPTIONS_BY_NAME[name].ini_name)
-        if given is not None and not isinstance(given, str):
-            toml = str(given).lower() if isinstance(given, bool) else repr(given)
-            raise pytest.UsageError(
-                f"ragmetrics: {OPTIONS_BY_NAME[name].ini_name} must be text, in quotes; got {toml} "
-                f"(in {inipath.name})"
-            )
-
-
-#: The kinds of settings that take text (names, paths, URLs).
-_TEXT_KINDS = ("text", "optional_text", "report_path", "batch_path")
-
-
-def _env_name(name: str) -> str:
-    from .options import OPTIONS_BY_NAME
-
-    return OPTIONS_BY_NAME[name].env_name
-
-
-def _scalar_text(value: str) -> bool:
-    """Whether ``value`` may be a TOML boolean, number or table as pytest writes it in text."""
-    if value in ("True", "False") or value.startswith("{"):
-        return True
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return True
-
-
 class RagmetricsSession:
     """One pytest run as ragmetrics sees it.
 
@@ -287,7 +235,12 @@ class RagmetricsSession:
                 ) from None
             if value is not None and value != []:
                 values[option.name] = value
-        _check_toml_text(inipath, values)
+        from .settings import check_toml_text
+
+        try:
+            check_toml_text(inipath, values)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"ragmetrics: {exc}") from None
         return values
 
     def _ini_source(self, key: str) -> str:
@@ -305,6 +258,7 @@ class RagmetricsSession:
         return {o.name: self.config.getoption("rag_" + o.name) for o in OPTIONS if o.cli or o.repeat}
 
     def _configure(self, ini: dict[str, Any], cli: dict[str, Any]) -> None:
+        from .options import OPTIONS_BY_NAME
         from .settings import advice, resolve, with_paths_under
 
         config = self.config
@@ -335,7 +289,7 @@ class RagmetricsSession:
                 if (
                     str(exc).startswith(prefix)
                     and cli.get(name) is None
-                    and _env_name(name) not in os.environ
+                    and OPTIONS_BY_NAME[name].env_name not in os.environ
                 ):
                     key = "rag_" + name
             where = self._ini_source(key) if key in ini_keys else ""

@@ -353,6 +353,48 @@ def pyproject_ini_options(path: Path) -> dict[str, Any] | None:
     return options if isinstance(options, dict) else None
 
 
+#: The kinds of settings that take text (names, paths, URLs).
+_TEXT_KINDS = ("text", "optional_text", "report_path", "batch_path")
+
+
+def check_toml_text(inipath: Path | None, values: Mapping[str, Any]) -> None:
+    """Refuse a text setting that ``pyproject.toml`` gives as a TOML boolean or number
+    (``rag_report_json = true``): pytest passes it on as the text ``"True"``, which would name a file.
+    ``values`` are the ini values pytest read, by setting name.
+
+    Only a value that reads as such a scalar sends the file to be parsed, so a usual run parses
+    nothing more.
+    """
+    if inipath is None or inipath.name != "pyproject.toml":
+        return
+    suspects = [
+        name
+        for name, value in values.items()
+        if OPTIONS_BY_NAME[name].kind in _TEXT_KINDS and isinstance(value, str) and _scalar_text(value)
+    ]
+    if not suspects:
+        return
+    raw = pyproject_ini_options(inipath) or {}
+    for name in suspects:
+        given = raw.get(OPTIONS_BY_NAME[name].ini_name)
+        if given is not None and not isinstance(given, str):
+            toml = str(given).lower() if isinstance(given, bool) else repr(given)
+            raise ConfigError(
+                f"{OPTIONS_BY_NAME[name].ini_name} must be text, in quotes; got {toml} (in {inipath.name})"
+            )
+
+
+def _scalar_text(value: str) -> bool:
+    """Whether ``value`` may be a TOML boolean, number or table as pytest writes it in text."""
+    if value in ("True", "False") or value.startswith("{"):
+        return True
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
 def ini_file_values(path: Path) -> dict[str, str] | None:
     """The pytest ini options of the configuration file ``path`` (``pytest.ini``, ``pyproject.toml``,
     ``tox.ini``, ``setup.cfg``) as text, or None when it holds no pytest section (or is unreadable)."""
