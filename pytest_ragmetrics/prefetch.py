@@ -216,11 +216,16 @@ class Prefetcher:
         if call in learned or not self._ahead(evaluator, metric):
             return []  # asked again, or a metric that runs in its test's turn only: scored as usual
         learned.append(call)
-        later: list[_Score] = []
+        later = self._later_in(group, position)
+        return [(self._nodeids[i], evaluator, sample, metric, method) for i, sample in later]
+
+    def _later_in(self, group: tuple[str, str], position: int) -> list[tuple[int, RagSample]]:
+        """The tests of ``group`` after ``position`` whose scores were started: position and sample."""
+        later = []
         for i in range(position + 1, self._started_to):
             other = self._grouped[i]
             if other is not None and other[0] == group:
-                later.append((self._nodeids[i], evaluator, other[1], metric, method))
+                later.append((i, other[1]))
         return later
 
     # --- pytest tells ---------------------------------------------------------------------------
@@ -264,12 +269,8 @@ class Prefetcher:
             self._groups[group] = learned
             if learned and self.active:
                 # The window was started before the group's plan was known: start it now.
-                later: list[_Score] = []
-                for i in range(0 if position is None else position + 1, self._started_to):
-                    other = self._grouped[i]
-                    if other is not None and other[0] == group:
-                        later += self._predicted(i)
-                self._start(later)
+                later = self._later_in(group, -1 if position is None else position)
+                self._start([score for i, _ in later for score in self._predicted(i)])
         with self._lock:
             started = self._started_for.pop(nodeid, ())
             taken = self._taken.pop(nodeid, 0)
