@@ -25,14 +25,14 @@ def _text(value: Any, name: str) -> str:
     """``value`` as text: a TOML ``true``, number, list or table is no model name and no path (it
     would have been written as ``"True"``, a file of that name)."""
     if not isinstance(value, (str, os.PathLike)):
-        raise ConfigError(f"{name} must be text, got {value!r}")
+        raise ConfigError(f"{name} must be text, got {value!r}", setting=name)
     return str(value).strip()
 
 
 def text(value: Any, name: str) -> str:
     text = "" if value is None else _text(value, name)
     if not text:
-        raise ConfigError(f"{name} must not be empty")
+        raise ConfigError(f"{name} must not be empty", setting=name)
     return text
 
 
@@ -45,16 +45,16 @@ def optional_text(value: Any, name: str) -> str | None:
 def report_path(value: Any, name: str) -> str | None:
     """A path to write a report to: refused at the start when it is a directory, not after the run."""
     if value is not None and not isinstance(value, (str, os.PathLike)):
-        raise ConfigError(f"{name} must be the path of the file to write, got {value!r}")
+        raise ConfigError(f"{name} must be the path of the file to write, got {value!r}", setting=name)
     text = optional_text(value, name)
     if text is None:
         return None
     try:
         directory = Path(text).is_dir()
     except OSError as exc:  # a name longer than the file system allows
-        raise ConfigError(f"{name} {text!r} cannot be a file's path: {exc.strerror}") from None
+        raise ConfigError(f"{name} {text!r} cannot be a file's path: {exc.strerror}", setting=name) from None
     if directory:
-        raise ConfigError(f"{name} {text!r} is a directory: give the path of the file to write")
+        raise ConfigError(f"{name} {text!r} is a directory: give the path of the file to write", setting=name)
     return text
 
 
@@ -66,7 +66,9 @@ def batch_path(value: Any, name: str) -> str | None:
     text = _text(value, name)
     if not text:
         raise ConfigError(
-            f"{name} is empty: give the path of the batch file to write (without it, the run calls the judge)"
+            f"{name} is empty: give the path of the batch file to write "
+            "(without it, the run calls the judge)",
+            setting=name,
         )
     return text
 
@@ -75,7 +77,7 @@ def choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     def convert(value: Any, name: str) -> str:
         text = str(value).strip().lower()
         if text not in choices:
-            raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}", setting=name)
         return text
 
     return convert
@@ -90,18 +92,18 @@ def number(kind: type, low: float | None = None, optional: bool = False) -> Call
         if isinstance(value, str) and not value.strip():
             # An unset shell variable (--rag-max-judge-calls="$CAP") is not "no cap": that is spelt none.
             unset = ", or the word none to unset it" if optional else ""
-            raise ConfigError(f"{name} is empty: give {word}{unset}")
+            raise ConfigError(f"{name} is empty: give {word}{unset}", setting=name)
         try:
             number = kind(str(value).strip()) if isinstance(value, str) else kind(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{name} must be {word}; got {value!r}") from None
+            raise ConfigError(f"{name} must be {word}; got {value!r}", setting=name) from None
         # bools are ints; NaN never compares equal; an infinite temperature or price has no JSON form
         if isinstance(value, bool) or number != number or number in (float("inf"), float("-inf")):
-            raise ConfigError(f"{name} must be a finite number; got {value!r}")
+            raise ConfigError(f"{name} must be a finite number; got {value!r}", setting=name)
         if low is not None and number < low:
-            raise ConfigError(f"{name} must be at least {low:g}; got {value!r}")
+            raise ConfigError(f"{name} must be at least {low:g}; got {value!r}", setting=name)
         if kind is int and number > _MAX_INT:
-            raise ConfigError(f"{name} must be at most {_MAX_INT}; got {value!r}")
+            raise ConfigError(f"{name} must be at most {_MAX_INT}; got {value!r}", setting=name)
         return number
 
     return convert
@@ -115,7 +117,7 @@ def flag(value: Any, name: str) -> bool:
         return True
     if text in ("0", "false", "no", "off", ""):
         return False
-    raise ConfigError(f"{name} must be true or false; got {value!r}")
+    raise ConfigError(f"{name} must be true or false; got {value!r}", setting=name)
 
 
 def names(value: Any, name: str) -> tuple[str, ...]:

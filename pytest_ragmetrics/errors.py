@@ -23,7 +23,17 @@ class RagMetricsError(Exception):
 
 
 class ConfigError(RagMetricsError, ValueError):
-    """A setting has a value we cannot use; the message names the setting and the accepted values."""
+    """A setting has a value we cannot use; the message names the setting and the accepted values.
+
+    ``setting`` names the refused setting as it was written where its value was given
+    (``rag_concurrency`` in an ini file, ``--rag-concurrency``, ``RAGMETRICS_CONCURRENCY``,
+    ``Settings.concurrency``) when the error is about one setting's value: the pytest run tells by it
+    whether to say which configuration file the value is in.
+    """
+
+    def __init__(self, *args: object, setting: str | None = None) -> None:
+        super().__init__(*args)
+        self.setting = setting
 
 
 class InvalidSample(RagMetricsError, ValueError):

@@ -258,7 +258,6 @@ class RagmetricsSession:
         return {o.name: self.config.getoption("rag_" + o.name) for o in OPTIONS if o.cli or o.repeat}
 
     def _configure(self, ini: dict[str, Any], cli: dict[str, Any]) -> None:
-        from .options import OPTIONS_BY_NAME
         from .settings import advice, resolve, with_paths_under
 
         config = self.config
@@ -269,30 +268,24 @@ class RagmetricsSession:
             if settings.gates:
                 from .gates import parse_gates
 
-                self.gates = parse_gates(settings.gates, self._catalog(settings.gates))
+                try:
+                    self.gates = parse_gates(settings.gates, self._catalog(settings.gates))
+                except ConfigError as exc:
+                    raise ConfigError(str(exc), setting=_given_as("gates", cli)) from None
             if settings.regression_gates:
                 from .baseline import parse_regression_gates
 
                 lines = settings.regression_gates
-                self.regression_gates = parse_regression_gates(lines, self._catalog(lines))
+                try:
+                    self.regression_gates = parse_regression_gates(lines, self._catalog(lines))
+                except ConfigError as exc:
+                    raise ConfigError(str(exc), setting=_given_as("regression_gates", cli)) from None
             # The comparison is made once, by the process that writes the report (never by workers).
             self.baseline = _load_baseline(settings) if not is_worker(config) else None
             if not is_worker(config):
                 _check_replaced(settings)
         except ConfigError as exc:
-            key = str(exc).partition(" ")[0]
-            for name, prefix in (
-                ("gates", "invalid ragmetrics gate "),
-                ("regression_gates", "invalid ragmetrics regression"),
-            ):
-                # A gate's line from the ini file: the setting was given nowhere after it.
-                if (
-                    str(exc).startswith(prefix)
-                    and cli.get(name) is None
-                    and OPTIONS_BY_NAME[name].env_name not in os.environ
-                ):
-                    key = "rag_" + name
-            where = self._ini_source(key) if key in ini_keys else ""
+            where = self._ini_source(exc.setting) if exc.setting in ini_keys else ""
             raise pytest.UsageError(f"ragmetrics: {exc}{where}") from None
         if not is_worker(config):
             self._configure_judge_check()
@@ -1081,6 +1074,17 @@ class _BudgetForWorkers:
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[BUDGET_INPUT_KEY] = self.path
+
+
+def _given_as(name: str, cli: Mapping[str, Any]) -> str:
+    """The setting ``name`` as written where the run's value of it was given: its option when the
+    command line gave it, else its environment variable when set, else its ini key."""
+    from .options import OPTIONS_BY_NAME
+
+    option = OPTIONS_BY_NAME[name]
+    if cli.get(name) is not None:
+        return option.cli_name
+    return option.env_name if option.env_name in os.environ else option.ini_name
 
 
 def _fail(session: pytest.Session) -> None:

@@ -139,6 +139,34 @@ def test_bad_ini_value_is_a_usage_error_naming_the_key(pytester, line, message):
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+def test_a_refused_value_names_its_setting_as_written_where_it_was_given():
+    """The error carries the setting's name, so the run need not read it back out of the message."""
+    from pytest_ragmetrics.settings import resolve
+
+    for given, setting in (
+        ({"ini": {"concurrency": "many"}}, "rag_concurrency"),
+        ({"env": {"RAGMETRICS_TIMEOUT": "soon"}}, "RAGMETRICS_TIMEOUT"),
+        ({"cli": {"report": "maybe"}}, "--rag-report"),
+        ({"overrides": {"judge_model": ["gpt-4o"]}}, "judge_model"),
+    ):
+        with pytest.raises(ConfigError) as raised:
+            resolve(**given)
+        assert raised.value.setting == setting
+    with pytest.raises(ConfigError) as raised:
+        Settings(concurrency=0)
+    assert raised.value.setting == "Settings.concurrency"
+
+
+def test_a_bad_gate_from_the_environment_is_not_said_to_be_in_the_ini_file(pytester, monkeypatch):
+    pytester.makeini("[pytest]\nrag_gates = context_recall mean >= 0.5\n")
+    monkeypatch.setenv("RAGMETRICS_GATES", "context_recall mean >= 2")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ragmetrics: invalid ragmetrics gate 'context_recall mean >= 2': *"])
+    assert "(in tox.ini)" not in result.stderr.str()
+
+
 def test_a_text_setting_given_a_toml_boolean_is_a_usage_error_and_writes_no_file(pytester):
     """``rag_report_json = true`` in pyproject.toml reached the run as the text "True": the report
     went to a file named ``True``. A TOML value that is not a string is refused, naming the key."""
