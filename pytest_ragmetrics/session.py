@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -283,7 +282,9 @@ class RagmetricsSession:
             # The comparison is made once, by the process that writes the report (never by workers).
             self.baseline = _load_baseline(settings) if not is_worker(config) else None
             if not is_worker(config):
-                _check_replaced(settings)
+                from .report.build import check_replaced
+
+                check_replaced(settings)
         except ConfigError as exc:
             where = self._ini_source(exc.setting) if exc.setting in ini_keys else ""
             raise pytest.UsageError(f"ragmetrics: {exc}{where}") from None
@@ -1091,50 +1092,6 @@ def _fail(session: pytest.Session) -> None:
     """A check of the whole run failed: the run fails, unless it already failed for another reason."""
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-#: The top-level names of a JSON run report (and a baseline): the first one written, whatever the order.
-_REPORT_NAMES = frozenset({"plugin_version", "results", "summary", "version"})
-
-
-def _json_report(head: bytes) -> bool:
-    first = re.match(rb'\s*\{\s*"([^"\\]*)"', head)
-    return first is not None and first[1].decode("utf-8", "replace") in _REPORT_NAMES
-
-
-def _markdown_report(head: bytes) -> bool:
-    """Whether ``head`` starts as our Markdown report does (``## ✅ ragmetrics: ...``): a README that
-    merely mentions ragmetrics is not one."""
-    first = head.lstrip().split(b"\n", 1)[0]
-    return first.startswith(b"## ") and b"ragmetrics: " in first
-
-
-def _html_report(head: bytes) -> bool:
-    """Whether ``head`` starts as our HTML report does: any other HTML page is not one."""
-    return head.startswith(b"<!DOCTYPE html") and b"<title>ragmetrics report</title>" in head
-
-
-def _check_replaced(settings: Settings) -> None:
-    """Refuse, before any test, to write a report or a baseline over a file that is no such report
-    (a golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end."""
-    for option, path, what, ours in (
-        ("--rag-report-json", settings.report_json, "JSON report or baseline", _json_report),
-        ("--rag-save-baseline", settings.save_baseline, "JSON report or baseline", _json_report),
-        ("--rag-report-md", settings.report_md, "Markdown report", _markdown_report),
-        ("--rag-report-html", settings.report_html, "HTML report", _html_report),
-    ):
-        if not path:
-            continue
-        try:
-            with open(path, "rb") as handle:
-                head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
-        except OSError:
-            continue  # none yet; or unreadable, a directory: the write says why at the end
-        if head.strip() and not ours(head):
-            raise ConfigError(
-                f"{option}: {path} exists and is not a ragmetrics {what}; it is left alone: choose "
-                "another path (or delete the file if it should be replaced)"
-            )
 
 
 def _load_baseline(settings: Settings) -> dict[str, Any] | None:

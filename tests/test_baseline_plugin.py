@@ -687,16 +687,16 @@ def test_only_a_file_that_starts_as_our_markdown_or_html_report_is_taken_for_one
 
     from pytest_ragmetrics import Settings
     from pytest_ragmetrics.errors import ConfigError
+    from pytest_ragmetrics.report.build import check_replaced
     from pytest_ragmetrics.report.html import to_html
     from pytest_ragmetrics.report.markdown import to_markdown
-    from pytest_ragmetrics.session import _check_replaced
 
     readme, page = tmp_path / "README.md", tmp_path / "index.html"
     readme.write_text("# Shop search\n\nTested with pytest-ragmetrics (see ragmetrics: docs).\n", encoding="utf-8")
     page.write_text("<!DOCTYPE html><html><head><title>Shop docs</title></head></html>\n", encoding="utf-8")
     for settings, what in ((Settings(report_md=str(readme)), "Markdown"), (Settings(report_html=str(page)), "HTML")):
         with pytest.raises(ConfigError, match=f"exists and is not a ragmetrics {what} report"):
-            _check_replaced(settings)
+            check_replaced(settings)
     readme.write_text(to_markdown(example_report()), encoding="utf-8")
     page.write_text(to_html(example_report()), encoding="utf-8")
-    _check_replaced(Settings(report_md=str(readme), report_html=str(page)))
+    check_replaced(Settings(report_md=str(readme), report_html=str(page)))

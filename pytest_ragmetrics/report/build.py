@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..baseline import RegressionGate
@@ -25,6 +28,7 @@ __all__ = [
     "REPORT_VERSION",
     "attach_baseline",
     "build_report",
+    "check_replaced",
     "comparison_counts",
     "corrected_means",
     "evaluate_run_gates",
@@ -811,3 +815,47 @@ def write_reports(report: dict[str, Any], settings: Settings, *, save_baseline: 
 
         write("the baseline", s.save_baseline, lambda: to_json(baseline_form(report)))
     return failed
+
+
+#: The top-level names of a JSON run report (and a baseline): the first one written, whatever the order.
+_REPORT_NAMES = frozenset({"plugin_version", "results", "summary", "version"})
+
+
+def _json_report(head: bytes) -> bool:
+    first = re.match(rb'\s*\{\s*"([^"\\]*)"', head)
+    return first is not None and first[1].decode("utf-8", "replace") in _REPORT_NAMES
+
+
+def _markdown_report(head: bytes) -> bool:
+    """Whether ``head`` starts as our Markdown report does (``## ✅ ragmetrics: ...``): a README that
+    merely mentions ragmetrics is not one."""
+    first = head.lstrip().split(b"\n", 1)[0]
+    return first.startswith(b"## ") and b"ragmetrics: " in first
+
+
+def _html_report(head: bytes) -> bool:
+    """Whether ``head`` starts as our HTML report does: any other HTML page is not one."""
+    return head.startswith(b"<!DOCTYPE html") and b"<title>ragmetrics report</title>" in head
+
+
+def check_replaced(settings: Settings) -> None:
+    """Refuse, before any test, to write a report or a baseline over a file that is no such report
+    (a golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end."""
+    for option, path, what, ours in (
+        ("--rag-report-json", settings.report_json, "JSON report or baseline", _json_report),
+        ("--rag-save-baseline", settings.save_baseline, "JSON report or baseline", _json_report),
+        ("--rag-report-md", settings.report_md, "Markdown report", _markdown_report),
+        ("--rag-report-html", settings.report_html, "HTML report", _html_report),
+    ):
+        if not path:
+            continue
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
+        except OSError:
+            continue  # none yet; or unreadable, a directory: the write says why at the end
+        if head.strip() and not ours(head):
+            raise ConfigError(
+                f"{option}: {path} exists and is not a ragmetrics {what}; it is left alone: choose "
+                "another path (or delete the file if it should be replaced)"
+            )
