@@ -259,6 +259,26 @@ def test_a_ground_truth_of_invisible_characters_counts_as_none(monkeypatch, tmp_
     )
 
 
+def test_a_chunk_of_invisible_characters_is_scored_as_an_empty_chunk(tmp_path):
+    """A chunk of spaces and zero-width characters shows nothing: each metric scores it as the empty
+    chunk it looks like, where precision and graded relevance sent it to the judge on its own (and a
+    judge could call it useful) and recall and faithfulness listed it among the contexts."""
+    metrics: list[str | tuple[str, str | None]] = [
+        "context_precision", ("context_relevance", "sentence"), ("context_relevance", "binary"),
+        ("context_relevance", "graded"), "context_recall", ("context_recall", "claims"), "faithfulness",
+    ]  # fmt: skip
+    runs = {}
+    for name, chunk in (("blank", " \u200b\u2060 "), ("empty", "")):
+        sample = RagSample("How tall is the tower?", [chunk, HEIGHT], ground_truth=HEIGHT, answer=HEIGHT, id="s")
+        judge = ScriptedJudge(lambda request: conforming_value(request.schema))
+        with Evaluator(Settings(cache_dir=str(tmp_path / name)), judge=judge) as ev:
+            out = evaluate([sample], metrics, evaluator=ev)
+        scores = {m: (r.score, [v.reason for v in r.verdicts]) for m, r in out["s"].items()}
+        runs[name] = (scores, sorted(json.dumps(r.inputs, sort_keys=True) for r in judge.requests))
+    assert runs["blank"] == runs["empty"]
+    assert runs["blank"][0]["context_precision"] == (0.5, ["empty chunk", "fake judge"])
+
+
 def _first_user_message(body):
     """The answer to a request's material (a re-ask adds messages after it)."""
     return answer_judge.answer(json.loads(next(m for m in body["messages"] if m["role"] == "user")["content"]))

@@ -25,7 +25,7 @@ from ..judge.base import JudgeAnswer, JudgeRequest
 from ..judgments import JudgeParams, canonical_contexts
 from ..results import MetricResult, Verdict, new_verdict
 from . import answer as A
-from .builtin import _NO_USAGE, Metric, ScoringContext, _result, _spent
+from .builtin import _NO_USAGE, Metric, ScoringContext, _result, _spent, chunk_texts
 
 if TYPE_CHECKING:
     from ..sample import RagSample
@@ -99,11 +99,8 @@ class Faithfulness:
             claims = C.join_decomposition(requests, await _judged(ctx, requests, spent))
         if not claims:
             return _no_claims(sample, self.name, shown, spent)
-        ranks = [
-            (rank, text)
-            for rank, chunk in enumerate(sample.contexts, start=1)
-            if (text := ctx.normalize(chunk))
-        ]
+        texts = chunk_texts(sample.contexts, ctx.normalize)
+        ranks = [(rank, text) for rank, text in enumerate(texts, start=1) if text]
         if not ranks:
             decided = [C.ClaimVerdict(C.NOT_FOUND, "nothing was retrieved")] * len(claims)
             cached = [True] * len(claims)

@@ -172,7 +172,7 @@ class ContextPrecision:
         normalize = ctx.normalize
         question, ref = normalize(sample.question), normalize(reference)
         head = _label(sample, self.name)  # each chunk's label: this and its rank
-        texts = [*map(normalize, sample.contexts)]
+        texts = chunk_texts(sample.contexts, normalize)
         requests = []
         for rank, text in enumerate(texts, start=1):
             if text:
@@ -245,7 +245,7 @@ class ContextRecall:
                 sample.id,
             )
         (params,) = K.KINDS[J.CLAIMS if shown_method == "claims" else J.RECALL].params(ctx.settings)
-        contexts = [*map(normalize, sample.contexts)]
+        contexts = chunk_texts(sample.contexts, normalize)
         question = normalize(sample.question)
         label = _label(sample, self.name if shown_method is None else f"{self.name}[claims]")
         if shown_method == "claims":
@@ -346,7 +346,7 @@ class ContextRelevance:
         split = _splitting(ctx)
         head = _label(sample, "context_relevance")
         contexts = sample.contexts
-        texts = [*map(normalize, contexts)]  # each chunk's normalized text, empty for an empty chunk
+        texts = chunk_texts(contexts, normalize)  # each chunk's normalized text, empty for an empty chunk
         windows: dict[int, list[JudgeRequest]] = {}  # rank -> the chunk's requests, one per window
         if fingerprint is not None:
             # Keyed on the chunk and the splitter: a recorded answer brings its sentences along.
@@ -457,7 +457,7 @@ class ContextRelevance:
         normalize = ctx.normalize
         question = normalize(sample.question)
         contexts = sample.contexts
-        texts = [*map(normalize, contexts)]  # empty for an empty chunk, which is not asked
+        texts = chunk_texts(contexts, normalize)  # empty for an empty chunk, which is not asked
         head = _label(sample, "context_relevance")
         requests: list[JudgeRequest] = []
         for params in judges:
@@ -523,6 +523,18 @@ class ContextRelevance:
             _spent(answers),
             models=model_scores if several else None,
         )
+
+
+def chunk_texts(contexts: Sequence[str], normalize: Callable[[str], str]) -> list[str]:
+    """Each chunk's normalized text, empty for a chunk that shows nothing: spaces and format characters
+    (a zero-width space), which normalizing keeps. Such a chunk is scored as the empty chunk it looks
+    like, never sent to the judge on its own."""
+    texts = [*map(normalize, contexts)]
+    for i, text in enumerate(texts):
+        # A normalized text is stripped: only one that starts with an unprintable character can be blank.
+        if text and not text[0].isprintable() and invisible(text):
+            texts[i] = ""
+    return texts
 
 
 def _no_sentences(request: JudgeRequest) -> bool:
