@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from .errors import RagMetricsWarning
+from .errors import ConfigError, RagMetricsWarning
 
 # Commands over saved reports (``baseline compare``, ``report merge``); they exit like pytest.
 from .report.cli import COMMANDS as REPORT_COMMANDS, EXIT_USAGE
@@ -53,17 +53,20 @@ def default_cli_cache_dir(cwd: Path | None = None) -> Path:
     return base / ".ragmetrics_cache"
 
 
-def configured_dirs(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> dict[str, Path]:
+def configured_dirs(
+    cwd: Path | None = None, environ: Mapping[str, str] | None = None, ini: Mapping[str, str] | None = None
+) -> dict[str, Path]:
     """``cache_dir`` and ``store_dir`` as the plugin would see them when pytest runs in ``cwd``.
 
     Read from the pytest configuration file in ``cwd`` (pytest.ini, .pytest.ini, pyproject.toml,
-    tox.ini, setup.cfg: the first that configures pytest, as pytest picks it) and then from
-    ``RAGMETRICS_CACHE_DIR`` / ``RAGMETRICS_STORE_DIR``. Relative paths in the file are relative to it.
+    tox.ini, setup.cfg: the first that configures pytest, as pytest picks it), or from ``ini``, its
+    values when they were read already, and then from ``RAGMETRICS_CACHE_DIR`` /
+    ``RAGMETRICS_STORE_DIR``. Relative paths in the file are relative to it.
     """
     base = cwd or Path.cwd()
     env = os.environ if environ is None else environ
     found: dict[str, Path] = {}
-    ini = _pytest_ini_values(base)
+    ini = _pytest_ini_values(base) if ini is None else ini
     for name in ("cache_dir", "store_dir"):
         value = env.get(f"RAGMETRICS_{name.upper()}") or ini.get(f"rag_{name}")
         if value:
@@ -72,11 +75,17 @@ def configured_dirs(cwd: Path | None = None, environ: Mapping[str, str] | None =
 
 
 def _pytest_ini_values(base: Path) -> dict[str, str]:
-    from .settings import ini_file_values
+    """The pytest configuration's values in ``base``, as text. A text setting that pyproject.toml
+    gives as a TOML boolean or number (``rag_cache_dir = true``) is a
+    :class:`~pytest_ragmetrics.errors.ConfigError`, as in a pytest run, not the path ``True``."""
+    from .options import OPTIONS_BY_NAME
+    from .settings import check_toml_text, ini_file_values
 
     for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
         values = ini_file_values(base / name)
         if values is not None:
+            ours = {k[4:]: v for k, v in values.items() if k.startswith("rag_") and k[4:] in OPTIONS_BY_NAME}
+            check_toml_text(base / name, ours)
             return values
     return {}
 
@@ -374,15 +383,20 @@ def _main(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help exits 0; a usage error prints its message and exits 2
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
-    if args.command in REPORT_COMMANDS:
-        from .report.cli import run
-
-        return run(args, _pytest_ini_values(Path.cwd()), sys.stdout, sys.stderr)
     if args.command == "labels":
         from .calibration.drawing import run as run_labels
 
         return run_labels(args, sys.stdout, sys.stderr)
-    configured = configured_dirs()
+    try:
+        ini = _pytest_ini_values(Path.cwd())
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command in REPORT_COMMANDS:
+        from .report.cli import run
+
+        return run(args, ini, sys.stdout, sys.stderr)
+    configured = configured_dirs(ini=ini)
     if args.cache_dir is None:
         args.cache_dir = configured.get("cache_dir") or default_cli_cache_dir()
     if args.store_dir is None:
@@ -394,7 +408,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "judge":
         from .calibration.cli import run as run_judge
 
-        return run_judge(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
+        return run_judge(args, ini, Path.cwd(), sys.stdout, sys.stderr)
     if args.action in ("prune", "show", "rejudge") and args.store_dir is None:
         print(
             f"error: no judgment store to {args.action}: pass --store-dir, or set rag_store_dir in the "
@@ -410,11 +424,11 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.action == "rejudge":
             from .calibration.cli import rejudge
 
-            return rejudge(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
+            return rejudge(args, ini, Path.cwd(), sys.stdout, sys.stderr)
         if args.action == "batch":
             from .batch_cli import run as run_batch
 
-            return run_batch(args, _pytest_ini_values(Path.cwd()), Path.cwd(), sys.stdout, sys.stderr)
+            return run_batch(args, ini, Path.cwd(), sys.stdout, sys.stderr)
         store_handlers = {"show": _show}
         return store_handlers[args.action](args, sys.stdout, sys.stderr)
     handlers = {"stats": _stats, "clear": _clear, "prune": _prune}

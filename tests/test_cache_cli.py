@@ -375,6 +375,22 @@ def test_environment_overrides_the_configuration_file(populated, capsys, monkeyp
     assert f"cache: {populated['cache']}\n  entries: 5" in out
 
 
+@pytest.mark.parametrize(
+    "command", [("cache", "stats"), ("cache", "clear"), ("report", "merge", "-o", "m.json", "a.json")]
+)
+def test_a_toml_boolean_for_a_directory_is_a_usage_error_naming_the_key(tmp_path, capsys, monkeypatch, command):
+    """``rag_cache_dir = true`` in pyproject.toml was read as the directory ``True``, as a pytest run
+    refuses to: the command line refuses it too, naming the key."""
+    if sys.version_info < (3, 11):
+        pytest.importorskip("tomli")
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\nrag_cache_dir = true\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAGMETRICS_CACHE_DIR", raising=False)
+    assert cli(*command) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == "error: rag_cache_dir must be text, in quotes; got true (in pyproject.toml)\n"
+
+
 def test_prune_without_any_store_says_how_to_name_one(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RAGMETRICS_STORE_DIR", raising=False)
