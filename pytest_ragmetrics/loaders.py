@@ -74,7 +74,8 @@ class SampleLoadError(RagMetricsError, ValueError):
 def load_samples(path: str | os.PathLike[str]) -> list[RagSample]:
     """Load a golden set from a ``.jsonl``, ``.json`` or ``.csv`` file (UTF-8, a BOM is tolerated).
 
-    * ``.jsonl``: one JSON object per line; blank lines are skipped.
+    * ``.jsonl``: one JSON object per line; blank lines are skipped, and a BOM at the start of any
+      line (files joined together) is tolerated.
     * ``.json``: a list of objects, or an object whose ``"samples"`` key holds that list.
     * ``.csv``: a header row, then one sample per row. The contexts column holds a JSON array of
       strings (``["chunk one", "chunk two"]``), as does ``ground_truths``; ``metadata`` holds a JSON
@@ -194,6 +195,9 @@ def _read_text(path: Path, name: str) -> str:
 def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
     # split("\n"), not splitlines(): editors and `sed -n 3p` count only \n (and \r\n) as line breaks.
     for number, raw in enumerate(text.split("\n"), start=1):
+        # A byte order mark begins any line of files joined together (`cat a.jsonl b.jsonl`): it is
+        # no part of the JSON, as the judgment store reads it.
+        raw = raw.removeprefix("\ufeff")
         if not raw.strip():
             continue
         where = f"{name}, line {number}"

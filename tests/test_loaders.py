@@ -51,6 +51,14 @@ def test_jsonl_accepts_str_paths_crlf_and_a_bom(tmp_path):
     assert samples[1].contexts == ()
 
 
+def test_jsonl_joined_from_files_with_a_bom_each_loads_every_line(tmp_path):
+    """``cat a.jsonl b.jsonl``: the second file's byte order mark begins line 2. It is tolerated
+    there as at the start of the file (the judgment store reads such lines too)."""
+    line = '\ufeff{"question": "%s", "contexts": ["c"]}\n'
+    path = write(tmp_path, "joined.jsonl", line % "q" + line % "r" + "\ufeff\n")
+    assert [(s.id, s.question) for s in load_samples(path)] == [("joined.jsonl:1", "q"), ("joined.jsonl:2", "r")]
+
+
 def test_ids_are_stable_and_integer_ids_become_strings(tmp_path):
     path = write(
         tmp_path,
