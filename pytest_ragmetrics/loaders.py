@@ -192,6 +192,30 @@ def _read_text(path: Path, name: str) -> str:
         ) from None
 
 
+class _RepeatedField(ValueError):
+    """A JSON object of the file gives one name twice (``field``)."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
+
+
+def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's fields, refusing a name given twice: JSON keeps the last value silently, so a
+    line that asks one question and then another would be scored on the second, unseen."""
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedField(key)
+            seen.add(key)
+    return data
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_fields)
+
+
 def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
     # split("\n"), not splitlines(): editors and `sed -n 3p` count only \n (and \r\n) as line breaks.
     for number, raw in enumerate(text.split("\n"), start=1):
@@ -202,10 +226,14 @@ def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
             continue
         where = f"{name}, line {number}"
         try:
-            data = json.loads(raw)
+            data = _DECODER.decode(raw)
         except json.JSONDecodeError as exc:
             raise SampleLoadError(
                 f"{where}: invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=number
+            ) from None
+        except _RepeatedField as exc:
+            raise SampleLoadError(
+                f"{where}: field {exc.field!r} is given twice", file=name, line=number, field=exc.field
             ) from None
         except RecursionError:
             raise SampleLoadError(f"{where}: the JSON is nested too deeply", file=name, line=number) from None
@@ -220,10 +248,13 @@ def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
 
 def _json_records(text: str, name: str) -> Iterator[_Record]:
     try:
-        doc = json.loads(text)
+        doc = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         message = f"{name}, line {exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
         raise SampleLoadError(message, file=name, line=exc.lineno) from None
+    except _RepeatedField as exc:
+        message = f"{name}: field {exc.field!r} is given twice in one object"
+        raise SampleLoadError(message, file=name, field=exc.field) from None
     except RecursionError:
         raise SampleLoadError(f"{name}: the JSON is nested too deeply", file=name) from None
     except ValueError as exc:  # a number of more than 4,300 digits

@@ -106,6 +106,17 @@ def test_jsonl_invalid_json_names_file_and_line(tmp_path):
         load_samples(path)
 
 
+def test_a_field_given_twice_is_an_error_naming_file_line_and_field(tmp_path):
+    """JSON keeps the last of two values silently: the line was scored on a question nobody reads."""
+    text = jsonl({"question": "q", "contexts": []}) + '{"question": "a?", "contexts": [], "question": "b?"}\n'
+    with pytest.raises(SampleLoadError, match=r"^twice\.jsonl, line 2: field 'question' is given twice$") as info:
+        load_samples(write(tmp_path, "twice.jsonl", text))
+    assert (info.value.line, info.value.field) == (2, "question")
+    text = '[{"question": "q", "contexts": [], "metadata": {"k": 1, "k": 2}}]'
+    with pytest.raises(SampleLoadError, match=r"^twice\.json: field 'k' is given twice in one object$"):
+        load_samples(write(tmp_path, "twice.json", text))
+
+
 def test_jsonl_line_that_is_not_an_object_is_an_error(tmp_path):
     path = write(tmp_path, "list.jsonl", '["q", ["c"]]\n')
     with pytest.raises(SampleLoadError, match=r"^list\.jsonl, line 1: expected a JSON object, got a list$"):
