@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from . import _scope
 from ._aio import Escaped, each_bounded, map_bounded
@@ -83,13 +83,13 @@ class LoopRunner:
             self._loop, self._thread, self._closing = loop, thread, _Closing()
         return self._loop
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    def submit(self, coro: Coroutine[Any, Any, T]) -> _Handed[T]:
         """Start ``coro`` on the background loop; the future holds its result (see :meth:`submit_many`)."""
         return self.submit_many([coro])[0]
 
     def submit_many(
         self, coros: Sequence[Coroutine[Any, Any, T]], *, until_started: bool = False
-    ) -> list[concurrent.futures.Future[T]]:
+    ) -> list[_Handed[T]]:
         """Start ``coros`` on the background loop, in order, with one hand-over: the loop's thread is
         woken once for all of them. Each future holds its coroutine's result or error; cancelling a
         future cancels its coroutine (one not started yet never starts).
@@ -102,13 +102,13 @@ class LoopRunner:
         """
         started: list[tuple[Coroutine[Any, Any, T], _Handed[T]]]
         started = [(coro, _Handed()) for coro in coros]
-        ready: concurrent.futures.Future[None] | None = None
+        ready: _Handed[None] | None = None
         # Handed over under the lock: close() hands its shutdown over after every earlier hand-over,
         # so what it ends includes them (a hand-over after it goes to a new loop).
         with self._lock:
             loop = self._ensure_locked()
             if until_started and threading.current_thread() is not self._thread:
-                ready = concurrent.futures.Future()
+                ready = _Handed()
             try:
                 loop.call_soon_threadsafe(_start, loop, started, ready, self._closing)
             except RuntimeError:  # the loop is closed: nothing will ever run them
@@ -116,7 +116,7 @@ class LoopRunner:
                     coro.close()
                 raise
         self.handovers += 1
-        futures: list[concurrent.futures.Future[T]] = [future for _, future in started]
+        futures = [future for _, future in started]
         if ready is not None:
             try:
                 ready.result()
@@ -134,7 +134,7 @@ class LoopRunner:
         __tracebackhide__ = True
         return self.wait(self.submit(coro))
 
-    def wait(self, future: concurrent.futures.Future[T]) -> T:
+    def wait(self, future: _Handed[T]) -> T:
         """Wait for a coroutine submitted earlier (see :meth:`run`)."""
         __tracebackhide__ = True
         started = time.monotonic()
@@ -169,7 +169,15 @@ class LoopRunner:
         """
         if self._loop is not None and asyncio.get_running_loop() is self._loop:
             return await coro
-        return await asyncio.wrap_future(self.submit(coro))
+        caller = asyncio.get_running_loop()
+        waiter: asyncio.Future[T] = caller.create_future()
+        handed = self.submit(coro)
+        handed.add_done_callback(functools.partial(_pass_on, caller, waiter))
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            handed.cancel()  # the awaiting task was cancelled: so is the coroutine on the loop
+            raise
 
     def close(self) -> None:
         """Stop the loop: what it still runs is cancelled, and whoever waits for it (:meth:`run`,
@@ -183,20 +191,119 @@ class LoopRunner:
             loop.close()
 
 
-class _Handed(concurrent.futures.Future[T]):
-    """The thread-safe future of a coroutine handed to the loop (see :meth:`LoopRunner.submit_many`):
-    cancelling it cancels the coroutine's task, with no done-callback to add and call for every score."""
+#: Taken while a hand-over is settled, by the loop (its outcome) or by another thread (a
+#: cancellation): only ever for a few steps, never while waiting.
+_settling = threading.Lock()
+_PENDING, _DONE, _FAILED, _CANCELLED = range(4)
 
-    _task: asyncio.Task[None] | None = None  # set on the loop as the task is made
+
+class _Handed(Generic[T]):
+    """The outcome of a coroutine handed to the loop (see :meth:`LoopRunner.submit_many`): set once
+    by the loop's thread, or cancelled from any thread, which cancels the coroutine's task.
+
+    A ``concurrent.futures.Future`` would do, but it is about eleven objects the garbage collector
+    follows (a condition with its lock, lists, bound methods), made for every score a test takes and
+    often kept for several tests while judging ahead; collecting them was a visible part of a warm
+    run. This is one object; a lock to wait on is made only when a thread has to wait.
+    """
+
+    __slots__ = ("_callbacks", "_outcome", "_state", "_task", "_waiter")
+
+    def __init__(self) -> None:
+        self._state = _PENDING
+        self._outcome: Any = None
+        self._waiter: Any = None  # a lock held until the outcome is set, made by the first waiter
+        self._callbacks: list[Callable[[_Handed[T]], object]] | None = None
+        self._task: asyncio.Task[None] | None = None  # set on the loop as the task is made
+
+    def done(self) -> bool:
+        return self._state != _PENDING
+
+    def cancelled(self) -> bool:
+        return self._state == _CANCELLED
 
     def cancel(self) -> bool:
-        if not super().cancel():
-            return False
+        """Cancel it unless its outcome is set; the coroutine is cancelled on the loop (one not
+        started yet never starts)."""
+        if not self._settle(_CANCELLED, None):
+            return self._state == _CANCELLED
         task = self._task  # None: its task, once made, finds it cancelled at its first step
         if task is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
                 task.get_loop().call_soon_threadsafe(task.cancel)
         return True
+
+    def result(self, timeout: float | None = None) -> T:
+        """The coroutine's result, or its error raised, waiting ``timeout`` seconds at most (then
+        ``concurrent.futures.TimeoutError``); ``concurrent.futures.CancelledError`` if cancelled."""
+        __tracebackhide__ = True
+        if self._state == _PENDING and not self._wait(timeout):
+            raise concurrent.futures.TimeoutError()
+        if self._state == _DONE:
+            return cast("T", self._outcome)
+        if self._state == _FAILED:
+            try:
+                raise self._outcome
+            finally:
+                self = None  # type: ignore[assignment]  # the error's traceback would hold it
+        raise concurrent.futures.CancelledError()
+
+    def add_done_callback(self, callback: Callable[[_Handed[T]], object]) -> None:
+        """Call ``callback(self)`` once the outcome is set or it is cancelled, in the thread that
+        does so (at once if that happened already)."""
+        with _settling:
+            if self._state == _PENDING:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def _wait(self, timeout: float | None) -> bool:
+        with _settling:
+            if self._state != _PENDING:
+                return True
+            waiter = self._waiter
+            if waiter is None:
+                waiter = self._waiter = threading.Lock()
+                waiter.acquire()
+        # Interrupted by Ctrl-C like any lock; released (for every waiter, one after another) as
+        # the outcome is set.
+        if not waiter.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+            return False
+        waiter.release()
+        return True
+
+    def _settle(self, state: int, outcome: Any) -> bool:
+        """Set the outcome (or the cancellation) unless one was set already; wake the waiters."""
+        with _settling:
+            if self._state != _PENDING:
+                return False
+            self._state, self._outcome = state, outcome
+            waiter, callbacks = self._waiter, self._callbacks
+            self._callbacks = None
+        if waiter is not None:
+            waiter.release()
+        for callback in callbacks or ():
+            callback(self)
+        return True
+
+
+def _pass_on(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], handed: _Handed[Any]) -> None:
+    """``handed``'s outcome to ``waiter``, on its loop (:meth:`LoopRunner.arun`)."""
+
+    def copy() -> None:
+        if waiter.cancelled():
+            return
+        if handed.cancelled():
+            waiter.cancel()
+        elif handed._state == _FAILED:
+            waiter.set_exception(handed._outcome)
+        else:
+            waiter.set_result(handed._outcome)
+
+    with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits for it any more
+        loop.call_soon_threadsafe(copy)
 
 
 class _Closing:
@@ -221,7 +328,7 @@ def _shut_down(loop: asyncio.AbstractEventLoop, closing: _Closing, first: bool =
 def _start(
     loop: asyncio.AbstractEventLoop,
     started: list[tuple[Coroutine[Any, Any, Any], _Handed[Any]]],
-    ready: concurrent.futures.Future[None] | None,
+    ready: _Handed[None] | None,
     closing: _Closing,
 ) -> None:
     """On the loop: run each coroutine as a task that settles its thread-safe future as it ends; then
@@ -232,18 +339,15 @@ def _start(
                 coro.close()
                 continue
             if not asyncio.iscoroutine(coro):  # its caller learns why, rather than waiting forever
-                if future.set_running_or_notify_cancel():
-                    future.set_exception(TypeError(f"a coroutine was expected, got {coro!r}"))
+                future._settle(_FAILED, TypeError(f"a coroutine was expected, got {coro!r}"))
                 continue
             future._task = loop.create_task(_settled(coro, future, closing))
     finally:
         if ready is not None:
-            loop.call_soon(ready.set_result, None)
+            loop.call_soon(ready._settle, _DONE, None)
 
 
-async def _settled(
-    coro: Coroutine[Any, Any, Any], future: concurrent.futures.Future[Any], closing: _Closing
-) -> None:
+async def _settled(coro: Coroutine[Any, Any, Any], future: _Handed[Any], closing: _Closing) -> None:
     """Run ``coro`` and settle ``future`` with its outcome, as the task ends rather than in a
     callback of the loop's next pass. ``coro`` never starts if ``future`` was cancelled before the
     task's first step (a cancellation reaches the task through the loop, possibly after that step);
@@ -256,19 +360,16 @@ async def _settled(
         result = await coro
     except asyncio.CancelledError:
         if closing.now:
-            if future.set_running_or_notify_cancel():
-                future.set_exception(RuntimeError("the judging loop was closed before this finished"))
+            future._settle(_FAILED, RuntimeError("the judging loop was closed before this finished"))
         else:
             future.cancel()
         raise
     except BaseException as exc:  # SystemExit, KeyboardInterrupt, pytest.skip() too: they mean
         # something to the thread that waits for the score, where they are raised again; the loop
         # goes on serving the others (its dying would leave every waiter waiting forever).
-        if future.set_running_or_notify_cancel():
-            future.set_exception(exc.error if isinstance(exc, Escaped) else exc)
+        future._settle(_FAILED, exc.error if isinstance(exc, Escaped) else exc)
     else:
-        if future.set_running_or_notify_cancel():
-            future.set_result(result)
+        future._settle(_DONE, result)
 
 
 def parse_metric_spec(spec: str | tuple[str, str | None]) -> tuple[str, str | None]:
@@ -447,7 +548,7 @@ class ScoresAhead(Protocol):
 
     def claim(
         self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
-    ) -> concurrent.futures.Future[MetricResult] | None:
+    ) -> _Handed[MetricResult] | None:
         """The future of this score if it was started ahead (it is handed out once), else ``None``.
 
         Called for every single-sample score, so it also learns which scores a test asks for.
@@ -828,13 +929,16 @@ class Evaluator:
 
     def submit_score(
         self, sample: RagSample, metric: str, method: str | None = None
-    ) -> concurrent.futures.Future[MetricResult]:
-        """Start scoring one sample on the judging loop; the future holds the result (or the error)."""
+    ) -> _Handed[MetricResult]:
+        """Start scoring one sample on the judging loop; what it returns holds the result (or the
+        error): ``result(timeout=None)``, ``cancel()``, ``cancelled()``, ``done()`` and
+        ``add_done_callback()``, as a ``concurrent.futures.Future`` (which it is not: from async code,
+        await :meth:`ascore`)."""
         return self.runner.submit(self._score(sample, metric, method))
 
     def submit_scores(
         self, scores: Sequence[tuple[RagSample, str, str | None]], *, until_started: bool = False
-    ) -> list[concurrent.futures.Future[MetricResult]]:
+    ) -> list[_Handed[MetricResult]]:
         """Start several ``(sample, metric, method)`` scores on the judging loop, in order, with one
         hand-over to its thread; each future holds its result (or its error). ``until_started``: see
         :meth:`LoopRunner.submit_many`."""

@@ -39,7 +39,6 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -50,7 +49,7 @@ from .sample import RagSample  # loaded by then: the plugin judges ahead only in
 if TYPE_CHECKING:
     import pytest
 
-    from .engine import Evaluator
+    from .engine import Evaluator, _Handed
     from .results import MetricResult
     from .settings import Settings
 
@@ -111,7 +110,7 @@ class Prefetcher:
         self._positions: dict[str, int] = {}
         self._started_to = 0  # items before this index have had their scores started
         # (evaluator id, sample, metric, method) -> (item nodeid, future)
-        self._pending: dict[tuple[Any, ...], tuple[str, concurrent.futures.Future[MetricResult]]] = {}
+        self._pending: dict[tuple[Any, ...], tuple[str, _Handed[MetricResult]]] = {}
         # item nodeid -> the keys started for it (some taken since): what its end drops
         self._started_for: dict[str, list[tuple[Any, ...]]] = {}
         # item nodeid -> how many of the scores started for it were taken: when all were, its end
@@ -133,7 +132,7 @@ class Prefetcher:
     # --- the engine asks -----------------------------------------------------------------------
     def claim(
         self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
-    ) -> concurrent.futures.Future[MetricResult] | None:
+    ) -> _Handed[MetricResult] | None:
         metric, method = self._spec(evaluator, metric, method)
         scope = _scope.current_test.get()
         if scope is not None:
@@ -325,7 +324,7 @@ class Prefetcher:
 
     def _start(
         self, scores: Sequence[_Score], *, own: tuple[Evaluator, RagSample, str, str | None] | None = None
-    ) -> concurrent.futures.Future[MetricResult] | None:
+    ) -> _Handed[MetricResult] | None:
         """Start ``scores`` not started yet, each kept for its test, and first ``own`` (the running
         test's, whose future is returned): one hand-over to the judging loop per evaluator, not one
         per score, returning once the loop has taken each up to its first wait."""

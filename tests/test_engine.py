@@ -431,7 +431,7 @@ def test_a_batch_handed_over_until_started_returns_once_each_ran_to_its_first_wa
         reached.append("waits")
         await asyncio.Event().wait()
 
-    async def hands_over() -> concurrent.futures.Future[str]:
+    async def hands_over() -> Any:
         (inner,) = runner.submit_many([done("inner")], until_started=True)
         return inner  # had it waited for the loop, the loop (this very thread) would never go on
 
@@ -486,6 +486,80 @@ def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
         assert cancelled.wait(timeout=30)
         assert runner.run(note("last")) == "last"
         assert ran == ["first", "last"]  # "second" never ran
+    finally:
+        runner.close()
+
+
+def test_a_thread_waiting_for_one_result_is_woken_by_that_result_only():
+    """Results set beside it (in the same hand-over, or later) leave a thread waiting for another
+    one waiting; its own wakes it. The coroutine waited for is held by a gate, not a clock."""
+    runner = LoopRunner()
+    opened = asyncio.Event()
+    outcomes: queue.Queue[object] = queue.Queue()
+
+    async def gated() -> str:
+        await opened.wait()
+        return "gated"
+
+    async def done(name: str) -> str:
+        return name
+
+    def waits() -> None:
+        try:
+            outcomes.put(held.result(timeout=30))
+        except BaseException as exc:
+            outcomes.put(exc)
+
+    try:
+        held, beside = runner.submit_many([gated(), done("beside")], until_started=True)
+        with pytest.raises(concurrent.futures.TimeoutError):
+            held.result(timeout=0)
+        thread = threading.Thread(target=waits, daemon=True)
+        thread.start()
+        assert beside.result(timeout=30) == "beside"
+        assert runner.run(done("later")) == "later"
+        with pytest.raises(queue.Empty):
+            outcomes.get(timeout=0.2)  # still waiting for its own
+        runner._ensure().call_soon_threadsafe(opened.set)
+        assert outcomes.get(timeout=30) == "gated"
+        thread.join(timeout=30)
+    finally:
+        runner.close()
+
+
+def test_a_score_awaited_from_another_event_loop_passes_on_its_outcome_and_its_cancellation():
+    """``arun`` from a loop of one's own: the result or the error comes back to it, and cancelling
+    the awaiting task cancels the coroutine on the judging loop."""
+    runner = LoopRunner()
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def done(name: str) -> str:
+        return name
+
+    async def fails() -> None:
+        raise ValueError("no score")
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def awaits_and_gives_up() -> None:
+        task = asyncio.ensure_future(runner.arun(forever()))
+        assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        assert asyncio.run(runner.arun(done("a"))) == "a"
+        with pytest.raises(ValueError, match="no score"):
+            asyncio.run(runner.arun(fails()))
+        asyncio.run(awaits_and_gives_up())
+        assert cancelled.wait(timeout=30)
     finally:
         runner.close()
 
