@@ -680,6 +680,21 @@ def test_a_baseline_or_json_report_is_never_written_over_a_file_that_is_neither(
     assert golden.read_text(encoding="utf-8").startswith('{"id": "q1"')
 
 
+def test_report_merge_never_writes_over_a_file_that_is_no_report(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``report merge -o test_rag.py`` replaced the test file with the merged report, where a pytest
+    run refuses such a path. The merge refuses it too, before reading anything; a report is replaced."""
+    project.runpytest("--rag-report-json=run.json").assert_outcomes(passed=16)
+    tests = (project.path / "test_rag.py").read_text(encoding="utf-8")
+    code, err = merge(project, capsys, "-o", "test_rag.py", "run.json")
+    assert code == 4
+    assert err.startswith("error: report merge --output: test_rag.py exists and is not a ragmetrics JSON report")
+    assert (project.path / "test_rag.py").read_text(encoding="utf-8") == tests
+    code, err = merge(project, capsys, "-o", "run.json", "run.json")
+    assert code == 0, err
+
+
 def test_only_a_file_that_starts_as_our_markdown_or_html_report_is_taken_for_one(tmp_path: Any) -> None:
     """A README that mentions ragmetrics, or any other HTML page, is refused as a report's path;
     a report of ours is replaced."""

@@ -838,24 +838,39 @@ def _html_report(head: bytes) -> bool:
     return head.startswith(b"<!DOCTYPE html") and b"<title>ragmetrics report</title>" in head
 
 
+#: Each kind of report file: its name in messages, and whether a file's first bytes start as one.
+_KINDS: dict[str, tuple[str, Callable[[bytes], bool]]] = {
+    "json": ("JSON report or baseline", _json_report),
+    "markdown": ("Markdown report", _markdown_report),
+    "html": ("HTML report", _html_report),
+}
+
+
 def check_replaced(settings: Settings) -> None:
     """Refuse, before any test, to write a report or a baseline over a file that is no such report
     (a golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end."""
-    for option, path, what, ours in (
-        ("--rag-report-json", settings.report_json, "JSON report or baseline", _json_report),
-        ("--rag-save-baseline", settings.save_baseline, "JSON report or baseline", _json_report),
-        ("--rag-report-md", settings.report_md, "Markdown report", _markdown_report),
-        ("--rag-report-html", settings.report_html, "HTML report", _html_report),
+    for option, path, kind in (
+        ("--rag-report-json", settings.report_json, "json"),
+        ("--rag-save-baseline", settings.save_baseline, "json"),
+        ("--rag-report-md", settings.report_md, "markdown"),
+        ("--rag-report-html", settings.report_html, "html"),
     ):
-        if not path:
-            continue
-        try:
-            with open(path, "rb") as handle:
-                head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
-        except OSError:
-            continue  # none yet; or unreadable, a directory: the write says why at the end
-        if head.strip() and not ours(head):
-            raise ConfigError(
-                f"{option}: {path} exists and is not a ragmetrics {what}; it is left alone: choose "
-                "another path (or delete the file if it should be replaced)"
-            )
+        if path:
+            check_replaceable(path, kind, option)
+
+
+def check_replaceable(path: str | os.PathLike[str], kind: str, option: str) -> None:
+    """Raise :class:`ConfigError` naming ``option`` when ``path`` holds a file that is no report of
+    ``kind`` (``json``, ``markdown`` or ``html``): writing the report there would lose it. A report
+    of that kind, an empty file or no file at all may be written over."""
+    what, ours = _KINDS[kind]
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
+    except OSError:
+        return  # none yet; or unreadable, a directory: the write says why
+    if head.strip() and not ours(head):
+        raise ConfigError(
+            f"{option}: {os.fspath(path)} exists and is not a ragmetrics {what}; it is left alone: choose "
+            "another path (or delete the file if it should be replaced)"
+        )

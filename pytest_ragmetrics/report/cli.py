@@ -247,7 +247,14 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
     from .._files import write_text_atomic
     from ..baseline import load_report, parse_regression_gates
     from ..gates import parse_gates
-    from .build import attach_baseline, evaluate_run_gates, judge_check_section, merge_reports, shard_problems
+    from .build import (
+        attach_baseline,
+        check_replaceable,
+        evaluate_run_gates,
+        judge_check_section,
+        merge_reports,
+        shard_problems,
+    )
     from .json_report import to_json
     from .model import outcome
 
@@ -267,6 +274,7 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
         first = seen.setdefault(real, path)
         if first is not path:
             raise ConfigError(f"report merge: {str(path)!r} is given twice")
+    check_replaceable(args.output, "json", "report merge --output")
     shards = [load_report(path, "report") for path in args.inputs]
     problems = shard_problems(
         shards,
