@@ -86,3 +86,20 @@ def test_a_labelling_sample_that_cannot_be_written_leaves_the_old_record_whole(t
     assert "cannot write" in capsys.readouterr().err
     assert out.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["golden.jsonl", "labels.sample.json"]
+
+
+def test_a_labelling_sample_is_never_written_over_a_file_that_is_no_record(tmp_path, capsys):
+    """``labels sample golden.jsonl --out golden.jsonl`` replaced the golden set with the record of the
+    draw. Only a record written before, or an empty file, is replaced now; anything else is left alone."""
+    from pytest_ragmetrics.__main__ import main
+
+    golden = tmp_path / "golden.jsonl"
+    text = "".join(json.dumps({"id": f"q{i}", "question": "q?", "contexts": ["c"]}) + "\n" for i in range(6))
+    golden.write_text(text)
+    assert main(["labels", "sample", "--n", "3", "--seed", "1", str(golden), "--out", str(golden)]) == 4
+    assert f"{golden} exists and is not a record written by" in capsys.readouterr().err
+    assert golden.read_text() == text
+    record = tmp_path / "labels.sample.json"
+    for seed in ("1", "2"):  # a record written before is replaced
+        assert main(["labels", "sample", "--n", "3", "--seed", seed, str(golden), "--out", str(record)]) == 0
+    assert json.loads(record.read_text())["seed"] == 2
