@@ -174,6 +174,17 @@ def test_a_bad_max_flip_rate_is_a_usage_error(workdir, capsys, limit, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["judge", "check", "labels.jsonl"], ["judge", "drift"], ["store", "rejudge", "--store-dir", "."]],
+)
+def test_an_empty_model_is_a_usage_error_naming_the_option(workdir, capsys, command):
+    """``--model "$NEW_MODEL"`` with the variable unset: the error names ``--model``, as given, not
+    the setting behind it."""
+    assert main([*command, "--model", " "]) == 4
+    assert capsys.readouterr().err == "error: --model must not be empty\n"
+
+
 def _record(store_args: list[str]) -> None:
     assert main(["judge", "check", "labels.jsonl", "--model", "base", *store_args]) == 0
 

@@ -103,6 +103,14 @@ def _settings(args: argparse.Namespace, ini: Mapping[str, Any], base: Path) -> S
     return settings
 
 
+def _model(given: str) -> str:
+    """A ``--model`` value, checked as the judge model setting is and named as it was given here."""
+    from ..settings import OPTIONS_BY_NAME
+
+    model: str = OPTIONS_BY_NAME["judge_model"].convert(given, "--model")
+    return model
+
+
 def _evaluator(settings: Settings) -> Evaluator:
     from ..engine import Evaluator
 
@@ -156,7 +164,7 @@ def _check(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
     floors = parse_floors(args.floor if args.floor is not None else settings.judge_agreement)
-    models = list(dict.fromkeys(args.model or [settings.judge_model]))
+    models = list(dict.fromkeys([_model(m) for m in args.model] if args.model else [settings.judge_model]))
     report: dict[str, Any] = {"labelled_set": str(path), "items": len(items), "models": []}
     for model in models:
         # Each model rates graded relevance itself: a side-by-side comparison, not an ensemble.
@@ -404,6 +412,7 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
         print("error: --sample must be at least 1", file=err)
         return EXIT_USAGE
     limits = [(spec, parse_flip_rate(spec)) for spec in args.max_flip_rate or ()]
+    model = _model(args.model)
     where, records = recorded_judgments(settings)
     source_model = args.from_model
     if source_model is None and any(r.get("model") == settings.judge_model for r in records):
@@ -416,8 +425,8 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
     sample = random.Random(args.seed).sample(records, min(args.sample, len(records)))
     # The other model's answers go to the local cache only (a rerun does not pay again), never into the
     # committed store: it records the judge the suite runs with.
-    evaluator = _evaluator(dataclasses.replace(settings.replace(judge_model=args.model), store_dir=None))
-    judged = _requests(sample, args.model, where, err, read_answers=True)
+    evaluator = _evaluator(dataclasses.replace(settings.replace(judge_model=model), store_dir=None))
+    judged = _requests(sample, model, where, err, read_answers=True)
 
     async def judge_all() -> list[JudgeAnswer]:
         from .._aio import gather_or_cancel
@@ -427,7 +436,7 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
     try:
         answers = evaluator.runner.run(judge_all())
     except RagMetricsError as exc:
-        print(f"error: judge {args.model}: {exc}", file=err)
+        print(f"error: judge {model}: {exc}", file=err)
         return EXIT_FAILED
     finally:
         evaluator.close()
@@ -448,7 +457,7 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
     summary = {
         "source": where,
         "from_model": source_model,
-        "model": args.model,
+        "model": model,
         "recorded": len(records),
         "sampled": len(sample),
         "seed": args.seed,
@@ -476,7 +485,7 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
     print(
         f"judge drift: {len(sample)} of {len(records)} recorded judgments"
         + (f" of {source_model}" if source_model else "")
-        + f" ({where}, seed {args.seed}) re-judged by {args.model}",
+        + f" ({where}, seed {args.seed}) re-judged by {model}",
         file=out,
     )
     rows = [["kind", "judgments", "verdicts", "flipped", "share", "mean before", "mean after", "change"]]
@@ -548,7 +557,7 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
         settings = _settings(args, ini, base)
         changes: dict[str, Any] = {}
         if args.model:
-            changes["judge_model"] = args.model
+            changes["judge_model"] = _model(args.model)
         if args.concurrency is not None:
             if args.concurrency < 1:
                 raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
