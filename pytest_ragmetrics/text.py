@@ -75,7 +75,9 @@ Splitter: TypeAlias = Callable[[str], list[str]]
 _ORTHO_BEG_UC = 1 << 1
 _ORTHO_MID_LC = 1 << 5
 
-_LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+# One line break: "\r\n" or a character of str.splitlines. Written to start with a character class (not
+# as an alternation), so a search skips ahead to the break characters instead of trying every position.
+_LINE_BREAK = re.compile(r"[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029](?:(?<=\r)\n)?")
 # List and heading markers at the start of a line; applied repeatedly, so "> - item" loses both.
 _MARKER = re.compile(
     # Bullets, dashes, headings, quotes and task boxes are markers even alone on a line ...
@@ -121,9 +123,11 @@ _CJK_TERMINATORS = "\u3002\uff0e\uff61\uff01\uff1f"
 _STRONG_TERMINATORS = "?!\u203c\u2047\u2048\u2049\u061f\u06d4\u0589\u1362\u1367\u0964\u0965\u104b"
 _TERMINATORS = ".\u2026" + _STRONG_TERMINATORS + _CJK_TERMINATORS
 # A run of sentence-ending punctuation (with the spaces of ". . ."), its closing quotes and brackets,
-# and the white space after it.
+# and the white space after it. "[T][T]*" rather than "[T]+": a pattern that starts with a character
+# class lets a search skip ahead to the terminators.
 _BOUNDARY = re.compile(
-    rf"(?P<mark>[{re.escape(_TERMINATORS)}]+(?: \.(?=[\s.{re.escape(_CLOSERS)}]|$))*)"
+    rf"(?P<mark>[{re.escape(_TERMINATORS)}][{re.escape(_TERMINATORS)}]*"
+    rf"(?: \.(?=[\s.{re.escape(_CLOSERS)}]|$))*)"
     rf"(?P<close>[{re.escape(_CLOSERS)}]*)\s*"
 )
 # Characters at which Punkt's word tokenizer ends a word (its "non-word" characters, and the comma).
