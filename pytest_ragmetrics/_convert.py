@@ -121,7 +121,9 @@ def flag(value: Any, name: str) -> bool:
 
 
 def names(value: Any, name: str) -> tuple[str, ...]:
+    # An ini file's lines may each hold several names, separated by commas, as one line does.
     items = value.replace("\n", ",").split(",") if isinstance(value, str) else list(value)
+    items = [part for item in items for part in (item.split(",") if isinstance(item, str) else (item,))]
     # Each name once, in order: a model listed twice would count twice in the average.
     return tuple(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
 

@@ -146,6 +146,8 @@ OPTIONS: tuple[Option, ...] = (
         "names",
         "comma-separated judge models whose graded relevance ratings are averaged (default: the judge model)",
         "NAMES",
+        # A list in pyproject.toml (["gpt-4o", "gpt-4o-mini"]) is a list to pytest, not a string.
+        ini_type="linelist",
     ),
     Option(
         "relevance_method",

@@ -360,6 +360,7 @@ _TEXT_KINDS = ("text", "optional_text", "report_path", "batch_path")
 def check_toml_text(inipath: Path | None, values: Mapping[str, Any]) -> None:
     """Refuse a text setting that ``pyproject.toml`` gives as a TOML boolean or number
     (``rag_report_json = true``): pytest passes it on as the text ``"True"``, which would name a file.
+    So too a list of names holding one (``rag_relevance_models = [1, 2]``), which would name models.
     ``values`` are the ini values pytest read, by setting name.
 
     Only a value that reads as such a scalar sends the file to be parsed, so a usual run parses
@@ -367,21 +368,34 @@ def check_toml_text(inipath: Path | None, values: Mapping[str, Any]) -> None:
     """
     if inipath is None or inipath.name != "pyproject.toml":
         return
-    suspects = [
-        name
-        for name, value in values.items()
-        if OPTIONS_BY_NAME[name].kind in _TEXT_KINDS and isinstance(value, str) and _scalar_text(value)
-    ]
+    suspects = [name for name, value in values.items() if _may_be_scalar(OPTIONS_BY_NAME[name].kind, value)]
     if not suspects:
         return
     raw = pyproject_ini_options(inipath) or {}
     for name in suspects:
         given = raw.get(OPTIONS_BY_NAME[name].ini_name)
-        if given is not None and not isinstance(given, str):
+        text = isinstance(given, str) or (
+            OPTIONS_BY_NAME[name].kind == "names"
+            and isinstance(given, list)
+            and all(isinstance(item, str) for item in given)
+        )
+        if given is not None and not text:
             toml = str(given).lower() if isinstance(given, bool) else repr(given)
             raise ConfigError(
                 f"{OPTIONS_BY_NAME[name].ini_name} must be text, in quotes; got {toml} (in {inipath.name})"
             )
+
+
+def _may_be_scalar(kind: str, value: Any) -> bool:
+    """Whether the ini value ``value`` of a setting of ``kind`` may have been a TOML boolean or number."""
+    if kind in _TEXT_KINDS:
+        return isinstance(value, str) and _scalar_text(value)
+    if kind == "names":
+        items = value.replace("\n", ",").split(",") if isinstance(value, str) else value
+        return isinstance(items, list) and any(
+            not isinstance(item, str) or _scalar_text(item.strip()) for item in items
+        )
+    return False
 
 
 def _scalar_text(value: str) -> bool:

@@ -179,6 +179,25 @@ def test_a_text_setting_given_a_toml_boolean_is_a_usage_error_and_writes_no_file
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+def test_relevance_models_may_be_a_toml_list_of_names_but_not_of_numbers(pytester):
+    """``rag_relevance_models = ["a", "b"]`` drew pytest's warning that a list for a string option
+    will be refused; ``5`` or ``[1, 2]`` named models "5", "1" and "2"."""
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\nrag_relevance_models = ["judge-a", "judge-b, judge-c"]\n')
+    pytester.makepyfile(
+        "import pytest_ragmetrics.plugin as plugin\n"
+        "def test_models(pytestconfig):\n"
+        "    models = plugin._session(pytestconfig).settings.relevance_models\n"
+        "    assert models == ('judge-a', 'judge-b', 'judge-c')\n"
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    assert "not a string" not in result.stdout.str() + result.stderr.str()  # pytest's warning
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\nrag_relevance_models = [1, 2]\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ragmetrics: rag_relevance_models must be text, in quotes; got [[]1, 2] (in pyproject.toml)"])
+
+
 def test_a_text_setting_given_a_list_is_refused_naming_it():
     with pytest.raises(ConfigError, match=r"Settings\.judge_model must be text, got \['gpt-4o'\]"):
         Settings(judge_model=["gpt-4o"])  # type: ignore[arg-type]
