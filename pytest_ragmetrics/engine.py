@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import operator
 import sys
 import threading
@@ -285,7 +286,10 @@ class _Handed(Generic[T]):
         if waiter is not None:
             waiter.release()
         for callback in callbacks or ():
-            callback(self)
+            try:
+                callback(self)
+            except Exception:  # as concurrent.futures does: the others, and the settling, go on
+                logging.getLogger(__name__).exception("exception calling callback for %r", self)
         return True
 
 

@@ -527,6 +527,33 @@ def test_a_thread_waiting_for_one_result_is_woken_by_that_result_only():
         runner.close()
 
 
+def test_a_done_callback_that_fails_is_logged_and_the_other_callbacks_and_the_waiter_go_on(caplog):
+    runner = LoopRunner()
+    opened = asyncio.Event()
+    called: list[str] = []
+
+    async def gated() -> str:
+        await opened.wait()
+        return "gated"
+
+    def fails(handed: object) -> None:
+        raise ValueError("a callback of one's own")
+
+    try:
+        (held,) = runner.submit_many([gated()], until_started=True)
+        held.add_done_callback(fails)
+        held.add_done_callback(lambda handed: called.append(handed.result()))
+        runner._ensure().call_soon_threadsafe(opened.set)
+        assert held.result(timeout=30) == "gated"
+        assert runner.run(gated()) == "gated"  # the loop goes on
+        assert called == ["gated"]
+        held.add_done_callback(lambda handed: called.append("at once"))  # settled: called at once
+        assert called == ["gated", "at once"]
+        assert "exception calling callback" in caplog.text and "a callback of one's own" in caplog.text
+    finally:
+        runner.close()
+
+
 def test_a_score_awaited_from_another_event_loop_passes_on_its_outcome_and_its_cancellation():
     """``arun`` from a loop of one's own: the result or the error comes back to it, and cancelling
     the awaiting task cancels the coroutine on the judging loop."""
