@@ -214,6 +214,8 @@ def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_fields)
+#: A CSV cell's JSON: strict=False, as a chunk typed into a spreadsheet cell may hold raw line breaks.
+_CELL_DECODER = json.JSONDecoder(object_pairs_hook=_unique_fields, strict=False)
 
 
 def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
@@ -326,7 +328,9 @@ def _csv_records(text: str, name: str) -> Iterator[_Record]:
 def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
     if column in FIELD_ALIASES["reference_context_ids"]:
         try:
-            return json.loads(cell, strict=False)
+            return _CELL_DECODER.decode(cell)
+        except _RepeatedField as exc:
+            raise _repeated_in_cell(exc, column, where, name, line) from None
         except (ValueError, RecursionError):
             raise SampleLoadError(
                 f"{where}: field {column!r}: expected a JSON array of ids or a JSON object id -> grade, "
@@ -338,8 +342,9 @@ def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
     if column in _LIST_KEYS or column == "metadata":
         expected = "a JSON object" if column == "metadata" else "a JSON array of strings"
         try:
-            # strict=False: a chunk typed into a spreadsheet cell may hold raw line breaks.
-            value = json.loads(cell, strict=False)
+            value = _CELL_DECODER.decode(cell)
+        except _RepeatedField as exc:
+            raise _repeated_in_cell(exc, column, where, name, line) from None
         except (ValueError, RecursionError):
             raise SampleLoadError(
                 f"{where}: field {column!r}: expected {expected}, got {_preview(cell)}",
@@ -357,10 +362,16 @@ def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
         return value
     if column not in _KNOWN_KEYS and cell.lstrip()[:1] in ("[", "{"):
         try:
-            return json.loads(cell, strict=False)
-        except (ValueError, RecursionError):
+            return _CELL_DECODER.decode(cell)
+        except (ValueError, RecursionError):  # a name given twice too: the cell is kept as its text
             return cell
     return cell
+
+
+def _repeated_in_cell(exc: _RepeatedField, column: str, where: str, name: str, line: int) -> SampleLoadError:
+    return SampleLoadError(
+        f"{where}: field {column!r}: its JSON gives {exc.field!r} twice", file=name, line=line, field=column
+    )
 
 
 def _json_type(value: Any) -> str:

@@ -354,6 +354,19 @@ def test_csv_contexts_that_are_json_but_not_a_list(tmp_path):
         load_samples(write(tmp_path, "s.csv", text))
 
 
+def test_a_csv_cell_whose_json_gives_a_name_twice_is_an_error_naming_line_and_column(tmp_path):
+    """A grade given twice for one document was read with the last one, as JSON does."""
+    text = 'question,contexts,reference_context_ids\nq,[],"{""d1"": 2, ""d1"": 0}"\n'
+    with pytest.raises(
+        SampleLoadError, match=r"^s\.csv, line 2: field 'reference_context_ids': its JSON gives 'd1' twice$"
+    ) as info:
+        load_samples(write(tmp_path, "s.csv", text))
+    assert (info.value.line, info.value.field) == (2, "reference_context_ids")
+    text = 'question,contexts,metadata\nq,[],"{""k"": 1, ""k"": 2}"\n'
+    with pytest.raises(SampleLoadError, match=r"field 'metadata': its JSON gives 'k' twice$"):
+        load_samples(write(tmp_path, "s.csv", text))
+
+
 def test_csv_row_with_wrong_number_of_cells(tmp_path):
     with pytest.raises(
         SampleLoadError, match=r"^c\.csv, line 3: expected 2 cells \(as in the header\), got 3$"
