@@ -258,7 +258,7 @@ class _Handed(Generic[T]):
                     self._callbacks = []
                 self._callbacks.append(callback)
                 return
-        callback(self)
+        self._call(callback)
 
     def _wait(self, timeout: float | None) -> bool:
         with _settling:
@@ -286,11 +286,17 @@ class _Handed(Generic[T]):
         if waiter is not None:
             waiter.release()
         for callback in callbacks or ():
-            try:
-                callback(self)
-            except Exception:  # as concurrent.futures does: the others, and the settling, go on
-                logging.getLogger(__name__).exception("exception calling callback for %r", self)
+            self._call(callback)
         return True
+
+    def _call(self, callback: Callable[[_Handed[T]], object]) -> None:
+        # Logged, as concurrent.futures does: raised while settling, it would skip the other
+        # callbacks and end the loop's task with an error, or leave the coroutine a cancel() was for
+        # running; raised by add_done_callback(), it would fail the caller for a callback's fault.
+        try:
+            callback(self)
+        except Exception:
+            logging.getLogger(__name__).exception("exception calling callback for %r", self)
 
 
 def _pass_on(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], handed: _Handed[Any]) -> None:

@@ -591,6 +591,38 @@ def test_a_score_awaited_from_another_event_loop_passes_on_its_outcome_and_its_c
         runner.close()
 
 
+def test_a_failing_done_callback_is_logged_and_the_cancellation_still_reaches_the_coroutine(caplog):
+    """As with a ``concurrent.futures.Future``: an error in a done callback is logged, also in one
+    called at once, and ``cancel()`` still cancels the coroutine on the loop."""
+    runner = LoopRunner()
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    def fails(_: object) -> None:
+        raise ValueError("a callback that fails")
+
+    called: list[object] = []
+    try:
+        handed = runner.submit(forever())
+        assert started.wait(timeout=30)
+        handed.add_done_callback(fails)
+        handed.add_done_callback(called.append)
+        assert handed.cancel()
+        assert called == [handed]
+        assert cancelled.wait(timeout=30)
+        handed.add_done_callback(fails)  # settled: called at once, and logged as well
+        assert [str(record.exc_info[1]) for record in caplog.records if record.exc_info] == ["a callback that fails"] * 2
+    finally:
+        runner.close()
+
+
 def test_closing_the_runner_from_another_thread_ends_every_wait_with_an_error(monkeypatch):
     """A thread waiting for a result (``run``) or for a hand-over to start (``until_started``) while
     another thread closes the runner learns that the loop was closed, rather than waiting forever.
