@@ -368,9 +368,13 @@ def test_unwritable_cache_dir_warns_and_the_run_goes_on(fake_judge_server, dirs)
     dirs.cache.parent.mkdir(parents=True, exist_ok=True)
     dirs.cache.write_text("a file where the cache directory should be")
     judge = cached_judge(fake_judge_server, dirs)
-    with pytest.warns(RagMetricsWarning, match="cannot be used"):
+    with pytest.warns(RagMetricsWarning, match="cannot be used") as record:
         [answer] = run(judge, make_request())
     assert answer.source == "judge"
+    # Deleting "the directory" or clearing it, the advice for a damaged cache, is no remedy for a file.
+    message = str(record[0].message)
+    assert message.endswith("It is not a directory: set the cache directory to one (rag_cache_dir).")
+    assert "cache clear" not in message
 
 
 def test_replay_with_an_unusable_cache_and_no_store_explains_both(dirs):

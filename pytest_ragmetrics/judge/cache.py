@@ -787,12 +787,18 @@ class CachedJudge:
             if self.store is not None
             else ""
         )
+        if self.cache_dir is not None and self.cache_dir.exists() and not self.cache_dir.is_dir():
+            # A file (rag_cache_dir naming one by a slip): deleting or clearing it is not the remedy.
+            fix = "It is not a directory: set the cache directory to one (rag_cache_dir)."
+        else:
+            fix = (
+                "Delete the directory or run `python -m pytest_ragmetrics cache clear --cache-dir "
+                f"{shlex.quote(str(self.cache_dir))}` to start a fresh cache."
+            )
         self._warn_once(
             "cache-disabled",
             f"the judgment cache at {self.cache_dir} cannot be used ({self._cache_problem}); "
-            f"{store}continuing without it. Delete the directory or run "
-            f"`python -m pytest_ragmetrics cache clear --cache-dir {shlex.quote(str(self.cache_dir))}` "
-            "to start a fresh cache.",
+            f"{store}continuing without it. {fix}",
         )
 
     def _disk(self) -> diskcache.Cache | None:
