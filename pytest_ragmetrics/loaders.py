@@ -213,7 +213,46 @@ def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+class _Repeats(dict):  # type: ignore[type-arg]  # Any values, as JSON's
+    """A JSON object that gave :attr:`name` twice, only made to find which field holds it."""
+
+    name = ""
+
+
+def _marked(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    try:
+        return _unique_fields(pairs)
+    except _RepeatedField as exc:
+        repeats = _Repeats(pairs)
+        repeats.name = exc.field
+        return repeats
+
+
+def _repeated_within(value: Any) -> str | None:
+    """The name an object in ``value`` (a field's JSON value) gives twice, if any."""
+    if isinstance(value, _Repeats):
+        return value.name
+    inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((name for item in inner if (name := _repeated_within(item)) is not None), None)
+
+
+def _repeated(record: dict[str, Any], where: str, **at: Any) -> SampleLoadError | None:
+    """The error naming the field of ``record`` (decoded by :data:`_MARKING`) that holds a name given
+    twice: the field itself, or a name inside its value (``metadata``, graded reference ids)."""
+    if isinstance(record, _Repeats):
+        return SampleLoadError(f"{where}: field {record.name!r} is given twice", field=record.name, **at)
+    for field, value in record.items():
+        name = _repeated_within(value)
+        if name is not None:
+            return SampleLoadError(
+                f"{where}: field {field!r}: its JSON gives {name!r} twice", field=field, **at
+            )
+    return None
+
+
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_fields)
+#: Read again with it only when :data:`_DECODER` found a name given twice, to say where it is.
+_MARKING = json.JSONDecoder(object_pairs_hook=_marked)
 #: A CSV cell's JSON: strict=False, as a chunk typed into a spreadsheet cell may hold raw line breaks.
 _CELL_DECODER = json.JSONDecoder(object_pairs_hook=_unique_fields, strict=False)
 
@@ -234,8 +273,10 @@ def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
                 f"{where}: invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=number
             ) from None
         except _RepeatedField as exc:
-            raise SampleLoadError(
-                f"{where}: field {exc.field!r} is given twice", file=name, line=number, field=exc.field
+            record = _MARKING.decode(raw)
+            error = _repeated(record, where, file=name, line=number) if isinstance(record, dict) else None
+            raise error or SampleLoadError(
+                f"{where}: {exc.field!r} is given twice in one object", file=name, line=number
             ) from None
         except RecursionError:
             raise SampleLoadError(f"{where}: the JSON is nested too deeply", file=name, line=number) from None
@@ -255,8 +296,14 @@ def _json_records(text: str, name: str) -> Iterator[_Record]:
         message = f"{name}, line {exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
         raise SampleLoadError(message, file=name, line=exc.lineno) from None
     except _RepeatedField as exc:
-        message = f"{name}: field {exc.field!r} is given twice in one object"
-        raise SampleLoadError(message, file=name, field=exc.field) from None
+        doc = _MARKING.decode(text)
+        items = doc.get("samples") if isinstance(doc, dict) else doc
+        for index, data in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(data, dict) and (
+                error := _repeated(data, f"{name}, item #{index}", file=name, index=index)
+            ):
+                raise error from None
+        raise SampleLoadError(f"{name}: {exc.field!r} is given twice in one object", file=name) from None
     except RecursionError:
         raise SampleLoadError(f"{name}: the JSON is nested too deeply", file=name) from None
     except ValueError as exc:  # a number of more than 4,300 digits

@@ -112,9 +112,33 @@ def test_a_field_given_twice_is_an_error_naming_file_line_and_field(tmp_path):
     with pytest.raises(SampleLoadError, match=r"^twice\.jsonl, line 2: field 'question' is given twice$") as info:
         load_samples(write(tmp_path, "twice.jsonl", text))
     assert (info.value.line, info.value.field) == (2, "question")
-    text = '[{"question": "q", "contexts": [], "metadata": {"k": 1, "k": 2}}]'
-    with pytest.raises(SampleLoadError, match=r"^twice\.json: field 'k' is given twice in one object$"):
+    text = '[{"question": "q", "contexts": []}, {"question": "a?", "contexts": [], "question": "b?"}]'
+    with pytest.raises(
+        SampleLoadError, match=r"^twice\.json, item #1: field 'question' is given twice$"
+    ) as info:
         load_samples(write(tmp_path, "twice.json", text))
+    assert (info.value.index, info.value.field) == (1, "question")
+
+
+def test_a_name_given_twice_inside_a_field_is_an_error_naming_that_field(tmp_path):
+    """A name inside ``metadata`` or graded reference ids is no field of the sample: the error names
+    the field that holds it."""
+    text = (
+        jsonl({"question": "q", "contexts": []})
+        + '{"question": "q", "contexts": [], "metadata": {"k": 1, "k": 2}}\n'
+    )
+    with pytest.raises(
+        SampleLoadError, match=r"^in\.jsonl, line 2: field 'metadata': its JSON gives 'k' twice$"
+    ) as info:
+        load_samples(write(tmp_path, "in.jsonl", text))
+    assert (info.value.line, info.value.field) == (2, "metadata")
+    text = '{"samples": [{"question": "q", "contexts": [], "reference_context_ids": {"d1": 2, "d1": 0}}]}'
+    with pytest.raises(
+        SampleLoadError,
+        match=r"^in\.json, item #0: field 'reference_context_ids': its JSON gives 'd1' twice$",
+    ) as info:
+        load_samples(write(tmp_path, "in.json", text))
+    assert (info.value.index, info.value.field) == (0, "reference_context_ids")
 
 
 def test_jsonl_line_that_is_not_an_object_is_an_error(tmp_path):
