@@ -193,6 +193,17 @@ def test_a_key_text_encodes_every_text_as_canonical_json_does_the_second_time_to
             assert request._canonical_key() == canonical_json(request.key_material())
 
 
+def test_names_that_once_held_a_list_key_texts_and_lists_as_canonical_json_does_from_then_on():
+    """A recall request's names hold lists of texts: its keys are put together value by value from
+    the first list on, and a later request of texts alone under the same names keys as before."""
+    names = ("question", "reference_sentences", "z_kind")  # a layout of its own in this test
+    for values in (("Q?", "S1.", "k"), ("Q?", ["S1.", "S\u00e9 2."], "k"), ("Q?", "S1.", "k"), ("Q?", [], "k")):
+        for _ in range(2):
+            inputs = dict(zip(names, values, strict=True))
+            request = JudgeRequest("kind", "v1", "m", (), "kind", {}, inputs)
+            assert request._canonical_key() == canonical_json(request.key_material())
+
+
 def test_damaged_recorded_sentences_are_a_cache_miss(tmp_path):
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     sample = SAMPLES[1]

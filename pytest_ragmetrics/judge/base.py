@@ -82,9 +82,10 @@ _key_json = plain_json_encoder(_ENCODER)  # canonical_json, for the key inputs t
 #: together without a Python call per text.
 text_json: Callable[[str], str] = functools.lru_cache(maxsize=4096)(json.encoder.encode_basestring)
 # By the names of key inputs as they come: the key text's template (the names sorted and written as
-# canonical_json writes them, a ``%s`` for each value) and the names in that order; False for names
-# that are not all text.
-_LAYOUTS: dict[tuple[Any, ...], tuple[str, tuple[str, ...]] | Literal[False]] = {}
+# canonical_json writes them, a ``%s`` for each value), the names in that order, and whether their
+# values have all been texts so far (a list of texts under these names makes it False for good);
+# False for names that are not all text.
+_LAYOUTS: dict[tuple[Any, ...], tuple[str, tuple[str, ...], bool] | Literal[False]] = {}
 
 
 def _inputs_json(inputs: dict[Any, Any]) -> str:
@@ -96,11 +97,13 @@ def _inputs_json(inputs: dict[Any, Any]) -> str:
         layout = _layout(names)
     if layout is False:
         return _ENCODER.encode(inputs)  # json's own handling of names that are not text
-    template, order = layout
-    try:
-        return template % tuple(map(text_json, map(inputs.__getitem__, order)))
-    except TypeError:  # a value that is not a text: encoded one by one below
-        pass
+    template, order, texts = layout
+    if texts:
+        try:
+            return template % tuple(map(text_json, map(inputs.__getitem__, order)))
+        except TypeError:  # a value that is not a text: these names go the way below from now on
+            # (a recall request's lists of texts would otherwise raise an error for every key)
+            _LAYOUTS[names] = (template, order, False)
     values = []
     for name in order:
         value = inputs[name]
@@ -117,13 +120,13 @@ def _inputs_json(inputs: dict[Any, Any]) -> str:
     return template % tuple(values)
 
 
-def _layout(names: tuple[Any, ...]) -> tuple[str, tuple[str, ...]] | Literal[False]:
+def _layout(names: tuple[Any, ...]) -> tuple[str, tuple[str, ...], bool] | Literal[False]:
     """The entry of :data:`_LAYOUTS` for ``names``, made and kept."""
-    layout: tuple[str, tuple[str, ...]] | Literal[False] = False
+    layout: tuple[str, tuple[str, ...], bool] | Literal[False] = False
     if all(type(name) is str for name in names):
         order = tuple(sorted(names))
         slots = [_ENCODER.encode(name).replace("%", "%%") + ":%s" for name in order]
-        layout = ("{" + ",".join(slots) + "}", order)
+        layout = ("{" + ",".join(slots) + "}", order, True)
     if len(_LAYOUTS) >= 256:
         _LAYOUTS.clear()
     _LAYOUTS[names] = layout
