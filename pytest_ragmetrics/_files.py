@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
+from collections.abc import Callable, Collection
 from pathlib import Path
 
-__all__ = ["write_atomic", "write_text_atomic"]
+__all__ = ["replaceable", "starts_json_object", "write_atomic", "write_text_atomic"]
 
 
 def _create_temp(directory: Path, name: str) -> tuple[int, str]:
@@ -72,3 +74,22 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """:func:`write_atomic` for text: UTF-8, line ends written as they are (``\\n`` on every platform)."""
     return write_atomic(path, text.encode("utf-8"))
+
+
+def replaceable(path: str | os.PathLike[str], ours: Callable[[bytes], bool]) -> bool:
+    """Whether a file the package writes may replace what ``path`` holds: nothing, an empty file, or
+    a file whose first bytes ``ours`` takes for one it wrote. Anything else (a golden set or a
+    labelled set, named by a slip of the tab key) would be lost."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
+    except OSError:
+        return True  # none yet; or unreadable, a directory: the write says why
+    return not head.strip() or ours(head)
+
+
+def starts_json_object(head: bytes, names: Collection[str]) -> bool:
+    """Whether ``head`` starts a JSON object whose first name is one of ``names`` (the names the
+    package writes first in such a file, whatever their order)."""
+    first = re.match(rb'\s*\{\s*"([^"\\]*)"', head)
+    return first is not None and first[1].decode("utf-8", "replace") in names

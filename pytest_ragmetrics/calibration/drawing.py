@@ -17,10 +17,11 @@ import argparse
 import hashlib
 import json
 import random
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+from .._files import replaceable, starts_json_object, write_text_atomic
 
 __all__ = ["COMMAND", "draw_ids", "draw_record", "draw_warnings", "read_draw", "record_path"]
 
@@ -150,26 +151,15 @@ def add_parser(commands: Any) -> None:
 
 
 #: The names of a draw record (see :func:`draw_record`): the first one written, whatever the order.
-_RECORD_NAMES = frozenset(
-    {b"drawn_by", b"golden", b"golden_sha256", b"population", b"n", b"seed", b"method", b"ids"}
-)
+_RECORD_NAMES = frozenset({"drawn_by", "golden", "golden_sha256", "population", "n", "seed", "method", "ids"})
 
 
-def _replaceable(path: Path) -> bool:
-    """Whether a draw record may be written at ``path``: nothing there, an empty file, or a record
-    written before. Anything else (the golden set or the labelled set, named by a slip) would be lost."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return True  # none yet; or unreadable, a directory: the write says why
-    first = re.match(rb'\s*\{\s*"([^"\\]*)"', head)
-    return not head.strip() or (first is not None and first[1] in _RECORD_NAMES)
+def _record(head: bytes) -> bool:
+    return starts_json_object(head, _RECORD_NAMES)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``labels sample``; 0 on success, 4 (a usage error) for a golden set or ``--n`` it cannot use."""
-    from .._files import write_text_atomic
     from ..loaders import load_samples
 
     try:
@@ -179,7 +169,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: labels sample: {exc}", file=err)
         return 4  # a usage error, as pytest's exit code 4
-    if not _replaceable(args.out):
+    if not replaceable(args.out, _record):
         print(
             f"error: labels sample: {args.out} exists and is not a record written by {COMMAND}; it is left "
             "alone: choose another --out (or delete the file if it should be replaced)",

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._files import replaceable, starts_json_object
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -822,8 +822,7 @@ _REPORT_NAMES = frozenset({"plugin_version", "results", "summary", "version"})
 
 
 def _json_report(head: bytes) -> bool:
-    first = re.match(rb'\s*\{\s*"([^"\\]*)"', head)
-    return first is not None and first[1].decode("utf-8", "replace") in _REPORT_NAMES
+    return starts_json_object(head, _REPORT_NAMES)
 
 
 def _markdown_report(head: bytes) -> bool:
@@ -864,12 +863,7 @@ def check_replaceable(path: str | os.PathLike[str], kind: str, option: str) -> N
     ``kind`` (``json``, ``markdown`` or ``html``): writing the report there would lose it. A report
     of that kind, an empty file or no file at all may be written over."""
     what, ours = _KINDS[kind]
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
-    except OSError:
-        return  # none yet; or unreadable, a directory: the write says why
-    if head.strip() and not ours(head):
+    if not replaceable(path, ours):
         raise ConfigError(
             f"{option}: {os.fspath(path)} exists and is not a ragmetrics {what}; it is left alone: choose "
             "another path (or delete the file if it should be replaced)"
