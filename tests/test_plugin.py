@@ -157,6 +157,18 @@ def test_a_refused_value_names_its_setting_as_written_where_it_was_given():
     assert raised.value.setting == "Settings.concurrency"
 
 
+@pytest.mark.parametrize(
+    ("option", "what"), [("--rag-gate", "a gate"), ("--rag-judge-agreement", "a floor")]
+)
+def test_an_empty_gate_on_the_command_line_is_a_usage_error(pytester, option, what):
+    """``--rag-gate="$GATE"`` with the variable unset ran with no gate at all, and passed; report
+    merge --gate refuses it, and so does the run now."""
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest(f"{option}= ")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*ragmetrics: {option} is empty: give {what}, or leave the option out"])
+
+
 def test_a_bad_gate_from_the_environment_is_not_said_to_be_in_the_ini_file(pytester, monkeypatch):
     pytester.makeini("[pytest]\nrag_gates = context_recall mean >= 0.5\n")
     monkeypatch.setenv("RAGMETRICS_GATES", "context_recall mean >= 2")
