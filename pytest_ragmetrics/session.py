@@ -292,7 +292,7 @@ class RagmetricsSession:
             if not is_worker(config):
                 from .report.build import check_replaced
 
-                check_replaced(settings)
+                check_replaced(settings, functools.partial(_given_as, cli=cli))
         except ConfigError as exc:
             where = self._ini_source(exc.setting) if exc.setting in ini_keys else ""
             raise pytest.UsageError(f"ragmetrics: {exc}{where}") from None

@@ -677,6 +677,9 @@ def test_a_baseline_or_json_report_is_never_written_over_a_file_that_is_neither(
     refused = project.runpytest("--rag-report-html=golden.jsonl")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--rag-report-html: * exists and is not a ragmetrics HTML report;*"])
+    refused = project.runpytest("-o", "rag_report_md=golden.jsonl")  # named as it was given
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*: rag_report_md: * exists and is not a ragmetrics Markdown report;*(given with -o)"])
     assert golden.read_text(encoding="utf-8").startswith('{"id": "q1"')
 
 

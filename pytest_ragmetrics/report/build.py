@@ -845,17 +845,18 @@ _KINDS: dict[str, tuple[str, Callable[[bytes], bool]]] = {
 }
 
 
-def check_replaced(settings: Settings) -> None:
+def check_replaced(settings: Settings, given_as: Callable[[str], str] | None = None) -> None:
     """Refuse, before any test, to write a report or a baseline over a file that is no such report
-    (a golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end."""
-    for option, path, kind in (
-        ("--rag-report-json", settings.report_json, "json"),
-        ("--rag-save-baseline", settings.save_baseline, "json"),
-        ("--rag-report-md", settings.report_md, "markdown"),
-        ("--rag-report-html", settings.report_html, "html"),
+    (a golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end.
+    ``given_as`` names a setting as the run was given it (by default, its command-line option)."""
+    for name, path, kind in (
+        ("report_json", settings.report_json, "json"),
+        ("save_baseline", settings.save_baseline, "json"),
+        ("report_md", settings.report_md, "markdown"),
+        ("report_html", settings.report_html, "html"),
     ):
         if path:
-            check_replaceable(path, kind, option)
+            check_replaceable(path, kind, given_as(name) if given_as else "--rag-" + name.replace("_", "-"))
 
 
 def check_replaceable(path: str | os.PathLike[str], kind: str, option: str) -> None:
@@ -866,5 +867,6 @@ def check_replaceable(path: str | os.PathLike[str], kind: str, option: str) -> N
     if not replaceable(path, ours):
         raise ConfigError(
             f"{option}: {os.fspath(path)} exists and is not a ragmetrics {what}; it is left alone: choose "
-            "another path (or delete the file if it should be replaced)"
+            "another path (or delete the file if it should be replaced)",
+            setting=option,
         )
