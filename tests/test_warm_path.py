@@ -197,7 +197,12 @@ def test_names_that_once_held_a_list_key_texts_and_lists_as_canonical_json_does_
     """A recall request's names hold lists of texts: its keys are put together value by value from
     the first list on, and a later request of texts alone under the same names keys as before."""
     names = ("question", "reference_sentences", "z_kind")  # a layout of its own in this test
-    for values in (("Q?", "S1.", "k"), ("Q?", ["S1.", "S\u00e9 2."], "k"), ("Q?", "S1.", "k"), ("Q?", [], "k")):
+    for values in (
+        ("Q?", "S1.", "k"),
+        ("Q?", ["S1.", "S\u00e9 2."], "k"),
+        ("Q?", "S1.", "k"),
+        ("Q?", [], "k"),
+    ):
         for _ in range(2):
             inputs = dict(zip(names, values, strict=True))
             request = JudgeRequest("kind", "v1", "m", (), "kind", {}, inputs)
