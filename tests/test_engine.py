@@ -447,6 +447,16 @@ def test_a_batch_handed_over_until_started_returns_once_each_ran_to_its_first_wa
         runner.close()
 
 
+async def _until_cancelled(started: threading.Event, cancelled: threading.Event) -> None:
+    """Sets ``started``, then waits until it is cancelled, which sets ``cancelled``."""
+    started.set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
 def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
     """Cancelled before the loop got to it, a coroutine never starts, even when its task was made
     already (handed over with the one holding the loop); cancelled while it runs, it is cancelled
@@ -464,14 +474,6 @@ def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
         ran.append(name)
         return name
 
-    async def forever() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
     try:
         # One hand-over: the three tasks are made at once, before the first of them holds the loop.
         held, first, second = runner.submit_many([hold(), note("first"), note("second")])
@@ -480,7 +482,7 @@ def test_a_coroutine_handed_over_runs_only_if_its_future_is_still_wanted():
         gate.set()
         assert first.result(timeout=30) == "first"
         held.result(timeout=30)
-        running = runner.submit(forever())
+        running = runner.submit(_until_cancelled(started, cancelled))
         assert started.wait(timeout=30)
         running.cancel()
         assert cancelled.wait(timeout=30)
@@ -566,16 +568,8 @@ def test_a_score_awaited_from_another_event_loop_passes_on_its_outcome_and_its_c
     async def fails() -> None:
         raise ValueError("no score")
 
-    async def forever() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
     async def awaits_and_gives_up() -> None:
-        task = asyncio.ensure_future(runner.arun(forever()))
+        task = asyncio.ensure_future(runner.arun(_until_cancelled(started, cancelled)))
         assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -597,20 +591,12 @@ def test_a_failing_done_callback_is_logged_and_the_cancellation_still_reaches_th
     runner = LoopRunner()
     started, cancelled = threading.Event(), threading.Event()
 
-    async def forever() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
     def fails(_: object) -> None:
         raise ValueError("a callback that fails")
 
     called: list[object] = []
     try:
-        handed = runner.submit(forever())
+        handed = runner.submit(_until_cancelled(started, cancelled))
         assert started.wait(timeout=30)
         handed.add_done_callback(fails)
         handed.add_done_callback(called.append)
