@@ -849,6 +849,8 @@ def check_replaced(settings: Settings, given_as: Callable[[str], str] | None = N
     """Refuse, before any test, to write a report or a baseline over a file that is no such report
     (a golden set, a labelled set chosen by a slip of the tab key): it would be lost at the run's end.
     ``given_as`` names a setting as the run was given it (by default, its command-line option)."""
+    from ..options import OPTIONS_BY_NAME
+
     for name, path, kind in (
         ("report_json", settings.report_json, "json"),
         ("save_baseline", settings.save_baseline, "json"),
@@ -856,7 +858,7 @@ def check_replaced(settings: Settings, given_as: Callable[[str], str] | None = N
         ("report_html", settings.report_html, "html"),
     ):
         if path:
-            check_replaceable(path, kind, given_as(name) if given_as else "--rag-" + name.replace("_", "-"))
+            check_replaceable(path, kind, given_as(name) if given_as else OPTIONS_BY_NAME[name].cli_name)
 
 
 def check_replaceable(path: str | os.PathLike[str], kind: str, option: str) -> None:
