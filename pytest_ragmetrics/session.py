@@ -254,15 +254,7 @@ class RagmetricsSession:
     def _cli_values(self) -> dict[str, Any]:
         from .options import OPTIONS
 
-        values = {o.name: self.config.getoption("rag_" + o.name) for o in OPTIONS if o.cli or o.repeat}
-        for option in OPTIONS:
-            given = values.get(option.name) if option.repeat else None
-            if any(not line.strip() for line in given or ()):  # an unset shell variable: not "no gate"
-                what = "a floor" if option.name == "judge_agreement" else "a gate"
-                raise pytest.UsageError(
-                    f"ragmetrics: {option.repeat} is empty: give {what}, or leave the option out"
-                )
-        return values
+        return {o.name: self.config.getoption("rag_" + o.name) for o in OPTIONS if o.cli or o.repeat}
 
     def _configure(self, ini: dict[str, Any], cli: dict[str, Any]) -> None:
         from .settings import advice, resolve, with_paths_under

@@ -156,6 +156,12 @@ def resolve(
                 )
             if raw is None:
                 continue
+            if layer == "cli" and option.repeat and any(not str(line).strip() for line in raw):
+                # An unset shell variable (--rag-gate "$GATE") gives an empty line: not "no gate".
+                what = "a floor" if name == "judge_agreement" else "a gate"
+                raise ConfigError(
+                    f"{option.repeat} is empty: give {what}, or leave the option out", setting=option.repeat
+                )
             values[name] = option.convert(raw, shown)
     return Settings(**values)
 
