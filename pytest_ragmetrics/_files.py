@@ -1,4 +1,5 @@
-"""Writing a file whole: readers see the old file or the new one, never half of one.
+"""Writing a file whole: readers see the old file or the new one, never half of one; and reading
+JSON that gives no name twice.
 
 Every file the package writes for others to read (reports, a baseline, the judgment store's shards,
 the cache's notes, a batch's state, a drawn labelling sample) goes through :func:`write_atomic`.
@@ -15,8 +16,16 @@ import re
 import secrets
 from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
-__all__ = ["replaceable", "starts_json_object", "write_atomic", "write_text_atomic"]
+__all__ = [
+    "RepeatedName",
+    "replaceable",
+    "starts_json_object",
+    "unique_names",
+    "write_atomic",
+    "write_text_atomic",
+]
 
 
 def _create_temp(directory: Path, name: str) -> tuple[int, str]:
@@ -93,3 +102,25 @@ def starts_json_object(head: bytes, names: Collection[str]) -> bool:
     package writes first in such a file, whatever their order)."""
     first = re.match(rb'\s*\{\s*"([^"\\]*)"', head)
     return first is not None and first[1].decode("utf-8", "replace") in names
+
+
+class RepeatedName(ValueError):
+    """A JSON object gives one name twice (:attr:`name`)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name!r} is given twice")
+        self.name = name
+
+
+def unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's names and values, refusing a name given twice (an ``object_pairs_hook``):
+    JSON's reading keeps the last value silently, so a golden set's line that asks one question and
+    then another would be scored on the second, unseen, and which verdict a judge meant is unknown."""
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise RepeatedName(name)
+            seen.add(name)
+    return value

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from ._files import RepeatedName, unique_names
 from .errors import RagMetricsError
 from .fields import (
     _KNOWN_KEYS,
@@ -192,27 +193,6 @@ def _read_text(path: Path, name: str) -> str:
         ) from None
 
 
-class _RepeatedField(ValueError):
-    """A JSON object of the file gives one name twice (``field``)."""
-
-    def __init__(self, field: str) -> None:
-        super().__init__(field)
-        self.field = field
-
-
-def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's fields, refusing a name given twice: JSON keeps the last value silently, so a
-    line that asks one question and then another would be scored on the second, unseen."""
-    data = dict(pairs)
-    if len(data) < len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _RepeatedField(key)
-            seen.add(key)
-    return data
-
-
 class _Repeats(dict):  # type: ignore[type-arg]  # Any values, as JSON's
     """A JSON object that gave :attr:`name` twice, only made to find which field holds it."""
 
@@ -221,10 +201,10 @@ class _Repeats(dict):  # type: ignore[type-arg]  # Any values, as JSON's
 
 def _marked(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     try:
-        return _unique_fields(pairs)
-    except _RepeatedField as exc:
+        return unique_names(pairs)
+    except RepeatedName as exc:
         repeats = _Repeats(pairs)
-        repeats.name = exc.field
+        repeats.name = exc.name
         return repeats
 
 
@@ -250,11 +230,11 @@ def _repeated(record: dict[str, Any], where: str, **at: Any) -> SampleLoadError 
     return None
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique_fields)
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_names)
 #: Read again with it only when :data:`_DECODER` found a name given twice, to say where it is.
 _MARKING = json.JSONDecoder(object_pairs_hook=_marked)
 #: A CSV cell's JSON: strict=False, as a chunk typed into a spreadsheet cell may hold raw line breaks.
-_CELL_DECODER = json.JSONDecoder(object_pairs_hook=_unique_fields, strict=False)
+_CELL_DECODER = json.JSONDecoder(object_pairs_hook=unique_names, strict=False)
 
 
 def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
@@ -272,11 +252,11 @@ def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
             raise SampleLoadError(
                 f"{where}: invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=number
             ) from None
-        except _RepeatedField as exc:
+        except RepeatedName as exc:
             record = _MARKING.decode(raw)
             error = _repeated(record, where, file=name, line=number) if isinstance(record, dict) else None
             raise error or SampleLoadError(
-                f"{where}: {exc.field!r} is given twice in one object", file=name, line=number
+                f"{where}: {exc.name!r} is given twice in one object", file=name, line=number
             ) from None
         except RecursionError:
             raise SampleLoadError(f"{where}: the JSON is nested too deeply", file=name, line=number) from None
@@ -295,7 +275,7 @@ def _json_records(text: str, name: str) -> Iterator[_Record]:
     except json.JSONDecodeError as exc:
         message = f"{name}, line {exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
         raise SampleLoadError(message, file=name, line=exc.lineno) from None
-    except _RepeatedField as exc:
+    except RepeatedName as exc:
         doc = _MARKING.decode(text)
         items = doc.get("samples") if isinstance(doc, dict) else doc
         for index, data in enumerate(items if isinstance(items, list) else ()):
@@ -303,7 +283,7 @@ def _json_records(text: str, name: str) -> Iterator[_Record]:
                 error := _repeated(data, f"{name}, item #{index}", file=name, index=index)
             ):
                 raise error from None
-        raise SampleLoadError(f"{name}: {exc.field!r} is given twice in one object", file=name) from None
+        raise SampleLoadError(f"{name}: {exc.name!r} is given twice in one object", file=name) from None
     except RecursionError:
         raise SampleLoadError(f"{name}: the JSON is nested too deeply", file=name) from None
     except ValueError as exc:  # a number of more than 4,300 digits
@@ -376,7 +356,7 @@ def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
     if column in FIELD_ALIASES["reference_context_ids"]:
         try:
             return _CELL_DECODER.decode(cell)
-        except _RepeatedField as exc:
+        except RepeatedName as exc:
             raise _repeated_in_cell(exc, column, where, name, line) from None
         except (ValueError, RecursionError):
             raise SampleLoadError(
@@ -390,7 +370,7 @@ def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
         expected = "a JSON object" if column == "metadata" else "a JSON array of strings"
         try:
             value = _CELL_DECODER.decode(cell)
-        except _RepeatedField as exc:
+        except RepeatedName as exc:
             raise _repeated_in_cell(exc, column, where, name, line) from None
         except (ValueError, RecursionError):
             raise SampleLoadError(
@@ -415,9 +395,9 @@ def _csv_cell(column: str, cell: str, where: str, name: str, line: int) -> Any:
     return cell
 
 
-def _repeated_in_cell(exc: _RepeatedField, column: str, where: str, name: str, line: int) -> SampleLoadError:
+def _repeated_in_cell(exc: RepeatedName, column: str, where: str, name: str, line: int) -> SampleLoadError:
     return SampleLoadError(
-        f"{where}: field {column!r}: its JSON gives {exc.field!r} twice", file=name, line=line, field=column
+        f"{where}: field {column!r}: its JSON gives {exc.name!r} twice", file=name, line=line, field=column
     )
 
 

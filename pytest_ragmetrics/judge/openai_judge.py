@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._aio import within
+from .._files import RepeatedName, unique_names
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgeError, JudgeUnavailable
 from ..redact import add_secret, redact
 from .base import (
@@ -208,25 +209,13 @@ def parse_json_answer(text: str) -> Any:
     """
     try:
         return _parse_json_answer(text)
+    except RepeatedName as exc:
+        raise ValueError(f"the answer gives {exc.name!r} twice") from None
     except RecursionError:
         raise ValueError("the answer is nested too deeply to read") from None
 
 
-class _RepeatedName(ValueError):
-    """An object of the answer gives one property twice: which of its values the judge meant is
-    unknown (JSON's reading keeps the last), so the answer is re-asked, never read either way."""
-
-
-def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    value = dict(pairs)
-    if len(value) != len(pairs):
-        names = [name for name, _ in pairs]
-        repeated = next(name for i, name in enumerate(names) if name in names[:i])
-        raise _RepeatedName(f"the answer gives {repeated!r} twice")
-    return value
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique_names)
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_names)
 
 
 def _parse_json_answer(text: str) -> Any:
@@ -235,7 +224,7 @@ def _parse_json_answer(text: str) -> Any:
         raise ValueError("the answer is empty")
     try:
         return _DECODER.decode(stripped)  # bare JSON, even one whose text speaks of </think>
-    except _RepeatedName:
+    except RepeatedName:
         raise
     except ValueError:
         pass
@@ -247,7 +236,7 @@ def _parse_json_answer(text: str) -> Any:
             raise ValueError("the answer is all thinking, with no answer after it")
         try:
             return _DECODER.decode(stripped)
-        except _RepeatedName:
+        except RepeatedName:
             raise
         except ValueError:
             pass
@@ -256,7 +245,7 @@ def _parse_json_answer(text: str) -> Any:
     for block in _FENCE.findall(stripped):
         try:
             return _DECODER.decode(block.strip())
-        except _RepeatedName:
+        except RepeatedName:
             raise
         except ValueError:
             continue
@@ -264,7 +253,7 @@ def _parse_json_answer(text: str) -> Any:
     while start != -1:
         try:
             value, _ = _DECODER.raw_decode(stripped, start)
-        except _RepeatedName:
+        except RepeatedName:
             raise
         except ValueError:
             start = stripped.find("{", start + 1)
