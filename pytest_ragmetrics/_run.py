@@ -5,11 +5,13 @@ layer of hooks:
 
 * Did the run cover the whole suite? Only such a run knows every judgment the suite needs, so only
   it may teach ``python -m pytest_ragmetrics cache prune`` which store entries are unused. Named paths
-  or node ids, ``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw``, ``--co``, a stop after ``-x`` /
-  ``--maxfail``, collection errors, failed tests (a failing test never reaches its later
-  comparisons) and a crashed xdist worker (its judgments never reach the controller) all make a run
-  partial. Skipped tests never reach their comparisons either: the entries they may need are kept
-  (:func:`kept_for_skipped`), the rest of what the run did not use can go.
+  or node ids, ``-k``, ``-m``, ``--deselect``, ``--ignore``, ``--ignore-glob``, ``--lf``, ``--sw``,
+  ``--co``, ``--setup-only``, ``--setup-plan`` (the tests are set up, never run), ``--fixtures``
+  (collected, never run), a stop after ``-x`` / ``--maxfail``, collection errors, failed tests (a
+  failing test never reaches its later comparisons) and a crashed xdist worker (its judgments never
+  reach the controller) all make a run partial. Skipped tests never reach their comparisons
+  either: the entries they may need are kept (:func:`kept_for_skipped`), the rest of what the run
+  did not use can go.
 * Which tests did the run collect and run, from which files? :class:`~pytest_ragmetrics._suite.SuiteRecord`
   keeps them; the digests here let ``report merge`` tell when the reports of a run's shards do not
   add up to the whole suite, and when shards were cut from different versions of it.
@@ -34,9 +36,14 @@ _SELECTING_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("keyword", ""),  # -k
     ("markexpr", ""),  # -m
     ("deselect", None),  # --deselect
+    # A path left out of collection holds tests as a deselected one does: the option names no
+    # test, so wherever it is given (addopts too) the run cannot tell the suite from part of it.
+    ("ignore", None),  # --ignore
+    ("ignore_glob", None),  # --ignore-glob
     ("lf", False),  # --lf
     ("stepwise", False),  # --sw
     ("collectonly", False),  # --co
+    ("setuponly", False),  # --setup-only, and --setup-plan, which sets it: no test body runs
 )
 
 
@@ -59,10 +66,15 @@ def selected_part(config: pytest.Config, *, deselected: bool = False) -> bool:
 
 
 def incomplete_reason(
-    session: pytest.Session, *, deselected: bool = False, worker_crashed: bool = False
+    session: pytest.Session,
+    *,
+    deselected: bool = False,
+    worker_crashed: bool = False,
+    not_run: bool = False,
 ) -> str | None:
     """Why ``session`` did not run every test of the suite to its end with every test passing, or
-    ``None`` when it did (skipped tests aside: see :func:`kept_for_skipped`)."""
+    ``None`` when it did (skipped tests aside: see :func:`kept_for_skipped`). ``not_run``: a test
+    it collected never started (``--fixtures`` collects and lists, and ends as a passing run)."""
     if worker_crashed:
         return "an xdist worker crashed"
     if session.shouldstop or session.shouldfail or session.exitstatus == pytest.ExitCode.INTERRUPTED:
@@ -71,8 +83,15 @@ def incomplete_reason(
         return "the run collected no tests"
     if session.exitstatus != pytest.ExitCode.OK:
         return "tests failed or errored"  # a failing test never reaches its later comparisons
-    if selected_part(session.config, deselected=deselected):
-        return "tests were deselected or named (paths, node ids, -k, -m, --deselect, --lf, --sw)"
+    config = session.config
+    if config.getoption("collectonly", False) or config.getoption("setuponly", False):
+        return "its tests were not run (--collect-only, --setup-only, --setup-plan)"
+    if selected_part(config, deselected=deselected):
+        return (
+            "tests were deselected or named (paths, node ids, -k, -m, --deselect, --ignore, --lf, --sw)"
+        )
+    if not_run:
+        return "tests it collected were not run (--fixtures, --fixtures-per-test)"
     return None
 
 
@@ -133,6 +152,7 @@ def record_for_prune(
     store: set[str] | None,
     deselected: bool,
     worker_crashed: bool,
+    not_run: bool,
     skipped: Mapping[str, Sequence[str] | None],
     inputs_of: Callable[[str], Any],
 ) -> list[str] | None:
@@ -143,15 +163,17 @@ def record_for_prune(
     needs.
 
     ``used`` are the judgments the run used, ``store`` the keys its judgment store holds (``None``:
-    no store); ``deselected`` and ``worker_crashed`` as for :func:`incomplete_reason`; ``skipped``
-    and ``inputs_of`` as for :func:`kept_for_skipped`. Returns the unused entries, as recorded, or
+    no store); ``deselected``, ``worker_crashed`` and ``not_run`` as for :func:`incomplete_reason`;
+    ``skipped`` and ``inputs_of`` as for :func:`kept_for_skipped`. Returns the unused entries, as recorded, or
     ``None`` when nothing usable was recorded (the run used no judge, or could not tell).
     """
     from .judge.cache import LAST_RUN_FILE, write_last_run
 
     if not used and store is None:
         return None  # the run judged nothing, so stored nothing: the last record still holds
-    reason = incomplete_reason(session, deselected=deselected, worker_crashed=worker_crashed)
+    reason = incomplete_reason(
+        session, deselected=deselected, worker_crashed=worker_crashed, not_run=not_run
+    )
     if reason is None and store is None:
         reason = "the run used no judgment store"
     unused: list[str] | None = None

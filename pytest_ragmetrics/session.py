@@ -807,6 +807,7 @@ class RagmetricsSession:
             store=self.store_keys,
             deselected=self.suite.deselected,
             worker_crashed=self.worker_crashed,
+            not_run=self._not_run(),
             skipped=self._skipped_questions(),
             inputs_of=self._stored_inputs,
         )
@@ -840,10 +841,17 @@ class RagmetricsSession:
             _fail(session)
         self.final_report = report
 
+    def _not_run(self) -> bool:
+        """Whether a test this run collected never started (each test's setup report says it did)."""
+        collected = self.suite.collected
+        return collected is not None and len(self.suite.ran) < collected[0]
+
     def _baseline_unsaved(self, session: pytest.Session) -> str | None:
         """Why this run's scores may not replace the baseline file, or None when they may."""
         if self.config.option.collectonly:
             return "no test ran (--collect-only); the file there is unchanged"
+        if self.config.getoption("setuponly", False):  # --setup-plan sets it too
+            return "no test ran (--setup-only, --setup-plan); the file there is unchanged"
         status = session.exitstatus
         if status == pytest.ExitCode.INTERRUPTED:
             return "the run was interrupted; the file there is unchanged"

@@ -300,6 +300,12 @@ def test_a_run_that_ran_no_test_leaves_the_baseline_file_as_it_was(project: pyte
     listed.stdout.fnmatch_lines(
         ["ragmetrics: the baseline was not saved to base.json: no test ran (--collect-only); the file there is unchanged"]
     )
+    for mode in ("--setup-only", "--setup-plan"):
+        set_up = project.runpytest(mode)
+        assert set_up.ret == pytest.ExitCode.OK
+        set_up.stdout.fnmatch_lines(
+            ["ragmetrics: the baseline was not saved to base.json: no test ran (--setup-only, --setup-plan); *"]
+        )
     none = project.runpytest("-k", "no_such_test")
     assert none.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     none.stdout.fnmatch_lines(["ragmetrics: the baseline was not saved to base.json: no test ran; *"])

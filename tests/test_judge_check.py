@@ -297,6 +297,18 @@ def test_always_yes_has_zero_kappa_and_its_disagreements_carry_the_judges_reason
     }
 
 
+@pytest.mark.parametrize("mode", ["--setup-only", "--setup-plan", "--fixtures"])
+def test_a_run_of_no_test_body_does_not_teach_prune_what_the_tests_need(project, serve, mode):
+    """The judge check at its end uses judgments of the store: the run must not pass for a complete
+    one that needed only those, or `cache prune` deletes the tests' own."""
+    serve("labelled")
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=1)
+    listed = project.runpytest("--rag-store-dir=judgments", mode)
+    assert listed.ret == pytest.ExitCode.OK
+    record = json.loads((project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run.json").read_text())
+    assert "unused" not in record and "not run" in record["reason"]
+
+
 def test_a_replay_run_checks_the_recorded_judge_without_calling_it(project, serve):
     serve("labelled")
     assert project.runpytest("--rag-store-dir=judgments").ret == 0

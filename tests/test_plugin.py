@@ -1295,16 +1295,27 @@ PARTIAL_RUNS = [
     ["--deselect", "test_rag.py::test_two"],
     ["--lf"],
     ["-n", "2", "-p", "xdist", "-k", "one"],
+    ["--ignore", "test_more.py"],
+    ["--ignore-glob", "*_more.py"],
 ]
+
+#: A test of its own file, judging what no test of FOUR_TESTS judges.
+MORE_TESTS = """
+    from pytest_ragmetrics import RagSample, assert_context_precision
+
+    def test_more():
+        more = RagSample("Where is Paris?", ["Paris is in Europe."], ground_truth="In Europe.", id="more")
+        assert_context_precision(more) >= 0.5
+"""
 
 
 def test_prune_learns_nothing_from_a_partial_run(project, capsys):
     """Runs of part of the suite must not make `cache prune` delete what the rest of it needs."""
-    project.makepyfile(test_rag=FOUR_TESTS)
-    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
+    project.makepyfile(test_rag=FOUR_TESTS, test_more=MORE_TESTS)
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=5)
     store = pytest_ragmetrics.judge.store.JudgmentStore(project.path / "judgments")
     before = store.keys()
-    assert len(before) == 5  # test_one and test_two share a chunk
+    assert len(before) == 6  # test_one and test_two share a chunk
     record = project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run.json"
     for partial in PARTIAL_RUNS:
         record.unlink(missing_ok=True)
@@ -1313,12 +1324,12 @@ def test_prune_learns_nothing_from_a_partial_run(project, capsys):
         assert result.ret == pytest.ExitCode.OK, partial
         assert "unused judgment store entries" not in result.stdout.str(), partial
         assert "unused" not in json.loads(record.read_text()), partial
-    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=5)
     assert _prune(project, "--yes") == 0
     assert "nothing to prune" in capsys.readouterr().out
     assert store.keys() == before
     replay = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
-    replay.assert_outcomes(passed=4)
+    replay.assert_outcomes(passed=5)
 
 
 def test_unused_line_follows_complete_runs_only_with_the_number_prune_deletes(project, capsys):
