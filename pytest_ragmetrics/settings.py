@@ -343,7 +343,9 @@ def advice(settings: Settings, in_pytest: bool, command_line: bool = False) -> l
 
 def pyproject_ini_options(path: Path) -> dict[str, Any] | None:
     """The ``[tool.pytest.ini_options]`` table of the ``pyproject.toml`` at ``path``, its values as
-    TOML typed them, or None when it has none (or cannot be read)."""
+    TOML typed them, or None when it has none. A file that is no TOML is a :class:`ConfigError`
+    naming it, as pytest refuses it: read as holding nothing, it would leave a command on the
+    default cache and store, and ``report merge --gates`` with no gate."""
     try:
         import tomllib  # type: ignore[import-not-found,unused-ignore]
     except ImportError:  # Python 3.10: pytest itself reads pyproject.toml with tomli there
@@ -353,8 +355,8 @@ def pyproject_ini_options(path: Path) -> dict[str, Any] | None:
             return None
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as exc:  # tomllib's errors and UnicodeDecodeError are ValueErrors
+        raise ConfigError(f"{path.name} cannot be read as TOML: {exc}") from None
     options = table.get("tool", {}).get("pytest", {}).get("ini_options")
     return options if isinstance(options, dict) else None
 
@@ -417,7 +419,8 @@ def _scalar_text(value: str) -> bool:
 
 def ini_file_values(path: Path) -> dict[str, str] | None:
     """The pytest ini options of the configuration file ``path`` (``pytest.ini``, ``pyproject.toml``,
-    ``tox.ini``, ``setup.cfg``) as text, or None when it holds no pytest section (or is unreadable)."""
+    ``tox.ini``, ``setup.cfg``) as text, or None when there is no such file or it holds no pytest
+    section. A file that cannot be read as its format is a :class:`ConfigError` naming it."""
     import configparser
 
     if not path.is_file():
@@ -435,10 +438,28 @@ def ini_file_values(path: Path) -> dict[str, str] | None:
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read(path, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError):
-        return None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path.name} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except configparser.Error as exc:  # pytest refuses the file too
+        raise ConfigError(f"{path.name} cannot be read as an ini file: {_ini_problem(exc)}") from None
     section = {"setup.cfg": "tool:pytest", "tox.ini": "pytest"}.get(path.name, "pytest")
     return dict(parser.items(section)) if parser.has_section(section) else None
+
+
+def _ini_problem(exc: Exception) -> str:
+    """What :mod:`configparser` found wrong, on one line and naming the line, without its
+    multi-line message that quotes the path."""
+    import configparser
+
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return f"line {exc.lineno} comes before any [section]"
+    if isinstance(exc, configparser.ParsingError) and exc.errors:
+        return f"line {exc.errors[0][0]} is neither a [section] nor a name = value"
+    if isinstance(exc, configparser.DuplicateOptionError):
+        return f"line {exc.lineno}: {exc.option!r} is given twice in [{exc.section}]"
+    if isinstance(exc, configparser.DuplicateSectionError):
+        return f"line {exc.lineno}: the section [{exc.section}] is given twice"
+    return " ".join(str(exc).split())
 
 
 def check_names(ini: Iterable[str] = (), env: Iterable[str] = ()) -> None:

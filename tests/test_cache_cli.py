@@ -391,6 +391,31 @@ def test_a_toml_boolean_for_a_directory_is_a_usage_error_naming_the_key(tmp_path
     assert err == "error: rag_cache_dir must be text, in quotes; got true (in pyproject.toml)\n"
 
 
+@pytest.mark.parametrize(
+    ("filename", "text", "problem"),
+    [
+        ("pyproject.toml", b'[tool.pytest.ini_options\nrag_store_dir = "j"\n', "cannot be read as TOML: "),
+        ("pytest.ini", b"[pytest]\nrag_store_dir = j\n[pytest\n", "ini file: line 3 is neither"),
+        ("setup.cfg", b"[tool:pytest]\nrag_store_dir = j\nrag_store_dir = k\n", "'rag_store_dir' is given twice"),
+        ("tox.ini", "[pytest]\nrag_store_dir = j\n".encode("utf-16"), "is not UTF-8 text"),
+    ],
+    ids=["toml", "ini", "cfg", "utf-16"],
+)
+@pytest.mark.parametrize("command", [("cache", "clear"), ("report", "merge", "-o", "m.json", "a.json", "--gates")])
+def test_a_configuration_file_that_cannot_be_read_is_a_usage_error_naming_it(
+    tmp_path, capsys, monkeypatch, filename, text, problem, command
+):
+    """pytest refuses such a file; the command line read it as holding nothing, and cleared the
+    default cache, or merged the reports with no gate at all."""
+    if filename == "pyproject.toml" and sys.version_info < (3, 11):
+        pytest.importorskip("tomli")
+    (tmp_path / filename).write_bytes(text)
+    monkeypatch.chdir(tmp_path)
+    assert cli(*command) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {filename} ") and problem in err and err.count("\n") == 1, err
+
+
 def test_prune_without_any_store_says_how_to_name_one(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RAGMETRICS_STORE_DIR", raising=False)
