@@ -99,8 +99,18 @@ def _human_size(size: int) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that takes a long option only whole, as pytest's does. argparse takes a prefix for
+    the option it starts (``store rejudge --cache refresh`` was ``--cache-dir refresh``: a cache
+    directory named ``refresh``); the commands' parsers are made of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pytest-ragmetrics",
         description="Manage the pytest-ragmetrics judgment cache and judgment store; compare and merge "
         "JSON run reports; check and compare judges.",

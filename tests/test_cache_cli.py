@@ -423,6 +423,24 @@ def test_prune_without_any_store_says_how_to_name_one(tmp_path, capsys, monkeypa
     assert "pass --store-dir, or set rag_store_dir" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("command", "given"),
+    [
+        (("store", "rejudge", "--store-dir", "j", "--cache", "refresh"), "--cache refresh"),
+        (("cache", "stats", "--js"), "--js"),
+        (("cache", "prune", "--dry"), "--dry"),
+    ],
+)
+def test_a_long_option_is_taken_only_whole(tmp_path, capsys, monkeypatch, command, given):
+    """argparse took a prefix for the option it starts: ``store rejudge --cache refresh`` (the option
+    of ``judge check``) ran with a cache directory named ``refresh``. pytest refuses prefixes too."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "j").mkdir()
+    assert cli(*command) == EXIT_USAGE
+    assert f"unrecognized arguments: {given}" in capsys.readouterr().err
+    assert not (tmp_path / "refresh").exists()
+
+
 # --- store show ------------------------------------------------------------------------------------
 
 
