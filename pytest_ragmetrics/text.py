@@ -208,6 +208,37 @@ class _Unused(types.ModuleType):
         return unused
 
 
+class _Uncompiled(_Unused):
+    """A stand-in for ``nltk.redos``, through which nltk compiles every pattern with the third-party
+    ``regex`` engine, each match under a timeout. Punkt and the nltk modules it imports compile their
+    patterns as they are imported; splitting matches with none of them (the token's and the language
+    variables' patterns it does use are ours, compiled by ``re``), and loading ``regex`` for them cost
+    more than the rest of punkt together. Each pattern it gives says it was not compiled, should
+    anything match with it."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "compile":
+            return _UncompiledPattern
+        return super().__getattr__(name)
+
+
+class _UncompiledPattern:
+    """A pattern :class:`_Uncompiled` was given: it keeps its text, and matching with it is an error."""
+
+    def __init__(self, pattern: Any, flags: int = 0, timeout: Any = None) -> None:
+        self.pattern = getattr(pattern, "pattern", pattern)
+        self.flags = flags
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def unused(*args: Any, **kwargs: Any) -> NoReturn:
+            raise RuntimeError(f"the pattern {self.pattern!r} is not compiled for splitting sentences")
+
+        return unused
+
+
 def _import_punkt() -> Any:
     """``nltk.tokenize.punkt`` without the rest of nltk.
 
@@ -238,6 +269,7 @@ def _import_punkt() -> Any:
             sys.modules[name] = package
         for name in _UNUSED_BY_SPLITTING:
             sys.modules[name] = _Unused(name)
+        sys.modules["nltk.redos"] = _Uncompiled("nltk.redos")
         try:
             return importlib.import_module("nltk.tokenize.punkt")
         finally:

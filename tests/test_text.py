@@ -631,17 +631,25 @@ def test_splitting_needs_no_nltk_data_and_never_downloads(tmp_path):
 
 def test_splitting_loads_none_of_the_nltk_modules_it_never_uses():
     """Punkt imports nltk's path, pickle and terminal safety layers and its tokenizer utilities (with
-    them http, email, ssl and urllib) for training, saving and loading models: splitting loads none of
-    them, and a later ``import nltk`` gets the real modules, not the stand-ins."""
+    them http, email, ssl and urllib) for training, saving and loading models, and compiles patterns
+    it never matches when splitting with the ``regex`` engine: splitting loads none of them, and a
+    later ``import nltk`` gets the real modules, not the stand-ins."""
     code = textwrap.dedent(
         """
         import sys
-        from pytest_ragmetrics.text import split_sentences
+        from pytest_ragmetrics.text import default_splitter, split_sentences
         print(split_sentences("Dr. Smith left at 5 p.m. It rained."))
-        print(sorted(m for m in ("http.client", "ssl", "email.message", "urllib.request") if m in sys.modules))
+        unused = ("http.client", "ssl", "email.message", "urllib.request", "regex")
+        print(sorted(m for m in unused if m in sys.modules))
+        try:  # a punkt pattern splitting never matches with: matching with it anyway says so
+            default_splitter()._get_tokenizer()._lang_vars.word_tokenize("Dr. Smith left.")
+        except RuntimeError as exc:
+            print("not compiled for splitting sentences" in str(exc))
         import nltk
+        from nltk import redos
         from nltk.tokenize.util import string_span_tokenize
         print(list(string_span_tokenize("a b", " ")))
+        print(redos.compile(r"a+").findall("aa b a"))
         """
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -649,7 +657,9 @@ def test_splitting_loads_none_of_the_nltk_modules_it_never_uses():
     assert result.stdout.splitlines() == [
         "['Dr. Smith left at 5 p.m.', 'It rained.']",
         "[]",
+        "True",
         "[(0, 1), (2, 3)]",
+        "['aa', 'a']",
     ]
 
 
