@@ -159,10 +159,12 @@ class RagSample:
         # The fields the dataclass would hash, hashed once per object: a warm test hashes its sample
         # several times per score (the scores started for it are kept by sample). Kept in the
         # instance only: __reduce__ rebuilds a copy from its values, so another process (where str
-        # hashes differ) computes its own.
+        # hashes differ) computes its own. Read as an attribute, not from ``__dict__``: asking for
+        # the instance's ``__dict__`` makes the interpreter build one, a dict the garbage collector
+        # then keeps for every sample of a golden set.
         try:
-            return self.__dict__["_hash"]  # type: ignore[no-any-return]
-        except KeyError:
+            return self._hash  # type: ignore[attr-defined,no-any-return]
+        except AttributeError:
             value = hash(tuple([getattr(self, name) for name in _HASHED]))
             object.__setattr__(self, "_hash", value)
             return value
