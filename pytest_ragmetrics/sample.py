@@ -48,6 +48,10 @@ def _check_unicode(sample: RagSample) -> None:
             raise error
 
 
+#: The metadata of every sample given none: read-only, and nothing else holds its dict.
+_NO_METADATA: Mapping[str, Any] = MappingProxyType({})
+
+
 def _show(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -137,8 +141,11 @@ class RagSample:
                 f"RagSample.metadata must be a mapping, got {type(self.metadata).__name__}: "
                 f"{_show(self.metadata)}"
             )
-        # A read-only copy: the sample stays immutable, and the caller's dict is not shared.
-        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+        # A read-only copy: the sample stays immutable, and the caller's dict is not shared. Samples
+        # without metadata (most of a golden set) share one empty mapping rather than each keeping
+        # two objects the garbage collector walks.
+        metadata = self.metadata
+        object.__setattr__(self, "metadata", MappingProxyType(dict(metadata)) if metadata else _NO_METADATA)
         if self.context_ids is not None:
             ids = _ids("context_ids", self.context_ids)
             if len(ids) != len(self.contexts):

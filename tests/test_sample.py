@@ -293,6 +293,15 @@ def test_metadata_is_a_read_only_copy():
         sample.metadata["source"] = "x"  # type: ignore[index]
 
 
+def test_samples_without_metadata_share_one_read_only_empty_mapping():
+    """A golden set's samples seldom carry metadata: they keep no mapping of their own for it."""
+    first, second = RagSample("q?", ["c"]), RagSample("r?", ["d"], metadata={})
+    assert first.metadata == {} and first.metadata is second.metadata
+    with pytest.raises(TypeError):
+        first.metadata["source"] = "x"  # type: ignore[index]
+    assert RagSample("s?", ["e"], metadata={"k": 1}).metadata == {"k": 1}
+
+
 def test_samples_survive_deepcopy_and_pickle():
     import copy
     import pickle
