@@ -855,6 +855,8 @@ class RagmetricsSession:
         status = session.exitstatus
         if status == pytest.ExitCode.INTERRUPTED:
             return "the run was interrupted; the file there is unchanged"
+        if session.shouldstop or session.shouldfail:  # the tests after the stop have no scores
+            return "the run stopped before its end (-x, --maxfail, --sw); the file there is unchanged"
         if status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not self.suite.ran:
             return "no test ran; the file there is unchanged"
         return None

@@ -312,6 +312,21 @@ def test_a_run_that_ran_no_test_leaves_the_baseline_file_as_it_was(project: pyte
     assert (project.path / "base.json").read_bytes() == saved
 
 
+def test_a_run_stopped_at_a_failure_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
+    """``pytest -x`` with rag_save_baseline in the ini: the tests after the stop have no scores, and
+    the accepted baseline was replaced by the few before it."""
+    project.makeini("[pytest]\nrag_cache = off\nrag_save_baseline = base.json\n")
+    project.runpytest().assert_outcomes(passed=16)
+    saved = (project.path / "base.json").read_bytes()
+    project.makepyfile(test_a_first="def test_broken():\n    assert False\n")
+    stopped = project.runpytest("-x", "-p", "no:randomly")
+    stopped.assert_outcomes(failed=1)
+    stopped.stdout.fnmatch_lines(
+        ["ragmetrics: the baseline was not saved to base.json: the run stopped before its end (-x, *"]
+    )
+    assert (project.path / "base.json").read_bytes() == saved
+
+
 def test_markdown_and_html_reports_show_the_comparison(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
