@@ -751,12 +751,19 @@ class RagmetricsSession:
         config = self.config
         if self.prefetcher is not None:
             self.prefetcher.stop()
-        ran_tests = session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
-        # An export run judges nothing: the judge check and the controls wait for the real run.
-        ran_tests = ran_tests and self.batch is None
+        # Only a run of the tests checks the judge and judges controls. An export run judges
+        # nothing (they wait for the real run); a run that lists (--co, --fixtures) or only sets up
+        # (--setup-only, --setup-plan) would pay for the labelled set's judgments to show a list.
+        ran_tests = (
+            session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+            and self.batch is None
+            and bool(self.suite.ran)
+            and not config.getoption("collectonly", False)
+            and not config.getoption("setuponly", False)
+        )
         for evaluator in self.evaluators.values():
             evaluator.scored = None  # the judge check's own items are not samples the run scored
-        if self.labels is not None and ran_tests and not config.option.collectonly:
+        if self.labels is not None and ran_tests:
             from .calibration.check import run_judge_check
 
             # Through the run's own evaluator: the same cache and store, and its used judgments count.
@@ -772,7 +779,6 @@ class RagmetricsSession:
             self.configured
             and self.settings.judge_controls
             and ran_tests
-            and not config.option.collectonly
             and not is_worker(config)
         ):
             self.controls = self._judge_controls()

@@ -298,15 +298,34 @@ def test_always_yes_has_zero_kappa_and_its_disagreements_carry_the_judges_reason
 
 
 @pytest.mark.parametrize("mode", ["--setup-only", "--setup-plan", "--fixtures"])
-def test_a_run_of_no_test_body_does_not_teach_prune_what_the_tests_need(project, serve, mode):
+def test_a_run_of_no_test_body_does_not_teach_prune_what_the_tests_need(
+    project, serve, capsys, mode
+):
     """The judge check at its end uses judgments of the store: the run must not pass for a complete
     one that needed only those, or `cache prune` deletes the tests' own."""
+    from pytest_ragmetrics.__main__ import main
+
     serve("labelled")
     project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=1)
     listed = project.runpytest("--rag-store-dir=judgments", mode)
     assert listed.ret == pytest.ExitCode.OK
-    record = json.loads((project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run.json").read_text())
-    assert "unused" not in record and "not run" in record["reason"]
+    cache = project.path / ".pytest_cache" / "d" / "ragmetrics"
+    prune = ["cache", "prune", "--dry-run", "--cache-dir", str(cache), "--store-dir", "judgments"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(project.path)
+        main(prune)  # 0, or 1 when it cannot tell: either way it deletes nothing
+    out = capsys.readouterr().out
+    assert "would delete" not in out and "nothing to prune" in out
+
+
+@pytest.mark.parametrize("mode", ["--setup-only", "--setup-plan", "--fixtures", "--co"])
+def test_a_run_that_runs_no_test_checks_no_judge(project, serve, mode):
+    """Listing the fixtures (or setting the tests up) judged the whole labelled set, paying for it."""
+    server = serve("labelled")
+    listed = project.runpytest(mode)
+    assert listed.ret == pytest.ExitCode.OK
+    assert server.request_count == 0
+    assert "judge check" not in listed.stdout.str()
 
 
 def test_a_replay_run_checks_the_recorded_judge_without_calling_it(project, serve):
