@@ -72,6 +72,14 @@ class SuiteRecord:
     def collected(self, value: tuple[int, str]) -> None:
         self._collected, self._collected_ids = value, None
 
+    @property
+    def collected_count(self) -> int | None:
+        """How many tests were collected, once known, without their digest (which only a report
+        that is read needs)."""
+        if self._collected is None and self._collected_ids is not None:
+            return len(set(self._collected_ids))
+        return None if self._collected is None else self._collected[0]
+
     def file_digests(self, shown: Callable[[str], str]) -> dict[str, str]:
         """The digests of :attr:`sources`, read once."""
         if self.files is None:

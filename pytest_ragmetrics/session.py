@@ -849,8 +849,8 @@ class RagmetricsSession:
 
     def _not_run(self) -> bool:
         """Whether a test this run collected never started (each test's setup report says it did)."""
-        collected = self.suite.collected
-        return collected is not None and len(self.suite.ran) < collected[0]
+        collected = self.suite.collected_count
+        return collected is not None and len(self.suite.ran) < collected
 
     def _baseline_unsaved(self, session: pytest.Session) -> str | None:
         """Why this run's scores may not replace the baseline file, or None when they may."""
@@ -1000,6 +1000,7 @@ class RagmetricsSession:
             self.stats.merge_json(data)
         s = self.settings
         unused = self.unused_store_entries
+        read = self.results_read()
         return build_report(
             self.rows,
             settings=s,
@@ -1018,10 +1019,12 @@ class RagmetricsSession:
             judge_check=self.judge_check,
             judge_controls=self.controls,
             answers=self.answer_classes.values(),
-            suite=self.suite.to_json(self.shown),
+            # Which tests ran and the digests of their files, for `report merge`: hashed only for a
+            # report that is read, as the comparisons are given only to whoever reads them.
+            suite=self.suite.to_json(self.shown) if read else None,
             label_warnings=self._label_warnings(),
             # The comparisons themselves only for whoever reads them: most of the report's cost.
-            with_results=self.results_read(),
+            with_results=read,
         )
 
     def _partial(self) -> bool:

@@ -318,6 +318,39 @@ def test_unused_plugin_loads_only_its_hooks_and_options_and_makes_no_session(pyt
     assert "REWRITTEN []" in out.stdout
 
 
+def test_the_suite_record_and_its_file_digests_are_made_only_for_a_report_that_is_read(pytester, monkeypatch):
+    """Which tests ran and the digests of their files are for ``report merge``: a run whose report
+    nobody reads hashes none of its files; one that writes its report records them."""
+    for name in [k for k in os.environ if k.startswith("RAGMETRICS_")]:
+        monkeypatch.delenv(name)
+    pytester.makeconftest("""
+        import json, pathlib
+        import pytest
+        from pytest_ragmetrics.plugin import session_key
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(session):
+            state = session.config.stash[session_key]
+            suite = state.final_report["summary"].get("suite")
+            pathlib.Path("kept.json").write_text(json.dumps([suite is not None, state.suite.files]))
+    """)
+    pytester.makepyfile(
+        test_labels="""
+        from pytest_ragmetrics import RagSample, assert_metric
+
+        def test_scores():
+            sample = RagSample("q", ["a", "b"], context_ids=["d1", "d2"], reference_context_ids=["d1"])
+            assert_metric(sample, "mrr") >= 1.0
+        """
+    )
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "kept.json").read_text()) == [False, None]
+    pytester.runpytest("-p", "no:randomly", "--rag-report-json=report.json").assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "kept.json").read_text()) == [True, {"test_labels.py": ANY}]
+    suite = json.loads((pytester.path / "report.json").read_text())["summary"]["suite"]
+    assert (suite["collected"], suite["ran"], list(suite["files"])) == (1, 1, ["test_labels.py"])
+
+
 def test_a_run_that_first_uses_the_plugin_late_reports_every_test_it_ran(pytester, monkeypatch):
     """Nothing configured: the session is made by the test that scores, and its report still
     counts the tests collected, deselected, skipped and run before it."""
