@@ -145,9 +145,10 @@ class Recorder:
             # not copied: the test keeps no list of its own to the end of the run.
             report.ragmetrics = stash[self.rows_key]
             del stash[self.rows_key]
-        error = self.session.error_of(item, call, report)
-        if error is not None:  # the test never got to its comparison: the report says so
-            report.ragmetrics_error = error
+        if call.excinfo is not None:  # a phase that passed stopped at no ragmetrics error
+            error = self.session.error_of(item, call, report)
+            if error is not None:  # the test never got to its comparison: the report says so
+                report.ragmetrics_error = error
         return report
 
     def _skip_if_pending(self, item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> None:
@@ -164,7 +165,9 @@ class Recorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Taken off the report, which pytest keeps to the end of the run: the session holds them now.
         rows = report.__dict__.pop("ragmetrics", None)
-        self.session.take_comparisons(report, rows, getattr(report, "ragmetrics_error", None))
+        error = getattr(report, "ragmetrics_error", None)
+        if rows is not None or error is not None or report.outcome == "failed":  # else nothing to take
+            self.session.take_comparisons(report, rows, error)
 
 
 class SessionHooks:
