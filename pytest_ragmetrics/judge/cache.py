@@ -486,9 +486,13 @@ class CachedJudge:
             missing = [(i, keys[i]) for i, answer in enumerate(answers) if answer is None]
         if skip is not None and missing:
             missing = [(i, key) for i, key in missing if not skip(requests[i])]
-        # Only a run that writes the store copies into it what the cache served (see _store_lacks).
-        if self.store is not None and self.mode in ("readwrite", "refresh"):
-            in_store = self._in_store
+        # Only a run that writes the store copies into it what the cache served (see _store_lacks):
+        # nothing when every key is one the store served or took this run, as on a run it serves whole.
+        if (
+            self.store is not None
+            and self.mode in ("readwrite", "refresh")
+            and not (in_store := self._in_store).issuperset(keys)
+        ):
             copies = [
                 (request, answer)
                 for request, key, answer in zip(requests, keys, answers, strict=True)
