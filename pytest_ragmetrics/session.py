@@ -1032,11 +1032,12 @@ class RagmetricsSession:
 
     def _partial(self) -> bool:
         """Tests were deselected (-k, -m, --lf), or paths / node ids were named on the command line,
-        or a ``--rag-batch`` export skipped the tests whose judgments it wrote to be judged later."""
+        or a ``--rag-batch`` export skipped the tests whose judgments it wrote to be judged later,
+        or a collected test never started (``--fixtures`` lists them, ``-x`` stopped before it)."""
         from ._run import selected_part
 
         exported = self.batch_summary is not None and self.batch_summary.requests > 0
-        return exported or selected_part(self.config, deselected=self.suite.deselected)
+        return exported or self._not_run() or selected_part(self.config, deselected=self.suite.deselected)
 
     def shown(self, path: str) -> str:
         """A path relative to the rootdir when inside it, so reports read the same on every checkout."""

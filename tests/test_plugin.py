@@ -1203,6 +1203,10 @@ def test_gates_over_metrics_a_partial_run_never_scored_are_skipped(project):
     partial.stdout.fnmatch_lines(["SKIP*context_precision mean >= 0.5*not evaluated*partial run*"])
     named = project.runpytest("--rag-report", "test_rag.py::test_plain")
     assert named.ret == pytest.ExitCode.OK
+    # Listing the fixtures runs no test: no gate is said to have failed.
+    listed = project.runpytest("--fixtures")
+    assert listed.ret == pytest.ExitCode.OK
+    assert "gate failed" not in listed.stdout.str()
 
 
 def test_a_failing_run_does_not_teach_prune_which_judgments_are_unused(project):
