@@ -63,7 +63,11 @@ def add_parser(commands: Any, common: Any) -> None:
         help="agreement floor, e.g. 'context_precision kappa >= 0.6' (repeatable; "
         "default: rag_judge_agreement of the configuration)",
     )
-    check.add_argument("--cache", choices=("readwrite", "replay", "refresh", "off"), help="cache mode")
+    check.add_argument(
+        "--cache",
+        choices=("readwrite", "replay", "refresh", "off"),
+        help="cache mode (default: rag_cache of the configuration)",
+    )
     check.add_argument("--json", action="store_true", help="print the figures as JSON")
     drift = actions.add_parser("drift", help="re-judge a sample of recorded judgments with another model")
     common(drift)
@@ -74,7 +78,11 @@ def add_parser(commands: Any, common: Any) -> None:
     )
     drift.add_argument("--sample", type=int, default=100, help="judgments to re-judge (default 100)")
     drift.add_argument("--seed", type=int, default=0, help="seed of the random sample (default 0)")
-    drift.add_argument("--cache", choices=("readwrite", "replay", "refresh", "off"), help="cache mode")
+    drift.add_argument(
+        "--cache",
+        choices=("readwrite", "replay", "refresh", "off"),
+        help="cache mode (default: rag_cache of the configuration)",
+    )
     drift.add_argument(
         "--max-flip-rate",
         action="append",
