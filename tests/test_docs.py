@@ -11,6 +11,7 @@ example_project) -->`` must be what the example project prints today, times asid
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shlex
@@ -229,21 +230,24 @@ def test_toml_blocks_parse_and_name_real_settings(page):
         assert not unknown, f"{block.where()}: unknown settings {unknown}"
 
 
-def cli_commands() -> dict[tuple[str, str], set[str]]:
-    """Every (command, action) of ``python -m pytest_ragmetrics`` and its option flags."""
-    import argparse
-
+def cli_parsers() -> dict[tuple[str, str], argparse.ArgumentParser]:
+    """The parser of every (command, action) of ``python -m pytest_ragmetrics``."""
     from pytest_ragmetrics.__main__ import _parser
 
     def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
         action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         return action.choices
 
-    found: dict[tuple[str, str], set[str]] = {}
-    for command, sub in subparsers(_parser()).items():
-        for action, leaf in subparsers(sub).items():
-            found[(command, action)] = {s for a in leaf._actions for s in a.option_strings}
-    return found
+    return {
+        (command, action): leaf
+        for command, sub in subparsers(_parser()).items()
+        for action, leaf in subparsers(sub).items()
+    }
+
+
+def cli_commands() -> dict[tuple[str, str], set[str]]:
+    """Every (command, action) of ``python -m pytest_ragmetrics`` and its option flags."""
+    return {key: {s for a in leaf._actions for s in a.option_strings} for key, leaf in cli_parsers().items()}
 
 
 @pytest.mark.parametrize("page", [*PAGES, CHANGELOG], ids=page_id)
@@ -273,6 +277,30 @@ def test_cli_reference_documents_only_real_commands_and_options():
         named = set(re.findall(r"`(--[a-z-]+|-[a-z])\b", section))  # in a row or in the prose
         undocumented = commands[(command, action)] - named - shared - {"-h", "--help"}
         assert not undocumented, f"docs/cli.md: `{command} {action}` has no row for {sorted(undocumented)}"
+
+
+def test_cli_reference_gives_each_fixed_default_the_command_has():
+    """A default the parser holds (``--sample 100``) is the one its row of docs/cli.md names."""
+    sections = {
+        tuple(section.split("`")[1].split()[:2]): section
+        for section in re.split(r"^### ", page_text(ROOT / "docs" / "cli.md"), flags=re.M)[1:]
+    }
+    checked = 0
+    for (command, action), leaf in cli_parsers().items():
+        for option in leaf._actions:
+            if not option.option_strings or option.default in (None, argparse.SUPPRESS):
+                continue
+            if isinstance(option.default, bool):
+                continue
+            flag = option.option_strings[0]
+            rows = [line for line in sections[(command, action)].splitlines() if line.startswith(f"| `{flag} ")]
+            assert len(rows) == 1, f"docs/cli.md: `{command} {action}` has no row for {flag}"
+            default = str(option.default)
+            assert f"default {default})" in rows[0] or f"default `{default}`" in rows[0], (
+                f"docs/cli.md: `{command} {action} {flag}` defaults to {default}, its row says otherwise: {rows[0]}"
+            )
+            checked += 1
+    assert checked
 
 
 def test_every_documented_command_line_parses(capsys):
