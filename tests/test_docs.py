@@ -352,6 +352,27 @@ def test_options_table_has_one_row_per_option(option):
     assert cells[2] == f"`{option.env_name}`"
 
 
+#: The options table's default of a setting that is unset by default but falls back to something.
+UNSET_DEFAULTS = {"cache_dir": "`.pytest_cache/d/ragmetrics`", "judge_max_tokens": "sized to the answer's schema"}
+
+
+@pytest.mark.parametrize("option", OPTIONS, ids=lambda o: o.name)
+def test_options_table_gives_the_default_a_setting_has(option):
+    """The default column is what ``Settings()`` holds: `32`, `readwrite`, off for a flag, and — for
+    unset (``None``, no items), unless the setting falls back to something a user should know."""
+    from pytest_ragmetrics.settings import Settings
+
+    row = next(row for row in option_rows() if f"| `{option.ini_name}` |" in row)
+    documented = [c.strip() for c in row.strip("|").split("|")][3]
+    default = getattr(Settings(), option.name)
+    if isinstance(default, bool):
+        assert documented == ("on" if default else "off"), row
+    elif default is not None and default != ():
+        assert documented == f"`{default}`", row
+    else:
+        assert documented == UNSET_DEFAULTS.get(option.name, "—"), row
+
+
 def test_options_table_has_no_row_for_a_missing_option():
     named = []
     for row in option_rows():
