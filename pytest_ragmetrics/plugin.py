@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from .session import RagmetricsSession
 
 _MARKER_HELP = (
-    "ragmetrics(samples=PATH, method=METHOD, **settings): per-test ragmetrics settings, e.g. "
-    "judge_model='gpt-4o'; samples=PATH parametrizes the rag_sample fixture with a golden set"
+    "ragmetrics(samples=PATH, method=METHOD, metrics=[NAMES], **settings): per-test ragmetrics settings, "
+    "e.g. judge_model='gpt-4o'; samples=PATH parametrizes the rag_sample fixture with a golden set; "
+    "metrics=[...] starts the scores the test takes together, at the first of them"
 )
 
 # Typed by annotation: subscripting StashKey at import would cost every run that loads the plugin.

@@ -323,6 +323,16 @@ def test_every_documented_command_line_parses(capsys):
     assert not refused, "\n".join(refused)
 
 
+def test_marker_help_names_every_word_the_marker_takes(pytester):
+    """``pytest --markers`` shows each keyword of ``@pytest.mark.ragmetrics`` that is not a setting."""
+    from pytest_ragmetrics.settings import MARKER_WORDS
+
+    result = pytester.runpytest("--markers", "-p", "no:cacheprovider")
+    line = next(line for line in result.outlines if line.startswith("@pytest.mark.ragmetrics("))
+    missing = [word for word in MARKER_WORDS if f"{word}=" not in line]
+    assert not missing, f"the ragmetrics marker's help leaves out {missing}: {line}"
+
+
 def test_every_hook_has_the_docstring_its_reference_is_built_from():
     from pytest_ragmetrics import hookspecs
 
