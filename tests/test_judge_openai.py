@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from judge_requests import SCHEMA, make_request
 
-from pytest_ragmetrics.errors import ConfigError, InvalidJudgeAnswer, JudgeUnavailable
-from pytest_ragmetrics.judge.base import JudgeRequest
+from pytest_ragmetrics.errors import ConfigError, InvalidJudgeAnswer, JudgeUnavailable, RagMetricsWarning
+from pytest_ragmetrics.judge.base import JudgeRequest, Usage
+from pytest_ragmetrics.judge.budget import JudgeBudget
 from pytest_ragmetrics.judge.cache import CachedJudge
 from pytest_ragmetrics.judge.openai_judge import (
     OpenAIJudge,
@@ -100,9 +101,7 @@ def test_concurrent_slow_requests_overlap_instead_of_queueing(fake_judge_server)
 
     fake_judge_server.responder = responder
     # json_schema, not auto: auto sends its first request alone to find out the server's format.
-    judge = make_judge(
-        fake_judge_server, response_format="json_schema", timeout=60.0, max_retries=0
-    )
+    judge = make_judge(fake_judge_server, response_format="json_schema", timeout=60.0, max_retries=0)
     answers = run_judge(judge, *(make_request(i) for i in range(32)))
     assert len(answers) == 32
     assert not all_in.broken
@@ -759,10 +758,6 @@ WRONG_SHAPES = {
     "choices of strings": completion_body(["hi"]),
     "choices of numbers": completion_body([1]),
     "message is a string": completion_body([{"index": 0, "message": "hi", "finish_reason": "stop"}]),
-    "usage is a number": completion_body(usage=5),
-    "usage is an array": completion_body(usage=[1]),
-    "token count is text": completion_body(usage={"prompt_tokens": "abc", "completion_tokens": 1}),
-    "token count is a fraction": completion_body(usage={"prompt_tokens": 10.5, "completion_tokens": 1}),
     "choices is an object": completion_body({"0": "hi"}),
     "model is an object": completion_body(model={"name": "judge"}),
 }
@@ -803,6 +798,51 @@ def test_token_counts_sent_as_whole_floats_are_counted(fake_judge_server):
     assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (10, 2)
     assert type(answer.usage.prompt_tokens) is int
     assert stats.retries == 0 and stats.prompt_tokens == 10
+
+
+UNUSABLE_USAGE = {
+    "token counts are text": {"prompt_tokens": "10", "completion_tokens": "2"},
+    "token counts are negative": {"prompt_tokens": -10, "completion_tokens": -2},
+    "token counts are fractions": {"prompt_tokens": 10.5, "completion_tokens": 1.5},
+    "usage is a number": 5,
+    "usage is an array": [10, 2],
+}
+
+
+@pytest.mark.parametrize("usage", list(UNUSABLE_USAGE.values()), ids=list(UNUSABLE_USAGE))
+def test_an_answer_whose_usage_is_no_token_count_is_kept_with_its_usage_unknown(fake_judge_server, usage):
+    """The answer was paid for: asking again would pay twice for the same judgment."""
+    fake_judge_server.malformed_next(body=completion_body(usage=usage))
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices == ({"reason": "r", "useful": True},)
+    assert answer.usage == Usage()
+    assert (stats.calls, stats.retries, stats.reasks, stats.errors) == (1, 0, 0, 0)
+    assert (stats.prompt_tokens, stats.completion_tokens) == (0, 0)
+    assert stats.cost(1.0, 1.0) == 0.0
+    assert fake_judge_server.request_count == 1
+
+
+def test_a_token_count_that_is_no_count_is_unknown_beside_one_that_is(fake_judge_server):
+    fake_judge_server.malformed_next(
+        body=completion_body(usage={"prompt_tokens": "10", "completion_tokens": 2})
+    )
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.usage == Usage(0, 2)
+    assert (stats.prompt_tokens, stats.completion_tokens, stats.retries) == (0, 2, 0)
+
+
+def test_a_token_cap_counts_an_estimate_for_an_answer_whose_usage_is_no_token_count(fake_judge_server):
+    """As for a server that reports no usage: the cap still bounds what the run spends."""
+    fake_judge_server.malformed_next(
+        body=completion_body(usage={"prompt_tokens": -1, "completion_tokens": -1})
+    )
+    stats = JudgeStats(budget=JudgeBudget(tokens=1_000_000))
+    with pytest.warns(RagMetricsWarning, match="reports no token usage"):
+        [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices == ({"reason": "r", "useful": True},)
+    assert stats.budget is not None and stats.budget.spent[1] > 0
 
 
 @pytest.mark.parametrize(

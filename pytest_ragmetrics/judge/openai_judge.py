@@ -108,7 +108,7 @@ def completion_shape_problem(body: Any) -> str | None:
     completion, or None.
 
     A server or proxy answering a 200 with JSON of the wrong shape (``"choices": ["hi"]``,
-    ``"usage": 5``) is a flaky server, not an invalid judgment. A non-string ``content`` is not
+    ``"model": 5``) is a flaky server, not an invalid judgment. A non-string ``content`` is not
     checked here: that is an invalid answer, re-asked, not a broken response.
     """
     if not isinstance(body, dict):
@@ -128,14 +128,9 @@ def completion_shape_problem(body: Any) -> str | None:
         message = choice.get("message")
         if message is not None and not isinstance(message, dict):
             return f"the message of choice {i} is not an object"
-    usage = body.get("usage")
-    if usage is not None:
-        if not isinstance(usage, dict):
-            return "'usage' is not an object"
-        for name in ("prompt_tokens", "completion_tokens"):
-            count = usage.get(name)
-            if count is not None and _whole(count) is None:
-                return f"'usage.{name}' is {count!r}, not a token count"
+    # 'usage' is not looked at: the judgment was paid for whatever the server says it cost, and a
+    # count that is not a token count (text, negative, a fraction) is read as unknown, as a missing
+    # one is (see _spent), rather than the answer dropped and asked for again.
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         return "'model' is not a string"
@@ -190,9 +185,10 @@ def _reasoning(message: Mapping[str, Any]) -> str:
 
 
 def _spent(body: Mapping[str, Any]) -> Usage:
-    """The tokens a chat completion (its shape checked) says it used; none when it does not say."""
+    """The tokens a chat completion (its shape checked) says it used; none when it does not say,
+    or says it in a form that is not a count (``"usage": 5``, ``"prompt_tokens": "12"``, ``-3``)."""
     usage = body.get("usage")
-    if not usage:
+    if not usage or not isinstance(usage, dict):
         return Usage()
     return Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
 
@@ -1172,7 +1168,8 @@ def _whole(value: Any) -> int | None:
 
 
 def _count(value: Any) -> int:
-    """A token count a server reported, as a count: missing, negative or absurd values bounded."""
+    """A token count a server reported, as a count: one missing or not a count (text, negative, a
+    fraction) is 0, unknown; an absurd one is bounded."""
     return min(_whole(value) or 0, 2**53)
 
 
