@@ -826,39 +826,3 @@ def test_a_shard_changed_in_place_after_it_was_indexed_never_serves_another_judg
     for request, at in when:
         answer = reader.get(request)
         assert answer is None or answer.judged_at == at
-
-
-def test_a_shard_the_store_wrote_is_indexed_at_once_as_line_by_line(tmp_path, monkeypatch):
-    """Its lines checked and indexed together: where each line is, as reading them one by one finds,
-    for the lines found at first and for those appended later (a judgment recorded again among them)."""
-    from pytest_ragmetrics.judge import store as store_module
-
-    requests = [make_request(i) for i in range(600)]
-    names = {request.cache_key()[:2] for request in requests}
-    first, later = requests[:400], requests[400:]
-    JudgmentStore(tmp_path).put_many([(request, make_answer()) for request in first])
-
-    def indexes() -> dict[str, tuple[dict[str, int], int]]:
-        store = JudgmentStore(tmp_path)
-        for name in names:
-            store._index(name)
-        # Lines appended since (one of them a judgment recorded again), then read as a run reads them.
-        JudgmentStore(tmp_path).put_many(
-            [(request, make_answer()) for request in later] + [(first[0], make_answer(False))]
-        )
-        for name in names:
-            store._index(name, fresh=True)
-        shards = {name: store._shards[name] for name in names}
-        return {name: (dict(shard.lines), shard.end) for name, shard in shards.items() if shard}
-
-    written = {path: path.read_bytes() for path in tmp_path.glob("*.jsonl")}
-    at_once = indexes()
-    for path in tmp_path.glob("*.jsonl"):  # as they were before the lines were appended
-        if path in written:
-            path.write_bytes(written[path])
-        else:
-            path.unlink()
-    monkeypatch.setattr(store_module, "_usual_lines", lambda *args: None)
-    line_by_line = indexes()
-    assert at_once == line_by_line
-    assert sum(len(lines) for lines, _ in at_once.values()) == len(requests)

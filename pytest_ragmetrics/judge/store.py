@@ -31,7 +31,6 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import re
@@ -39,8 +38,6 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from itertools import accumulate, repeat
-from operator import itemgetter, lshift, or_
 from pathlib import Path
 from stat import S_ISDIR, S_ISFIFO
 from typing import Any
@@ -71,12 +68,6 @@ _KEY_ENDS = (b'",', b'"}')
 # A translation that keeps each hex digit and changes every other byte (to one): bytes of hex
 # digits alone are those it leaves unchanged.
 _HEX_ONLY = bytes(c if chr(c) in _HEX else ord("0") for c in range(256))
-_HEX_BYTES = "".join(sorted(_HEX)).encode("ascii")
-# Where the store writes them on a line (see _usual_lines): its start, up to the shard's two hex
-# digits; its key; the two bytes after the key.
-_HEAD = itemgetter(slice(0, 10))
-_KEY_DIGITS = itemgetter(slice(8, 72))
-_KEY_END = itemgetter(slice(72, 74))
 # Opening a shard never waits: a pipe put where a shard should be would wait for a writer (or a
 # reader) forever; opened without waiting, it is refused or found empty.
 _NOT_BLOCKING = getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -412,12 +403,6 @@ class JudgmentStore:
         first_read = base == 0
         prefix, lines, match_key, find = name, shard.lines, _KEY_RE.match, data.index
         head = b'{"key":"' + prefix.encode("ascii")  # how the store starts a line of this shard
-        if start <= last:
-            usual = _usual_lines(data, start, last + 1, head, base)
-            if usual is not None:
-                lines.update(usual)  # a key read before: the later line counts
-                shard.end = base + end
-                return
         while start <= last:
             stop = find(b"\n", start)
             # The key where the store writes it, read in place: compared byte by byte on a line as
@@ -772,38 +757,6 @@ class JudgmentStore:
                 self._rewrite(name, drop=keys)
                 self._written.pop(name, None)
         return removed
-
-
-def _usual_lines(data: bytes, start: int, end: int, head: bytes, base: int) -> dict[str, int] | None:
-    """The index entries (see :class:`_Shard`) of the lines of ``data[start:end]`` (whole lines, at
-    offset ``base`` in their file), when every one of them starts as the store writes a judgment of
-    this shard (``head``, the rest of its 64 hex digits, then ``",`` or ``"}``) and no key is on
-    two of them; else None, and they are read line by line.
-
-    A shard the store wrote is all such lines: they are checked and indexed together, each step
-    over all of them at once, rather than a dozen steps per line (a replay indexes every line of
-    each shard it reads, most of them never asked for). Only the first 74 bytes of a line are
-    looked at, and its end is found as the file is split in lines, at the speed of memchr.
-    """
-    lines = io.BytesIO(data[start:end]).readlines()  # each with its newline
-    count = len(lines)
-    if b"".join(map(_HEAD, lines)) != head * count:
-        return None
-    # After the key, a quote and a comma or brace (fewer bytes on a line too short for them).
-    ends = b"".join(map(_KEY_END, lines))
-    if len(ends) != 2 * count or ends[::2] != b'"' * count or ends[1::2].translate(None, b",}"):
-        return None
-    digits = list(map(_KEY_DIGITS, lines))
-    if b"".join(digits).translate(None, _HEX_BYTES):  # anything but hex digits left
-        return None
-    lengths = list(map(len, lines))
-    offsets = accumulate(lengths, initial=base + start)
-    entries = map(or_, map(lshift, offsets, repeat(32)), map((-1).__add__, lengths))  # no newline
-    keys = map(bytes.decode, digits)
-    index = dict(zip(keys, entries, strict=True))
-    # A key on two of these lines: read line by line, which tells apart the lines of a file found so
-    # (a union merge of two reviews, to be warned of) and a judgment recorded again by this run.
-    return index if len(index) == count else None
 
 
 def _belongs(line: bytes, name: str) -> bool:
