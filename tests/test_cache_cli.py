@@ -426,14 +426,14 @@ def test_prune_without_any_store_says_how_to_name_one(tmp_path, capsys, monkeypa
 @pytest.mark.parametrize(
     ("command", "given"),
     [
-        (("store", "rejudge", "--store-dir", "j", "--cache", "refresh"), "--cache refresh"),
+        (("store", "rejudge", "--store-dir", "j", "--cache-d", "refresh"), "--cache-d refresh"),
         (("cache", "stats", "--js"), "--js"),
         (("cache", "prune", "--dry"), "--dry"),
     ],
 )
 def test_a_long_option_is_taken_only_whole(tmp_path, capsys, monkeypatch, command, given):
-    """argparse took a prefix for the option it starts: ``store rejudge --cache refresh`` (the option
-    of ``judge check``) ran with a cache directory named ``refresh``. pytest refuses prefixes too."""
+    """argparse took a prefix for the option it starts: ``store rejudge --cache-d refresh`` ran with
+    a cache directory named ``refresh``. pytest refuses prefixes too."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "j").mkdir()
     assert cli(*command) == EXIT_USAGE

@@ -305,6 +305,24 @@ def test_rejudge_records_the_store_for_a_new_model_and_a_replay_run_then_calls_n
     assert server.request_count == before + 11
 
 
+def test_rejudge_in_a_project_that_replays_names_the_option_that_lets_it_record(workdir, capsys):
+    """CI replays, so a project's configuration may say replay; rejudge is run where the judge is."""
+    tmp_path, server = workdir
+    _record(["--store-dir", "judgments"])
+    (tmp_path / "pytest.ini").write_text("[pytest]\nrag_cache = replay\nrag_store_dir = judgments\n")
+    capsys.readouterr()
+    before = server.request_count
+    rejudge = ["store", "rejudge", "--model", "flipper", "--from-model", "base"]
+    assert main(rejudge) == 4
+    err = capsys.readouterr().err
+    assert "cache mode 'replay' does not; give --cache readwrite (or --cache refresh)" in err
+    assert server.request_count == before
+    assert main([*rejudge, "--cache", "readwrite"]) == 0
+    assert "11 re-judged by flipper, 0 already recorded, 0 failed" in capsys.readouterr().out
+    models = [json.loads(line)["model"] for line in _store_lines(tmp_path / "judgments")]
+    assert sorted(models) == ["base"] * 11 + ["flipper"] * 11
+
+
 def test_rejudge_records_in_the_store_what_the_local_cache_already_held_for_the_new_model(workdir, capsys):
     """`judge drift` first leaves the new model's answers in the local cache: rejudge asks nothing
     again, and still records them in the store, which is what CI replays."""

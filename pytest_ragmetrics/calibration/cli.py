@@ -545,7 +545,12 @@ def add_rejudge_parser(store_actions: Any, common: Any) -> None:
         help="send no more requests once the judge's answers used N tokens, or none for no cap "
         "(default: the configured cap)",
     )
-    rejudge.set_defaults(cache=None)
+    # Only the modes that record: a project that replays in CI still rejudges where the judge is.
+    rejudge.add_argument(
+        "--cache",
+        choices=("readwrite", "refresh"),
+        help="cache mode (default: rag_cache of the configuration, or RAGMETRICS_CACHE)",
+    )
 
 
 #: The spending caps ``store rejudge`` takes as options, by setting name.
@@ -589,7 +594,7 @@ def rejudge(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: T
         if settings.cache in ("replay", "off"):
             raise ConfigError(
                 f"store rejudge records into the store, which cache mode {settings.cache!r} does not; "
-                "use readwrite or refresh"
+                "give --cache readwrite (or --cache refresh)"
             )
     except ConfigError as exc:
         print(f"error: {exc}", file=err)
