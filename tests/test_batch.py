@@ -318,6 +318,7 @@ def test_a_judgment_that_needs_another_s_answer_is_written_in_the_next_round(
     result.stdout.fnmatch_lines(
         ["ragmetrics: --rag-batch: every judgment the tests need is recorded; nothing to write*"]
     )
+    assert not list(pytester.path.glob("r3.*"))
     assert server.request_count == sum(1 for r in server.requests if "/chat/completions" not in r.path)
 
 
@@ -366,6 +367,17 @@ def test_pending_checks_hold_and_skip_while_a_failing_recorded_check_still_fails
         ],
     )
     assert len(lines_of(pytester.path / "b.jsonl")) == 2  # SAMPLE's (asked by three tests) and t's
+
+
+def test_a_run_that_writes_no_request_leaves_no_file_and_keeps_what_was_there(project, server):
+    project.path.joinpath("batch").mkdir()
+    project.path.joinpath("batch", "notes.md").write_text("mine\n")
+    result = project.runpytest("--co", "--rag-batch=batch/b.jsonl")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["ragmetrics: --rag-batch: *nothing to write to batch/b.jsonl"])
+    assert [path.name for path in project.path.joinpath("batch").iterdir()] == ["notes.md"]
+    assert project.path.joinpath("batch", "notes.md").read_text() == "mine\n"
+    assert server.request_count == 0
 
 
 def test_workers_under_xdist_write_one_file_with_each_request_once(project, server):

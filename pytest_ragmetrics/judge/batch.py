@@ -10,7 +10,7 @@ Requests are written once per key, grouped by model (a provider takes one model 
 at the providers' limits (:data:`MAX_REQUESTS` lines, :data:`MAX_BYTES` bytes per file): the first file
 is ``PATH`` itself, the next ones ``<stem>.2<suffix>``, ``<stem>.3<suffix>`` and so on.
 
-Beside ``PATH`` live two more files:
+Beside ``PATH`` live two more files (an export with no request to write leaves neither):
 
 ``PATH.requests.sqlite``  what was asked, by key: the batch line, and the request as the import
                           rebuilds it (kind, prompt version, model, inputs, schema). Every process of
@@ -344,6 +344,11 @@ class BatchExport:
             if handle is not None:
                 handle.close()
             db.close()
+        if not total:
+            # Nothing to judge: the requests file made for this run goes, and no state file is written,
+            # so the run leaves nothing beside PATH (an earlier export there was removed as it began).
+            requests_path(self.path).unlink(missing_ok=True)
+            return ExportSummary(str(self.path), 0, (), 0, 0)
         state = {
             "format": STATE_FORMAT,
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
