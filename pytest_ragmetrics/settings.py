@@ -436,6 +436,9 @@ def ini_file_values(path: Path) -> dict[str, str] | None:
             if isinstance(v, (str, int, float, list))
         }
     parser = configparser.ConfigParser(interpolation=None)
+    # A name taken as written, as pytest takes it: ``Name`` and ``name`` in one section are two names,
+    # not one given twice, and ``RAG_CACHE_DIR`` is not the setting ``rag_cache_dir`` here either.
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
         parser.read(path, encoding="utf-8")
     except UnicodeDecodeError as exc:

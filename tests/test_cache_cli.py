@@ -511,3 +511,15 @@ def test_a_damaged_store_line_is_one_warning_line_not_a_line_of_our_source(popul
         f"warning: the judgment store shard {shard} has a line that is not a judgment "
         f"(line {number}: '<<<<<<< HEAD'); it is skipped\n"
     )
+
+
+def test_a_configuration_file_pytest_reads_is_read_with_its_names_as_written(tmp_path, capsys, monkeypatch):
+    """pytest takes an ini name as written: ``Name`` and ``name`` in another tool's section are two
+    names, not a file to refuse, and ``RAG_CACHE_DIR`` is not the setting ``rag_cache_dir``."""
+    (tmp_path / "setup.cfg").write_text(
+        "[metadata]\nName = x\nname = y\n[tool:pytest]\nrag_cache_dir = kept\nRAG_CACHE_DIR = other\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAGMETRICS_CACHE_DIR", raising=False)
+    assert cli("cache", "clear") == 0
+    assert "kept" in capsys.readouterr().out
