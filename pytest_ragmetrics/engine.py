@@ -53,7 +53,10 @@ _UNKNOWN = object()
 class LoopRunner:
     """A daemon thread running one asyncio event loop; coroutines are submitted from any thread."""
 
-    #: Seconds between calls of :attr:`on_wait` while :meth:`run` waits.
+    #: Seconds between calls of :attr:`on_wait` while :meth:`run` waits, and at most between two
+    #: looks at a Ctrl-C: one that arrives just before the waiting thread blocks (on a busy machine,
+    #: while it is off its core) interrupts no wait, and is acted on only when the thread runs
+    #: Python again, so a wait never blocks longer than this in one piece.
     wait_interval = 0.25
 
     def __init__(
@@ -143,7 +146,7 @@ class LoopRunner:
         try:
             while True:
                 try:
-                    return future.result(timeout=self.wait_interval if self.on_wait else None)
+                    return future.result(timeout=self.wait_interval)
                 except concurrent.futures.TimeoutError:
                     if self.on_wait is not None:
                         waited = True

@@ -180,3 +180,37 @@ def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path
     after = output[output.index(waiting) :]
     assert "ragmetrics: interrupted again: the answers received are recorded, the rest dropped" in after
     assert "Traceback" not in after and "Exception ignored" not in after, output
+
+
+LOST_CTRL_C_SCRIPT = """
+import asyncio, signal, sys
+from pytest_ragmetrics.engine import LoopRunner
+
+runner = LoopRunner()
+runner.run(asyncio.sleep(0))  # the loop's thread is started, taking Ctrl-C as any thread does
+# This thread no longer takes Ctrl-C: the kernel hands it to the loop's thread, and Python only sets
+# its flag, as when Ctrl-C arrives just before this thread blocks. Its wait is not interrupted.
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+print("waiting", flush=True)
+try:
+    runner.run(asyncio.sleep(3600))
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signal masks")
+def test_a_ctrl_c_that_interrupts_no_wait_still_stops_a_score_waited_for():
+    """A Ctrl-C the waiting thread's block never sees (it came just before the block) still stops the
+    wait: the thread looks at it between pieces of its wait, rather than waiting on for the answer."""
+    import signal
+
+    run = subprocess.Popen([sys.executable, "-c", LOST_CTRL_C_SCRIPT], stdout=subprocess.PIPE, text=True)
+    assert run.stdout is not None
+    try:
+        assert run.stdout.readline().strip() == "waiting"
+        run.send_signal(signal.SIGINT)
+        out, _ = run.communicate(timeout=30)
+    finally:
+        run.kill()
+    assert out.strip() == "interrupted"
