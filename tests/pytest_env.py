@@ -21,6 +21,15 @@ def pytest_runtest_teardown(item, nextitem):
 """
 
 
+def takes_ctrl_c() -> None:
+    """Run in a child process a test interrupts (``preexec_fn``): Ctrl-C stops it as in a terminal,
+    even where the suite runs with Ctrl-C ignored (a background job of a shell without job control,
+    as some CI runners start it), which the child would inherit, Python then installing no handler."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupted_twice(run: Any, server: Any, requests: int, release: Any) -> str:
     """The output of ``run`` (a child process writing lines) given Ctrl-C once ``server`` holds
     ``requests`` requests, and again when it says it waits for their answers; ``release`` (an event)

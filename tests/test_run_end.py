@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pytest_env import interrupted_twice
+from pytest_env import interrupted_twice, takes_ctrl_c
 
 pytest_plugins = ["pytester"]
 
@@ -195,6 +195,7 @@ def test_a_second_ctrl_c_stops_waiting_for_answers_in_one_line_and_keeps_those_r
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=takes_ctrl_c,
         )
         output = interrupted_twice(run, server, 2, release)  # the second test's judgment is held
     assert run.returncode == pytest.ExitCode.INTERRUPTED, output

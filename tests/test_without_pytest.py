@@ -7,7 +7,7 @@ import textwrap
 import threading
 
 import pytest
-from pytest_env import interrupted_twice
+from pytest_env import interrupted_twice, takes_ctrl_c
 
 from pytest_ragmetrics.testing import FakeJudgeServer, default_responder
 
@@ -172,6 +172,7 @@ def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path
             stderr=subprocess.STDOUT,
             text=True,
             cwd=tmp_path,
+            preexec_fn=takes_ctrl_c,
         )
         assert run.stdout is not None
         output = interrupted_twice(run, server, 1, release)
@@ -205,7 +206,9 @@ def test_a_ctrl_c_that_interrupts_no_wait_still_stops_a_score_waited_for():
     wait: the thread looks at it between pieces of its wait, rather than waiting on for the answer."""
     import signal
 
-    run = subprocess.Popen([sys.executable, "-c", LOST_CTRL_C_SCRIPT], stdout=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [sys.executable, "-c", LOST_CTRL_C_SCRIPT], stdout=subprocess.PIPE, text=True, preexec_fn=takes_ctrl_c
+    )
     assert run.stdout is not None
     try:
         assert run.stdout.readline().strip() == "waiting"
