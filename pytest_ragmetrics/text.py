@@ -194,6 +194,16 @@ _UNUSED_BY_SPLITTING = (
 )
 
 
+def _refusing(message: str) -> Callable[..., NoReturn]:
+    """A function that raises ``RuntimeError(message)`` whatever it is called with: what a stand-in
+    for something not loaded gives in place of each name asked of it."""
+
+    def unused(*args: Any, **kwargs: Any) -> NoReturn:
+        raise RuntimeError(message)
+
+    return unused
+
+
 class _Unused(types.ModuleType):
     """A stand-in for a module of :data:`_UNUSED_BY_SPLITTING`: each name it is asked for is a
     function that says it was not loaded, should anything call it."""
@@ -201,11 +211,7 @@ class _Unused(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-
-        def unused(*args: Any, **kwargs: Any) -> NoReturn:
-            raise RuntimeError(f"{self.__name__}.{name} is not loaded for splitting sentences")
-
-        return unused
+        return _refusing(f"{self.__name__}.{name} is not loaded for splitting sentences")
 
 
 class _Uncompiled(_Unused):
@@ -232,11 +238,7 @@ class _UncompiledPattern:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-
-        def unused(*args: Any, **kwargs: Any) -> NoReturn:
-            raise RuntimeError(f"the pattern {self.pattern!r} is not compiled for splitting sentences")
-
-        return unused
+        return _refusing(f"the pattern {self.pattern!r} is not compiled for splitting sentences")
 
 
 def _import_punkt() -> Any:
