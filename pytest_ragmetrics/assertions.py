@@ -360,8 +360,7 @@ def _make_check(
     __tracebackhide__ = True
     frame = sys._getframe(depth)
     where = (frame.f_code.co_filename, frame.f_lineno)
-    # A lone sample, as a golden set's test scores it, needs no look at a sequence.
-    batch, single = ([samples], True) if isinstance(samples, RagSample) else as_samples(samples)
+    batch, single = as_samples(samples)
     scope = current_test.get()
     if evaluator is None and scope is not None:
         evaluator = scope.evaluator
