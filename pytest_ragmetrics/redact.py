@@ -2,9 +2,14 @@
 
 :func:`redact` replaces
 
-* the user-info of URLs (``http://user:KEY@host/v1`` becomes ``http://***@host/v1``);
+* the user-info of URLs (``http://user:KEY@host/v1`` becomes ``http://***@host/v1``) and the values
+  of their queries (``https://host/v1?api-key=KEY&x=1`` becomes ``https://host/v1?api-key=***&x=***``);
 * the values of the API-key variables the judge reads (``OPENAI_API_KEY``, ``AZURE_OPENAI_API_KEY``,
   ``AZURE_OPENAI_AD_TOKEN``) and of keys passed to a judge in code (:func:`add_secret`);
+* the secrets a judge's base URL carries (:func:`url_secrets`: its user-info, its query values and a
+  path segment shaped like a key, as a gateway's ``https://gw.example/v1/KEY/`` has), wherever they
+  appear: of the base-URL variables (``OPENAI_BASE_URL``, ``AZURE_OPENAI_ENDPOINT``,
+  ``RAGMETRICS_JUDGE_BASE_URL``) and of a base URL given otherwise (:func:`add_url`);
 * bearer tokens (``Authorization: Bearer ...``) and ``api-key`` headers, as a server's error body may
   echo them;
 * anything shaped like an OpenAI-style key (``sk-...``),
@@ -24,12 +29,25 @@ import re
 import threading
 from typing import Any, TypeVar, cast
 
-__all__ = ["MASK", "SECRET_VARIABLES", "add_secret", "redact", "redact_json"]
+__all__ = [
+    "MASK",
+    "SECRET_URL_VARIABLES",
+    "SECRET_VARIABLES",
+    "add_secret",
+    "add_url",
+    "redact",
+    "redact_json",
+    "url_secrets",
+]
 
 MASK = "***"
 
 #: Environment variables whose values are secrets wherever they appear.
 SECRET_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN")
+
+#: Environment variables holding a judge's base URL, whose secrets (:func:`url_secrets`) are secrets
+#: wherever they appear.
+SECRET_URL_VARIABLES = ("OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT", "RAGMETRICS_JUDGE_BASE_URL")
 
 # Shorter values are not scrubbed: replacing every "1" or "abc" in a message would garble it, and a
 # real key is never that short.
@@ -38,18 +56,20 @@ _MIN_SECRET = 6
 
 @functools.cache
 def _patterns() -> tuple[re.Pattern[str], ...]:
-    """What :func:`redact` masks (a URL's user-info, a bearer token, an ``api-key`` header, an
-    ``sk-`` key) and, last, what any of them needs in a text: most texts need no regular expression.
+    """What :func:`redact` masks (a URL's user-info, a URL's query, a bearer token, an ``api-key``
+    header, an ``sk-`` key) and, last, what the last three need in a text: most texts need no
+    regular expression.
 
     Compiled when first needed: most runs scrub nothing, the text of their report found clean by
     substring searches alone (see :func:`_may_hold_secrets`).
     """
     return (
         re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@\"'\\<>]+@"),
+        re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s\"'\\<>?#]*\?)([^\s\"'\\<>#]+)"),
         re.compile(r"(?i)\b(bearer\s+)[^\s\"',;\\<>]+"),
         re.compile(r"(?i)\b(api[-_]key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;\\<>]+"),
         re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"),
-        re.compile(r"(?i)@|bearer|api[-_]key|sk-"),
+        re.compile(r"(?i)bearer|api[-_]key|sk-"),
     )
 
 
@@ -64,8 +84,57 @@ def add_secret(value: str | None) -> None:
             _extra.add(value)
 
 
+def add_url(url: str | None) -> None:
+    """Scrub the secrets of the base URL ``url`` (:func:`url_secrets`) from every later message of
+    this process: a base URL given in code or in the pytest configuration."""
+    for value in url_secrets(url or ""):
+        add_secret(value)
+
+
+@functools.lru_cache(maxsize=32)
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The parts of ``url`` that may be credentials: its user-info (user and password), its query's
+    values, and each path segment shaped like a key (:func:`_key_like`), each also percent-decoded.
+
+    A gateway may take its key in any of them, and a server's error may quote it without the URL
+    around it, so each is scrubbed wherever it appears, not only inside a URL.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:  # an unbalanced [ in the host: nothing to take apart
+        return ()
+    found: list[str] = []
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    if at:
+        found += [userinfo, *userinfo.split(":", 1)]
+    for item in parts.query.replace(";", "&").split("&"):
+        name, equals, value = item.partition("=")
+        found.append(value if equals else name)
+    found += [segment for segment in parts.path.split("/") if _key_like(segment)]
+    values = {v for v in found if len(v) >= _MIN_SECRET} | {unquote(v) for v in found}
+    return tuple(sorted(v for v in values if len(v) >= _MIN_SECRET))
+
+
+def _key_like(segment: str) -> bool:
+    """A path segment that looks generated rather than named: a run of 16 or more letters and digits
+    holding both (``v1``, ``openai``, ``deployments`` and model names have none), or 32 or more hex
+    digits, hyphens allowed (a UUID)."""
+    runs = re.findall(r"[A-Za-z0-9]{16,}", segment)
+    if any(re.search(r"[0-9]", run) and re.search(r"[A-Za-z]", run) for run in runs):
+        return True
+    digits = segment.replace("-", "")
+    return len(digits) >= 32 and all(c in "0123456789abcdefABCDEF" for c in digits)
+
+
 def _secrets() -> list[str]:
-    values = {os.environ.get(name, "") for name in SECRET_VARIABLES}
+    environ = os.environ
+    values = {environ.get(name, "") for name in SECRET_VARIABLES}
+    for name in SECRET_URL_VARIABLES:
+        url = environ.get(name)
+        if url:
+            values.update(url_secrets(url))
     with _extra_lock:
         values |= _extra
     # Longest first, so a key that contains another is replaced whole.
@@ -73,7 +142,8 @@ def _secrets() -> list[str]:
 
 
 def redact(text: str) -> str:
-    """``text`` with URL credentials, configured API keys, bearer tokens and ``sk-`` keys masked."""
+    """``text`` with URL credentials and query values, configured API keys and base URLs' secrets,
+    bearer tokens and ``sk-`` keys masked."""
     return _redact(text, _secrets()) if text else text
 
 
@@ -142,7 +212,9 @@ def _may_hold_secrets(value: Any, secrets: list[str]) -> bool:
         return True
     if any(json.dumps(secret, ensure_ascii=False)[1:-1] in text for secret in secrets):
         return True
-    if "sk-" in text or ("://" in text and _patterns()[0].search(text) is not None):
+    if "sk-" in text:
+        return True
+    if "://" in text and (_patterns()[0].search(text) is not None or _patterns()[1].search(text) is not None):
         return True
     if any(letter in text for letter in FOLDS_TO_ASCII):
         return True  # the patterns' case-insensitive letters match these too; lower() does not
@@ -161,11 +233,23 @@ def _redact(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-    url_userinfo, bearer, api_key_header, sk_key, suspect = _patterns()
+    url_userinfo, url_query, bearer, api_key_header, sk_key, suspect = _patterns()
+    if "://" in text:
+        if "@" in text:
+            text = url_userinfo.sub(rf"\1{MASK}@", text)
+        if "?" in text:
+            text = url_query.sub(_masked_query, text)
     if suspect.search(text) is None:
         return text
-    if "@" in text:
-        text = url_userinfo.sub(rf"\1{MASK}@", text)
     text = bearer.sub(rf"\1{MASK}", text)
     text = api_key_header.sub(rf"\1{MASK}", text)
     return sk_key.sub(f"sk-{MASK}", text) if "sk-" in text else text
+
+
+def _masked_query(match: re.Match[str]) -> str:
+    """A URL's query with each value masked, the names kept (they say which setting to look at)."""
+    items = []
+    for item in match[2].split("&"):
+        name, equals, _ = item.partition("=")
+        items.append(f"{name}={MASK}" if equals else (MASK if item else item))
+    return match[1] + "&".join(items)

@@ -169,3 +169,63 @@ def test_the_letters_beyond_ascii_that_patterns_fold_to_ascii_are_all_known():
 def test_redact_json_scrubs_patterns_spelled_with_letters_that_fold_to_ascii(text):
     value = {"reason": text}
     assert redact_json(value) == {"reason": redact(text)} != value
+
+
+def test_redact_masks_every_query_value_of_a_url_and_keeps_the_names():
+    text = "the judge at https://gw.example/v1?key=q-secret-1&api-version=2024-10-21&flag is unavailable?"
+    assert redact(text) == "the judge at https://gw.example/v1?key=***&api-version=***&*** is unavailable?"
+
+
+def test_the_secrets_of_a_base_url_are_its_userinfo_query_values_and_key_shaped_path_segments():
+    from pytest_ragmetrics.redact import url_secrets
+
+    url = "https://me:pa55word@gw.example/v1/Ab12Cd34Ef56Gh78Ij/openai/gpt-4o-mini-2024-07-18?token=t0k3n%2Bx"
+    assert set(url_secrets(url)) == {"me:pa55word", "pa55word", "Ab12Cd34Ef56Gh78Ij", "t0k3n%2Bx", "t0k3n+x"}
+    assert url_secrets("https://judge.example/openai/deployments/Meta-Llama-3.1-70B-Instruct/v1") == ()
+
+
+#: A gateway that takes its key in the base URL's path, user-info and query; the API key is another.
+GATEWAY_SECRETS = ("gWpAth5ecret0123456789", "us3rinfo-secret", "qu3ry-secret")
+
+
+def _gateway_url(server_url: str, secrets: tuple[str, ...]) -> str:
+    path_key, password, query_key = secrets
+    return server_url.replace("//", f"//gw:{password}@") + f"/{path_key}/?token={query_key}"
+
+
+@pytest.mark.parametrize("given_in", ["ini", "env"])
+def test_a_key_in_the_judge_base_url_reaches_no_message_or_report(pytester, serve, monkeypatch, given_in):
+    """A gateway's base URL (https://gw.example/v1/KEY/) was printed whole in every judge error, in
+    the terminal and in the reports, when the key in it was not also the API key."""
+    secrets = tuple(f"{given_in}-{secret}" for secret in GATEWAY_SECRETS)
+    server = serve(lambda body: {})
+    server.fail_next(500, times=100)
+    url = _gateway_url(server.base_url, secrets)
+    ini = "[pytest]\nrag_max_retries = 0\nrag_cache = off\n"
+    if given_in == "ini":
+        monkeypatch.delenv("RAGMETRICS_JUDGE_BASE_URL")
+        ini += f"rag_judge_base_url = {url}\n"
+    else:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", url)
+    pytester.makeini(ini)
+    pytester.makepyfile(
+        """
+        from pytest_ragmetrics import RagSample, assert_context_precision
+
+        def test_precision():
+            sample = RagSample("Where is Paris?", ["Paris is in France."], ground_truth="In France.")
+            assert assert_context_precision(sample) >= 0.5
+        """
+    )
+    result = pytester.runpytest("-rA", "--rag-report", "--rag-report-json=r.json", "--rag-report-md=r.md")
+    result.assert_outcomes(failed=1)
+    shown = "\n".join(
+        [
+            result.stdout.str(),
+            result.stderr.str(),
+            *(pytester.path.joinpath(f).read_text() for f in ("r.json", "r.md")),
+        ]
+    )
+    assert "is unavailable for context_precision" in shown
+    assert "/v1/***/?token=***" in shown
+    assert not [secret for secret in secrets if secret in shown]

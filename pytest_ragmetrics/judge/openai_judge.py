@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from .._aio import within
 from .._files import RepeatedName, unique_names
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgeError, JudgeUnavailable
-from ..redact import add_secret, redact
+from ..redact import add_secret, add_url, redact
 from .base import (
     HowToSet,
     JudgeAnswer,
@@ -463,6 +463,9 @@ class OpenAIJudge:
             raise ConfigError("judge max_retries and max_reasks must not be negative")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigError(f"judge max_tokens must be at least 1, got {max_tokens}")
+        # A gateway may take its key in the base URL: kept out of every message, as the API key is.
+        add_url(base_url)
+        add_url(azure_endpoint)
         self.how_to_set = how_to_set
         #: The completion limit of every answer, or None to size it to each request's schema.
         self.max_tokens = max_tokens
@@ -1259,6 +1262,8 @@ def _check_azure(
     endpoint: str | None, api_version: str | None, base_url: str | None, how_to_set: HowToSet
 ) -> None:
     """Raise :class:`ConfigError` naming what to set when the Azure settings are incomplete."""
+    add_url(endpoint)  # the message may quote them: their secrets are masked
+    add_url(base_url)
     missing = []
     if not endpoint:
         missing.append(
