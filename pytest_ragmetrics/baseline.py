@@ -48,6 +48,7 @@ from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
+from .metrics.answer import NO_CLAIMS
 from .report.model import check_version, format_p, schema_problems
 from .specs import format_metric, format_number
 from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, mean, sign_flip_p_value
@@ -512,6 +513,28 @@ def _bounded(metric: str) -> bool:
     return metric.partition("@")[0] in BUILTIN_CATALOG.bounded
 
 
+def _outcome_problems(entry: Mapping[str, Any], where: str) -> list[str]:
+    """What is wrong with the ``outcome`` of a comparison or a sample: a run writes only
+    ``no_claims``, and only with a null score. Statistics count such an entry apart from the scored
+    ones, so a word nobody checked must not decide which side it falls on."""
+    if "outcome" not in entry:
+        return []
+    outcome, score = entry["outcome"], entry.get("score")
+    if not isinstance(outcome, str):
+        return []  # the schema's type check names it
+    if outcome != NO_CLAIMS:
+        return [
+            f'{where}.outcome is {json.dumps(outcome)[:40]}, expected "{NO_CLAIMS}" (the only outcome a '
+            "run writes)"
+        ]
+    if score is not None:
+        return [
+            f'{where}.outcome is "{NO_CLAIMS}" beside the score {score!r}; a run writes an outcome only '
+            "with a null score"
+        ]
+    return []
+
+
 def report_problems(report: Mapping[str, Any]) -> list[str]:
     """What makes ``report`` unusable as a baseline or a shard, each problem with its field:
     ``results[3].samples[0].score is 5.0, outside [0, 1] (context_precision)``. Empty when none.
@@ -529,6 +552,7 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
             continue
         metric = row.get("metric")
         bounded = isinstance(metric, str) and _bounded(metric)
+        problems += _outcome_problems(row, f"results[{r}]")
         samples = row.get("samples")
         for i, sample in enumerate(samples if isinstance(samples, list) else ()):
             if not isinstance(sample, dict):
@@ -536,6 +560,7 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
             # A run writes a null score only beside the outcome that says why (an answer without claims).
             if sample.get("score", 0) is None and not sample.get("outcome"):
                 problems.append(f"results[{r}].samples[{i}].score is null without an outcome saying why")
+            problems += _outcome_problems(sample, f"results[{r}].samples[{i}]")
             # The labels' score of a sample too: the judge-corrected means are made of it.
             for name in ("score", "labelled") if bounded else ():
                 if _outside_unit(sample.get(name)):

@@ -225,6 +225,43 @@ def test_a_report_without_the_fields_gates_read_is_refused_by_merge_and_compare(
     assert err.count("error: ") == 2
 
 
+def test_an_outcome_a_run_never_writes_is_refused_by_merge_and_compare(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run writes one outcome, ``no_claims``, always beside a null score. An outcome it never writes,
+    or one beside a score, would have a sample counted apart from the scored ones (or not) by a word
+    nobody checked: each is named with its field, and no gate is decided over them."""
+    from pytest_ragmetrics.__main__ import main
+
+    report = _scored({"q1": 1.0, "q2": 0.5, "q3": 0.25, "q4": 0.0})
+    samples = report["results"][0]["samples"]
+    samples[0] |= {"score": None, "outcome": "no_claims"}  # what a run writes
+    samples[1] |= {"score": None, "outcome": "banana"}
+    samples[2] |= {"outcome": "no_claims"}
+    samples[3] |= {"outcome": ""}
+    report["results"][0] |= {"score": 0.25, "outcome": "no_claims"}
+    shard, baseline = tmp_path / "shard.json", tmp_path / "baseline.json"
+    shard.write_text(json.dumps(report), encoding="utf-8")
+    baseline.write_text(json.dumps(_scored({"q1": 1.0})), encoding="utf-8")
+    gate = ["--gate", "context_recall mean >= 0.5"]
+    assert main(["report", "merge", str(shard), "-o", str(tmp_path / "m.json"), *gate]) == 4
+    assert main(["baseline", "compare", str(baseline), str(shard), *gate]) == 4
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for command_output in err.split("error: ")[1:]:
+        assert command_output.splitlines()[1:] == [
+            '  results[0].outcome is "no_claims" beside the score 0.25; a run writes an outcome only '
+            "with a null score",
+            '  results[0].samples[1].outcome is "banana", expected "no_claims" (the only outcome a run '
+            "writes)",
+            '  results[0].samples[2].outcome is "no_claims" beside the score 0.25; a run writes an '
+            "outcome only with a null score",
+            '  results[0].samples[3].outcome is "", expected "no_claims" (the only outcome a run writes)',
+        ]
+    assert err.count("error: ") == 2
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_a_field_of_a_newer_version_is_left_alone() -> None:
     report = _scored({"q1": 1.0})
     report["summary"]["something_new"] = {"any": ["shape"]}
