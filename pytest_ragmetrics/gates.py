@@ -40,7 +40,9 @@ from .results import aggregate
 from .specs import (
     BUILTIN_CATALOG,
     COMPARISON_OPS,
+    LABEL_METRICS,
     MetricCatalog,
+    MetricName,
     compare,
     format_metric,
     format_number,
@@ -181,6 +183,8 @@ def parse_gate(
         subject = catalog.check(parsed.subject, require_method=True)
         stat = normalize_stat(parsed.stat)
         catalog.check_threshold(subject, parsed.threshold, stat)
+        if stat == CORRECTED_MEAN:
+            _check_correctable(subject)
         if stat.startswith("pass_rate("):
             inner = float(stat[len("pass_rate(") :].lstrip("<>=").rstrip(")"))
             catalog.check_threshold(subject, inner)
@@ -196,6 +200,30 @@ def parse_gate(
         threshold=parsed.threshold,
         spec=parsed.spec,
     )
+
+
+def _check_correctable(subject: MetricName) -> None:
+    """:class:`ConfigError` when ``subject`` can never have a labelled score, so a ``corrected_mean``
+    gate over it could only fail: a label metric has no judge to correct, and a metric resting on a
+    judgment kind that a labelled set cannot label (an answer's claims, say) is never labelled."""
+    from .kinds import KINDS  # the table of judgment kinds and their prompts: for such a gate only
+
+    if subject.name in LABEL_METRICS:
+        problem = f"{subject} is computed from labels, with no judge to correct"
+    else:
+        unlabelled = [
+            kind.name for kind in KINDS.values() if kind.labels is None and subject.key in kind.metrics
+        ]
+        if not unlabelled:
+            return
+        problem = (
+            f"{subject} rests on {' and '.join(unlabelled)} judgments, which a labelled set cannot label, "
+            "so it has no judge-corrected mean"
+        )
+    labelled = {key for kind in KINDS.values() if kind.labels is not None for key in kind.metrics}
+    blocked = {key for kind in KINDS.values() if kind.labels is None for key in kind.metrics}
+    names = sorted({name for name, _ in labelled - blocked})
+    raise ConfigError(f"{problem}; corrected_mean takes {', '.join(names[:-1])} or {names[-1]}")
 
 
 def parse_gates(

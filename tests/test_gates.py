@@ -337,6 +337,44 @@ def test_a_gate_outside_the_range_of_a_bounded_metric_is_an_error(line):
         parse_gate(line)
 
 
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (
+            "faithfulness corrected_mean >= 0.8",
+            "claim_decomposition judgments, which a labelled set cannot label",
+        ),
+        ("faithfulness[not_contradicted] corrected_mean >= 0.8", "claim_decomposition judgments"),
+        ("answer_correctness[recall] corrected_mean >= 0.5", "claim_decomposition judgments"),
+        ("answer_relevancy corrected_mean >= 0.5", "answer_relevancy judgments, which a labelled set"),
+        ("context_recall[claims] corrected_mean >= 0.5", "context_recall_claims judgments"),
+        ("ndcg@10 corrected_mean >= 0.5", "ndcg@10 is computed from labels, with no judge to correct"),
+        ("mrr corrected_mean >= 0.5", "mrr is computed from labels, with no judge to correct"),
+    ],
+)
+def test_a_corrected_mean_gate_over_a_metric_that_can_have_no_labelled_score_is_an_error(line, why):
+    """Such a gate was accepted and failed every run, saying to label what no labelled set can label."""
+    with pytest.raises(ConfigError) as info:
+        parse_gate(line)
+    assert why in str(info.value) and repr(line) in str(info.value)
+    assert "corrected_mean takes context_precision, context_recall or context_relevance" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "context_precision corrected_mean >= 0.5",
+        "context_recall corrected_mean >= 0.5",
+        "context_recall[sentence] corrected_mean >= 0.5",
+        "context_relevance[graded] corrected_mean >= 0.5",
+        "context_relevance[binary] corrected_mean <= 0.9",
+        "context_relevance[any] corrected_mean >= 0.5",
+    ],
+)
+def test_a_corrected_mean_gate_over_a_labelled_judged_metric_is_accepted(line):
+    assert parse_gate(line).stat == "corrected_mean"
+
+
 def test_gates_at_the_ends_of_the_range_are_fine():
     assert parse_gate("context_recall mean >= 1").threshold == 1.0
     assert parse_gate("context_recall max > 0").threshold == 0.0
