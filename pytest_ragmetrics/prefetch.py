@@ -133,9 +133,7 @@ class Prefetcher:
     def claim(
         self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
     ) -> _Handed[MetricResult] | None:
-        # Every score asks: the method spelled out is looked up here, and made by _spec the first time.
-        spec = self._specs.get((id(evaluator), metric, method))
-        metric, method = spec if spec is not None else self._spec(evaluator, metric, method)
+        metric, method = self._spec(evaluator, metric, method)
         scope = _scope.current_test.get()
         if scope is not None:
             self._current.setdefault(scope.nodeid, []).append((evaluator, sample, metric, method))

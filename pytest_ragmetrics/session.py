@@ -557,12 +557,9 @@ class RagmetricsSession:
     def record(self, row: dict[str, Any]) -> None:
         """A comparison made by a test: its verdicts (when read) or scores made plain data, for the
         test's report to carry (to the xdist controller too)."""
-        if not self.active or self.prefetcher is None:  # once both are set, activate() has nothing to do
-            self.activate()
+        self.activate()
         results = row["samples"]
-        verdicts = self._verdicts_read  # decided once, at the run's first comparison
-        if verdicts is None:
-            verdicts = self.verdicts_read()
+        verdicts = self.verdicts_read()
         # A tuple, as the row's judges (see ScoreCheck.record).
         row["samples"] = tuple([r.to_json() if verdicts else r.score_json() for r in results])
         where = row.get("where")
