@@ -156,14 +156,20 @@ def resolve(
                 )
             if raw is None:
                 continue
-            if layer == "cli" and option.repeat and any(not str(line).strip() for line in raw):
-                # An unset shell variable (--rag-gate "$GATE") gives an empty line: not "no gate".
-                what = "a floor" if name == "judge_agreement" else "a gate"
-                raise ConfigError(
-                    f"{option.repeat} is empty: give {what}, or leave the option out", setting=option.repeat
-                )
+            if layer == "cli" and option.repeat:
+                refuse_empty_lines(raw, option.repeat, "a floor" if name == "judge_agreement" else "a gate")
             values[name] = option.convert(raw, shown)
     return Settings(**values)
+
+
+def refuse_empty_lines(lines: Iterable[Any] | None, flag: str, what: str = "a gate") -> None:
+    """A :class:`ConfigError` when a repeatable option ``flag`` was given an empty value.
+
+    An unset shell variable (``--rag-gate "$GATE"``) gives an empty line: that is a mistake to name,
+    not a request for no gate.
+    """
+    if any(not str(line).strip() for line in lines or ()):
+        raise ConfigError(f"{flag} is empty: give {what}, or leave the option out", setting=flag)
 
 
 #: Settings of the run as a whole (reports, gates): a marker or ``ragmetrics_config`` cannot change them.

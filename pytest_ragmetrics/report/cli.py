@@ -166,9 +166,10 @@ def _catalog(reports: Iterable[Mapping[str, Any]]) -> Any:
 def _gate_lines(args: argparse.Namespace, ini: Mapping[str, str]) -> tuple[Sequence[str], Sequence[str], Any]:
     """(aggregate gate lines, regression gate lines, configured settings or None). With ``--gates``,
     ``rag_allow_inconclusive`` and ``rag_allow_mixed_baseline`` of the configuration count too."""
-    for flag, given in (("--gate", args.gate), ("--regression-gate", args.regression_gate)):
-        if any(not line.strip() for line in given or ()):  # an unset shell variable: not "no gate"
-            raise ConfigError(f"{flag} is empty: give a gate, or leave the option out")
+    from ..settings import refuse_empty_lines
+
+    refuse_empty_lines(args.gate, "--gate")
+    refuse_empty_lines(args.regression_gate, "--regression-gate")
     settings = _configured(args, ini) if args.gates else None
     gates = args.gate or (settings.gates if settings else ())
     regression = args.regression_gate or (settings.regression_gates if settings else ())
