@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,25 +121,48 @@ def test_a_field_given_twice_is_an_error_naming_file_line_and_field(tmp_path):
     assert (info.value.index, info.value.field) == (1, "question")
 
 
-def test_a_name_given_twice_inside_a_field_is_an_error_naming_that_field(tmp_path):
-    """A name inside ``metadata`` or graded reference ids is no field of the sample: the error names
-    the field that holds it."""
-    text = (
-        jsonl({"question": "q", "contexts": []})
-        + '{"question": "q", "contexts": [], "metadata": {"k": 1, "k": 2}}\n'
-    )
-    with pytest.raises(
-        SampleLoadError, match=r"^in\.jsonl, line 2: field 'metadata': its JSON gives 'k' twice$"
-    ) as info:
-        load_samples(write(tmp_path, "in.jsonl", text))
-    assert (info.value.line, info.value.field) == (2, "metadata")
-    text = '{"samples": [{"question": "q", "contexts": [], "reference_context_ids": {"d1": 2, "d1": 0}}]}'
+@pytest.mark.parametrize(
+    ("name", "text", "where", "field", "given_twice"),
+    [
+        (
+            "in.jsonl",
+            jsonl({"question": "q", "contexts": []})
+            + '{"question": "q", "contexts": [], "metadata": {"k": 1, "k": 2}}\n',
+            ("line", 2),
+            "metadata",
+            "k",
+        ),
+        (
+            "in.json",
+            '{"samples": [{"question": "q", "contexts": [], "reference_context_ids": {"d1": 2, "d1": 0}}]}',
+            ("index", 0),
+            "reference_context_ids",
+            "d1",
+        ),
+        (
+            "s.csv",
+            'question,contexts,reference_context_ids\nq,[],"{""d1"": 2, ""d1"": 0}"\n',
+            ("line", 2),
+            "reference_context_ids",
+            "d1",
+        ),
+        ("s.csv", 'question,contexts,metadata\nq,[],"{""k"": 1, ""k"": 2}"\n', ("line", 2), "metadata", "k"),
+    ],
+    ids=["jsonl-metadata", "json-grades", "csv-grades", "csv-metadata"],
+)
+def test_a_name_given_twice_inside_a_field_is_an_error_naming_that_field(
+    tmp_path, name, text, where, field, given_twice
+):
+    """A name inside ``metadata`` or graded reference ids is no field of the sample, and JSON keeps
+    the last of its two values silently (a grade given twice for one document): the error names the
+    field that holds it, in each format."""
+    place = f"line {where[1]}" if where[0] == "line" else f"item #{where[1]}"
     with pytest.raises(
         SampleLoadError,
-        match=r"^in\.json, item #0: field 'reference_context_ids': its JSON gives 'd1' twice$",
+        match=rf"^{re.escape(name)}, {place}: field '{field}': its JSON gives '{given_twice}' twice$",
     ) as info:
-        load_samples(write(tmp_path, "in.json", text))
-    assert (info.value.index, info.value.field) == (0, "reference_context_ids")
+        load_samples(write(tmp_path, name, text))
+    assert (getattr(info.value, where[0]), info.value.field) == (where[1], field)
 
 
 def test_jsonl_line_that_is_not_an_object_is_an_error(tmp_path):
@@ -375,19 +399,6 @@ def test_csv_contexts_that_are_json_but_not_a_list(tmp_path):
         SampleLoadError,
         match=r"^s\.csv, line 2: field 'contexts': expected a JSON array of strings, got a string",
     ):
-        load_samples(write(tmp_path, "s.csv", text))
-
-
-def test_a_csv_cell_whose_json_gives_a_name_twice_is_an_error_naming_line_and_column(tmp_path):
-    """A grade given twice for one document was read with the last one, as JSON does."""
-    text = 'question,contexts,reference_context_ids\nq,[],"{""d1"": 2, ""d1"": 0}"\n'
-    with pytest.raises(
-        SampleLoadError, match=r"^s\.csv, line 2: field 'reference_context_ids': its JSON gives 'd1' twice$"
-    ) as info:
-        load_samples(write(tmp_path, "s.csv", text))
-    assert (info.value.line, info.value.field) == (2, "reference_context_ids")
-    text = 'question,contexts,metadata\nq,[],"{""k"": 1, ""k"": 2}"\n'
-    with pytest.raises(SampleLoadError, match=r"field 'metadata': its JSON gives 'k' twice$"):
         load_samples(write(tmp_path, "s.csv", text))
 
 
