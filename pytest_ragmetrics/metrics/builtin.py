@@ -20,30 +20,12 @@ from . import labels as LABELS, precision as P, recall as R, relevance as REL
 
 if TYPE_CHECKING:
     from ..sample import RagSample
-    from ..settings import Settings
 
 
-class ScoringContext(Protocol):
-    """What a metric gets from the engine: settings, the splitter, and cached judging."""
-
-    settings: Settings
-
-    def split(self, text: str) -> list[str]:
-        """Split ``text`` into verbatim sentences with the configured splitter."""
-        ...
-
-    def normalize(self, text: str) -> str:
-        """The normalized form of a text that is sent to the judge and hashed into cache keys."""
-        ...
-
-    @property
-    def splitter_fingerprint(self) -> str | None:
-        """The splitter's identity when it has one: sentence judgments are keyed on it."""
-        ...
-
-    async def judge(self, request: JudgeRequest) -> JudgeAnswer:
-        """Answer ``request`` through the cache, the judgment store and the judge."""
-        ...
+class ScoringContext(J.Texts, Protocol):
+    """What a metric gets from the engine: what judging any kind needs (settings, the splitter,
+    normalizing, cached judging; :class:`~pytest_ragmetrics.judgments.Texts`), and judging several
+    requests at once."""
 
     async def judge_many(
         self, requests: Sequence[JudgeRequest], skip: Callable[[JudgeRequest], bool] | None = None
