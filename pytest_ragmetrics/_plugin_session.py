@@ -222,7 +222,9 @@ def _record_gate_properties(ragmetrics: RagmetricsSession, record: Callable[[str
 def terminal_summary(terminalreporter: Any, config: pytest.Config, session: RagmetricsSession) -> None:
     """The report (``--rag-report``) and the session's closing lines, in the terminal."""
     report = session.final_report
-    if is_worker(config) or (report is None and session.batch_summary is None):
+    if is_worker(config) or (
+        report is None and session.batch_summary is None and session.batch_kept is None
+    ):
         return
     if report is not None and session.settings.report:
         from .report.terminal import render_terminal

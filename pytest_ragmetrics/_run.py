@@ -47,6 +47,28 @@ _SELECTING_OPTIONS: tuple[tuple[str, Any], ...] = (
 )
 
 
+#: Options under which a run runs no test body: (option dest, the option as it is written).
+_NO_TEST_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("collectonly", "--collect-only"),
+    ("setupplan", "--setup-plan"),  # sets setuponly too: named first
+    ("setuponly", "--setup-only"),
+    ("showfixtures", "--fixtures"),
+    ("show_fixtures_per_test", "--fixtures-per-test"),
+    ("markers", "--markers"),
+    ("help", "--help"),
+)
+
+
+def runs_no_test(config: pytest.Config) -> str | None:
+    """The option by which this run lists or sets up its tests but runs none (``--co``,
+    ``--setup-only``, ``--setup-plan``, ``--fixtures``, ``--fixtures-per-test``, ``--markers``,
+    ``--help``), as it is written, or None. Known when the run is configured, before it collects."""
+    for dest, written in _NO_TEST_OPTIONS:
+        if config.getoption(dest, False):
+            return written
+    return None
+
+
 def selected_part(config: pytest.Config, *, deselected: bool = False) -> bool:
     """True when the run was asked for part of the suite rather than all of it.
 

@@ -762,8 +762,9 @@ class Evaluator:
                 store = JudgmentStore(self.settings.store_dir) if self.settings.store_dir else None
                 if self.settings.batch and self.batch is None:
                     raise ConfigError(
-                        "a batch export is written by a pytest run (pytest --rag-batch=PATH); "
-                        "outside pytest, unset the batch setting"
+                        "a batch export is written by a pytest run of the tests (pytest --rag-batch=PATH), "
+                        "not by one that only sets them up (--setup-only, --setup-plan); outside pytest, "
+                        "unset the batch setting"
                     )
                 self._cached_judge = CachedJudge(
                     self._make_inner_judge,

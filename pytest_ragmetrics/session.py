@@ -136,6 +136,9 @@ class RagmetricsSession:
         #: (in the process that ends the run) what the export wrote.
         self.batch: BatchExport | None = None
         self.batch_summary: ExportSummary | None = None
+        #: The option by which a run with ``--rag-batch`` ran no test (``--co``...): it made no export
+        #: and left the files at the path as they were.
+        self.batch_kept: str | None = None
         #: Each path as reports show it (see :meth:`shown`): every comparison names its test file.
         self._shown: dict[str, str] = {}
         #: Each assertion's place (file, line) -> as reports show it (see :meth:`record`).
@@ -171,6 +174,13 @@ class RagmetricsSession:
                 "ragmetrics: --rag-batch writes the judgments that are not recorded, to be judged in a "
                 "batch; --rag-cache=replay never asks for one: use readwrite (or refresh)"
             )
+        from ._run import runs_no_test
+
+        # A run that only lists or sets up its tests writes no request: an earlier export at the path,
+        # perhaps not submitted yet, is left as it is, not removed to make way for an empty one.
+        self.batch_kept = runs_no_test(self.config)
+        if self.batch_kept is not None:
+            return
         if is_worker(self.config):
             self.batch = BatchExport.open(settings.batch or "")
         else:
@@ -904,6 +914,10 @@ class RagmetricsSession:
             lines += control_lines(self.controls)
         if self.batch_summary is not None:
             lines += self._batch_lines(self.batch_summary)
+        if self.batch_kept is not None:
+            path = self.shown(self.settings.batch or "")
+            kept = f"ragmetrics: --rag-batch: no test ran ({self.batch_kept}); {path} is left as it was"
+            lines.append((kept, "yellow"))
         if self.stats.refused:
             from .judge.budget import stopped_message
             from .settings import wording

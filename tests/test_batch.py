@@ -370,9 +370,10 @@ def test_pending_checks_hold_and_skip_while_a_failing_recorded_check_still_fails
 
 
 def test_a_run_that_writes_no_request_leaves_no_file_and_keeps_what_was_there(project, server):
+    project.makepyfile(test_golden="def test_judges_nothing():\n    pass\n")
     project.path.joinpath("batch").mkdir()
     project.path.joinpath("batch", "notes.md").write_text("mine\n")
-    result = project.runpytest("--co", "--rag-batch=batch/b.jsonl")
+    result = project.runpytest("--rag-batch=batch/b.jsonl")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["ragmetrics: --rag-batch: *nothing to write to batch/b.jsonl"])
     assert [path.name for path in project.path.joinpath("batch").iterdir()] == ["notes.md"]
@@ -553,3 +554,34 @@ def test_an_empty_batch_path_is_a_usage_error_not_a_live_run(project, server):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*ragmetrics: --rag-batch is empty: give the path of the batch file to write*"])
     assert server.request_count == 0 and not (project.path / "judgments").exists()
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+#: The runs that list or set up the tests and run none, and the option their closing line names.
+NO_TEST_RUNS = [
+    (("--co",), "--collect-only"),
+    (("--setup-only",), "--setup-only"),
+    (("--setup-plan",), "--setup-plan"),
+    (("--fixtures",), "--fixtures"),
+    (("--fixtures-per-test", "test_golden.py"), "--fixtures-per-test"),
+    (("--markers",), None),  # pytest prints the markers and ends: no closing lines
+]
+
+
+def test_a_run_that_runs_no_test_leaves_an_earlier_export_as_it_was(project, server):
+    """``--co --rag-batch=PATH`` deleted the export an earlier run wrote there, not yet submitted."""
+    project.runpytest("--rag-batch=batch/b.jsonl").assert_outcomes(skipped=4)
+    before = _files(project.path / "batch")
+    assert {"b.jsonl", "b.jsonl.state.json", "b.jsonl.requests.sqlite"} <= set(before)
+    for options, named in NO_TEST_RUNS:
+        result = project.runpytest(*options, "--rag-batch=batch/b.jsonl")
+        assert result.ret == 0, options
+        assert _files(project.path / "batch") == before, options
+        if named is not None:
+            result.stdout.fnmatch_lines(
+                [f"ragmetrics: --rag-batch: no test ran ({named}); batch/b.jsonl is left as it was"]
+            )
+    assert server.request_count == 0
