@@ -130,6 +130,30 @@ def test_answer_correctness_counts_tp_fp_fn_like_factual_correctness(settings, s
     assert [v.item for v in precision.verdicts] == ["answer claim"] * 3
 
 
+def test_a_claim_made_twice_counts_twice_as_ragas_and_deepeval_count_it(settings, server):
+    """The peers count every statement their judge lists, repeats included; so do we."""
+    untold = "The Eiffel Tower is 300 metres tall."
+    sample = RagSample("When?", [TOWER], ground_truth=TOWER, answer=f"{TOWER} {untold} {TOWER}", id="twice")
+    with Evaluator(settings) as ev:
+        faithful = faithfulness(sample, evaluator=ev)
+        correct = answer_correctness(sample, evaluator=ev)
+    assert [v.text for v in faithful.verdicts] == [TOWER, untold, TOWER]
+    assert faithful.score == pytest.approx(2 / 3)  # 2 of 3 statements supported
+    assert correct.score == pytest.approx(0.8)  # TP 2, FP 1, FN 0: 2TP / (2TP + FP + FN) = 4 / 5
+
+
+def test_relevancy_draws_are_a_majority_vote_not_ragass_all_non_committal_rule():
+    """With several draws the answer is non-committal when most say so (RAGAS zeroes its score only
+    when all its generations are non-committal): docs/metrics.md states the difference."""
+    evasive = {"reason": "", "committal": False, "rating": 0}
+    on_topic = {"reason": "", "committal": True, "rating": 2}
+    partly = {"reason": "", "committal": True, "rating": 1}
+    noncommittal, rating, _ = C.combine_relevancy([evasive, evasive, on_topic])
+    assert noncommittal and A.relevancy_score(noncommittal, rating) == 0.0
+    noncommittal, rating, _ = C.combine_relevancy([on_topic, partly, evasive])
+    assert not noncommittal and A.relevancy_score(noncommittal, rating) == 0.5  # mean rating (2+1+0)/3 = 1
+
+
 def test_precision_alone_costs_two_calls_and_shares_the_answer_claims_with_faithfulness(settings, server):
     with Evaluator(settings) as ev:
         answer_correctness(SAMPLE, "precision", evaluator=ev)
