@@ -146,6 +146,18 @@ def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = N
     return answer
 
 
+def _check_answer(request: JudgeRequest, answer: JudgeAnswer) -> None:
+    """Raise :class:`InvalidJudgeAnswer` unless ``answer`` holds ``request.n`` choices that each fit
+    its schema: whoever gave it (the inner judge, a batch's results), nothing unvalidated is recorded."""
+    if len(answer.choices) != request.n:
+        raise InvalidJudgeAnswer(
+            f"judge gave {len(answer.choices)} answer(s) for {request.label or request.kind}; "
+            f"expected {request.n}"
+        )
+    for choice in answer.choices:
+        validate_answer(request, choice)
+
+
 def _utf8(text: str) -> bool:
     """Whether ``text`` can be written as UTF-8 (it holds no lone surrogate)."""
     try:
@@ -696,14 +708,7 @@ class CachedJudge:
     async def _record(
         self, request: JudgeRequest, key: str, answer: JudgeAnswer, token: Any = None
     ) -> JudgeAnswer:
-        # Cheap insurance: whatever the inner judge is, nothing unvalidated is ever recorded.
-        if len(answer.choices) != request.n:
-            raise InvalidJudgeAnswer(
-                f"judge gave {len(answer.choices)} answer(s) for {request.label or request.kind}; "
-                f"expected {request.n}"
-            )
-        for choice in answer.choices:
-            validate_answer(request, choice)
+        _check_answer(request, answer)
         if request.derived:
             answer = dataclasses.replace(answer, derived=request.derived_inputs())
         if self.mode != "off":
@@ -758,13 +763,7 @@ class CachedJudge:
         """Record answers obtained elsewhere (a batch's results) as a live answer is recorded: each
         checked against its request, then into the store (one write) and the disk cache."""
         for request, answer in pairs:
-            if len(answer.choices) != request.n:
-                raise InvalidJudgeAnswer(
-                    f"judge gave {len(answer.choices)} answer(s) for {request.label or request.kind}; "
-                    f"expected {request.n}"
-                )
-            for choice in answer.choices:
-                validate_answer(request, choice)
+            _check_answer(request, answer)
         keyed = [(request, request.cache_key(), answer, None) for request, answer in pairs]
         self._write_answers(keyed)
         self._in_store.update(key for _, key, _, _ in keyed)
