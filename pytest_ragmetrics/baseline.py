@@ -744,7 +744,7 @@ def evaluate_regression_gates(
     comparable fails with the reason; one with no matched samples fails, unless ``partial`` (a run of
     selected tests), where it is skipped, as aggregate gates are.
     """
-    from .gates import compare, not_measured_reason
+    from .gates import compare, gate_fields, not_measured_reason
 
     rows: list[dict[str, Any]] = []
     for gate in gates:
@@ -755,12 +755,7 @@ def evaluate_regression_gates(
         tested = gate.stat.startswith("mean ")
         rise = gate.direction == "rise"
         row: dict[str, Any] = {
-            "spec": gate.spec,
-            "metric": gate.metric,
-            "method": gate.method,
-            "stat": gate.stat,
-            "op": gate.op,
-            "threshold": gate.threshold,
+            **gate_fields(gate),
             "significance": significance,
             "value": None,
             "n": entry.get("n", 0),

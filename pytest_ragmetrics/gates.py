@@ -285,6 +285,19 @@ def compute_stat(stat: str, scores: Iterable[float]) -> float | None:
     raise AssertionError(f"unhandled statistic {canonical!r}")  # pragma: no cover
 
 
+def gate_fields(gate: Any) -> dict[str, Any]:
+    """The fields of a gate's report row that say which gate it is, an aggregate or a regression
+    gate alike: the line as written (``spec``) and what it was parsed into."""
+    return {
+        "spec": gate.spec,
+        "metric": gate.metric,
+        "method": gate.method,
+        "stat": gate.stat,
+        "op": gate.op,
+        "threshold": gate.threshold,
+    }
+
+
 def not_measured_reason(label: str, samples: int) -> str:
     """Why a gate has no value: ``context_recall not measured: 3 samples (...)``. Aggregate and
     regression gates over a metric no sample reached say it in these words."""
@@ -359,12 +372,7 @@ def evaluate_gates(
             reason = None
         rows.append(
             {
-                "spec": gate.spec,
-                "metric": gate.metric,
-                "method": gate.method,
-                "stat": gate.stat,
-                "op": gate.op,
-                "threshold": gate.threshold,
+                **gate_fields(gate),
                 "value": value,
                 "n": len(scores),
                 "passed": passed,
@@ -384,12 +392,7 @@ def _corrected_gate(gate: Gate, corrected: Mapping[str, Any] | None, partial: bo
     upper = gate.op in ("<=", "<")
     bound = None if corrected is None else corrected.get("high" if upper else "low")
     row: dict[str, Any] = {
-        "spec": gate.spec,
-        "metric": gate.metric,
-        "method": gate.method,
-        "stat": gate.stat,
-        "op": gate.op,
-        "threshold": gate.threshold,
+        **gate_fields(gate),
         "value": None,
         "n": 0 if corrected is None else int(corrected.get("labelled") or 0),
         "passed": False,
