@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .fields import invisible
 from .judge.base import JudgeAnswer, JudgeRequest
 from .judgments import (
     _DATA_NOTE,
@@ -378,11 +379,12 @@ def relevancy_request(question: str, answer: str, params: JudgeParams, label: st
 def combine_decomposition(
     choices: Sequence[Mapping[str, Any]], count: int, first: int = 1
 ) -> list[list[str]]:
-    """Per sentence ``first`` .. ``first + count - 1``: its claims (blank ones dropped)."""
+    """Per sentence ``first`` .. ``first + count - 1``: its claims (those that show nothing, empty or
+    only spaces and zero-width characters, dropped: they state nothing to check)."""
     out: list[list[str]] = []
     for i in range(first, first + count):
         per_choice = [[str(c).strip() for c in choice[f"sentence_{i}"]["claims"]] for choice in choices]
-        per_choice = [[c for c in claims if c] for claims in per_choice]
+        per_choice = [[c for c in claims if not invisible(c)] for claims in per_choice]
         mean = sum(len(c) for c in per_choice) / len(per_choice)
         pick = min(range(len(per_choice)), key=lambda k: (abs(len(per_choice[k]) - mean), k))
         out.append(per_choice[pick])

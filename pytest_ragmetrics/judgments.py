@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .fields import invisible
 from .judge.base import DeferredRequest, JudgeAnswer, JudgeRequest
 
 if TYPE_CHECKING:
@@ -643,11 +644,12 @@ def combine_claims(
 
     Several choices may break a sentence into different claims, so claims cannot be voted on one by
     one: the sentence takes the claims of the choice whose attributed share is closest to the mean
-    share over all choices (the first such choice on a tie), as ratings are combined.
+    share over all choices (the first such choice on a tie), as ratings are combined. A claim that
+    shows nothing (empty, or only spaces and zero-width characters) states nothing: it is dropped.
     """
     out: list[list[tuple[str, bool, str]]] = []
     for i in range(first, first + count):
-        per_choice = [list(c[f"sentence_{i}"]["claims"]) for c in choices]
+        per_choice = [[x for x in c[f"sentence_{i}"]["claims"] if not invisible(x["claim"])] for c in choices]
         shares = [sum(bool(x["attributed"]) for x in cl) / len(cl) if cl else 0.0 for cl in per_choice]
         mean = sum(shares) / len(shares)
         pick = min(range(len(shares)), key=lambda k: (abs(shares[k] - mean), k))

@@ -250,7 +250,9 @@ def test_an_answer_of_invisible_characters_is_empty_for_every_answer_metric(serv
     """An answer of spaces and zero-width characters splits into no sentence, so it makes no claim:
     answer relevancy scores it as the empty answer it is, with no judge call, where it was sent to
     the judge (which may rate it as addressing the question)."""
-    blank = RagSample("How tall is the tower?", [HEIGHT], ground_truth=HEIGHT, answer=" \u200b\u2060 ", id="zw")
+    blank = RagSample(
+        "How tall is the tower?", [HEIGHT], ground_truth=HEIGHT, answer=" \u200b\u2060 ", id="zw"
+    )
     with Evaluator(settings) as ev:
         out = evaluate([blank], ["faithfulness", "answer_correctness", "answer_relevancy"], evaluator=ev)
     assert out.outcomes("faithfulness") == out.outcomes("answer_correctness") == {"zw": "no_claims"}
@@ -266,7 +268,9 @@ def test_a_ground_truth_of_invisible_characters_counts_as_none(monkeypatch, tmp_
     ground_truth, and answer correctness says the sample has none, where both judged the answer
     against the invisible text (answer correctness then scored 1.0)."""
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
-    sample = RagSample("How tall is the tower?", [HEIGHT], ground_truth="\u200b \u2060", answer=HEIGHT, id="zw")
+    sample = RagSample(
+        "How tall is the tower?", [HEIGHT], ground_truth="\u200b \u2060", answer=HEIGHT, id="zw"
+    )
     metrics: list[str | tuple[str, str | None]] = [
         "context_precision", ("answer_correctness", "precision"), "answer_correctness",
     ]  # fmt: skip
@@ -293,7 +297,9 @@ def test_a_chunk_of_invisible_characters_is_scored_as_an_empty_chunk(tmp_path):
     ]  # fmt: skip
     runs = {}
     for name, chunk in (("blank", " \u200b\u2060 "), ("empty", "")):
-        sample = RagSample("How tall is the tower?", [chunk, HEIGHT], ground_truth=HEIGHT, answer=HEIGHT, id="s")
+        sample = RagSample(
+            "How tall is the tower?", [chunk, HEIGHT], ground_truth=HEIGHT, answer=HEIGHT, id="s"
+        )
         judge = ScriptedJudge(lambda request: conforming_value(request.schema))
         with Evaluator(Settings(cache_dir=str(tmp_path / name)), judge=judge) as ev:
             out = evaluate([sample], metrics, evaluator=ev)
@@ -303,9 +309,35 @@ def test_a_chunk_of_invisible_characters_is_scored_as_an_empty_chunk(tmp_path):
     assert runs["blank"][0]["context_precision"] == (0.5, ["empty chunk", "fake judge"])
 
 
+@pytest.mark.parametrize("blank", ["", "   ", "\u200b", " \u2060\ufeff "])
+def test_a_claim_of_no_visible_text_is_no_claim(blank):
+    """A claim the judge wrote as nothing (empty, spaces, zero-width characters) is dropped: the
+    answer's real claims are scored alone, and an answer with no other claim has none. Zero-width
+    ones were kept, judged and counted as claims of the answer and of the reference."""
+
+    def script(request):
+        payload = json.loads(request.messages[-1]["content"])
+        if "sentences" in payload and "question" not in payload:
+            return {f"sentence_{n}": {"claims": [blank, *answer_judge.decompose(sentence), blank]}
+                    for n, sentence in payload["sentences"].items()}  # fmt: skip
+        return answer_judge.answer(payload)
+
+    metrics: list[str | tuple[str, str | None]] = ["faithfulness", "answer_correctness"]
+    with Evaluator(Settings(cache="off"), judge=ScriptedJudge(script)) as ev:
+        out = evaluate([SAMPLE, DONT_KNOW], metrics, evaluator=ev)
+    assert [v.text for v in out["tower"]["faithfulness"].verdicts] == [
+        "The Eiffel Tower was completed in 1889.", "the Eiffel Tower is 300 metres tall.", "It is painted every seven years."
+    ]  # fmt: skip
+    assert out["tower"]["faithfulness"].score == pytest.approx(1 / 3)
+    assert out["tower"]["answer_correctness"].explanation.startswith("TP 1, FP 2, FN 1")
+    assert out.outcomes("faithfulness") == out.outcomes("answer_correctness") == {"idk": "no_claims"}
+
+
 def _first_user_message(body):
     """The answer to a request's material (a re-ask adds messages after it)."""
-    return answer_judge.answer(json.loads(next(m for m in body["messages"] if m["role"] == "user")["content"]))
+    return answer_judge.answer(
+        json.loads(next(m for m in body["messages"] if m["role"] == "user")["content"])
+    )
 
 
 def test_a_judge_answer_giving_a_property_twice_is_re_asked_never_read(monkeypatch, tmp_path):

@@ -124,6 +124,21 @@ def test_empty_claims_count_as_one_unsupported_claim():
     assert verdict.text == REFERENCE and verdict.reason == "the judge listed no claim for this sentence"
 
 
+@pytest.mark.parametrize("alone", [False, True])
+@pytest.mark.parametrize("blank", ["", "   ", "\u200b", " \u2060\ufeff "])
+def test_a_claim_of_no_visible_text_is_no_claim(blank, alone):
+    """A claim the judge wrote as nothing (empty, spaces, zero-width characters) and attributed is
+    not a reference claim: it counted as one, raising recall for a reference nothing supports."""
+    attributed = {"claim": blank, "reason": "r", "attributed": True}
+    unsupported = {"claim": "The capital of France is Paris.", "reason": "r", "attributed": False}
+    claims = [attributed] if alone else [attributed, unsupported, attributed]
+    judge = ScriptedJudge(lambda request: {"sentence_1": {"claims": claims}})
+    with Evaluator(Settings(cache="off"), judge=judge) as ev:
+        result = ev.score(SAMPLE, "context_recall", "claims")
+    assert result.score == 0.0
+    assert blank not in [v.text for v in result.verdicts]
+
+
 def test_self_consistency_takes_the_claims_of_the_choice_nearest_the_mean():
     split = {
         "claims": [
