@@ -157,6 +157,49 @@ def test_a_mean_exactly_at_the_threshold_passes_in_the_run_its_shards_its_report
     assert code == 0 and f"PASS  {GATE}  value 0.500  n=6  margin +0.000" in out
 
 
+TWO_JUDGES = """
+import pytest
+
+from pytest_ragmetrics import RagSample, assert_context_precision
+
+SAMPLE = RagSample("What does the chunk say?", ["This chunk is good."], ground_truth="It is good.", id="s")
+
+
+@pytest.mark.ragmetrics(judge_model="model-b")
+def test_{first}():
+    assert_context_precision(SAMPLE) >= 0.0
+
+
+@pytest.mark.ragmetrics(judge_model="model-a")
+def test_{second}():
+    assert_context_precision(SAMPLE) >= 0.0
+"""
+
+
+@pytest.mark.parametrize(("first", "second"), [("b", "a"), ("a", "b")])
+def test_one_sample_scored_by_two_judge_models_is_decided_alike_by_the_run_and_its_report(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str], first: str, second: str
+) -> None:
+    """One sample scored in two tests counts once; which test's score counts does not depend on the
+    order the tests ran (or the workers finished) in. The run took the first to finish, its report
+    (sorted by test) the other: a gate the run failed passed in `report merge` of its own report."""
+    project.makeconftest(
+        "from pytest_ragmetrics import ScriptedJudge, hookimpl\n\n\n"
+        "@hookimpl\n"
+        "def pytest_ragmetrics_make_judge(settings):\n"
+        "    return ScriptedJudge(lambda r: {'reason': 'r', 'useful': r.model == 'model-a'}, model=settings.judge_model)\n"
+    )
+    (project.path / "test_rag.py").unlink()
+    project.makepyfile(test_two=TWO_JUDGES.format(first=first, second=second))
+    run = project.runpytest(f"--rag-gate={GATE}", "--rag-report-json=run.json")
+    run.assert_outcomes(passed=2)
+    (gate,) = report_of(project, "run.json")["summary"]["gates"]
+    code, _, _ = command(project, capsys, "report", "merge", "-o", "m.json", "run.json", f"--gate={GATE}")
+    (merged,) = report_of(project, "m.json")["summary"]["gates"]
+    assert (gate["value"], gate["n"], gate["passed"]) == (merged["value"], merged["n"], merged["passed"])
+    assert (run.ret, code) == ((0, 0) if merged["passed"] else (1, 1))
+
+
 def test_a_gate_gives_the_same_value_whatever_order_the_scores_come_in() -> None:
     scores = [1 / 3, 0.1, 0.2, 0.7, 1 / 7, 2 / 3, 0.3] * 5
     gates = parse_gates(["context_recall mean >= 0.35", "context_recall p10 >= 0.1"])

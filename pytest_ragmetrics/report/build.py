@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._files import replaceable, starts_json_object
 from ..errors import ConfigError
+from .json_report import sort_results
 
 if TYPE_CHECKING:
     from ..baseline import RegressionGate
@@ -63,12 +64,18 @@ def result_json(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _distinct_samples(rows: Iterable[Mapping[str, Any]]) -> _Distinct:
-    """Every distinct evaluation, as ``((metric, method), sample)``; xfail comparisons left out."""
+    """Every distinct evaluation, as ``((metric, method), sample)``; xfail comparisons left out.
+
+    A sample scored in several comparisons counts once, from the first of them in the report's order
+    (:func:`~.json_report.sort_results`), not the order they were made in: tests scoring one sample
+    differently (with another judge model, say) then count the same one in the run, under
+    pytest-xdist whichever worker finishes first, and in ``report merge`` of its report.
+    """
     # Per metric and method, its (metric, method) and the keys of its samples seen: a large run's
     # thousands of rows make no key of their own.
     specs: dict[str, dict[str | None, tuple[tuple[str, str | None], set[str]]]] = {}
     distinct: _Distinct = []
-    for row in rows:
+    for row in sort_results(rows):
         if row.get("xfail"):
             continue
         metric, method = row["metric"], row["method"]
