@@ -120,6 +120,7 @@ class RagmetricsSession:
         self.final_report: dict[str, Any] | None = None
         self.unwritten: list[str] = []  # the report files that could not be written, and why
         self.baseline_unsaved: str | None = None  # why --rag-save-baseline wrote nothing
+        self.baseline_kept: str | None = None  # what a partial run kept of the baseline it saved
         self.prefetcher: Prefetcher | None = None
         #: The collected tests, once collection is over (the prefetcher's order), and their session.
         self.items: Sequence[pytest.Item] | None = None
@@ -850,9 +851,12 @@ class RagmetricsSession:
         # A baseline replaces the accepted one: a run that ran no test (--collect-only, none
         # selected, stopped before the first) or broke off would replace it with a fragment.
         unsaved = self._baseline_unsaved(session) if s.save_baseline else None
+        baseline = report
+        if s.save_baseline and unsaved is None and self._partial():
+            baseline, unsaved = self._partial_baseline(report, s.save_baseline)
         if s.save_baseline and unsaved is not None:
             self.baseline_unsaved = f"the baseline was not saved to {self.shown(s.save_baseline)}: {unsaved}"
-        self.unwritten = write_reports(report, s, save_baseline=unsaved is None)
+        self.unwritten = write_reports(report, s, save_baseline=unsaved is None, baseline=baseline)
         if self.unwritten:  # asked for and missing: CI would go on without it
             _fail(session)
         self.final_report = report
@@ -876,6 +880,31 @@ class RagmetricsSession:
         if status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not self.suite.ran:
             return "no test ran; the file there is unchanged"
         return None
+
+    def _partial_baseline(self, report: dict[str, Any], path: str) -> tuple[dict[str, Any], str | None]:
+        """What a partial run saves as the baseline at ``path``: its own tests' entries, and the
+        entries the file holds of the tests it did not run (a skipped test left its entries too);
+        or why it saves nothing (the file there cannot be read to keep them)."""
+        from .baseline import load_report
+        from .report.build import keep_untouched_entries
+
+        try:
+            if not os.path.isfile(path) or os.path.getsize(path) == 0:
+                return report, None  # no baseline yet: this run's entries are all there is
+            earlier = load_report(path)
+        except (OSError, ConfigError) as exc:
+            return report, (
+                f"a partial run keeps the entries of the tests it did not run, and the file there "
+                f"cannot be read for them ({exc}); it is unchanged"
+            )
+        replaced = (self.suite.ran - set(self.suite.skipped)) | {row["nodeid"] for row in report["results"]}
+        baseline, kept = keep_untouched_entries(earlier, report, replaced)
+        if kept:
+            self.baseline_kept = (
+                f"a partial run: the baseline {self.shown(path)} keeps the entries of the {kept} test(s) "
+                "it did not run"
+            )
+        return baseline, None
 
     def _judge_controls(self) -> dict[str, Any] | None:
         """Judge the negative and positive controls, drawn from the samples the run scored, for the
@@ -939,6 +968,8 @@ class RagmetricsSession:
         lines += [(f"ragmetrics: {message}", "red") for message in self.unwritten]
         if self.baseline_unsaved is not None:
             lines.append((f"ragmetrics: {self.baseline_unsaved}", "yellow"))
+        if self.baseline_kept is not None:
+            lines.append((f"ragmetrics: {self.baseline_kept}", "green"))
         if self.stats.unrecorded:
             lines.append(
                 (

@@ -739,3 +739,41 @@ def test_only_a_file_that_starts_as_our_markdown_or_html_report_is_taken_for_one
     readme.write_text(to_markdown(example_report()), encoding="utf-8")
     page.write_text(to_html(example_report()), encoding="utf-8")
     check_replaced(Settings(report_md=str(readme), report_html=str(page)))
+
+
+def rows_by_test(path: Any) -> dict[str, list[dict[str, Any]]]:
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in json.loads(path.read_text(encoding="utf-8"))["results"]:
+        rows.setdefault(row["nodeid"], []).append(row)
+    return rows
+
+
+def test_a_partial_run_updates_the_baseline_entries_of_the_tests_it_ran_and_keeps_the_others(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pytest -k q01 --rag-save-baseline`` replaced the whole baseline with one test's scores, as
+    syrupy's --snapshot-update does not: the other tests' entries are kept, a full run writes it whole."""
+    project.makeini("[pytest]\nrag_cache = off\nrag_save_baseline = base.json\n")
+    project.runpytest().assert_outcomes(passed=16)
+    whole = (project.path / "base.json").read_bytes()
+    before = rows_by_test(project.path / "base.json")
+    monkeypatch.setenv("RETRIEVER", "broad")  # every precision score falls to 0.5 or 0
+    result = project.runpytest("-k", "q01 or q02", "test_rag.py::test_precision")
+    result.assert_outcomes(passed=2)
+    after = rows_by_test(project.path / "base.json")
+    assert set(after) == set(before)
+    result.stdout.fnmatch_lines(
+        ["ragmetrics: a partial run: the baseline base.json keeps the entries of the 14 test(s) it did not run"]
+    )
+    ran = {"test_rag.py::test_precision[q01]", "test_rag.py::test_precision[q02]"}
+    assert {nodeid: after[nodeid] for nodeid in set(after) - ran} == {
+        nodeid: before[nodeid] for nodeid in set(before) - ran
+    }
+    assert [row["score"] for nodeid in sorted(ran) for row in after[nodeid]] == [0.5, 0.5]
+    assert [row["score"] for nodeid in sorted(ran) for row in before[nodeid]] == [1.0, 1.0]
+    summary = json.loads((project.path / "base.json").read_text())["summary"]
+    precision = next(m for m in summary["metrics"] if m["metric"] == "context_precision")
+    assert precision["n"] == 15  # the figures are those of the whole baseline, not of the two tests
+    monkeypatch.delenv("RETRIEVER")
+    project.runpytest().assert_outcomes(passed=16)  # a full run writes the baseline whole
+    assert (project.path / "base.json").read_bytes() == whole

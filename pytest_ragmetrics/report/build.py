@@ -620,6 +620,31 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def keep_untouched_entries(
+    earlier: Mapping[str, Any], report: Mapping[str, Any], replaced: Iterable[str]
+) -> tuple[dict[str, Any], int]:
+    """What a partial run saves as the baseline: ``report`` merged (as :func:`merge_reports` merges
+    shards) with the comparisons of ``earlier``, the baseline file's, whose tests are not in
+    ``replaced`` (the tests the run ran), and the errors of those tests; and how many tests' entries
+    were kept. A partial ``--snapshot-update`` of syrupy keeps the snapshots of the tests it did not
+    run in the same way; a full run writes the baseline whole, without the tests that are gone."""
+    replaced = set(replaced)
+    kept = [row for row in earlier.get("results") or () if row.get("nodeid") not in replaced]
+    if not kept:
+        return dict(report), 0
+    summary = earlier.get("summary") or {}
+    errors = [
+        e for e in summary.get("errors") or () if isinstance(e, Mapping) and e.get("nodeid") not in replaced
+    ]
+    part: dict[str, Any] = {"results": kept, "summary": {"errors": errors}}
+    for name in ("judge", "scoring"):  # the scoring settings are kept only when the two runs' agree
+        if name in summary:
+            part["summary"][name] = summary[name]
+    if earlier.get("plugin_version"):
+        part["plugin_version"] = earlier["plugin_version"]
+    return merge_reports([report, part]), len({row.get("nodeid") for row in kept})
+
+
 def _shown_values(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{name} {value}" for name, value in values.items())
 
@@ -777,9 +802,15 @@ def report_wanted(settings: Settings) -> bool:
     )
 
 
-def write_reports(report: dict[str, Any], settings: Settings, *, save_baseline: bool = True) -> list[str]:
-    """Write the report files the settings ask for (the baseline only with ``save_baseline``), and
-    append to ``$GITHUB_STEP_SUMMARY``.
+def write_reports(
+    report: dict[str, Any],
+    settings: Settings,
+    *,
+    save_baseline: bool = True,
+    baseline: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Write the report files the settings ask for (the baseline only with ``save_baseline``, from
+    ``baseline`` when given, else from ``report``), and append to ``$GITHUB_STEP_SUMMARY``.
 
     Returns what could not be written, one message each (the path and why: a directory that is a
     file, a full disk): each file is written or not on its own, and a failure leaves the old file.
@@ -820,7 +851,8 @@ def write_reports(report: dict[str, Any], settings: Settings, *, save_baseline: 
         from ..baseline import baseline_form
         from .json_report import to_json
 
-        write("the baseline", s.save_baseline, lambda: to_json(baseline_form(report)))
+        saved = report if baseline is None else baseline
+        write("the baseline", s.save_baseline, lambda: to_json(baseline_form(saved)))
     return failed
 
 
