@@ -61,14 +61,20 @@ def configured_dirs(
     Read from the pytest configuration file in ``cwd`` (pytest.ini, .pytest.ini, pyproject.toml,
     tox.ini, setup.cfg: the first that configures pytest, as pytest picks it), or from ``ini``, its
     values when they were read already, and then from ``RAGMETRICS_CACHE_DIR`` /
-    ``RAGMETRICS_STORE_DIR``. Relative paths in the file are relative to it.
+    ``RAGMETRICS_STORE_DIR``, as a pytest run reads them (one set but empty is a
+    :class:`~pytest_ragmetrics.errors.ConfigError`). Relative paths in the file are relative to it.
     """
+    from .settings import env_values
+
     base = cwd or Path.cwd()
     env = os.environ if environ is None else environ
     found: dict[str, Path] = {}
     ini = _pytest_ini_values(base) if ini is None else ini
+    given = env_values(
+        {k: v for k, v in env.items() if k in ("RAGMETRICS_CACHE_DIR", "RAGMETRICS_STORE_DIR")}
+    )
     for name in ("cache_dir", "store_dir"):
-        value = env.get(f"RAGMETRICS_{name.upper()}") or ini.get(f"rag_{name}")
+        value = given.get(name) or ini.get(f"rag_{name}")
         if value:
             found[name] = Path(value) if Path(value).is_absolute() else base / value
     return found
@@ -406,7 +412,11 @@ def _main(argv: Sequence[str] | None) -> int:
         from .report.cli import run
 
         return run(args, ini, sys.stdout, sys.stderr)
-    configured = configured_dirs(ini=ini)
+    try:
+        configured = configured_dirs(ini=ini)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.cache_dir is None:
         args.cache_dir = configured.get("cache_dir") or default_cli_cache_dir()
     if args.store_dir is None:

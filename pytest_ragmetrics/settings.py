@@ -48,6 +48,7 @@ __all__ = [
     "Settings",
     "advice",
     "check_marker",
+    "env_values",
     "for_test",
     "from_env",
     "how_to_set",
@@ -143,8 +144,7 @@ def resolve(
     values: dict[str, Any] = dataclasses.asdict(base or Settings())
     layers: list[tuple[str, Mapping[str, Any]]] = [("ini", ini or {})]
     if env is not None:
-        check_names(env=env)
-        layers.append(("env", {o.name: env[o.env_name] for o in OPTIONS if o.env and o.env_name in env}))
+        layers.append(("env", env_values(env)))
     layers += [("cli", cli or {}), (source, overrides or {})]
     for layer, given in layers:
         for name, raw in given.items():
@@ -170,6 +170,28 @@ def refuse_empty_lines(lines: Iterable[Any] | None, flag: str, what: str = "a ga
     """
     if any(not str(line).strip() for line in lines or ()):
         raise ConfigError(f"{flag} is empty: give {what}, or leave the option out", setting=flag)
+
+
+def env_values(env: Mapping[str, str]) -> dict[str, str]:
+    """The settings given by ``RAGMETRICS_*`` variables of ``env``, by setting name, as text.
+
+    A variable set but empty (a CI variable that expanded to nothing: ``RAGMETRICS_GATES=$GATES``)
+    is a :class:`ConfigError` naming it, whatever the setting: taken as unset it would silently
+    give the ini file's value instead of the one meant, and taken as "none" it would silently drop
+    the ini file's gates, or its baseline, or its cap. A setting of the ini file is cleared for one
+    run with pytest's ``-o rag_gates=``."""
+    check_names(env=env)
+    values = {o.name: env[o.env_name] for o in OPTIONS if o.env and o.env_name in env}
+    for name, value in values.items():
+        if not value.strip():
+            option = OPTIONS_BY_NAME[name]
+            option.convert(value, option.env_name)  # a number, a choice, a path: its own words first
+            raise ConfigError(
+                f"{option.env_name} is set but empty: give it a value, or unset the variable (an empty "
+                f"one does not clear {option.ini_name}; in pytest, -o {option.ini_name}= does)",
+                setting=option.env_name,
+            )
+    return values
 
 
 #: Settings of the run as a whole (reports, gates): a marker or ``ragmetrics_config`` cannot change them.

@@ -89,6 +89,18 @@ def test_stats_of_a_missing_cache_is_empty(tmp_path, capsys):
     assert "entries: 0" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("variable", ["RAGMETRICS_CACHE_DIR", "RAGMETRICS_STORE_DIR"])
+def test_a_directory_variable_set_but_empty_is_a_usage_error_as_in_a_pytest_run(
+    tmp_path, capsys, monkeypatch, variable
+):
+    """It was read as unset here, and refused by the pytest run: the commands read what the run reads."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nrag_cache_dir = cache\nrag_store_dir = judgments\n")
+    monkeypatch.setenv(variable, "")
+    assert cli("cache", "stats") == 4
+    assert f"error: {variable} is set but empty" in capsys.readouterr().err
+
+
 def test_clear_empties_the_cache_but_not_the_store(populated, capsys):
     record_full_run(populated["cache"], populated["keys"], populated["keys"])
     assert cli("cache", "clear", "--cache-dir", populated["cache"]) == 0

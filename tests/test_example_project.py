@@ -236,12 +236,14 @@ def test_example_project_fails_a_judge_that_disagrees_with_the_hand_labels(fresh
             *tests,
             "-p",
             "no:cacheprovider",
+            # The committed baseline was judged by the hand-labelled judge: not comparable with this one.
+            "-o",
+            "rag_baseline=",
+            "-o",
+            "rag_regression_gates=",
             RAGMETRICS_JUDGE_BASE_URL=server.base_url,
             RAGMETRICS_JUDGE_MODEL=judge,
             RAGMETRICS_CACHE="off",
-            # The committed baseline was judged by the hand-labelled judge: not comparable with this one.
-            RAGMETRICS_BASELINE="",
-            RAGMETRICS_REGRESSION_GATES="",
             OPENAI_API_KEY="unused",
         )
         assert server.request_count >= 240  # every labelled item, once

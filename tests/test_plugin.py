@@ -26,6 +26,7 @@ import pytest_ragmetrics.text
 from pytest_ragmetrics import Settings
 from pytest_ragmetrics._run import set_digest
 from pytest_ragmetrics.errors import ConfigError
+from pytest_ragmetrics.settings import OPTIONS, resolve
 from pytest_ragmetrics.testing import FakeJudgeServer
 
 pytest_plugins = ["pytester"]
@@ -167,6 +168,30 @@ def test_an_empty_gate_on_the_command_line_is_a_usage_error(pytester, option, wh
     result = pytester.runpytest(f"{option}= ")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*ragmetrics: {option} is empty: give {what}, or leave the option out"])
+
+
+def test_an_empty_environment_variable_is_a_usage_error_not_the_ini_s_gates_dropped(pytester, monkeypatch):
+    """``RAGMETRICS_GATES=$GATES`` with the CI variable unset gated nothing, and the run passed."""
+    pytester.makeini("[pytest]\nrag_gates = context_recall mean >= 0.9\n")
+    monkeypatch.setenv("RAGMETRICS_GATES", "")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*ragmetrics: RAGMETRICS_GATES is set but empty: give it a value, or unset the variable (*"]
+    )
+    monkeypatch.delenv("RAGMETRICS_GATES")
+    result = pytester.runpytest("-o", "rag_gates=")  # how the ini's gates are cleared for one run
+    assert result.ret == pytest.ExitCode.OK
+
+
+@pytest.mark.parametrize("option", [o for o in OPTIONS if o.env], ids=lambda o: o.env_name)
+def test_every_setting_s_variable_set_but_empty_is_refused_naming_it(option):
+    """Empty is neither unset (the ini's value) nor "none" (no gates, no cap, no baseline), for any kind."""
+    for value in ("", "  "):
+        with pytest.raises(ConfigError, match=f"^{option.env_name} (is set but empty|is empty|must)") as raised:
+            resolve(ini={option.name: None}, env={option.env_name: value})
+        assert raised.value.setting == option.env_name
 
 
 def test_a_bad_gate_from_the_environment_is_not_said_to_be_in_the_ini_file(pytester, monkeypatch):
