@@ -11,7 +11,8 @@ layer of hooks:
   failing test never reaches its later comparisons) and a crashed xdist worker (its judgments never
   reach the controller) all make a run partial. Skipped tests never reach their comparisons
   either: the entries they may need are kept (:func:`kept_for_skipped`), the rest of what the run
-  did not use can go.
+  did not use can go. An ``--ignore`` or ``--ignore-glob`` of the ini file's ``addopts`` is part
+  of the suite's definition, not a selection: only one given for the run makes it partial.
 * Which tests did the run collect and run, from which files? :class:`~pytest_ragmetrics._suite.SuiteRecord`
   keeps them; the digests here let ``report merge`` tell when the reports of a run's shards do not
   add up to the whole suite, and when shards were cut from different versions of it.
@@ -23,8 +24,10 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,10 +39,6 @@ _SELECTING_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("keyword", ""),  # -k
     ("markexpr", ""),  # -m
     ("deselect", None),  # --deselect
-    # A path left out of collection holds tests as a deselected one does: the option names no
-    # test, so wherever it is given (addopts too) the run cannot tell the suite from part of it.
-    ("ignore", None),  # --ignore
-    ("ignore_glob", None),  # --ignore-glob
     ("lf", False),  # --lf
     ("stepwise", False),  # --sw
     ("collectonly", False),  # --co
@@ -84,7 +83,23 @@ def selected_part(config: pytest.Config, *, deselected: bool = False) -> bool:
         value = config.getoption(dest, unset)
         if value not in (unset, None, "", [], ()):
             return True
-    return False
+    return _ignored_on_command_line(config)
+
+
+def _ignored_on_command_line(config: pytest.Config) -> bool:
+    """Whether ``--ignore`` or ``--ignore-glob`` left paths out that the project's configuration
+    does not: given on the command line (or in ``PYTEST_ADDOPTS``), as opposed to the ``addopts`` of
+    the ini file. The configuration's ignores define the suite (a directory of drafts, a vendored
+    package), so a run with only those is whole; one given for this run leaves part of it out."""
+    given = {dest: list(config.getoption(dest, None) or ()) for dest in ("ignore", "ignore_glob")}
+    if not any(given.values()):
+        return False
+    # The ini's addopts, read for these two options alone, as pytest's parser reads them.
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--ignore", action="append", default=[])
+    parser.add_argument("--ignore-glob", action="append", default=[], dest="ignore_glob")
+    configured, _ = parser.parse_known_args([str(arg) for arg in config.getini("addopts")])
+    return any(Counter(values) - Counter(getattr(configured, dest)) for dest, values in given.items())
 
 
 def incomplete_reason(

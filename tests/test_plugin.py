@@ -1416,6 +1416,29 @@ def test_unused_line_follows_complete_runs_only_with_the_number_prune_deletes(pr
     ).assert_outcomes(passed=3)
 
 
+def test_an_ignore_of_the_ini_s_addopts_defines_the_suite_and_one_given_for_the_run_leaves_part_out(
+    project, capsys
+):
+    """``addopts = --ignore=drafts`` made every run partial, so `cache prune` never learnt what was unused."""
+    project.makeini("[pytest]\naddopts = --ignore=drafts --ignore-glob=*_draft.py\n")
+    project.makepyfile(test_rag=FOUR_TESTS, test_more_draft=MORE_TESTS)
+    project.path.joinpath("drafts").mkdir()
+    project.path.joinpath("drafts", "test_more.py").write_text(textwrap.dedent(MORE_TESTS))
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
+    # The suite drops a test: its judgment is no longer needed.
+    (project.path / "test_rag.py").write_text(
+        (project.path / "test_rag.py").read_text().replace("def test_two", "def _test_two")
+    )
+    for partial in (["--ignore=test_other.py"], ["--ignore-glob=*_other.py"], ["--ignore=drafts"]):
+        result = project.runpytest("--rag-store-dir=judgments", "--rag-report", *partial)
+        result.assert_outcomes(passed=3)
+        assert "unused judgment store entries" not in result.stdout.str(), partial
+    full = project.runpytest("--rag-store-dir=judgments", "--rag-report")
+    full.assert_outcomes(passed=3)
+    full.stdout.fnmatch_lines(["*1 unused judgment store entries; remove them with: *prune*"])
+    assert "deleted 1 of 5 store entries" in _pruned(project, capsys)
+
+
 ONE_SKIPPED = FOUR_TESTS.replace(
     "def test_three", "@pytest.mark.skipif(True, reason='not today')\n    def test_three"
 ).replace("from samples", "import pytest\n    from samples")
