@@ -5,6 +5,9 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import threading
+import warnings
+
 
 class RagMetricsError(Exception):
     """Base class for every error this package raises on purpose.
@@ -88,3 +91,23 @@ class JudgmentPending(JudgeError):
 
 class RagMetricsWarning(UserWarning):
     """Something degraded but the run can go on (e.g. the disk cache is unusable)."""
+
+
+class WarnOnce:
+    """The warnings a long-lived object (the local cache, the judgment store) gives once per topic:
+    a damaged entry that every test meets is told once, not once a test. Like an error's message,
+    the warning's passes through :func:`~pytest_ragmetrics.redact.redact`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._said: set[str] = set()
+
+    def __call__(self, topic: str, message: str) -> None:
+        with self._lock:
+            if topic in self._said:
+                return
+            self._said.add(topic)
+        from .redact import redact
+
+        # Shown at the code that met the problem, two calls above the one that said it.
+        warnings.warn(redact(message), RagMetricsWarning, stacklevel=4)

@@ -48,7 +48,6 @@ import secrets
 import shlex
 import sqlite3
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -63,7 +62,7 @@ from ..errors import (
     JudgeError,
     JudgeUnavailable,
     JudgmentNotRecorded,
-    RagMetricsWarning,
+    WarnOnce,
 )
 from .base import (
     HowToSet,
@@ -436,7 +435,7 @@ class CachedJudge:
         # The cache could not be opened for writing: it is read from a copy (see _read_only_copy).
         self._read_only = False
         self._lock = threading.Lock()
-        self._warned: set[str] = set()
+        self._warn_once = WarnOnce()
         self._requests: dict[str, _Request] = {}
         # What this run judged, in refresh mode: served again rather than refreshed twice.
         self._judged_this_run: set[str] = set()
@@ -769,15 +768,6 @@ class CachedJudge:
         self._in_store.update(key for _, key, _, _ in keyed)
 
     # --- the disk cache --------------------------------------------------------------------------
-
-    def _warn_once(self, topic: str, message: str) -> None:
-        with self._lock:
-            if topic in self._warned:
-                return
-            self._warned.add(topic)
-        from ..redact import redact
-
-        warnings.warn(redact(message), RagMetricsWarning, stacklevel=4)
 
     def _disable_cache(self, what: str, exc: BaseException) -> None:
         """Go on without the disk cache, saying so once: it only ever saves money."""

@@ -35,7 +35,6 @@ import json
 import os
 import re
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -43,6 +42,7 @@ from stat import S_ISDIR, S_ISFIFO
 from typing import Any
 
 from .._files import write_atomic, write_text_atomic
+from ..errors import WarnOnce
 from .base import JudgeAnswer, JudgeRequest, recorded_answer, schema_errors
 
 _HEX = frozenset("0123456789abcdef")
@@ -235,7 +235,7 @@ class JudgmentStore:
         self.directory = Path(directory)
         # A shard's file is opened by this and its name (see _file): no path object made for every read.
         self._shard_prefix = os.path.join(self.directory, "")
-        self._warned: set[str] = set()
+        self._warn = WarnOnce()
         self._lock = threading.RLock()
         self._shards: dict[str, _Shard | None] = {}  # None: the shard file does not exist (yet)
         self._open: OrderedDict[str, _Shard] = OrderedDict()  # shards holding their file open
@@ -547,17 +547,6 @@ class JudgmentStore:
     def where(self, key: str) -> str:
         """Where the judgment ``key`` lives, for messages: the shard file and the key."""
         return f"{self.path_for(key)} (key {key[:12]}…)"
-
-    def _warn(self, topic: str, message: str) -> None:
-        from ..errors import RagMetricsWarning
-
-        with self._lock:
-            if topic in self._warned:
-                return
-            self._warned.add(topic)
-        from ..redact import redact
-
-        warnings.warn(redact(message), RagMetricsWarning, stacklevel=4)
 
     def _warn_entry(self, key: str, why: str, replay: bool | None) -> None:
         # Say what happens next: only a run that may call the judge will replace the entry.
