@@ -666,7 +666,12 @@ def formulas(case: Case) -> dict[str, Any]:
     tp, fp, fn = sum(to_ref), len(to_ref) - sum(to_ref), len(to_ans) - sum(to_ans)
     if not case.answer_text:  # AnswerCorrectness alone takes an empty response (no statements: 1.0)
         refused = "error: ValueError (empty response)"
-        return {**dict.fromkeys([r for _, r in PAIRS], refused), "answer_correctness_factuality": 1.0}
+        missing = "error: MissingTestCaseParamsError (empty actual_output)"  # DeepEval's refusal
+        return {
+            **dict.fromkeys([r for _, r in PAIRS], refused),
+            **dict.fromkeys([r for _, r in DEEPEVAL_PAIRS], missing),
+            "answer_correctness_factuality": 1.0,
+        }
     out: dict[str, Any] = {}
     out["faithfulness"] = (
         "error: ValueError (no contexts)"
