@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -64,15 +63,14 @@ def add_parser(store_actions: Any, common: Callable[[argparse.ArgumentParser], N
 
 
 def _settings(args: argparse.Namespace, ini: Mapping[str, Any], base: Path) -> Settings:
-    from .settings import OPTIONS_BY_NAME, resolve, with_paths_under
+    from .settings import configured, with_paths_under
 
-    values = {k[4:]: v for k, v in ini.items() if k.startswith("rag_") and k[4:] in OPTIONS_BY_NAME}
     cli: dict[str, Any] = {
         "cache_dir": str(args.cache_dir),
         "store_dir": args.store_dir and str(args.store_dir),
     }
     # These commands record what they import: the cache mode of the configuration is for test runs.
-    settings = resolve(ini=values, env=os.environ, cli=cli).replace(cache="readwrite")
+    settings = configured(ini, cli).replace(cache="readwrite")
     return with_paths_under(settings, base)
 
 

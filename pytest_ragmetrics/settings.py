@@ -226,6 +226,14 @@ MARKER_WORDS = ("samples", "method", "metrics")
 _PATHS = ("cache_dir", "store_dir", "batch", "baseline", "save_baseline", "judge_check")
 
 
+def configured(ini: Mapping[str, Any], cli: Mapping[str, Any] | None = None) -> Settings:
+    """The settings a ``python -m pytest_ragmetrics`` command runs with: the ``rag_*`` keys of the
+    pytest configuration here (``ini``, its values as read from the file), then the ``RAGMETRICS_*``
+    variables, then what the command's own options give (``cli``, by setting name)."""
+    values = {o.name: ini[o.ini_name] for o in OPTIONS if o.ini_name in ini}
+    return resolve(ini=values, env=os.environ, cli=cli)
+
+
 def with_paths_under(settings: Settings, root: Path) -> Settings:
     """``settings`` with its relative paths made absolute under ``root``, wherever the run started."""
     changes = {}

@@ -94,18 +94,15 @@ def add_parser(commands: Any, common: Any) -> None:
 
 
 def _settings(args: argparse.Namespace, ini: Mapping[str, Any], base: Path) -> Settings:
-    import os
+    from ..settings import configured
 
-    from ..settings import OPTIONS_BY_NAME, resolve
-
-    values = {k[4:]: v for k, v in ini.items() if k.startswith("rag_") and k[4:] in OPTIONS_BY_NAME}
     cli: dict[str, Any] = {
         "cache_dir": str(args.cache_dir),
         "store_dir": args.store_dir and str(args.store_dir),
     }
     if args.cache:
         cli["cache"] = args.cache
-    settings = resolve(ini=values, env=os.environ, cli=cli)
+    settings = configured(ini, cli)
     if settings.judge_check and not Path(settings.judge_check).is_absolute():
         settings = settings.replace(judge_check=str(base / settings.judge_check))
     return settings

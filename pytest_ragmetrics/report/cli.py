@@ -17,7 +17,6 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -129,14 +128,6 @@ class TextWriter:
         print(f" {title} ".center(width, sepchar) if title else sepchar * width, file=self.out)
 
 
-def _configured(args: argparse.Namespace, ini: Mapping[str, str]) -> Any:
-    """The settings of the pytest configuration here (ini file, then RAGMETRICS_* variables)."""
-    from ..settings import OPTIONS, resolve
-
-    values = {o.name: ini[o.ini_name] for o in OPTIONS if o.ini_name in ini}
-    return resolve(ini=values, env=os.environ)
-
-
 def _catalog(reports: Iterable[Mapping[str, Any]]) -> Any:
     """The metrics gates may name: the built-in ones and every metric the reports scored."""
     from ..specs import BUILTIN_CATALOG, MetricCatalog, parse_metric_name
@@ -166,11 +157,11 @@ def _catalog(reports: Iterable[Mapping[str, Any]]) -> Any:
 def _gate_lines(args: argparse.Namespace, ini: Mapping[str, str]) -> tuple[Sequence[str], Sequence[str], Any]:
     """(aggregate gate lines, regression gate lines, configured settings or None). With ``--gates``,
     ``rag_allow_inconclusive`` and ``rag_allow_mixed_baseline`` of the configuration count too."""
-    from ..settings import refuse_empty_lines
+    from ..settings import configured, refuse_empty_lines
 
     refuse_empty_lines(args.gate, "--gate")
     refuse_empty_lines(args.regression_gate, "--regression-gate")
-    settings = _configured(args, ini) if args.gates else None
+    settings = configured(ini) if args.gates else None
     gates = args.gate or (settings.gates if settings else ())
     regression = args.regression_gate or (settings.regression_gates if settings else ())
     if settings is not None:
