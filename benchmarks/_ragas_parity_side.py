@@ -38,6 +38,12 @@ METRICS = (
     "factual_correctness_recall",
     "answer_correctness_factuality",
     "answer_relevancy",
+    "legacy_faithfulness",
+    "legacy_factual_correctness",
+    "legacy_factual_correctness_precision",
+    "legacy_factual_correctness_recall",
+    "legacy_answer_correctness_factuality",
+    "legacy_answer_relevancy",
 )
 
 
@@ -45,7 +51,52 @@ def client(base_url: str, tag: str) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=base_url, api_key="sk-bench", default_headers={"x-bench": tag}, max_retries=0)
 
 
+async def legacy_score(job: dict[str, Any], metric: str, case: dict[str, Any]) -> float:
+    """The metrics ``ragas.evaluate()`` takes (``ragas.metrics``), on a LangChain chat model."""
+    from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.embeddings import LangchainEmbeddingsWrapper
+    from ragas.llms import LangchainLLMWrapper
+    from ragas.metrics import (
+        AnswerCorrectness as LegacyAnswerCorrectness,
+        AnswerRelevancy as LegacyAnswerRelevancy,
+        FactualCorrectness as LegacyFactualCorrectness,
+        Faithfulness as LegacyFaithfulness,
+    )
+    from ragas.run_config import RunConfig
+
+    tag = f"{metric}/{case['id']}"
+    chat = ChatOpenAI(
+        model=MODEL, base_url=job["chat_url"], api_key="sk-bench", max_retries=0,
+        default_headers={"x-bench": tag},
+    )  # fmt: skip
+    llm = LangchainLLMWrapper(chat)
+    sample = SingleTurnSample(
+        user_input=case["question"], response=case["answer"], reference=case["reference"],
+        retrieved_contexts=case["contexts"],
+    )  # fmt: skip
+    name = metric.removeprefix("legacy_")
+    legacy: Any
+    if name == "faithfulness":
+        legacy = LegacyFaithfulness(llm=llm)
+    elif name.startswith("factual_correctness"):
+        mode = name.rpartition("_")[2] if name != "factual_correctness" else "f1"
+        legacy = LegacyFactualCorrectness(llm=llm, mode=mode)
+    elif name == "answer_correctness_factuality":
+        legacy = LegacyAnswerCorrectness(llm=llm, weights=[1.0, 0.0])
+    else:
+        embeddings = OpenAIEmbeddings(
+            model=EMBEDDING_MODEL, base_url=job["embeddings_url"], api_key="sk-bench",
+            check_embedding_ctx_length=False,  # send the texts, not tiktoken's ids (no download)
+        )  # fmt: skip
+        legacy = LegacyAnswerRelevancy(llm=llm, embeddings=LangchainEmbeddingsWrapper(embeddings))
+    legacy.init(RunConfig(max_retries=0))
+    return float(await legacy.single_turn_ascore(sample))
+
+
 async def score(job: dict[str, Any], metric: str, case: dict[str, Any]) -> float:
+    if metric.startswith("legacy_"):
+        return await legacy_score(job, metric, case)
     llm = llm_factory(MODEL, client=client(job["chat_url"], f"{metric}/{case['id']}"))
     question, answer, reference = case["question"], case["answer"], case["reference"]
     if metric == "faithfulness":
@@ -72,7 +123,7 @@ async def score(job: dict[str, Any], metric: str, case: dict[str, Any]) -> float
 async def main() -> None:
     job = json.load(sys.stdin)
     scores: dict[str, dict[str, Any]] = {}
-    for metric in METRICS:
+    for metric in job.get("metrics", METRICS):
         for case in job["cases"]:
             try:
                 value: Any = await score(job, metric, case)

@@ -25,8 +25,9 @@ Compared (ours, RAGAS ``ragas.metrics.collections``):
 * ``answer_relevancy`` with AnswerRelevancy (only the non-committal rule and the mean are compared:
   the cosine is arranged, see above);
 
-and (ours, DeepEval's FaithfulnessMetric): ``faithfulness[not_contradicted]`` with it as it comes,
-``faithfulness`` with ``penalize_ambiguous_claims=True``.
+the same again with RAGAS's older metrics, ``ragas.metrics`` (those ``ragas.evaluate()`` takes, on a
+LangChain chat model); and (ours, DeepEval's FaithfulnessMetric): ``faithfulness[not_contradicted]``
+with it as it comes, ``faithfulness`` with ``penalize_ambiguous_claims=True``.
 
 Neither peer is a dependency of this project: each runs in an environment of its own, whose Python is
 given with ``--ragas-python`` (or ``RAGAS_PYTHON``) and ``--deepeval-python`` (or ``DEEPEVAL_PYTHON``);
@@ -382,7 +383,7 @@ class Script:
 
     def __init__(self, cases: list[Case]) -> None:
         self.claims: dict[str, list[str]] = {}  # a sentence or a whole text -> its claims
-        self.by_text: dict[str, tuple[Case, str]] = {}
+        self.by_text: dict[str, list[tuple[Case, str]]] = {}
         self.by_contexts: dict[frozenset[str], Case] = {}
         self.by_question: dict[str, Case] = {}
         self.draw = {c.id: 0 for c in cases}
@@ -393,14 +394,26 @@ class Script:
                 self.claims[squash(sentence)] = [c for c, _ in stated]
             self.claims[squash(case.answer_text)] = case.answer_claims()
             self.claims[squash(case.reference_text)] = case.reference_claims()
-            self.by_text[squash(case.answer_text)] = (case, "reference claims against the answer")
-            self.by_text[squash(case.reference_text)] = (case, "answer claims against the reference")
-            self.by_text[squash("\n".join(case.contexts))] = (case, "against the contexts")
+            for text, kind in (
+                (case.answer_text, "reference claims against the answer"),
+                (case.reference_text, "answer claims against the reference"),
+                ("\n".join(case.contexts), "against the contexts"),
+            ):
+                self.by_text.setdefault(squash(text), []).append((case, kind))
             self.by_contexts[frozenset(squash(c) for c in case.contexts)] = case
             self.by_question[squash(case.question)] = case
         self.by_answer = {squash(c.answer_text): c for c in cases}
         if len(self.by_text) != 3 * len(cases) - 1:  # "" is both the empty answer and no contexts
             raise SystemExit("two cases share a text: the judges could not tell them apart")
+
+    def evidence(self, text: str, claims: list[str]) -> tuple[Case, str]:
+        """The case and the kind of verdict asked for: the evidence's text, and whose claims these are
+        (the empty text is both an empty answer and no contexts)."""
+        for case, kind in self.by_text[squash(text)]:
+            own = case.reference_claims() if kind.startswith("reference") else case.answer_claims()
+            if all(claim in own for claim in claims):
+                return case, kind
+        raise ValueError(f"no case judges {claims!r} against {text!r}")
 
     def next_draw(self, case: Case) -> tuple[bool, int]:
         draw = case.draws[self.draw[case.id] % len(case.draws)]
@@ -418,7 +431,7 @@ class Script:
                     "against the contexts",
                 )
             else:
-                case, kind = self.by_text[squash(data["text"])]
+                case, kind = self.evidence(data["text"], list(data["claims"].values()))
             out: dict[str, Any] = {}
             for n, claim in data["claims"].items():
                 verdict = case.verdict(kind, claim)
@@ -460,7 +473,7 @@ class Script:
         if '"title": "ClaimDecompositionOutput"' in text:
             return {"claims": self.claims[squash(data["response"])]}
         if '"title": "NLIStatementOutput"' in text:
-            case, kind = self.by_text[squash(data["context"])]
+            case, kind = self.evidence(data["context"], data["statements"])
             return {
                 "statements": [
                     {"statement": s, "reason": "scripted", "verdict": int(case.verdict(kind, s) == S)}
@@ -479,7 +492,7 @@ class Script:
                 k: [{"statement": s, "reason": "scripted"} for s in v]
                 for k, v in (("TP", tp), ("FP", fp), ("FN", fn))
             }
-        if '"title": "AnswerRelevanceOutput"' in text:
+        if '"title": "AnswerRelevanceOutput"' in text or '"title": "ResponseRelevanceOutput"' in text:
             case = self.by_answer[squash(data["response"])]
             committal, rating = self.next_draw(case)
             return {"question": f"GENERATED r{rating}: {case.question}", "noncommittal": int(not committal)}
@@ -552,6 +565,8 @@ PAIRS = (
     ("answer_correctness", "answer_correctness_factuality"),
     ("answer_relevancy", "answer_relevancy"),
 )
+#: The same with RAGAS's older metrics, ``ragas.metrics`` (the ones ``ragas.evaluate()`` takes).
+LEGACY_PAIRS = tuple((ours, f"legacy_{theirs}") for ours, theirs in PAIRS)
 #: The same with DeepEval's FaithfulnessMetric, as it comes and with ambiguous claims penalized.
 DEEPEVAL_PAIRS = (
     ("faithfulness[not_contradicted]", "deepeval_faithfulness"),
@@ -664,15 +679,16 @@ def formulas(case: Case) -> dict[str, Any]:
     to_ref = [case.verdict("answer claims against the reference", c) == S for c in case.answer_claims()]
     to_ans = [case.verdict("reference claims against the answer", c) == S for c in case.reference_claims()]
     tp, fp, fn = sum(to_ref), len(to_ref) - sum(to_ref), len(to_ans) - sum(to_ans)
+    out: dict[str, Any] = legacy_formulas(case, faith, tp, fp, fn)
     if not case.answer_text:  # AnswerCorrectness alone takes an empty response (no statements: 1.0)
         refused = "error: ValueError (empty response)"
         missing = "error: MissingTestCaseParamsError (empty actual_output)"  # DeepEval's refusal
         return {
+            **out,
             **dict.fromkeys([r for _, r in PAIRS], refused),
             **dict.fromkeys([r for _, r in DEEPEVAL_PAIRS], missing),
             "answer_correctness_factuality": 1.0,
         }
-    out: dict[str, Any] = {}
     out["faithfulness"] = (
         "error: ValueError (no contexts)"
         if not case.contexts
@@ -699,6 +715,23 @@ def formulas(case: Case) -> dict[str, Any]:
     return out
 
 
+def legacy_formulas(case: Case, faith: list[str], tp: int, fp: int, fn: int) -> dict[str, Any]:
+    """The same for ``ragas.metrics``: no check of empty inputs; AnswerCorrectness's factuality is 1.0
+    only when neither text has a statement, and its precision without TP or FP is 0."""
+    out: dict[str, Any] = {"legacy_faithfulness": faith.count(S) / len(faith) if faith else "nan"}
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    out["legacy_factual_correctness"] = round(f1, 2)
+    out["legacy_factual_correctness_precision"] = round(tp / (tp + fp + 1e-8), 2)
+    out["legacy_factual_correctness_recall"] = round(tp / (tp + fn + 1e-8), 2)
+    neither = not case.answer_claims() and not case.reference_claims()
+    out["legacy_answer_correctness_factuality"] = 1.0 if neither else f1
+    cosines = [rating / 2 for _, rating in case.draws]
+    out["legacy_answer_relevancy"] = 0.0 if all(not c for c, _ in case.draws) else sum(cosines) / len(cosines)
+    return out
+
+
 # --- comparing -----------------------------------------------------------------------------------
 
 
@@ -722,7 +755,7 @@ def compare(
     differences: list[str] = []
     for mine, other in pairs:
         both, worst, rounded_equal = 0, 0.0, 0
-        factual = other.startswith("factual")
+        factual = "factual_correctness" in other
         for case in cases:
             a, b = ours[mine][case.id], theirs[other][case.id]
             if mine == "answer_relevancy" and len(set(case.draws)) > 1:
@@ -788,6 +821,9 @@ def main() -> None:
     print("(rounded: how often ours rounded to two decimals is FactualCorrectness's number)\n")
     theirs = run_ragas(cases, script, ragas) if ragas else computed
     met = compare(cases, ours, theirs, PAIRS, "RAGAS 0.4 (its code)" if ragas else "RAGAS's formulas (here)")
+    print()
+    source = "RAGAS 0.4 ragas.metrics (its code)" if ragas else "ragas.metrics' formulas (here)"
+    met = compare(cases, ours, theirs, LEGACY_PAIRS, source) and met
     print(f"\n{RELEVANCY_N3} beside RAGAS's AnswerRelevancy (three draws each):")
     for case in cases:
         if len(set(case.draws)) > 1:
