@@ -160,6 +160,12 @@ def test_a_golden_set_filled_through_the_batch_api_replays_with_no_key_and_no_ca
     assert err.count("batch_expired: This request could not be executed") == 5
     assert "expired, 14 of 20 done, 6 failed, imported" in out
     assert len(store_lines(project.path)) == 14
+    # Fetching again records nothing twice and still says what failed, where it said "0 failed".
+    code, out, err = cli(capsys, "store", "batch", "fetch", "batch/round1.jsonl")
+    assert code == 1
+    assert "imported: 0 judgment(s) recorded into the judgment store" in out
+    assert "14 recorded already, 6 failed, 0 refused" in out and err.count(".error.jsonl line ") == 6
+    assert len(store_lines(project.path)) == 14
 
     # The second round writes exactly what is still missing.
     result = project.runpytest("--rag-batch=batch/round2.jsonl")
@@ -173,7 +179,7 @@ def test_a_golden_set_filled_through_the_batch_api_replays_with_no_key_and_no_ca
     assert "imported: 6 judgment(s) recorded" in out
     # Fetching again imports nothing twice.
     code, out, _ = cli(capsys, "store", "batch", "fetch", "batch/round2.jsonl")
-    assert code == 0 and "imported: 0 judgment(s)" in out
+    assert code == 0 and "imported: 0 judgment(s) recorded" in out and "6 recorded already, 0 failed" in out
 
     assert server.request_count == sum(1 for r in server.requests if "/chat/completions" not in r.path)
     records = store_lines(project.path)

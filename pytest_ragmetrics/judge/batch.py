@@ -746,21 +746,27 @@ def fetch(
     waiting = 0
     base = Path(path)
     for part in state["parts"]:
-        if not part.get("batch_id") or part.get("imported"):
+        if not part.get("batch_id"):
             continue
-        batch = client.batches.retrieve(part["batch_id"])
-        _take(part, batch)
-        if part["status"] not in FINAL_STATES:
-            waiting += 1
-            lines.append(_describe(part) + ": not finished yet")
-            continue
+        # A batch imported before is imported again from the results downloaded then: it records
+        # nothing twice, and its failed lines are counted again rather than forgotten.
+        fresh = not part.get("imported")
+        batch = None
+        if fresh:
+            batch = client.batches.retrieve(part["batch_id"])
+            _take(part, batch)
+            if part["status"] not in FINAL_STATES:
+                waiting += 1
+                lines.append(_describe(part) + ": not finished yet")
+                continue
         for kind in ("output", "error"):
             file_id = part.get(f"{kind}_file_id")
             if not file_id:
                 continue
             target = base.with_name(f"{base.stem}.{part['batch_id']}.{kind}.jsonl")
-            with client.files.with_streaming_response.content(file_id) as response:
-                response.stream_to_file(target)
+            if fresh or not target.is_file():
+                with client.files.with_streaming_response.content(file_id) as response:
+                    response.stream_to_file(target)
             outcome = importer(target)
             total.merge(outcome)
             lines.append(
@@ -770,8 +776,9 @@ def fetch(
         for error in getattr(getattr(batch, "errors", None), "data", None) or ():
             what = _error_text(error.model_dump() if hasattr(error, "model_dump") else error)
             lines.append(f"{part['file']}: batch {part['batch_id']} {part['status']}: {what}")
-        part["imported"] = True
-        write_state(path, state)
+        if fresh:
+            part["imported"] = True
+            write_state(path, state)
         lines.append(_describe(part))
     write_state(path, state)
     return lines, total, waiting
