@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "assert_metric": "assertions",
     "ScoreCheck": "assertions",
     "SampleLoadError": "loaders",
-    "RagMetricsWarning": "judge.cache",
+    "RagMetricsWarning": "errors",
     "JudgeRequest": "judge.base",
     "JudgeAnswer": "judge.base",
     "Judge": "judge.base",
