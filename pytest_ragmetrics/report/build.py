@@ -417,8 +417,6 @@ def build_report(
         summary["judge_controls"] = dict(judge_controls)
     results: list[dict[str, Any]] = []
     if with_results:
-        from .json_report import sort_results
-
         results = [result_json(r) for r in sort_results(rows)]
     from ..redact import redact_json
 
@@ -535,7 +533,6 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     over all shards (a judgment two shards both made counts in each) and warned about as one run's.
     """
     from ..calibration.degenerate import tally_warnings
-    from .json_report import sort_results
 
     rows = [dict(row) for report in reports for row in report.get("results") or ()]
     versions = sorted({str(r["plugin_version"]) for r in reports if r.get("plugin_version")})
