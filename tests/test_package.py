@@ -34,6 +34,23 @@ def test_unknown_attribute_raises_attribute_error():
         raise AssertionError("expected AttributeError")
 
 
+def test_every_name_the_package_exports_is_found_where_it_says():
+    """Each public name is imported from its module on first use: a name whose module no longer
+    holds it would fail only there, in a user's code."""
+    code = (
+        "import pytest_ragmetrics as p\n"
+        "missing = []\n"
+        "for name in p.__all__:\n"
+        "    try:\n"
+        "        getattr(p, name)\n"
+        "    except AttributeError:\n"
+        "        missing.append(name)\n"
+        "print(missing)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_every_module_of_the_package_turns_pytest_assertion_rewriting_off():
     """pytest rewrites the asserts of every module of a plugin's distribution as it imports it (with
     PYTHONDONTWRITEBYTECODE=1, again in every process); ours need none of it: plain asserts."""
