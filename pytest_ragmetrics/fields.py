@@ -33,7 +33,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "FIELD_ALIASES",
@@ -90,10 +90,11 @@ def _preview(value: Any, limit: int = 60) -> str:
     return f"{type(value).__name__} {text}"
 
 
-def _pick(data: Mapping[Any, Any], field: str) -> tuple[str, Any] | None:
-    """The (key, value) giving ``field``, or None; two keys with different values are an error."""
+def _pick(data: Mapping[Any, Any], field: str, keys: tuple[str, ...]) -> tuple[str, Any] | None:
+    """The (key, value) giving ``field`` from its names among ``data``'s keys (ours first), or None;
+    two keys with different values are an error."""
     found: tuple[str, Any] | None = None
-    for key in FIELD_ALIASES[field]:
+    for key in keys:
         value = data.get(key)
         if value is None:
             continue
@@ -132,25 +133,50 @@ def _first_ground_truth(value: Any) -> Any:
     return value[0]
 
 
-def _resolve(data: Any, default_id: str | None) -> dict[str, Any]:
+class _Layout(NamedTuple):
+    """Which of a record's keys give each of our fields, and which are kept in its metadata. It
+    depends on the keys alone, so a golden set's lines, which share their keys, work it out once."""
+
+    names: Mapping[str, tuple[str, ...]]  # our field -> its names among the keys, ours first
+    others: tuple[Any, ...]  # the keys that are none of ours, in their order
+
+
+def _layout(keys: tuple[Any, ...]) -> _Layout:
+    given = set(keys)
+    names = {field: tuple(k for k in aliases if k in given) for field, aliases in FIELD_ALIASES.items()}
+    return _Layout(names, tuple(key for key in keys if key not in _KNOWN_KEYS))
+
+
+def _resolve(
+    data: Any, default_id: str | None, layouts: dict[tuple[Any, ...], _Layout] | None = None
+) -> dict[str, Any]:
+    """RagSample's keyword arguments from ``data``. ``layouts`` keeps the layout of each set of keys
+    seen, for a file's records; without it the layout is worked out for this record alone."""
     if not isinstance(data, Mapping):
         raise _FieldError(f"expected a mapping (dict) for a sample, got {_preview(data)}", None, TypeError)
+    keys = tuple(data)
+    layout = layouts.get(keys) if layouts is not None else None
+    if layout is None:
+        layout = _layout(keys)
+        if layouts is not None:
+            layouts[keys] = layout
+    names = layout.names
     kwargs: dict[str, Any] = {}
-    picked = _pick(data, "question")
+    picked = _pick(data, "question", names["question"])
     if picked is None:
-        names = ", ".join(repr(name) for name in FIELD_ALIASES["question"])
-        raise _FieldError(f"missing field 'question' (accepted names: {names})", "question", ValueError)
+        accepted = ", ".join(repr(name) for name in FIELD_ALIASES["question"])
+        raise _FieldError(f"missing field 'question' (accepted names: {accepted})", "question", ValueError)
     kwargs["question"] = _check("question", *picked)
     for field in ("ground_truth", "answer", "id", "context_ids", "reference_contexts"):
-        picked = _pick(data, field)
+        picked = _pick(data, field, names[field]) if names[field] else None
         if picked is not None:
             kwargs[field] = _check(field, *picked)
-    picked = _pick(data, "contexts")
+    picked = _pick(data, "contexts", names["contexts"])
     # A golden set usually holds questions and references only: the retriever under test
     # supplies the contexts (``sample.with_contexts(retrieve(sample.question))``).
     kwargs["contexts"], carried = _split(picked[1], picked[0]) if picked is not None else ((), None)
     if picked is not None and carried is not None:
-        given = _pick(data, "context_ids")
+        given = _pick(data, "context_ids", names["context_ids"])
         if given is not None and kwargs["context_ids"] != carried:
             raise _FieldError(
                 f"fields {picked[0]!r} and {given[0]!r} both give the context ids but differ: "
@@ -159,7 +185,8 @@ def _resolve(data: Any, default_id: str | None) -> dict[str, Any]:
                 ValueError,
             )
         kwargs["context_ids"] = carried
-    picked = _pick(data, "reference_context_ids")
+    given_as = names["reference_context_ids"]
+    picked = _pick(data, "reference_context_ids", given_as) if given_as else None
     if picked is not None:
         kwargs["reference_context_ids"] = _check_grades(*picked)
     if kwargs.get("id") is None and default_id is not None:
@@ -169,7 +196,7 @@ def _resolve(data: Any, default_id: str | None) -> dict[str, Any]:
     if explicit is not None and not isinstance(explicit, Mapping):
         message = f"field 'metadata': expected a mapping, got {_preview(explicit)}"
         raise _FieldError(message, "metadata", TypeError)
-    metadata: dict[Any, Any] = {key: value for key, value in data.items() if key not in _KNOWN_KEYS}
+    metadata: dict[Any, Any] = {key: data[key] for key in layout.others}
     ground_truths = data.get("ground_truths")
     if isinstance(ground_truths, (list, tuple)) and len(ground_truths) > 1:
         metadata["ground_truths"] = list(ground_truths)
@@ -302,6 +329,8 @@ def _split_item(item: Any, i: int, key: str) -> tuple[str, str | None]:
 def _split(value: Any, key: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
         raise _FieldError(f"field {key!r}: expected a list of str, got {_preview(value)}", key, TypeError)
+    if all(isinstance(item, str) for item in value):  # chunks without ids, as most golden sets give them
+        return tuple(value), None
     pairs = [_split_item(item, i, key) for i, item in enumerate(value)]
     with_id = [i for i, (_, found) in enumerate(pairs) if found is not None]
     if not with_id:

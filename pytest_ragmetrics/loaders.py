@@ -24,6 +24,7 @@ from .fields import (
     _LIST_KEYS,
     FIELD_ALIASES,
     _FieldError,
+    _Layout,
     _preview,
     _resolve,
     sample_kwargs,
@@ -111,9 +112,10 @@ def load_samples(path: str | os.PathLike[str]) -> list[RagSample]:
 
     samples: list[RagSample] = []
     seen: dict[str, str] = {}
+    layouts: dict[tuple[Any, ...], _Layout] = {}  # a file's records share their keys
     for where, default_id, line, index, data in records:
         try:
-            kwargs = _resolve(data, default_id)
+            kwargs = _resolve(data, default_id, layouts)
             sample = RagSample(**kwargs)
         except _FieldError as exc:
             raise SampleLoadError(
