@@ -108,3 +108,39 @@ def test_duplicate_ids_invalid_json_and_empty_files(tmp_path):
         load_labels(write(tmp_path / "c.jsonl", [""]))
     with pytest.raises(LabelLoadError, match=r"a labelled set is a \.jsonl file"):
         load_labels(tmp_path / "labels.json")
+
+
+VERDICTS = {"kind": "faithfulness", "question": "Q?", "contexts": ["C."], "claims": ["X.", "Y."],
+            "verdicts": ["supported", "not_found"]}  # fmt: skip
+FLIPPED = {
+    "context_precision": ("useful", False, "false", "true"),
+    "context_recall": ("attributed", [True, True], "[true, true]", "[true, false]"),
+    "context_relevance_graded": ("rating", 2, "2", "1"),
+    "context_relevance[sentence]": ("relevant_sentences", [1], "[1]", "[1, 2]"),
+    "faithfulness": ("verdicts", ["supported", "contradicted"], '["supported", "contradicted"]',
+                     '["supported", "not_found"]'),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(FLIPPED))
+def test_two_items_labelling_one_judgment_differently_are_an_error_naming_both(tmp_path, kind):
+    """The labelled score of a sample (and the judge-corrected mean) took the label of whichever item
+    came last in the file; a judgment labelled twice alike is still read."""
+    first = next(row for row in [*GOOD, VERDICTS] if row["kind"] == kind)
+    field, value, here, there = FLIPPED[kind]
+    # The same texts, spaced otherwise: what the judge is shown is the same.
+    spaced = {k: (f" {v}  " if k in ("question", "chunk", "reference") else v) for k, v in first.items()}
+    again = {**spaced, "id": "again", field: value}
+    assert len(load_labels(write(tmp_path / "alike.jsonl", [first, {**spaced, "id": "same"}]))) == 2
+    with pytest.raises(LabelLoadError) as info:
+        load_labels(
+            write(
+                tmp_path / "labels.jsonl", [first, GOOD[0] if kind != "context_precision" else GOOD[2], again]
+            )
+        )
+    message = str(info.value)
+    assert message.startswith("labels.jsonl, line 3: item 'again' labels the same ")
+    assert (
+        f"on line 1 (the same question and texts), differently: {field} {here} here, {there} there" in message
+    )
+    assert (info.value.line, info.value.field) == (3, field)

@@ -266,6 +266,24 @@ def _class_names(classes: tuple[Any, ...]) -> str:
     return ", ".join(names[:-1]) + f" or {names[-1]}"
 
 
+def _judgment(item: LabelledItem) -> tuple[Any, ...]:
+    """What the judge is shown for ``item``: two items alike here label one judgment."""
+    from ..text import normalize_text
+
+    def texts(values: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if values is None else tuple(normalize_text(v) for v in values)
+
+    return (
+        item.kind,
+        normalize_text(item.question),
+        None if item.chunk is None else normalize_text(item.chunk),
+        None if item.reference is None else normalize_text(item.reference),
+        texts(item.reference_sentences),
+        texts(item.contexts),
+        texts(item.claims),
+    )
+
+
 def load_labels(path: str | os.PathLike[str]) -> list[LabelledItem]:
     """Read a labelled set (``.jsonl``, UTF-8), see the module docstring for its format.
 
@@ -290,6 +308,8 @@ def load_labels(path: str | os.PathLike[str]) -> list[LabelledItem]:
         raise LabelLoadError(str(exc), file=exc.file, line=exc.line) from None
     items: list[LabelledItem] = []
     seen: dict[str, str] = {}
+    # Each judgment's label, by what the judge is shown: the labelled score of a sample reads one.
+    judged: dict[tuple[Any, ...], tuple[LabelledItem, str]] = {}
     for where, default_id, line, _, data in records:
         try:
             item = _item(data, default_id, where)
@@ -302,7 +322,21 @@ def load_labels(path: str | os.PathLike[str]) -> list[LabelledItem]:
                 line=line,
                 field="id",
             )
-        seen[item.id] = where.removeprefix(f"{name}, ")
+        here = where.removeprefix(f"{name}, ")
+        seen[item.id] = here
+        earlier = judged.setdefault(_judgment(item), (item, here))
+        form = K.KINDS[item.kind].labels
+        if earlier[0].label != item.label and form is not None:
+            field_name = form.field
+            raise LabelLoadError(
+                f"{where}: item {item.id!r} labels the same {item.kind} judgment as item {earlier[0].id!r} "
+                f"on {earlier[1]} (the same question and texts), differently: {field_name} "
+                f"{json.dumps(item.label)} here, {json.dumps(earlier[0].label)} there; keep the one that "
+                "is right",
+                file=name,
+                line=line,
+                field=field_name,
+            )
         items.append(item)
     if not items:
         raise LabelLoadError(f"{name}: the labelled set holds no items", file=name)
