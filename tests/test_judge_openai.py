@@ -969,6 +969,46 @@ def test_an_answer_without_content_says_what_stopped_it(fake_judge_server):
     assert "answer has no content (only 13 characters of reasoning: the server's reasoning" in str(info.value)
 
 
+def answered_by_tool_call(arguments: str, name: str = "chunk_verdict") -> bytes:
+    """A server answering through a tool call: no content, the JSON in the call's arguments (vLLM
+    with some chat templates and tool-call parsers)."""
+    call = {"id": "call-1", "type": "function", "function": {"name": name, "arguments": arguments}}
+    return choice_without_content("tool_calls", tool_calls=[call])
+
+
+def test_an_answer_in_the_arguments_of_a_tool_call_is_taken_and_cached_as_content(fake_judge_server, tmp_path):
+    """It was re-asked, paid for again and then failed with 'answer has no content'."""
+    verdict = {"reason": "names the capital", "useful": True}
+    fake_judge_server.malformed_next(body=answered_by_tool_call(json.dumps(verdict)))
+    stats = JudgeStats()
+    cached = CachedJudge(lambda: make_judge(fake_judge_server, stats=stats), cache_dir=tmp_path)
+    [answer] = run_judge(cached, make_request())
+    assert answer.choices == (verdict,)
+    assert stats.reasks == 0 and fake_judge_server.request_count == 1
+    replay = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=tmp_path)
+    [again] = run_judge(replay, make_request())
+    assert again.source == "cache" and again.choices == (verdict,)
+
+
+def test_a_tool_call_that_holds_no_answer_is_reasked_and_never_cached_saying_what_the_server_did(
+    fake_judge_server, tmp_path
+):
+    for _ in range(2):
+        fake_judge_server.malformed_next(body=answered_by_tool_call('{"city": "Paris"}', name="get_weather"))
+    cached = CachedJudge(lambda: make_judge(fake_judge_server, max_reasks=1), cache_dir=tmp_path)
+    with pytest.raises(InvalidJudgeAnswer) as info:
+        run_judge(cached, make_request())
+    message = str(info.value)
+    assert "answer (the arguments of a tool call 'get_weather', a tool the request did not offer): " in message
+    assert "the server answered with a tool call instead of content" in message
+    assert message.endswith("check its tool-call parser and chat template, or set RAGMETRICS_RESPONSE_FORMAT=json_object")
+    followup = fake_judge_server.requests[1].body["messages"]
+    assert followup[-2] == {"role": "assistant", "content": '{"city": "Paris"}'}
+    replay = CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=tmp_path)
+    with pytest.raises(Exception, match="replay"):
+        run_judge(replay, make_request())
+
+
 # --- errors users see: one clear message, no SDK traceback -----------------------------------------
 
 

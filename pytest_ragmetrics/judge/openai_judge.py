@@ -150,6 +150,34 @@ def content_text(content: Any) -> Any:
     return content
 
 
+def _has_text(content: Any) -> bool:
+    """Whether a message's content holds anything but whitespace (a non-text content counts)."""
+    return content is not None and not (isinstance(content, str) and not content.strip())
+
+
+def tool_call_arguments(message: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The function name and arguments (text) of the first tool call of a chat message (or of its
+    legacy ``function_call``), or None when it has none."""
+    calls = message.get("tool_calls")
+    legacy = message.get("function_call")
+    for call in [*(calls if isinstance(calls, list) else ()), {"function": legacy}]:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping) and isinstance(function.get("arguments"), str):
+            return str(function.get("name") or ""), function["arguments"]
+    return None
+
+
+def _tool_call_advice(called: tuple[str, str] | None, judge: OpenAIJudge) -> str:
+    """What to do about a server that answered with a tool call holding no answer, for a problem."""
+    if called is None:
+        return ""
+    setting = judge.how_to_set("response_format", "json_object")
+    return (
+        "; the server answered with a tool call instead of content: if it answers structured output "
+        f"so, check its tool-call parser and chat template, or set {setting}"
+    )
+
+
 def valid_text(value: Any) -> Any:
     """``value`` (an answer's JSON) with each lone surrogate in its strings replaced by U+FFFD.
 
@@ -898,9 +926,16 @@ class OpenAIJudge:
         for i, choice in enumerate(got):
             message = choice.get("message") or {}
             content = content_text(message.get("content"))
+            where = f"choice {i}" if request.n > 1 else "answer"
+            called = None if _has_text(content) else tool_call_arguments(message)
+            if called is not None:
+                # No content, and a tool call the request offered no tool for: a server that implements
+                # structured output through a tool call put the answer in its arguments. Read, checked
+                # and recorded as content is (a reasoning model's thinking, by contrast, is a draft).
+                name, content = called
+                where = f"{where} (the arguments of a tool call {name!r}, a tool the request did not offer)"
             if isinstance(content, str):
                 content = valid_text(content)  # shown to the judge again when re-asked: sent as UTF-8
-            where = f"choice {i}" if request.n > 1 else "answer"
             finish = choice.get("finish_reason")
             if finish == "length":
                 # Cut off mid-answer, or a reasoning model mid-thinking with no answer yet: even when
@@ -935,12 +970,12 @@ class OpenAIJudge:
             try:
                 value = parse_json_answer(content)
             except ValueError as exc:
-                problems.append(f"{where}: {exc}: {content[:200]!r}")
+                problems.append(f"{where}: {exc}: {content[:200]!r}{_tool_call_advice(called, self)}")
                 bad_content = bad_content or content
                 continue
             errors = schema_errors(request.schema, value)
             if errors:
-                problems.append(f"{where}: " + "; ".join(errors[:5]))
+                problems.append(f"{where}: " + "; ".join(errors[:5]) + _tool_call_advice(called, self))
                 bad_content = bad_content or content
                 continue
             choices.append(valid_text(value))
