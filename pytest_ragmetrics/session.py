@@ -121,6 +121,7 @@ class RagmetricsSession:
         self.unwritten: list[str] = []  # the report files that could not be written, and why
         self.baseline_unsaved: str | None = None  # why --rag-save-baseline wrote nothing
         self.baseline_kept: str | None = None  # what a partial run kept of the baseline it saved
+        self.reports_kept: str | None = None  # why a run that ran no test wrote no report file
         self.prefetcher: Prefetcher | None = None
         #: The collected tests, once collection is over (the prefetcher's order), and their session.
         self.items: Sequence[pytest.Item] | None = None
@@ -856,7 +857,17 @@ class RagmetricsSession:
             baseline, unsaved = self._partial_baseline(report, s.save_baseline)
         if s.save_baseline and unsaved is not None:
             self.baseline_unsaved = f"the baseline was not saved to {self.shown(s.save_baseline)}: {unsaved}"
-        self.unwritten = write_reports(report, s, save_baseline=unsaved is None, baseline=baseline)
+        from ._run import runs_no_test
+
+        listing = runs_no_test(config)
+        if listing is None:
+            self.unwritten = write_reports(report, s, save_baseline=unsaved is None, baseline=baseline)
+        else:
+            # A run that only lists or sets up its tests scored nothing: the report files of the last
+            # run that did are left as they were, as the baseline is.
+            files = [self.shown(path) for path in (s.report_json, s.report_md, s.report_html) if path]
+            if files:
+                self.reports_kept = f"no test ran ({listing}); {', '.join(files)} left as they were"
         if self.unwritten:  # asked for and missing: CI would go on without it
             _fail(session)
         self.final_report = report
@@ -970,6 +981,8 @@ class RagmetricsSession:
             lines.append((f"ragmetrics: {self.baseline_unsaved}", "yellow"))
         if self.baseline_kept is not None:
             lines.append((f"ragmetrics: {self.baseline_kept}", "green"))
+        if self.reports_kept is not None:
+            lines.append((f"ragmetrics: {self.reports_kept}", "yellow"))
         if self.stats.unrecorded:
             lines.append(
                 (

@@ -312,6 +312,19 @@ def test_a_run_that_ran_no_test_leaves_the_baseline_file_as_it_was(project: pyte
     assert (project.path / "base.json").read_bytes() == saved
 
 
+def test_a_run_that_runs_no_test_leaves_the_report_files_as_they_were(project: pytest.Pytester) -> None:
+    """``pytest --co`` with rag_report_json in the ini wrote an empty report over the last run's."""
+    project.makeini("[pytest]\nrag_cache = off\nrag_report_json = r.json\nrag_report_md = r.md\n")
+    project.runpytest().assert_outcomes(passed=16)
+    written = {name: (project.path / name).read_bytes() for name in ("r.json", "r.md")}
+    assert json.loads(written["r.json"])["results"]
+    for mode, named in (("--co", "--collect-only"), ("--setup-only", "--setup-only"), ("--fixtures", "--fixtures")):
+        listed = project.runpytest(mode)
+        assert listed.ret == pytest.ExitCode.OK
+        assert {name: (project.path / name).read_bytes() for name in written} == written, mode
+        listed.stdout.fnmatch_lines([f"ragmetrics: no test ran ({named}); r.json, r.md left as they were"])
+
+
 def test_a_run_stopped_at_a_failure_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
     """``pytest -x`` with rag_save_baseline in the ini: the tests after the stop have no scores, and
     the accepted baseline was replaced by the few before it."""
