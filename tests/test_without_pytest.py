@@ -192,9 +192,17 @@ runner.run(asyncio.sleep(0))  # the loop's thread is started, taking Ctrl-C as a
 # This thread no longer takes Ctrl-C: the kernel hands it to the loop's thread, and Python only sets
 # its flag, as when Ctrl-C arrives just before this thread blocks. Its wait is not interrupted.
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-print("waiting", flush=True)
+
+
+async def waited_for():
+    # Said from the loop's thread, once this thread is inside run(): a Ctrl-C sent on seeing it
+    # reaches this thread in its wait (or just before it blocks), never before its try below.
+    print("waiting", flush=True)
+    await asyncio.sleep(3600)
+
+
 try:
-    runner.run(asyncio.sleep(3600))
+    runner.run(waited_for())
 except KeyboardInterrupt:
     print("interrupted", flush=True)
 """
