@@ -3,7 +3,9 @@
 :func:`redact` replaces
 
 * the user-info of URLs (``http://user:KEY@host/v1`` becomes ``http://***@host/v1``) and the values
-  of their queries (``https://host/v1?api-key=KEY&x=1`` becomes ``https://host/v1?api-key=***&x=***``);
+  of their query parameters named like a credential (``https://host/v1?api-key=KEY&page=2`` becomes
+  ``https://host/v1?api-key=***&page=2``); a chunk quoting ``https://docs.example/search?q=manual``
+  keeps its query;
 * the values of the API-key variables the judge reads (``OPENAI_API_KEY``, ``AZURE_OPENAI_API_KEY``,
   ``AZURE_OPENAI_AD_TOKEN``) and of keys passed to a judge in code (:func:`add_secret`);
 * the secrets a judge's base URL carries (:func:`url_secrets`: its user-info, its query values and a
@@ -49,6 +51,11 @@ SECRET_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_T
 #: wherever they appear.
 SECRET_URL_VARIABLES = ("OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT", "RAGMETRICS_JUDGE_BASE_URL")
 
+#: Query parameter names that carry a credential (``key``, ``api-key``, ``access_token``, ``sig``,
+#: ``X-Amz-Signature``, ``client_secret``, ``password``...): their values are masked in every URL.
+_CREDENTIAL_NAME = re.compile(r"(?i)key|token|secret|passw|pwd|auth|sig|credential|session")
+
+
 # Shorter values are not scrubbed: replacing every "1" or "abc" in a message would garble it, and a
 # real key is never that short.
 _MIN_SECRET = 6
@@ -93,8 +100,9 @@ def add_url(url: str | None) -> None:
 
 @functools.lru_cache(maxsize=32)
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The parts of ``url`` that may be credentials: its user-info (user and password), its query's
-    values, and each path segment shaped like a key (:func:`_key_like`), each also percent-decoded.
+    """The parts of ``url`` that may be credentials: its user-info (user and password), the values of
+    its query parameters named like a credential and its bare query items, and each path segment
+    shaped like a key (:func:`_key_like`), each also percent-decoded.
 
     A gateway may take its key in any of them, and a server's error may quote it without the URL
     around it, so each is scrubbed wherever it appears, not only inside a URL.
@@ -111,7 +119,10 @@ def url_secrets(url: str) -> tuple[str, ...]:
         found += [userinfo, *userinfo.split(":", 1)]
     for item in parts.query.replace(";", "&").split("&"):
         name, equals, value = item.partition("=")
-        found.append(value if equals else name)
+        if not equals:
+            found.append(name)  # a bare token
+        elif _CREDENTIAL_NAME.search(name):
+            found.append(value)  # not an api-version's date, which would be masked in every report
     found += [segment for segment in parts.path.split("/") if _key_like(segment)]
     values = {v for v in found if len(v) >= _MIN_SECRET} | {unquote(v) for v in found}
     return tuple(sorted(v for v in values if len(v) >= _MIN_SECRET))
@@ -247,9 +258,10 @@ def _redact(text: str, secrets: list[str]) -> str:
 
 
 def _masked_query(match: re.Match[str]) -> str:
-    """A URL's query with each value masked, the names kept (they say which setting to look at)."""
+    """A URL's query with the values of its credential-named parameters masked, the names kept (they
+    say which setting to look at). Other values are the user's data (a chunk quoting a search URL)."""
     items = []
     for item in match[2].split("&"):
         name, equals, _ = item.partition("=")
-        items.append(f"{name}={MASK}" if equals else (MASK if item else item))
+        items.append(f"{name}={MASK}" if equals and _CREDENTIAL_NAME.search(name) else item)
     return match[1] + "&".join(items)

@@ -171,9 +171,20 @@ def test_redact_json_scrubs_patterns_spelled_with_letters_that_fold_to_ascii(tex
     assert redact_json(value) == {"reason": redact(text)} != value
 
 
-def test_redact_masks_every_query_value_of_a_url_and_keeps_the_names():
-    text = "the judge at https://gw.example/v1?key=q-secret-1&api-version=2024-10-21&flag is unavailable?"
-    assert redact(text) == "the judge at https://gw.example/v1?key=***&api-version=***&*** is unavailable?"
+def test_redact_masks_the_query_values_named_like_a_credential_and_keeps_the_others():
+    text = (
+        "the judge at https://gw.example/v1?key=q-secret-1&api-version=2024-10-21&flag is unavailable? "
+        "https://s3.example/b/o?X-Amz-Signature=0a1b2c3d&X-Amz-Expires=300&access_token=t0k-3n"
+    )
+    assert redact(text) == (
+        "the judge at https://gw.example/v1?key=***&api-version=2024-10-21&flag is unavailable? "
+        "https://s3.example/b/o?X-Amz-Signature=***&X-Amz-Expires=300&access_token=***"
+    )
+
+
+def test_a_url_a_sample_quotes_keeps_its_query_in_the_report():
+    chunk = {"contexts": ["See https://docs.example.com/search?q=manual&page=2 for the manual."]}
+    assert redact_json(chunk) == chunk
 
 
 def test_the_secrets_of_a_base_url_are_its_userinfo_query_values_and_key_shaped_path_segments():
@@ -182,6 +193,7 @@ def test_the_secrets_of_a_base_url_are_its_userinfo_query_values_and_key_shaped_
     url = "https://me:pa55word@gw.example/v1/Ab12Cd34Ef56Gh78Ij/openai/gpt-4o-mini-2024-07-18?token=t0k3n%2Bx"
     assert set(url_secrets(url)) == {"me:pa55word", "pa55word", "Ab12Cd34Ef56Gh78Ij", "t0k3n%2Bx", "t0k3n+x"}
     assert url_secrets("https://judge.example/openai/deployments/Meta-Llama-3.1-70B-Instruct/v1") == ()
+    assert url_secrets("https://res.openai.azure.com/openai?api-version=2024-10-21") == ()
 
 
 #: A gateway that takes its key in the base URL's path, user-info and query; the API key is another.
