@@ -329,8 +329,6 @@ def _split_item(item: Any, i: int, key: str) -> tuple[str, str | None]:
 def _split(value: Any, key: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
         raise _FieldError(f"field {key!r}: expected a list of str, got {_preview(value)}", key, TypeError)
-    if all(isinstance(item, str) for item in value):  # chunks without ids, as most golden sets give them
-        return tuple(value), None
     pairs = [_split_item(item, i, key) for i, item in enumerate(value)]
     with_id = [i for i, (_, found) in enumerate(pairs) if found is not None]
     if not with_id:
