@@ -76,6 +76,7 @@ __all__ = [
     "provenance",
     "report_problems",
     "run_scores",
+    "scored_differently",
 ]
 
 #: p below this makes a change "worse" or "better" rather than "not significant" in the reports.
@@ -344,6 +345,13 @@ def _differences(
             f"{now_['samples']} (digest {now_['golden_set']}) now; each metric lists the samples"
         )
     return lines, refusing
+
+
+def scored_differently(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """How ``current``'s scores were made differently from ``baseline``'s in the ways that refuse a
+    comparison of the two (judge model, prompt versions, sentence splitter), one line each as
+    :func:`compare_reports` names them; ``[]`` when the two may be compared."""
+    return _differences(run_scores(baseline), run_scores(current), baseline, current)[1]
 
 
 def compare_reports(

@@ -895,7 +895,8 @@ class RagmetricsSession:
     def _partial_baseline(self, report: dict[str, Any], path: str) -> tuple[dict[str, Any], str | None]:
         """What a partial run saves as the baseline at ``path``: its own tests' entries, and the
         entries the file holds of the tests it did not run (a skipped test left its entries too);
-        or why it saves nothing (the file there cannot be read to keep them)."""
+        or why it saves nothing (the file there cannot be read to keep them, or its entries were
+        scored differently from this run's)."""
         from .baseline import load_report
         from .report.build import keep_untouched_entries
 
@@ -909,7 +910,13 @@ class RagmetricsSession:
                 f"cannot be read for them ({exc}); it is unchanged"
             )
         replaced = (self.suite.ran - set(self.suite.skipped)) | {row["nodeid"] for row in report["results"]}
-        baseline, kept = keep_untouched_entries(earlier, report, replaced)
+        baseline, kept, differences = keep_untouched_entries(earlier, report, replaced)
+        if baseline is None:  # a file of mixed scores, which every later comparison would refuse
+            return report, (
+                f"this partial run scored differently from the entries of the {kept} test(s) it did not "
+                f"run ({'; '.join(differences)}); the file there is unchanged: save the baseline from a "
+                "full run"
+            )
         if kept:
             self.baseline_kept = (
                 f"a partial run: the baseline {self.shown(path)} keeps the entries of the {kept} test(s) "

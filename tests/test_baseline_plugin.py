@@ -790,3 +790,27 @@ def test_a_partial_run_updates_the_baseline_entries_of_the_tests_it_ran_and_keep
     monkeypatch.delenv("RETRIEVER")
     project.runpytest().assert_outcomes(passed=16)  # a full run writes the baseline whole
     assert (project.path / "base.json").read_bytes() == whole
+
+
+def test_a_partial_run_scored_differently_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
+    """``pytest -k q01 -o rag_judge_model=model-b`` merged model-b's entries into a baseline of
+    gpt-4o-mini's, without a word, and every later comparison with the mixed file was refused."""
+    project.makeini("[pytest]\nrag_cache = off\nrag_save_baseline = base.json\n")
+    project.runpytest().assert_outcomes(passed=16)
+    saved = (project.path / "base.json").read_bytes()
+    partial = project.runpytest("-k", "q01", "-o", "rag_judge_model=model-b")
+    partial.assert_outcomes(passed=1)
+    partial.stdout.fnmatch_lines(
+        [
+            "ragmetrics: the baseline was not saved to base.json: this partial run scored differently "
+            "from the entries of the 15 test(s) it did not run (judge model: gpt-4o-mini in the baseline, "
+            "model-b now (context_precision)); the file there is unchanged: save the baseline from a "
+            "full run"
+        ]
+    )
+    assert "keeps the entries" not in partial.stdout.str()
+    assert (project.path / "base.json").read_bytes() == saved
+    compared = project.runpytest("--rag-baseline=base.json", "-o", "rag_save_baseline=")
+    compared.assert_outcomes(passed=16)
+    assert compared.ret == pytest.ExitCode.OK  # the file is still one run's, which a comparison takes
+    assert "scored differently" not in compared.stdout.str()

@@ -619,16 +619,23 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def keep_untouched_entries(
     earlier: Mapping[str, Any], report: Mapping[str, Any], replaced: Iterable[str]
-) -> tuple[dict[str, Any], int]:
+) -> tuple[dict[str, Any] | None, int, list[str]]:
     """What a partial run saves as the baseline: ``report`` merged (as :func:`merge_reports` merges
     shards) with the comparisons of ``earlier``, the baseline file's, whose tests are not in
-    ``replaced`` (the tests the run ran), and the errors of those tests; and how many tests' entries
-    were kept. A partial ``--snapshot-update`` of syrupy keeps the snapshots of the tests it did not
-    run in the same way; a full run writes the baseline whole, without the tests that are gone."""
+    ``replaced`` (the tests the run ran), and the errors of those tests; how many tests' entries
+    were kept; and how the run's scores were made differently from the kept entries'. A partial
+    ``--snapshot-update`` of syrupy keeps the snapshots of the tests it did not run in the same way;
+    a full run writes the baseline whole, without the tests that are gone.
+
+    With a difference (another judge model, say) there is no baseline to save (``None``): the merged
+    file would mix the two, and every later comparison with it would be refused, as ``report merge``
+    refuses such shards."""
+    from ..baseline import scored_differently
+
     replaced = set(replaced)
     kept = [row for row in earlier.get("results") or () if row.get("nodeid") not in replaced]
     if not kept:
-        return dict(report), 0
+        return dict(report), 0, []
     summary = earlier.get("summary") or {}
     errors = [
         e for e in summary.get("errors") or () if isinstance(e, Mapping) and e.get("nodeid") not in replaced
@@ -639,7 +646,11 @@ def keep_untouched_entries(
             part["summary"][name] = summary[name]
     if earlier.get("plugin_version"):
         part["plugin_version"] = earlier["plugin_version"]
-    return merge_reports([report, part]), len({row.get("nodeid") for row in kept})
+    count = len({row.get("nodeid") for row in kept})
+    differences = scored_differently(part, report)
+    if differences:
+        return None, count, differences
+    return merge_reports([report, part]), count, []
 
 
 def _shown_values(values: Mapping[str, Any]) -> str:
