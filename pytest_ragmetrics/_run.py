@@ -30,9 +30,12 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from ._suite import SuiteRecord
 
 #: Options that select part of the suite: (option dest, value meaning "not given").
 _SELECTING_OPTIONS: tuple[tuple[str, Any], ...] = (
@@ -58,13 +61,24 @@ _NO_TEST_OPTIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-def runs_no_test(config: pytest.Config) -> str | None:
-    """The option by which this run lists or sets up its tests but runs none (``--co``,
-    ``--setup-only``, ``--setup-plan``, ``--fixtures``, ``--fixtures-per-test``, ``--markers``,
-    ``--help``), as it is written, or None. Known when the run is configured, before it collects."""
+def runs_no_test(config: pytest.Config, suite: SuiteRecord | None = None) -> str | None:
+    """Why this run runs no test, as its closing lines say it, or None when it runs one.
+
+    Known when the run is configured, before it collects: the option by which it lists or sets up
+    its tests but runs none (``--co``, ``--setup-only``, ``--setup-plan``, ``--fixtures``,
+    ``--fixtures-per-test``, ``--markers``, ``--help``), as it is written. Known once it has run,
+    from the ``suite`` it ran: no test selected (``-k``, ``-m`` deselected them all, or none was
+    collected), or every test it started skipped.
+    """
     for dest, written in _NO_TEST_OPTIONS:
         if config.getoption(dest, False):
             return written
+    if suite is None:
+        return None
+    if not suite.ran:
+        return "none selected"
+    if suite.ran <= set(suite.skipped):
+        return "every test skipped"
     return None
 
 

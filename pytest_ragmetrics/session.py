@@ -859,15 +859,16 @@ class RagmetricsSession:
             self.baseline_unsaved = f"the baseline was not saved to {self.shown(s.save_baseline)}: {unsaved}"
         from ._run import runs_no_test
 
-        listing = runs_no_test(config)
-        if listing is None:
+        none_ran = runs_no_test(config, self.suite)
+        if none_ran is None:
             self.unwritten = write_reports(report, s, save_baseline=unsaved is None, baseline=baseline)
         else:
-            # A run that only lists or sets up its tests scored nothing: the report files of the last
-            # run that did are left as they were, as the baseline is.
+            # A run that only lists or sets up its tests, or whose tests were all deselected or
+            # skipped, scored nothing: the report files of the last run that did are left as they
+            # were, as the baseline is.
             files = [self.shown(path) for path in (s.report_json, s.report_md, s.report_html) if path]
             if files:
-                self.reports_kept = f"no test ran ({listing}); {', '.join(files)} left as they were"
+                self.reports_kept = f"no test ran ({none_ran}); {', '.join(files)} left as they were"
         if self.unwritten:  # asked for and missing: CI would go on without it
             _fail(session)
         self.final_report = report
@@ -1004,8 +1005,10 @@ class RagmetricsSession:
         """What an export run wrote, what it would cost, and what to do next."""
         path = self.shown(summary.path)
         if not summary.requests:
+            # An earlier export at the path is replaced only by one with a request to write.
+            kept = "; the export there is left as it was" if Path(summary.path).exists() else ""
             return [(f"ragmetrics: --rag-batch: every judgment the tests need is recorded; nothing to "
-                     f"write to {path}", "green")]  # fmt: skip
+                     f"write to {path}{kept}", "green")]  # fmt: skip
         s = self.settings
         files = ", ".join(self.shown(str(Path(summary.path).parent / f)) for f in summary.files)
         cost = summary.cost(s.price_input, s.price_output)

@@ -325,6 +325,23 @@ def test_a_run_that_runs_no_test_leaves_the_report_files_as_they_were(project: p
         listed.stdout.fnmatch_lines([f"ragmetrics: no test ran ({named}); r.json, r.md left as they were"])
 
 
+def test_a_run_whose_tests_are_all_deselected_or_skipped_leaves_the_report_files_as_they_were(
+    project: pytest.Pytester,
+) -> None:
+    """``pytest -k nomatch`` with rag_report_json in the ini wrote an empty report over the last run's."""
+    project.makeini("[pytest]\nrag_cache = off\nrag_report_json = r.json\nrag_report_md = r.md\n")
+    project.makepyfile(test_other="import pytest\n\n@pytest.mark.skip\ndef test_skipped():\n    pass\n")
+    project.runpytest().assert_outcomes(passed=16, skipped=1)
+    written = {name: (project.path / name).read_bytes() for name in ("r.json", "r.md")}
+    assert json.loads(written["r.json"])["results"]
+    runs = ((("-k", "nomatch"), "none selected"), (("-m", "nomatch"), "none selected"),
+            (("test_other.py",), "every test skipped"))  # fmt: skip
+    for options, why in runs:
+        result = project.runpytest(*options)
+        assert {name: (project.path / name).read_bytes() for name in written} == written, options
+        result.stdout.fnmatch_lines([f"ragmetrics: no test ran ({why}); r.json, r.md left as they were"])
+
+
 def test_a_run_stopped_at_a_failure_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
     """``pytest -x`` with rag_save_baseline in the ini: the tests after the stop have no scores, and
     the accepted baseline was replaced by the few before it."""

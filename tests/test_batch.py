@@ -455,13 +455,15 @@ def test_export_files_are_split_by_model_and_at_the_limits(tmp_path):
         ("small", 2),
         ("small", 1),
     ]
-    export = BatchExport.create(tmp_path / "b.jsonl")
-    for i in range(3):
-        request = JudgeRequest("k", "v1", "m", (), "k", schema, {"i": i})
-        export.add(request, {"model": "m", "messages": [{"role": "user", "content": "x" * 40}], "max_tokens": 30})
-    summary = export.finish(max_bytes=10_000)
-    line = len((tmp_path / "b.jsonl").read_bytes()) // 3  # the three lines are as long as one another
-    summary = BatchExport(tmp_path / "b.jsonl").finish(max_bytes=line + line // 2)  # one line fits, not two
+    line = 0
+    for max_bytes in (10_000, None):  # then one line fits in a file, not two
+        export = BatchExport.create(tmp_path / "b.jsonl")
+        for i in range(3):
+            request = JudgeRequest("k", "v1", "m", (), "k", schema, {"i": i})
+            body = {"model": "m", "messages": [{"role": "user", "content": "x" * 40}], "max_tokens": 30}
+            export.add(request, body)
+        summary = export.finish(max_bytes=max_bytes or line + line // 2)
+        line = len((tmp_path / "b.jsonl").read_bytes()) // 3  # the three lines are as long as one another
     assert len(summary.files) == 3 and not (tmp_path / "b.4.jsonl").exists()
 
 
@@ -522,6 +524,8 @@ def test_a_state_file_naming_files_not_of_the_export_is_refused_and_nothing_is_d
     """A new export deletes the files the old one's state file names: one naming `../notes.md`,
     `/etc/hosts` or the golden set beside it (a stale or tampered state file) deleted those, and parts
     that were not objects ended the batch commands in an AttributeError traceback."""
+    from judge_requests import make_request
+
     from pytest_ragmetrics.judge.batch import BatchExport, state_path
 
     keep = {name: tmp_path / name for name in ("golden.jsonl", "b.2.jsonl.bak")}
@@ -549,7 +553,12 @@ def test_a_state_file_naming_files_not_of_the_export_is_refused_and_nothing_is_d
     own = tmp_path / "sub" / "b.12.jsonl"
     own.write_text("{}\n", encoding="utf-8")
     state_path(export).write_text(json.dumps({"parts": [{"file": "b.jsonl"}, {"file": "b.12.jsonl", "requests": 1}]}))
-    BatchExport.create(export).close()
+    BatchExport.create(export).finish()  # no request to write: the earlier export is left as it was
+    assert own.exists()
+    request = make_request()
+    replacing = BatchExport.create(export)
+    replacing.add(request, {"model": request.model, "messages": list(request.messages)})
+    replacing.finish()
     assert not own.exists()
 
 
@@ -590,4 +599,20 @@ def test_a_run_that_runs_no_test_leaves_an_earlier_export_as_it_was(project, ser
             result.stdout.fnmatch_lines(
                 [f"ragmetrics: --rag-batch: no test ran ({named}); batch/b.jsonl is left as it was"]
             )
+    assert server.request_count == 0
+
+
+def test_a_run_that_writes_no_request_leaves_an_earlier_export_as_it_was(project, server):
+    """``pytest -k nomatch --rag-batch=PATH`` deleted the export an earlier run wrote there, not yet
+    submitted: only a run with a request to write replaces it."""
+    project.makepyfile(test_other="import pytest\n\n@pytest.mark.skip\ndef test_skipped():\n    pass\n")
+    project.runpytest("--rag-batch=batch/b.jsonl").assert_outcomes(skipped=5)
+    before = _files(project.path / "batch")
+    assert {"b.jsonl", "b.jsonl.state.json", "b.jsonl.requests.sqlite"} <= set(before)
+    for options in (("-k", "nomatch"), ("-m", "nomatch"), ("test_other.py",)):
+        result = project.runpytest(*options, "--rag-batch=batch/b.jsonl")
+        assert _files(project.path / "batch") == before, options
+        result.stdout.fnmatch_lines(
+            ["ragmetrics: --rag-batch: *nothing to write to batch/b.jsonl; the export there is left as it was"]
+        )
     assert server.request_count == 0

@@ -10,11 +10,13 @@ Requests are written once per key, grouped by model (a provider takes one model 
 at the providers' limits (:data:`MAX_REQUESTS` lines, :data:`MAX_BYTES` bytes per file): the first file
 is ``PATH`` itself, the next ones ``<stem>.2<suffix>``, ``<stem>.3<suffix>`` and so on.
 
-Beside ``PATH`` live two more files (an export with no request to write leaves neither):
+Beside ``PATH`` live two more files (an export with no request to write leaves neither, and the
+files of an earlier export at ``PATH`` as they were: only an export that writes replaces them):
 
 ``PATH.requests.sqlite``  what was asked, by key: the batch line, and the request as the import
                           rebuilds it (kind, prompt version, model, inputs, schema). Every process of
-                          the run (pytest-xdist workers) adds its requests to it; the process that
+                          the run (pytest-xdist workers) adds its requests to it (to
+                          ``PATH.requests.sqlite.new`` while the run lasts); the process that
                           ends the run writes the batch files from it, so no two workers ever write
                           one file. An import looks answers up in it, so a results file is joined on
                           ``custom_id`` in any order without holding the requests in memory.
@@ -82,6 +84,11 @@ STATE_FORMAT = 1
 def requests_path(path: str | os.PathLike[str]) -> Path:
     """The file holding what the export asked (beside ``path``)."""
     return Path(f"{os.fspath(path)}.requests.sqlite")
+
+
+def new_requests_path(path: str | os.PathLike[str]) -> Path:
+    """Where a running export writes what it asks, until it ends and replaces :func:`requests_path`."""
+    return Path(f"{os.fspath(path)}.requests.sqlite.new")
 
 
 def state_path(path: str | os.PathLike[str]) -> Path:
@@ -202,13 +209,16 @@ class BatchExport:
         self._rows: list[tuple[str, str, str, str, int, int]] = []
         #: Keys this process wrote: each is counted (and capped) once.
         self._keys: set[str] = set()
+        #: The batch files of the earlier export at the path (its state file names them).
+        self._earlier: list[Path] = []
 
     def __repr__(self) -> str:
         return f"BatchExport({str(self.path)!r})"
 
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> BatchExport:
-        """A new export at ``path``: the files of an earlier one there are removed first.
+        """A new export at ``path``. The files of an earlier one there are replaced when this export
+        :meth:`finish`\\ es with a request to write, and left as they were when it has none.
 
         Raises :class:`ValueError` when the earlier export was submitted and its results are not
         imported yet: its state file holds the only record of its batches.
@@ -230,12 +240,10 @@ class BatchExport:
                     f"not imported yet: run `python -m pytest_ragmetrics store batch fetch {path}` first, "
                     f"or write this export elsewhere (or delete {state_path(path)} to forget those batches)"
                 )
-            for part in state.get("parts", ()):
-                with contextlib.suppress(OSError, TypeError):
-                    (Path(path).parent / part["file"]).unlink()
-        for stale in (requests_path(path), state_path(path), Path(path)):
-            with contextlib.suppress(FileNotFoundError):
-                stale.unlink()
+            export._earlier = [Path(path).parent / part["file"] for part in state.get("parts", ())]
+        # This run's requests go to a file of their own until it ends: the earlier export's requests
+        # file is what its import joins results with, and stays until there is a new export to replace it.
+        new_requests_path(path).unlink(missing_ok=True)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         export._connection().close()
         export._db = None
@@ -248,7 +256,7 @@ class BatchExport:
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
-            self._db = _connect(requests_path(self.path))
+            self._db = _connect(new_requests_path(self.path))
         return self._db
 
     def written(self, key: str) -> bool:
@@ -314,7 +322,8 @@ class BatchExport:
         """Write the batch files from the requests every process added, split by model and at the
         limits, and the state file; streamed, one line at a time."""
         self.close()
-        db = _connect(requests_path(self.path))
+        asked = new_requests_path(self.path)
+        db = _connect(asked)
         parts: list[dict[str, Any]] = []
         handle: Any = None
         try:
@@ -322,6 +331,11 @@ class BatchExport:
                 "SELECT count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) "
                 "FROM request"
             ).fetchone()
+            if total:
+                # Only now is there an export to replace the earlier one: its files go.
+                for stale in (*self._earlier, requests_path(self.path), state_path(self.path), self.path):
+                    with contextlib.suppress(OSError):
+                        stale.unlink()
             for model, line in db.execute("SELECT model, line FROM request ORDER BY model, seq"):
                 data = (line + "\n").encode("utf-8")
                 part = parts[-1] if parts else None
@@ -345,10 +359,11 @@ class BatchExport:
                 handle.close()
             db.close()
         if not total:
-            # Nothing to judge: the requests file made for this run goes, and no state file is written,
-            # so the run leaves nothing beside PATH (an earlier export there was removed as it began).
-            requests_path(self.path).unlink(missing_ok=True)
+            # Nothing to judge: this run's requests file goes and no state file is written, so the
+            # run leaves no file of its own, and an earlier export at PATH as it was.
+            asked.unlink(missing_ok=True)
             return ExportSummary(str(self.path), 0, (), 0, 0)
+        os.replace(asked, requests_path(self.path))
         state = {
             "format": STATE_FORMAT,
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
