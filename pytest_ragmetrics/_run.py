@@ -30,12 +30,9 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
-
-if TYPE_CHECKING:
-    from ._suite import SuiteRecord
 
 #: Options that select part of the suite: (option dest, value meaning "not given").
 _SELECTING_OPTIONS: tuple[tuple[str, Any], ...] = (
@@ -61,23 +58,27 @@ _NO_TEST_OPTIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-def runs_no_test(config: pytest.Config, suite: SuiteRecord | None = None) -> str | None:
+def runs_no_test(
+    config: pytest.Config, ran: Iterable[str] | None = None, skipped: Iterable[str] = ()
+) -> str | None:
     """Why this run runs no test, as its closing lines say it, or None when it runs one.
 
     Known when the run is configured, before it collects: the option by which it lists or sets up
     its tests but runs none (``--co``, ``--setup-only``, ``--setup-plan``, ``--fixtures``,
     ``--fixtures-per-test``, ``--markers``, ``--help``), as it is written. Known once it has run,
-    from the ``suite`` it ran: no test selected (``-k``, ``-m`` deselected them all, or none was
-    collected), or every test it started skipped.
+    from the tests it ``ran`` and those ``skipped`` (node ids, as the run's suite record keeps
+    them): no test selected (``-k``, ``-m`` deselected them all, or none was collected), or every
+    test it started skipped.
     """
     for dest, written in _NO_TEST_OPTIONS:
         if config.getoption(dest, False):
             return written
-    if suite is None:
+    if ran is None:
         return None
-    if not suite.ran:
+    started = set(ran)
+    if not started:
         return "none selected"
-    if suite.ran <= set(suite.skipped):
+    if started <= set(skipped):
         return "every test skipped"
     return None
 
@@ -138,9 +139,7 @@ def incomplete_reason(
     if config.getoption("collectonly", False) or config.getoption("setuponly", False):
         return "its tests were not run (--collect-only, --setup-only, --setup-plan)"
     if selected_part(config, deselected=deselected):
-        return (
-            "tests were deselected or named (paths, node ids, -k, -m, --deselect, --ignore, --lf, --sw)"
-        )
+        return "tests were deselected or named (paths, node ids, -k, -m, --deselect, --ignore, --lf, --sw)"
     if not_run:
         return "tests it collected were not run (--fixtures, --fixtures-per-test)"
     return None
@@ -222,9 +221,7 @@ def record_for_prune(
 
     if not used and store is None:
         return None  # the run judged nothing, so stored nothing: the last record still holds
-    reason = incomplete_reason(
-        session, deselected=deselected, worker_crashed=worker_crashed, not_run=not_run
-    )
+    reason = incomplete_reason(session, deselected=deselected, worker_crashed=worker_crashed, not_run=not_run)
     if reason is None and store is None:
         reason = "the run used no judgment store"
     unused: list[str] | None = None

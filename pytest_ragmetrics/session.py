@@ -787,12 +787,7 @@ class RagmetricsSession:
                 _fail(session)
         # Unconfigured, every setting has its default (no controls): not resolved for nothing. A worker
         # sends the samples it scored instead (see _worker_output).
-        if (
-            self.configured
-            and self.settings.judge_controls
-            and ran_tests
-            and not is_worker(config)
-        ):
+        if self.configured and self.settings.judge_controls and ran_tests and not is_worker(config):
             self.controls = self._judge_controls()
             if self.controls is not None and not self.controls["passed"]:
                 _fail(session)
@@ -859,7 +854,7 @@ class RagmetricsSession:
             self.baseline_unsaved = f"the baseline was not saved to {self.shown(s.save_baseline)}: {unsaved}"
         from ._run import runs_no_test
 
-        none_ran = runs_no_test(config, self.suite)
+        none_ran = runs_no_test(config, self.suite.ran, self.suite.skipped)
         if none_ran is None:
             self.unwritten = write_reports(report, s, save_baseline=unsaved is None, baseline=baseline)
         else:
