@@ -630,6 +630,8 @@ class Evaluator:
         self._splitter = None if splitter is None else _checked_splitter(splitter)
         self._hook = hook
         self._stats = stats
+        # Evaluators given the run's figures (a pytest run's) leave them to the run to report.
+        self._owns_stats = stats is None
         self._owns_runner = runner is None
         self.runner = runner or LoopRunner()
         self._default_cache_dir = default_cache_dir
@@ -1104,6 +1106,20 @@ class Evaluator:
         finally:
             if self._owns_runner:
                 self.runner.close()
+        stats = self._stats
+        if judge is not None and self._owns_stats and stats is not None and stats.unrecorded:
+            # A pytest run ends with this line and exit 1; a script or a command has only this warning
+            # to say that a committed store lacks judgments CI replay will ask for.
+            import warnings
+
+            from .errors import RagMetricsWarning
+
+            warnings.warn(
+                f"recording failed: {stats.unrecorded_reason}; {stats.unrecorded} judgment(s) were not "
+                "recorded for replay",
+                RagMetricsWarning,
+                stacklevel=2,
+            )
 
     def __enter__(self) -> Evaluator:
         return self

@@ -925,3 +925,21 @@ def test_a_judge_or_splitter_of_the_wrong_kind_is_named_in_the_error():
         with Evaluator(Settings(cache="off"), hook=hooks.hook) as ev, pytest.raises(error) as info:
             ev.score(SAMPLE, "context_recall")
         assert said in str(info.value)
+
+
+def test_a_script_whose_store_cannot_be_written_is_told_what_was_not_recorded(fake_judge_server, tmp_path, monkeypatch):
+    """A pytest run fails at its end when recording failed; a script's evaluator closed in silence."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy-key-000")
+    store = tmp_path / "judgments"
+    store.write_text("a file where the store directory should be")  # as root, chmod stops nothing
+    settings = Settings(
+        judge_base_url=fake_judge_server.base_url, cache_dir=str(tmp_path / "cache"), store_dir=str(store)
+    )
+    from pytest_ragmetrics.errors import RagMetricsWarning
+
+    with pytest.warns(RagMetricsWarning) as caught, Evaluator(settings) as ev:
+        assert float(context_precision(SAMPLE, evaluator=ev)) >= 0.0
+    told = [str(w.message) for w in caught if "not recorded" in str(w.message)]
+    assert len(told) == 1, [str(w.message) for w in caught]
+    assert f"cannot write to the judgment store at {store}" in told[0]
+    assert "3 judgment(s) were not recorded for replay" in told[0]
