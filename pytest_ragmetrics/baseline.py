@@ -22,9 +22,11 @@ left out.
 
 Comparability. Scores are comparable only when they were made the same way: the same judge
 model(s), the same prompt versions and the same sentence splitter (each recorded per sample in the
-report). Otherwise the metric is *not comparable*, with the reason, and its regression gates fail.
-The plugin version is shown but does not decide: what changes scores is in the prompt versions and
-the splitter's identity.
+report), and the judge asked alike: the same temperature (the graded temperature for graded
+relevance), seed and n, which are part of every judgment's key (from the report's
+``summary.scoring``). Otherwise the metric is *not comparable*, with the reason, and its regression
+gates fail. The plugin version is shown but does not decide: what changes scores is in the prompt
+versions and the splitter's identity.
 
 Statistics (:mod:`pytest_ragmetrics.stats`): the delta is the mean over matched samples of current
 minus baseline score, with a 95% paired bootstrap interval and the p-value of a paired sign-flip
@@ -45,7 +47,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .errors import ConfigError
 from .metrics.answer import NO_CLAIMS
@@ -100,6 +102,8 @@ class MetricScores:
     judges: set[str] = field(default_factory=set)
     prompt_versions: set[str] = field(default_factory=set)
     splitters: set[str] = field(default_factory=set)
+    #: How the judge was asked (temperature, seed, n), when a judge made the scores.
+    sampling: set[str] = field(default_factory=set)
 
 
 #: ``(metric, method)`` -> that metric's scores in one run.
@@ -139,10 +143,34 @@ def run_scores(report: Mapping[str, Any]) -> RunScores:
             metric.evaluations[sid] = evaluation
             # Full precision: the JSON report writes every float exactly as the run had it.
             metric.samples[sid] = (float(score), sample.get("reference_key"))
-    for metric in scores.values():
+    for key, metric in scores.items():
         for sid in metric.ambiguous:
             metric.samples.pop(sid, None)
+        if metric.judges:
+            metric.sampling.update(_sampling(report, key))
     return scores
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _sampling(report: Mapping[str, Any], key: tuple[str, str | None]) -> list[str]:
+    """How the judge was asked for the judgments of metric ``key``: the settings besides the model
+    and the prompt that every judgment's key holds (temperature, seed, n), from ``summary.scoring``.
+    Graded relevance is judged at the graded temperature, every other kind at the temperature. A
+    report without them (from before they were recorded) says nothing, and contradicts nothing."""
+    summary = report.get("summary")
+    scoring = summary.get("scoring") if isinstance(summary, Mapping) else None
+    if not isinstance(scoring, Mapping):
+        return []
+    graded = key == ("context_relevance", "graded")
+    temperature = scoring.get("graded_temperature" if graded else "temperature")
+    seed, n = scoring.get("seed"), scoring.get("judge_n")
+    if not (_is_number(temperature) and _is_number(n)):
+        return []
+    shown_seed = "none" if seed is None else str(seed)
+    return [f"temperature {format_number(temperature)}, seed {shown_seed}, n {format_number(n)}"]
 
 
 def _ids_in_run(report: Mapping[str, Any]) -> set[str]:
@@ -167,6 +195,7 @@ def _incomparable(baseline: MetricScores, current: MetricScores) -> str | None:
         ("judged by", baseline.judges, current.judges),
         ("prompt versions", baseline.prompt_versions, current.prompt_versions),
         ("sentence splitter", baseline.splitters, current.splitters),
+        ("judge sampling", baseline.sampling, current.sampling),
     )
     for what, before, now in facts:
         # A run that never needed the fact (no judge call, nothing split) cannot contradict it.
@@ -201,8 +230,9 @@ def compare_metric(
 ) -> dict[str, Any]:
     """The comparison of one metric: one entry of ``summary.baseline.metrics`` (see the report docs).
 
-    Scores made differently (another judge model, prompt version or splitter) are not comparable,
-    unless ``allow_mixed``: then they are compared all the same (the comparison names the difference).
+    Scores made differently (another judge model, prompt version, splitter or judge sampling) are not
+    comparable, unless ``allow_mixed``: then they are compared all the same (the comparison names the
+    difference).
 
     ``in_run`` holds the ids of every sample the current run has (any metric, scored or not): a
     baseline sample among them, or any when the run is ``partial``, is not measured, not removed.
@@ -317,6 +347,7 @@ _FACTS = (
     ("judge model", "judges"),
     ("prompt versions", "prompt_versions"),
     ("sentence splitter", "splitters"),
+    ("judge sampling", "sampling"),
 )
 
 
@@ -349,8 +380,8 @@ def _differences(
 
 def scored_differently(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """How ``current``'s scores were made differently from ``baseline``'s in the ways that refuse a
-    comparison of the two (judge model, prompt versions, sentence splitter), one line each as
-    :func:`compare_reports` names them; ``[]`` when the two may be compared."""
+    comparison of the two (judge model, prompt versions, sentence splitter, judge sampling), one line
+    each as :func:`compare_reports` names them; ``[]`` when the two may be compared."""
     return _differences(run_scores(baseline), run_scores(current), baseline, current)[1]
 
 
@@ -370,10 +401,10 @@ def compare_reports(
     ``{"source": where the baseline came from, "plugin_version": {"baseline", "current"},
     "differences": every way the two runs' scores were made differently, "refused": why the
     comparison is refused or None, "metrics": [one entry per metric scored in either run, see
-    :func:`compare_metric`]}``. Scores made with another judge model, prompt version or sentence
-    splitter are refused (their metrics not comparable) unless ``allow_mixed``, as ``report merge``
-    refuses such shards. ``partial``: the current run ran selected tests, so a sample it lacks is not
-    measured, not removed.
+    :func:`compare_metric`]}``. Scores made with another judge model, prompt version, sentence
+    splitter or judge sampling are refused (their metrics not comparable) unless ``allow_mixed``, as
+    ``report merge`` refuses such shards. ``partial``: the current run ran selected tests, so a sample
+    it lacks is not measured, not removed.
     """
     before, now = run_scores(baseline), run_scores(current)
     in_run = _ids_in_run(current)

@@ -296,8 +296,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "allow_mixed_baseline",
         "flag",
-        "compare with a baseline scored by another judge model or prompt version (refused by "
-        "default; the differences are named either way)",
+        "compare with a baseline scored by another judge model, prompt version, sentence splitter or "
+        "judge sampling (temperature, seed, n) (refused by default; the differences are named either way)",
         flag=True,
     ),
     Option(

@@ -188,6 +188,20 @@ def test_another_judge_model_is_not_comparable() -> None:
     assert entry["delta"] is None and entry["p_value"] is None
 
 
+def test_another_judge_seed_is_not_comparable_and_a_report_without_settings_contradicts_none() -> None:
+    def scored(seed: int) -> dict[str, Any]:
+        report = run(BASE)
+        report["summary"]["scoring"] = {"temperature": 0.0, "graded_temperature": 0.1, "seed": seed, "judge_n": 1}
+        return report
+
+    entry = precision(compare_reports(scored(0), scored(7)))
+    assert not entry["comparable"]
+    assert entry["reason"] == (
+        "judge sampling temperature 0, seed 0, n 1 in the baseline, temperature 0, seed 7, n 1 now"
+    )
+    assert precision(compare_reports(run(BASE), scored(7)))["comparable"]  # written before it was recorded
+
+
 def test_another_prompt_version_is_not_comparable(monkeypatch: pytest.MonkeyPatch) -> None:
     baseline = run(BASE)
     kind = judgments.RETRIEVAL_KINDS[judgments.PRECISION]

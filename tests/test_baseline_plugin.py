@@ -831,3 +831,56 @@ def test_a_partial_run_scored_differently_leaves_the_baseline_file_as_it_was(pro
     compared.assert_outcomes(passed=16)
     assert compared.ret == pytest.ExitCode.OK  # the file is still one run's, which a comparison takes
     assert "scored differently" not in compared.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("args", "before", "now"),
+    [
+        (["--rag-seed=7"], "temperature 0, seed 0, n 1", "temperature 0, seed 7, n 1"),
+        (["--rag-temperature=0.5", "--rag-judge-n=3"], "temperature 0, seed 0, n 1", "temperature 0.5, seed 0, n 3"),
+    ],
+)
+def test_another_judge_temperature_seed_or_n_is_not_comparable(
+    project: pytest.Pytester, args: list[str], before: str, now: str
+) -> None:
+    """They are part of every judgment's key: scores made at another temperature, seed or n were
+    compared with the baseline's as if made alike."""
+    save_baseline(project)
+    result = project.runpytest(
+        *args, "--rag-baseline=base.json", "--rag-regression-gate=context_recall mean drop <= 0.02"
+    )
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "ragmetrics regression gate failed: context_recall mean drop <= 0.02 (context_recall is not "
+            f"comparable with the baseline: judge sampling {before} in the baseline, {now} now)",
+            f"ragmetrics: the baseline base.json was scored differently: judge sampling: {before} in the "
+            f"baseline, {now} now (context_precision, context_recall) (--rag-allow-mixed-baseline compares "
+            "anyway)",
+        ]
+    )
+
+
+def test_a_partial_run_at_another_seed_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nrag_cache = off\nrag_save_baseline = base.json\n")
+    project.runpytest().assert_outcomes(passed=16)
+    saved = (project.path / "base.json").read_bytes()
+    partial = project.runpytest("-k", "q01", "--rag-seed=7")
+    partial.assert_outcomes(passed=1)
+    partial.stdout.fnmatch_lines(
+        [
+            "ragmetrics: the baseline was not saved to base.json: this partial run scored differently "
+            "from the entries of the 15 test(s) it did not run (judge sampling: temperature 0, seed 0, n 1 "
+            "in the baseline, temperature 0, seed 7, n 1 now (context_precision)); the file there is "
+            "unchanged: save the baseline from a full run"
+        ]
+    )
+    assert (project.path / "base.json").read_bytes() == saved
+
+
+def test_graded_relevance_alone_is_scored_at_the_graded_temperature(project: pytest.Pytester) -> None:
+    """Another graded temperature leaves the metrics that never use it comparable."""
+    save_baseline(project)
+    result = project.runpytest("--rag-graded-temperature=0.7", "--rag-baseline=base.json", "--rag-report")
+    assert result.ret == 0
+    assert "scored differently" not in result.stdout.str()

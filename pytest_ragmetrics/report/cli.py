@@ -84,8 +84,9 @@ def add_commands(commands: Any) -> None:
     compare.add_argument(
         "--allow-mixed",
         action="store_true",
-        help="compare with a baseline scored by another judge model, prompt version or sentence splitter "
-        "(refused by default, as report merge refuses such shards; the differences are named either way)",
+        help="compare with a baseline scored by another judge model, prompt version, sentence splitter or "
+        "judge sampling (temperature, seed, n) (refused by default, as report merge refuses such shards; "
+        "the differences are named either way)",
     )
     _gate_arguments(compare, baseline=False)
     report = commands.add_parser("report", help="work with JSON run reports")

@@ -558,10 +558,10 @@ class BaselineComparison(TypedDict, total=False):
     #: ``{"baseline": ..., "current": ...}``: shown, not decisive.
     plugin_version: dict[str, str | None]
     #: Every way the two runs' scores were made differently (judge model, prompt versions, sentence
-    #: splitter, golden set: see :class:`Provenance`), one line each.
+    #: splitter, judge sampling, golden set: see :class:`Provenance`), one line each.
     differences: list[str]
-    #: Why the comparison was refused (another judge model, prompt version or splitter, unless
-    #: mixed scores are allowed), or None. A refused comparison fails the run.
+    #: Why the comparison was refused (another judge model, prompt version, splitter or judge
+    #: sampling, unless mixed scores are allowed), or None. A refused comparison fails the run.
     refused: str | None
     metrics: list[BaselineMetric]
 
