@@ -21,6 +21,7 @@ from pytest_ragmetrics.judge.cache import CachedJudge
 from pytest_ragmetrics.judge.openai_judge import (
     OpenAIJudge,
     _http_client_kwargs,
+    check_azure_settings,
     parse_json_answer,
     retry_after_seconds,
 )
@@ -1168,6 +1169,35 @@ def test_azure_with_a_base_url_is_a_config_error(no_azure_env):
             api_version="2024-10-21",
             base_url="https://elsewhere/v1",
         )
+
+
+@pytest.mark.parametrize(
+    ("pasted", "resource"),
+    [
+        # Azure's portal shows a deployment's "target URI": the whole address of one request.
+        (
+            "https://res.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21",
+            "https://res.openai.azure.com",
+        ),
+        ("https://res.openai.azure.com/openai", "https://res.openai.azure.com"),
+        ("https://gw.example/team/openai/deployments/gpt4o", "https://gw.example/team"),
+    ],
+)
+def test_an_azure_endpoint_holding_a_request_path_is_a_config_error_naming_the_resource(
+    no_azure_env, fake_judge_server, pasted, resource
+):
+    """The client adds /openai/deployments/... and the api-version to the endpoint: a pasted target
+    URI was sent to .../chat/completions?api-version=.../openai/deployments/..., a 404 that spoke of
+    the model name and a base URL."""
+    no_azure_env.setenv("OPENAI_API_VERSION", "2024-10-21")
+    with pytest.raises(ConfigError) as info:
+        OpenAIJudge(model="gpt4o", azure=True, api_key="azure-key", azure_endpoint=pasted)
+    message = str(info.value)
+    assert f"RAGMETRICS_JUDGE_BASE_URL={resource} " in message
+    assert "OPENAI_API_VERSION" in message and "judge model" in message
+    no_azure_env.setenv("AZURE_OPENAI_ENDPOINT", pasted)
+    with pytest.raises(ConfigError, match="RAGMETRICS_JUDGE_BASE_URL="):
+        check_azure_settings()
 
 
 def run_each(judge: OpenAIJudge, *requests: JudgeRequest) -> list[BaseException]:

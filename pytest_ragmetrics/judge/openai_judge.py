@@ -1293,6 +1293,20 @@ def check_azure_settings(
     )
 
 
+def _azure_resource(endpoint: str) -> str | None:
+    """The resource's address when ``endpoint`` is the address of a request (a path with an
+    ``openai`` part, or an ``api-version`` in the query), else None."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    segments = parts.path.split("/")
+    lowered = [segment.lower() for segment in segments]
+    if "openai" not in lowered and "api-version" not in parts.query.lower():
+        return None
+    path = "/".join(segments[: lowered.index("openai")] if "openai" in lowered else segments).rstrip("/")
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
 def _check_azure(
     endpoint: str | None, api_version: str | None, base_url: str | None, how_to_set: HowToSet
 ) -> None:
@@ -1309,6 +1323,20 @@ def _check_azure(
         missing.append("the API version (OPENAI_API_VERSION, e.g. 2024-10-21)")
     if missing:
         raise ConfigError("the Azure OpenAI judge needs " + " and ".join(missing))
+    assert endpoint is not None  # for mypy: it is among the missing otherwise
+    resource = _azure_resource(endpoint)
+    if resource is not None:
+        # Azure's portal shows a deployment's "target URI", the address of one request: the client
+        # adds /openai/deployments/<model>/chat/completions and the api-version to the endpoint, so
+        # that one would be asked at .../chat/completions?api-version=.../openai/deployments/..., and
+        # its 404 would speak of the model and a base URL.
+        raise ConfigError(
+            f"the Azure OpenAI endpoint {redact(endpoint)!r} is the address of a request, not of the "
+            "resource: the client adds /openai/deployments/<deployment>/chat/completions and the API "
+            f"version itself. Set {how_to_set('judge_base_url', redact(resource))} (or "
+            "AZURE_OPENAI_ENDPOINT), the API version in OPENAI_API_VERSION and the deployment's name "
+            "as the judge model"
+        )
     if base_url:
         # The SDK would build its own URL from the endpoint and ignore or reject this one.
         raise ConfigError(
