@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from .errors import ConfigError, RagMetricsWarning
+from .errors import EXIT_USAGE, ConfigError, RagMetricsWarning
 
 # Commands over saved reports (``baseline compare``, ``report merge``); they exit like pytest.
-from .report.cli import COMMANDS as REPORT_COMMANDS, EXIT_USAGE
+from .report.cli import COMMANDS as REPORT_COMMANDS
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -23,8 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import ConfigError, RagMetricsError
-from .report.cli import EXIT_USAGE  # as pytest: 4
+from .errors import EXIT_USAGE, ConfigError, RagMetricsError
 
 if TYPE_CHECKING:
     from .engine import Evaluator

@@ -8,6 +8,9 @@ from __future__ import annotations
 import threading
 import warnings
 
+#: The exit code of every command for a usage error (a :class:`ConfigError`): pytest's, 4.
+EXIT_USAGE = 4
+
 
 class RagMetricsError(Exception):
     """Base class for every error this package raises on purpose.

@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import judgments as J, kinds as K
-from ..errors import ConfigError, JudgeCallCapReached, RagMetricsError
-from ..report.cli import EXIT_USAGE  # as pytest: 4
+from ..errors import EXIT_USAGE, ConfigError, JudgeCallCapReached, RagMetricsError
 
 if TYPE_CHECKING:
     from ..engine import Evaluator

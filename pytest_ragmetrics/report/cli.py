@@ -22,14 +22,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import ConfigError
+from ..errors import EXIT_USAGE, ConfigError
 
-__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_commands", "run"]
+__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "add_commands", "run"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-#: pytest's exit code for usage errors.
-EXIT_USAGE = 4
 #: The top-level commands this module handles.
 COMMANDS = ("baseline", "report")
 
