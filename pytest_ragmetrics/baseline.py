@@ -51,9 +51,9 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .errors import ConfigError
 from .metrics.answer import NO_CLAIMS
-from .report.model import check_version, format_p, schema_problems
+from .report_schema import check_version, schema_problems
 from .specs import format_metric, format_number
-from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, mean, sign_flip_p_value
+from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, format_p, mean, sign_flip_p_value
 
 if TYPE_CHECKING:
     from .specs import MetricCatalog
@@ -322,7 +322,7 @@ def _method_key(key: tuple[str, str | None]) -> tuple[str, str]:
 
 
 def provenance(report: Mapping[str, Any]) -> dict[str, Any]:
-    """What made a run's scores (:class:`~pytest_ragmetrics.report.model.Provenance`): the judge
+    """What made a run's scores (:class:`~pytest_ragmetrics.report_schema.Provenance`): the judge
     models, prompt versions and sentence splitters of every sample scored outside xfail tests, and a
     digest of the golden set (every sample's id and reference key). Each sample's own content digest
     is its ``key`` in the results."""
@@ -396,7 +396,7 @@ def compare_reports(
     allow_mixed: bool = False,
 ) -> dict[str, Any]:
     """Compare ``current`` with ``baseline`` (two run reports): ``summary.baseline`` of the report
-    (:class:`~pytest_ragmetrics.report.model.BaselineComparison`).
+    (:class:`~pytest_ragmetrics.report_schema.BaselineComparison`).
 
     ``{"source": where the baseline came from, "plugin_version": {"baseline", "current"},
     "differences": every way the two runs' scores were made differently, "refused": why the
@@ -579,7 +579,7 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
     ``results[3].samples[0].score is 5.0, outside [0, 1] (context_precision)``. Empty when none.
 
     The types are those the report's ``TypedDict`` schema declares
-    (:func:`~pytest_ragmetrics.report.model.schema_problems`); on top of them, every number finite,
+    (:func:`~pytest_ragmetrics.report_schema.schema_problems`); on top of them, every number finite,
     every built-in metric's score in [0, 1] and the suite's digests hexadecimal.
     """
     problems = list(_non_finite(report, ""))
@@ -771,7 +771,7 @@ def evaluate_regression_gates(
     allow_inconclusive: bool = False,
 ) -> list[dict[str, Any]]:
     """Evaluate regression gates against a comparison (:func:`compare_reports`): the
-    ``summary.regression_gates`` rows (:class:`~pytest_ragmetrics.report.model.RegressionGateRow`).
+    ``summary.regression_gates`` rows (:class:`~pytest_ragmetrics.report_schema.RegressionGateRow`).
 
     ``value`` is the drop (a ``rise`` gate: the rise) over full-precision scores, ``p_value`` the
     one-sided p of the paired sign-flip test that the scores fell (rose), and every row says what the

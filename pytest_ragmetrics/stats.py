@@ -45,6 +45,7 @@ __all__ = [
     "bootstrap_resamples",
     "corrected_mean",
     "floor_error_rates",
+    "format_p",
     "mean",
     "percentile",
     "sign_flip_p_value",
@@ -272,6 +273,13 @@ class CorrectedMean(NamedTuple):
     #: The number of labels alone that would give an interval this narrow, or None when the labels
     #: do not vary (their own interval has no width to compare with).
     effective_labels: float | None
+
+
+def format_p(value: float | None) -> str:
+    """A p-value as messages and reports write it: ``0.0312``, ``<0.0001``, or ``n/a``."""
+    if value is None:
+        return "n/a"
+    return "<0.0001" if value < 0.0001 else f"{value:.4f}"
 
 
 def _population_variance(values: Sequence[float]) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_ragmetrics.report.model import SCHEMA_VERSION
+from pytest_ragmetrics.report_schema import SCHEMA_VERSION
 
 
 def example_report() -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The run report's schema is written once, as the TypedDicts of ``report.model``: every field the
+"""The run report's schema is written once, as the TypedDicts of ``report_schema``: every field the
 writers write is declared there, and the validator that reads baselines and shards walks them."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pytest_ragmetrics.baseline import (
 from pytest_ragmetrics.errors import ConfigError
 from pytest_ragmetrics.gates import evaluate_gates, parse_gates
 from pytest_ragmetrics.judge.stats import JudgeStats
-from pytest_ragmetrics.report.model import (
+from pytest_ragmetrics.report_schema import (
     BaselineMetric,
     GateRow,
     JudgeSummary,

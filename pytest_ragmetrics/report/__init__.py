@@ -9,14 +9,14 @@ Run report, version 1
 =====================
 
 ``{"version": 1, "plugin_version": ..., "results": [...], "summary": {...}}``. Its schema is written
-once, as the ``TypedDict`` classes of :mod:`pytest_ragmetrics.report.model`, each field with its
-meaning: :class:`~pytest_ragmetrics.report.model.RunReport` at the top, one
-:class:`~pytest_ragmetrics.report.model.ResultRow` per recorded comparison (a threshold assertion,
+once, as the ``TypedDict`` classes of :mod:`pytest_ragmetrics.report_schema`, each field with its
+meaning: :class:`~pytest_ragmetrics.report_schema.RunReport` at the top, one
+:class:`~pytest_ragmetrics.report_schema.ResultRow` per recorded comparison (a threshold assertion,
 sorted with :func:`~pytest_ragmetrics.report.json_report.sort_results`) with one
-:class:`~pytest_ragmetrics.report.model.SampleResult` per sample, and the run-wide
-:class:`~pytest_ragmetrics.report.model.Summary` (figures, gates, the judge, the baseline comparison,
+:class:`~pytest_ragmetrics.report_schema.SampleResult` per sample, and the run-wide
+:class:`~pytest_ragmetrics.report_schema.Summary` (figures, gates, the judge, the baseline comparison,
 regression gates, the judge check and controls). The writer follows them; the validator that reads a
-baseline or a shard walks them (:func:`~pytest_ragmetrics.report.model.schema_problems`), naming the
+baseline or a shard walks them (:func:`~pytest_ragmetrics.report_schema.schema_problems`), naming the
 file and the field of every value of the wrong type; renderers read optional fields with defaults, so
 a report missing them still renders, and fields a newer version added are left alone.
 

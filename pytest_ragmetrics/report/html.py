@@ -24,11 +24,12 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from ..report_schema import check_version
+from ..stats import format_p
 from .model import (
     PRUNE_COMMAND,
     baseline_refused,
     cap_stop,
-    check_version,
     comparison_label,
     control_share,
     controls_failed,
@@ -40,7 +41,6 @@ from .model import (
     format_count,
     format_delta,
     format_margin,
-    format_p,
     format_score,
     format_threshold,
     gate_status,

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .model import check_version
+from ..report_schema import check_version
 
 __all__ = ["LOCAL_FIGURES", "sort_results", "to_json"]
 

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..report_schema import check_version
+from ..stats import format_p
 from .closing import (
     floor_detail,
     one_line,
@@ -25,7 +27,6 @@ from .closing import (
 )
 from .model import (
     PRUNE_COMMAND,
-    check_version,
     comparison_label,
     corrected_detail,
     corrected_text,
@@ -36,7 +37,6 @@ from .model import (
     format_count,
     format_delta,
     format_margin,
-    format_p,
     format_score,
     format_threshold,
     gate_status,
