@@ -312,8 +312,39 @@ def test_a_bad_request_for_another_reason_quotes_the_server_without_a_format_hin
             },
             "; to send no seed, set RAGMETRICS_SEED=none",
         ),
+        (
+            400,
+            {
+                "error": {
+                    "message": "litellm.UnsupportedParamsError: openai does not support parameters: "
+                    "['seed'], for model=o3-mini. To drop these, set `litellm.drop_params=True` or for "
+                    "proxy:\n\n`litellm_settings:\n drop_params: true`\n",
+                    "type": None,
+                    "param": None,
+                    "code": "400",
+                }
+            },
+            "; to send no seed, set RAGMETRICS_SEED=none",
+        ),
+        (
+            400,
+            {
+                "error": {
+                    "message": "litellm.UnsupportedParamsError: O-series models don't support "
+                    "temperature=0.0. Only temperature=1 is supported.",
+                    "code": "400",
+                }
+            },
+            "; for a model that takes only its default temperature, set RAGMETRICS_TEMPERATURE=1 and "
+            "RAGMETRICS_GRADED_TEMPERATURE=1",
+        ),
     ],
-    ids=["OpenAI's reasoning models and the temperature", "a FastAPI server and the seed"],
+    ids=[
+        "OpenAI's reasoning models and the temperature",
+        "a FastAPI server and the seed",
+        "a LiteLLM proxy and the seed",
+        "a LiteLLM proxy and the temperature",
+    ],
 )
 def test_a_refused_sampling_parameter_names_the_setting_to_change(fake_judge_server, status, body, hint):
     fake_judge_server.fail_next(status, body=body)

@@ -312,10 +312,13 @@ _UNSUPPORTED_FORMAT = re.compile(
     r"response_format|response format|json_schema|json_object|structured output|grammar", re.IGNORECASE
 )
 #: A server refusing the temperature or the seed it was sent: OpenAI's "Unsupported value: 'temperature'
-#: does not support 0.0 with this model", a FastAPI server's "Extra inputs are not permitted" at "seed".
+#: does not support 0.0 with this model", a FastAPI server's "Extra inputs are not permitted" at "seed",
+#: a LiteLLM proxy's "UnsupportedParamsError: openai does not support parameters: ['seed']" and
+#: "O-series models don't support temperature=0.0".
 _REFUSED_PARAMETER = re.compile(
     r"\b(temperature|seed)\b.*\b(unsupported|not supported|does not support|not permitted|unknown|"
-    r"unrecognized)|\b(unsupported|unknown|unrecognized)\b.*\b(temperature|seed)\b",
+    r"unrecognized)|\b(unsupported\w*|unknown|unrecognized|(?:does not|doesn't|do not|don't) support)\b"
+    r".*\b(temperature|seed)\b",
     re.IGNORECASE | re.DOTALL,
 )
 #: The server wants the other completion-limit parameter: OpenAI's reasoning models answer ``max_tokens``
