@@ -18,7 +18,8 @@ measured* when the run has it all the same (another metric scored it: its test s
 failing check, or does not ask for this metric), or when the run was partial (selected tests);
 otherwise it is *removed* from the golden set. Samples only in this run are new. An id that names
 two different evaluations in one run (the same id with different contexts, say) is ambiguous and
-left out.
+left out. A sample in both runs whose answer made no claim in one of them (``no_claims``: no score)
+was measured, and is listed as such, not paired.
 
 Comparability. Scores are comparable only when they were made the same way: the same judge
 model(s), the same prompt versions and the same sentence splitter (each recorded per sample in the
@@ -102,6 +103,8 @@ class MetricScores:
     judges: set[str] = field(default_factory=set)
     prompt_versions: set[str] = field(default_factory=set)
     splitters: set[str] = field(default_factory=set)
+    #: sample id -> reference key, of the evaluations without a score: the answer made no claim.
+    no_claims: dict[str, str | None] = field(default_factory=dict)
     #: How the judge was asked (temperature, seed, n), when a judge made the scores.
     sampling: set[str] = field(default_factory=set)
 
@@ -129,7 +132,9 @@ def run_scores(report: Mapping[str, Any]) -> RunScores:
         for sample in row.get("samples") or ():
             sid = _sample_id(sample)
             score = sample.get("score")
-            if sid is None or not isinstance(score, (int, float)) or isinstance(score, bool):
+            # An answer without claims was measured all the same: it has an outcome in place of a score.
+            unscored = score is None and sample.get("outcome") == NO_CLAIMS
+            if sid is None or not (unscored or _is_number(score)):
                 continue
             metric.judges.update(sample.get("judges") or row.get("judges") or ())
             metric.prompt_versions.update(sample.get("prompt_versions") or ())
@@ -141,11 +146,15 @@ def run_scores(report: Mapping[str, Any]) -> RunScores:
                     metric.ambiguous.add(sid)
                 continue
             metric.evaluations[sid] = evaluation
-            # Full precision: the JSON report writes every float exactly as the run had it.
-            metric.samples[sid] = (float(score), sample.get("reference_key"))
+            if unscored:
+                metric.no_claims[sid] = sample.get("reference_key")
+            else:
+                # Full precision: the JSON report writes every float exactly as the run had it.
+                metric.samples[sid] = (float(score), sample.get("reference_key"))
     for key, metric in scores.items():
         for sid in metric.ambiguous:
             metric.samples.pop(sid, None)
+            metric.no_claims.pop(sid, None)
         if metric.judges:
             metric.sampling.update(_sampling(report, key))
     return scores
@@ -204,6 +213,12 @@ def _incomparable(baseline: MetricScores, current: MetricScores) -> str | None:
     return "; ".join(reasons) or None
 
 
+def _measured(scores: MetricScores) -> dict[str, str | None]:
+    """sample id -> reference key of every evaluation of a run's metric, with a score or without
+    (no claims)."""
+    return {**{sid: key for sid, (_, key) in scores.samples.items()}, **scores.no_claims}
+
+
 def _moved(sid: str, before: float, now: float) -> dict[str, Any]:
     return {"id": sid, "baseline": before, "current": now, "delta": now - before}
 
@@ -237,19 +252,23 @@ def compare_metric(
     ``in_run`` holds the ids of every sample the current run has (any metric, scored or not): a
     baseline sample among them, or any when the run is ``partial``, is not measured, not removed.
     """
-    new = sorted(set(current.samples) - set(baseline.samples))
-    missing = sorted(set(baseline.samples) - set(current.samples) - current.ambiguous)
+    was, now_in = _measured(baseline), _measured(current)
+    new = sorted(set(now_in) - set(was))
+    missing = sorted(set(was) - set(now_in) - current.ambiguous)
     measured_elsewhere = in_run or set()
     not_measured = [sid for sid in missing if partial or sid in measured_elsewhere]
     removed = [sid for sid in missing if not (partial or sid in measured_elsewhere)]
     changed: list[str] = []
+    no_claims: list[str] = []
     pairs: list[tuple[str, float, float]] = []
-    for sid in sorted(set(baseline.samples) & set(current.samples)):
-        (before, before_key), (now, now_key) = baseline.samples[sid], current.samples[sid]
+    for sid in sorted(set(was) & set(now_in)):
+        before_key, now_key = was[sid], now_in[sid]
         if before_key and now_key and before_key != now_key:
             changed.append(sid)  # same id, another question or reference: not the same test case
+        elif sid in baseline.no_claims or sid in current.no_claims:
+            no_claims.append(sid)  # measured in both runs, without a score in one: nothing to pair
         else:
-            pairs.append((sid, before, now))
+            pairs.append((sid, baseline.samples[sid][0], current.samples[sid][0]))
     reason = None if allow_mixed else _incomparable(baseline, current)
     out: dict[str, Any] = {
         "metric": metric,
@@ -278,6 +297,7 @@ def compare_metric(
         "not_measured": not_measured,
         "removed": removed,
         "changed": changed,
+        "no_claims": no_claims,
         "ambiguous": sorted(baseline.ambiguous | current.ambiguous),
     }
     if reason is not None or not pairs:
@@ -329,7 +349,7 @@ def provenance(report: Mapping[str, Any]) -> dict[str, Any]:
     scores = run_scores(report)
     golden: dict[str, str] = {}
     for metric in scores.values():
-        for sid, (_, reference_key) in metric.samples.items():
+        for sid, reference_key in _measured(metric).items():
             golden.setdefault(sid, str(reference_key))
     text = "\n".join(f"{sid}\t{key}" for sid, key in sorted(golden.items()))
     return {
@@ -799,6 +819,7 @@ def evaluate_regression_gates(
             "value": None,
             "n": entry.get("n", 0),
             "not_measured": len(entry.get("not_measured") or ()),
+            **({"no_claims": len(entry["no_claims"])} if entry.get("no_claims") else {}),
             "delta": entry.get("delta"),
             "ci_low": entry.get("ci_low"),
             "ci_high": entry.get("ci_high"),
@@ -821,6 +842,8 @@ def evaluate_regression_gates(
             row["reason"] = f"no samples of {gate.label} matched the baseline"
             if row["not_measured"]:
                 row["reason"] = not_measured_reason(gate.label, row["not_measured"])
+            elif row.get("no_claims"):
+                row["reason"] += f": {row['no_claims']} with no claims in one run, not compared"
             if partial:
                 row.update(passed=True, skipped=True, reason=f"not evaluated: {row['reason']} (partial run)")
             continue

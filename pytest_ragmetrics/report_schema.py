@@ -492,6 +492,8 @@ class BaselineMetric(TypedDict, total=False):
     removed: list[str]
     #: Question, reference or labels changed.
     changed: list[str]
+    #: In the baseline and in this run, the answer without claims in one or both: no score to pair.
+    no_claims: list[str]
     #: One id naming two evaluations in a run.
     ambiguous: list[str]
 
@@ -545,6 +547,8 @@ class RegressionGateRow(TypedDict, total=False):
     n: int
     #: The baseline's samples this run did not measure.
     not_measured: int
+    #: Matched by id, but not compared: the answer made no claim in one run or both (only when some).
+    no_claims: int
     delta: float | None
     ci_low: float | None
     ci_high: float | None

@@ -884,3 +884,59 @@ def test_graded_relevance_alone_is_scored_at_the_graded_temperature(project: pyt
     result = project.runpytest("--rag-graded-temperature=0.7", "--rag-baseline=base.json", "--rag-report")
     assert result.ret == 0
     assert "scored differently" not in result.stdout.str()
+
+
+def test_a_sample_whose_answer_made_no_claim_is_said_to_have_none_not_to_be_unmeasured(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was measured: its answer made no claim, so faithfulness has no score to compare. It was
+    listed as "not measured in this run", and left out of the golden set's digest."""
+    pytester.makeconftest(
+        "import answer_judge\nfrom pytest_ragmetrics import ScriptedJudge, hookimpl\n\n\n@hookimpl\n"
+        "def pytest_ragmetrics_make_judge(settings):\n"
+        "    return ScriptedJudge(answer_judge.script, model=settings.judge_model)\n"
+    )
+    pytester.makepyfile(
+        test_rag="""
+import os
+import pytest
+from pytest_ragmetrics import RagSample, assert_faithfulness
+
+TOWER = "The Eiffel Tower was completed in 1889."
+EVASIVE = os.environ.get("EVASIVE", "").split(",")
+SAMPLES = [RagSample("When?", [TOWER], ground_truth=TOWER, answer="I don't know." if f"a{i}" in EVASIVE
+           else TOWER, id=f"a{i}") for i in range(4)]
+
+def test_set():
+    assert_faithfulness(SAMPLES).mean() >= 0
+"""
+    )
+    pytester.makeini("[pytest]\nrag_cache = off\n")
+    monkeypatch.delenv("EVASIVE", raising=False)
+    pytester.runpytest("--rag-save-baseline=base.json").assert_outcomes(passed=1)
+    monkeypatch.setenv("EVASIVE", "a1")
+    result = pytester.runpytest(
+        "--rag-baseline=base.json",
+        "--rag-regression-gate=faithfulness mean drop <= 0.1",
+        "--rag-report",
+        "--rag-report-json=r.json",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "faithfulness*3*1.000*1.000*+0.000*unchanged",
+            "    1 with no claims in one run, not compared (a1)",
+            lit("PASS  faithfulness mean drop <= 0.1  drop 0.000, delta +0.000*, n=3, 1 with no claims; can*"),
+        ]
+    )
+    assert "not measured" not in result.stdout.str()
+    assert "golden set" not in result.stdout.str()  # the same four questions
+    faithfulness = report_of(pytester)["summary"]["baseline"]["metrics"][0]
+    assert (faithfulness["no_claims"], faithfulness["not_measured"], faithfulness["new"]) == (["a1"], [], [])
+    assert report_of(pytester)["summary"]["regression_gates"][0]["no_claims"] == 1
+    # The other way round: the baseline's answer made no claim, this run's does.
+    pytester.runpytest("--rag-save-baseline=base.json", "-o", "rag_cache=off").assert_outcomes(passed=1)
+    monkeypatch.delenv("EVASIVE")
+    back = pytester.runpytest("--rag-baseline=base.json", "--rag-report")
+    back.stdout.fnmatch_lines(["    1 with no claims in one run, not compared (a1)"])
+    assert " new" not in back.stdout.str()

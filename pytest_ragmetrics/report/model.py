@@ -257,6 +257,7 @@ def sample_changes(entry: Mapping[str, Any], limit: int = 5) -> str | None:
         ("not_measured", "not measured in this run"),
         ("removed", "removed from the golden set"),
         ("changed", "changed question, reference or labels"),
+        ("no_claims", "with no claims in one run, not compared"),
         ("ambiguous", "ambiguous id"),
     ):
         ids = entry.get(key) or []
@@ -279,6 +280,8 @@ def regression_gate_detail(gate: Mapping[str, Any]) -> str:
     text = ", ".join([*parts, f"n={format_count(gate.get('n', 0))}"])
     if gate.get("not_measured"):
         text += f", {format_count(gate['not_measured'])} not measured"
+    if gate.get("no_claims"):
+        text += f", {format_count(gate['no_claims'])} with no claims"
     if gate.get("note"):
         text += f" ({gate['note']})"
     worst = moved_samples(gate.get("worst") or [])
