@@ -47,21 +47,18 @@ import json
 import math
 import os
 import random
-import subprocess
 import tempfile
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from _peers import EmbeddingServer, peer_python, run_side
 
 from pytest_ragmetrics import Evaluator, RagSample, Settings
 from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.testing import FakeJudgeServer
 from pytest_ragmetrics.text import split_sentences
-
-HERE = Path(__file__).resolve().parent
 
 S, C, N = "supported", "contradicted", "not_found"
 CLAIM_METRICS = (
@@ -499,55 +496,9 @@ class Script:
         raise ValueError(f"unknown RAGAS prompt: {text[:200]!r}")
 
 
-class EmbeddingServer:
-    """``POST /v1/embeddings``: a generated question ``GENERATED r<k>: ...`` gets a unit vector whose
-    cosine with every other text's (``[1, 0]``) is k / 2."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                data = [
-                    {"object": "embedding", "index": i, "embedding": vector(t)} for i, t in enumerate(texts)
-                ]
-                payload = json.dumps(
-                    {
-                        "object": "list",
-                        "data": data,
-                        "model": "fake",
-                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> EmbeddingServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def vector(text: str) -> list[float]:
+    """A generated question ``GENERATED r<k>: ...`` gets a unit vector whose cosine with every other
+    text's (``[1, 0]``) is k / 2."""
     if text.startswith("GENERATED r"):
         cos = int(text[len("GENERATED r")]) / 2
         return [cos, math.sqrt(1 - cos * cos)]
@@ -619,25 +570,16 @@ def run_deepeval(cases: list[Case], script: Script, python: str) -> dict[str, di
                 for c in cases
             ],
         }
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEPEVAL_"))}
-        out = subprocess.run(
-            [python, str(HERE / "_deepeval_parity_side.py")],
-            input=json.dumps(job),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=900,
+        result: dict[str, dict[str, Any]] = run_side(
+            "DeepEval", python, "_deepeval_parity_side.py", job, timeout=900
         )
-        if out.returncode:
-            raise SystemExit(f"the DeepEval side failed:\n{out.stderr[-3000:]}")
-        result: dict[str, dict[str, Any]] = json.loads(out.stdout)
         return result
 
 
 def run_ragas(cases: list[Case], script: Script, python: str) -> dict[str, dict[str, Any]]:
     for case in cases:
         script.draw[case.id] = 0
-    with FakeJudgeServer(script.ragas) as chat, EmbeddingServer() as embeddings:
+    with FakeJudgeServer(script.ragas) as chat, EmbeddingServer(vector) as embeddings:
         job = {
             "chat_url": chat.base_url,
             "embeddings_url": embeddings.base_url,
@@ -652,19 +594,9 @@ def run_ragas(cases: list[Case], script: Script, python: str) -> dict[str, dict[
                 for c in cases
             ],
         }
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-        env["RAGAS_DO_NOT_TRACK"] = "true"
-        out = subprocess.run(
-            [python, str(HERE / "_ragas_parity_side.py")],
-            input=json.dumps(job),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=900,
+        result: dict[str, dict[str, Any]] = run_side(
+            "RAGAS", python, "_ragas_parity_side.py", job, timeout=900
         )
-        if out.returncode:
-            raise SystemExit(f"the RAGAS side failed:\n{out.stderr[-3000:]}")
-        result: dict[str, dict[str, Any]] = json.loads(out.stdout)
         return result
 
 
@@ -779,15 +711,6 @@ def compare(
     print(f"cases scored differently ({len(differences)}):")
     print("\n".join(differences))
     return met
-
-
-def peer_python(given: str | None, variable: str, module: str) -> str | None:
-    """The peer's environment's Python, if there is one that imports ``module``."""
-    python = given or os.environ.get(variable)
-    if not python or not Path(python).exists():
-        return None
-    probe = subprocess.run([python, "-c", f"import {module}"], capture_output=True, text=True)
-    return python if probe.returncode == 0 else None
 
 
 def main() -> None:

@@ -27,21 +27,18 @@ The bound: for each metric, our tokens per sample are at most RAGAS's (ratio our
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import json
 import os
 import re
-import struct
-import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from _peers import EmbeddingServer, peer_python, run_side
 
 from pytest_ragmetrics import Evaluator, RagSample, Settings
 from pytest_ragmetrics.testing import FakeJudgeServer, RecordedRequest
@@ -183,67 +180,14 @@ def request_tokens(request: RecordedRequest, responder: Callable[[dict[str, Any]
     return tokens(prompt_chars(request.body)), tokens(len(content))
 
 
-class EmbeddingServer:
-    """``POST /v1/embeddings`` on 127.0.0.1: a deterministic vector per text, every request logged."""
+#: The length of the embedding server's vectors.
+DIMENSIONS = 64
 
-    DIMENSIONS = 64
 
-    def __init__(self) -> None:
-        self.log: list[tuple[str, int]] = []  # (x-bench tag, characters embedded)
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                owner.log.append((self.headers.get("x-bench", ""), sum(len(t) for t in texts)))
-                data = []
-                for i, text in enumerate(texts):
-                    vector = owner.vector(text)
-                    if body.get("encoding_format") == "base64":
-                        packed: Any = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
-                    else:
-                        packed = vector
-                    data.append({"object": "embedding", "index": i, "embedding": packed})
-                used = tokens(sum(len(t) for t in texts))
-                payload = json.dumps(
-                    {
-                        "object": "list",
-                        "data": data,
-                        "model": body.get("model", "fake-embedding"),
-                        "usage": {"prompt_tokens": used, "total_tokens": used},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def vector(self, text: str) -> list[float]:
-        digest = hashlib.sha256(text.encode()).digest() * 2
-        return [b / 255.0 for b in digest[: self.DIMENSIONS]]
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> EmbeddingServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def vector(text: str) -> list[float]:
+    """A deterministic vector per text."""
+    digest = hashlib.sha256(text.encode()).digest() * 2
+    return [b / 255.0 for b in digest[:DIMENSIONS]]
 
 
 # --- the two sides -------------------------------------------------------------------------------
@@ -304,25 +248,14 @@ def run_ours(samples: list[Sample]) -> dict[str, Figures]:
 def run_ragas(samples: list[Sample], python: str) -> dict[str, Figures]:
     questions = {s.answer: s.question for s in samples}
     responder = ragas_responder(questions)
-    with FakeJudgeServer(responder) as chat, EmbeddingServer() as embeddings:
+    with FakeJudgeServer(responder) as chat, EmbeddingServer(vector) as embeddings:
         job = {
             "chat_url": chat.base_url,
             "embeddings_url": embeddings.base_url,
             "metrics": [name for _, _, name in METRICS],
             "samples": [s.__dict__ for s in samples],
         }
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-        env["RAGAS_DO_NOT_TRACK"] = "true"
-        out = subprocess.run(
-            [python, str(HERE / "_ragas_side.py")],
-            input=json.dumps(job),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=600,
-        )
-        if out.returncode:
-            raise SystemExit(f"the RAGAS side failed:\n{out.stderr[-3000:]}")
+        scores = run_side("RAGAS", python, "_ragas_side.py", job, timeout=600)
         by_name = {name: ours for ours, _, name in METRICS}
         figures = {ours: Figures(samples=len(samples)) for ours, _, _ in METRICS}
         for request in chat.requests:
@@ -335,20 +268,9 @@ def run_ragas(samples: list[Sample], python: str) -> dict[str, Figures]:
             figures[metric].completion += completion
         for tag, chars in embeddings.log:
             figures[by_name[tag.split("/")[0]]].embedding += tokens(chars)
-        for name, scores in json.loads(out.stdout).items():
-            figures[by_name[name]].scores = list(scores.values())
+        for name, values in scores.items():
+            figures[by_name[name]].scores = list(values.values())
     return figures
-
-
-def ragas_python(given: str | None) -> str | None:
-    """The RAGAS environment's Python, if there is one that imports ragas."""
-    python = given or os.environ.get("RAGAS_PYTHON")
-    if not python or not Path(python).exists():
-        return None
-    probe = subprocess.run(
-        [python, "-c", "import ragas; print(ragas.__version__)"], capture_output=True, text=True
-    )
-    return python if probe.returncode == 0 else None
 
 
 def main() -> None:
@@ -359,7 +281,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=15)
     args = parser.parse_args()
     samples = load_samples(args.samples)
-    python = ragas_python(args.ragas_python)
+    python = peer_python(args.ragas_python, "RAGAS_PYTHON", "ragas")
     ours = run_ours(samples)
     theirs = run_ragas(samples, python) if python else None
 
