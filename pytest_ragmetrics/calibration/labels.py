@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -155,12 +155,12 @@ def _item(data: Mapping[str, Any], default_id: str, where: str) -> LabelledItem:
     assert entry.labels is not None
     # A label of each unit may come with a reason for each (``reasons``).
     each = ("reasons",) if entry.labels.form == "each" else ()
-    fields = (*_COMMON, *entry.labels.material, entry.labels.field, *each)
-    unknown = sorted(set(data) - set(fields))
+    accepted = (*_COMMON, *entry.labels.material, entry.labels.field, *each)
+    unknown = sorted(set(data) - set(accepted))
     if unknown:
         raise _Bad(
             f"unknown field(s) {', '.join(map(repr, unknown))} for a {kind} item; "
-            f"accepted: {', '.join(fields)}",
+            f"accepted: {', '.join(accepted)}",
             unknown[0],
         )
     item_id = data.get("id")
@@ -267,21 +267,19 @@ def _class_names(classes: tuple[Any, ...]) -> str:
 
 
 def _judgment(item: LabelledItem) -> tuple[Any, ...]:
-    """What the judge is shown for ``item``: two items alike here label one judgment."""
+    """What the judge is shown for ``item`` (its :meth:`~LabelledItem.material`), normalized as the
+    judge's requests normalize it: two items alike here label one judgment."""
     from ..text import normalize_text
 
-    def texts(values: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return None if values is None else tuple(normalize_text(v) for v in values)
+    def normalized(value: Any) -> Any:
+        if isinstance(value, str):
+            return normalize_text(value)
+        if isinstance(value, tuple):
+            return tuple(normalize_text(v) for v in value)
+        return value
 
-    return (
-        item.kind,
-        normalize_text(item.question),
-        None if item.chunk is None else normalize_text(item.chunk),
-        None if item.reference is None else normalize_text(item.reference),
-        texts(item.reference_sentences),
-        texts(item.contexts),
-        texts(item.claims),
-    )
+    material = item.material()
+    return (item.kind, *(normalized(getattr(material, f.name)) for f in fields(material)))
 
 
 def load_labels(path: str | os.PathLike[str]) -> list[LabelledItem]:
