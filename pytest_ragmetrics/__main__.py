@@ -115,6 +115,16 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def _directory(text: str) -> Path:
+    """A directory option's value: an empty one (``--store-dir "$STORE"`` with the variable unset) is
+    refused, as ``--rag-store-dir=`` is in a run; as a path it is the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "is empty: give a directory, or leave the option out (the pytest configuration's applies)"
+        )
+    return Path(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pytest-ragmetrics",
@@ -130,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     def common(sub: argparse.ArgumentParser, store_required: bool = False) -> None:
         sub.add_argument(
             "--cache-dir",
-            type=Path,
+            type=_directory,
             default=None,
             help="local judgment cache (default: rag_cache_dir of the pytest configuration here, "
             "RAGMETRICS_CACHE_DIR, else .pytest_cache/d/ragmetrics if .pytest_cache exists here, "
@@ -138,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         sub.add_argument(
             "--store-dir",
-            type=Path,
+            type=_directory,
             default=None,
             required=store_required,
             help="committed judgment store directory (default: rag_store_dir of the pytest "

@@ -158,6 +158,8 @@ def resolve(
                 continue
             if layer == "cli" and option.repeat:
                 refuse_empty_lines(raw, option.repeat, "a floor" if name == "judge_agreement" else "a gate")
+            elif layer == "cli" and isinstance(raw, str) and not raw.strip():
+                refuse_empty_option(option, raw)
             values[name] = option.convert(raw, shown)
     return Settings(**values)
 
@@ -170,6 +172,21 @@ def refuse_empty_lines(lines: Iterable[Any] | None, flag: str, what: str = "a ga
     """
     if any(not str(line).strip() for line in lines or ()):
         raise ConfigError(f"{flag} is empty: give {what}, or leave the option out", setting=flag)
+
+
+def refuse_empty_option(option: Option, raw: str) -> None:
+    """A :class:`ConfigError` for the command-line option of ``option`` given empty.
+
+    ``--rag-store-dir="$STORE"`` with the variable unset is a mistake to name, as an empty
+    ``RAGMETRICS_STORE_DIR`` is: taken as "none" it would silently drop the ini file's store, or its
+    baseline, or its report. An ini setting is cleared for one run with pytest's ``-o rag_store_dir=``.
+    """
+    option.convert(raw, option.cli_name)  # a number, a choice: its own words first
+    raise ConfigError(
+        f"{option.cli_name} is empty: give it a value, or leave the option out (an empty one does not "
+        f"clear {option.ini_name}; -o {option.ini_name}= does)",
+        setting=option.cli_name,
+    )
 
 
 def env_values(env: Mapping[str, str]) -> dict[str, str]:

@@ -101,6 +101,19 @@ def test_a_directory_variable_set_but_empty_is_a_usage_error_as_in_a_pytest_run(
     assert f"error: {variable} is set but empty" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option", ["--cache-dir", "--store-dir"])
+def test_a_directory_option_given_empty_is_a_usage_error_not_the_current_directory(
+    tmp_path, capsys, monkeypatch, option
+):
+    """``--store-dir "$STORE"`` with the variable unset was the current directory: stats counted it,
+    and prune would have pruned it, in place of the configured store."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nrag_cache_dir = cache\nrag_store_dir = judgments\n")
+    for action in ("stats", "prune"):
+        assert cli("cache", action, option, " ") == EXIT_USAGE
+        assert f"error: argument {option}: is empty: give a directory" in capsys.readouterr().err
+
+
 def test_clear_empties_the_cache_but_not_the_store(populated, capsys):
     record_full_run(populated["cache"], populated["keys"], populated["keys"])
     assert cli("cache", "clear", "--cache-dir", populated["cache"]) == 0

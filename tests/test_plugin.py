@@ -26,7 +26,7 @@ import pytest_ragmetrics.text
 from pytest_ragmetrics import Settings
 from pytest_ragmetrics._run import set_digest
 from pytest_ragmetrics.errors import ConfigError
-from pytest_ragmetrics.settings import OPTIONS, resolve
+from pytest_ragmetrics.settings import OPTIONS, OPTIONS_BY_NAME, resolve
 from pytest_ragmetrics.testing import FakeJudgeServer
 
 pytest_plugins = ["pytester"]
@@ -192,6 +192,32 @@ def test_every_setting_s_variable_set_but_empty_is_refused_naming_it(option):
         with pytest.raises(ConfigError, match=f"^{option.env_name} (is set but empty|is empty|must)") as raised:
             resolve(ini={option.name: None}, env={option.env_name: value})
         assert raised.value.setting == option.env_name
+
+
+def test_an_empty_path_or_name_on_the_command_line_is_a_usage_error_not_the_ini_s_value_cleared(pytester):
+    """``--rag-store-dir="$STORE"`` with the variable unset ran without the ini file's store, silently,
+    as an empty ``RAGMETRICS_STORE_DIR`` no longer does."""
+    pytester.makeini("[pytest]\nrag_store_dir = store\nrag_relevance_models = a, b\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    for name in ("store_dir", "relevance_models", "judge_base_url", "report_json", "baseline"):
+        option = OPTIONS_BY_NAME[name]
+        result = pytester.runpytest(f"{option.cli_name}=")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, name
+        result.stderr.fnmatch_lines(
+            [
+                f"*ragmetrics: {option.cli_name} is empty: give it a value, or leave the option out (an "
+                f"empty one does not clear {option.ini_name}; -o {option.ini_name}= does)"
+            ]
+        )
+    assert pytester.runpytest("-o", "rag_store_dir=").ret == pytest.ExitCode.OK
+
+
+@pytest.mark.parametrize("option", [o for o in OPTIONS if o.cli and not o.flag], ids=lambda o: o.cli_name)
+def test_every_option_given_empty_is_refused_naming_it(option):
+    for value in ("", "  "):
+        with pytest.raises(ConfigError, match=f"^{option.cli_name} (is empty|must)") as raised:
+            resolve(ini={option.name: None}, cli={option.name: value})
+        assert raised.value.setting == option.cli_name
 
 
 def test_a_bad_gate_from_the_environment_is_not_said_to_be_in_the_ini_file(pytester, monkeypatch):
