@@ -245,9 +245,20 @@ def _report(outcome: ImportOutcome, batch_file: Path, evaluator: Evaluator, out:
         err,
     )
     where = evaluator.settings.store_dir
-    into = (
-        f"the judgment store {where} and the cache" if where else "the local cache (no judgment store is set)"
-    )
+    # The answers the store could not take (a read-only checkout, a full disk) are in the cache only:
+    # the store this command fills for CI replay lacks them, so they are not said to be in it.
+    unrecorded, why = evaluator.stats.unrecorded_untold()
+    if unrecorded:
+        print(
+            f"recording failed: {why}; {unrecorded} judgment(s) were not recorded for replay (they are in "
+            "the cache: import again, or run the tests, once the store can be written)",
+            file=err,
+        )
+        into = f"the cache but not the judgment store {where} (see above)"
+    elif where:
+        into = f"the judgment store {where} and the cache"
+    else:
+        into = "the local cache (no judgment store is set)"
     print(
         f"imported: {outcome.recorded} judgment(s) recorded into {into}, {outcome.already} recorded already, "
         f"{len(outcome.failed)} failed, {len(outcome.refused)} refused{outcome.repeated()}",
@@ -259,7 +270,8 @@ def _report(outcome: ImportOutcome, batch_file: Path, evaluator: Evaluator, out:
             "or to the live judge",
             file=out,
         )
-    return EXIT_FAILED if outcome.failed or outcome.refused or outcome.conflicts else EXIT_OK
+    unsettled = bool(outcome.failed or outcome.refused or outcome.conflicts or unrecorded)
+    return EXIT_FAILED if unsettled else EXIT_OK
 
 
 def _results_file(results: Path) -> None:

@@ -1107,16 +1107,18 @@ class Evaluator:
             if self._owns_runner:
                 self.runner.close()
         stats = self._stats
-        if judge is not None and self._owns_stats and stats is not None and stats.unrecorded:
-            # A pytest run ends with this line and exit 1; a script or a command has only this warning
-            # to say that a committed store lacks judgments CI replay will ask for.
+        if judge is None or not self._owns_stats or stats is None:
+            return
+        # A pytest run ends with this line and exit 1; a script has only this warning to say that a
+        # committed store lacks judgments CI replay will ask for (each of them told once).
+        untold, why = stats.unrecorded_untold()
+        if untold:
             import warnings
 
             from .errors import RagMetricsWarning
 
             warnings.warn(
-                f"recording failed: {stats.unrecorded_reason}; {stats.unrecorded} judgment(s) were not "
-                "recorded for replay",
+                f"recording failed: {why}; {untold} judgment(s) were not recorded for replay",
                 RagMetricsWarning,
                 stacklevel=2,
             )

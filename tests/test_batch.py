@@ -223,6 +223,32 @@ def write_answered_results(project: Any) -> None:
     (project.path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
 
 
+def test_an_import_into_a_store_it_cannot_write_fails_and_says_they_are_in_the_cache_only(
+    project, server, capsys
+):
+    """The command that exists to fill the store said it recorded them there, and exited 0."""
+    project.runpytest("--rag-batch=b.jsonl").assert_outcomes(skipped=4)
+    write_answered_results(project)
+    store = project.path / "judgments"
+    store.mkdir()
+    shards = [store / f"{i:02x}.jsonl" for i in range(256)]
+    for shard in shards:
+        shard.symlink_to("/dev/full")  # a full disk (as root, chmod stops nothing)
+    code, out, err = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "b.jsonl")
+    assert code == 1, err
+    assert f"recording failed: cannot write to the judgment store at {store}" in err
+    assert "No space left on device" in err
+    assert f"{REQUESTS} judgment(s) were not recorded for replay" in err
+    assert f"recorded into the cache but not the judgment store {store} (see above)" in out
+    # Once the store can be written, importing again records them there from the cache.
+    for shard in shards:
+        shard.unlink(missing_ok=True)  # a write that failed removed the shard it created
+    code, out, err = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "b.jsonl")
+    assert code == 0, err
+    assert f"{REQUESTS} recorded already" in out
+    assert len(store_lines(project.path)) == REQUESTS
+
+
 def test_a_vllm_run_batch_results_file_is_imported_and_its_failures_listed(project, server, capsys):
     """``vllm run-batch`` output: answers in any order, a failed line with its error at the top level
     and no body; an invalid answer is validated as a live one is; an answer nobody asked for is

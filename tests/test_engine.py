@@ -8,6 +8,7 @@ import hashlib
 import json
 import queue
 import threading
+import warnings
 from typing import Any
 
 import pytest
@@ -943,3 +944,11 @@ def test_a_script_whose_store_cannot_be_written_is_told_what_was_not_recorded(fa
     assert len(told) == 1, [str(w.message) for w in caught]
     assert f"cannot write to the judgment store at {store}" in told[0]
     assert "3 judgment(s) were not recorded for replay" in told[0]
+    # Used again once the store can be written: what was told is not told again.
+    store.unlink()
+    other = RagSample("Where is Lyon?", ["Lyon is in France."], ground_truth="In France.", id="lyon")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RagMetricsWarning)
+        assert float(context_precision(other, evaluator=ev)) >= 0.0
+        ev.close()
+    assert any(store.glob("*.jsonl"))

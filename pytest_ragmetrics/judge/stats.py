@@ -87,6 +87,7 @@ class JudgeStats:
         #: (the first reason): the run fails, saying so.
         self.unrecorded = 0
         self.unrecorded_reason: str | None = None
+        self._unrecorded_told = 0  # how many of them a script or a command was told of already
         self._busy = 0
         self._busy_since = 0.0
         # Live figures for the progress display (not reported): judge calls asked for and finished.
@@ -158,6 +159,13 @@ class JudgeStats:
             self.unrecorded += count
             if self.unrecorded_reason is None:
                 self.unrecorded_reason = reason
+
+    def unrecorded_untold(self) -> tuple[int, str | None]:
+        """How many answers could not be recorded since the last call, and why (the first reason):
+        what a script or a command has still to tell, once (a pytest run reads the totals)."""
+        with self._lock:
+            count, self._unrecorded_told = self.unrecorded - self._unrecorded_told, self.unrecorded
+            return count, self.unrecorded_reason
 
     def record_retry(self) -> None:
         """A transport-level retry (rate limit, server error, timeout, connection error)."""
