@@ -442,7 +442,7 @@ def test_under_xdist_the_comparison_is_made_once_on_the_merged_results(
     gate = "--rag-regression-gate=context_precision mean drop <= 0.02 at p < 0.05"
     single = project.runpytest("--rag-baseline=base.json", gate, "--rag-report-json=one.json")
     assert single.ret == 1
-    xdist = project.runpytest_subprocess(
+    xdist = project.runpytest(
         "-n",
         "2",
         "-p",
@@ -564,7 +564,7 @@ def test_shards_run_under_xdist_record_the_whole_suite_they_were_cut_from(
     project.makepyfile(test_plain="def test_plain():\n    pass\n")
     # A shard of plain tests: its workers judge nothing and still say what they collected.
     for name, selection in (("a", SHARD_A), ("c", "plain")):
-        result = project.runpytest_subprocess(
+        result = project.runpytest(
             "-n", "2", "-p", "xdist", "-k", selection, f"--rag-report-json={name}.json"
         )
         assert result.ret == 0

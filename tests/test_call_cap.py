@@ -124,7 +124,7 @@ def capped_project(pytester, monkeypatch):
 @pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["one process", "-n 2"])
 def test_a_pytest_run_stops_at_exactly_the_cap(capped_project, xdist):
     pytester, server = capped_project
-    result = pytester.runpytest_subprocess("--rag-max-judge-calls=4", "-p", "no:randomly", *xdist)
+    result = pytester.runpytest("--rag-max-judge-calls=4", "-p", "no:randomly", *xdist)
     assert server.request_count == 4
     result.assert_outcomes(passed=4, failed=2)
     result.stdout.fnmatch_lines(
@@ -135,7 +135,7 @@ def test_a_pytest_run_stops_at_exactly_the_cap(capped_project, xdist):
         ]
     )
     # What was judged is kept: the next run pays only for the two tests left.
-    again = pytester.runpytest_subprocess("--rag-max-judge-calls=2", "-p", "no:randomly", *xdist)
+    again = pytester.runpytest("--rag-max-judge-calls=2", "-p", "no:randomly", *xdist)
     again.assert_outcomes(passed=6)
     assert server.request_count == 6
     assert "spending cap" not in again.stdout.str()
@@ -143,9 +143,7 @@ def test_a_pytest_run_stops_at_exactly_the_cap(capped_project, xdist):
 
 def test_a_pytest_run_stops_sending_once_its_token_cap_is_used(capped_project):
     pytester, server = capped_project
-    result = pytester.runpytest_subprocess(
-        "--rag-max-judge-tokens=1", "-p", "no:randomly", "--rag-concurrency=1"
-    )
+    result = pytester.runpytest("--rag-max-judge-tokens=1", "-p", "no:randomly", "--rag-concurrency=1")
     assert server.request_count == 1  # the first answer used more than the cap: nothing more was sent
     result.assert_outcomes(passed=1, failed=5)
     result.stdout.fnmatch_lines(
@@ -191,7 +189,7 @@ def test_judging_a_golden_set_ahead_never_spends_past_the_cap(capped_project):
             assert_context_relevance(rag_sample, method="graded") >= 0.5
         """
     )
-    result = pytester.runpytest_subprocess("--rag-max-judge-calls=5", "--rag-report-json=report.json")
+    result = pytester.runpytest("--rag-max-judge-calls=5", "--rag-report-json=report.json")
     assert server.request_count == 5
     assert result.ret == 1
     judge = json.loads((pytester.path / "report.json").read_text())["summary"]["judge"]

@@ -125,7 +125,7 @@ def golden_project(pytester, monkeypatch):
 
 
 def run(pytester: pytest.Pytester, server: FakeJudgeServer, *args: str) -> Any:
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         f"--rag-judge-base-url={server.base_url}",
         "--rag-judge-controls=12",
         "--rag-judge-agreement=context_precision controls <= 0.2",
@@ -242,7 +242,7 @@ def retrieving_project(pytester, monkeypatch):
 
 
 def run_both(pytester: pytest.Pytester, server: FakeJudgeServer, *args: str) -> Any:
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         f"--rag-judge-base-url={server.base_url}",
         "--rag-judge-controls=8",
         "--rag-judge-agreement=context_precision controls <= 0.25",

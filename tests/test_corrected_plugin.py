@@ -106,7 +106,7 @@ def draw(pytester: pytest.Pytester, n: int, seed: int) -> list[int]:
 
 
 def run(pytester: pytest.Pytester, server: FakeJudgeServer, *args: str) -> Any:
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         f"--rag-judge-base-url={server.base_url}", "--rag-report-json=report.json", "-p", "no:randomly", *args
     )
 

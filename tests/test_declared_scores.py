@@ -117,7 +117,7 @@ def test_under_xdist_each_worker_starts_its_tests_declared_scores_together(pytes
     server = serve(together)
     pytester.makeini("[pytest]\nrag_response_format = json_schema\n")
     pytester.makepyfile(test_retrieved=retriever_test(4))
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-concurrency=8")
+    result = pytester.runpytest("-n", "2", "-p", "xdist", "--rag-concurrency=8")
     result.assert_outcomes(passed=4)
     assert together.broken == []
     assert server.request_count == 4 * CALLS

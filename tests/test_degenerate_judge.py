@@ -60,7 +60,7 @@ def test_second_half():
 def test_a_judge_that_says_yes_to_everything_is_warned_about(pytester, always_yes, extra):
     pytester.makepyfile(test_rag=TESTS)
     pytester.makeini("[pytest]\n")
-    result = pytester.runpytest_subprocess(*extra)
+    result = pytester.runpytest(*extra)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
@@ -69,7 +69,7 @@ def test_a_judge_that_says_yes_to_everything_is_warned_about(pytester, always_ye
             "or with controls (--rag-judge-controls)"
         ]
     )
-    md = pytester.runpytest_subprocess(*extra, "--rag-report", "--rag-report-md=r.md")
+    md = pytester.runpytest(*extra, "--rag-report", "--rag-report-md=r.md")
     md.stdout.fnmatch_lines(["warning: the judge answered 'useful yes' to 25 of 25*"])
     assert "> **Warning:** the judge answered" in (pytester.path / "r.md").read_text()
 

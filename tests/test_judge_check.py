@@ -372,7 +372,7 @@ def test_an_unparseable_answer_is_an_error_of_its_item_and_the_check_goes_on(pro
 
 def test_the_check_runs_once_on_the_xdist_controller(project, serve):
     server = serve("labelled")
-    result = project.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-report")
+    result = project.runpytest("-n", "2", "-p", "xdist", "--rag-report")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["PASS  context_precision kappa >= 0.6*"])
     assert server.request_count == 11

@@ -367,12 +367,12 @@ def test_a_pytest_run_replays_what_rejudge_recorded_without_calling_the_judge(py
                 assert_context_precision(sample) >= 0.0
             """
         )
-        pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=1)
+        pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=1)
         recorded = server.request_count
         assert recorded > 0
         assert main(["store", "rejudge", "--model", "flipper"]) == 0
         assert server.request_count == 2 * recorded
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "-p", "no:randomly", "--rag-cache", "replay", "--rag-judge-model", "flipper"
         )
         result.assert_outcomes(passed=1)

@@ -39,7 +39,7 @@ def project(pytester, monkeypatch):
 
 
 def figures(pytester: pytest.Pytester, *args: str) -> tuple[dict[str, Any], str]:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--rag-report-json=report.json",
         "--rag-report-md=report.md",
         "--rag-report-html=report.html",

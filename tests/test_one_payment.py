@@ -37,7 +37,7 @@ def project(pytester, monkeypatch):
 def test_refresh_under_xdist_judges_each_judgment_once(project):
     """Eight tests on two workers need the same three judgments: refreshed once, not once per worker."""
     pytester, server = project
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-cache=refresh", "--rag-cache-dir=c")
+    result = pytester.runpytest("-n", "2", "-p", "xdist", "--rag-cache=refresh", "--rag-cache-dir=c")
     result.assert_outcomes(passed=8)
     assert server.request_count == 3
 
@@ -46,7 +46,7 @@ def test_a_cache_that_is_not_a_database_costs_no_second_payment_under_xdist(proj
     pytester, server = project
     (pytester.path / "c").mkdir()
     (pytester.path / "c" / "cache.db").write_bytes(b"not a database" * 100)
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-cache-dir=c")
+    result = pytester.runpytest("-n", "2", "-p", "xdist", "--rag-cache-dir=c")
     result.assert_outcomes(passed=8)
     assert server.request_count == 3
     assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -1106,8 +1106,7 @@ def test_quiet_report_shows_only_failing_rows(project):
 @pytest.mark.parametrize("extra", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_gates_and_report_merge_across_workers(project, extra):
     _rag_tests(project)
-    run = project.runpytest_subprocess if extra else project.runpytest
-    result = run(
+    result = project.runpytest(
         "--rag-report",
         "--rag-report-json=report.json",
         "--rag-gate",
@@ -1297,7 +1296,7 @@ def test_under_xdist_failures_warnings_and_junit_properties_reach_the_controller
             assert_context_precision(GOOD)
     """
     )
-    result = project.runpytest_subprocess("-n", "2", "-p", "xdist", "--junitxml=junit.xml", "-W", "always")
+    result = project.runpytest("-n", "2", "-p", "xdist", "--junitxml=junit.xml", "-W", "always")
     result.assert_outcomes(passed=2, failed=1, warnings=1)
     result.stdout.fnmatch_lines(["*context_recall of sample 'partial' = 0.500, expected >= 0.8"])
     result.stdout.fnmatch_lines(
@@ -1407,8 +1406,7 @@ def test_prune_learns_nothing_from_a_partial_run(project, capsys):
     record = project.path / ".pytest_cache" / "d" / "ragmetrics" / "last_run.json"
     for partial in PARTIAL_RUNS:
         record.unlink(missing_ok=True)
-        run = project.runpytest_subprocess if "-n" in partial else project.runpytest
-        result = run("--rag-store-dir=judgments", "--rag-report", *partial)
+        result = project.runpytest("--rag-store-dir=judgments", "--rag-report", *partial)
         assert result.ret == pytest.ExitCode.OK, partial
         assert "unused judgment store entries" not in result.stdout.str(), partial
         assert "unused" not in json.loads(record.read_text()), partial
@@ -1508,8 +1506,7 @@ def test_the_unused_hint_and_prune_give_the_same_count_without_a_cache(project, 
     (project.path / "test_rag.py").write_text(
         (project.path / "test_rag.py").read_text().replace("def test_two", "def _test_two")
     )
-    run = project.runpytest_subprocess if "-n" in extra else project.runpytest
-    full = run("--rag-store-dir=judgments", "--rag-report", *extra)
+    full = project.runpytest("--rag-store-dir=judgments", "--rag-report", *extra)
     full.assert_outcomes(passed=3)
     full.stdout.fnmatch_lines(["*1 unused judgment store entries; remove them with: *prune*"])
     assert _prune(project, "--dry-run") == 0
@@ -1566,8 +1563,7 @@ def test_only_the_final_attempt_of_a_rerun_test_counts(project, extra):
             assert_context_recall(PARTIAL if first else GOOD) >= 0.8
     """
     )
-    run = project.runpytest_subprocess if extra else project.runpytest
-    result = run(
+    result = project.runpytest(
         "-p",
         "rerunfailures",
         "--reruns=1",
@@ -1640,9 +1636,7 @@ def test_xdist_workers_record_into_one_store_that_replays_alone(project, judge_s
             assert_context_recall(rag_sample) >= 0.5
         """
     )
-    project.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-store-dir=judgments").assert_outcomes(
-        passed=24
-    )
+    project.runpytest("-n", "2", "-p", "xdist", "--rag-store-dir=judgments").assert_outcomes(passed=24)
     store = project.path / "judgments"
     assert (store / ".gitattributes").read_text().endswith("*.jsonl merge=union text eol=lf\n")
     keys = []

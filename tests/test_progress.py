@@ -141,7 +141,7 @@ def test_progress_on_a_terminal_is_drawn_in_place_and_erased(slow_project):
 def test_under_xdist_a_log_gets_one_line_at_the_end_and_an_unbroken_dots_line(slow_project):
     slow_project.server.delay(0.8)
     slow_project.makepyfile(test_rag=SLOW_TEST.replace("CHUNKS", "6"))
-    result = slow_project.runpytest_subprocess("-n", "2", "-p", "xdist", "--rag-concurrency=1")
+    result = slow_project.runpytest("-n", "2", "-p", "xdist", "--rag-concurrency=1")
     result.assert_outcomes(passed=2)
     assert_one_unbroken_dots_line(result)
     assert result.stdout.str().count("ragmetrics: judged") == 1

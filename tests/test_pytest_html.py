@@ -70,8 +70,7 @@ def html_tests(path: Path) -> tuple[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2", "-p", "xdist"]], ids=["serial", "xdist"])
 def test_pytest_html_rows_carry_scores_and_verdicts(project, xdist):
-    run = project.runpytest_subprocess if xdist else project.runpytest
-    result = run("--html=report.html", "--self-contained-html", *xdist)
+    result = project.runpytest("--html=report.html", "--self-contained-html", *xdist)
     result.assert_outcomes(passed=2, failed=1)
     page, tests = html_tests(project.path / "report.html")
     assert "col-ragmetrics" in page  # the column header

@@ -287,11 +287,11 @@ def test_a_replay_writes_the_controls_into_identical_markdown_and_html(pytester,
     pytester.makepyfile(test_golden=GOLDEN_TESTS)
     floor = "--rag-judge-agreement=context_precision controls <= 0.2"
     with FakeJudgeServer() as server:  # every chunk useful, every rating 2: controls too
-        recorded = pytester.runpytest_subprocess(f"--rag-judge-base-url={server.base_url}", floor)
+        recorded = pytester.runpytest(f"--rag-judge-base-url={server.base_url}", floor)
     assert recorded.ret == 1
     files = []
     for i in range(2):
-        replay = pytester.runpytest_subprocess(
+        replay = pytester.runpytest(
             "--rag-cache=replay",
             "--rag-cache-dir=empty",
             floor,
@@ -329,7 +329,7 @@ def test_a_capped_run_says_so_in_its_markdown_and_html(pytester, monkeypatch, xd
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
     pytester.makepyfile(test_capped=CAPPED_TESTS)
     with FakeJudgeServer() as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             f"--rag-judge-base-url={server.base_url}",
             "--rag-max-judge-calls=4",
             "--rag-report-md=report.md",
