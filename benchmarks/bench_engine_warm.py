@@ -16,7 +16,10 @@ CPU time on a busy machine wanders by tens of percent; ``--instructions N`` also
 valgrind (callgrind), the instructions of a warm ``evaluate()`` of N samples (beyond a first one,
 which opens the cache and builds the metrics) from either source, against the floor's loop over as
 many entries: a ratio that barely moves with the machine's load; with ``--pytest`` too, it also
-counts the whole pytest runs of both suites (every test, a few minutes under valgrind).
+counts the whole pytest runs of both suites (every test, a few minutes under valgrind). From the
+store alone it counts twice when N is below ``--samples``: against the whole store (whose every
+shard the N samples' reads index whole, lines of the other samples included) and against a store
+of the N samples' judgments alone, which, as in the timed rounds, it reads whole.
 
     python benchmarks/bench_engine_warm.py [--samples 1000] [--rounds 5] [--pytest] [--instructions 200]
 """
@@ -245,14 +248,25 @@ def main() -> None:
             print(f"  {ratio:.2f} x the floor's CPU (bound <= 2.5 x: {verdict}); "
                   f"{served / cpu:,.0f} judgments per CPU-second")  # fmt: skip
         if args.instructions is not None:
-            counted(
-                min(args.instructions, args.samples),
-                cache_dir,
-                {
-                    "local cache": lambda: {"cache_dir": cache_dir},
-                    "store alone": lambda: {"cache_dir": tempfile.mkdtemp(dir=tmp), "store_dir": store_dir},
-                },
-            )
+            n = min(args.instructions, args.samples)
+            counting = {
+                "local cache": lambda: {"cache_dir": cache_dir},
+                "store alone": lambda: {"cache_dir": tempfile.mkdtemp(dir=tmp), "store_dir": store_dir},
+            }
+            if n < args.samples:
+                # The timed rounds read their store whole. A replay of n of its samples still
+                # indexes every shard it touches whole (n samples touch all 256), the other samples'
+                # lines included: counted too against a store of these n samples' judgments alone,
+                # read whole as in the timed rounds.
+                own = str(Path(tmp) / "judgments-counted")
+                recording = Settings(cache_dir=tempfile.mkdtemp(dir=tmp), store_dir=own)
+                with Evaluator(recording, judge=ScriptedJudge(answer)) as recorder:
+                    recorder.evaluate(samples[:n], FIVE_METHODS)
+                counting["store alone, a store of only their judgments"] = lambda: {
+                    "cache_dir": tempfile.mkdtemp(dir=tmp),
+                    "store_dir": own,
+                }
+            counted(n, cache_dir, counting)
         if not args.pytest:
             return
 
