@@ -696,6 +696,8 @@ def test_bad_settings_raise_config_error():
             '{"reason": "it ends its thinking with </think>"}',
             {"reason": "it ends its thinking with </think>"},
         ),
+        ('{"a": 1}\nSo, once more: {"a": 1}', {"a": 1}),
+        ('```json\n{"a": 1}\n```\nor, the same:\n```\n{"a": 1}\n```', {"a": 1}),
     ],
 )
 def test_parse_json_answer_is_tolerant(text, expected):
@@ -712,6 +714,8 @@ def test_parse_json_answer_is_tolerant(text, expected):
         '<think>{"a": 1}</think> ',
         '{"a": 1, "a": 2}',
         'Here: {"a": {"b": 1, "b": 2}} done',
+        'A draft: {"a": 1}. The answer: {"a": 2}',
+        '```json\n{"a": 1}\n```\n```json\n{"a": 2}\n```',
     ],
 )
 def test_parse_json_answer_rejects_answers_without_json(text):
@@ -731,6 +735,29 @@ def test_a_draft_verdict_in_a_reasoning_models_thinking_is_never_taken(fake_judg
     fake_judge_server.responder = lambda body: opening + DRAFT_THEN_VERDICT
     [answer] = run_judge(make_judge(fake_judge_server), make_request())
     assert answer.choices == ({"reason": "names the capital", "useful": True},)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        # gpt-oss's harmony channels left in the content by a server that does not parse them.
+        '<|channel|>analysis<|message|>Say {"reason": "draft", "useful": false}? No: it names the '
+        'capital.<|end|><|start|>assistant<|channel|>final<|message|>{"reason": "names it", "useful": true}',
+        # Thinking opened after a preamble, where no closing tag can be told from the answer's text.
+        'Sure. <think>Say {"reason": "draft", "useful": false}? No.</think>\n'
+        '{"reason": "names it", "useful": true}',
+    ],
+    ids=["harmony channels", "thinking after a preamble"],
+)
+def test_an_answer_holding_two_different_verdicts_is_asked_again_never_read(fake_judge_server, content):
+    """The first JSON object in prose was taken: the draft, a silent wrong verdict."""
+    fake_judge_server.responder = lambda body: content
+    with pytest.raises(InvalidJudgeAnswer) as info:
+        run_judge(make_judge(fake_judge_server, max_reasks=1), make_request())
+    assert "2 different JSON objects" in str(info.value)
+    assert fake_judge_server.request_count == 2  # asked again, showing it what was wrong
+    last = fake_judge_server.requests[-1].body["messages"][-1]["content"]
+    assert "2 different JSON objects" in last
 
 
 def test_retry_after_accepts_seconds_milliseconds_and_http_dates():

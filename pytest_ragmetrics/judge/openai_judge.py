@@ -225,11 +225,11 @@ def parse_json_answer(text: str) -> Any:
     """Extract the JSON value of a judge's answer from ``text``.
 
     Accepts bare JSON, JSON in a Markdown code fence, and a JSON object embedded in prose (the
-    outermost object that parses is taken). A reasoning model's thinking before its answer
+    outermost objects that parse). A reasoning model's thinking before its answer
     (``<think>...</think>``, left in the answer by a server without a reasoning parser) is not part
     of the answer: a draft verdict in it is never taken. Raises :class:`ValueError` when there is no
-    answer, when an object of it gives one property twice (which value was meant is unknown), or
-    when the answer is nested too deeply to read.
+    answer, when its fences or its prose hold two different JSON objects, or an object of it gives
+    one property twice (which was meant is unknown), or when it is nested too deeply to read.
     """
     try:
         return _parse_json_answer(text)
@@ -266,26 +266,47 @@ def _parse_json_answer(text: str) -> Any:
             pass
     elif stripped.startswith(_THINK_START):
         raise ValueError("the answer is all thinking, with no answer after it")
+    fenced = []
     for block in _FENCE.findall(stripped):
         try:
-            return _DECODER.decode(block.strip())
+            fenced.append(_DECODER.decode(block.strip()))
         except RepeatedName:
             raise
         except ValueError:
             continue
+    if fenced:
+        return _one_answer(fenced, "in code fences")
+    found = []
     start = stripped.find("{")
     while start != -1:
         try:
-            value, _ = _DECODER.raw_decode(stripped, start)
+            value, end = _DECODER.raw_decode(stripped, start)
         except RepeatedName:
             raise
         except ValueError:
             start = stripped.find("{", start + 1)
             continue
-        if isinstance(value, dict):
-            return value
-        start = stripped.find("{", start + 1)
+        found.append(value)  # an object: raw_decode at a brace reads nothing else
+        start = stripped.find("{", end)
+    if found:
+        return _one_answer(found, "in its text")
     raise ValueError("no JSON object found in the answer")
+
+
+def _one_answer(values: list[Any], where: str) -> Any:
+    """The one value the JSON found in an answer's prose or code fences gives. Two that differ (a
+    draft verdict and the verdict, thinking a server left in the content, an example and the answer)
+    are no answer: which one the judge meant cannot be told, so it is asked again."""
+    different: list[Any] = []
+    for value in values:
+        if value not in different:
+            different.append(value)
+    if len(different) > 1:
+        raise ValueError(
+            f"the answer holds {len(different)} different JSON objects {where}: which one is the answer "
+            "cannot be told"
+        )
+    return different[0]
 
 
 def schema_instructions(schema: Mapping[str, Any]) -> str:
