@@ -737,17 +737,35 @@ def test_a_draft_verdict_in_a_reasoning_models_thinking_is_never_taken(fake_judg
     assert answer.choices == ({"reason": "names the capital", "useful": True},)
 
 
+HARMONY = (
+    '<|channel|>analysis<|message|>Say {"reason": "draft", "useful": false}? No: it names the '
+    'capital.<|end|><|start|>assistant<|channel|>final<|message|>{"reason": "names it", "useful": true}'
+)
+
+
+@pytest.mark.parametrize("end", ["", "<|return|>", "<|end|>"])
+def test_gpt_oss_channels_left_in_the_content_are_read_from_the_final_channel(fake_judge_server, end):
+    """gpt-oss behind a server that does not parse its harmony channels: the analysis comes first."""
+    fake_judge_server.responder = lambda body: HARMONY + end
+    [answer] = run_judge(make_judge(fake_judge_server), make_request())
+    assert answer.choices == ({"reason": "names it", "useful": True},)
+    only_analysis = HARMONY.split("<|end|>")[0]
+    with pytest.raises(ValueError, match="all thinking"):
+        parse_json_answer(only_analysis)
+    # With the special tokens dropped, the channel names run into the text.
+    assert parse_json_answer('analysisSay {"a": 0}? No.assistantfinal{"a": 1}') == {"a": 1}
+
+
 @pytest.mark.parametrize(
     "content",
     [
-        # gpt-oss's harmony channels left in the content by a server that does not parse them.
-        '<|channel|>analysis<|message|>Say {"reason": "draft", "useful": false}? No: it names the '
-        'capital.<|end|><|start|>assistant<|channel|>final<|message|>{"reason": "names it", "useful": true}',
+        # An example and the verdict.
+        'An answer looks like {"reason": "why", "useful": false}. Mine: {"reason": "names it", "useful": true}',
         # Thinking opened after a preamble, where no closing tag can be told from the answer's text.
         'Sure. <think>Say {"reason": "draft", "useful": false}? No.</think>\n'
         '{"reason": "names it", "useful": true}',
     ],
-    ids=["harmony channels", "thinking after a preamble"],
+    ids=["an example before the answer", "thinking after a preamble"],
 )
 def test_an_answer_holding_two_different_verdicts_is_asked_again_never_read(fake_judge_server, content):
     """The first JSON object in prose was taken: the draft, a silent wrong verdict."""

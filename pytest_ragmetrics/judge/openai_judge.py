@@ -252,6 +252,17 @@ def _parse_json_answer(text: str) -> Any:
         raise
     except ValueError:
         pass
+    final = _final_channel(stripped)
+    if final is not None:
+        stripped = final
+        if not stripped:
+            raise ValueError("the answer is all thinking (gpt-oss's analysis), with no final answer")
+        try:
+            return _DECODER.decode(stripped)
+        except RepeatedName:
+            raise
+        except ValueError:
+            pass
     thinking, closed, answer = stripped.partition(_THINK_END)
     if closed and (_THINK_START not in thinking or thinking.startswith(_THINK_START)):
         # DeepSeek-R1's template opens the thinking in the prompt: its answer has the closing tag only.
@@ -291,6 +302,26 @@ def _parse_json_answer(text: str) -> Any:
     if found:
         return _one_answer(found, "in its text")
     raise ValueError("no JSON object found in the answer")
+
+
+#: gpt-oss's harmony format, left in the content by a server that does not parse it: its analysis
+#: channel, then its answer in the final channel; with the special tokens dropped, the channel names
+#: run into the text ("analysisWe need...assistantfinal{...}").
+_HARMONY = (("<|channel|>", "<|channel|>final<|message|>"), ("analysis", "assistantfinal"))
+_HARMONY_ENDS = ("<|return|>", "<|end|>")
+
+
+def _final_channel(text: str) -> str | None:
+    """What gpt-oss wrote in its final channel ("" when it wrote none), or None when ``text`` is not
+    in its harmony format."""
+    for opening, final in _HARMONY:
+        if text.startswith(opening) and (opening != "analysis" or final in text):
+            answer = text.rpartition(final)[2] if final in text else ""
+            answer = answer.strip()
+            for end in _HARMONY_ENDS:
+                answer = answer.removesuffix(end)
+            return answer.strip()
+    return None
 
 
 def _one_answer(values: list[Any], where: str) -> Any:
