@@ -23,10 +23,10 @@ was measured, and is listed as such, not paired.
 
 Comparability. Scores are comparable only when they were made the same way: the same judge
 model(s), the same prompt versions and the same sentence splitter (each recorded per sample in the
-report), and the judge asked alike: the same temperature (the graded temperature for graded
-relevance), seed and n, which are part of every judgment's key (from the report's
-``summary.scoring``). Otherwise the metric is *not comparable*, with the reason, and its regression
-gates fail. The plugin version is shown but does not decide: what changes scores is in the prompt
+report), and the judge asked alike (its *sampling*, recorded per sample too): the same temperature
+(the graded temperature for graded relevance), seed and n, which are part of every judgment's key.
+Otherwise the metric is *not comparable*, with the reason, and its regression gates fail. The
+plugin version is shown but does not decide: what changes scores is in the prompt
 versions and the splitter's identity.
 
 Statistics (:mod:`pytest_ragmetrics.stats`): the delta is the mean over matched samples of current
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from .errors import ConfigError
 from .metrics.answer import NO_CLAIMS
 from .report_schema import check_version, schema_problems
-from .specs import format_metric, format_number
+from .specs import format_metric, format_number, format_sampling
 from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, format_p, mean, sign_flip_p_value
 
 if TYPE_CHECKING:
@@ -140,6 +140,8 @@ def run_scores(report: Mapping[str, Any]) -> RunScores:
             metric.prompt_versions.update(sample.get("prompt_versions") or ())
             if sample.get("splitter"):
                 metric.splitters.add(str(sample["splitter"]))
+            if sample.get("sampling"):
+                metric.sampling.add(str(sample["sampling"]))
             evaluation = sample.get("key")
             if sid in metric.evaluations:
                 if metric.evaluations[sid] != evaluation:
@@ -155,7 +157,7 @@ def run_scores(report: Mapping[str, Any]) -> RunScores:
         for sid in metric.ambiguous:
             metric.samples.pop(sid, None)
             metric.no_claims.pop(sid, None)
-        if metric.judges:
+        if metric.judges and not metric.sampling:  # a report from before samples recorded it
             metric.sampling.update(_sampling(report, key))
     return scores
 
@@ -165,10 +167,11 @@ def _is_number(value: Any) -> TypeGuard[float]:
 
 
 def _sampling(report: Mapping[str, Any], key: tuple[str, str | None]) -> list[str]:
-    """How the judge was asked for the judgments of metric ``key``: the settings besides the model
-    and the prompt that every judgment's key holds (temperature, seed, n), from ``summary.scoring``.
-    Graded relevance is judged at the graded temperature, every other kind at the temperature. A
-    report without them (from before they were recorded) says nothing, and contradicts nothing."""
+    """How the judge was asked for the judgments of metric ``key`` in a report whose samples do not
+    say (``sampling``: written since), from the run's ``summary.scoring``: the settings besides the
+    model and the prompt that every judgment's key holds (temperature, seed, n). Graded relevance is
+    judged at the graded temperature, every other kind at the temperature. A report without them
+    says nothing, and contradicts nothing."""
     summary = report.get("summary")
     scoring = summary.get("scoring") if isinstance(summary, Mapping) else None
     if not isinstance(scoring, Mapping):
@@ -176,10 +179,9 @@ def _sampling(report: Mapping[str, Any], key: tuple[str, str | None]) -> list[st
     graded = key == ("context_relevance", "graded")
     temperature = scoring.get("graded_temperature" if graded else "temperature")
     seed, n = scoring.get("seed"), scoring.get("judge_n")
-    if not (_is_number(temperature) and _is_number(n)):
+    if not (_is_number(temperature) and _is_number(n)) or not (seed is None or _is_number(seed)):
         return []
-    shown_seed = "none" if seed is None else str(seed)
-    return [f"temperature {format_number(temperature)}, seed {shown_seed}, n {format_number(n)}"]
+    return [format_sampling(temperature, seed if seed is None else int(seed), int(n))]
 
 
 def _ids_in_run(report: Mapping[str, Any]) -> set[str]:

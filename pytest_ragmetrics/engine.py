@@ -36,7 +36,7 @@ from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
 from .settings import Settings, from_env, wording
-from .specs import format_metric, registered_metrics
+from .specs import format_metric, format_sampling, registered_metrics
 from .text import PunktSplitter, normalize_text  # stdlib only: nltk loads when a splitter is built
 
 if TYPE_CHECKING:
@@ -856,16 +856,18 @@ class Evaluator:
     ) -> MetricResult:
         """``result`` with the judge models it rests on, the sample's content keys and, from ``ctx``,
         the prompt versions and splitter it was made with."""
+        sampling: str | None
         if not getattr(metric, "uses_judge", True):
             judges: tuple[str, ...] = ()
+            sampling = None
         elif result.method == "graded" and result.metric == "context_relevance":
-            judges = self._graded_models
+            judges, sampling = self._graded_models, self._graded_sampling
         else:
-            judges = self._judge_models
+            judges, sampling = self._judge_models, self._sampling
         hit = _SAMPLE_KEYS.get(id(sample))  # _sample_keys(sample), without a call when known
         keys = hit[1] if hit is not None and hit[0] is sample else _sample_keys(sample)
         if ctx is None:
-            return _finished(result, judges, keys[0], keys[1], (), None)
+            return _finished(result, judges, keys[0], keys[1], (), None, sampling)
         versions = ctx.prompt_versions
         return _finished(
             result,
@@ -874,6 +876,7 @@ class Evaluator:
             keys[1],
             tuple(versions) if len(versions) < 2 else tuple(sorted(versions)),
             self._splitter_identity() if ctx.split_used else None,
+            sampling,
         )
 
     @functools.cached_property
@@ -883,6 +886,17 @@ class Evaluator:
     @functools.cached_property
     def _graded_models(self) -> tuple[str, ...]:
         return self.settings.models_for_graded
+
+    @functools.cached_property
+    def _sampling(self) -> str:
+        s = self.settings
+        return format_sampling(s.temperature, s.seed, s.judge_n)
+
+    @functools.cached_property
+    def _graded_sampling(self) -> str:
+        # Graded relevance is asked at its own temperature (see judgments.KINDS' parameters).
+        s = self.settings
+        return format_sampling(s.graded_temperature, s.seed, s.judge_n)
 
     def _splitter_identity(self) -> str:
         identity = self._identity
@@ -1186,8 +1200,8 @@ def _copier(*filled: str) -> Callable[..., MetricResult]:
     return cast("Callable[..., MetricResult]", namespace["copy"])
 
 
-#: ``result`` with the judge models, content keys, prompt versions and splitter filled in.
-_finished = _copier("judges", "sample_key", "reference_key", "prompt_versions", "splitter")
+#: ``result`` with the judge models, content keys, prompt versions, splitter and sampling filled in.
+_finished = _copier("judges", "sample_key", "reference_key", "prompt_versions", "splitter", "sampling")
 
 # The content keys of the samples scored lately, by identity: every metric of a sample asks again.
 # An entry holds its sample (immutable), so the id is not reused while it is here.

@@ -112,6 +112,8 @@ class SampleResult(_SampleResultRequired, total=False):
     prompt_versions: list[str]
     #: The sentence splitter's identity, when the metric split text.
     splitter: str | None
+    #: How the judge was asked (``temperature 0, seed 0, n 1``), when a judge made the score.
+    sampling: str | None
     #: Label metrics only: whether any retrieved id is labelled at all.
     labels_found: bool
     #: With a labelled set: the score the labels give the sample by the same formula, when every

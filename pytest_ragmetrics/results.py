@@ -124,6 +124,9 @@ class MetricResult:
     prompt_versions: tuple[str, ...] = ()
     #: The sentence splitter's identity when the metric split text (filled in by the engine).
     splitter: str | None = None
+    #: How the judge was asked (``temperature 0, seed 0, n 1``) when it made the score: part of every
+    #: judgment's key, like the model (filled in by the engine).
+    sampling: str | None = None
     #: With a labelled set (the judge check's): the score the person's verdicts give this sample by
     #: the same formula, when every judgment behind it is labelled; else None (filled in by the engine).
     labelled: float | None = None
@@ -235,6 +238,7 @@ class MetricResult:
             "reference_key": self.reference_key,
             "prompt_versions": list(self.prompt_versions),
             "splitter": self.splitter,
+            "sampling": self.sampling,
         } | self._optional()
 
     def _optional(self) -> dict[str, Any]:

@@ -99,6 +99,13 @@ def format_number(value: float) -> str:
     return repr(float(value))
 
 
+def format_sampling(temperature: float, seed: int | None, n: int) -> str:
+    """``temperature 0, seed 0, n 1``: how the judge was asked, besides the model and the prompt
+    (what every judgment's key holds), as a result records it and a baseline comparison names it."""
+    shown_seed = "none" if seed is None else str(seed)
+    return f"temperature {format_number(temperature)}, seed {shown_seed}, n {format_number(n)}"
+
+
 def parse_finite(text: str) -> float | None:
     """``text`` as a finite float, or ``None`` when it is not a plain finite number."""
     if not re.fullmatch(_NUMBER, text):

@@ -71,10 +71,12 @@ def run(
     metrics: Sequence[tuple[str, str | None]] = (("context_precision", None),),
     *,
     judge_model: str = "scripted-model",
+    seed: int | None = 0,
 ) -> dict[str, Any]:
     """A run report with one dataset-level comparison per metric, as the plugin records it."""
     rows = []
-    with Evaluator(Settings(cache="off", judge_model=judge_model), judge=ScriptedJudge(script)) as evaluator:
+    settings = Settings(cache="off", judge_model=judge_model, seed=seed)
+    with Evaluator(settings, judge=ScriptedJudge(script)) as evaluator:
         for metric, method in metrics:
             results = evaluator.score_many(samples, metric, method)
             rows.append(
@@ -188,18 +190,18 @@ def test_another_judge_model_is_not_comparable() -> None:
     assert entry["delta"] is None and entry["p_value"] is None
 
 
-def test_another_judge_seed_is_not_comparable_and_a_report_without_settings_contradicts_none() -> None:
-    def scored(seed: int) -> dict[str, Any]:
-        report = run(BASE)
-        report["summary"]["scoring"] = {"temperature": 0.0, "graded_temperature": 0.1, "seed": seed, "judge_n": 1}
-        return report
-
-    entry = precision(compare_reports(scored(0), scored(7)))
+def test_another_judge_seed_is_not_comparable_and_a_report_that_does_not_say_contradicts_none() -> None:
+    entry = precision(compare_reports(run(BASE), run(BASE, seed=7)))
     assert not entry["comparable"]
     assert entry["reason"] == (
         "judge sampling temperature 0, seed 0, n 1 in the baseline, temperature 0, seed 7, n 1 now"
     )
-    assert precision(compare_reports(run(BASE), scored(7)))["comparable"]  # written before it was recorded
+    older = run(BASE)  # written before samples recorded their sampling, and without summary.scoring
+    for s in older["results"][0]["samples"]:
+        del s["sampling"]
+    assert precision(compare_reports(older, run(BASE, seed=7)))["comparable"]
+    older["summary"]["scoring"] = {"temperature": 0.0, "graded_temperature": 0.1, "seed": 0, "judge_n": 1}
+    assert not precision(compare_reports(older, run(BASE, seed=7)))["comparable"]
 
 
 def test_another_prompt_version_is_not_comparable(monkeypatch: pytest.MonkeyPatch) -> None:

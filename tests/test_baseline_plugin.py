@@ -861,6 +861,44 @@ def test_another_judge_temperature_seed_or_n_is_not_comparable(
     )
 
 
+def test_a_seed_set_by_a_marker_is_what_decides_the_comparison_not_the_run_s_option(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seed a test's marker gives is the one its scores were made with: a marker's other seed is
+    not comparable, and --rag-seed under a marker that keeps the baseline's seed changes nothing."""
+    project.makepyfile(
+        test_rag=TESTS + "\npytestmark = pytest.mark.ragmetrics(seed=int(os.environ.get('SEED', '0')))\n"
+    )
+    monkeypatch.setenv("SEED", "0")
+    save_baseline(project)
+    gate = "--rag-regression-gate=context_recall mean drop <= 0.02"
+    same = project.runpytest("--rag-seed=7", "--rag-baseline=base.json", gate)
+    assert same.ret == 0, same.stdout.str()
+    assert "scored differently" not in same.stdout.str()
+    monkeypatch.setenv("SEED", "7")
+    other = project.runpytest("--rag-baseline=base.json", gate)
+    assert other.ret == 1
+    other.stdout.fnmatch_lines(
+        [
+            "ragmetrics: the baseline base.json was scored differently: judge sampling: temperature 0, "
+            "seed 0, n 1 in the baseline, temperature 0, seed 7, n 1 now (context_precision, context_recall) *"
+        ]
+    )
+
+
+def test_a_baseline_without_the_samples_sampling_is_read_from_its_settings(project: pytest.Pytester) -> None:
+    """A baseline saved before each sample recorded its sampling still refuses another seed."""
+    save_baseline(project)
+    saved = json.loads((project.path / "base.json").read_text(encoding="utf-8"))
+    for row in saved["results"]:
+        for sample in row["samples"]:
+            del sample["sampling"]
+    (project.path / "base.json").write_text(json.dumps(saved), encoding="utf-8")
+    result = project.runpytest("--rag-seed=7", "--rag-baseline=base.json")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*scored differently: judge sampling: temperature 0, seed 0, n 1 in the baseline*"])
+
+
 def test_a_partial_run_at_another_seed_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
     project.makeini("[pytest]\nrag_cache = off\nrag_save_baseline = base.json\n")
     project.runpytest().assert_outcomes(passed=16)

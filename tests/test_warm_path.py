@@ -460,7 +460,7 @@ def test_the_engine_copies_every_field_of_a_metrics_result():
         cached=False, judge_calls=2, usage=Usage(3, 4), models={"a": 0.5}, labels_found=True,
         labelled=0.5, outcome=None,
     )  # fmt: skip
-    filled = _finished(result, ("j",), "sk", "rk", ("p-1",), "splitter")
+    filled = _finished(result, ("j",), "sk", "rk", ("p-1",), "splitter", "temperature 0, seed 0, n 1")
     expected = dataclasses.replace(
         result,
         judges=("j",),
@@ -468,6 +468,7 @@ def test_the_engine_copies_every_field_of_a_metrics_result():
         reference_key="rk",
         prompt_versions=("p-1",),
         splitter="splitter",
+        sampling="temperature 0, seed 0, n 1",
     )
     for f in dataclasses.fields(MetricResult):
         assert getattr(filled, f.name) == getattr(expected, f.name), f.name
