@@ -312,12 +312,13 @@ class RagmetricsSession:
             from .errors import RagMetricsWarning
 
             config.issue_config_time_warning(RagMetricsWarning(note), stacklevel=2)
-        if settings.judge_provider == "azure" and settings.cache != "replay":
-            from .judge.openai_judge import check_azure_settings
+        if settings.cache != "replay":
+            from .judge.openai_judge import check_azure_settings, check_base_url
             from .settings import wording
 
+            check = check_azure_settings if settings.judge_provider == "azure" else check_base_url
             try:  # every test would fail on it: stop before the first one
-                check_azure_settings(settings.judge_base_url, how_to_set=wording(True))
+                check(settings.judge_base_url, how_to_set=wording(True))
             except ConfigError as exc:
                 raise pytest.UsageError(f"ragmetrics: {exc}") from None
 

@@ -1276,6 +1276,17 @@ def test_an_azure_endpoint_holding_a_request_path_is_a_config_error_naming_the_r
         check_azure_settings()
 
 
+def test_a_base_url_without_its_scheme_is_a_config_error_naming_where_it_was_set(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ConfigError) as info:
+        OpenAIJudge(api_key="sk-dummy", base_url="localhost:11434/v1")
+    assert str(info.value).endswith("set RAGMETRICS_JUDGE_BASE_URL=http://localhost:11434/v1")
+    monkeypatch.setenv("OPENAI_BASE_URL", "localhost:11434/v1")  # the SDK's own variable
+    with pytest.raises(ConfigError, match=r"set OPENAI_BASE_URL=http://localhost:11434/v1$"):
+        OpenAIJudge(api_key="sk-dummy")
+    OpenAIJudge(api_key="sk-dummy", base_url="HTTPS://gateway.example/v1")  # any case
+
+
 def run_each(judge: OpenAIJudge, *requests: JudgeRequest) -> list[BaseException]:
     """Judge the requests one after the other; the error each one raised."""
 

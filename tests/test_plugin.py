@@ -1335,6 +1335,25 @@ def test_azure_provider_without_endpoint_or_version_says_what_to_set(project, ju
     replay.stdout.fnmatch_lines(["*JudgmentNotRecorded*"])
 
 
+def test_a_base_url_without_its_scheme_is_a_usage_error_naming_the_address_to_set(project, judge_server):
+    """``localhost:11434/v1`` failed every judgment after its retries, as a connection error."""
+    project.makepyfile(
+        test_rag="""
+        from pytest_ragmetrics import assert_context_recall
+        from samples import GOOD
+
+        def test_recall():
+            assert_context_recall(GOOD) >= 0.8
+    """
+    )
+    bare = judge_server.base_url.removeprefix("http://")
+    result = project.runpytest(f"--rag-judge-base-url={bare}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # at startup, not one failure per test
+    said = f"the judge's base URL '{bare}' does not start with http:// or https://"
+    result.stderr.fnmatch_lines([f"*ragmetrics: {said}: set --rag-judge-base-url=http://{bare} *"])
+    assert judge_server.request_count == 0
+
+
 FOUR_TESTS = """
     from pytest_ragmetrics import RagSample, assert_context_precision
     from samples import GOOD, PARTIAL

@@ -562,6 +562,8 @@ class OpenAIJudge:
             azure_endpoint = azure_endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
             api_version = api_version or os.environ.get("OPENAI_API_VERSION") or None
             _check_azure(azure_endpoint, api_version, base_url, how_to_set)
+        else:
+            check_base_url(base_url, how_to_set)
         self.model = model
         # Kept in memory only; never written anywhere, left out of repr(), scrubbed from messages.
         self._api_key = api_key
@@ -1330,6 +1332,24 @@ def _format_unsupported(status: int, detail: str, server_errors: int, last_try: 
     if status == 500:
         return bool(_UNSUPPORTED_FORMAT.search(detail)) or server_errors >= 2 or last_try
     return False
+
+
+def check_base_url(base_url: str | None = None, how_to_set: HowToSet = by_environment) -> None:
+    """Raise :class:`ConfigError` when the judge's base URL (``base_url``, else ``OPENAI_BASE_URL``)
+    has no ``http://`` or ``https://``: ``localhost:11434/v1`` would fail every judgment after its
+    retries, as a connection error. The plugin calls it at startup."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    if url is None or re.match(r"(?i)\s*https?://", url):
+        return
+    add_url(url)
+    bare = url.strip()
+    if "://" in bare:
+        bare = bare.split("://", 1)[1]
+    fixed = redact(f"http://{bare}")
+    where = how_to_set("judge_base_url", fixed) if base_url else f"OPENAI_BASE_URL={fixed}"
+    raise ConfigError(
+        f"the judge's base URL {redact(url)!r} does not start with http:// or https://: set {where}"
+    )
 
 
 def check_azure_settings(
