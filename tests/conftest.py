@@ -31,6 +31,11 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 for _module in pkgutil.walk_packages(pytest_ragmetrics.__path__, "pytest_ragmetrics."):
     if _module.name != "pytest_ragmetrics.testing":
         importlib.import_module(_module.name)
+# The same holds for the libraries the package imports only once it judges: an in-process run that
+# judged would otherwise leave them to be imported again by the next one (openai alone is some 600
+# modules, a second of CPU a run). Whether a run imports them is checked in processes of their own.
+import diskcache  # noqa: E402, F401
+import openai  # noqa: E402, F401
 
 
 @pytest.fixture

@@ -108,10 +108,7 @@ def read(pytester: pytest.Pytester, name: str) -> Any:
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_test_reports_do_not_keep_the_comparisons_the_report_holds(suite, workers):
-    run = suite.runpytest_subprocess if workers else suite.runpytest
-    run(
-        "-p", "no:randomly", "--rag-report-json=report.json", *workers
-    ).assert_outcomes(passed=6)
+    suite.runpytest("-p", "no:randomly", "--rag-report-json=report.json", *workers).assert_outcomes(passed=6)
     assert read(suite, "kept.json") == {"reports": 6, "with_rows": 0}
     assert read(suite, "stashed.json") == 0
     assert len(read(suite, "report.json")["results"]) == 6 * 2
