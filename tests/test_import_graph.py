@@ -162,8 +162,14 @@ def test_the_graph_sees_imports_inside_functions_but_not_type_checking_ones(tmp_
     assert find_cycles(graph) == [[f"{PACKAGE}.a", f"{PACKAGE}.c", f"{PACKAGE}.sub.b"]]
 
 
-def test_the_package_imports_run_one_way():
-    cycles = find_cycles(build_graph())
+@pytest.fixture(scope="module")
+def package_graph() -> dict[str, set[str]]:
+    """The package's import graph, parsed once for the tests that read it (none changes it)."""
+    return build_graph()
+
+
+def test_the_package_imports_run_one_way(package_graph):
+    cycles = find_cycles(package_graph)
     assert not cycles, "import circles (function-local imports count):\n" + "\n".join(
         " <-> ".join(c) for c in cycles
     )
@@ -182,26 +188,25 @@ def test_a_circle_through_a_folder_is_seen_where_its_modules_make_none(tmp_path)
     assert find_cycles(fold_subpackages(graph)) == [[f"{PACKAGE}.baseline", f"{PACKAGE}.report"]]
 
 
-def test_the_package_folders_imports_run_one_way():
-    cycles = find_cycles(fold_subpackages(build_graph()))
+def test_the_package_folders_imports_run_one_way(package_graph):
+    cycles = find_cycles(fold_subpackages(package_graph))
     assert not cycles, "import circles between folders and modules:\n" + "\n".join(
         " <-> ".join(c) for c in cycles
     )
 
 
-def test_the_judge_imports_nothing_of_the_package_but_errors_and_leaf_utilities():
+def test_the_judge_imports_nothing_of_the_package_but_errors_and_leaf_utilities(package_graph):
     judge = f"{PACKAGE}.judge"
     outside = {
         module: sorted(t for t in targets if not t.startswith(judge) and t not in JUDGE_MAY_IMPORT)
-        for module, targets in build_graph().items()
+        for module, targets in package_graph.items()
         if module.startswith(judge)
     }
     assert not {m: t for m, t in outside.items() if t}
 
 
-def test_the_configuration_imports_nothing_above_it():
-    graph = build_graph()
-    assert {m: graph[m] - allowed for m, allowed in CONFIGURATION_MAY_IMPORT.items()} == {
+def test_the_configuration_imports_nothing_above_it(package_graph):
+    assert {m: package_graph[m] - allowed for m, allowed in CONFIGURATION_MAY_IMPORT.items()} == {
         m: set() for m in CONFIGURATION_MAY_IMPORT
     }
 
