@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -191,13 +191,9 @@ def test_a_tampered_report_is_refused_naming_the_file_and_the_field(tmp_path: An
     ]
 
 
-def test_a_report_without_the_fields_gates_read_is_refused_by_merge_and_compare(
-    tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _without_the_fields_gates_read() -> dict[str, Any]:
     """A comparison without its method, samples or node id, or a sample without its score (or with a
-    null one and no outcome), is named with its field: gates are never decided over it."""
-    from pytest_ragmetrics.__main__ import main
-
+    null one and no outcome)."""
     report = _scored({"q1": 1.0, "q2": 0.5, "q3": 0.25})
     second = dict(report["results"][0])
     del report["results"][0]["method"]
@@ -206,33 +202,13 @@ def test_a_report_without_the_fields_gates_read_is_refused_by_merge_and_compare(
     report["results"][0]["samples"][2] |= {"score": None, "outcome": "no_claims"}  # what a run writes
     del second["samples"], second["nodeid"]
     report["results"].append(second)
-    shard, baseline = tmp_path / "shard.json", tmp_path / "baseline.json"
-    shard.write_text(json.dumps(report), encoding="utf-8")
-    baseline.write_text(json.dumps(_scored({"q1": 1.0})), encoding="utf-8")
-    gate = ["--gate", "context_recall mean >= 0.5"]
-    assert main(["report", "merge", str(shard), "-o", str(tmp_path / "m.json"), *gate]) == 4
-    assert main(["baseline", "compare", str(baseline), str(shard), *gate]) == 4
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    for command_output in err.split("error: ")[1:]:
-        assert command_output.splitlines()[1:] == [
-            "  results[0].method is missing",
-            "  results[0].samples[0].score is missing",
-            "  results[1].nodeid is missing",
-            "  results[1].samples is missing",
-            "  results[0].samples[1].score is null without an outcome saying why",
-        ]
-    assert err.count("error: ") == 2
+    return report
 
 
-def test_an_outcome_a_run_never_writes_is_refused_by_merge_and_compare(
-    tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _with_outcomes_a_run_never_writes() -> dict[str, Any]:
     """A run writes one outcome, ``no_claims``, always beside a null score. An outcome it never writes,
     or one beside a score, would have a sample counted apart from the scored ones (or not) by a word
-    nobody checked: each is named with its field, and no gate is decided over them."""
-    from pytest_ragmetrics.__main__ import main
-
+    nobody checked."""
     report = _scored({"q1": 1.0, "q2": 0.5, "q3": 0.25, "q4": 0.0})
     samples = report["results"][0]["samples"]
     samples[0] |= {"score": None, "outcome": "no_claims"}  # what a run writes
@@ -240,8 +216,49 @@ def test_an_outcome_a_run_never_writes_is_refused_by_merge_and_compare(
     samples[2] |= {"outcome": "no_claims"}
     samples[3] |= {"outcome": ""}
     report["results"][0] |= {"score": 0.25, "outcome": "no_claims"}
+    return report
+
+
+@pytest.mark.parametrize(
+    ("shard_report", "problems"),
+    [
+        (
+            _without_the_fields_gates_read,
+            [
+                "  results[0].method is missing",
+                "  results[0].samples[0].score is missing",
+                "  results[1].nodeid is missing",
+                "  results[1].samples is missing",
+                "  results[0].samples[1].score is null without an outcome saying why",
+            ],
+        ),
+        (
+            _with_outcomes_a_run_never_writes,
+            [
+                '  results[0].outcome is "no_claims" beside the score 0.25; a run writes an outcome only '
+                "with a null score",
+                '  results[0].samples[1].outcome is "banana", expected "no_claims" (the only outcome a run '
+                "writes)",
+                '  results[0].samples[2].outcome is "no_claims" beside the score 0.25; a run writes an '
+                "outcome only with a null score",
+                '  results[0].samples[3].outcome is "", expected "no_claims" (the only outcome a run writes)',
+            ],
+        ),
+    ],
+    ids=["fields gates read missing", "outcome a run never writes"],
+)
+def test_a_report_gates_cannot_be_decided_over_is_refused_by_merge_and_compare_naming_each_field(
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    shard_report: Callable[[], dict[str, Any]],
+    problems: list[str],
+) -> None:
+    """Each problem is named with its field, and no gate is decided over the report: merge writes no
+    merged report."""
+    from pytest_ragmetrics.__main__ import main
+
     shard, baseline = tmp_path / "shard.json", tmp_path / "baseline.json"
-    shard.write_text(json.dumps(report), encoding="utf-8")
+    shard.write_text(json.dumps(shard_report()), encoding="utf-8")
     baseline.write_text(json.dumps(_scored({"q1": 1.0})), encoding="utf-8")
     gate = ["--gate", "context_recall mean >= 0.5"]
     assert main(["report", "merge", str(shard), "-o", str(tmp_path / "m.json"), *gate]) == 4
@@ -249,15 +266,7 @@ def test_an_outcome_a_run_never_writes_is_refused_by_merge_and_compare(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     for command_output in err.split("error: ")[1:]:
-        assert command_output.splitlines()[1:] == [
-            '  results[0].outcome is "no_claims" beside the score 0.25; a run writes an outcome only '
-            "with a null score",
-            '  results[0].samples[1].outcome is "banana", expected "no_claims" (the only outcome a run '
-            "writes)",
-            '  results[0].samples[2].outcome is "no_claims" beside the score 0.25; a run writes an '
-            "outcome only with a null score",
-            '  results[0].samples[3].outcome is "", expected "no_claims" (the only outcome a run writes)',
-        ]
+        assert command_output.splitlines()[1:] == problems
     assert err.count("error: ") == 2
     assert not (tmp_path / "m.json").exists()
 
