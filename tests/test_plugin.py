@@ -122,21 +122,37 @@ def test_help_shows_ini_keys_with_their_types(pytester):
 
 
 @pytest.mark.parametrize(
-    ("line", "message"),
+    ("ini", "args", "message"),
     [
-        ("rag_concurrency = many", "rag_concurrency must be an integer*many*) (in tox.ini)"),
-        ("rag_timeout = soon", "rag_timeout must be a number*soon*) (in tox.ini)"),
-        ("rag_concurrency = 0", "rag_concurrency must be at least 1; got*0* (in tox.ini)"),
-        ("rag_report = maybe", "rag_report must be true or false*maybe* (in tox.ini)"),
-        ("rag_gates = context_recall mean >= 2", "invalid ragmetrics gate 'context_recall mean >= 2': * (in tox.ini)"),
+        ("rag_concurrency = many", [], "*ragmetrics: rag_concurrency must be an integer*many*) (in tox.ini)"),
+        ("rag_timeout = soon", [], "*ragmetrics: rag_timeout must be a number*soon*) (in tox.ini)"),
+        ("rag_concurrency = 0", [], "*ragmetrics: rag_concurrency must be at least 1; got*0* (in tox.ini)"),
+        ("rag_report = maybe", [], "*ragmetrics: rag_report must be true or false*maybe* (in tox.ini)"),
+        (
+            "rag_gates = context_recall mean >= 2",
+            [],
+            "*ragmetrics: invalid ragmetrics gate 'context_recall mean >= 2': * (in tox.ini)",
+        ),
+        (
+            "",
+            ["--rag-gate", "context_recall average >= 0.9"],
+            "*invalid ragmetrics gate*context_recall average >= 0.9*",
+        ),
+        (
+            "",
+            ["--rag-cache", "sometimes"],
+            "*cache must be one of readwrite, replay, refresh, off; got 'sometimes'*",
+        ),
+        ("", ["--rag-concurrency", "zero"], "*--rag-concurrency must be an integer; got 'zero'*"),
+        ("", ["--rag-gate", "context_magic mean >= 0.1"], "*unknown metric 'context_magic'*"),
     ],
 )
-def test_bad_ini_value_is_a_usage_error_naming_the_key(pytester, line, message):
-    pytester.makeini(f"[pytest]\n{line}\n")
+def test_a_bad_setting_in_the_ini_or_on_the_command_line_is_a_usage_error_naming_it(pytester, ini, args, message):
+    pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makepyfile("def test_plain():\n    pass\n")
-    result = pytester.runpytest()
+    result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*ragmetrics: {message}"])
+    result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
@@ -600,29 +616,6 @@ def test_gates_without_the_report_still_print_the_failure(project):
     result = project.runpytest("--rag-gate", "context_recall mean >= 0.9")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*ragmetrics gate failed: context_recall mean >= 0.9*"])
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (
-            ["--rag-gate", "context_recall average >= 0.9"],
-            "*invalid ragmetrics gate*context_recall average >= 0.9*",
-        ),
-        (
-            ["--rag-cache", "sometimes"],
-            "*cache must be one of readwrite, replay, refresh, off; got 'sometimes'*",
-        ),
-        (["--rag-concurrency", "zero"], "*--rag-concurrency must be an integer; got 'zero'*"),
-        (["--rag-gate", "context_magic mean >= 0.1"], "*unknown metric 'context_magic'*"),
-    ],
-)
-def test_bad_configuration_is_a_usage_error_without_traceback(pytester, args, message):
-    pytester.makepyfile("def test_x():\n    pass\n")
-    result = pytester.runpytest(*args)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([message])
-    assert "Traceback" not in result.stderr.str()
 
 
 def test_precedence_ini_then_env_then_cli(pytester, monkeypatch):
