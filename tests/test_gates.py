@@ -228,24 +228,30 @@ def test_gate_exactly_on_threshold_passes_despite_float_noise():
     assert row["passed"] is True
 
 
-def test_gate_without_evaluations_fails_with_a_reason():
-    [row] = evaluate_gates(parse_gates("context_recall mean >= 0.8"), {("context_precision", None): [1.0]})
+@pytest.mark.parametrize(
+    ("line", "scores"),
+    [
+        ("context_recall mean >= 0.8", {("context_precision", None): [1.0]}),
+        ("context_recall max <= 1", {("context_recall", None): []}),
+    ],
+    ids=["other metrics scored", "an empty score list"],
+)
+def test_gate_without_scores_fails_with_a_reason(line, scores):
+    [row] = evaluate_gates(parse_gates(line), scores)
     assert row["passed"] is False
     assert row["value"] is None
     assert row["margin"] is None
     assert row["n"] == 0
     assert row["reason"] == "context_recall not measured: 0 samples (no sample of this run)"
+
+
+def test_gate_without_scores_names_the_run_samples_not_measured():
     [row] = evaluate_gates(parse_gates("context_recall mean >= 0.8"), {}, run_samples=3)
     assert row["not_measured"] == 3
     assert row["reason"] == (
         "context_recall not measured: 3 samples (their tests stopped at an earlier failing check, or do "
         "not ask for it)"
     )
-
-
-def test_gate_with_empty_score_list_fails():
-    [row] = evaluate_gates(parse_gates("context_recall max <= 1"), {("context_recall", None): []})
-    assert (row["passed"], row["value"], row["n"]) == (False, None, 0)
 
 
 def test_gate_with_method_reads_only_that_method():
