@@ -312,11 +312,14 @@ class RagmetricsSession:
             from .errors import RagMetricsWarning
 
             config.issue_config_time_warning(RagMetricsWarning(note), stacklevel=2)
-        if settings.cache != "replay":
+        # The SDK's own OPENAI_BASE_URL is left to the judge that reads it, if one is built: a run
+        # whose judge comes from a plugin, or that needs none, never uses it.
+        azure = settings.judge_provider == "azure"
+        if settings.cache != "replay" and (azure or settings.judge_base_url):
             from .judge.openai_judge import check_azure_settings, check_base_url
             from .settings import wording
 
-            check = check_azure_settings if settings.judge_provider == "azure" else check_base_url
+            check = check_azure_settings if azure else check_base_url
             try:  # every test would fail on it: stop before the first one
                 check(settings.judge_base_url, how_to_set=wording(True))
             except ConfigError as exc:

@@ -1328,7 +1328,9 @@ def test_azure_provider_without_endpoint_or_version_says_what_to_set(project, ju
     replay.stdout.fnmatch_lines(["*JudgmentNotRecorded*"])
 
 
-def test_a_base_url_without_its_scheme_is_a_usage_error_naming_the_address_to_set(project, judge_server):
+def test_a_base_url_without_its_scheme_is_a_usage_error_naming_the_address_to_set(
+    project, judge_server, monkeypatch
+):
     """``localhost:11434/v1`` failed every judgment after its retries, as a connection error."""
     project.makepyfile(
         test_rag="""
@@ -1345,6 +1347,19 @@ def test_a_base_url_without_its_scheme_is_a_usage_error_naming_the_address_to_se
     said = f"the judge's base URL '{bare}' does not start with http:// or https://"
     result.stderr.fnmatch_lines([f"*ragmetrics: {said}: set --rag-judge-base-url=http://{bare} *"])
     assert judge_server.request_count == 0
+    # The SDK's own variable is the OpenAI judge's to read: a run whose judge a plugin makes never uses it.
+    monkeypatch.setenv("OPENAI_BASE_URL", bare)
+    monkeypatch.delenv("RAGMETRICS_JUDGE_BASE_URL", raising=False)
+    project.makeconftest(
+        """
+        from pytest_ragmetrics import ScriptedJudge
+        from pytest_ragmetrics.testing import conforming_value
+
+        def pytest_ragmetrics_make_judge(settings):
+            return ScriptedJudge(lambda request: conforming_value(request.schema), model=settings.judge_model)
+    """
+    )
+    project.runpytest("--rag-cache=off").assert_outcomes(passed=1)
 
 
 FOUR_TESTS = """
