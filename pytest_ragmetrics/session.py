@@ -122,6 +122,8 @@ class RagmetricsSession:
         self.baseline_unsaved: str | None = None  # why --rag-save-baseline wrote nothing
         self.baseline_kept: str | None = None  # what a partial run kept of the baseline it saved
         self.reports_kept: str | None = None  # why a run that ran no test wrote no report file
+        #: Why the run ran no test (see runs_no_test), or None: decided once, at its end.
+        self.none_ran: str | None = None
         self.prefetcher: Prefetcher | None = None
         #: The collected tests, once collection is over (the prefetcher's order), and their session.
         self.items: Sequence[pytest.Item] | None = None
@@ -767,15 +769,18 @@ class RagmetricsSession:
         config = self.config
         if self.prefetcher is not None:
             self.prefetcher.stop()
-        # Only a run of the tests checks the judge and judges controls. An export run judges
-        # nothing (they wait for the real run); a run that lists (--co, --fixtures) or only sets up
-        # (--setup-only, --setup-plan) would pay for the labelled set's judgments to show a list.
+        from ._run import runs_no_test
+
+        # Whether a test ran, decided once for the judge check, the controls, the baseline and the
+        # report files. Only a run of the tests checks the judge and judges controls. An export run
+        # judges nothing (they wait for the real run); a run that lists (--co, --fixtures) or only
+        # sets up (--setup-only, --setup-plan) would pay for the labelled set's judgments to show a
+        # list, and one whose tests all skipped scored nothing that rests on the judge.
+        self.none_ran = runs_no_test(config, self.suite.ran, self.suite.skipped)
         ran_tests = (
             session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
             and self.batch is None
-            and bool(self.suite.ran)
-            and not config.getoption("collectonly", False)
-            and not config.getoption("setuponly", False)
+            and self.none_ran is None
         )
         for evaluator in self.evaluators.values():
             evaluator.scored = None  # the judge check's own items are not samples the run scored
@@ -856,9 +861,7 @@ class RagmetricsSession:
             baseline, unsaved = self._partial_baseline(report, s.save_baseline)
         if s.save_baseline and unsaved is not None:
             self.baseline_unsaved = f"the baseline was not saved to {self.shown(s.save_baseline)}: {unsaved}"
-        from ._run import runs_no_test
-
-        none_ran = runs_no_test(config, self.suite.ran, self.suite.skipped)
+        none_ran = self.none_ran
         if none_ran is None:
             self.unwritten = write_reports(report, s, save_baseline=unsaved is None, baseline=baseline)
         else:
@@ -879,17 +882,15 @@ class RagmetricsSession:
 
     def _baseline_unsaved(self, session: pytest.Session) -> str | None:
         """Why this run's scores may not replace the baseline file, or None when they may."""
-        if self.config.option.collectonly:
-            return "no test ran (--collect-only); the file there is unchanged"
-        if self.config.getoption("setuponly", False):  # --setup-plan sets it too
-            return "no test ran (--setup-only, --setup-plan); the file there is unchanged"
         status = session.exitstatus
         if status == pytest.ExitCode.INTERRUPTED:
             return "the run was interrupted; the file there is unchanged"
         if session.shouldstop or session.shouldfail:  # the tests after the stop have no scores
             return "the run stopped before its end (-x, --maxfail, --sw); the file there is unchanged"
-        if status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not self.suite.ran:
-            return "no test ran; the file there is unchanged"
+        if self.none_ran is not None:
+            return f"no test ran ({self.none_ran}); the file there is unchanged"
+        if status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            return f"the run ended with exit code {int(status)}; the file there is unchanged"
         return None
 
     def _partial_baseline(self, report: dict[str, Any], path: str) -> tuple[dict[str, Any], str | None]:

@@ -303,12 +303,21 @@ def test_a_run_that_ran_no_test_leaves_the_baseline_file_as_it_was(project: pyte
     for mode in ("--setup-only", "--setup-plan"):
         set_up = project.runpytest(mode)
         assert set_up.ret == pytest.ExitCode.OK
-        set_up.stdout.fnmatch_lines(
-            ["ragmetrics: the baseline was not saved to base.json: no test ran (--setup-only, --setup-plan); *"]
-        )
+        set_up.stdout.fnmatch_lines([f"ragmetrics: the baseline was not saved to base.json: no test ran ({mode}); *"])
     none = project.runpytest("-k", "no_such_test")
     assert none.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    none.stdout.fnmatch_lines(["ragmetrics: the baseline was not saved to base.json: no test ran; *"])
+    none.stdout.fnmatch_lines(["ragmetrics: the baseline was not saved to base.json: no test ran (none selected); *"])
+    # Every test it ran skipped: it said it kept the others' entries, of a file it did not write.
+    project.makepyfile(test_other="import pytest\n\n@pytest.mark.skip\ndef test_skipped():\n    pass\n")
+    skipped = project.runpytest("test_other.py")
+    skipped.assert_outcomes(skipped=1)
+    skipped.stdout.fnmatch_lines(
+        [
+            "ragmetrics: the baseline was not saved to base.json: no test ran (every test skipped); the file "
+            "there is unchanged"
+        ]
+    )
+    assert "keeps the entries" not in skipped.stdout.str()
     assert (project.path / "base.json").read_bytes() == saved
 
 
