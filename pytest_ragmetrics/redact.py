@@ -25,6 +25,7 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -130,11 +131,20 @@ def url_secrets(url: str) -> tuple[str, ...]:
 
 def _key_like(segment: str) -> bool:
     """A path segment that looks generated rather than named: a run of 16 or more letters and digits
-    holding both (``v1``, ``openai``, ``deployments`` and model names have none), or 32 or more hex
-    digits, hyphens allowed (a UUID)."""
+    holding both (``v1``, ``openai``, ``deployments`` and model names have none), a run of 16 or more
+    letters whose case changes at a third of its letters or more (at random, as a generated key's
+    does; a name's changes once a word: ``MyProductionDeployment``), or 32 or more hex digits,
+    hyphens allowed (a UUID).
+
+    A shorter key is not told from a name (``gpt4o``, ``v1beta``, ``llama3``): such a gateway's key is
+    masked when it is also given as the API key (``OPENAI_API_KEY``), masked whatever its shape."""
     runs = re.findall(r"[A-Za-z0-9]{16,}", segment)
     if any(re.search(r"[0-9]", run) and re.search(r"[A-Za-z]", run) for run in runs):
         return True
+    for run in re.findall(r"[A-Za-z]{16,}", segment):
+        changes = sum(a.isupper() != b.isupper() for a, b in itertools.pairwise(run))
+        if changes * 3 >= len(run) - 1:
+            return True
     digits = segment.replace("-", "")
     return len(digits) >= 32 and all(c in "0123456789abcdefABCDEF" for c in digits)
 

@@ -196,6 +196,24 @@ def test_the_secrets_of_a_base_url_are_its_userinfo_query_values_and_key_shaped_
     assert url_secrets("https://res.openai.azure.com/openai?api-version=2024-10-21") == ()
 
 
+def test_a_letters_only_key_in_a_base_url_path_is_masked_and_a_named_segment_is_not():
+    """A generated key of letters alone (``/v1/AbXkQwErTyUiOpLmNb/``) was printed whole: only a run
+    with digits in it looked generated. Its case changes at random; a name's, once a word."""
+    from pytest_ragmetrics.redact import url_secrets
+
+    for key in ("AbXkQwErTyUiOpLmNbVc", "qWeRtYuIoPaSdFgH", "xKpQmZrTbWnYcLvJhDfG"):
+        assert url_secrets(f"https://gw.example/v1/{key}/openai") == (key,), key
+    named = (
+        "v1/openai/deployments/my-model/chat/completions",
+        "openai/deployments/MyProductionDeployment",
+        "AzureOpenAIDeployment/HTTPSProxyOpenAIGateway",
+        "serving-endpoints/databricks-meta-llama-3-70b-instruct/invocations",
+        "api/OpenAICompatibleEndpoints/ChatCompletions",
+    )
+    for path in named:
+        assert url_secrets(f"https://gw.example/{path}") == (), path
+
+
 #: A gateway that takes its key in the base URL's path, user-info and query; the API key is another.
 GATEWAY_SECRETS = ("gWpAth5ecret0123456789", "us3rinfo-secret", "qu3ry-secret")
 
