@@ -55,7 +55,7 @@ def start_session(
 
 def parametrize_golden_set(metafunc: pytest.Metafunc, name: object, session: RagmetricsSession) -> None:
     """``@pytest.mark.ragmetrics(samples=PATH)``: one test per sample of the golden set."""
-    from .loaders import load_marker_samples, marker_samples_path
+    from .loaders import marker_samples_path
 
     # Problems are usage errors (exit 4, no traceback), raised once collection is over: raised here,
     # they would be collection errors with a chained traceback.
@@ -74,7 +74,7 @@ def parametrize_golden_set(metafunc: pytest.Metafunc, name: object, session: Rag
     try:
         path = marker_samples_path(name, Path(str(metafunc.definition.path)), metafunc.config.rootpath)
         session.suite.sources.add(path)  # the golden set as collected, for `report merge` to compare
-        samples = load_marker_samples(name, path)
+        samples = session.golden_set(name, path)  # parsed once per run, whichever tests use it
     except ValueError as exc:
         problems.append(f"{where}: {exc}")
         samples = []

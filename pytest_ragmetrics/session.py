@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .judge.stats import JudgeStats
     from .judge.store import JudgmentStore
     from .prefetch import Prefetcher
+    from .sample import RagSample
     from .settings import Settings
     from .specs import MetricCatalog
 
@@ -132,6 +133,8 @@ class RagmetricsSession:
         self.active = False
         #: Usage errors found while generating tests, raised together once collection is over.
         self.usage_errors: list[str] = []
+        #: The golden sets read so far, by path: the file's stat (see :meth:`golden_set`), its samples.
+        self._golden_sets: dict[Path, tuple[tuple[int, ...], list[RagSample]]] = {}
         #: Whether anything reads the comparisons' verdicts (see :meth:`verdicts_read`); None: not asked yet.
         self._verdicts_read: bool | None = None
         #: Called once, the first time the run is used: registers the per-test recording hooks.
@@ -565,6 +568,27 @@ class RagmetricsSession:
         return self._verdicts_read
 
     # -- collection and tests -------------------------------------------------------------------------
+    def golden_set(self, name: str | os.PathLike[str], path: Path) -> list[RagSample]:
+        """The samples of the golden set at ``path`` that a ``samples=name`` marker names, parsed once
+        per run however many tests use it. Served again only while the file's size, modification
+        and change times and inode are the ones it was parsed at: a file edited during the run is
+        parsed again. A file that cannot be loaded raises what :func:`load_marker_samples` raises,
+        each time (naming the marker as each test wrote it)."""
+        from .loaders import load_marker_samples
+
+        try:
+            st = os.stat(path)
+            stamp: tuple[int, ...] | None = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        except OSError:
+            stamp = None  # loading says what is wrong with it
+        known = self._golden_sets.get(path)
+        if known is not None and known[0] == stamp:
+            return list(known[1])
+        samples = load_marker_samples(name, path)
+        if stamp is not None:
+            self._golden_sets[path] = (stamp, samples)
+        return list(samples)
+
     def collected(self, session: pytest.Session, uses_marker: bool) -> None:
         """Collection is over: judging ahead can start once the run uses the plugin."""
         self.items = session.items

@@ -850,6 +850,39 @@ def test_marker_samples_parametrize_rag_sample(project):
     result.stdout.fnmatch_lines(["*rag_sample needs @pytest.mark.ragmetrics(samples=*"])
 
 
+def test_a_golden_set_is_parsed_once_per_run_and_again_once_edited(project, monkeypatch):
+    """Every test function marked with the same file parsed it again; a file edited during the run
+    (here, by the module collected after the first) is read as it is now."""
+    import pytest_ragmetrics.loaders as loaders
+
+    line = '{{"id": "g{0}", "question": "Q{0}?", "contexts": ["C{0}."], "ground_truth": "C{0}."}}\n'
+    (project.path / "golden.jsonl").write_text(line.format(1) + line.format(2))
+    marked = """
+        import pytest
+
+        @pytest.mark.ragmetrics(samples="golden.jsonl")
+        def test_{0}(rag_sample):
+            pass
+    """
+    project.makepyfile(
+        test_a="\n".join(textwrap.dedent(marked.format(name)) for name in ("one", "two", "three")),
+        test_b=f"import pathlib\npathlib.Path('golden.jsonl').open('a').write({line.format(3)!r})\n"
+        + textwrap.dedent(marked.format("four")),
+    )
+    parsed = []
+    real = loaders.load_samples
+
+    def counted(path):
+        parsed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(loaders, "load_samples", counted)
+    result = project.runpytest("--co", "-q")
+    result.stdout.fnmatch_lines(["test_a.py::test_three[[]g2[]]", "test_b.py::test_four[[]g3[]]"])
+    assert "9 tests collected" in result.stdout.str()
+    assert len(parsed) == 2  # once for test_a's three functions, once after test_b edited the file
+
+
 def test_replay_miss_fails_the_test_and_says_how_to_record(project, judge_server):
     project.makepyfile(
         test_rag="""
