@@ -11,9 +11,8 @@ layer of hooks:
   failing test never reaches its later comparisons) and a crashed xdist worker (its judgments never
   reach the controller) all make a run partial. Skipped tests never reach their comparisons
   either: the entries they may need are kept (:func:`kept_for_skipped`), the rest of what the run
-  did not use can go. A ``-k``, ``-m``, ``--deselect``, ``--ignore`` or ``--ignore-glob`` of the
-  ini file's ``addopts`` is part of the suite's definition, not a selection: only one given for the
-  run makes it partial.
+  did not use can go. An ``--ignore`` or ``--ignore-glob`` of the ini file's ``addopts`` is part
+  of the suite's definition, not a selection: only one given for the run makes it partial.
 * Which tests did the run collect and run, from which files? :class:`~pytest_ragmetrics._suite.SuiteRecord`
   keeps them; the digests here let ``report merge`` tell when the reports of a run's shards do not
   add up to the whole suite, and when shards were cut from different versions of it.
@@ -35,10 +34,11 @@ from typing import Any
 
 import pytest
 
-#: Options that select part of the suite: (option dest, value meaning "not given"). ``-k``, ``-m``,
-#: ``--deselect``, ``--ignore`` and ``--ignore-glob`` select only when given for the run (see
-#: :func:`_selected_for_the_run`).
+#: Options that select part of the suite: (option dest, value meaning "not given").
 _SELECTING_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("keyword", ""),  # -k
+    ("markexpr", ""),  # -m
+    ("deselect", None),  # --deselect
     ("lf", False),  # --lf
     ("stepwise", False),  # --sw
     ("collectonly", False),  # --co
@@ -87,8 +87,7 @@ def selected_part(config: pytest.Config, *, deselected: bool = False) -> bool:
     """True when the run was asked for part of the suite rather than all of it.
 
     ``deselected`` says that some process of the run (this one, or an xdist worker) saw tests
-    deselected other than by the ini file's own selection (see :func:`count_deselection`); the
-    options are checked here as well, because the xdist controller collects nothing.
+    deselected; the options are checked here as well, because the xdist controller collects nothing.
     """
     if deselected:
         return True
@@ -99,59 +98,23 @@ def selected_part(config: pytest.Config, *, deselected: bool = False) -> bool:
         value = config.getoption(dest, unset)
         if value not in (unset, None, "", [], ()):
             return True
-    return _selected_for_the_run(config)
+    return _ignored_on_command_line(config)
 
 
-#: The options by which the ini file's ``addopts`` may define the suite: (dest, flag, repeatable).
-_DEFINING_OPTIONS: tuple[tuple[str, str, bool], ...] = (
-    ("keyword", "-k", False),
-    ("markexpr", "-m", False),
-    ("deselect", "--deselect", True),
-    ("ignore", "--ignore", True),
-    ("ignore_glob", "--ignore-glob", True),
-)
-
-
-def _standing(config: pytest.Config) -> argparse.Namespace:
-    """The selecting options of the ini file's ``addopts``, read for these alone as pytest's parser
-    reads them."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    for dest, flag, repeatable in _DEFINING_OPTIONS:
-        if repeatable:
-            parser.add_argument(flag, dest=dest, action="append", default=[])
-        else:
-            parser.add_argument(flag, dest=dest, default="")
-    configured, _ = parser.parse_known_args([str(arg) for arg in config.getini("addopts")])
-    return configured
-
-
-def _selected_for_the_run(config: pytest.Config) -> bool:
-    """Whether ``-k``, ``-m``, ``--deselect``, ``--ignore`` or ``--ignore-glob`` left tests out that
-    the project's configuration does not: given on the command line (or in ``PYTEST_ADDOPTS``), as
-    opposed to the ``addopts`` of the ini file. The configuration's selection defines the suite (``-m
-    "not live"``, a directory of drafts), so a run with only that is whole; one given for this run
-    leaves part of it out."""
-    given = {dest: config.getoption(dest, None) for dest, _, _ in _DEFINING_OPTIONS}
+def _ignored_on_command_line(config: pytest.Config) -> bool:
+    """Whether ``--ignore`` or ``--ignore-glob`` left paths out that the project's configuration
+    does not: given on the command line (or in ``PYTEST_ADDOPTS``), as opposed to the ``addopts`` of
+    the ini file. The configuration's ignores define the suite (a directory of drafts, a vendored
+    package), so a run with only those is whole; one given for this run leaves part of it out."""
+    given = {dest: list(config.getoption(dest, None) or ()) for dest in ("ignore", "ignore_glob")}
     if not any(given.values()):
         return False
-    standing = _standing(config)
-    for dest, _, repeatable in _DEFINING_OPTIONS:
-        value, configured = given[dest], getattr(standing, dest)
-        if repeatable and Counter(list(value or ())) - Counter(configured):
-            return True
-        if not repeatable and value and value != configured:
-            return True
-    return False
-
-
-def standing_deselectors(config: pytest.Config) -> int:
-    """How many of the times tests are deselected in a run the ini file's own selection accounts
-    for: pytest deselects once for ``-k``, once for ``-m`` and once for ``--deselect``, each only
-    when the option is given and deselects something. 0 when the run gives its own selection."""
-    if _selected_for_the_run(config):
-        return 0
-    standing = _standing(config)
-    return sum(1 for dest in ("keyword", "markexpr", "deselect") if getattr(standing, dest))
+    # The ini's addopts, read for these two options alone, as pytest's parser reads them.
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--ignore", action="append", default=[])
+    parser.add_argument("--ignore-glob", action="append", default=[], dest="ignore_glob")
+    configured, _ = parser.parse_known_args([str(arg) for arg in config.getini("addopts")])
+    return any(Counter(values) - Counter(getattr(configured, dest)) for dest, values in given.items())
 
 
 def incomplete_reason(

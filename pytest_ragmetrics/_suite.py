@@ -25,9 +25,7 @@ def is_worker(config: pytest.Config) -> bool:
 
 
 class SuiteRecord:
-    """The tests a run collected before its own deselection (the ini file's ``-k``, ``-m`` and
-    ``--deselect`` define the suite: what they leave out is not counted), the tests it ran and
-    skipped, and the files it
+    """The tests a run collected before deselection, the tests it ran and skipped, and the files it
     collected them from (``summary.suite``).
 
     Kept by every run with the plugin, from its start, since a run may first use the plugin in any
@@ -41,12 +39,8 @@ class SuiteRecord:
         self.ran: set[str] = set()
         #: Tests (and modules) skipped, by node id: they never reached their comparisons.
         self.skipped: list[str] = []
-        self._deselected = False
-        #: The node ids of each batch of tests deselected, in order, not yet told apart (see
-        #: :meth:`count_deselection`); how many were before them; the run's configuration.
-        self._deselections: list[list[str]] = []
-        self._settled = 0
-        self._config: pytest.Config | None = None
+        #: Tests were deselected (in this process, or in an xdist worker): a partial run.
+        self.deselected = False
         #: The files the suite was collected from: its test files, and the samples files its
         #: ``@pytest.mark.ragmetrics(samples=...)`` markers name (added as they are loaded).
         self.sources: set[Path] = set()
@@ -58,42 +52,6 @@ class SuiteRecord:
         self._collected_ids, self._collected = [item.nodeid for item in items], None
         self.sources.update(item.path for item in items)
 
-    def count_deselection(self, config: pytest.Config, items: Sequence[pytest.Item]) -> None:
-        """Tests were deselected. pytest deselects once for each of ``-k``, ``-m`` and ``--deselect``
-        that leaves tests out: as many times as the ini file's ``addopts`` gives them, and no more, is
-        the suite as the project defines it, and those tests are no part of it; once more, another
-        plugin or this run's own selection left part of the suite out. Told apart when first asked
-        (:meth:`_settle`), so that a run that never uses the plugin does no more than note them."""
-        self._config = config
-        self._deselections.append([item.nodeid for item in items])
-
-    def _settle(self) -> None:
-        batches, self._deselections = self._deselections, []
-        if not batches or self._config is None:
-            return
-        from ._run import standing_deselectors
-
-        standing = standing_deselectors(self._config)
-        for ids in batches:
-            self._settled += 1
-            if self._settled > standing:
-                self._deselected = True
-            elif self._collected_ids is not None:
-                gone = set(ids)
-                self._collected_ids = [nodeid for nodeid in self._collected_ids if nodeid not in gone]
-
-    @property
-    def deselected(self) -> bool:
-        """Tests were deselected (in this process, or in an xdist worker) other than by the ini
-        file's own selection: a partial run."""
-        self._settle()
-        return self._deselected
-
-    @deselected.setter
-    def deselected(self, value: bool) -> None:
-        self._settle()
-        self._deselected = value
-
     def count_skipped(self, report: pytest.TestReport | pytest.CollectReport) -> None:
         """Count a skipped test (in setup or call) or module. An xfail test is not counted: replayed,
         it stops where it stopped now, and needs the judgments it used now."""
@@ -103,7 +61,6 @@ class SuiteRecord:
     @property
     def collected(self) -> tuple[int, str] | None:
         """(count, hex digest) of the collected tests, once known (from a worker under xdist)."""
-        self._settle()
         if self._collected is None and self._collected_ids is not None:
             from ._run import set_digest
 
@@ -119,7 +76,6 @@ class SuiteRecord:
     def collected_count(self) -> int | None:
         """How many tests were collected, once known, without their digest (which only a report
         that is read needs)."""
-        self._settle()
         if self._collected is None and self._collected_ids is not None:
             return len(set(self._collected_ids))
         return None if self._collected is None else self._collected[0]

@@ -384,9 +384,8 @@ def pytest_collection_modifyitems_record(
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
-    if items:  # a partial run, unless the ini file's own -k, -m or --deselect did it
-        config = items[0].config
-        config.stash[_suite_key].count_deselection(config, items)
+    if items:  # a partial run: its used judgments say nothing about the store
+        items[0].config.stash[_suite_key].deselected = True
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

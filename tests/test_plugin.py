@@ -1523,33 +1523,17 @@ def test_an_ignore_of_the_ini_s_addopts_defines_the_suite_and_one_given_for_the_
     assert "deleted 1 of 5 store entries" in _pruned(project, capsys)
 
 
-def test_a_selection_of_the_ini_s_addopts_defines_the_suite_and_one_given_for_the_run_leaves_part_out(
-    project, capsys
-):
-    """``addopts = -m "not live"`` made every run partial: `cache prune` never learnt what was unused,
-    and a saved baseline kept the entries of tests that were gone."""
-    project.makeini('[pytest]\naddopts = -k "not test_more" --deselect test_rag.py::test_four\n')
-    project.makepyfile(test_rag=FOUR_TESTS, test_more=MORE_TESTS)
-    project.runpytest("--rag-store-dir=judgments", "--rag-save-baseline=base.json").assert_outcomes(passed=3)
-    # The suite drops a test: its judgment is no longer needed.
-    (project.path / "test_rag.py").write_text(
-        (project.path / "test_rag.py").read_text().replace("def test_two", "def _test_two")
-    )
-    for partial, ran in (
-        (["-k", "not test_more and not test_three"], 1),
-        (["-m", "not slow"], 2),
-        (["--deselect", "test_rag.py::test_three"], 1),
-    ):
-        result = project.runpytest("--rag-store-dir=judgments", "--rag-report", *partial)
-        result.assert_outcomes(passed=ran)
-        assert "unused judgment store entries" not in result.stdout.str(), partial
-    full = project.runpytest("--rag-store-dir=judgments", "--rag-report", "--rag-save-baseline=base.json")
-    full.assert_outcomes(passed=2)
-    full.stdout.fnmatch_lines(["*1 unused judgment store entries; remove them with: *prune*"])
-    assert "keeps the entries" not in full.stdout.str()  # written whole: test_two's entries are gone
-    saved = json.loads((project.path / "base.json").read_text(encoding="utf-8"))
-    assert sorted({row["nodeid"] for row in saved["results"]}) == ["test_rag.py::test_one", "test_rag.py::test_three"]
-    assert "deleted 1 of 4 store entries" in _pruned(project, capsys)
+def test_a_default_run_under_the_ini_s_marker_selection_prunes_nothing_the_nightly_job_needs(project):
+    """``addopts = -m "not slow"`` by day, ``pytest -m slow`` at night: the day's run leaves the slow
+    tests out, so it must not teach `cache prune` that their judgments are unused."""
+    project.makeini('[pytest]\naddopts = -m "not slow"\nmarkers =\n    slow: nightly\n')
+    slow = MORE_TESTS.replace("    def test_more", "    import pytest\n\n    @pytest.mark.slow\n    def test_more")
+    project.makepyfile(test_rag=FOUR_TESTS, test_slow=slow)
+    project.runpytest("--rag-store-dir=judgments", "-m", "slow").assert_outcomes(passed=1)
+    project.runpytest("--rag-store-dir=judgments").assert_outcomes(passed=4)
+    _prune(project, "--yes")  # refused or not, it must leave the slow test's judgment
+    replay = project.runpytest("--rag-store-dir=judgments", "-m", "slow", "--rag-cache=replay", "--rag-cache-dir=empty")
+    replay.assert_outcomes(passed=1)
 
 
 ONE_SKIPPED = FOUR_TESTS.replace(
