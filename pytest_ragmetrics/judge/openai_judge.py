@@ -240,51 +240,46 @@ def parse_json_answer(text: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=unique_names)
+_NOT_JSON = object()
+
+
+def _decode(text: str) -> Any:
+    """``text`` as one JSON value, or ``_NOT_JSON``; an object giving a property twice raises."""
+    try:
+        return _DECODER.decode(text)
+    except RepeatedName:
+        raise
+    except ValueError:
+        return _NOT_JSON
 
 
 def _parse_json_answer(text: str) -> Any:
     stripped = text.strip()
     if not stripped:
         raise ValueError("the answer is empty")
-    try:
-        return _DECODER.decode(stripped)  # bare JSON, even one whose text speaks of </think>
-    except RepeatedName:
-        raise
-    except ValueError:
-        pass
+    value = _decode(stripped)  # bare JSON, even one whose text speaks of </think>
+    if value is not _NOT_JSON:
+        return value
     final = _final_channel(stripped)
     if final is not None:
         stripped = final
         if not stripped:
             raise ValueError("the answer is all thinking (gpt-oss's analysis), with no final answer")
-        try:
-            return _DECODER.decode(stripped)
-        except RepeatedName:
-            raise
-        except ValueError:
-            pass
+        value = _decode(stripped)
+        if value is not _NOT_JSON:
+            return value
     thinking, closed, answer = stripped.partition(_THINK_END)
     if closed and (_THINK_START not in thinking or thinking.startswith(_THINK_START)):
         # DeepSeek-R1's template opens the thinking in the prompt: its answer has the closing tag only.
         stripped = answer.strip()
         if not stripped:
             raise ValueError("the answer is all thinking, with no answer after it")
-        try:
-            return _DECODER.decode(stripped)
-        except RepeatedName:
-            raise
-        except ValueError:
-            pass
+        value = _decode(stripped)
+        if value is not _NOT_JSON:
+            return value
     elif stripped.startswith(_THINK_START):
         raise ValueError("the answer is all thinking, with no answer after it")
-    fenced = []
-    for block in _FENCE.findall(stripped):
-        try:
-            fenced.append(_DECODER.decode(block.strip()))
-        except RepeatedName:
-            raise
-        except ValueError:
-            continue
+    fenced = [v for v in (_decode(block.strip()) for block in _FENCE.findall(stripped)) if v is not _NOT_JSON]
     if fenced:
         return _one_answer(fenced, "in code fences")
     found = []
