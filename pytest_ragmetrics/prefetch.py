@@ -49,7 +49,8 @@ from .sample import RagSample  # loaded by then: the plugin judges ahead only in
 if TYPE_CHECKING:
     import pytest
 
-    from .engine import Evaluator, _Handed
+    from .engine import Evaluator
+    from .judging_loop import _Handed
     from .results import MetricResult
     from .settings import Settings
 

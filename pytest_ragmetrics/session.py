@@ -33,12 +33,13 @@ if TYPE_CHECKING:
     from .calibration.check import Floor
     from .calibration.labels import LabelledItem
     from .calibration.pool import SamplePool
-    from .engine import Evaluator, LoopRunner
+    from .engine import Evaluator
     from .gates import Gate
     from .judge.batch import BatchExport, ExportSummary
     from .judge.budget import JudgeBudget
     from .judge.stats import JudgeStats
     from .judge.store import JudgmentStore
+    from .judging_loop import LoopRunner
     from .prefetch import Prefetcher
     from .sample import RagSample
     from .settings import Settings
@@ -456,7 +457,8 @@ class RagmetricsSession:
         if settings is not last_settings:  # nearly every test has the last one's: no hash of each field
             evaluator = self.evaluators.get(settings)
         if evaluator is None:
-            from .engine import Evaluator, LoopRunner
+            from .engine import Evaluator
+            from .judging_loop import LoopRunner
 
             if self.runner is None:
                 self.runner = LoopRunner(on_wait=self._waiting, on_wait_end=self._waited)

@@ -25,8 +25,8 @@ from pytest_ragmetrics import (
     evaluate,
     judgments as J,
 )
-from pytest_ragmetrics.engine import LoopRunner
 from pytest_ragmetrics.judge.base import validate_answer
+from pytest_ragmetrics.judging_loop import LoopRunner
 
 FRANCE = "France, in Western Europe, encompasses medieval cities and alpine villages."
 PARIS = "Paris, its capital, is famed for its fashion houses and the Louvre."

@@ -185,7 +185,7 @@ def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path
 
 LOST_CTRL_C_SCRIPT = """
 import asyncio, signal, sys
-from pytest_ragmetrics.engine import LoopRunner
+from pytest_ragmetrics.judging_loop import LoopRunner
 
 runner = LoopRunner()
 runner.run(asyncio.sleep(0))  # the loop's thread is started, taking Ctrl-C as any thread does
