@@ -303,6 +303,10 @@ class RagmetricsSession:
                 from .report.build import check_replaced
 
                 check_replaced(settings, functools.partial(_given_as, cli=cli))
+            if settings.store_dir:
+                from .settings import check_store_dir
+
+                check_store_dir(settings.store_dir, _given_as("store_dir", cli))
         except ConfigError as exc:
             where = self._ini_source(exc.setting) if exc.setting in ini_keys else ""
             raise pytest.UsageError(f"ragmetrics: {exc}{where}") from None

@@ -156,6 +156,29 @@ def test_a_bad_setting_in_the_ini_or_on_the_command_line_is_a_usage_error_naming
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.parametrize(
+    ("ini", "env", "args", "message"),
+    [
+        ("", None, ["--rag-store-dir=judgments"], "*: --rag-store-dir: the judgment store */judgments is a file;*"),
+        ("rag_store_dir = judgments", None, [], "*: rag_store_dir: the judgment store */judgments is a file;* (in tox.ini)"),
+        ("", "judgments", [], "*: RAGMETRICS_STORE_DIR: the judgment store */judgments is a file;*"),
+        ("", None, ["--rag-store-dir=judgments/v2"], "*/judgments/v2 lies under */judgments, which is a file;*"),
+    ],
+)
+def test_a_store_dir_naming_a_file_is_a_usage_error_before_any_test(pytester, monkeypatch, ini, env, args, message):
+    """Found at the start, not when the run's judgments are recorded at its end and lost."""
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    (pytester.path / "judgments").write_text("a file, not a directory\n")
+    if env is not None:
+        monkeypatch.setenv("RAGMETRICS_STORE_DIR", env)
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message.replace(";*", "; the store is a directory of shard files: choose another path*")])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert (pytester.path / "judgments").read_text() == "a file, not a directory\n"
+
+
 def test_a_refused_value_names_its_setting_as_written_where_it_was_given():
     """The error carries the setting's name, so the run need not read it back out of the message."""
     from pytest_ragmetrics.settings import resolve
