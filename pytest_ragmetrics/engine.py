@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .judge.batch import BatchExport
     from .judge.cache import CachedJudge, CacheMode
     from .judge.stats import JudgeStats
-    from .judging_loop import _Handed
+    from .judging_loop import Handed
     from .text import Splitter
 
 _UNKNOWN = object()
@@ -223,7 +223,7 @@ class ScoresAhead(Protocol):
 
     def claim(
         self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
-    ) -> _Handed[MetricResult] | None:
+    ) -> Handed[MetricResult] | None:
         """The future of this score if it was started ahead (it is handed out once), else ``None``.
 
         Called for every single-sample score, so it also learns which scores a test asks for.
@@ -619,9 +619,7 @@ class Evaluator:
                 return self.runner.wait(future)
         return self.runner.run(self._score(sample, metric, method))
 
-    def submit_score(
-        self, sample: RagSample, metric: str, method: str | None = None
-    ) -> _Handed[MetricResult]:
+    def submit_score(self, sample: RagSample, metric: str, method: str | None = None) -> Handed[MetricResult]:
         """Start scoring one sample on the judging loop; what it returns holds the result (or the
         error): ``result(timeout=None)``, ``cancel()``, ``cancelled()``, ``done()`` and
         ``add_done_callback()``, as a ``concurrent.futures.Future`` (which it is not: from async code,
@@ -630,7 +628,7 @@ class Evaluator:
 
     def submit_scores(
         self, scores: Sequence[tuple[RagSample, str, str | None]], *, until_started: bool = False
-    ) -> list[_Handed[MetricResult]]:
+    ) -> list[Handed[MetricResult]]:
         """Start several ``(sample, metric, method)`` scores on the judging loop, in order, with one
         hand-over to its thread; each future holds its result (or its error). ``until_started``: see
         :meth:`LoopRunner.submit_many`."""

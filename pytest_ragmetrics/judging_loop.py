@@ -59,13 +59,13 @@ class LoopRunner:
             self._loop, self._thread, self._closing = loop, thread, _Closing()
         return self._loop
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> _Handed[T]:
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Handed[T]:
         """Start ``coro`` on the background loop; the future holds its result (see :meth:`submit_many`)."""
         return self.submit_many([coro])[0]
 
     def submit_many(
         self, coros: Sequence[Coroutine[Any, Any, T]], *, until_started: bool = False
-    ) -> list[_Handed[T]]:
+    ) -> list[Handed[T]]:
         """Start ``coros`` on the background loop, in order, with one hand-over: the loop's thread is
         woken once for all of them. Each future holds its coroutine's result or error; cancelling a
         future cancels its coroutine (one not started yet never starts).
@@ -76,15 +76,15 @@ class LoopRunner:
         with the loop's thread: the loop runs the batch in one stretch. (On the loop's own thread it
         returns at once.)
         """
-        started: list[tuple[Coroutine[Any, Any, T], _Handed[T]]]
-        started = [(coro, _Handed()) for coro in coros]
-        ready: _Handed[None] | None = None
+        started: list[tuple[Coroutine[Any, Any, T], Handed[T]]]
+        started = [(coro, Handed()) for coro in coros]
+        ready: Handed[None] | None = None
         # Handed over under the lock: close() hands its shutdown over after every earlier hand-over,
         # so what it ends includes them (a hand-over after it goes to a new loop).
         with self._lock:
             loop = self._ensure_locked()
             if until_started and threading.current_thread() is not self._thread:
-                ready = _Handed()
+                ready = Handed()
             try:
                 loop.call_soon_threadsafe(_start, loop, started, ready, self._closing)
             except RuntimeError:  # the loop is closed: nothing will ever run them
@@ -110,7 +110,7 @@ class LoopRunner:
         __tracebackhide__ = True
         return self.wait(self.submit(coro))
 
-    def wait(self, future: _Handed[T]) -> T:
+    def wait(self, future: Handed[T]) -> T:
         """Wait for a coroutine submitted earlier (see :meth:`run`)."""
         __tracebackhide__ = True
         started = time.monotonic()
@@ -173,7 +173,7 @@ _settling = threading.Lock()
 _PENDING, _DONE, _FAILED, _CANCELLED = range(4)
 
 
-class _Handed(Generic[T]):
+class Handed(Generic[T]):
     """The outcome of a coroutine handed to the loop (see :meth:`LoopRunner.submit_many`): set once
     by the loop's thread, or cancelled from any thread, which cancels the coroutine's task.
 
@@ -189,7 +189,7 @@ class _Handed(Generic[T]):
         self._state = _PENDING
         self._outcome: Any = None
         self._waiter: Any = None  # a lock held until the outcome is set, made by the first waiter
-        self._callbacks: list[Callable[[_Handed[T]], object]] | None = None
+        self._callbacks: list[Callable[[Handed[T]], object]] | None = None
         self._task: asyncio.Task[None] | None = None  # set on the loop as the task is made
 
     def done(self) -> bool:
@@ -224,7 +224,7 @@ class _Handed(Generic[T]):
                 self = None  # type: ignore[assignment]  # the error's traceback would hold it
         raise concurrent.futures.CancelledError()
 
-    def add_done_callback(self, callback: Callable[[_Handed[T]], object]) -> None:
+    def add_done_callback(self, callback: Callable[[Handed[T]], object]) -> None:
         """Call ``callback(self)`` once the outcome is set or it is cancelled, in the thread that
         does so (at once if that happened already)."""
         with _settling:
@@ -264,7 +264,7 @@ class _Handed(Generic[T]):
             self._call(callback)
         return True
 
-    def _call(self, callback: Callable[[_Handed[T]], object]) -> None:
+    def _call(self, callback: Callable[[Handed[T]], object]) -> None:
         # Logged, as concurrent.futures does: raised while settling, it would skip the other
         # callbacks and end the loop's task with an error, or leave the coroutine a cancel() was for
         # running; raised by add_done_callback(), it would fail the caller for a callback's fault.
@@ -274,7 +274,7 @@ class _Handed(Generic[T]):
             logging.getLogger(__name__).exception("exception calling callback for %r", self)
 
 
-def _pass_on(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], handed: _Handed[Any]) -> None:
+def _pass_on(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], handed: Handed[Any]) -> None:
     """``handed``'s outcome to ``waiter``, on its loop (:meth:`LoopRunner.arun`)."""
 
     def copy() -> None:
@@ -312,8 +312,8 @@ def _shut_down(loop: asyncio.AbstractEventLoop, closing: _Closing, first: bool =
 
 def _start(
     loop: asyncio.AbstractEventLoop,
-    started: list[tuple[Coroutine[Any, Any, Any], _Handed[Any]]],
-    ready: _Handed[None] | None,
+    started: list[tuple[Coroutine[Any, Any, Any], Handed[Any]]],
+    ready: Handed[None] | None,
     closing: _Closing,
 ) -> None:
     """On the loop: run each coroutine as a task that settles its thread-safe future as it ends; then
@@ -332,7 +332,7 @@ def _start(
             loop.call_soon(ready._settle, _DONE, None)
 
 
-async def _settled(coro: Coroutine[Any, Any, Any], future: _Handed[Any], closing: _Closing) -> None:
+async def _settled(coro: Coroutine[Any, Any, Any], future: Handed[Any], closing: _Closing) -> None:
     """Run ``coro`` and settle ``future`` with its outcome, as the task ends rather than in a
     callback of the loop's next pass. ``coro`` never starts if ``future`` was cancelled before the
     task's first step (a cancellation reaches the task through the loop, possibly after that step);

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     import pytest
 
     from .engine import Evaluator
-    from .judging_loop import _Handed
+    from .judging_loop import Handed
     from .results import MetricResult
     from .settings import Settings
 
@@ -111,7 +111,7 @@ class Prefetcher:
         self._positions: dict[str, int] = {}
         self._started_to = 0  # items before this index have had their scores started
         # (evaluator id, sample, metric, method) -> (item nodeid, future)
-        self._pending: dict[tuple[Any, ...], tuple[str, _Handed[MetricResult]]] = {}
+        self._pending: dict[tuple[Any, ...], tuple[str, Handed[MetricResult]]] = {}
         # item nodeid -> the keys started for it (some taken since): what its end drops
         self._started_for: dict[str, list[tuple[Any, ...]]] = {}
         # item nodeid -> how many of the scores started for it were taken: when all were, its end
@@ -133,7 +133,7 @@ class Prefetcher:
     # --- the engine asks -----------------------------------------------------------------------
     def claim(
         self, evaluator: Evaluator, sample: RagSample, metric: str, method: str | None
-    ) -> _Handed[MetricResult] | None:
+    ) -> Handed[MetricResult] | None:
         metric, method = self._spec(evaluator, metric, method)
         scope = _scope.current_test.get()
         if scope is not None:
@@ -325,7 +325,7 @@ class Prefetcher:
 
     def _start(
         self, scores: Sequence[_Score], *, own: tuple[Evaluator, RagSample, str, str | None] | None = None
-    ) -> _Handed[MetricResult] | None:
+    ) -> Handed[MetricResult] | None:
         """Start ``scores`` not started yet, each kept for its test, and first ``own`` (the running
         test's, whose future is returned): one hand-over to the judging loop per evaluator, not one
         per score, returning once the loop has taken each up to its first wait."""
