@@ -923,7 +923,8 @@ def test_replay_miss_fails_the_test_and_says_how_to_record(project, judge_server
     assert judge_server.request_count == 0
     # The message is the whole story: no frames from the judging thread, the engine or asyncio.
     out = result.stdout.str()
-    assert "judge/cache.py" not in out and "concurrent/futures" not in out and "engine.py" not in out
+    assert "judge/cache.py" not in out and "concurrent/futures" not in out
+    assert "engine.py" not in out and "judging_loop.py" not in out
 
 
 def test_a_missing_key_is_explained_once_and_counted(project, judge_server, monkeypatch):
