@@ -77,6 +77,9 @@ def test_kind_names_and_metric_names_with_their_method():
             "either 'reference' or 'reference_sentences'",
         ),
         ({**GOOD[0], "id": ["x"]}, "id", "field 'id': expected a non-empty string or an integer"),
+        # A "\ud800" escape: the HTTP client's UnicodeEncodeError once the judge was asked, before.
+        ({**GOOD[0], "chunk": "C \ud800"}, "chunk", "field 'chunk': contains a lone surrogate '\\ud800'"),
+        ({**GOOD[1], "contexts": ["C.", "\udfff"]}, "contexts", "field 'contexts': item 1 contains a lone"),
     ],
 )
 def test_bad_items_name_the_file_line_and_field(tmp_path, row, field, message):

@@ -43,6 +43,7 @@ from typing import Any
 
 from .. import judgments as J, kinds as K
 from ..loaders import SampleLoadError
+from ..sample import _lone_surrogate
 
 __all__ = ["LabelLoadError", "LabelledItem", "kind_names", "kind_of", "load_labels"]
 
@@ -127,6 +128,11 @@ def _text(data: Mapping[str, Any], name: str, required: bool = True) -> str | No
         raise _Bad(f"field {name!r}: expected a string, got {_type_name(value)}", name)
     if required and not value.strip():
         raise _Bad(f"field {name!r}: must not be empty", name)
+    # A "\ud800" escape: text no request, cache or report can carry, found here rather than as a
+    # UnicodeEncodeError from the HTTP client once the judge is asked.
+    problem = _lone_surrogate(value)
+    if problem is not None:
+        raise _Bad(f"field {name!r}: {problem}", name)
     return value
 
 
@@ -141,6 +147,9 @@ def _texts(data: Mapping[str, Any], name: str, required: bool = True) -> tuple[s
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
             raise _Bad(f"field {name!r}: item {i} must be a non-empty string, got {_type_name(item)}", name)
+        problem = _lone_surrogate(item)
+        if problem is not None:
+            raise _Bad(f"field {name!r}: item {i} {problem}", name)
     return tuple(value)
 
 
