@@ -64,6 +64,13 @@ def test_kind_names_and_metric_names_with_their_method():
         ({k: v for k, v in GOOD[0].items() if k != "useful"}, "useful", "missing field 'useful'"),
         ({**GOOD[0], "useful": "yes"}, "useful", "field 'useful': expected true or false, got a string"),
         ({**GOOD[0], "chunk": ""}, "chunk", "field 'chunk': must not be empty"),
+        # Zero-width characters show nothing: a sample's question of them is refused, its chunk empty.
+        ({**GOOD[0], "question": "\u200b"}, "question", "field 'question': must not be empty"),
+        (
+            {**GOOD[1], "contexts": ["C.", " \u200b\ufeff"]},
+            "contexts",
+            "field 'contexts': item 1 must be a non",
+        ),
         ({**GOOD[2], "rating": 3}, "rating", "field 'rating': expected 0, 1 or 2, got the number 3"),
         ({**GOOD[2], "rating": True}, "rating", "expected 0, 1 or 2, got a boolean"),
         ({**GOOD[3], "relevant_sentences": [0]}, "relevant_sentences", "sentence numbers start at 1"),

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import judgments as J, kinds as K
+from ..fields import invisible
 from ..loaders import SampleLoadError
 from ..sample import _lone_surrogate
 
@@ -126,7 +127,7 @@ def _text(data: Mapping[str, Any], name: str, required: bool = True) -> str | No
         return None
     if not isinstance(value, str):
         raise _Bad(f"field {name!r}: expected a string, got {_type_name(value)}", name)
-    if required and not value.strip():
+    if required and invisible(value):  # spaces and zero-width characters show nothing to judge
         raise _Bad(f"field {name!r}: must not be empty", name)
     # A "\ud800" escape: text no request, cache or report can carry, found here rather than as a
     # UnicodeEncodeError from the HTTP client once the judge is asked.
@@ -145,7 +146,7 @@ def _texts(data: Mapping[str, Any], name: str, required: bool = True) -> tuple[s
     if not isinstance(value, list) or not value:
         raise _Bad(f"field {name!r}: expected a non-empty list of strings, got {_type_name(value)}", name)
     for i, item in enumerate(value):
-        if not isinstance(item, str) or not item.strip():
+        if not isinstance(item, str) or invisible(item):
             raise _Bad(f"field {name!r}: item {i} must be a non-empty string, got {_type_name(item)}", name)
         problem = _lone_surrogate(item)
         if problem is not None:
