@@ -1046,6 +1046,21 @@ def test_an_answer_without_content_says_what_stopped_it(fake_judge_server):
     assert "answer has no content (only 13 characters of reasoning: the server's reasoning" in str(info.value)
 
 
+def test_a_re_ask_after_an_answer_without_text_sends_no_empty_message(fake_judge_server):
+    """Anthropic's API (and Bedrock's, Mistral's through a proxy) answer an empty assistant message
+    with HTTP 400, which hid why the judge was asked again."""
+    fake_judge_server.malformed_next(body=choice_without_content("stop", refusal="I can't help with that"))
+    fake_judge_server.malformed_next(body=completion_body([]))
+    [answer] = run_judge(make_judge(fake_judge_server, max_reasks=2), make_request())
+    assert answer.choices == (conforming_value(SCHEMA),)
+    for request in fake_judge_server.requests[1:]:
+        messages = request.body["messages"]
+        assert all(message["content"].strip() for message in messages), messages
+        roles = [message["role"] for message in messages]
+        assert roles == ["system", *["user", "assistant"] * (len(roles) // 2 - 1), "user"]
+    assert "got 0" in fake_judge_server.requests[2].body["messages"][-1]["content"]
+
+
 def answered_by_tool_call(arguments: str, name: str = "chunk_verdict") -> bytes:
     """A server answering through a tool call: no content, the JSON in the call's arguments (vLLM
     with some chat templates and tool-call parsers)."""

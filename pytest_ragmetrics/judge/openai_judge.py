@@ -933,9 +933,14 @@ class OpenAIJudge:
             again = ". Answer again with only a JSON object that conforms to the schema."
             if cut_off:
                 again += " Keep every reason to one short sentence."
+            # An answer with no text (a refusal, a filter, no choice at all) is shown as saying so:
+            # Anthropic's API, and Bedrock's and Mistral's through a proxy, refuse a request holding
+            # an empty assistant message (HTTP 400), which hid why the judge was asked again; and
+            # leaving the turn out makes two user turns, which chat templates that need the roles
+            # to alternate refuse.
             messages = [
                 *messages,
-                {"role": "assistant", "content": bad_content},
+                {"role": "assistant", "content": bad_content or _NO_ANSWER},
                 {"role": "user", "content": "That answer is invalid: " + "; ".join(problems[:5]) + again},
             ]
         raise AssertionError("unreachable")  # pragma: no cover
@@ -1247,6 +1252,10 @@ class OpenAIJudge:
             f"; for a model that takes only its default temperature, set "
             f"{self.how_to_set('temperature', 1)} and {self.how_to_set('graded_temperature', 1)}"
         )
+
+
+#: The judge's turn in a re-ask after an answer that held no text (see OpenAIJudge._judge).
+_NO_ANSWER = "(no answer)"
 
 
 def _whole(value: Any) -> int | None:
