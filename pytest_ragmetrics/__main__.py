@@ -195,7 +195,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .judge.cache import cache_summary, read_last_run
+    from .judge.cache import cache_summary
+    from .judge.last_run import read_last_run
     from .judge.store import JudgmentStore
 
     cache_dir: Path = args.cache_dir
@@ -245,7 +246,7 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _clear(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .judge.cache import LAST_RUN_FILE
+    from .judge.last_run import LAST_RUN_FILE
 
     cache_dir: Path = args.cache_dir
     if not cache_dir.is_dir():
@@ -286,7 +287,7 @@ def _cache_file(path: Path) -> bool:
 
 
 def _prune(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO | None = None) -> int:
-    from .judge.cache import read_last_run
+    from .judge.last_run import read_last_run
     from .judge.store import JudgmentStore
 
     last_run = read_last_run(args.cache_dir)

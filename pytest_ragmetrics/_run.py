@@ -217,7 +217,7 @@ def record_for_prune(
     ``skipped`` and ``inputs_of`` as for :func:`kept_for_skipped`. Returns the unused entries, as recorded, or
     ``None`` when nothing usable was recorded (the run used no judge, or could not tell).
     """
-    from .judge.cache import LAST_RUN_FILE, write_last_run
+    from .judge.last_run import LAST_RUN_FILE, write_last_run
 
     if not used and store is None:
         return None  # the run judged nothing, so stored nothing: the last record still holds

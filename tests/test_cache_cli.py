@@ -15,7 +15,8 @@ from judge_requests import make_request
 from pytest_ragmetrics.__main__ import default_cli_cache_dir, main
 from pytest_ragmetrics.errors import EXIT_USAGE
 from pytest_ragmetrics.judge.base import JudgeAnswer, ScriptedJudge
-from pytest_ragmetrics.judge.cache import CachedJudge, write_last_run
+from pytest_ragmetrics.judge.cache import CachedJudge
+from pytest_ragmetrics.judge.last_run import write_last_run
 from pytest_ragmetrics.judge.store import JudgmentStore
 
 
