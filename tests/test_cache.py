@@ -22,7 +22,8 @@ from judge_requests import make_request
 
 from pytest_ragmetrics.errors import InvalidJudgeAnswer, JudgmentNotRecorded, RagMetricsWarning
 from pytest_ragmetrics.judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge, Usage
-from pytest_ragmetrics.judge.cache import CachedJudge, CacheMode, default_cache_dir
+from pytest_ragmetrics.judge.cache import CachedJudge, CacheMode
+from pytest_ragmetrics.judge.disk_cache import default_cache_dir
 from pytest_ragmetrics.judge.last_run import LastRun, read_last_run, write_last_run
 from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
 from pytest_ragmetrics.judge.stats import JudgeStats

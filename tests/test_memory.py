@@ -14,7 +14,8 @@ from test_warm_path import FIVE
 from pytest_ragmetrics import Evaluator, RagSample, ScriptedJudge, Settings
 from pytest_ragmetrics._aio import each_bounded, map_bounded
 from pytest_ragmetrics.engine import EVALUATION_BLOCK
-from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, SQLITE_CACHE_PAGES, CachedJudge
+from pytest_ragmetrics.judge.cache import MEMORY_ENTRIES, CachedJudge
+from pytest_ragmetrics.judge.disk_cache import SQLITE_CACHE_PAGES
 from pytest_ragmetrics.metrics.builtin import ASKED_ENTRIES
 from pytest_ragmetrics.testing import conforming_value
 

@@ -1,0 +1,135 @@
+"""The local disk cache's database: where it lives, opening it, a read-only copy of one this process
+cannot write, a damaged one moved aside, and the errors it can raise.
+
+The database is :mod:`diskcache`'s SQLite, used through its public API, shared safely by threads and
+by processes (pytest-xdist workers). What is written in it, and when it is read, is
+:class:`~pytest_ragmetrics.judge.cache.CachedJudge`'s.
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import diskcache  # diskcache ships no type information
+
+#: Seconds a process waits for the SQLite lock before giving up on one cache operation.
+CACHE_TIMEOUT = 10.0
+#: SQLite's page cache of each connection to the disk cache, in pages (4 KiB each): 2 MiB.
+SQLITE_CACHE_PAGES = 512
+
+
+# Errors the disk cache can raise; none of them may reach the user as a traceback.
+@functools.cache  # asked on every read; diskcache is imported on first use only
+def _cache_errors() -> tuple[type[BaseException], ...]:
+    import diskcache
+
+    return (sqlite3.Error, OSError, diskcache.Timeout, ValueError, TypeError, KeyError)
+
+
+def default_cache_dir(
+    rootdir: str | os.PathLike[str], pytest_cache_dir: str | os.PathLike[str] | None = None
+) -> Path:
+    """Where the disk cache lives by default.
+
+    ``<pytest_cache_dir>/ragmetrics`` when pytest's cache directory is given. Pass the directory in
+    which ``config.cache.mkdir`` creates its directories (``<rootdir>/.pytest_cache/d``), so the result
+    is the same as ``config.cache.mkdir("ragmetrics")`` and what ``python -m pytest_ragmetrics cache``
+    looks at. Without it (``-p no:cacheprovider``): ``<rootdir>/.ragmetrics_cache``.
+    """
+    if pytest_cache_dir is not None:
+        return Path(pytest_cache_dir) / "ragmetrics"
+    return Path(rootdir) / ".ragmetrics_cache"
+
+
+def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
+    """Open (creating) the diskcache database; raises whatever diskcache/sqlite raise."""
+    import diskcache
+
+    database = Path(cache_dir) / "cache.db"
+    if database.is_file():
+        # diskcache leaves its connection open when the file is not a database (Python 3.13 warns
+        # of that); find out first, with a connection that is closed either way.
+        probe = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            probe.execute("PRAGMA schema_version").fetchone()
+        finally:
+            probe.close()
+    # JSON text values need no pickling; the default eviction ("least-recently-stored", 1 GB) is kept
+    # because a cache may lose entries: the committed store is the record.
+    # No memory-mapped reads: a warm run reads every entry once, and diskcache's default 64 MB map
+    # would hold them all in the process's memory; SQLite's own page cache serves as well. That cache
+    # is per connection, and diskcache opens one per thread (the judging loop's, the I/O thread's):
+    # 2 MiB each (SQLite's default), not more, as pages not in it are in the OS's file cache anyway.
+    return diskcache.Cache(
+        str(cache_dir), timeout=CACHE_TIMEOUT, sqlite_mmap_size=0, sqlite_cache_size=SQLITE_CACHE_PAGES
+    )
+
+
+def _read_only_copy(cache_dir: Path) -> diskcache.Cache | None:
+    """The cache database of ``cache_dir`` (which this process cannot write) copied to a temporary
+    directory and opened there, or None. Entries too large for the database itself (none of ours)
+    stay behind and read as misses. The copy goes when the process ends."""
+    import shutil
+    import tempfile
+
+    database = cache_dir / "cache.db"
+    if not database.is_file():
+        return None
+    copy = Path(tempfile.mkdtemp(prefix="ragmetrics-cache-"))
+    try:
+        for name in ("cache.db", "cache.db-wal"):  # the write-ahead log holds the latest entries
+            if (cache_dir / name).is_file():
+                shutil.copyfile(cache_dir / name, copy / name)
+        import atexit
+
+        atexit.register(shutil.rmtree, copy, True)
+        return open_disk_cache(copy)
+    except Exception:
+        shutil.rmtree(copy, ignore_errors=True)
+        return None
+
+
+#: What a ``cache.db`` that is not a database is renamed to (the first process to find it does).
+UNUSABLE_NAME = "cache.db.unusable"
+
+
+def _moved_aside(cache_dir: Path, exc: sqlite3.DatabaseError) -> bool:
+    """Move a ``cache.db`` that is not a database, or a damaged one (garbled, overwritten, in whole
+    or in part), aside; True when it was (by this process or another one of the run). Locked,
+    read-only or busy databases stay."""
+    if type(exc) is not sqlite3.DatabaseError:  # OperationalError and co.: the file may be fine
+        return False
+    database = cache_dir / "cache.db"
+    try:
+        probe = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            # Its whole structure, not only its first page: a database damaged further in opens,
+            # and fails at its first statement. (Only when opening failed: a sound cache pays nothing.)
+            if probe.execute("PRAGMA quick_check(1)").fetchone() == ("ok",):
+                return True  # another process of the run made a fresh one already
+        except sqlite3.DatabaseError:
+            pass
+        finally:
+            probe.close()
+        os.replace(database, cache_dir / UNUSABLE_NAME)
+    except FileNotFoundError:
+        return True  # another process moved it a moment ago
+    except OSError:
+        return False
+    return True
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """A lock timeout is worth retrying later; anything else means the cache is broken."""
+    import diskcache
+
+    if isinstance(exc, diskcache.Timeout):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
