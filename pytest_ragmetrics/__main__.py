@@ -279,7 +279,7 @@ def _cache_file(path: Path) -> bool:
     """Whether ``path``, in a cache directory, is the cache's: its database and SQLite's files beside
     it, the claims' database, or a directory of large values (named by two hex digits, as diskcache
     names them)."""
-    from .judge.cache import CLAIMS_DIR
+    from .judge.claims import CLAIMS_DIR
 
     name = path.name
     hex_digits = len(name) == 2 and set(name) <= set("0123456789abcdef") and path.is_dir()

@@ -1018,9 +1018,9 @@ def test_a_claim_is_given_up_after_its_answer_is_in_the_cache_and_found_there_me
     up later (here, as the cache closes), and meanwhile a process wanting the same judgment finds
     the answer in the cache rather than waiting or paying for it again. The claim on an answer the
     cache could not take is given up at once, for another process to judge it."""
-    import pytest_ragmetrics.judge.cache as cache_module
+    import pytest_ragmetrics.judge.claims as claims_module
 
-    monkeypatch.setattr(cache_module, "CLAIM_RENEW_SECONDS", 3600.0)  # no renewing turn meanwhile
+    monkeypatch.setattr(claims_module, "CLAIM_RENEW_SECONDS", 3600.0)  # no renewing turn meanwhile
     recorded, unrecorded = make_request(1), make_request(2)
     judge = cached_judge(fake_judge_server, dirs)
     other = CachedJudge(lambda: pytest.fail("the judgment was paid for twice"), cache_dir=dirs.cache)
@@ -1030,12 +1030,12 @@ def test_a_claim_is_given_up_after_its_answer_is_in_the_cache_and_found_there_me
         return key != unrecorded.cache_key() and write_disk(request, key, answer)
 
     monkeypatch.setattr(judge, "_write_disk", written)
-    names = [cache_module.CLAIM_PREFIX + r.cache_key() for r in (recorded, unrecorded)]
+    names = [claims_module.CLAIM_PREFIX + r.cache_key() for r in (recorded, unrecorded)]
 
     async def go() -> tuple[list[bool], Any, JudgeAnswer | None, JudgeAnswer]:
         answer = await judge.judge(recorded)
         await judge.judge(unrecorded)
-        claims = judge._claims_db()
+        claims = judge._claims.database()
         assert claims is not None
         held = [name in claims for name in names]
         token, found = await other._claim(recorded, recorded.cache_key())
@@ -1046,7 +1046,7 @@ def test_a_claim_is_given_up_after_its_answer_is_in_the_cache_and_found_there_me
     held, token, found, answer = asyncio.run(go())
     assert held == [True, False]
     assert token is None and found is not None and found.choices == answer.choices
-    claims = CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)._claims_db()
+    claims = CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)._claims.database()
     assert claims is not None
     assert not any(name in claims for name in names)
     claims.close()
@@ -1056,14 +1056,14 @@ def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monke
     """A process killed while judging leaves its claim behind: others wait for it to expire, no longer."""
     import time
 
-    import pytest_ragmetrics.judge.cache as cache_module
+    import pytest_ragmetrics.judge.claims as claims_module
 
-    monkeypatch.setattr(cache_module, "CLAIM_SECONDS", 1.0)
+    monkeypatch.setattr(claims_module, "CLAIM_SECONDS", 1.0)
     request = make_request()
     judge = cached_judge(fake_judge_server, dirs)
-    claims = judge._claims_db()
+    claims = judge._claims.database()
     assert claims is not None
-    claims.add(cache_module.CLAIM_PREFIX + request.cache_key(), "dead-process", expire=1.0)
+    claims.add(claims_module.CLAIM_PREFIX + request.cache_key(), "dead-process", expire=1.0)
     start = time.perf_counter()
     [answer] = run(judge, request)
     assert answer.source == "judge"
@@ -1081,11 +1081,11 @@ def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
     at the next turn: it stopped the renewing for good, and the claims lapsed while still held."""
     import sqlite3
 
-    import pytest_ragmetrics.judge.cache as cache_module
+    import pytest_ragmetrics.judge.claims as claims_module
 
-    monkeypatch.setattr(cache_module, "CLAIM_RENEW_SECONDS", 0.05)  # each renewal: CLAIM_SECONDS more
+    monkeypatch.setattr(claims_module, "CLAIM_RENEW_SECONDS", 0.05)  # each renewal: CLAIM_SECONDS more
     if busy:
-        touch = cache_module._touch
+        touch = claims_module._touch
         refused: list[list[str]] = []
 
         def busy_once(claims: Any, held: list[str]) -> None:
@@ -1094,10 +1094,10 @@ def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
                 raise sqlite3.OperationalError("database is locked")
             touch(claims, held)
 
-        monkeypatch.setattr(cache_module, "_touch", busy_once)
+        monkeypatch.setattr(claims_module, "_touch", busy_once)
     requests = [make_request(i) for i in range(3)]
     judge = cached_judge(fake_judge_server, dirs, response_format="json_schema")  # all three at once
-    names = [cache_module.CLAIM_PREFIX + r.cache_key() for r in requests]
+    names = [claims_module.CLAIM_PREFIX + r.cache_key() for r in requests]
     fake_judge_server.close_gate()
 
     async def renewed(claims: Any, first: list[float]) -> None:
@@ -1108,26 +1108,27 @@ def test_the_claims_held_are_renewed_together_while_their_judgments_wait(
         tasks = [asyncio.ensure_future(judge.judge(r)) for r in requests]
         try:
             assert await asyncio.to_thread(fake_judge_server.wait_for_requests, 3)
-            claims = judge._claims_db()
+            claims = judge._claims.database()
             assert claims is not None
             first = [claims.get(n, expire_time=True)[1] for n in names]
             assert all(first)  # each held, with an expiry
-            assert len(judge._held) == 3 and judge._renewer is not None  # one renewer for them all
+            held = judge._claims
+            assert len(held._held) == 3 and held._renewer is not None  # one renewer for them all
             await asyncio.wait_for(renewed(claims, first), timeout=30)
             assert not busy or refused  # renewed after the refusal
         finally:
             fake_judge_server.open_gate()
         answers = list(await asyncio.gather(*tasks))
-        assert not judge._held
-        renewer = judge._renewer
+        assert not judge._claims._held
+        renewer = judge._claims._renewer
         assert renewer is not None  # kept for the next claims, renewing none meanwhile
         await judge.aclose()
-        assert judge._renewer is None and not renewer[0].is_alive()
+        assert judge._claims._renewer is None and not renewer[0].is_alive()
         return answers
 
     answers = asyncio.run(go())
     assert [a.source for a in answers] == ["judge"] * 3
-    claims = cache_module.CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)._claims_db()
+    claims = CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)._claims.database()
     assert claims is not None
     assert not any(name in claims for name in names)
     claims.close()
@@ -1141,16 +1142,16 @@ def test_claims_taken_after_the_last_ones_were_given_up_reuse_the_renewing_threa
 
     async def go() -> tuple[Any, Any]:
         await judge.judge(make_request(0))
-        first = judge._renewer
-        assert not judge._held
+        first = judge._claims._renewer
+        assert not judge._claims._held
         await judge.judge(make_request(1))
-        second = judge._renewer
+        second = judge._claims._renewer
         await judge.aclose()
         return first, second
 
     first, second = asyncio.run(go())
     assert first is not None and second is first
-    assert judge._renewer is None and not first[0].is_alive()
+    assert judge._claims._renewer is None and not first[0].is_alive()
     assert fake_judge_server.request_count == 2
 
 
@@ -1158,26 +1159,26 @@ def test_claims_are_renewed_while_the_judging_loop_is_held_up(fake_judge_server,
     """A custom metric that blocks the judging loop (synchronous work in its score) past a claim's
     life must not let the claims of the requests on their way lapse: another process would take them
     and pay for those judgments again. The renewals go on while the loop is held; seen, not timed."""
-    import pytest_ragmetrics.judge.cache as cache_module
+    import pytest_ragmetrics.judge.claims as claims_module
 
-    monkeypatch.setattr(cache_module, "CLAIM_RENEW_SECONDS", 0.01)
-    touch, touched = cache_module._touch, threading.Event()
+    monkeypatch.setattr(claims_module, "CLAIM_RENEW_SECONDS", 0.01)
+    touch, touched = claims_module._touch, threading.Event()
 
     def renewing(claims: Any, held: list[str]) -> None:
         touch(claims, held)
         touched.set()
 
-    monkeypatch.setattr(cache_module, "_touch", renewing)
+    monkeypatch.setattr(claims_module, "_touch", renewing)
     request = make_request()
     judge = cached_judge(fake_judge_server, dirs)
-    name = cache_module.CLAIM_PREFIX + request.cache_key()
+    name = claims_module.CLAIM_PREFIX + request.cache_key()
     fake_judge_server.close_gate()
 
     async def go() -> JudgeAnswer:
         task = asyncio.ensure_future(judge.judge(request))
         try:
             assert await asyncio.to_thread(fake_judge_server.wait_for_requests, 1)
-            claims = judge._claims_db()
+            claims = judge._claims.database()
             assert claims is not None
             first = claims.get(name, expire_time=True)[1]
             assert first
@@ -1204,7 +1205,7 @@ def test_each_judge_is_a_run_of_its_own_unless_told_which(dirs):
 def test_a_claim_is_given_up_when_its_judgment_is_cancelled_while_claiming(fake_judge_server, dirs, steps):
     """A judgment cancelled (a stopped worker, a test that stopped waiting) just after its claim was
     taken leaves no claim behind for the other processes to wait out."""
-    import pytest_ragmetrics.judge.cache as cache_module
+    import pytest_ragmetrics.judge.claims as claims_module
 
     request = make_request()
     judge = cached_judge(fake_judge_server, dirs)
@@ -1219,9 +1220,9 @@ def test_a_claim_is_given_up_when_its_judgment_is_cancelled_while_claiming(fake_
         await judge.aclose()
 
     asyncio.run(go())
-    claims = cache_module.CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)._claims_db()
+    claims = CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)._claims.database()
     assert claims is not None
-    assert cache_module.CLAIM_PREFIX + request.cache_key() not in claims
+    assert claims_module.CLAIM_PREFIX + request.cache_key() not in claims
     claims.close()
 
 

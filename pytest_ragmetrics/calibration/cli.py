@@ -272,7 +272,7 @@ def recorded_judgments(settings: Settings) -> tuple[str, list[dict[str, Any]]]:
             if data is not None and isinstance(data.get("inputs"), dict):
                 records.append(data)
         return f"judgment store {settings.store_dir}", records
-    from ..judge.cache import CLAIM_PREFIX
+    from ..judge.claims import CLAIM_PREFIX
     from ..judge.disk_cache import open_disk_cache
 
     directory = Path(settings.cache_dir or ".ragmetrics_cache")

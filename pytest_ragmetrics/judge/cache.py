@@ -74,8 +74,8 @@ from .base import (
     sending,
     validate_answer,
 )
+from .claims import CLAIM_POLL, CLAIM_PREFIX, CLAIMS_DIR, Claims
 from .disk_cache import (
-    CACHE_TIMEOUT,
     UNUSABLE_NAME,
     _cache_errors,
     _is_transient,
@@ -104,17 +104,6 @@ CACHE_MODES: tuple[CacheMode, ...] = ("readwrite", "replay", "refresh", "off")
 #: in memory: each answer kept costs several hundred bytes and a few objects that every full garbage
 #: collection walks, and most judgments are asked for once.
 MEMORY_ENTRIES = 512
-#: Prefix of the entries by which a process claims a judgment it is asking for.
-CLAIM_PREFIX = "claim:"
-#: The directory, in the cache directory, of the claims: a database of their own, so processes that
-#: share a cache directory pay once per judgment even when ``cache.db`` cannot be used.
-CLAIMS_DIR = "claims"
-#: Seconds a claim lives without being renewed: a process that died holding one blocks no one longer.
-CLAIM_SECONDS = 10.0
-#: Seconds between renewals of the claims a process holds (each renewal gives them CLAIM_SECONDS more).
-CLAIM_RENEW_SECONDS = CLAIM_SECONDS / 3
-#: Seconds between looks at the cache while another process holds the claim.
-CLAIM_POLL = 0.05
 #: Seconds :meth:`CachedJudge.aclose` waits for requests already sent: their answers are paid for.
 CLOSE_SECONDS = 30.0
 
@@ -316,21 +305,16 @@ class CachedJudge:
         #: The run this judge belongs to, written with each cache entry: the xdist workers of one run
         #: share it, so under ``refresh`` a judgment one of them made is not made again by another.
         self.run = run or secrets.token_hex(8)
-        # The claims database (see _claim); False once it proved unusable.
-        self._claims: diskcache.Cache | Literal[False] | None = None
         # asyncio primitives belong to the loop they are first used in: one semaphore per loop.
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         # Keys the store is known to hold (read or written this run), so a hit costs no second look.
         self._in_store: set[str] = set()
-        # The claims this process holds on judgments it is asking for, by key (see _claim), and the
-        # thread that renews them all together, with the event that stops it (see _hold).
-        self._held: dict[str, str] = {}
-        self._renewer: tuple[threading.Thread, threading.Event] | None = None
-        # Claims (and their tokens) whose answers are in the cache: given up by the renewing thread
-        # at its next turn, or as the cache closes (see _write_answers).
-        self._answered: list[tuple[str, str]] = []
         # The one thread that does this judge's disk writes (see _off_loop).
         self._io: concurrent.futures.ThreadPoolExecutor | None = None
+        # The claims this judge takes on the judgments it asks for (see _claim).
+        self._claims = Claims(
+            self.cache_dir / CLAIMS_DIR if self.cache_dir is not None else None, self._io_thread
+        )
         # Claims taken and answers recorded there, as many at a time as arrive together.
         self._claiming = _IOBatch(self._try_claims, self._io_thread, threading.Lock())
         self._recording = _IOBatch(self._write_answers, self._io_thread, threading.Lock())
@@ -523,7 +507,7 @@ class CachedJudge:
                 answer = await self._record(request, key, answer, token)
                 token = None  # released where it was recorded, after the writes
             finally:
-                self._release(key, token)
+                self._claims.release(key, token)
             if self.mode == "refresh":  # only refresh asks (a large run's keys are not kept twice)
                 self._judged_this_run.add(key)
         self.used_keys.add(key)
@@ -824,14 +808,8 @@ class CachedJudge:
 
     def _write_answers(self, items: list[tuple[JudgeRequest, str, JudgeAnswer, Any]]) -> list[None]:
         """Record answers: into the store (one write), then the disk cache (one transaction), then
-        give up the claims (``items``' last field, None for none) that other processes wait on.
-
-        The claim on an answer written to the cache is given up later, by the renewing thread (see
-        :meth:`_renew`) or as the cache closes, not here: a process that wants the judgment finds
-        its answer in the cache, claim or no claim (see :meth:`_try_claims`), and the scores waiting
-        for these answers would wait for the claims' transaction too, each of its statements taking
-        the interpreter lock back from the judging loop reading the next answers. The claim on an
-        answer the cache could not take is given up at once: another process judges it then."""
+        tell the claims (``items``' last field, None for none) that other processes wait on: see
+        :meth:`Claims.recorded <pytest_ragmetrics.judge.claims.Claims.recorded>`."""
         self._write_store(*((request, answer) for request, _, answer, _ in items))
         cache = self._disk()
         written = [False] * len(items)
@@ -842,27 +820,14 @@ class CachedJudge:
             except _cache_errors() as exc:
                 written = [False] * len(items)  # the transaction did not commit
                 self._cache_failed("cannot write to it", exc)
-        claims = self._claims
-        if claims is None or claims is False:
-            return [None] * len(items)
-        held: list[tuple[str, str]] = []
-        answered: list[tuple[str, str]] = []
-        for (_, key, _, token), in_cache in zip(items, written, strict=True):
-            if token is not None:
-                (answered if in_cache else held).append((CLAIM_PREFIX + key, token))
-        if answered:
-            with self._lock:
-                self._answered.extend(answered)
-        if held:
-            self._give_up_all(claims, held)
+        self._claims.recorded(
+            [
+                (key, token, in_cache)
+                for (_, key, _, token), in_cache in zip(items, written, strict=True)
+                if token is not None
+            ]
+        )
         return [None] * len(items)
-
-    def _give_up_answered(self, claims: Any) -> None:
-        """Give up the claims whose answers are in the cache (see :meth:`_write_answers`)."""
-        with self._lock:
-            answered, self._answered = self._answered, []
-        if answered:
-            self._give_up_all(claims, answered)
 
     # --- what a replay misses --------------------------------------------------------------------
 
@@ -916,27 +881,25 @@ class CachedJudge:
         directory (xdist workers, or two pytest runs at once).
 
         Returns ``(token, None)`` when this process holds the claim (release it with
-        :meth:`_release`), ``(None, answer)`` when another process recorded the answer meanwhile,
-        and ``(None, None)`` when there is nothing to coordinate with (no usable claims database, or
-        a mode that records nothing). A claim is an entry added atomically (``diskcache.Cache.add``)
-        to a database of claims of its own; it expires after :data:`CLAIM_SECONDS` unless renewed,
-        so a process killed while judging blocks no one for long, and a failed or cancelled judgment
-        releases it for the next process to try.
+        :meth:`Claims.release <pytest_ragmetrics.judge.claims.Claims.release>`), ``(None, answer)``
+        when another process recorded the answer meanwhile, and ``(None, None)`` when there is
+        nothing to coordinate with (no usable claims database, or a mode that records nothing).
+        While another process holds the claim, this one looks again every :data:`CLAIM_POLL`
+        seconds, until the answer is recorded or the claim is given up or lapses.
         """
         if self.mode not in ("readwrite", "refresh"):
             return None, None
-        claims = self._claims_db()
+        claims = self._claims.database()
         if claims is None:
             return None, None
         token = secrets.token_hex(8)
-        claim = CLAIM_PREFIX + key
         while True:
             try:
-                outcome = await self._claiming((claims, claim, token, request, key))
+                outcome = await self._claiming((claims, key, token, request))
             except asyncio.CancelledError:
                 # The claim may still be taken in the I/O thread: give it up after that, there.
                 with contextlib.suppress(RuntimeError):
-                    self._io_thread().submit(self._give_up, claims, claim, token)
+                    self._io_thread().submit(Claims.give_up, claims, key, token)
                 raise
             if outcome is None:
                 return None, None  # a busy or broken claims database must not stop judging
@@ -944,32 +907,17 @@ class CachedJudge:
             if hit is not None:
                 return None, hit
             if claimed:
-                self._hold(claims, key, claim)
+                self._claims.hold(claims, key)
                 return token, None
             await asyncio.sleep(CLAIM_POLL)
 
-    def _try_claims(self, items: list[tuple[Any, str, str, JudgeRequest, str]]) -> list[Any]:
-        """For each ``(claims, claim, token, request, key)``: ``(claimed, answer recorded meanwhile)``,
+    def _try_claims(self, items: list[tuple[Any, str, str, JudgeRequest]]) -> list[Any]:
+        """For each ``(claims, key, token, request)``: ``(claimed, answer recorded meanwhile)``,
         ``None`` when the claims database cannot be used, or what looking raised (:class:`_Failed`).
         A claim taken for an answer found recorded is given up at once."""
-        errors = _cache_errors()
-        # One SQLite transaction per claims database for the lot, not one per claim (the items all
-        # name this judge's one database, unless it was closed and opened again meanwhile).
-        taken: dict[int, bool | None] = {}
-        for claims in {id(item[0]): item[0] for item in items}.values():
-            added: dict[int, bool | None] = {}
-            with contextlib.suppress(*errors):
-                with claims.transact():
-                    for i, (database, claim, token, _, _) in enumerate(items):
-                        if database is claims:
-                            try:
-                                added[i] = claims.add(claim, token, expire=CLAIM_SECONDS)
-                            except errors:
-                                added[i] = None
-                taken.update(added)  # committed (a failed transaction took none: no coordination)
+        taken = Claims.take([(claims, key, token) for claims, key, token, _ in items])
         outcomes: list[Any] = []
-        for i, (claims, claim, token, request, key) in enumerate(items):
-            claimed = taken.get(i)
+        for (claims, key, token, request), claimed in zip(items, taken, strict=True):
             if claimed is None:
                 outcomes.append(None)
                 continue
@@ -982,7 +930,7 @@ class CachedJudge:
             else:
                 outcome = (claimed, hit)
             if claimed and (hit is not None or isinstance(outcome, _Failed)):
-                self._give_up(claims, claim, token)
+                Claims.give_up(claims, key, token)
             outcomes.append(outcome)
         return outcomes
 
@@ -996,94 +944,6 @@ class CachedJudge:
             if answer is not None:
                 return answer
         return self._from_disk(request, key)
-
-    def _claims_db(self) -> diskcache.Cache | None:
-        """The database of claims, opened on first use; None when there is none or it is unusable."""
-        if self.cache_dir is None:
-            return None
-        with self._lock:
-            if self._claims is None:
-                try:
-                    import diskcache
-
-                    # No eviction by size (claims are a few bytes each, given up once answered,
-                    # never near diskcache's 1 GB), so no look at the database's size after each
-                    # claim: two SQLite statements of five. Lapsed claims are still cleared as new
-                    # ones are added.
-                    self._claims = diskcache.Cache(
-                        str(self.cache_dir / CLAIMS_DIR),
-                        timeout=CACHE_TIMEOUT,
-                        sqlite_mmap_size=0,
-                        eviction_policy="none",
-                    )
-                except Exception:  # a read-only or broken directory: judge without coordinating
-                    self._claims = False
-            return None if self._claims is False else self._claims  # (an empty Cache is falsy)
-
-    def _hold(self, claims: Any, key: str, claim: str) -> None:
-        """Keep the claim on ``key`` alive while its judgment is being asked for (queued for a free
-        slot, a slow judge, retries): renewed with every other claim held, by this judge's renewing
-        thread. A thread, not a task of the event loop: a custom metric that holds the loop up
-        (blocking work in its score) past a claim's life must not let the claims of the requests on
-        their way lapse, for another process to take them and pay for those judgments again."""
-        io = self._io_thread()  # (takes the lock)
-        with self._lock:
-            self._held[key] = claim
-            if self._renewer is not None:
-                return
-            stop = threading.Event()
-            thread = threading.Thread(
-                target=self._renew, args=(claims, io, stop), name="ragmetrics-claims", daemon=True
-            )
-            self._renewer = (thread, stop)
-        with contextlib.suppress(RuntimeError):  # the interpreter is exiting: the claims live CLAIM_SECONDS
-            thread.start()
-
-    def _renew(self, claims: Any, io: concurrent.futures.Executor, stop: threading.Event) -> None:
-        """Renew every claim held, together, each :data:`CLAIM_RENEW_SECONDS`, in the I/O thread,
-        and give up those whose answers are in the cache meanwhile, until ``stop`` is set (the cache
-        is closed)."""
-        # RuntimeError: the I/O thread was shut down meanwhile (the cache closed).
-        with contextlib.suppress(RuntimeError):
-            while not stop.wait(CLAIM_RENEW_SECONDS):
-                with self._lock:
-                    held = list(self._held.values())
-                    answered = bool(self._answered)
-                # A turn the database refuses (busy with other processes) is tried again at the
-                # next: the claims held would otherwise lapse while their judgments are on the way.
-                with contextlib.suppress(*_cache_errors()):
-                    if held:
-                        io.submit(_touch, claims, held).result()
-                    if answered:
-                        io.submit(self._give_up_answered, claims).result()
-
-    def _release(self, key: str, token: Any) -> None:
-        """Stop renewing the claim on ``key``; give it up too when ``token`` (None: done already).
-
-        The renewing thread stays, with nothing to renew, until the cache is closed: a test that
-        takes claims for its judgments one after the other would otherwise start a thread, and wait
-        for it to run, before each of its first requests could leave."""
-        with self._lock:
-            self._held.pop(key, None)
-        if token is None:
-            return
-        claims = self._claims
-        if claims is not None and claims is not False:
-            self._give_up(claims, CLAIM_PREFIX + key, token)
-
-    @staticmethod
-    def _give_up(claims: Any, claim: str, token: str) -> None:
-        """Delete ``claim`` if ``token`` holds it. Synchronous (one small SQLite transaction): it
-        also runs when the judging was cancelled."""
-        CachedJudge._give_up_all(claims, [(claim, token)])
-
-    @staticmethod
-    def _give_up_all(claims: Any, held: list[tuple[str, str]]) -> None:
-        """Delete each ``(claim, token)`` whose token holds it, in one SQLite transaction."""
-        with contextlib.suppress(*_cache_errors()), claims.transact():
-            for claim, token in held:
-                if claims.get(claim) == token:
-                    claims.delete(claim)
 
     # --- closing ---------------------------------------------------------------------------------
 
@@ -1136,13 +996,7 @@ class CachedJudge:
 
     def close_cache(self) -> None:
         """Close the disk cache (it reopens on next use) and sort the store's shards this run appended to."""
-        with self._lock:
-            renewer, self._renewer = self._renewer, None
-        if renewer is not None:  # no renewal reaches the claims database once it is closed
-            thread, stop = renewer
-            stop.set()
-            if thread.is_alive():
-                thread.join()
+        self._claims.stop_renewing()  # no renewal reaches the claims database once it is closed
         if self.store is not None:
             io = self._io
             if io is not None:
@@ -1168,7 +1022,6 @@ class CachedJudge:
             self.store.close()
         with self._lock:
             cache, self._cache = self._cache, None
-            claims, self._claims = self._claims, None
             io, self._io = self._io, None
         if cache is not None and io is not None and not self._read_only:
             # What the run wrote may have taken the cache past its size: diskcache's eviction (the
@@ -1176,29 +1029,19 @@ class CachedJudge:
             # finished run into an error.
             with contextlib.suppress(Exception):
                 io.submit(cache.cull).result()
-        if claims is not None and claims is not False and io is not None:
-            with contextlib.suppress(Exception):  # after the writes queued before it, in turn
-                io.submit(self._give_up_answered, claims).result()
-        for database in (cache, claims):
-            if database is not None and database is not False:
-                # closing must not turn a finished run into an error
-                with contextlib.suppress(Exception):
-                    if io is not None:
-                        io.submit(database.close).result()  # the I/O thread's own connection
-                    database.close()
+        self._claims.close(io)
+        if cache is not None:
+            # closing must not turn a finished run into an error
+            with contextlib.suppress(Exception):
+                if io is not None:
+                    io.submit(cache.close).result()  # the I/O thread's own connection
+                cache.close()
         if io is not None:
             io.shutdown(wait=True)
 
 
 def _nothing() -> None:
     pass
-
-
-def _touch(claims: Any, held: list[str]) -> None:
-    """Renew the claims ``held`` for :data:`CLAIM_SECONDS` more, in one SQLite transaction."""
-    with claims.transact():
-        for claim in held:
-            claims.touch(claim, expire=CLAIM_SECONDS)
 
 
 def cache_summary(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
