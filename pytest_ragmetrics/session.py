@@ -917,6 +917,8 @@ class RagmetricsSession:
             return "the run was interrupted; the file there is unchanged"
         if session.shouldstop or session.shouldfail:  # the tests after the stop have no scores
             return "the run stopped before its end (-x, --maxfail, --sw); the file there is unchanged"
+        if self.worker_crashed:  # its test has no scores, yet counts as run: a full save drops it
+            return "an xdist worker crashed (its test has no scores); the file there is unchanged"
         if self.none_ran is not None:
             return f"no test ran ({self.none_ran}); the file there is unchanged"
         if status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):

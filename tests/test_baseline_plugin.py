@@ -366,6 +366,24 @@ def test_a_run_stopped_at_a_failure_leaves_the_baseline_file_as_it_was(project: 
     assert (project.path / "base.json").read_bytes() == saved
 
 
+def test_a_run_whose_xdist_worker_crashed_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
+    """A worker killed mid-test (the OOM killer, a segfault): xdist starts another and the run goes
+    on, but the test it was running has no scores, and a full save dropped its samples."""
+    project.makeini("[pytest]\nrag_cache = off\nrag_save_baseline = base.json\n")
+    project.runpytest().assert_outcomes(passed=16)
+    saved = (project.path / "base.json").read_bytes()
+    project.makepyfile(
+        test_rag=TESTS
+        + "\n\ndef test_killed():\n    import signal\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    crashed = project.runpytest("-n", "2", "-p", "xdist")
+    crashed.assert_outcomes(passed=16, failed=1)
+    crashed.stdout.fnmatch_lines(
+        ["ragmetrics: the baseline was not saved to base.json: an xdist worker crashed (its test has *"]
+    )
+    assert (project.path / "base.json").read_bytes() == saved
+
+
 def test_markdown_and_html_reports_show_the_comparison(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
