@@ -372,6 +372,12 @@ _FACTS = (
     ("judge sampling", "sampling"),
 )
 
+#: Settings of ``summary.scoring`` that change how the judge is asked but are no part of a judgment's
+#: key: a judgment recorded with one is replayed with another, so a baseline that differs in one is
+#: named, not refused. ``report merge`` refuses shards that differ in them: shards of one run agree
+#: on every setting.
+_UNKEYED_SETTINGS = ("judge_provider", "response_format", "judge_max_tokens")
+
 
 def _differences(
     before: RunScores, now: RunScores, baseline: Mapping[str, Any], current: Mapping[str, Any]
@@ -391,6 +397,7 @@ def _differences(
         for (what, old, new), labels in grouped.items()
     ]
     lines = list(refusing)
+    lines += _unkeyed_differences(baseline, current)
     was, now_ = provenance(baseline), provenance(current)
     if was["golden_set"] != now_["golden_set"]:
         lines.append(
@@ -398,6 +405,28 @@ def _differences(
             f"{now_['samples']} (digest {now_['golden_set']}) now; each metric lists the samples"
         )
     return lines, refusing
+
+
+def _unkeyed_differences(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The settings of :data:`_UNKEYED_SETTINGS` the two runs' ``summary.scoring`` record differently,
+    one line each; a report that does not record them contradicts none."""
+    summaries = [report.get("summary") for report in (baseline, current)]
+    was, now = (summary.get("scoring") if isinstance(summary, Mapping) else None for summary in summaries)
+    if not (isinstance(was, Mapping) and isinstance(now, Mapping)):
+        return []
+    lines = []
+    for setting in _UNKEYED_SETTINGS:
+        old, new = was.get(setting, _UNSET), now.get(setting, _UNSET)
+        if old is not _UNSET and new is not _UNSET and old != new:
+            lines.append(
+                f"setting {setting}: {json.dumps(old)} in the baseline, {json.dumps(new)} now (the judge "
+                "was asked otherwise; no part of a judgment's key, so judgments recorded with either "
+                "are replayed alike and only those judged anew may differ)"
+            )
+    return lines
+
+
+_UNSET = object()
 
 
 def scored_differently(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

@@ -204,6 +204,24 @@ def test_another_judge_seed_is_not_comparable_and_a_report_that_does_not_say_con
     assert not precision(compare_reports(older, run(BASE, seed=7)))["comparable"]
 
 
+def test_a_baseline_whose_judge_was_asked_otherwise_outside_the_key_is_named_not_refused() -> None:
+    """Response format, token limit and provider are no part of a judgment's key: named, compared."""
+    scoring = {"judge_provider": "openai", "response_format": "auto", "judge_max_tokens": None, "seed": 0}
+    baseline, current = run(BASE), run(BASE)
+    baseline["summary"]["scoring"] = scoring
+    current["summary"]["scoring"] = {**scoring, "response_format": "json_object", "judge_max_tokens": 4096}
+    comparison = compare_reports(baseline, current)
+    assert comparison["refused"] is None and precision(comparison)["comparable"]
+    assert [line.split(" (")[0] for line in comparison["differences"]] == [
+        'setting response_format: "auto" in the baseline, "json_object" now',
+        "setting judge_max_tokens: null in the baseline, 4096 now",
+    ]
+    assert "no part of a judgment's key" in comparison["differences"][0]
+    del current["summary"]["scoring"]["judge_provider"]  # a report that does not say contradicts none
+    current["summary"]["scoring"]["response_format"] = "auto"
+    assert compare_reports(baseline, current)["differences"] == [comparison["differences"][1]]
+
+
 def test_another_prompt_version_is_not_comparable(monkeypatch: pytest.MonkeyPatch) -> None:
     baseline = run(BASE)
     kind = judgments.RETRIEVAL_KINDS[judgments.PRECISION]
