@@ -1051,7 +1051,10 @@ def test_a_re_ask_after_an_answer_without_text_sends_no_empty_message(fake_judge
     with HTTP 400, which hid why the judge was asked again."""
     fake_judge_server.malformed_next(body=choice_without_content("stop", refusal="I can't help with that"))
     fake_judge_server.malformed_next(body=completion_body([]))
-    [answer] = run_judge(make_judge(fake_judge_server, max_reasks=2), make_request())
+    # Line breaks until the limit: Anthropic refuses text of only white space as it refuses none.
+    cut_off = {"index": 0, "message": {"role": "assistant", "content": "\n\n\n"}, "finish_reason": "length"}
+    fake_judge_server.malformed_next(body=completion_body([cut_off]))
+    [answer] = run_judge(make_judge(fake_judge_server, max_reasks=3), make_request())
     assert answer.choices == (conforming_value(SCHEMA),)
     for request in fake_judge_server.requests[1:]:
         messages = request.body["messages"]

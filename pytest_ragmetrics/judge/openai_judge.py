@@ -933,14 +933,15 @@ class OpenAIJudge:
             again = ". Answer again with only a JSON object that conforms to the schema."
             if cut_off:
                 again += " Keep every reason to one short sentence."
-            # An answer with no text (a refusal, a filter, no choice at all) is shown as saying so:
+            # An answer with no text (a refusal, a filter, no choice at all, only line breaks until
+            # the limit cut it off) is shown as saying so:
             # Anthropic's API, and Bedrock's and Mistral's through a proxy, refuse a request holding
             # an empty assistant message (HTTP 400), which hid why the judge was asked again; and
             # leaving the turn out makes two user turns, which chat templates that need the roles
             # to alternate refuse.
             messages = [
                 *messages,
-                {"role": "assistant", "content": bad_content or _NO_ANSWER},
+                {"role": "assistant", "content": bad_content if bad_content.strip() else _NO_ANSWER},
                 {"role": "user", "content": "That answer is invalid: " + "; ".join(problems[:5]) + again},
             ]
         raise AssertionError("unreachable")  # pragma: no cover
