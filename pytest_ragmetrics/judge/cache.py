@@ -77,11 +77,11 @@ from .base import (
 from .claims import CLAIM_POLL, CLAIM_PREFIX, CLAIMS_DIR, Claims
 from .disk_cache import (
     UNUSABLE_NAME,
-    _cache_errors,
-    _is_transient,
-    _moved_aside,
-    _read_only_copy,
+    cache_errors,
+    is_transient,
+    moved_aside,
     open_disk_cache,
+    read_only_copy,
 )
 from .stats import JudgeStats
 from .store import JudgmentStore, loads_entry
@@ -294,7 +294,7 @@ class CachedJudge:
         self._memory_entries = memory_entries
         self._cache: diskcache.Cache | None = None
         self._cache_problem: str | None = None
-        # The cache could not be opened for writing: it is read from a copy (see _read_only_copy).
+        # The cache could not be opened for writing: it is read from a copy (see read_only_copy).
         self._read_only = False
         self._lock = threading.Lock()
         self._warn_once = WarnOnce()
@@ -665,7 +665,7 @@ class CachedJudge:
                     try:
                         self._cache = open_disk_cache(self.cache_dir)
                     except sqlite3.DatabaseError as exc:
-                        if self.mode == "replay" or not _moved_aside(self.cache_dir, exc):
+                        if self.mode == "replay" or not moved_aside(self.cache_dir, exc):
                             raise
                         # Not a database at all: every process of the run would judge on its own.
                         replaced = exc
@@ -677,7 +677,7 @@ class CachedJudge:
                 except Exception as exc:  # sqlite3/diskcache/OS errors of every kind: degrade, warn
                     problem = exc
                     # A cache it cannot write (a read-only mount) is still read: from a copy.
-                    self._cache = _read_only_copy(self.cache_dir)
+                    self._cache = read_only_copy(self.cache_dir)
                     if self._cache is not None:
                         self._read_only = True
             cache = self._cache
@@ -709,8 +709,8 @@ class CachedJudge:
                 return None
         try:
             raw = cache.get(key)
-        except _cache_errors() as exc:  # (evaluated only for an exception)
-            if _is_transient(exc):
+        except cache_errors() as exc:  # (evaluated only for an exception)
+            if is_transient(exc):
                 self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
             else:
                 self._disable_cache("cannot read it", exc)
@@ -721,7 +721,7 @@ class CachedJudge:
             return _decode_entry(request, key, raw, run)
         except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors too
             # A damaged entry is a miss; drop it so it is replaced by a good one.
-            with contextlib.suppress(*_cache_errors()):
+            with contextlib.suppress(*cache_errors()):
                 cache.delete(key)
             then = (
                 "replay treats it as not recorded unless the judgment store has it"
@@ -763,14 +763,14 @@ class CachedJudge:
             value = json.dumps(record, sort_keys=True)
         try:
             cache.set(key, value)
-        except _cache_errors() as exc:
+        except cache_errors() as exc:
             self._cache_failed("cannot write to it", exc)
             return False
         return True
 
     def _cache_failed(self, what: str, exc: BaseException) -> None:
         """A busy cache is said once and tried again next time; a broken one is given up."""
-        if _is_transient(exc):
+        if is_transient(exc):
             self._warn_once("cache-busy", f"the judgment cache at {self.cache_dir} is busy: {exc}")
         else:
             self._disable_cache(what, exc)
@@ -817,7 +817,7 @@ class CachedJudge:
             try:
                 with cache.transact():  # one SQLite transaction for the lot, not one per answer
                     written = [self._write_disk(request, key, answer) for request, key, answer, _ in items]
-            except _cache_errors() as exc:
+            except cache_errors() as exc:
                 written = [False] * len(items)  # the transaction did not commit
                 self._cache_failed("cannot write to it", exc)
         self._claims.recorded(

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .disk_cache import CACHE_TIMEOUT, _cache_errors
+from .disk_cache import CACHE_TIMEOUT, cache_errors
 
 if TYPE_CHECKING:  # pragma: no cover
     import diskcache  # diskcache ships no type information
@@ -90,7 +90,7 @@ class Claims:
     def take(items: list[tuple[Any, str, str]]) -> list[bool | None]:
         """For each ``(database, key, token)``: whether the claim on ``key`` was taken for ``token``,
         ``None`` when the database could not say (busy or broken: no coordination)."""
-        errors = _cache_errors()
+        errors = cache_errors()
         # One SQLite transaction per claims database for the lot, not one per claim (the items all
         # name the judge's one database, unless it was closed and opened again meanwhile).
         taken: dict[int, bool | None] = {}
@@ -138,7 +138,7 @@ class Claims:
                     answered = bool(self._answered)
                 # A turn the database refuses (busy with other processes) is tried again at the
                 # next: the claims held would otherwise lapse while their judgments are on the way.
-                with contextlib.suppress(*_cache_errors()):
+                with contextlib.suppress(*cache_errors()):
                     if held:
                         io.submit(_touch, claims, held).result()
                     if answered:
@@ -189,7 +189,7 @@ class Claims:
     @staticmethod
     def _give_up_all(claims: Any, held: list[tuple[str, str]]) -> None:
         """Delete each ``(claim, token)`` whose token holds it, in one SQLite transaction."""
-        with contextlib.suppress(*_cache_errors()), claims.transact():
+        with contextlib.suppress(*cache_errors()), claims.transact():
             for claim, token in held:
                 if claims.get(claim) == token:
                     claims.delete(claim)

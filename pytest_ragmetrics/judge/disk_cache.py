@@ -27,7 +27,7 @@ SQLITE_CACHE_PAGES = 512
 
 # Errors the disk cache can raise; none of them may reach the user as a traceback.
 @functools.cache  # asked on every read; diskcache is imported on first use only
-def _cache_errors() -> tuple[type[BaseException], ...]:
+def cache_errors() -> tuple[type[BaseException], ...]:
     import diskcache
 
     return (sqlite3.Error, OSError, diskcache.Timeout, ValueError, TypeError, KeyError)
@@ -72,7 +72,7 @@ def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
     )
 
 
-def _read_only_copy(cache_dir: Path) -> diskcache.Cache | None:
+def read_only_copy(cache_dir: Path) -> diskcache.Cache | None:
     """The cache database of ``cache_dir`` (which this process cannot write) copied to a temporary
     directory and opened there, or None. Entries too large for the database itself (none of ours)
     stay behind and read as misses. The copy goes when the process ends."""
@@ -100,7 +100,7 @@ def _read_only_copy(cache_dir: Path) -> diskcache.Cache | None:
 UNUSABLE_NAME = "cache.db.unusable"
 
 
-def _moved_aside(cache_dir: Path, exc: sqlite3.DatabaseError) -> bool:
+def moved_aside(cache_dir: Path, exc: sqlite3.DatabaseError) -> bool:
     """Move a ``cache.db`` that is not a database, or a damaged one (garbled, overwritten, in whole
     or in part), aside; True when it was (by this process or another one of the run). Locked,
     read-only or busy databases stay."""
@@ -126,7 +126,7 @@ def _moved_aside(cache_dir: Path, exc: sqlite3.DatabaseError) -> bool:
     return True
 
 
-def _is_transient(exc: BaseException) -> bool:
+def is_transient(exc: BaseException) -> bool:
     """A lock timeout is worth retrying later; anything else means the cache is broken."""
     import diskcache
 
