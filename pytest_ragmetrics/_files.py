@@ -1,5 +1,5 @@
-"""Writing a file whole: readers see the old file or the new one, never half of one; and reading
-JSON that gives no name twice.
+"""Writing a file whole: readers see the old file or the new one, never half of one; reading JSON
+that gives no name twice; and naming a JSON value's type in a message about a file that holds it.
 
 Every file the package writes for others to read (reports, a baseline, the judgment store's shards,
 the cache's notes, a batch's state, a drawn labelling sample) goes through :func:`write_atomic`.
@@ -14,7 +14,7 @@ import errno
 import os
 import re
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +124,23 @@ def unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
                 raise RepeatedName(name)
             seen.add(name)
     return value
+
+
+def json_type(value: Any, *, array: str = "an array", show_number: bool = False) -> str:
+    """The JSON type of ``value`` with its article, for messages about hand-edited files: ``null``,
+    ``a boolean``, ``a number`` (``the number 3`` with ``show_number``), ``a string``, ``an array``
+    (or the word of the file's own documentation, ``array="a list"``), ``an object``. A value JSON
+    has no type for is named by its Python type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}" if show_number else "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return array
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"a {type(value).__name__}"

@@ -10,6 +10,7 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from ._files import RepeatedName, unique_names
+from ._files import RepeatedName, json_type, unique_names
 from .errors import RagMetricsError
 from .fields import (
     _KNOWN_KEYS,
@@ -45,6 +46,9 @@ __all__ = [
 
 #: File extensions :func:`load_samples` reads.
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".jsonl", ".json", ".csv")
+
+#: A JSON value's type as the messages about golden-set files name it: an array is "a list".
+_json_type = functools.partial(json_type, array="a list")
 
 
 class SampleLoadError(RagMetricsError, ValueError):
@@ -401,8 +405,3 @@ def _repeated_in_cell(exc: RepeatedName, column: str, where: str, name: str, lin
     return SampleLoadError(
         f"{where}: field {column!r}: its JSON gives {exc.name!r} twice", file=name, line=line, field=column
     )
-
-
-def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")

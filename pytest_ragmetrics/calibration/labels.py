@@ -34,6 +34,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Mapping
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import judgments as J, kinds as K
+from .._files import json_type
 from ..fields import invisible
 from ..loaders import SampleLoadError
 from ..sample import _lone_surrogate
@@ -105,18 +107,8 @@ class _Bad(ValueError):
         self.field = field
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
+#: A JSON value's type as the messages about labels files name it: an array is "a list", a number is shown.
+_type_name = functools.partial(json_type, array="a list", show_number=True)
 
 
 def _text(data: Mapping[str, Any], name: str, required: bool = True) -> str | None:

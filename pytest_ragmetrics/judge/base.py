@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, overload, runtime_checkable
 
+from .._files import json_type
 from ..errors import InvalidJudgeAnswer
 
 #: Bump when the layout of the cache key changes, so old entries simply stop matching.
@@ -573,20 +574,20 @@ class JudgeAnswer:
                 if type(prompt) is int and type(completion) is int and prompt >= 0 and completion >= 0:
                     return cls(tuple(choices), Usage(prompt, completion), model, judged_at, source, derived)
         if not isinstance(data, Mapping):
-            raise ValueError(f"the answer is {_json_type(data)}, not an object")
+            raise ValueError(f"the answer is {json_type(data)}, not an object")
         if "choices" not in data:
             raise ValueError("the answer has no 'choices'")
         choices = data["choices"]
         if not isinstance(choices, list):
-            raise ValueError(f"'choices' is {_json_type(choices)}, not an array")
+            raise ValueError(f"'choices' is {json_type(choices)}, not an array")
         for i, choice in enumerate(choices):
             if not isinstance(choice, Mapping):
-                raise ValueError(f"choice {i} is {_json_type(choice)}, not an object")
+                raise ValueError(f"choice {i} is {json_type(choice)}, not an object")
         usage = data.get("usage")
         if usage is None:
             usage = {}
         if not isinstance(usage, Mapping):
-            raise ValueError(f"'usage' is {_json_type(usage)}, not an object")
+            raise ValueError(f"'usage' is {json_type(usage)}, not an object")
         tokens: list[int] = []
         for name in ("prompt_tokens", "completion_tokens"):
             count = usage.get(name, 0)
@@ -598,7 +599,7 @@ class JudgeAnswer:
         for name in ("model", "judged_at"):
             value = data.get(name, "")
             if not isinstance(value, str):
-                raise ValueError(f"{name!r} is {_json_type(value)}, not a string")
+                raise ValueError(f"{name!r} is {json_type(value)}, not a string")
             text[name] = value
         return cls(
             choices=tuple(choices),
@@ -646,23 +647,6 @@ def recorded_answer(
 
 
 _NO_USAGE: Mapping[str, int] = {}
-
-
-def _json_type(value: Any) -> str:
-    """The JSON type of ``value`` with its article, for messages about hand-edited files."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return f"a {type(value).__name__}"
 
 
 @runtime_checkable
