@@ -222,7 +222,10 @@ def test_a_key_recorded_twice_with_different_answers_warns_and_the_later_line_co
 def test_the_same_judgment_recorded_twice_is_no_conflict(tmp_path):
     request = make_request()
     path = tmp_path / f"{request.cache_key()[:2]}.jsonl"
-    lines = [dump_line(record_of(request, make_answer(judged_at=t))) for t in ("2025-01-01T00:00:00Z", "2025-02-01T00:00:00Z")]
+    lines = [
+        dump_line(record_of(request, make_answer(judged_at=t)))
+        for t in ("2025-01-01T00:00:00Z", "2025-02-01T00:00:00Z")
+    ]
     path.write_bytes(b"".join(line + b"\n" for line in lines))
     import warnings
 
@@ -262,7 +265,10 @@ def test_a_line_that_is_not_a_judgment_is_ignored_with_a_warning_and_kept(tmp_pa
     with path.open("a", encoding="utf-8") as handle:
         handle.write("<<<<<<< HEAD\n")
     reader = JudgmentStore(tmp_path)
-    with pytest.warns(RagMetricsWarning, match=r"shard .*\.jsonl has a line that is not a judgment \(line 2: '<<<<<<< HEAD'\)"):
+    with pytest.warns(
+        RagMetricsWarning,
+        match=r"shard .*\.jsonl has a line that is not a judgment \(line 2: '<<<<<<< HEAD'\)",
+    ):
         assert reader.get(request) is not None
     put(reader, make_request(2), make_answer())
     reader.flush()
@@ -407,6 +413,15 @@ GOOD_CHOICES = [{"reason": "r", "useful": True}]
             "'usage.completion_tokens' is True",
         ),
         ({"choices": GOOD_CHOICES, "usage": {"prompt_tokens": -3}}, "'usage.prompt_tokens' is -3"),
+        # Past what a live answer records: a report counting it could be neither merged nor compared.
+        (
+            {"choices": GOOD_CHOICES, "usage": {"prompt_tokens": 10**400}},
+            "'usage.prompt_tokens' is a whole number of 401 digits, past 2**53",
+        ),
+        (
+            {"choices": GOOD_CHOICES, "usage": {"completion_tokens": 2**53 + 1}},
+            "'usage.completion_tokens' is a whole number of 16 digits",
+        ),
         ({"choices": GOOD_CHOICES, "model": 5}, "'model' is a number, not a string"),
         ({"choices": GOOD_CHOICES, "judged_at": None}, "'judged_at' is null, not a string"),
     ],
@@ -468,7 +483,11 @@ def test_store_files_get_normal_permissions_for_committed_files(tmp_path, umask,
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == mode
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".gitattributes", ".gitignore", path.name]  # no temp file
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".gitattributes",
+        ".gitignore",
+        path.name,
+    ]  # no temp file
 
 
 WRITER = """
@@ -711,12 +730,20 @@ def test_a_byte_order_mark_does_not_cost_the_first_line(tmp_path):
 
 @pytest.mark.parametrize(
     "text",
-    ["lone \ud800 surrogate", "line\u2028separator\x85next", "\ufeffmark first", "nul \x00 and \r return", "é" * 3],
+    [
+        "lone \ud800 surrogate",
+        "line\u2028separator\x85next",
+        "\ufeffmark first",
+        "nul \x00 and \r return",
+        "é" * 3,
+    ],
     ids=["surrogate", "unicode line ends", "bom in text", "control characters", "accents"],
 )
 def test_whatever_the_store_writes_it_reads_back(tmp_path, text):
     request = make_request(inputs={"question": text, "chunk": text})
-    answer = JudgeAnswer(choices=({"reason": text, "useful": True},), usage=Usage(1, 1), model="m", judged_at="t")
+    answer = JudgeAnswer(
+        choices=({"reason": text, "useful": True},), usage=Usage(1, 1), model="m", judged_at="t"
+    )
     store = JudgmentStore(tmp_path)
     put(store, request, answer)
     store.flush()
@@ -745,13 +772,14 @@ def test_a_write_that_fails_part_way_leaves_no_torn_line(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "write", full_disk)  # the store writes through os.write
-    same_shard = next(r for r in (make_request(i) for i in range(1, 2000)) if r.cache_key()[:2] == first.cache_key()[:2])
+    same_shard = next(
+        r for r in (make_request(i) for i in range(1, 2000)) if r.cache_key()[:2] == first.cache_key()[:2]
+    )
     with pytest.raises(OSError, match="No space"):
         put(store, same_shard, make_answer(False))
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert JudgmentStore(tmp_path).keys() == {first.cache_key()}
-
 
 
 def test_a_write_to_a_new_shard_that_fails_leaves_no_empty_file(tmp_path, monkeypatch):
@@ -766,13 +794,16 @@ def test_a_write_to_a_new_shard_that_fails_leaves_no_empty_file(tmp_path, monkey
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "write", full_disk)  # the store writes through os.write
-    other = next(r for r in (make_request(i) for i in range(1, 2000)) if r.cache_key()[:2] != first.cache_key()[:2])
+    other = next(
+        r for r in (make_request(i) for i in range(1, 2000)) if r.cache_key()[:2] != first.cache_key()[:2]
+    )
     with pytest.raises(OSError, match="No space"):
         put(store, other, make_answer(False))
     monkeypatch.undo()
     assert not store.path_for(other.cache_key()).exists()
     assert store.path_for(first.cache_key()).exists()
     assert JudgmentStore(tmp_path).keys() == {first.cache_key()}
+
 
 RECORDED_TEST = """
     from pytest_ragmetrics import RagSample, assert_context_precision

@@ -571,7 +571,12 @@ class JudgeAnswer:
                 and all(type(c) is dict for c in choices)
             ):
                 prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-                if type(prompt) is int and type(completion) is int and prompt >= 0 and completion >= 0:
+                if (
+                    type(prompt) is int
+                    and type(completion) is int
+                    and 0 <= prompt <= MAX_TOKEN_COUNT
+                    and 0 <= completion <= MAX_TOKEN_COUNT
+                ):
                     return cls(tuple(choices), Usage(prompt, completion), model, judged_at, source, derived)
         if not isinstance(data, Mapping):
             raise ValueError(f"the answer is {json_type(data)}, not an object")
@@ -594,6 +599,8 @@ class JudgeAnswer:
             # bool is an int in Python, and a negative count is no count.
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise ValueError(f"'usage.{name}' is {count!r}, not a token count")
+            if count > MAX_TOKEN_COUNT:
+                raise ValueError(f"'usage.{name}' is a whole number of {len(str(count))} digits, past 2**53")
             tokens.append(count)
         text: dict[str, str] = {}
         for name in ("model", "judged_at"):
@@ -641,12 +648,22 @@ def recorded_answer(
         if not check(choice):
             return None
     prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-    if type(prompt) is not int or type(completion) is not int or prompt < 0 or completion < 0:
+    if (
+        type(prompt) is not int
+        or type(completion) is not int
+        or not 0 <= prompt <= MAX_TOKEN_COUNT
+        or not 0 <= completion <= MAX_TOKEN_COUNT
+    ):
         return None
     return _new_answer(tuple(choices), _new_usage(prompt, completion), model, judged_at, source, derived)
 
 
 _NO_USAGE: Mapping[str, int] = {}
+
+#: The largest token count an answer records: a server's larger count is bounded to it when the
+#: answer arrives, so only a hand edit records more, which would make the run's report one that
+#: ``report merge`` and a baseline comparison refuse.
+MAX_TOKEN_COUNT = 2**53
 
 
 @runtime_checkable

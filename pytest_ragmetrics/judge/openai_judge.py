@@ -34,6 +34,7 @@ from .._files import RepeatedName, unique_names
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgeError, JudgeUnavailable
 from ..redact import add_secret, add_url, redact
 from .base import (
+    MAX_TOKEN_COUNT,
     HowToSet,
     JudgeAnswer,
     JudgeRequest,
@@ -1270,7 +1271,7 @@ def _whole(value: Any) -> int | None:
 def _count(value: Any) -> int:
     """A token count a server reported, as a count: one missing or not a count (text, negative, a
     fraction) is 0, unknown; an absurd one is bounded."""
-    return min(_whole(value) or 0, 2**53)
+    return min(_whole(value) or 0, MAX_TOKEN_COUNT)
 
 
 #: How much of a body that is not JSON to show, from where reading it failed: enough to tell an HTML
