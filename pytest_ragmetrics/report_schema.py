@@ -235,7 +235,7 @@ class JudgeSummary(TypedDict, total=False):
     cache_mode: str | None
     cache_dir: str | None
     store_dir: str | None
-    #: Where each judgment came from (:data:`pytest_ragmetrics.report.model.JUDGE_SOURCES`): judged
+    #: Where each judgment came from (:data:`pytest_ragmetrics.report.display.JUDGE_SOURCES`): judged
     #: now, read from the committed store, read from the local cache, and answers the run already
     #: had, asked for again.
     calls: int

@@ -28,8 +28,8 @@ from pytest_ragmetrics.baseline import (
 from pytest_ragmetrics.engine import Evaluator
 from pytest_ragmetrics.errors import ConfigError
 from pytest_ragmetrics.judge.base import JudgeRequest, ScriptedJudge
+from pytest_ragmetrics.report.display import regression_gate_detail, sample_changes
 from pytest_ragmetrics.report.json_report import to_json
-from pytest_ragmetrics.report.model import regression_gate_detail, sample_changes
 from pytest_ragmetrics.sample import RagSample
 from pytest_ragmetrics.settings import Settings
 

@@ -380,9 +380,9 @@ def _facts_report() -> dict[str, Any]:
 
 def test_terminal_markdown_and_html_show_inconclusive_what_a_gate_sees_not_measured_and_a_refusal() -> None:
     from pytest_ragmetrics.report.closing import failure_lines
+    from pytest_ragmetrics.report.display import outcome
     from pytest_ragmetrics.report.html import to_html
     from pytest_ragmetrics.report.markdown import to_markdown
-    from pytest_ragmetrics.report.model import outcome
     from pytest_ragmetrics.report.terminal import render_sections
 
     report = _facts_report()

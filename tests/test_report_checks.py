@@ -11,9 +11,9 @@ import pytest
 from report_example import example_report
 from test_controls import TESTS as GOLDEN_TESTS, golden
 
+from pytest_ragmetrics.report.display import outcome
 from pytest_ragmetrics.report.html import to_html
 from pytest_ragmetrics.report.markdown import to_markdown
-from pytest_ragmetrics.report.model import outcome
 from pytest_ragmetrics.testing import FakeJudgeServer
 
 pytest_plugins = ["pytester"]

@@ -167,7 +167,7 @@ def test_sort_results_of_a_report_in_random_order_matches_the_plugin_order():
 
 def test_merged_shard_reports_keep_every_shards_errors():
     from pytest_ragmetrics.report.build import merge_reports
-    from pytest_ragmetrics.report.model import outcome
+    from pytest_ragmetrics.report.display import outcome
 
     first, second = example_report(), example_report()
     error = {"nodeid": "tests/test_b.py::test_x", "when": "call", "error": "JudgmentNotRecorded",
@@ -180,7 +180,7 @@ def test_merged_shard_reports_keep_every_shards_errors():
 
 def test_a_shard_the_spending_cap_stopped_stops_the_merged_report():
     from pytest_ragmetrics.report.build import merge_reports
-    from pytest_ragmetrics.report.model import cap_stop, outcome
+    from pytest_ragmetrics.report.display import cap_stop, outcome
 
     first, second, third = example_report(), example_report(), example_report()
     for report in (first, second, third):

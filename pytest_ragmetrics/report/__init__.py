@@ -20,7 +20,7 @@ baseline or a shard walks them (:func:`~pytest_ragmetrics.report_schema.schema_p
 file and the field of every value of the wrong type; renderers read optional fields with defaults, so
 a report missing them still renders, and fields a newer version added are left alone.
 
-A run *passes* (see :func:`~pytest_ragmetrics.report.model.outcome`) when no comparison outside
+A run *passes* (see :func:`~pytest_ragmetrics.report.display.outcome`) when no comparison outside
 an xfail test, no gate, no regression gate, no judge agreement floor and no negative-controls floor
 failed, and no spending cap refused a judge call.
 

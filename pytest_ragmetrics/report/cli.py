@@ -171,7 +171,7 @@ def _gate_lines(args: argparse.Namespace, ini: Mapping[str, str]) -> tuple[Seque
 
 def _refuse_mixed(report: Mapping[str, Any], command: str) -> None:
     """A usage error when the comparison with the baseline was refused (scored differently)."""
-    from .model import baseline_refused
+    from .display import baseline_refused
 
     refused = baseline_refused(report)
     if refused:
@@ -189,7 +189,7 @@ def ran_part(report: Mapping[str, Any]) -> bool:
 
 def _render(report: Mapping[str, Any], out: TextIO) -> None:
     from .closing import controls_failures, judge_check_failures
-    from .model import cap_stop
+    from .display import cap_stop
     from .terminal import render_sections
 
     render_sections(report, TextWriter(out))
@@ -204,7 +204,7 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
     from ..baseline import load_report, parse_regression_gates
     from ..gates import parse_gates
     from .build import attach_baseline, evaluate_run_gates
-    from .model import outcome
+    from .display import outcome
 
     gate_lines, regression_lines, _ = _gate_lines(args, ini)
     baseline = load_report(args.baseline_path, "baseline")
@@ -246,8 +246,8 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
         merge_reports,
         shard_problems,
     )
+    from .display import outcome
     from .json_report import to_json
-    from .model import outcome
 
     gate_lines, regression_lines, settings = _gate_lines(args, ini)
     baseline_path = args.baseline or (Path(settings.baseline) if settings and settings.baseline else None)

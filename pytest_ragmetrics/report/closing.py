@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .model import baseline_refused, format_count, format_margin, format_score, regression_gate_detail
+from .display import baseline_refused, format_count, format_margin, format_score, regression_gate_detail
 
 __all__ = [
     "ALLOW_MIXED_HINT",

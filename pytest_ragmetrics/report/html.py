@@ -26,7 +26,7 @@ from typing import Any
 
 from ..report_schema import check_version
 from ..stats import format_p
-from .model import (
+from .display import (
     PRUNE_COMMAND,
     baseline_refused,
     cap_stop,

@@ -25,7 +25,7 @@ from .closing import (
     plural,
     resting_on,
 )
-from .model import (
+from .display import (
     PRUNE_COMMAND,
     comparison_label,
     corrected_detail,
