@@ -1,4 +1,6 @@
-"""Helpers every renderer of the run report shares (see :mod:`pytest_ragmetrics.report`).
+"""What every renderer of the run report shows alike (see :mod:`pytest_ragmetrics.report`): whether
+the run passed (:func:`outcome`), each row's and gate's status, and the wording of scores, margins,
+counts, gates and the judge's figures.
 
 The report's schema is :mod:`pytest_ragmetrics.report_schema`; renderers accept any ``Mapping`` of
 that shape and read optional fields with ``.get`` so that a report from an older or newer plugin
