@@ -1403,6 +1403,17 @@ def test_an_account_without_quota_is_asked_once_per_run_not_retried_as_a_rate_li
     assert "the remaining judgments of this run fail without asking" in str(errors[1])
 
 
+def test_an_account_without_credit_is_asked_once_per_run(fake_judge_server):
+    """OpenRouter and DeepSeek answer 402 when the balance is spent: every judgment asked again."""
+    credit = {"error": {"message": "Insufficient Balance", "code": 402}}
+    fake_judge_server.fail_next(402, body=credit, times=10)
+    errors = run_each(make_judge(fake_judge_server), make_request(0), make_request(1, model="other"))
+    assert fake_judge_server.request_count == 1
+    assert "(HTTP 402, not retried): the account of the API key has no credit left; check its " in str(errors[0])
+    assert "balance (OPENAI_API_KEY). Insufficient Balance" in str(errors[0])
+    assert "the remaining judgments of this run fail without asking" in str(errors[1])
+
+
 def test_a_redirect_the_client_follows_with_a_get_says_to_set_the_base_url(fake_judge_server):
     """A reverse proxy sending http:// to https:// with a 301: the POST arrives as a GET."""
     fake_judge_server.fail_next(301, headers={"Location": "/elsewhere/v1/chat/completions"}, body=b"")

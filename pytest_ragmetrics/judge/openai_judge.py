@@ -1112,7 +1112,7 @@ class OpenAIJudge:
                 if (status < 500 and status not in (408, 429)) or _quota_used_up(status, exc):
                     message = self._rejected_message(status, exc, params, label)
                     error = with_cause(JudgeUnavailable(message), exc)
-                    if status in (401, 429):
+                    if status in (401, 402, 429):
                         error = self._remember_failure("", error)  # the key or its account: every model
                     elif status in (403, 404):
                         error = self._remember_failure(model, error)
@@ -1215,6 +1215,11 @@ class OpenAIJudge:
         if status == 429:
             return (
                 f"{prefix}: the account of the API key has no quota left; check its plan and billing "
+                f"({key}). {detail}"
+            )
+        if status == 402:  # OpenRouter's and DeepSeek's answer to an account without credit
+            return (
+                f"{prefix}: the account of the API key has no credit left; check its balance "
                 f"({key}). {detail}"
             )
         if status == 403:
