@@ -38,8 +38,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from _workload import FIVE_ASSERTIONS, FIVE_METHODS, IMPORTS, answer, make_samples, write_golden
@@ -226,8 +226,9 @@ def main() -> None:
             evaluator.evaluate(samples, FIVE_METHODS)
             cold = time.perf_counter() - start
         default_splitter()("Warm up. The tokenizer.")  # nltk's import is not what is measured here
+        load = os.getloadavg()[0]
         print(f"samples x methods:   {args.samples:,} x {len(FIVE_METHODS)}  "
-              f"({judge.calls:,} distinct judgments; cpus {os.cpu_count()}; load {os.getloadavg()[0]:.1f})")  # fmt: skip
+              f"({judge.calls:,} distinct judgments; cpus {os.cpu_count()}; load {load:.1f})")  # fmt: skip
         print(f"cold run (scripted): {cold:.2f} s")
         sources = {
             "local cache": lambda i: Settings(cache_dir=cache_dir),
@@ -241,8 +242,9 @@ def main() -> None:
         for name, settings_for in sources.items():
             walls, cpus, served = warm_rounds(samples, settings_for, args.rounds)
             wall, cpu = statistics.median(walls), statistics.median(cpus)
+            spread = f"min {min(walls):.3f}, max {max(walls):.3f}"
             print(f"warm evaluate(), {name}: median {wall:.3f} s wall, {cpu:.3f} s CPU over {args.rounds} "
-                  f"fresh evaluators ({served:,} judgments each; min {min(walls):.3f}, max {max(walls):.3f})")  # fmt: skip
+                  f"fresh evaluators ({served:,} judgments each; {spread})")  # fmt: skip
             ratio = cpu / floor
             verdict = "met" if ratio <= 2.5 else "NOT met"
             print(f"  {ratio:.2f} x the floor's CPU (bound <= 2.5 x: {verdict}); "

@@ -148,8 +148,8 @@ def main() -> None:
             counts = [instructions(cmd, root) for cmd in commands] if args.instructions else None
         ratios = [a / b for a, b in zip(with_plugin, without, strict=True)]
         ratio = statistics.median(ratios)
-        print(f"{count:,} plain tests, plugin enabled  : median CPU {statistics.median(with_plugin) * 1000:.1f} ms")
-        print(f"{count:,} plain tests, -p no:ragmetrics: median CPU {statistics.median(without) * 1000:.1f} ms")
+        for label, cpus in (("plugin enabled  ", with_plugin), ("-p no:ragmetrics", without)):
+            print(f"{count:,} plain tests, {label}: median CPU {statistics.median(cpus) * 1000:.1f} ms")
         print(
             f"  ratio (median of {args.runs} paired runs): {ratio:.3f} x (bound <= {BOUND} x: "
             f"{'met' if ratio <= BOUND else 'NOT met'}); ragmetrics fixtures in --setup-show: "
