@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -821,10 +822,18 @@ def test_recording_that_failed_fails_the_run_with_one_line(pytester, fake_judge_
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_recorded=RECORDED_TEST)
     store = pytester.path / "judgments"
+    store.mkdir()
     if failure == "read-only store":
-        store.write_text("a file where the store directory should be")  # as root, chmod stops nothing
+        # What a store a user may not write gives (as root, chmod stops nothing): the run is in-process.
+        real_open = os.open
+
+        def read_only(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            if flags & os.O_WRONLY and str(path).startswith(str(store)):
+                raise PermissionError(errno.EACCES, "Permission denied", str(path))
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", read_only)
     else:
-        store.mkdir()
         for name in (f"{i:02x}" for i in range(256)):
             (store / f"{name}.jsonl").symlink_to("/dev/full")
     result = pytester.runpytest(f"--rag-store-dir={store}", "--rag-cache=readwrite")
