@@ -1022,13 +1022,48 @@ def choice_without_content(finish_reason: str, **message: Any) -> bytes:
     )
 
 
-def test_a_reasoning_model_cut_off_before_its_answer_is_told_to_raise_the_limit(fake_judge_server):
-    """vLLM's reasoning parser: the limit was spent thinking, the content is null."""
-    fake_judge_server.malformed_next(body=choice_without_content("length", reasoning_content="Let me see"))
+@pytest.mark.parametrize(
+    ("content", "thinking", "usage", "said"),
+    [
+        (None, "Let me see. " * 100, {}, "1,200 characters of reasoning"),  # vLLM's reasoning parser
+        ("", "Let me see. " * 100, {}, "1,200 characters of reasoning"),
+        ("\n\n", "Let me see. " * 100, {}, "1,200 characters of reasoning"),
+        ("", None, {"completion_tokens_details": {"reasoning_tokens": 206}}, "206 reasoning tokens"),  # OpenAI's
+    ],
+)
+def test_a_reasoning_model_that_spent_the_limit_thinking_is_told_what_to_change_and_not_asked_again(
+    fake_judge_server, content, thinking, usage, said
+):
+    """Asked again under the same limit, it would spend it again at full cost."""
+    stats = JudgeStats()
+    judge = make_judge(fake_judge_server, max_reasks=2, stats=stats)
+    limit = judge.completion_limit(make_request())
+    message = {"content": content} if thinking is None else {"content": content, "reasoning_content": thinking}
+    body = json.loads(choice_without_content("length", **message))
+    body["usage"].update(usage)
+    fake_judge_server.malformed_next(body=json.dumps(body).encode())
     with pytest.raises(InvalidJudgeAnswer) as info:
-        run_judge(make_judge(fake_judge_server, max_reasks=0), make_request())
+        run_judge(judge, make_request())
+    assert fake_judge_server.request_count == 1 and stats.reasks == 0
+    assert (
+        f"after 1 attempt(s) (0 re-ask(s)): answer: cut off at the completion limit (max_tokens={limit}) "
+        f"before it gave any answer, thinking ({said}); not asked again, which would spend the same "
+        "limit again. A reasoning model thinks before it answers: give it room, set "
+        f"RAGMETRICS_JUDGE_MAX_TOKENS={limit + 4096}, or turn its thinking off"
+    ) in str(info.value)
+
+
+def test_an_answer_cut_off_part_way_is_asked_again_and_told_to_allow_longer_answers(fake_judge_server):
+    """Some of the answer came: a shorter one may fit, so it is re-asked, as before."""
+    body = completion_body(
+        [{"index": 0, "message": {"role": "assistant", "content": '{"reason": "it'}, "finish_reason": "length"}]
+    )
+    fake_judge_server.malformed_next(body=body, times=2)
+    with pytest.raises(InvalidJudgeAnswer) as info:
+        run_judge(make_judge(fake_judge_server, max_reasks=1), make_request())
+    assert fake_judge_server.request_count == 2
     assert "answer: cut off at the completion limit (max_tokens=" in str(info.value)
-    assert "to allow longer answers, set RAGMETRICS_JUDGE_MAX_TOKENS=" in str(info.value)
+    assert ") before it was complete; to allow longer answers, set RAGMETRICS_JUDGE_MAX_TOKENS=" in str(info.value)
 
 
 def test_an_answer_without_content_says_what_stopped_it(fake_judge_server):

@@ -213,6 +213,19 @@ def _reasoning(message: Mapping[str, Any]) -> str:
     return ""
 
 
+def _thinking(message: Mapping[str, Any], body: Mapping[str, Any]) -> str:
+    """How much a reasoning model thought, as the answer says: the characters of its thinking beside
+    the content, or the reasoning tokens its usage counts (OpenAI's, which keep the thinking hidden);
+    "" when it says nothing of thinking."""
+    reasoning = _reasoning(message)
+    if reasoning:
+        return f"{len(reasoning):,} characters of reasoning"
+    usage = body.get("usage")
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    tokens = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else 0
+    return f"{tokens:,} reasoning tokens" if tokens else ""
+
+
 def _spent(body: Mapping[str, Any]) -> Usage:
     """The tokens a chat completion (its shape checked) says it used; none when it does not say,
     or says it in a form that is not a count (``"usage": 5``, ``"prompt_tokens": "12"``, ``-3``)."""
@@ -914,10 +927,23 @@ class OpenAIJudge:
             # One answer to a request for several: the server ignores n (as Ollama does), which
             # no re-ask changes.
             ignores_n = request.n > 1 and len(body["choices"]) == 1
-            if attempt == self.max_reasks or ignores_n:
+            # The limit was spent before a word of the answer (a reasoning model thinking): asked
+            # again under the same limit, it spends it again, at full cost.
+            thought_out = any(_NOTHING_YET in problem for problem in problems)
+            if attempt == self.max_reasks or ignores_n or thought_out:
                 shown = "; ".join(problems[:5])
                 hint = ""
-                if cut_off:
+                if thought_out:
+                    limit = self.completion_limit(request) + REASONING_TOKENS
+                    room = self.how_to_set("judge_max_tokens", limit)
+                    hint = (
+                        "; not asked again, which would spend the same limit again. A reasoning model "
+                        f"thinks before it answers: give it room, set {room}, "
+                        "or turn its thinking off (where the server or model offers it: OpenAI's "
+                        "reasoning_effort, Qwen3's enable_thinking, Ollama's think), or judge with a model "
+                        "that does not think"
+                    )
+                elif cut_off:
                     bigger = 2 * self.completion_limit(request)
                     hint = f"; to allow longer answers, set {self.how_to_set('judge_max_tokens', bigger)}"
                 if ignores_n:
@@ -1000,7 +1026,11 @@ class OpenAIJudge:
                 # Cut off mid-answer, or a reasoning model mid-thinking with no answer yet: even when
                 # what came parses, it is not the answer the model meant.
                 limit = f"{self.limit_parameter}={self.completion_limit(request)}"
-                problems.append(f"{where}: {_CUT_OFF} ({limit}) before it was complete")
+                thought = "" if _has_text(content) else _thinking(message, body)
+                if thought:
+                    problems.append(f"{where}: {_CUT_OFF} ({limit}) {_NOTHING_YET}, thinking ({thought})")
+                else:
+                    problems.append(f"{where}: {_CUT_OFF} ({limit}) before it was complete")
                 bad_content = bad_content or (content if isinstance(content, str) else "")
                 continue
             if content is None or (isinstance(content, str) and not content.strip()):
@@ -1321,6 +1351,8 @@ def _connection_problem(exc: BaseException) -> str:
 
 #: How a problem says an answer was cut off by the completion limit.
 _CUT_OFF = "cut off at the completion limit"
+#: How a problem says the limit was reached before the answer began.
+_NOTHING_YET = "before it gave any answer"
 
 
 class _FormatUnsupported(Exception):
