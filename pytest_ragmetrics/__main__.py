@@ -39,6 +39,8 @@ from .report.cli import COMMANDS as REPORT_COMMANDS
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+#: A command stopped by Ctrl-C exits as an interrupted pytest run does.
+EXIT_INTERRUPTED = 2
 
 
 def default_cli_cache_dir(cwd: Path | None = None) -> Path:
@@ -387,6 +389,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning(warnings.showwarning)
             return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, as pytest says it, where a traceback through the judging loop stood. A
+        # command that judges has closed its evaluator on the way here, which records the answers
+        # that came back; a rerun asks only for the rest.
+        print("interrupted (Ctrl-C); the judge's answers that came back are recorded", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         _scope.command_line.reset(token)
 

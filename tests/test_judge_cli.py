@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +279,33 @@ def _store_lines(directory: Path) -> list[str]:
     return sorted(
         line for path in sorted(directory.rglob("*.jsonl")) for line in path.read_text().splitlines()
     )
+
+
+def test_a_rejudge_stopped_by_ctrl_c_says_so_in_one_line_and_keeps_the_answers_that_came(workdir, capsys):
+    """It ended in a traceback through the judging loop."""
+    tmp_path, server = workdir
+    _record(["--store-dir", "judgments"])
+    capsys.readouterr()
+    answer = server.responder
+
+    def interrupt(body: dict[str, Any]) -> dict[str, Any] | str:
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C, while the command waits for this answer
+        server.responder = answer
+        given: dict[str, Any] | str = answer(body)
+        return given
+
+    server.responder = interrupt
+    rejudge = ["store", "rejudge", "--model", "flipper", "--store-dir", "judgments", "--concurrency", "1"]
+    try:
+        code = main(rejudge)
+    except KeyboardInterrupt:
+        pytest.fail("store rejudge let the KeyboardInterrupt through")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "interrupted (Ctrl-C); the judge's answers that came back are recorded"
+    assert "Traceback" not in err
+    models = [json.loads(line)["model"] for line in _store_lines(tmp_path / "judgments")]
+    assert models.count("flipper") >= 1  # the answer on its way when Ctrl-C came
 
 
 def test_rejudge_records_the_store_for_a_new_model_and_a_replay_run_then_calls_nothing(workdir, capsys):
