@@ -23,7 +23,6 @@ from judge_requests import make_request
 from pytest_ragmetrics.errors import InvalidJudgeAnswer, JudgmentNotRecorded, RagMetricsWarning
 from pytest_ragmetrics.judge.base import Judge, JudgeAnswer, JudgeRequest, ScriptedJudge, Usage
 from pytest_ragmetrics.judge.cache import CachedJudge, CacheMode
-from pytest_ragmetrics.judge.disk_cache import default_cache_dir
 from pytest_ragmetrics.judge.last_run import LastRun, read_last_run, write_last_run
 from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
 from pytest_ragmetrics.judge.stats import JudgeStats
@@ -458,12 +457,6 @@ def test_last_run_record_round_trip(tmp_path):
     (tmp_path / "last_run.json").write_text('{"keys": []}')
     damaged = read_last_run(tmp_path)
     assert damaged is not None and damaged.unused is None and "older version" in str(damaged.reason)
-
-
-def test_default_cache_dir(tmp_path):
-    assert default_cache_dir(tmp_path) == tmp_path / ".ragmetrics_cache"
-    pytest_dir = tmp_path / ".pytest_cache" / "d"
-    assert default_cache_dir(tmp_path, pytest_dir) == pytest_dir / "ragmetrics"
 
 
 def test_unknown_mode_is_a_config_error(dirs):

@@ -1,5 +1,5 @@
-"""The local disk cache's database: where it lives, opening it, a read-only copy of one this process
-cannot write, a damaged one moved aside, and the errors it can raise.
+"""The local disk cache's database: opening it, a read-only copy of one this process cannot write, a
+damaged one moved aside, and the errors it can raise.
 
 The database is :mod:`diskcache`'s SQLite, used through its public API, shared safely by threads and
 by processes (pytest-xdist workers). What is written in it, and when it is read, is
@@ -31,21 +31,6 @@ def cache_errors() -> tuple[type[BaseException], ...]:
     import diskcache
 
     return (sqlite3.Error, OSError, diskcache.Timeout, ValueError, TypeError, KeyError)
-
-
-def default_cache_dir(
-    rootdir: str | os.PathLike[str], pytest_cache_dir: str | os.PathLike[str] | None = None
-) -> Path:
-    """Where the disk cache lives by default.
-
-    ``<pytest_cache_dir>/ragmetrics`` when pytest's cache directory is given. Pass the directory in
-    which ``config.cache.mkdir`` creates its directories (``<rootdir>/.pytest_cache/d``), so the result
-    is the same as ``config.cache.mkdir("ragmetrics")`` and what ``python -m pytest_ragmetrics cache``
-    looks at. Without it (``-p no:cacheprovider``): ``<rootdir>/.ragmetrics_cache``.
-    """
-    if pytest_cache_dir is not None:
-        return Path(pytest_cache_dir) / "ragmetrics"
-    return Path(rootdir) / ".ragmetrics_cache"
 
 
 def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
