@@ -44,7 +44,12 @@ def dirs(tmp_path: Path) -> Dirs:
 
 
 def cached_judge(
-    server: FakeJudgeServer | None, dirs: Dirs, mode: CacheMode = "readwrite", **judge_kwargs: Any
+    server: FakeJudgeServer | None,
+    dirs: Dirs,
+    mode: CacheMode = "readwrite",
+    *,
+    with_store: bool = True,
+    **judge_kwargs: Any,
 ) -> CachedJudge:
 
     stats = JudgeStats()
@@ -67,7 +72,7 @@ def cached_judge(
         make_inner,
         mode=mode,
         cache_dir=dirs.cache,
-        store=JudgmentStore(dirs.store),
+        store=JudgmentStore(dirs.store) if with_store else None,
         stats=stats,
     )
 
@@ -369,6 +374,31 @@ def test_unwritable_cache_dir_warns_and_the_run_goes_on(fake_judge_server, dirs)
     message = str(record[0].message)
     assert message.endswith("It is not a directory: set the cache directory to one (rag_cache_dir).")
     assert "cache clear" not in message
+
+
+@pytest.mark.parametrize("with_store", [True, False])
+def test_a_cache_on_a_full_disk_warns_that_the_disk_is_full_not_to_clear_the_cache(
+    fake_judge_server, dirs, with_store
+):
+    """SQLite's own "database or disk is full": the disk may be full of anything but the cache."""
+    dirs.cache.mkdir(parents=True)
+    (dirs.cache / "cache.db").symlink_to("/dev/full")  # every write fails with ENOSPC
+    judge = cached_judge(fake_judge_server, dirs, with_store=with_store)
+    with pytest.warns(RagMetricsWarning, match="cannot be used") as record:
+        [answer] = run(judge, make_request())
+    assert answer.source == "judge"
+    [message] = [str(w.message) for w in record]
+    assert message.startswith(
+        f"the judgment cache at {dirs.cache} cannot be used (cannot open it for writing: OperationalError: "
+        "database or disk is full): the disk it is on is full. Continuing without it; "
+    )
+    kept = (
+        f"this run's new judgments are recorded in the judgment store at {dirs.store} only, not cached"
+        if with_store
+        else "this run's new judgments are not cached: the next run asks the judge for them again"
+    )
+    assert message.endswith(f"{kept}. Free space on that disk.")
+    assert "cache clear" not in message and "Delete" not in message
 
 
 def test_replay_with_an_unusable_cache_and_no_store_explains_both(dirs):

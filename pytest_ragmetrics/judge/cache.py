@@ -78,6 +78,7 @@ from .claims import CLAIM_POLL, CLAIM_PREFIX, CLAIMS_DIR, Claims
 from .disk_cache import (
     UNUSABLE_NAME,
     cache_errors,
+    is_disk_full,
     is_transient,
     moved_aside,
     open_disk_cache,
@@ -637,6 +638,20 @@ class CachedJudge:
             if self.store is not None
             else ""
         )
+        if is_disk_full(exc):
+            # Clearing the cache is not the remedy for a disk that something else filled.
+            kept = (
+                f"this run's new judgments are recorded in the judgment store at {self.store.directory} "
+                "only, not cached"
+                if self.store is not None
+                else "this run's new judgments are not cached: the next run asks the judge for them again"
+            )
+            self._warn_once(
+                "cache-disabled",
+                f"the judgment cache at {self.cache_dir} cannot be used ({self._cache_problem}): the "
+                f"disk it is on is full. Continuing without it; {kept}. Free space on that disk.",
+            )
+            return
         if self.cache_dir is not None and self.cache_dir.exists() and not self.cache_dir.is_dir():
             # A file (rag_cache_dir naming one by a slip): deleting or clearing it is not the remedy.
             fix = "It is not a directory: set the cache directory to one (rag_cache_dir)."

@@ -10,6 +10,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sqlite3
@@ -109,6 +110,21 @@ def moved_aside(cache_dir: Path, exc: sqlite3.DatabaseError) -> bool:
     except OSError:
         return False
     return True
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the user's quota on it) is full: SQLite's SQLITE_FULL,
+    "database or disk is full", or the operating system's ENOSPC or EDQUOT, itself or as a cause."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain of causes, never a loop
+        if seen is None:
+            return False
+        if isinstance(seen, sqlite3.Error) and "disk is full" in str(seen):
+            return True
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def is_transient(exc: BaseException) -> bool:
