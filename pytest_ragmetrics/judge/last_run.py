@@ -1,5 +1,8 @@
 """What the last test run that used the judge says about the judgment store: the entries it did not
-use, or why it cannot tell, in a file of the cache directory that ``cache prune`` reads."""
+use, or why it cannot tell, in a file of the cache directory that ``cache prune`` reads.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 
