@@ -221,7 +221,8 @@ def test_a_report_that_is_a_symbolic_link_loop_is_named_as_one(tmp_path, capsys,
 
 def test_a_store_directory_that_is_a_symbolic_link_loop_ends_no_run_in_a_traceback(pytester):
     """The run's end (its report, the terminal summary) showed the store's path relative to the
-    rootdir, and resolving a link that loops raised RuntimeError: a traceback after every test had run."""
+    rootdir, and resolving a link that loops raised RuntimeError: a traceback after every test had run.
+    Now no directory can be made there, which the run says at its start, as it was given."""
     pytester.makepyfile(
         """
         from pytest_ragmetrics import RagSample, assert_metric
@@ -234,9 +235,9 @@ def test_a_store_directory_that_is_a_symbolic_link_loop_ends_no_run_in_a_traceba
     (pytester.path / "judgments").symlink_to("judgments")
     result = pytester.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-report")
     text = result.stdout.str() + result.stderr.str()
-    assert result.ret == 0, text
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
     assert "Traceback" not in text and "INTERNALERROR" not in text
-    result.stdout.fnmatch_lines(["cache replay at *, judgment store */judgments"])  # as it was given
+    result.stderr.fnmatch_lines(["*--rag-store-dir: the judgment store */judgments is no directory;*"])
 
 
 def test_a_merged_report_that_cannot_be_written_is_one_error_naming_it(tmp_path, capsys, monkeypatch):
