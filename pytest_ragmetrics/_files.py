@@ -14,6 +14,7 @@ import errno
 import os
 import re
 import secrets
+import stat
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -86,14 +87,19 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
 
 
 def replaceable(path: str | os.PathLike[str], ours: Callable[[bytes], bool]) -> bool:
-    """Whether a file the package writes may replace what ``path`` holds: nothing, an empty file, or
-    a file whose first bytes ``ours`` takes for one it wrote. Anything else (a golden set or a
-    labelled set, named by a slip of the tab key) would be lost."""
+    """Whether a file the package writes may replace what ``path`` holds: nothing, an empty file, a
+    pipe or a device, or a file whose first bytes ``ours`` takes for one it wrote. Anything else (a
+    golden set or a labelled set, named by a slip of the tab key) would be lost."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            # A pipe or a device is written to, never replaced (see write_atomic); reading it first
+            # would wait for a writer (bash's --rag-report-json=>(jq .), a FIFO) or for the keyboard
+            # (/dev/stdout on a terminal) for ever. A directory: the write says why.
+            return True
         with open(path, "rb") as handle:
             head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
     except OSError:
-        return True  # none yet; or unreadable, a directory: the write says why
+        return True  # none yet; or unreadable: the write says why
     return not head.strip() or ours(head)
 
 

@@ -295,6 +295,29 @@ def test_a_report_written_to_a_pipe_goes_into_the_pipe(tmp_path):
     assert read == ["{}\n"]
 
 
+def test_a_pipe_named_as_a_report_is_written_to_never_read_first(tmp_path):
+    """bash's ``--rag-report-json=>(jq .)`` names a pipe: the check that a report path holds no
+    other file read it first, so the run waited for ever at its start for a writer."""
+    import os
+    import threading
+
+    from pytest_ragmetrics.report.build import check_replaceable
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+
+    def other_writer() -> None:
+        with open(pipe, "w", encoding="utf-8") as handle:  # waits until the pipe is opened to read
+            handle.write("not a report\n")
+
+    writer = threading.Thread(target=other_writer, daemon=True)
+    writer.start()
+    check_replaceable(pipe, "json", "--rag-report-json")  # read the pipe: found "not a report"
+    with open(pipe, encoding="utf-8") as handle:  # the pipe's reader is this test, not the check
+        assert handle.read() == "not a report\n"
+    writer.join()
+
+
 @pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "directory", "fifo"])
 def test_a_baseline_that_is_not_a_regular_file_is_refused_at_once(tmp_path, capsys, special, monkeypatch):
     """``baseline compare /dev/zero`` read forever; a FIFO would wait for a writer."""
