@@ -29,19 +29,20 @@ class SuiteRecord:
     collected them from (``summary.suite``).
 
     Kept by every run with the plugin, from its start, since a run may first use the plugin in any
-    test. The digests are computed when asked for (a report, an xdist worker's output): a run that
-    writes no report pays for a list of ids and two sets.
+    test. The ids, files and digests of the tests collected are worked out when asked for (a report,
+    an xdist worker's output): a run that writes no report pays for a list of its tests and two sets.
     """
 
     def __init__(self) -> None:
-        self._collected_ids: list[str] | None = None
+        #: The tests collected, before deselection.
+        self._items: list[pytest.Item] | None = None
         self._collected: tuple[int, str] | None = None
         self.ran: set[str] = set()
         #: Tests (and modules) skipped, by node id: they never reached their comparisons.
         self.skipped: list[str] = []
         #: Tests were deselected (in this process, or in an xdist worker): a partial run.
         self.deselected = False
-        #: The files the suite was collected from: its test files, and the samples files its
+        #: The files the suite was collected from besides its test files: the samples files its
         #: ``@pytest.mark.ragmetrics(samples=...)`` markers name (added as they are loaded).
         self.sources: set[Path] = set()
         #: Their digests (:func:`~pytest_ragmetrics._run.file_digests`), once computed or received
@@ -49,8 +50,8 @@ class SuiteRecord:
         self.files: dict[str, str] | None = None
 
     def collect(self, items: Sequence[pytest.Item]) -> None:
-        self._collected_ids, self._collected = [item.nodeid for item in items], None
-        self.sources.update(item.path for item in items)
+        # A copy: deselection edits the list in place.
+        self._items, self._collected = list(items), None
 
     def count_skipped(self, report: pytest.TestReport | pytest.CollectReport) -> None:
         """Count a skipped test (in setup or call) or module. An xfail test is not counted: replayed,
@@ -61,31 +62,32 @@ class SuiteRecord:
     @property
     def collected(self) -> tuple[int, str] | None:
         """(count, hex digest) of the collected tests, once known (from a worker under xdist)."""
-        if self._collected is None and self._collected_ids is not None:
+        if self._collected is None and self._items is not None:
             from ._run import set_digest
 
-            ids = set(self._collected_ids)
-            self._collected, self._collected_ids = (len(ids), f"{set_digest(ids):064x}"), None
+            ids = {item.nodeid for item in self._items}
+            self._collected = (len(ids), f"{set_digest(ids):064x}")
         return self._collected
 
     @collected.setter
     def collected(self, value: tuple[int, str]) -> None:
-        self._collected, self._collected_ids = value, None
+        self._collected = value
 
     @property
     def collected_count(self) -> int | None:
         """How many tests were collected, once known, without their digest (which only a report
         that is read needs)."""
-        if self._collected is None and self._collected_ids is not None:
-            return len(set(self._collected_ids))
+        if self._collected is None and self._items is not None:
+            return len({item.nodeid for item in self._items})
         return None if self._collected is None else self._collected[0]
 
     def file_digests(self, shown: Callable[[str], str]) -> dict[str, str]:
-        """The digests of :attr:`sources`, read once."""
+        """The digests of the test files collected and of :attr:`sources`, read once."""
         if self.files is None:
             from ._run import file_digests
 
-            self.files = file_digests(self.sources, shown)
+            tests = {item.path for item in self._items or ()}
+            self.files = file_digests(tests | self.sources, shown)
         return self.files
 
     def to_json(self, shown: Callable[[str], str]) -> dict[str, Any] | None:

@@ -841,6 +841,55 @@ def test_marker_refuses_run_wide_settings(pytester):
     result.stderr.fnmatch_lines(["*report_json applies to the whole run*"])
 
 
+def test_a_golden_set_marker_on_a_module_or_a_class_parametrizes_each_of_its_tests(pytester):
+    (pytester.path / "golden.jsonl").write_text(
+        '{"id": "g1", "question": "q1", "contexts": ["a"]}\n{"id": "g2", "question": "q2", "contexts": ["b"]}\n'
+    )
+    pytester.makepyfile(
+        test_module="""
+        import pytest
+        pytestmark = pytest.mark.ragmetrics(samples="golden.jsonl")
+
+        def test_each(rag_sample):
+            pass
+        """,
+        test_class="""
+        import pytest
+
+        @pytest.mark.ragmetrics(samples="golden.jsonl")
+        class TestGolden:
+            def test_each(self, rag_sample):
+                pass
+
+        def test_plain():
+            pass
+        """,
+    )
+    result = pytester.runpytest("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    assert sorted(line for line in result.stdout.lines if "::" in line) == [
+        "test_class.py::TestGolden::test_each[g1]",
+        "test_class.py::TestGolden::test_each[g2]",
+        "test_class.py::test_plain",
+        "test_module.py::test_each[g1]",
+        "test_module.py::test_each[g2]",
+    ]
+
+
+def test_a_marker_a_hook_puts_on_a_module_after_collection_is_checked_as_one_written_there(pytester):
+    pytester.makeconftest("""
+        import pytest
+
+        def pytest_collection_modifyitems(items):
+            for item in items:
+                item.parent.add_marker(pytest.mark.ragmetrics(judge_modle="x"))
+    """)
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_plain: unknown @pytest.mark.ragmetrics argument(s) judge_modle*"])
+
+
 def test_marker_samples_parametrize_rag_sample(project):
     (project.path / "golden.jsonl").write_text(
         '{"id": "g1", "question": "Where is France?", "contexts": ["France is in Western Europe."], '
