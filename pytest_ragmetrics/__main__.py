@@ -392,8 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C: one line, as pytest says it, where a traceback through the judging loop stood. A
         # command that judges has closed its evaluator on the way here, which records the answers
-        # that came back; a rerun asks only for the rest.
-        print("interrupted (Ctrl-C); the judge's answers that came back are recorded", file=sys.stderr)
+        # that came back where its cache mode records (not with --cache off: the line says no more).
+        print("interrupted (Ctrl-C)", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         _scope.command_line.reset(token)
