@@ -415,6 +415,11 @@ def quote_server(body: Any, fallback: str = "") -> str:
     """The server's own words in an error ``body``: its ``message``, else the body itself, else
     ``fallback``; credentials scrubbed, shortened to :data:`MAX_SERVER_MESSAGE` characters."""
     message: Any = None
+    if isinstance(body, list) and body and isinstance(body[0], Mapping):
+        # Gemini's OpenAI-compatible endpoint sends its error in a list, [{"error": {...}}], which
+        # the SDK leaves whole (it takes the "error" of an object only).
+        first = body[0]
+        body = first["error"] if isinstance(first.get("error"), Mapping) else first
     if isinstance(body, Mapping):
         message = body.get("message")
         if not isinstance(message, str) or not message.strip():
