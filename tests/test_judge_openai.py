@@ -496,6 +496,22 @@ def test_an_html_error_page_is_quoted_by_its_title_or_heading(fake_judge_server,
     assert said in str(info.value)
 
 
+def test_an_error_sent_in_a_list_is_quoted_by_its_message(fake_judge_server):
+    """Gemini's OpenAI-compatible endpoint: ``[{"error": {...}}]``, which read as "Error code: 400"."""
+    refused = {"code": 400, "message": 'Invalid JSON payload received. Unknown name "seed": Cannot find field.'}
+    fake_judge_server.fail_next(400, body=[{"error": {**refused, "status": "INVALID_ARGUMENT"}}])
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server), make_request())
+    assert str(info.value).endswith(
+        '(HTTP 400, not retried): Invalid JSON payload received. Unknown name "seed": Cannot find field.; '
+        "to send no seed, set RAGMETRICS_SEED=none"
+    )
+    overloaded = {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}
+    fake_judge_server.fail_next(503, body=[{"error": overloaded}], times=3)
+    with pytest.raises(JudgeUnavailable, match=r"HTTP 503: The model is overloaded\.; gave up after 3"):
+        run_judge(make_judge(fake_judge_server), make_request())
+
+
 def test_a_body_nested_too_deeply_to_read_is_a_malformed_body(fake_judge_server):
     # JSON nested deeper than Python's recursion limit raises RecursionError, not a decode error.
     deep = b"[" * 100_000 + b"]" * 100_000
