@@ -371,11 +371,29 @@ def test_an_unparseable_answer_is_an_error_of_its_item_and_the_check_goes_on(pro
 
 
 def test_the_check_runs_once_on_the_xdist_controller(project, serve):
+    """Without a cache, each process that checked the judge would ask for every labelled judgment
+    itself: a worker that checked it too would show in the count, which a shared cache hides."""
+    project.makepyfile(
+        test_more=f"""
+        from pytest_ragmetrics import RagSample, assert_context_precision
+
+        def test_precision_too():
+            sample = RagSample({QUESTION!r}, [{PARIS!r}], ground_truth={REFERENCE!r}, id="s")
+            assert_context_precision(sample) >= 0.0
+        """
+    )
     server = serve("labelled")
-    result = project.runpytest("-n", "2", "-p", "xdist", "--rag-report")
+    alone = project.runpytest("--rag-cache=off", "-p", "no:xdist")
+    assert alone.ret == 0, alone.stdout.str()
+    # The labelled set's judgments, each asked once (the tests' judgment is one of them: label p1).
+    labelled = server.request_count
+    result = project.runpytest("-n", "2", "-p", "xdist", "--rag-report", "--rag-cache=off")
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["PASS  context_precision kappa >= 0.6*"])
-    assert server.request_count == 11
+    result.stdout.fnmatch_lines(["PASS  context_precision kappa >= 0.6*", "*2 passed*"])
+    asked = server.request_count - labelled
+    # The labelled set once, by the controller; the tests' judgment once by each worker that ran a
+    # test. A worker that checked the judge too would ask for the whole labelled set again.
+    assert labelled + 1 <= asked <= labelled + 2, (labelled, asked)
 
 
 @pytest.mark.parametrize(
