@@ -872,7 +872,7 @@ def evaluate_regression_gates(
         if not entry or not entry.get("n") or entry.get("delta") is None:
             row["reason"] = f"no samples of {gate.label} matched the baseline"
             if row["not_measured"]:
-                row["reason"] = not_measured_reason(gate.label, row["not_measured"])
+                row["reason"] = not_measured_reason(gate.label, row["not_measured"], baseline=True)
             elif row.get("no_claims"):
                 row["reason"] += f": {row['no_claims']} with no claims in one run, not compared"
             if partial:

@@ -298,15 +298,26 @@ def gate_fields(gate: Any) -> dict[str, Any]:
     }
 
 
-def not_measured_reason(label: str, samples: int) -> str:
-    """Why a gate has no value: ``context_recall not measured: 3 samples (...)``. Aggregate and
-    regression gates over a metric no sample reached say it in these words."""
+def not_measured_reason(label: str, samples: int, *, baseline: bool = False) -> str:
+    """Why a gate has no value: ``context_recall not measured: none of the run's 3 samples has a
+    score (...)``. Aggregate and regression gates over a metric no sample reached say it in these
+    words; an aggregate gate counts the run's samples, a regression gate (``baseline``) the
+    baseline's samples the run has without a score. Either count may hold samples whose tests never
+    ask for the metric, so the words say whose samples they are, not that each was tried."""
+    if not samples:
+        return f"{label} not measured: 0 samples (no sample of this run)"
     where = (
-        "their tests stopped at an earlier failing check, or do not ask for it"
-        if samples
-        else "no sample of this run"
+        "its test stopped at an earlier failing check, or does not ask for it"
+        if samples == 1
+        else "their tests stopped at an earlier failing check, or do not ask for it"
     )
-    return f"{label} not measured: {samples} sample{'' if samples == 1 else 's'} ({where})"
+    if baseline:
+        whose = f"this run has no score for {samples} of the baseline's samples"
+    elif samples == 1:
+        whose = "the run's one sample has no score"
+    else:
+        whose = f"none of the run's {samples} samples has a score"
+    return f"{label} not measured: {whose} ({where})"
 
 
 def _scores_for(

@@ -212,7 +212,8 @@ class GateRow(TypedDict, total=False):
     passed: bool
     #: ``value - threshold``, ``None`` without a value.
     margin: float | None
-    #: ``None``, or why the gate has no value (``"... not measured: 3 samples ..."``).
+    #: ``None``, or why the gate has no value
+    #: (``"... not measured: none of the run's 3 samples has a score ..."``).
     reason: str | None
     #: The run's samples this metric did not score (their tests stopped at an earlier failing
     #: check, or do not ask for it).

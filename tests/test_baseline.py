@@ -306,13 +306,25 @@ def test_a_gate_over_a_metric_no_sample_reached_says_so() -> None:
     (gate,) = evaluate_regression_gates(parse_regression_gates("context_recall any drop <= 0.5"), comparison)
     assert not gate["passed"] and gate["n"] == 0 and gate["not_measured"] == 15
     assert gate["reason"] == (
-        "context_recall not measured: 15 samples (their tests stopped at an earlier failing check, or do "
-        "not ask for it)"
+        "context_recall not measured: this run has no score for 15 of the baseline's samples (their tests "
+        "stopped at an earlier failing check, or do not ask for it)"
     )
     assert "matched" not in gate["reason"]
     recall = find_metric(comparison, "context_recall", None)
     assert recall is not None
     assert sample_changes(recall) == "15 not measured in this run (q01, q02, q03, q04, q05, ...)"
+
+
+def test_the_samples_listed_under_a_comparison_are_said_to_be_others_than_those_it_compared() -> None:
+    """Two tests scoring one golden set under two ids: one stopped early, the other was compared."""
+    metrics = [("context_precision", None), ("context_recall", None)]
+    renamed = [dataclasses.replace(s, id=f"weak-{s.id}") for s in BASE]
+    current = stopped_at_first_failure(run([*BASE, *renamed], metrics), {s.id for s in BASE})
+    recall = find_metric(compare_reports(run([*BASE, *renamed], metrics), current), "context_recall", None)
+    assert recall is not None and recall["n"] == 15 and len(recall["not_measured"]) == 15
+    assert sample_changes(recall) == (
+        "besides the 15 compared: 15 not measured in this run (q01, q02, q03, q04, q05, ...)"
+    )
 
 
 def test_in_a_partial_run_a_sample_it_lacks_is_not_measured() -> None:
@@ -322,7 +334,7 @@ def test_in_a_partial_run_a_sample_it_lacks_is_not_measured() -> None:
     full = compare_reports(run(BASE), run(BASE[:5]))
     assert precision(full)["removed"] == [s.id for s in BASE[5:]]
     changes = sample_changes(precision(full))
-    assert changes is not None and changes.startswith("10 removed from the golden set (q06, ")
+    assert changes is not None and changes.startswith("besides the 5 compared: 10 removed from the golden set (q06, ")
 
 
 def test_comparison_is_reproducible_byte_for_byte() -> None:

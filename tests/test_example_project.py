@@ -147,6 +147,16 @@ def test_example_project_baseline_flags_the_weakened_retriever_as_a_significant_
     assert "FAIL  context_precision mean drop <= 0.02 at p < 0.05  drop 0.600" in text
     assert "FAIL  context_recall any drop <= 0.5  drop 1.000" in text
     assert "FAIL  ndcg@3 mean drop <= 0.02 at p < 0.05  drop 0.560" in text
+    # Answer relevancy is compared over the weak generator's answers (weak-answer-q01...), whose test
+    # needs no retriever; the BM25 answers' test (q01...) stopped at its replay miss. The line under
+    # the row says those are others than the 15 its n counts.
+    assert re.search(r"^answer_relevancy\s+15\s+.*unchanged$", text, re.M), text
+    assert "    besides the 15 compared: 15 not measured in this run (q01, q02, q03, q04, q05, ...)" in text
+    # The run holds 30 samples (q01... and weak-answer-q01...), none of them scored for correctness.
+    assert (
+        "answer_correctness[recall] not measured: none of the run's 30 samples has a score (their tests "
+        "stopped at an earlier failing check, or do not ask for it)"
+    ) in text
 
 
 def test_example_project_checks_its_recorded_judge_against_the_hand_labels(default_run):

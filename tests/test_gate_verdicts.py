@@ -285,9 +285,9 @@ def test_an_unreached_metric_reads_not_measured_in_aggregate_and_regression_gate
     why = "(their tests stopped at an earlier failing check, or do not ask for it)"
     result.stdout.fnmatch_lines(
         [
-            f"ragmetrics gate failed: context_recall mean >= 0.5 (context_recall not measured: 18 samples {why})",
+            f"ragmetrics gate failed: context_recall mean >= 0.5 (context_recall not measured: none of the run's 18 samples has a score {why})",
             "ragmetrics regression gate failed: context_recall mean drop <= 0.1 (context_recall not measured: "
-            f"12 samples {why})",
+            f"this run has no score for 12 of the baseline's samples {why})",
         ]
     )
 
@@ -403,7 +403,7 @@ def test_terminal_markdown_and_html_show_inconclusive_what_a_gate_sees_not_measu
     render_sections(report, Writer())
     text = "\n".join(lines)
     for fact in (
-        "FAIL  context_precision mean >= 0.5  context_precision not measured: 12 samples",
+        "FAIL  context_precision mean >= 0.5  context_precision not measured: none of the run's 12 samples",
         "REFUSED  scored differently: judge model: model-a in the baseline, model-b now (context_recall)",
         "differs: judge model: model-a in the baseline, model-b now (context_recall)",
         f"INCONCLUSIVE  {REGRESSION}  drop 0.083",
@@ -420,4 +420,4 @@ def test_terminal_markdown_and_html_show_inconclusive_what_a_gate_sees_not_measu
     assert "**refused, scored differently:** judge model: model-a in the baseline, model-b now" in markdown
     page = to_html(report)
     assert "INCONCLUSIVE" in page and "can see: 1 of 12 matched samples changed" in page
-    assert 'id="baseline-refused"' in page and "context_precision not measured: 12 samples" in page
+    assert 'id="baseline-refused"' in page and "context_precision not measured: none of the run&#x27;s 12 samples" in page

@@ -249,8 +249,8 @@ def test_gate_without_scores_names_the_run_samples_not_measured():
     [row] = evaluate_gates(parse_gates("context_recall mean >= 0.8"), {}, run_samples=3)
     assert row["not_measured"] == 3
     assert row["reason"] == (
-        "context_recall not measured: 3 samples (their tests stopped at an earlier failing check, or do "
-        "not ask for it)"
+        "context_recall not measured: none of the run's 3 samples has a score (their tests stopped at an "
+        "earlier failing check, or do not ask for it)"
     )
 
 

@@ -252,7 +252,11 @@ def moved_samples(samples: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def sample_changes(entry: Mapping[str, Any], limit: int = 5) -> str | None:
-    """``1 new (q16), 3 removed (q13, q14, q15)``: the samples a comparison could not match, or None."""
+    """``1 new (q16), 3 removed (q13, q14, q15)``: the samples a comparison could not match, or None.
+
+    Beside a comparison of matched samples the line starts ``besides the 15 compared:``: the
+    samples it lists are others than the ``n`` its row counts (a golden set scored under two ids by
+    two tests can show 15 compared and 15 not measured for one metric)."""
     parts = []
     for key, word in (
         ("new", "new"),
@@ -266,7 +270,10 @@ def sample_changes(entry: Mapping[str, Any], limit: int = 5) -> str | None:
         if ids:
             shown = ", ".join(str(i) for i in ids[:limit]) + (", ..." if len(ids) > limit else "")
             parts.append(f"{len(ids)} {word} ({shown})")
-    return ", ".join(parts) or None
+    if not parts:
+        return None
+    n = entry.get("n") or 0
+    return (f"besides the {format_count(n)} compared: " if n else "") + ", ".join(parts)
 
 
 def regression_gate_detail(gate: Mapping[str, Any]) -> str:
