@@ -354,6 +354,24 @@ def test_a_refused_sampling_parameter_names_the_setting_to_change(fake_judge_ser
     assert str(info.value).endswith(hint)
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"message": "openai does not support parameters: ['n'], for model=groq/llama", "type": None},
+        {"message": "Invalid value for this parameter.", "type": "invalid_request_error", "param": "n"},
+    ],
+    ids=["the parameter quoted", "the error's param"],
+)
+def test_a_refused_n_names_the_setting_to_change(fake_judge_server, error):
+    """Groq takes only n=1: the 400 quoted the server and named nothing to set."""
+    fake_judge_server.fail_next(400, body={"error": error})
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server), make_request(n=3))
+    assert str(info.value).endswith(
+        "; the server does not take n=3 (several answers to one request): set RAGMETRICS_JUDGE_N=1"
+    )
+
+
 def test_timeout_is_retried_then_reported(fake_judge_server):
     fake_judge_server.hang_next(seconds=3.0)
     stats = JudgeStats()

@@ -382,6 +382,9 @@ _REFUSED_PARAMETER = re.compile(
     r".*\b(temperature|seed)\b",
     re.IGNORECASE | re.DOTALL,
 )
+#: A server naming the parameter n, quoted, in its refusal: OpenAI's "Invalid 'n': integer above
+#: maximum value", a LiteLLM proxy's "does not support parameters: ['n']".
+_REFUSED_N = re.compile(r"(?<!\w)['\"`]n['\"`]")
 #: The server wants the other completion-limit parameter: OpenAI's reasoning models answer ``max_tokens``
 #: with "Unsupported parameter: 'max_tokens' ... Use 'max_completion_tokens' instead".
 _OTHER_LIMIT_PARAMETER = {"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}
@@ -1279,8 +1282,21 @@ class OpenAIJudge:
                     "the server supports."
                 )
         if status in (400, 422):
-            return f"{prefix}: {detail}{self._parameter_hint(detail)}"
+            return f"{prefix}: {detail}{self._parameter_hint(detail)}{self._n_hint(exc, params, detail)}"
         return f"{prefix}: {detail}"
+
+    def _n_hint(self, exc: Any, params: Mapping[str, Any], detail: str) -> str:
+        """The setting to change when a server refuses several answers in one request (Groq takes only
+        n=1; OpenAI at most 128), as it says: the error's ``param``, or ``'n'`` quoted in its words."""
+        if "n" not in params:
+            return ""
+        body = getattr(exc, "body", None)
+        if not (isinstance(body, Mapping) and body.get("param") == "n") and not _REFUSED_N.search(detail):
+            return ""
+        return (
+            f"; the server does not take n={params['n']} (several answers to one request): set "
+            f"{self.how_to_set('judge_n', 1)}"
+        )
 
     def _parameter_hint(self, detail: str) -> str:
         """The setting to change when a server refuses a sampling parameter it does not take: OpenAI's
