@@ -10,6 +10,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -861,8 +862,39 @@ def test_a_shard_changed_in_place_after_it_was_indexed_never_serves_another_judg
     assert stored(reader, first).judged_at == when[0][1]  # indexed, and read once
     lines = path.read_bytes().splitlines(keepends=True)
     assert len(lines) == 2 and len(lines[0]) == len(lines[1])
+    before = path.stat()
     with open(path, "r+b") as file:  # in place: the reader's open file sees the change
         file.write(lines[1] + lines[0])
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # same inode, size and times
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    # Each is found where it now is, the shard read anew: neither lost (a replay would fail on it)
     for request, at in when:
         answer = reader.get(request)
-        assert answer is None or answer.judged_at == at
+        assert answer is not None and answer.judged_at == at
+
+
+def test_a_line_that_grew_in_place_is_read_whole_where_it_now_ends(tmp_path):
+    """A shard rewritten in place (an editor saving into the same file), its first line longer and
+    the next shorter: the first still starts where it was indexed, and the length indexed cut it
+    short, which was read as a damaged line, warned of and lost."""
+    store = JudgmentStore(tmp_path / "judgments")
+    by_shard: dict[str, list[Any]] = {}
+    for request in (make_request(i) for i in range(100, 1000)):
+        by_shard.setdefault(request.cache_key()[:2], []).append(request)
+    pair = next(pair for pair in by_shard.values() if len(pair) >= 2)[:2]
+    first, second = sorted(pair, key=lambda request: request.cache_key())
+    store.put_many([(first, make_answer()), (second, make_answer())])
+    store.flush()
+    path = store.path_for(first.cache_key())
+    reader = JudgmentStore(tmp_path / "judgments")
+    assert stored(reader, first).choices[0]["reason"] == "mentions Paris — the capital"  # indexed
+    one, two = path.read_bytes().splitlines(keepends=True)
+    assert one.startswith(b'{"key":"' + first.cache_key().encode())
+    one, two = one.replace(b"the capital", b"the capitals"), two.replace(b"the capital", b"the capita")
+    with open(path, "r+b") as file:  # in place, to the same size
+        file.write(one + two)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no line is damaged
+        assert stored(reader, first).choices[0]["reason"] == "mentions Paris — the capitals"
+        assert stored(reader, second).choices[0]["reason"] == "mentions Paris — the capita"

@@ -311,14 +311,16 @@ class JudgmentStore:
 
     # --- reading ---------------------------------------------------------------------------------
 
-    def _index(self, name: str, *, fresh: bool = False) -> _Shard | None:
+    def _index(self, name: str, *, fresh: bool = False, anew: bool = False) -> _Shard | None:
         """Shard ``name``'s index, read on first use; with ``fresh``, brought up to date with the
-        file first (lines appended since, or the whole file when it was replaced)."""
+        file first (lines appended since, or the whole file when it was replaced);
+        with ``anew``, read whole again: the file was changed in place, which its size, times and
+        inode need not show (a line indexed for a key holds another's)."""
         with self._lock:
             shard = self._shards.get(name, False)
             if isinstance(shard, _Shard) and shard.fd < 0 and not self._reopen(name, shard):
                 fresh = True  # the file was replaced while closed: read it anew
-            if shard is not False and not fresh:
+            if shard is not False and not (fresh or anew):
                 if isinstance(shard, _Shard):
                     self._open.move_to_end(name)
                 return shard  # type: ignore[return-value]
@@ -339,7 +341,7 @@ class JudgmentStore:
                 self._shards[name] = None
                 return None
             identity = (stat.st_dev, stat.st_ino)
-            if isinstance(shard, _Shard) and shard.fd >= 0 and shard.identity == identity:
+            if isinstance(shard, _Shard) and shard.fd >= 0 and shard.identity == identity and not anew:
                 if stat.st_size > shard.end:
                     self._scan(name, shard)
                 return shard
@@ -486,16 +488,31 @@ class JudgmentStore:
                     line = None
                 if line is not None:
                     return line
-        for fresh in (False, True):
-            shard = self._index(name, fresh=fresh)
-            if shard is not None:
-                try:
-                    line = shard.read(key)
-                except OSError:
-                    continue
-                if line is not None:
-                    return line
+        # As indexed; then with the lines appended since; then, when the line indexed for the key
+        # holds another's, read anew: the file was changed in place, and the key may be elsewhere.
+        for fresh, anew in ((False, False), (True, False), (False, True)):
+            shard = self._index(name, fresh=fresh, anew=anew)
+            if shard is None:
+                if fresh or anew:
+                    return None
+                continue  # no file when first looked for: another process may have made it since
+            try:
+                line = shard.read(key)
+            except OSError:
+                continue
+            if line is not None:
+                return line
+            if fresh and key not in shard.lines:
+                return None  # not in the file: the usual miss reads nothing more
         return None
+
+    def _line_anew(self, key: str) -> bytes | None:
+        """The line of ``key`` once its shard is read whole again (see :meth:`_index`)."""
+        shard = self._index(key[:2], anew=True)
+        try:
+            return None if shard is None else shard.read(key)
+        except OSError:
+            return None
 
     def cut_short(self, key: str) -> str:
         """For a message saying ``key`` is not recorded: the line its shard ends in when that line is
@@ -561,15 +578,23 @@ class JudgmentStore:
     def _record(self, key: str, replay: bool | None, *, a_key: bool = False) -> dict[str, Any] | None:
         """The JSON object on the line of ``key`` as written (see :meth:`read_json`)."""
         line = self._line(key, a_key=a_key)
-        if line is None:
-            return None
-        try:
-            data = loads_entry(line)
-        except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-            self._warn_entry(key, f"it is not valid JSON ({exc})", replay)
-            return None
-        except RecursionError:
-            self._warn_entry(key, "it is nested too deeply to read", replay)
+        while line is not None:
+            try:
+                data = loads_entry(line)
+                break
+            except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+                # Read where the index said the line was, as long as it was: a shard changed in
+                # place since (an editor saving into the same file) may have moved its end. The
+                # shard is read anew: a line still the same there is damaged.
+                again = self._line_anew(key)
+                if again is None or again == line:
+                    self._warn_entry(key, f"it is not valid JSON ({exc})", replay)
+                    return None
+                line = again
+            except RecursionError:
+                self._warn_entry(key, "it is nested too deeply to read", replay)
+                return None
+        else:
             return None
         if not isinstance(data, dict):
             self._warn_entry(key, "it does not hold a JSON object", replay)
