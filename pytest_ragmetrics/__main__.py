@@ -43,18 +43,6 @@ EXIT_FAILED = 1
 EXIT_INTERRUPTED = 2
 
 
-def default_cli_cache_dir(cwd: Path | None = None) -> Path:
-    """The cache directory the plugin uses when run from ``cwd`` with default settings.
-
-    With pytest's cache provider that is ``config.cache.mkdir("ragmetrics")``, i.e.
-    ``.pytest_cache/d/ragmetrics``; without it (``-p no:cacheprovider``) ``.ragmetrics_cache``.
-    """
-    base = cwd or Path.cwd()
-    if (base / ".pytest_cache").is_dir():
-        return base / ".pytest_cache" / "d" / "ragmetrics"
-    return base / ".ragmetrics_cache"
-
-
 def configured_dirs(
     cwd: Path | None = None, environ: Mapping[str, str] | None = None, ini: Mapping[str, str] | None = None
 ) -> dict[str, Path]:
@@ -437,7 +425,9 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.cache_dir is None:
-        args.cache_dir = configured.get("cache_dir") or default_cli_cache_dir()
+        from .settings import default_cache_dir
+
+        args.cache_dir = configured.get("cache_dir") or default_cache_dir(cwd=Path.cwd())
     if args.store_dir is None:
         args.store_dir = configured.get("store_dir")
     for what, directory in (("judgment store", args.store_dir), ("judgment cache", args.cache_dir)):

@@ -32,7 +32,7 @@ from .kinds import answer_classes
 from .metrics.builtin import Metric, ScoringContext, check_method
 from .results import MetricResult, aggregate
 from .sample import RagSample, as_samples
-from .settings import Settings, from_env, wording
+from .settings import Settings, default_cache_dir, from_env, wording
 from .specs import format_metric, format_sampling, registered_metrics
 from .text import PunktSplitter, normalize_text  # stdlib only: nltk loads when a splitter is built
 
@@ -410,7 +410,7 @@ class Evaluator:
 
     @property
     def cache_dir(self) -> str:
-        return str(self.settings.cache_dir or self._default_cache_dir or ".ragmetrics_cache")
+        return str(self.settings.cache_dir or self._default_cache_dir or default_cache_dir())
 
     @property
     def judge(self) -> CachedJudge:

@@ -432,10 +432,10 @@ class RagmetricsSession:
         return self._stats
 
     def default_cache_dir(self) -> str:
-        cache = getattr(self.config, "cache", None)  # None under -p no:cacheprovider
-        if cache is not None:
-            return str(cache.mkdir("ragmetrics"))
-        return str(self.config.rootpath / ".ragmetrics_cache")
+        """The run's cache directory when no setting names one: the settings' rule for a pytest run."""
+        from .settings import default_cache_dir
+
+        return str(default_cache_dir(self.config))
 
     def test_settings(self, item: pytest.Item, config: Mapping[str, Any] | None) -> Settings:
         """The settings of test ``item``: the run's, its ``ragmetrics_config`` value, its markers."""

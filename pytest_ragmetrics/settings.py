@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import ConfigError
 
 if TYPE_CHECKING:
+    import pytest
+
     from .specs import MetricCatalog
 from .options import (
     _OPTIONAL,
@@ -48,6 +50,7 @@ __all__ = [
     "Settings",
     "advice",
     "check_marker",
+    "default_cache_dir",
     "env_values",
     "for_test",
     "from_env",
@@ -249,6 +252,37 @@ def configured(ini: Mapping[str, Any], cli: Mapping[str, Any] | None = None) -> 
     variables, then what the command's own options give (``cli``, by setting name)."""
     values = {o.name: ini[o.ini_name] for o in OPTIONS if o.ini_name in ini}
     return resolve(ini=values, env=os.environ, cli=cli)
+
+
+#: The local judgment cache's directory where pytest's cache directory is not there to hold it.
+FALLBACK_CACHE_DIR = ".ragmetrics_cache"
+
+
+def default_cache_dir(config: pytest.Config | None = None, *, cwd: Path | None = None) -> Path:
+    """The local judgment cache's directory when no setting names one (``cache_dir``).
+
+    The judgments sit in pytest's cache directory where there is one, so that ``pytest --cache-clear``
+    clears them too; each place that opens the cache knows of that directory differently, so each
+    passes what it has:
+
+    * a pytest run, its ``config``: ``ragmetrics`` in the directory pytest's cache provider gives
+      (``.pytest_cache/d/ragmetrics``, or under pytest's own ``cache_dir`` setting), or, with the
+      provider off (``-p no:cacheprovider``), ``.ragmetrics_cache`` in the rootdir;
+    * a ``python -m pytest_ragmetrics`` command, the directory it runs in (``cwd``), where a pytest
+      run would: ``.pytest_cache/d/ragmetrics`` there once pytest has made ``.pytest_cache``, else
+      ``.ragmetrics_cache`` there;
+    * a script, nothing: ``.ragmetrics_cache``, relative to the working directory.
+    """
+    if config is not None:
+        cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+        if cache is not None:
+            return Path(cache.mkdir("ragmetrics"))
+        return config.rootpath / FALLBACK_CACHE_DIR
+    if cwd is None:
+        return Path(FALLBACK_CACHE_DIR)
+    if (cwd / ".pytest_cache").is_dir():
+        return cwd / ".pytest_cache" / "d" / "ragmetrics"
+    return cwd / FALLBACK_CACHE_DIR
 
 
 def with_paths_under(settings: Settings, root: Path) -> Settings:

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from judge_requests import make_request
 
-from pytest_ragmetrics.__main__ import default_cli_cache_dir, main
+from pytest_ragmetrics.__main__ import main
 from pytest_ragmetrics.errors import EXIT_USAGE
 from pytest_ragmetrics.judge.base import JudgeAnswer, ScriptedJudge
 from pytest_ragmetrics.judge.cache import CachedJudge
 from pytest_ragmetrics.judge.last_run import write_last_run
 from pytest_ragmetrics.judge.store import JudgmentStore
+from pytest_ragmetrics.settings import default_cache_dir
 
 
 @pytest.fixture
@@ -309,9 +310,22 @@ def test_help_still_exits_0(capsys):
 
 
 def test_default_cache_dir_follows_pytest_cache(tmp_path):
-    assert default_cli_cache_dir(tmp_path) == tmp_path / ".ragmetrics_cache"
+    assert default_cache_dir(cwd=tmp_path) == tmp_path / ".ragmetrics_cache"
     (tmp_path / ".pytest_cache").mkdir()
-    assert default_cli_cache_dir(tmp_path) == tmp_path / ".pytest_cache" / "d" / "ragmetrics"
+    assert default_cache_dir(cwd=tmp_path) == tmp_path / ".pytest_cache" / "d" / "ragmetrics"
+
+
+def test_a_run_keeps_its_cache_where_its_cache_provider_says_and_a_script_in_the_working_directory(
+    pytester: pytest.Pytester,
+) -> None:
+    """A run asks pytest's cache provider, and without one (``-p no:cacheprovider``) uses the rootdir,
+    even where a ``.pytest_cache`` is there; a script has neither, and uses the working directory."""
+    pytester.makeini("[pytest]\ncache_dir = elsewhere\n")
+    assert default_cache_dir(pytester.parseconfigure()) == pytester.path / "elsewhere" / "d" / "ragmetrics"
+    (pytester.path / ".pytest_cache").mkdir()
+    off = pytester.parseconfigure("-p", "no:cacheprovider")
+    assert default_cache_dir(off) == pytester.path / ".ragmetrics_cache"
+    assert default_cache_dir() == Path(".ragmetrics_cache")
 
 
 def test_module_runs_as_a_program(populated):

@@ -274,8 +274,9 @@ def recorded_judgments(settings: Settings) -> tuple[str, list[dict[str, Any]]]:
         return f"judgment store {settings.store_dir}", records
     from ..judge.claims import CLAIM_PREFIX
     from ..judge.disk_cache import open_disk_cache
+    from ..settings import default_cache_dir
 
-    directory = Path(settings.cache_dir or ".ragmetrics_cache")
+    directory = Path(settings.cache_dir or default_cache_dir())
     if (directory / "cache.db").is_file():
         cache = open_disk_cache(directory)
         try:
