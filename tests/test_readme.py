@@ -37,6 +37,13 @@ def test_contributing_gives_exactly_the_lint_commands_ci_runs():
     assert "python -m mypy --strict --allow-untyped-defs --check-untyped-defs tests" in documented
 
 
+def test_ci_lints_the_package_the_tests_and_the_benchmark_scripts():
+    """The benchmark scripts are the project's figures: they are held to the package's lint rules."""
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    (ruff,) = [line for line in ci if line.startswith("python -m ruff check ")]
+    assert {"pytest_ragmetrics", "tests", "benchmarks"} <= set(ruff.split()[4:])
+
+
 def test_readme_main_command_runs_the_example_project_report():
     assert any(
         b.strip() == "pip install -e . && cd example_project && pytest --rag-report" for b in code_blocks("bash")
