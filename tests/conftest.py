@@ -35,7 +35,38 @@ for _module in pkgutil.walk_packages(pytest_ragmetrics.__path__, "pytest_ragmetr
 # judged would otherwise leave them to be imported again by the next one (openai alone is some 600
 # modules, a second of CPU a run). Whether a run imports them is checked in processes of their own.
 import diskcache  # noqa: E402, F401
-import openai  # noqa: E402, F401
+import openai  # noqa: E402
+
+
+def _load_the_http_stack() -> None:
+    """Load the modules the HTTP client imports at its first request (its connection pool, the
+    event loop's socket streams), by one failed request of each client to a port nothing listens on.
+    Else the first in-process run that judged would drop them as it ends, and the next would import
+    another copy whose errors the client's first copy does not know: a refused connection would then
+    reach the judge as the connection pool's own error, not the SDK's."""
+    import asyncio
+    import contextlib
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        base_url = f"http://127.0.0.1:{free.getsockname()[1]}/v1"
+    ask = {"model": "m", "messages": [{"role": "user", "content": "?"}]}
+    with (
+        openai.OpenAI(api_key="unused", base_url=base_url, max_retries=0) as client,
+        contextlib.suppress(openai.APIConnectionError),
+    ):
+        client.chat.completions.create(**ask)  # type: ignore[call-overload]
+
+    async def refused() -> None:
+        async with openai.AsyncOpenAI(api_key="unused", base_url=base_url, max_retries=0) as client:
+            with contextlib.suppress(openai.APIConnectionError):
+                await client.chat.completions.create(**ask)  # type: ignore[call-overload]
+
+    asyncio.run(refused())
+
+
+_load_the_http_stack()
 
 
 @pytest.fixture
