@@ -488,12 +488,11 @@ class JudgmentStore:
                     line = None
                 if line is not None:
                     return line
-        # As indexed; then with the lines appended since; then, when the line indexed for the key
-        # holds another's, read anew: the file was changed in place, and the key may be elsewhere.
-        for fresh, anew in ((False, False), (True, False), (False, True)):
-            shard = self._index(name, fresh=fresh, anew=anew)
+        # As indexed; then with the lines appended since.
+        for fresh in (False, True):
+            shard = self._index(name, fresh=fresh)
             if shard is None:
-                if fresh or anew:
+                if fresh:
                     return None
                 continue  # no file when first looked for: another process may have made it since
             try:
@@ -504,7 +503,9 @@ class JudgmentStore:
                 return line
             if fresh and key not in shard.lines:
                 return None  # not in the file: the usual miss reads nothing more
-        return None
+        # The line indexed for the key holds another's: the file was changed in place, and the key
+        # may be elsewhere in it.
+        return self._line_anew(key)
 
     def _line_anew(self, key: str) -> bytes | None:
         """The line of ``key`` once its shard is read whole again (see :meth:`_index`)."""
