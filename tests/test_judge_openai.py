@@ -1100,6 +1100,22 @@ def test_an_answer_cut_off_part_way_is_asked_again_and_told_to_allow_longer_answ
     assert ") before it was complete; to allow longer answers, set RAGMETRICS_JUDGE_MAX_TOKENS=" in str(info.value)
 
 
+def test_an_answer_whose_words_speak_of_the_completion_limit_is_asked_again_as_any_invalid_one(
+    fake_judge_server,
+):
+    """Whether the limit was spent thinking is a fact of the answer (its finish reason), not a phrase
+    found in its problems: a model quoting that phrase is not told to allow it more tokens."""
+    words = "cut off at the completion limit before it gave any answer"
+    fake_judge_server.malformed_next(body=with_content(words))
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, max_reasks=1, stats=stats), make_request())
+    assert answer.choices == (conforming_value(SCHEMA),)
+    assert stats.reasks == 1 and fake_judge_server.request_count == 2
+    followup = fake_judge_server.requests[1].body["messages"]
+    assert followup[-2] == {"role": "assistant", "content": words}
+    assert not followup[-1]["content"].endswith("Keep every reason to one short sentence.")
+
+
 def test_an_answer_without_content_says_what_stopped_it(fake_judge_server):
     """Azure's content filter answers with no content: the finish reason is the only explanation."""
     fake_judge_server.malformed_next(body=choice_without_content("content_filter"))

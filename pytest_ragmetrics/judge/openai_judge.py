@@ -27,7 +27,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from .._aio import within
 from .._files import RepeatedName, unique_names
@@ -886,11 +886,12 @@ class OpenAIJudge:
         problem = completion_shape_problem(body)
         if problem is not None:
             raise InvalidJudgeAnswer(f"the answer for {label} is not a chat completion ({problem})")
-        choices, problems, _ = self._parse_choices(request, body)
-        if problems:
-            raise InvalidJudgeAnswer(f"judge answer for {label} is invalid: " + "; ".join(problems[:5]))
+        parsed = self._parse_choices(request, body)
+        if parsed.problems:
+            shown = "; ".join(parsed.problems[:5])
+            raise InvalidJudgeAnswer(f"judge answer for {label} is invalid: {shown}")
         return JudgeAnswer(
-            choices=tuple(choices),
+            choices=tuple(parsed.choices),
             # Bounded as a live answer's: an absurd count would swamp every total it is added to.
             usage=_spent(body),
             model=valid_text(str(body.get("model") or request.model)),
@@ -922,26 +923,25 @@ class OpenAIJudge:
             spent = _spent(body)
             usage = usage + spent
             self.stats.record_call(spent, estimate=self._estimate(spent, messages, body))
-            choices, problems, bad_content = self._parse_choices(request, body)
+            parsed = self._parse_choices(request, body)
+            problems = parsed.problems
             if not problems:
                 return JudgeAnswer(
-                    choices=tuple(choices),
+                    choices=tuple(parsed.choices),
                     usage=usage,
                     model=valid_text(str(body.get("model") or request.model)),
                     judged_at=utc_now(),
                     source="judge",
                 )
-            cut_off = any(_CUT_OFF in problem for problem in problems)
             # One answer to a request for several: the server ignores n (as Ollama does), which
             # no re-ask changes.
             ignores_n = request.n > 1 and len(body["choices"]) == 1
             # The limit was spent before a word of the answer (a reasoning model thinking): asked
             # again under the same limit, it spends it again, at full cost.
-            thought_out = any(_NOTHING_YET in problem for problem in problems)
-            if attempt == self.max_reasks or ignores_n or thought_out:
+            if attempt == self.max_reasks or ignores_n or parsed.thought_out:
                 shown = "; ".join(problems[:5])
                 hint = ""
-                if thought_out:
+                if parsed.thought_out:
                     limit = self.completion_limit(request) + REASONING_TOKENS
                     room = self.how_to_set("judge_max_tokens", limit)
                     hint = (
@@ -951,7 +951,7 @@ class OpenAIJudge:
                         "reasoning_effort, Qwen3's enable_thinking, Ollama's think), or judge with a model "
                         "that does not think"
                     )
-                elif cut_off:
+                elif parsed.cut_off:
                     bigger = 2 * self.completion_limit(request)
                     hint = f"; to allow longer answers, set {self.how_to_set('judge_max_tokens', bigger)}"
                 if ignores_n:
@@ -966,7 +966,7 @@ class OpenAIJudge:
             self.stats.record_reask()
             # Show the model what was wrong; a bare resend at temperature 0 would get the same answer.
             again = ". Answer again with only a JSON object that conforms to the schema."
-            if cut_off:
+            if parsed.cut_off:
                 again += " Keep every reason to one short sentence."
             # An answer with no text (a refusal, a filter, no choice at all, only line breaks until
             # the limit cut it off) is shown as saying so:
@@ -974,9 +974,10 @@ class OpenAIJudge:
             # an empty assistant message (HTTP 400), which hid why the judge was asked again; and
             # leaving the turn out makes two user turns, which chat templates that need the roles
             # to alternate refuse.
+            said = parsed.bad_content if parsed.bad_content.strip() else _NO_ANSWER
             messages = [
                 *messages,
-                {"role": "assistant", "content": bad_content if bad_content.strip() else _NO_ANSWER},
+                {"role": "assistant", "content": said},
                 {"role": "user", "content": "That answer is invalid: " + "; ".join(problems[:5]) + again},
             ]
         raise AssertionError("unreachable")  # pragma: no cover
@@ -1004,15 +1005,13 @@ class OpenAIJudge:
             text += len(str(content_text((choice.get("message") or {}).get("content")) or ""))
         return max(1, text // 4)
 
-    def _parse_choices(
-        self, request: JudgeRequest, body: Mapping[str, Any]
-    ) -> tuple[list[dict[str, Any]], list[str], str]:
+    def _parse_choices(self, request: JudgeRequest, body: Mapping[str, Any]) -> _Parsed:
         """The choices of a chat completion (its shape checked), each parsed and checked against the
-        request's schema; what is wrong with each that is not; the first bad content, to show the
-        judge when it is re-asked."""
+        request's schema, and what was wrong with those that were not (see :class:`_Parsed`)."""
         choices: list[dict[str, Any]] = []
         problems: list[str] = []
         bad_content = ""
+        cut_off = thought_out = False
         got: list[dict[str, Any]] = body["choices"]
         if len(got) != request.n:
             problems.append(f"expected {request.n} choice(s), got {len(got)}")
@@ -1035,10 +1034,17 @@ class OpenAIJudge:
                 # what came parses, it is not the answer the model meant.
                 limit = f"{self.limit_parameter}={self.completion_limit(request)}"
                 thought = "" if _has_text(content) else _thinking(message, body)
+                cut_off = True
                 if thought:
-                    problems.append(f"{where}: {_CUT_OFF} ({limit}) {_NOTHING_YET}, thinking ({thought})")
+                    thought_out = True
+                    problems.append(
+                        f"{where}: cut off at the completion limit ({limit}) before it gave any answer, "
+                        f"thinking ({thought})"
+                    )
                 else:
-                    problems.append(f"{where}: {_CUT_OFF} ({limit}) before it was complete")
+                    problems.append(
+                        f"{where}: cut off at the completion limit ({limit}) before it was complete"
+                    )
                 bad_content = bad_content or (content if isinstance(content, str) else "")
                 continue
             if content is None or (isinstance(content, str) and not content.strip()):
@@ -1076,7 +1082,7 @@ class OpenAIJudge:
                 bad_content = bad_content or content
                 continue
             choices.append(valid_text(value))
-        return choices, problems, bad_content
+        return _Parsed(choices, problems, bad_content, cut_off, thought_out)
 
     async def _create(
         self, client: AsyncOpenAI, request: JudgeRequest, params: dict[str, Any], probing: bool = False
@@ -1316,6 +1322,23 @@ class OpenAIJudge:
 _NO_ANSWER = "(no answer)"
 
 
+class _Parsed(NamedTuple):
+    """A chat completion's choices as read against a request: what decides whether and how the judge
+    is asked again, as facts rather than words to search the problems for."""
+
+    #: The choices that parsed and fit the schema.
+    choices: list[dict[str, Any]]
+    #: What was wrong with each of the others, in the words the judge and the user are shown.
+    problems: list[str]
+    #: The first bad content, shown to the judge when it is re-asked ("" when none held text).
+    bad_content: str
+    #: A choice was cut off by the completion limit.
+    cut_off: bool
+    #: A choice reached the limit thinking, before it gave any answer: asked again under the same
+    #: limit, it spends it again.
+    thought_out: bool
+
+
 def _whole(value: Any) -> int | None:
     """``value`` as a whole number of at least 0, or None: ``12.0`` is 12, as JSON means it (a
     server written in Python may send its token counts as floats)."""
@@ -1368,12 +1391,6 @@ def _connection_problem(exc: BaseException) -> str:
     if text:
         return text
     return f"{type(cause).__name__}: the connection was closed without an answer"
-
-
-#: How a problem says an answer was cut off by the completion limit.
-_CUT_OFF = "cut off at the completion limit"
-#: How a problem says the limit was reached before the answer began.
-_NOTHING_YET = "before it gave any answer"
 
 
 class _FormatUnsupported(Exception):
