@@ -61,7 +61,9 @@ EXACT_MAX_NONZERO = 16
 
 # Differences are compared as integers in units of 1e-9 (far below any score difference that
 # matters), so a tie between the observed sum and a permuted one is a tie whatever order floats
-# were added in.
+# were added in. Each difference is rounded to a unit on its own, so sums that are equal in exact
+# arithmetic can still differ by a few units (three thirds make 999999999 units, not 10**9): the
+# sign-flip test counts sums within that rounding of each other as ties.
 _SCALE = 10**9
 
 
@@ -207,13 +209,17 @@ def sign_flip_p_value(
     if m == 0:
         return PermutationTest(1.0, "exact", 1, alternative, 0, 1.0)
     observed = sum(units)
+    # A permuted sum differs from the observed one by twice the flipped differences, each rounded
+    # by at most half a unit: sums within m units of each other may be equal in exact arithmetic
+    # (scores of k/3, k/7), and are counted as ties, as scipy counts sums equal up to float error.
+    slack = m
 
     def extreme(total: int) -> bool:
         if alternative == "less":
-            return total <= observed
+            return total <= observed + slack
         if alternative == "greater":
-            return total >= observed
-        return abs(total) >= abs(observed)
+            return total >= observed - slack
+        return abs(total) >= abs(observed) - slack
 
     if m <= exact_max_nonzero:
         sums = [0]

@@ -229,3 +229,42 @@ def test_monte_carlo_one_sided_p_value_agrees_with_scipy_within_sampling_error()
 def test_an_unknown_alternative_is_refused() -> None:
     with pytest.raises(ValueError, match="alternative must be one of two-sided, less, greater"):
         sign_flip_p_value([0.5], alternative="down")
+
+
+def _p_in_exact_arithmetic(numerators: list[int], alternative: str) -> float:
+    """The sign-flip p of differences ``numerators[i] / 42``, in integers: exact arithmetic."""
+    observed = sum(numerators)
+    sums = [
+        sum(s * abs(d) for s, d in zip(signs, numerators, strict=True))
+        for signs in itertools.product((1, -1), repeat=len(numerators))
+    ]
+    if alternative == "less":
+        return sum(1 for s in sums if s <= observed) / len(sums)
+    if alternative == "greater":
+        return sum(1 for s in sums if s >= observed) / len(sums)
+    return sum(1 for s in sums if abs(s) >= abs(observed)) / len(sums)
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "less", "greater"])
+@pytest.mark.parametrize("case", range(6))
+def test_sums_equal_in_exact_arithmetic_tie_for_scores_in_thirds_and_sevenths(
+    case: int, alternative: str
+) -> None:
+    """Three differences of 1/3 and one of -1 sum to 0 exactly, not after rounding each to 1e-9."""
+    rng = random.Random(200 + case)
+    grid = (3, 6, 7)[case % 3]
+    # In 42nds, the least common multiple of the grids: integers, so the enumeration is exact.
+    numerators = [rng.choice((-1, 1)) * rng.randint(1, grid) * (42 // grid) for _ in range(rng.randint(3, 7))]
+    numerators += [-42, 14, 14, 14]
+    ours = sign_flip_p_value([d / 42 for d in numerators], alternative=alternative)
+    assert ours.method == "exact"
+    assert ours.p_value == _p_in_exact_arithmetic(numerators, alternative)
+
+
+def test_a_drop_in_thirds_has_its_exact_one_sided_p_by_monte_carlo_too() -> None:
+    differences = [1 / 3, 1 / 3, 1 / 3, -1.0, 0.5]
+    assert sign_flip_p_value(differences, alternative="less").p_value == 21 / 32
+    drawn = sign_flip_p_value(differences, alternative="less", resamples=20000, exact_max_nonzero=0)
+    assert drawn.method == "monte carlo"
+    # 21/32 up to sampling error (standard error 0.0034); miscounting the exact ties gives 20/32.
+    assert drawn.p_value == pytest.approx(21 / 32, abs=0.015)
