@@ -161,7 +161,7 @@ class ResultRow(_ResultRowRequired, total=False):
 class CorrectedMean(TypedDict, total=False):
     """The judge-corrected mean of a metric with labelled samples (PPI++, see
     :func:`pytest_ragmetrics.stats.corrected_mean`); ``mean``, ``low`` and ``high`` are None, with a
-    ``reason``, when there are too few labelled samples."""
+    ``reason``, when there are too few labelled samples or they draw an interval of no width."""
 
     mean: float | None
     low: float | None

@@ -289,6 +289,8 @@ def format_p(value: float | None) -> str:
 
 
 def _population_variance(values: Sequence[float]) -> float:
+    if min(values) == max(values):  # exactly 0, not the rounding of a centre that is not one of them
+        return 0.0
     centre = math.fsum(values) / len(values)
     return math.fsum((v - centre) ** 2 for v in values) / len(values)
 
@@ -316,6 +318,11 @@ def corrected_mean(
     Without unlabelled samples (N = 0), or when the judge gave every sample one score, λ is 0 and the
     estimate is the labels' own mean with its normal interval. ``effective_labels`` is Var(Y) / se²:
     how many labels alone would give the same standard error. Needs at least two labelled samples.
+
+    When nothing varies (the labels less λ times the judge's scores of them, and, with λ above 0,
+    the judge's scores of the unlabelled samples) the interval has no width: ``low == high``, as
+    ``ppi_py`` gives it. That is not certainty, only a normal interval with nothing to draw on; the
+    report gives no interval then (see :func:`pytest_ragmetrics.report.build.corrected_means`).
     """
     y = _finite(labels, "labels")
     y_hat = _finite(judged, "judged scores")

@@ -97,6 +97,18 @@ def test_a_judge_that_agrees_perfectly_is_worth_more_labels_than_were_given() ->
     assert ours.effective_labels is not None and ours.effective_labels > 60
 
 
+def test_when_nothing_varies_the_interval_has_no_width_as_ppi_py_gives_it() -> None:
+    # Labels equal to the judge's scores of them: the weight is 0 and the labels do not vary.
+    y, y_hat, y_u = [1.0, 1.0], [1.0, 1.0], [0.1, 0.2, 0.3] * 10
+    ours = corrected_mean(y, y_hat, y_u)
+    theta, low, high, _, _ = _ppi_numpy(y, y_hat, y_u)
+    assert (ours.mean, ours.low, ours.high) == (theta, low, high) == (1.0, 1.0, 1.0)
+    # A mean of 0.1s is not exactly 0.1 in floats: still no width, exactly (low == high is what the
+    # report reads), not the rounding of that mean.
+    tenths = corrected_mean([0.1] * 3, [0.1] * 3, [])
+    assert tenths.low == tenths.high == tenths.mean
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -186,6 +186,26 @@ def test_a_corrected_mean_gate_without_labelled_samples_fails_saying_why(project
     )
 
 
+def test_labels_that_do_not_vary_draw_no_interval_and_a_gate_on_them_fails_saying_why(project):
+    # Samples 2 and 4: labelled 1.0 and judged 1.0. Their normal interval has no width, [1, 1]; a gate
+    # on its bound passed on two labels, whatever the judge said of the other 18 samples.
+    project.path.joinpath("labels.jsonl").write_text(labels_for([2, 4]))
+    with FakeJudgeServer(biased) as server:
+        result = run(project, server, "--rag-gate=context_precision corrected_mean >= 0.9")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*gate failed: context_precision corrected_mean >= 0.9*2 labelled samples draw an interval of no width*"]
+    )
+    corrected = summary_of(project)["corrected"]
+    assert (corrected["labelled"], corrected["unlabelled"], corrected["labels_mean"]) == (2, 18, 1.0)
+    assert corrected["mean"] is corrected["low"] is corrected["high"] is None
+    assert "label more samples" in corrected["reason"]
+    assert corrected_mean([1.0, 1.0], [1.0, 1.0], [judged(i) for i in range(SIZE) if i not in (2, 4)])[1:3] == (
+        1.0,
+        1.0,
+    )
+
+
 def test_labelled_samples_not_drawn_by_the_command_are_warned_about(project):
     with FakeJudgeServer(biased) as server:
         project.path.joinpath("labels.jsonl").write_text(labels_for([1, 3, 5]))

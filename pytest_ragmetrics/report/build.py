@@ -202,6 +202,15 @@ def _corrected_from(
             out[key] = {**entry, "mean": None, "low": None, "high": None, "reason": why}
             continue
         result = corrected_mean(y, y_hat, others)
+        if result.low == result.high:
+            # Two labels of 1 the judge also scored 1 draw an interval of no width: a gate on its
+            # bound would pass on them with certainty, whatever the judge says of the other samples.
+            why = (
+                f"the {len(y)} labelled samples draw an interval of no width: their labels do not vary "
+                "beyond what the judge's scores of them explain; label more samples"
+            )
+            out[key] = {**entry, "mean": None, "low": None, "high": None, "reason": why}
+            continue
         out[key] = {
             **entry,
             # Every score lies in [0, 1]: so does the mean, whatever the normal interval says.
