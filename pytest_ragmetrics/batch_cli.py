@@ -117,7 +117,7 @@ def run(args: argparse.Namespace, ini: Mapping[str, Any], base: Path, out: TextI
     except Exception as exc:  # the provider's API errors, without the SDK's traceback
         if type(exc).__module__.split(".")[0] != "openai":
             raise
-        from .judge.openai_judge import server_message
+        from .judge.server_errors import server_message
 
         print(f"error: the batch API answered {type(exc).__name__}: {server_message(exc)}", file=err)
         return EXIT_FAILED

@@ -326,7 +326,7 @@ class RagmetricsSession:
         # whose judge comes from a plugin, or that needs none, never uses it.
         azure = settings.judge_provider == "azure"
         if settings.cache != "replay" and (azure or settings.judge_base_url):
-            from .judge.openai_judge import check_azure_settings, check_base_url
+            from .judge.openai_settings import check_azure_settings, check_base_url
             from .settings import wording
 
             check = check_azure_settings if azure else check_base_url

@@ -613,7 +613,7 @@ def test_a_results_line_error_is_quoted_with_credentials_masked_and_printable(tm
 def test_a_judge_answer_nested_too_deeply_is_an_invalid_answer(answer):
     """A judge (live, or a batch's results file) answering deeply nested JSON was a RecursionError
     traceback; it is an invalid answer, which is reported and never cached."""
-    from pytest_ragmetrics.judge.openai_judge import parse_json_answer
+    from pytest_ragmetrics.judge.completions import parse_json_answer
 
     with pytest.raises(ValueError, match="nested too deeply"):
         parse_json_answer(answer)

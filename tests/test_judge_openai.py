@@ -18,13 +18,10 @@ from pytest_ragmetrics.errors import ConfigError, InvalidJudgeAnswer, JudgeUnava
 from pytest_ragmetrics.judge.base import JudgeRequest, Usage
 from pytest_ragmetrics.judge.budget import JudgeBudget
 from pytest_ragmetrics.judge.cache import CachedJudge
-from pytest_ragmetrics.judge.openai_judge import (
-    OpenAIJudge,
-    _http_client_kwargs,
-    check_azure_settings,
-    parse_json_answer,
-    retry_after_seconds,
-)
+from pytest_ragmetrics.judge.completions import parse_json_answer
+from pytest_ragmetrics.judge.openai_judge import OpenAIJudge
+from pytest_ragmetrics.judge.openai_settings import check_azure_settings, http_client_kwargs
+from pytest_ragmetrics.judge.server_errors import retry_after_seconds
 from pytest_ragmetrics.judge.stats import JudgeStats
 from pytest_ragmetrics.testing import FakeJudgeServer, conforming_value, default_responder
 
@@ -710,7 +707,7 @@ def test_openai_releases_that_pass_httpx_proxies_get_an_explicit_http_client(ver
         __version__ = version
         DefaultAsyncHttpxClient = dict
 
-    assert ("http_client" in _http_client_kwargs(SDK)) is explicit
+    assert ("http_client" in http_client_kwargs(SDK)) is explicit
 
 
 def test_bad_settings_raise_config_error():
@@ -1535,7 +1532,7 @@ def test_server_messages_never_quote_credentials(monkeypatch):
     """A server error body that echoes the request's headers is scrubbed where it is quoted."""
     from types import SimpleNamespace
 
-    from pytest_ragmetrics.judge.openai_judge import server_message
+    from pytest_ragmetrics.judge.server_errors import server_message
 
     monkeypatch.setenv("OPENAI_API_KEY", "configured-key-123456")
     body = {"message": "bad request; headers: Authorization: Bearer tok-abcdef123, key configured-key-123456"}

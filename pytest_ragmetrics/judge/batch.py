@@ -515,7 +515,7 @@ class AskedRequests:
 def _error_text(error: Any) -> str:
     """A result line's error in a few words: OpenAI's ``{"code", "message"}``, vLLM's string; with
     credentials masked and half an escaped pair (``\\ud800``) replaced, as a live error is quoted."""
-    from .openai_judge import quoted_text
+    from .server_errors import quoted_text
 
     if isinstance(error, Mapping):
         message = error.get("message") or error.get("msg") or ""

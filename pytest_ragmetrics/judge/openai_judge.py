@@ -6,8 +6,11 @@ counted in :class:`~pytest_ragmetrics.judge.stats.JudgeStats` and failures surfa
 ``from None`` (pytest would otherwise print every frame of the SDK's HTTP stack above our one line),
 and the SDK's exception stays available as their ``cause`` attribute for debugging. A 200 response
 whose JSON is not shaped like a chat completion counts as a transport failure and is retried. Answers
-are parsed tolerantly (code fences, JSON inside prose) and validated against the request's schema;
-invalid answers are re-asked a bounded number of times.
+are read by :mod:`~pytest_ragmetrics.judge.completions` (tolerantly: code fences, JSON inside prose)
+and checked against the request's schema; invalid answers are re-asked a bounded number of times.
+What a server's failures mean is :mod:`~pytest_ragmetrics.judge.server_errors`'s to say, what the
+client is built from :mod:`~pytest_ragmetrics.judge.openai_settings`'s; this module holds what the
+judge does: the client, the response format, the retries and the re-asks.
 
 ``openai`` is imported on first use only: importing this module stays cheap.
 
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import json
 import os
 import random
@@ -27,24 +29,25 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._aio import within
-from .._files import RepeatedName, unique_names
 from ..errors import ConfigError, InvalidJudgeAnswer, JudgeCallCapReached, JudgeError, JudgeUnavailable
 from ..redact import add_secret, add_url, redact
-from .base import (
-    MAX_TOKEN_COUNT,
-    HowToSet,
-    JudgeAnswer,
-    JudgeRequest,
-    Usage,
-    by_environment,
-    mark_sent,
-    schema_errors,
-    utc_now,
-)
+from .base import HowToSet, JudgeAnswer, JudgeRequest, Usage, by_environment, mark_sent, utc_now
+from .completions import content_text, parse_choices, reported_usage, valid_text
 from .limits import MAX_COMPLETION_TOKENS, completion_tokens
+from .openai_settings import NO_KEY_AGAIN, check_azure, check_base_url, http_client_kwargs, no_key_message
+from .server_errors import (
+    completion_shape_problem,
+    connection_problem,
+    format_unsupported,
+    not_json,
+    quota_used_up,
+    rejected_message,
+    retry_after_seconds,
+    server_message,
+)
 from .stats import JudgeStats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,31 +67,6 @@ MAX_BACKOFF = 20.0
 #: other requests fail at once; the next request after that tries the network again.
 UNREACHABLE_COOLDOWN = 10.0
 
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
-#: How reasoning models (DeepSeek-R1, Qwen3, QwQ) mark their thinking before the answer.
-_THINK_START, _THINK_END = "<think>", "</think>"
-
-
-def no_key_message(azure: bool = False, how_to_set: HowToSet = by_environment) -> str:
-    """What to do without an API key, in the wording ``how_to_set`` gives the settings."""
-    replay = (
-        f"or, to use recorded judgments without calling the judge, set {how_to_set('cache', 'replay')}; "
-        "replay needs the judgments recorded in the judgment store directory "
-        f"({how_to_set('store_dir', 'PATH')}), committed by a run that had a key"
-    )
-    if azure:
-        return (
-            "no API key for the Azure OpenAI judge: set AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN), "
-            + replay
-        )
-    return (
-        "no API key for the LLM judge: set OPENAI_API_KEY (and OPENAI_BASE_URL or "
-        f"{how_to_set('judge_base_url', 'URL')} to use another OpenAI-compatible server), {replay}"
-    )
-
-
-#: How a missing API key is said after the first time.
-_NO_KEY_AGAIN = "no API key for the LLM judge"
 
 _Error = TypeVar("_Error", bound=JudgeError)
 
@@ -102,251 +80,6 @@ def with_cause(error: _Error, cause: BaseException | None) -> _Error:
     # Set on the instance: the error classes are shared with code that has no underlying exception.
     error.cause = cause
     return error
-
-
-def completion_shape_problem(body: Any) -> str | None:
-    """Why ``body`` (a chat completion's JSON as the server sent it, decoded) is not a usable chat
-    completion, or None.
-
-    A server or proxy answering a 200 with JSON of the wrong shape (``"choices": ["hi"]``,
-    ``"model": 5``) is a flaky server, not an invalid judgment. A non-string ``content`` is not
-    checked here: that is an invalid answer, re-asked, not a broken response.
-    """
-    if not isinstance(body, dict):
-        return "not a chat completion"
-    choices = body.get("choices")
-    if not isinstance(choices, list):
-        # A proxy passing an upstream failure on with a 200: say what it said. OpenAI's errors are
-        # {"error": {...}}, vLLM's {"object": "error", "message": ...}.
-        if body.get("error"):
-            return f"an error: {quote_server(body['error'], str(body['error']))}"
-        if body.get("object") == "error":
-            return f"an error: {quote_server(body)}"
-        return "'choices' is not an array"
-    for i, choice in enumerate(choices):
-        if not isinstance(choice, dict):
-            return f"choice {i} is not an object"
-        message = choice.get("message")
-        if message is not None and not isinstance(message, dict):
-            return f"the message of choice {i} is not an object"
-    # 'usage' is not looked at: the judgment was paid for whatever the server says it cost, and a
-    # count that is not a token count (text, negative, a fraction) is read as unknown, as a missing
-    # one is (see _spent), rather than the answer dropped and asked for again.
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        return "'model' is not a string"
-    return None
-
-
-def content_text(content: Any) -> Any:
-    """A message's content as text: a string as it is; a list of content parts as its text parts
-    joined, others (a reasoning model's ``thinking`` parts, as Mistral's answer) left out, or None
-    when it has none; anything else as it is, to be reported as not text."""
-    if isinstance(content, list) and all(
-        isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
-    ):
-        texts = [part.get("text") for part in content if part["type"] == "text"]
-        if all(isinstance(text, str) for text in texts):
-            return "".join(texts) if texts else None
-    return content
-
-
-def _has_text(content: Any) -> bool:
-    """Whether a message's content holds anything but whitespace (a non-text content counts)."""
-    return content is not None and not (isinstance(content, str) and not content.strip())
-
-
-def tool_call_arguments(message: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The function name and arguments (text) of the first tool call of a chat message (or of its
-    legacy ``function_call``), or None when it has none."""
-    calls = message.get("tool_calls")
-    legacy = message.get("function_call")
-    for call in [*(calls if isinstance(calls, list) else ()), {"function": legacy}]:
-        function = call.get("function") if isinstance(call, Mapping) else None
-        if isinstance(function, Mapping) and isinstance(function.get("arguments"), str):
-            return str(function.get("name") or ""), function["arguments"]
-    return None
-
-
-def _tool_call_advice(called: tuple[str, str] | None, judge: OpenAIJudge) -> str:
-    """What to do about a server that answered with a tool call holding no answer, for a problem."""
-    if called is None:
-        return ""
-    setting = judge.how_to_set("response_format", "json_object")
-    return (
-        "; the server answered with a tool call instead of content: if it answers structured output "
-        f"so, check its tool-call parser and chat template, or set {setting}"
-    )
-
-
-def valid_text(value: Any) -> Any:
-    """``value`` (an answer's JSON) with each lone surrogate in its strings replaced by U+FFFD.
-
-    A model may write half of an escaped pair (``\\ud83d``, half an emoji): text UTF-8 cannot carry,
-    which the cache could not write (nor a report, nor the terminal). The rest of the answer is kept.
-    """
-    if isinstance(value, str):
-        if value.isascii():
-            return value
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    if isinstance(value, dict):
-        return {valid_text(name): valid_text(item) for name, item in value.items()}
-    if isinstance(value, list):
-        return [valid_text(item) for item in value]
-    return value
-
-
-def quoted_text(text: str) -> str:
-    """``text`` (a server's words) as it is quoted to a user: credentials masked, each run of white
-    space one space, half an escaped pair (``\\ud800``), which could be neither printed nor
-    reported, replaced by U+FFFD."""
-    return str(valid_text(" ".join(redact(text).split())))
-
-
-def _reasoning(message: Mapping[str, Any]) -> str:
-    """A reasoning model's thinking as the server returns it beside the content: vLLM's and
-    DeepSeek's ``reasoning_content``, OpenRouter's and Ollama's ``reasoning``; empty when none."""
-    for name in ("reasoning_content", "reasoning"):
-        text = message.get(name)
-        if isinstance(text, str) and text.strip():
-            return text
-    return ""
-
-
-def _thinking(message: Mapping[str, Any], body: Mapping[str, Any]) -> str:
-    """How much a reasoning model thought, as the answer says: the characters of its thinking beside
-    the content, or the reasoning tokens its usage counts (OpenAI's, which keep the thinking hidden);
-    "" when it says nothing of thinking."""
-    reasoning = _reasoning(message)
-    if reasoning:
-        return f"{len(reasoning):,} characters of reasoning"
-    usage = body.get("usage")
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    tokens = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else 0
-    return f"{tokens:,} reasoning tokens" if tokens else ""
-
-
-def _spent(body: Mapping[str, Any]) -> Usage:
-    """The tokens a chat completion (its shape checked) says it used; none when it does not say,
-    or says it in a form that is not a count (``"usage": 5``, ``"prompt_tokens": "12"``, ``-3``)."""
-    usage = body.get("usage")
-    if not usage or not isinstance(usage, dict):
-        return Usage()
-    return Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
-
-
-def parse_json_answer(text: str) -> Any:
-    """Extract the JSON value of a judge's answer from ``text``.
-
-    Accepts bare JSON, JSON in a Markdown code fence, and a JSON object embedded in prose (the
-    outermost objects that parse). A reasoning model's thinking before its answer
-    (``<think>...</think>``, left in the answer by a server without a reasoning parser) is not part
-    of the answer: a draft verdict in it is never taken. Raises :class:`ValueError` when there is no
-    answer, when its fences or its prose hold two different JSON objects, or an object of it gives
-    one property twice (which was meant is unknown), or when it is nested too deeply to read.
-    """
-    try:
-        return _parse_json_answer(text)
-    except RepeatedName as exc:
-        raise ValueError(f"the answer gives {exc.name!r} twice") from None
-    except RecursionError:
-        raise ValueError("the answer is nested too deeply to read") from None
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=unique_names)
-_NOT_JSON = object()
-
-
-def _decode(text: str) -> Any:
-    """``text`` as one JSON value, or ``_NOT_JSON``; an object giving a property twice raises."""
-    try:
-        return _DECODER.decode(text)
-    except RepeatedName:
-        raise
-    except ValueError:
-        return _NOT_JSON
-
-
-def _parse_json_answer(text: str) -> Any:
-    stripped = text.strip()
-    if not stripped:
-        raise ValueError("the answer is empty")
-    value = _decode(stripped)  # bare JSON, even one whose text speaks of </think>
-    if value is not _NOT_JSON:
-        return value
-    final = _final_channel(stripped)
-    if final is not None:
-        stripped = final
-        if not stripped:
-            raise ValueError("the answer is all thinking (gpt-oss's analysis), with no final answer")
-        value = _decode(stripped)
-        if value is not _NOT_JSON:
-            return value
-    thinking, closed, answer = stripped.partition(_THINK_END)
-    if closed and (_THINK_START not in thinking or thinking.startswith(_THINK_START)):
-        # DeepSeek-R1's template opens the thinking in the prompt: its answer has the closing tag only.
-        stripped = answer.strip()
-        if not stripped:
-            raise ValueError("the answer is all thinking, with no answer after it")
-        value = _decode(stripped)
-        if value is not _NOT_JSON:
-            return value
-    elif stripped.startswith(_THINK_START):
-        raise ValueError("the answer is all thinking, with no answer after it")
-    fenced = [v for v in (_decode(block.strip()) for block in _FENCE.findall(stripped)) if v is not _NOT_JSON]
-    if fenced:
-        return _one_answer(fenced, "in code fences")
-    found = []
-    start = stripped.find("{")
-    while start != -1:
-        try:
-            value, end = _DECODER.raw_decode(stripped, start)
-        except RepeatedName:
-            raise
-        except ValueError:
-            start = stripped.find("{", start + 1)
-            continue
-        found.append(value)  # an object: raw_decode at a brace reads nothing else
-        start = stripped.find("{", end)
-    if found:
-        return _one_answer(found, "in its text")
-    raise ValueError("no JSON object found in the answer")
-
-
-#: gpt-oss's harmony format, left in the content by a server that does not parse it: its analysis
-#: channel, then its answer in the final channel; with the special tokens dropped, the channel names
-#: run into the text ("analysisWe need...assistantfinal{...}").
-_HARMONY = (("<|channel|>", "<|channel|>final<|message|>"), ("analysis", "assistantfinal"))
-_HARMONY_ENDS = ("<|return|>", "<|end|>")
-
-
-def _final_channel(text: str) -> str | None:
-    """What gpt-oss wrote in its final channel ("" when it wrote none), or None when ``text`` is not
-    in its harmony format."""
-    for opening, final in _HARMONY:
-        if text.startswith(opening) and (opening != "analysis" or final in text):
-            answer = text.rpartition(final)[2] if final in text else ""
-            answer = answer.strip()
-            for end in _HARMONY_ENDS:
-                answer = answer.removesuffix(end)
-            return answer.strip()
-    return None
-
-
-def _one_answer(values: list[Any], where: str) -> Any:
-    """The one value the JSON found in an answer's prose or code fences gives. Two that differ (a
-    draft verdict and the verdict, thinking a server left in the content, an example and the answer)
-    are no answer: which one the judge meant cannot be told, so it is asked again."""
-    different: list[Any] = []
-    for value in values:
-        if value not in different:
-            different.append(value)
-    if len(different) > 1:
-        raise ValueError(
-            f"the answer holds {len(different)} different JSON objects {where}: which one is the answer "
-            "cannot be told"
-        )
-    return different[0]
 
 
 def schema_instructions(schema: Mapping[str, Any]) -> str:
@@ -363,28 +96,6 @@ def schema_instructions(schema: Mapping[str, Any]) -> str:
     )
 
 
-#: A server's complaint that a schema is too large for it (OpenAI and Azure word it this way): the
-#: word "schema" and, after it, a word about a limit ("maximum context length" alone is not this).
-_SCHEMA_LIMIT = re.compile(
-    r"schema\b.*\b(too many|exceed|maximum|at most|limit|nest(ed|ing)|levels)", re.IGNORECASE
-)
-#: A server's complaint that it does not support a response format at all.
-_UNSUPPORTED_FORMAT = re.compile(
-    r"response_format|response format|json_schema|json_object|structured output|grammar", re.IGNORECASE
-)
-#: A server refusing the temperature or the seed it was sent: OpenAI's "Unsupported value: 'temperature'
-#: does not support 0.0 with this model", a FastAPI server's "Extra inputs are not permitted" at "seed",
-#: a LiteLLM proxy's "UnsupportedParamsError: openai does not support parameters: ['seed']" and
-#: "O-series models don't support temperature=0.0".
-_REFUSED_PARAMETER = re.compile(
-    r"\b(temperature|seed)\b.*\b(unsupported|not supported|does not support|not permitted|unknown|"
-    r"unrecognized)|\b(unsupported\w*|unknown|unrecognized|(?:does not|doesn't|do not|don't) support)\b"
-    r".*\b(temperature|seed)\b",
-    re.IGNORECASE | re.DOTALL,
-)
-#: A server naming the parameter n, quoted, in its refusal: OpenAI's "Invalid 'n': integer above
-#: maximum value", a LiteLLM proxy's "does not support parameters: ['n']".
-_REFUSED_N = re.compile(r"(?<!\w)['\"`]n['\"`]")
 #: The server wants the other completion-limit parameter: OpenAI's reasoning models answer ``max_tokens``
 #: with "Unsupported parameter: 'max_tokens' ... Use 'max_completion_tokens' instead".
 _OTHER_LIMIT_PARAMETER = {"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}
@@ -401,104 +112,6 @@ _CONTEXT_TOO_SMALL = re.compile(
 #: Reasoning models count their hidden reasoning in ``max_completion_tokens``: room for it on top of
 #: the answer (a limit sized to the answer alone would cut most of them off before they answer).
 REASONING_TOKENS = 4096
-#: How much of a server's own error message to quote.
-MAX_SERVER_MESSAGE = 500
-
-
-def server_message(exc: Any) -> str:
-    """The server's own words from an SDK status error: its ``error.message``, else its body.
-
-    Quoted in what the user sees, credentials scrubbed (a server may echo the request's headers),
-    shortened to :data:`MAX_SERVER_MESSAGE` characters.
-    """
-    return quote_server(getattr(exc, "body", None), str(getattr(exc, "message", "") or exc))
-
-
-def quote_server(body: Any, fallback: str = "") -> str:
-    """The server's own words in an error ``body``: its ``message``, else the body itself, else
-    ``fallback``; credentials scrubbed, shortened to :data:`MAX_SERVER_MESSAGE` characters."""
-    message: Any = None
-    if isinstance(body, list) and body and isinstance(body[0], Mapping):
-        # Gemini's OpenAI-compatible endpoint sends its error in a list, [{"error": {...}}], which
-        # the SDK leaves whole (it takes the "error" of an object only).
-        first = body[0]
-        body = first["error"] if isinstance(first.get("error"), Mapping) else first
-    if isinstance(body, Mapping):
-        message = body.get("message")
-        if not isinstance(message, str) or not message.strip():
-            message = json.dumps(body, ensure_ascii=False, default=str)
-    elif isinstance(body, str) and body.strip():
-        message = _html_title(body) or body
-    if not isinstance(message, str) or not message.strip():
-        message = fallback
-    message = quoted_text(message)
-    if len(message) > MAX_SERVER_MESSAGE:
-        message = message[: MAX_SERVER_MESSAGE - 1] + "…"
-    return str(message)
-
-
-_HTML_HEADINGS = (
-    re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL),
-    re.compile(r"<h1[^>]*>(.*?)</h1>", re.IGNORECASE | re.DOTALL),
-)
-_HTML_TAG = re.compile(r"<[^>]*>")
-
-
-def _html_title(text: str) -> str | None:
-    """What an HTML page (a proxy's or a CDN's error page) says in its title, else its first
-    heading, or None: its first characters would be markup, styles and scripts."""
-    if not text.lstrip().startswith("<"):
-        return None
-    for heading in _HTML_HEADINGS:
-        found = heading.search(text)
-        if found is not None:
-            import html  # its entity table is loaded for an error page only
-
-            words = " ".join(html.unescape(_HTML_TAG.sub(" ", found.group(1))).split())
-            if words:
-                return f"an HTML page: {words!r}"
-    return None
-
-
-def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds to wait as requested by ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
-    if not headers:
-        return None
-    lowered = {k.lower(): v for k, v in headers.items()}
-    value = lowered.get("retry-after-ms")
-    if value is not None:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def _http_client_kwargs(openai: Any) -> dict[str, Any]:
-    """An explicit HTTP client for openai releases before 1.55.3, none for later ones.
-
-    Those releases build their default client with httpx's ``proxies`` argument, which httpx 0.28
-    removed: with a current httpx, every client they create fails with a ``TypeError``. A client made
-    by the SDK's own ``DefaultAsyncHttpxClient`` (same defaults) is never built that way.
-    """
-    try:
-        version = tuple(int(part) for part in openai.__version__.split(".")[:3])
-    except ValueError:  # a pre-release or local build: a recent SDK
-        return {}
-    return {"http_client": openai.DefaultAsyncHttpxClient()} if version < (1, 55, 3) else {}
 
 
 class OpenAIJudge:
@@ -578,7 +191,7 @@ class OpenAIJudge:
         if self.azure:
             azure_endpoint = azure_endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
             api_version = api_version or os.environ.get("OPENAI_API_VERSION") or None
-            _check_azure(azure_endpoint, api_version, base_url, how_to_set)
+            check_azure(azure_endpoint, api_version, base_url, how_to_set)
         else:
             check_base_url(base_url, how_to_set)
         self.model = model
@@ -646,7 +259,7 @@ class OpenAIJudge:
             first, self._no_key_said = not self._no_key_said, True
         if first:
             return JudgeUnavailable(no_key_message(self.azure, self.how_to_set))
-        return JudgeUnavailable(f"{_NO_KEY_AGAIN}; the first judgment that needed one says how to set it")
+        return JudgeUnavailable(f"{NO_KEY_AGAIN}; the first judgment that needed one says how to set it")
 
     def _ensure_client(self) -> AsyncOpenAI:
         loop = asyncio.get_running_loop()
@@ -663,15 +276,15 @@ class OpenAIJudge:
         if self.azure:
             # Checked again here (cheap) in case the attributes were changed after construction:
             # the SDK's own check would surface as a bare ValueError.
-            _check_azure(self.azure_endpoint, self.api_version, self.base_url, self.how_to_set)
-            assert self.azure_endpoint is not None  # for mypy: _check_azure raised otherwise
+            check_azure(self.azure_endpoint, self.api_version, self.base_url, self.how_to_set)
+            assert self.azure_endpoint is not None  # for mypy: check_azure raised otherwise
             client = openai.AsyncAzureOpenAI(
                 api_key=self._api_key,
                 azure_endpoint=self.azure_endpoint,
                 api_version=self.api_version,
                 timeout=self.timeout,
                 max_retries=0,
-                **_http_client_kwargs(openai),
+                **http_client_kwargs(openai),
             )
         else:
             client = openai.AsyncOpenAI(
@@ -679,7 +292,7 @@ class OpenAIJudge:
                 base_url=self.base_url,
                 timeout=self.timeout,
                 max_retries=0,
-                **_http_client_kwargs(openai),
+                **http_client_kwargs(openai),
             )
         with self._clients_lock:
             # Clients of loops that are gone cannot be closed any more; forget them.
@@ -862,8 +475,8 @@ class OpenAIJudge:
         import openai
 
         if self.azure:
-            _check_azure(self.azure_endpoint, self.api_version, self.base_url, self.how_to_set)
-            assert self.azure_endpoint is not None  # for mypy: _check_azure raised otherwise
+            check_azure(self.azure_endpoint, self.api_version, self.base_url, self.how_to_set)
+            assert self.azure_endpoint is not None  # for mypy: check_azure raised otherwise
             return openai.AzureOpenAI(
                 api_key=self._api_key,
                 azure_endpoint=self.azure_endpoint,
@@ -886,14 +499,14 @@ class OpenAIJudge:
         problem = completion_shape_problem(body)
         if problem is not None:
             raise InvalidJudgeAnswer(f"the answer for {label} is not a chat completion ({problem})")
-        parsed = self._parse_choices(request, body)
+        parsed = parse_choices(request, body, self._sent_limit(request), self.how_to_set)
         if parsed.problems:
             shown = "; ".join(parsed.problems[:5])
             raise InvalidJudgeAnswer(f"judge answer for {label} is invalid: {shown}")
         return JudgeAnswer(
             choices=tuple(parsed.choices),
             # Bounded as a live answer's: an absurd count would swamp every total it is added to.
-            usage=_spent(body),
+            usage=reported_usage(body),
             model=valid_text(str(body.get("model") or request.model)),
             judged_at=judged_at or utc_now(),
             source="judge",
@@ -911,6 +524,10 @@ class OpenAIJudge:
             limit = min(limit, self.server_max_tokens)
         return limit
 
+    def _sent_limit(self, request: JudgeRequest) -> str:
+        """The completion limit sent with ``request`` as a problem names it (``max_tokens=512``)."""
+        return f"{self.limit_parameter}={self.completion_limit(request)}"
+
     async def _judge(
         self, client: AsyncOpenAI, request: JudgeRequest, mode: str, probing: bool = False
     ) -> JudgeAnswer:
@@ -920,10 +537,10 @@ class OpenAIJudge:
         for attempt in range(self.max_reasks + 1):
             # _create only returns bodies whose shape completion_shape_problem() accepted.
             body = await self._create(client, request, self._params(request, messages, mode), probing)
-            spent = _spent(body)
+            spent = reported_usage(body)
             usage = usage + spent
             self.stats.record_call(spent, estimate=self._estimate(spent, messages, body))
-            parsed = self._parse_choices(request, body)
+            parsed = parse_choices(request, body, self._sent_limit(request), self.how_to_set)
             problems = parsed.problems
             if not problems:
                 return JudgeAnswer(
@@ -1005,85 +622,6 @@ class OpenAIJudge:
             text += len(str(content_text((choice.get("message") or {}).get("content")) or ""))
         return max(1, text // 4)
 
-    def _parse_choices(self, request: JudgeRequest, body: Mapping[str, Any]) -> _Parsed:
-        """The choices of a chat completion (its shape checked), each parsed and checked against the
-        request's schema, and what was wrong with those that were not (see :class:`_Parsed`)."""
-        choices: list[dict[str, Any]] = []
-        problems: list[str] = []
-        bad_content = ""
-        cut_off = thought_out = False
-        got: list[dict[str, Any]] = body["choices"]
-        if len(got) != request.n:
-            problems.append(f"expected {request.n} choice(s), got {len(got)}")
-        for i, choice in enumerate(got):
-            message = choice.get("message") or {}
-            content = content_text(message.get("content"))
-            where = f"choice {i}" if request.n > 1 else "answer"
-            called = None if _has_text(content) else tool_call_arguments(message)
-            if called is not None:
-                # No content, and a tool call the request offered no tool for: a server that implements
-                # structured output through a tool call put the answer in its arguments. Read, checked
-                # and recorded as content is (a reasoning model's thinking, by contrast, is a draft).
-                name, content = called
-                where = f"{where} (the arguments of a tool call {name!r}, a tool the request did not offer)"
-            if isinstance(content, str):
-                content = valid_text(content)  # shown to the judge again when re-asked: sent as UTF-8
-            finish = choice.get("finish_reason")
-            if finish == "length":
-                # Cut off mid-answer, or a reasoning model mid-thinking with no answer yet: even when
-                # what came parses, it is not the answer the model meant.
-                limit = f"{self.limit_parameter}={self.completion_limit(request)}"
-                thought = "" if _has_text(content) else _thinking(message, body)
-                cut_off = True
-                if thought:
-                    thought_out = True
-                    problems.append(
-                        f"{where}: cut off at the completion limit ({limit}) before it gave any answer, "
-                        f"thinking ({thought})"
-                    )
-                else:
-                    problems.append(
-                        f"{where}: cut off at the completion limit ({limit}) before it was complete"
-                    )
-                bad_content = bad_content or (content if isinstance(content, str) else "")
-                continue
-            if content is None or (isinstance(content, str) and not content.strip()):
-                refusal = message.get("refusal")
-                if refusal:
-                    why = f" (refusal: {valid_text(str(refusal))})"
-                elif isinstance(finish, str) and finish != "stop":
-                    why = f" (finish_reason {finish!r})"  # content_filter, tool_calls: what stopped it
-                elif reasoning := _reasoning(message):
-                    # vLLM's reasoning parsers put a whole answer there when the model never closed
-                    # its thinking (Qwen3 with thinking turned off): never read as the answer.
-                    why = (
-                        f" (only {len(reasoning)} characters of reasoning: the server's "
-                        "reasoning parser may have taken the answer for thinking)"
-                    )
-                else:
-                    why = ""
-                problems.append(f"{where} has no content{why}")
-                continue
-            if not isinstance(content, str):
-                # A server that put the JSON object itself (or a number) where the text belongs:
-                # the answer is not what was asked for, so it is re-asked like any invalid answer.
-                problems.append(f"{where}: the content is a {type(content).__name__}, not text")
-                bad_content = bad_content or json.dumps(content, default=str)
-                continue
-            try:
-                value = parse_json_answer(content)
-            except ValueError as exc:
-                problems.append(f"{where}: {exc}: {content[:200]!r}{_tool_call_advice(called, self)}")
-                bad_content = bad_content or content
-                continue
-            errors = schema_errors(request.schema, value)
-            if errors:
-                problems.append(f"{where}: " + "; ".join(errors[:5]) + _tool_call_advice(called, self))
-                bad_content = bad_content or content
-                continue
-            choices.append(valid_text(value))
-        return _Parsed(choices, problems, bad_content, cut_off, thought_out)
-
     async def _create(
         self, client: AsyncOpenAI, request: JudgeRequest, params: dict[str, Any], probing: bool = False
     ) -> Any:
@@ -1151,10 +689,12 @@ class OpenAIJudge:
                 if probing and "response_format" in params:
                     server_errors += status == 500
                     last_try = attempt >= self.max_retries
-                    if _format_unsupported(status, detail, server_errors, last_try):
+                    if format_unsupported(status, detail, server_errors, last_try):
                         raise _FormatUnsupported(f"HTTP {status}: {detail}") from None
-                if (status < 500 and status not in (408, 429)) or _quota_used_up(status, exc):
-                    message = self._rejected_message(status, exc, params, label)
+                if (status < 500 and status not in (408, 429)) or quota_used_up(status, exc):
+                    message = rejected_message(
+                        status, exc, params, label, self.endpoint, self.azure, self.how_to_set
+                    )
                     error = with_cause(JudgeUnavailable(message), exc)
                     if status in (401, 402, 429):
                         error = self._remember_failure("", error)  # the key or its account: every model
@@ -1168,12 +708,12 @@ class OpenAIJudge:
                 what = f"timed out after {self.timeout:g}s"
                 last = exc
             except openai.APIConnectionError as exc:
-                what = f"connection error ({_connection_problem(exc)})"
+                what = f"connection error ({connection_problem(exc)})"
                 last = exc
                 unreachable = True
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 # A 200 whose body is not JSON: treat like a flaky server.
-                what = f"malformed response body ({_not_json(raw, exc)})"
+                what = f"malformed response body ({not_json(raw, exc)})"
                 last = exc
             except RecursionError as exc:  # JSON nested deeper than Python reads: not an answer either
                 what = "malformed response body (nested too deeply to read)"
@@ -1248,149 +788,9 @@ class OpenAIJudge:
         # Jitter spreads the retries of many concurrent requests hitting the same rate limit.
         return base * (0.75 + random.random() * 0.5)
 
-    def _rejected_message(self, status: int, exc: Any, params: Mapping[str, Any], label: str) -> str:
-        detail = server_message(exc)
-        prefix = (
-            f"the LLM judge at {self.endpoint} rejected the request for {label} (HTTP {status}, not retried)"
-        )
-        key = "AZURE_OPENAI_API_KEY (or AZURE_OPENAI_AD_TOKEN)" if self.azure else "OPENAI_API_KEY"
-        if status == 401:
-            return f"{prefix}: the API key was not accepted; check {key}. {detail}"
-        if status == 429:
-            return (
-                f"{prefix}: the account of the API key has no quota left; check its plan and billing "
-                f"({key}). {detail}"
-            )
-        if status == 402:  # OpenRouter's and DeepSeek's answer to an account without credit
-            return (
-                f"{prefix}: the account of the API key has no credit left; check its balance "
-                f"({key}). {detail}"
-            )
-        if status == 403:
-            return f"{prefix}: permission denied for model {params.get('model')!r}. {detail}"
-        if status == 404:
-            return (
-                f"{prefix}: model {params.get('model')!r} or the endpoint was not found; check the "
-                f"model name and the base URL. {detail}"
-            )
-        if status in (400, 422) and "response_format" in params:
-            if _SCHEMA_LIMIT.search(detail):
-                return (
-                    f"{prefix}: the server says the answer schema exceeds its limits: {detail}. Every "
-                    "schema sent stays within the documented limits of OpenAI and Azure OpenAI, so this "
-                    "server's are stricter; the json_object response format sends no schema to check."
-                )
-            if _UNSUPPORTED_FORMAT.search(detail):
-                kind = params["response_format"].get("type")
-                return (
-                    f"{prefix}: the server does not support the {kind} response format: {detail}. "
-                    "With --rag-response-format=auto (the default) the judge falls back to a format "
-                    "the server supports."
-                )
-        if status in (400, 422):
-            return f"{prefix}: {detail}{self._parameter_hint(detail)}{self._n_hint(exc, params, detail)}"
-        return f"{prefix}: {detail}"
-
-    def _n_hint(self, exc: Any, params: Mapping[str, Any], detail: str) -> str:
-        """The setting to change when a server refuses several answers in one request (Groq takes only
-        n=1; OpenAI at most 128), as it says: the error's ``param``, or ``'n'`` quoted in its words."""
-        if "n" not in params:
-            return ""
-        body = getattr(exc, "body", None)
-        if not (isinstance(body, Mapping) and body.get("param") == "n") and not _REFUSED_N.search(detail):
-            return ""
-        return (
-            f"; the server does not take n={params['n']} (several answers to one request): set "
-            f"{self.how_to_set('judge_n', 1)}"
-        )
-
-    def _parameter_hint(self, detail: str) -> str:
-        """The setting to change when a server refuses a sampling parameter it does not take: OpenAI's
-        reasoning models take only their default temperature, some servers no seed."""
-        refused = _REFUSED_PARAMETER.search(detail)
-        if refused is None:
-            return ""
-        if (refused.group(1) or refused.group(4)).lower() == "seed":
-            return f"; to send no seed, set {self.how_to_set('seed', 'none')}"
-        return (
-            f"; for a model that takes only its default temperature, set "
-            f"{self.how_to_set('temperature', 1)} and {self.how_to_set('graded_temperature', 1)}"
-        )
-
 
 #: The judge's turn in a re-ask after an answer that held no text (see OpenAIJudge._judge).
 _NO_ANSWER = "(no answer)"
-
-
-class _Parsed(NamedTuple):
-    """A chat completion's choices as read against a request: what decides whether and how the judge
-    is asked again, as facts rather than words to search the problems for."""
-
-    #: The choices that parsed and fit the schema.
-    choices: list[dict[str, Any]]
-    #: What was wrong with each of the others, in the words the judge and the user are shown.
-    problems: list[str]
-    #: The first bad content, shown to the judge when it is re-asked ("" when none held text).
-    bad_content: str
-    #: A choice was cut off by the completion limit.
-    cut_off: bool
-    #: A choice reached the limit thinking, before it gave any answer: asked again under the same
-    #: limit, it spends it again.
-    thought_out: bool
-
-
-def _whole(value: Any) -> int | None:
-    """``value`` as a whole number of at least 0, or None: ``12.0`` is 12, as JSON means it (a
-    server written in Python may send its token counts as floats)."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _count(value: Any) -> int:
-    """A token count a server reported, as a count: one missing or not a count (text, negative, a
-    fraction) is 0, unknown; an absurd one is bounded."""
-    return min(_whole(value) or 0, MAX_TOKEN_COUNT)
-
-
-#: How much of a body that is not JSON to show, from where reading it failed: enough to tell an HTML
-#: page, an event stream or what follows the JSON.
-SHOWN_BODY = 80
-
-
-def _not_json(raw: bytes, exc: ValueError) -> str:
-    """What is wrong with a 200 body that did not decode, and what it holds where reading failed: an
-    empty body, a proxy's HTML page, an event stream answering a request for none, JSON with more
-    after it."""
-    if not raw.strip():
-        return "empty"
-    if isinstance(exc, UnicodeDecodeError):
-        return f"not UTF-8 text: {exc.reason} at byte {exc.start}"
-    assert isinstance(exc, json.JSONDecodeError)
-    page = _html_title(exc.doc) if exc.pos == 0 else None
-    if page is not None:  # a proxy's sign-in or error page
-        return f"not JSON: {quoted_text(page)}"
-    there = exc.doc[exc.pos : exc.pos + SHOWN_BODY]  # read with surrogatepass
-    if not there.strip():  # cut short: a proxy's buffer, a Content-Length too small
-        return f"not JSON: {exc.msg} (character {exc.pos}): the body ends there"
-    shown = quoted_text(there) + ("…" if len(exc.doc) > exc.pos + SHOWN_BODY else "")
-    return f"not JSON: {exc.msg} (character {exc.pos}): {shown!r}"
-
-
-def _quota_used_up(status: int, exc: Any) -> bool:
-    """Is this OpenAI's 429 for an account without quota (``insufficient_quota``)? Not a rate limit:
-    no retry, nor any later request of the run, gets past it until someone pays."""
-    return status == 429 and "insufficient_quota" in (getattr(exc, "code", None), getattr(exc, "type", None))
-
-
-def _connection_problem(exc: BaseException) -> str:
-    """What went wrong with the connection, in the HTTP client's words: a connection reset or closed
-    without an answer has none (``ReadError('')``), so its kind is named instead of ``()``."""
-    cause = exc.__cause__ or exc
-    text = str(cause).strip()
-    if text:
-        return text
-    return f"{type(cause).__name__}: the connection was closed without an answer"
 
 
 class _FormatUnsupported(Exception):
@@ -1399,103 +799,3 @@ class _FormatUnsupported(Exception):
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
-
-
-def _format_unsupported(status: int, detail: str, server_errors: int, last_try: bool) -> bool:
-    """Does this rejection of a structured request mean the server lacks the response format?
-
-    A 400 or 422 that speaks of the response format (and not of a schema over some limit: that one
-    is reported as it is); a 500 that speaks of it, or a second 500 in a row, or a 500 with no retry
-    left (llama-cpp-python's server answers ``json_schema`` with a bare HTTP 500).
-    """
-    if status in (400, 422):
-        return bool(_UNSUPPORTED_FORMAT.search(detail)) and not _SCHEMA_LIMIT.search(detail)
-    if status == 500:
-        return bool(_UNSUPPORTED_FORMAT.search(detail)) or server_errors >= 2 or last_try
-    return False
-
-
-def check_base_url(base_url: str | None = None, how_to_set: HowToSet = by_environment) -> None:
-    """Raise :class:`ConfigError` when the judge's base URL (``base_url``, else ``OPENAI_BASE_URL``)
-    has no ``http://`` or ``https://``: ``localhost:11434/v1`` would fail every judgment after its
-    retries, as a connection error. The plugin calls it at startup."""
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-    if url is None or re.match(r"(?i)\s*https?://", url):
-        return
-    add_url(url)
-    bare = url.strip()
-    if "://" in bare:
-        bare = bare.split("://", 1)[1]
-    fixed = redact(f"http://{bare}")
-    where = how_to_set("judge_base_url", fixed) if base_url else f"OPENAI_BASE_URL={fixed}"
-    raise ConfigError(
-        f"the judge's base URL {redact(url)!r} does not start with http:// or https://: set {where}"
-    )
-
-
-def check_azure_settings(
-    endpoint: str | None = None, api_version: str | None = None, how_to_set: HowToSet = by_environment
-) -> None:
-    """Raise :class:`ConfigError` when an Azure judge could not be built: no endpoint (``endpoint``
-    or ``AZURE_OPENAI_ENDPOINT``) or no API version (``api_version`` or ``OPENAI_API_VERSION``).
-
-    The plugin calls it at startup, so a run stops with one usage error instead of failing every test.
-    """
-    _check_azure(
-        endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or None,
-        api_version or os.environ.get("OPENAI_API_VERSION") or None,
-        None,
-        how_to_set,
-    )
-
-
-def _azure_resource(endpoint: str) -> str | None:
-    """The resource's address when ``endpoint`` is the address of a request (a path with an
-    ``openai`` part, or an ``api-version`` in the query), else None."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(endpoint)
-    segments = parts.path.split("/")
-    lowered = [segment.lower() for segment in segments]
-    if "openai" not in lowered and "api-version" not in parts.query.lower():
-        return None
-    path = "/".join(segments[: lowered.index("openai")] if "openai" in lowered else segments).rstrip("/")
-    return f"{parts.scheme}://{parts.netloc}{path}"
-
-
-def _check_azure(
-    endpoint: str | None, api_version: str | None, base_url: str | None, how_to_set: HowToSet
-) -> None:
-    """Raise :class:`ConfigError` naming what to set when the Azure settings are incomplete."""
-    add_url(endpoint)  # the message may quote them: their secrets are masked
-    add_url(base_url)
-    missing = []
-    if not endpoint:
-        missing.append(
-            f"the endpoint ({how_to_set('judge_base_url', 'https://<resource>.openai.azure.com')} "
-            "or AZURE_OPENAI_ENDPOINT)"
-        )
-    if not api_version:
-        missing.append("the API version (OPENAI_API_VERSION, e.g. 2024-10-21)")
-    if missing:
-        raise ConfigError("the Azure OpenAI judge needs " + " and ".join(missing))
-    assert endpoint is not None  # for mypy: it is among the missing otherwise
-    resource = _azure_resource(endpoint)
-    if resource is not None:
-        # Azure's portal shows a deployment's "target URI", the address of one request: the client
-        # adds /openai/deployments/<model>/chat/completions and the api-version to the endpoint, so
-        # that one would be asked at .../chat/completions?api-version=.../openai/deployments/..., and
-        # its 404 would speak of the model and a base URL.
-        raise ConfigError(
-            f"the Azure OpenAI endpoint {redact(endpoint)!r} is the address of a request, not of the "
-            "resource: the client adds /openai/deployments/<deployment>/chat/completions and the API "
-            f"version itself. Set {how_to_set('judge_base_url', redact(resource))} (or "
-            "AZURE_OPENAI_ENDPOINT), the API version in OPENAI_API_VERSION and the deployment's name "
-            "as the judge model"
-        )
-    if base_url:
-        # The SDK would build its own URL from the endpoint and ignore or reject this one.
-        raise ConfigError(
-            f"the Azure OpenAI judge takes an endpoint, not a base URL ({base_url!r}): "
-            "pass it as azure_endpoint"
-        )
