@@ -20,7 +20,7 @@ Compared (ours, RAGAS ``ragas.metrics.collections``):
 * ``faithfulness`` with Faithfulness;
 * ``answer_correctness`` (f1), ``[precision]`` and ``[recall]`` with FactualCorrectness in the same
   mode (RAGAS rounds to two decimals, so those differ by up to 0.005: ours rounded to two decimals
-  must be RAGAS's number);
+  must be RAGAS's number, a tie of precision or recall rounded down as RAGAS's 1e-8 takes it);
 * ``answer_correctness`` with AnswerCorrectness at ``weights=[1.0, 0.0]``, its factuality alone;
 * ``answer_relevancy`` with AnswerRelevancy (only the non-committal rule and the mean are compared:
   the cosine is arranged, see above);
@@ -35,8 +35,8 @@ see benchmarks/README.md. Without one, ours are compared with the numbers that p
 formulas give for the same verdicts, computed here. Nothing here uses the network.
 
 The bound: wherever both sides give a number they agree (to 1e-9; FactualCorrectness: ours rounded to
-two decimals is its number), and every case one side scores otherwise is marked in its ``documented``
-as a difference ``docs/metrics.md`` states.
+two decimals is its number, a tie of precision or recall going down), and every case one side scores
+otherwise is marked in its ``documented`` as a difference ``docs/metrics.md`` states.
 """
 
 from __future__ import annotations
@@ -255,6 +255,31 @@ def hand_cases() -> list[Case]:
             ],
             [(f"Bay bridge fact {i} holds.", [(f"Bay bridge fact {i} holds.", N)]) for i in range(11)],
             note="TP 1, FP 3, FN 11: F1 2/16 = 0.125",
+        ),
+        Case(
+            "precision-tie",
+            "What is known of the wharf bridge?",
+            ctx("wharf bridge"),
+            [
+                ("The wharf bridge opened in 1932.", [("The wharf bridge opened in 1932.", S, S)]),
+                ("The wharf bridge is 2 km long.", [("The wharf bridge is 2 km long.", S, S)]),
+                ("The wharf bridge is painted red.", [("The wharf bridge is painted red.", S, S)]),
+                (
+                    "The wharf bridge is blue, tall, old, wide and busy.",
+                    [(f"The wharf bridge is {w}.", N, N) for w in ("blue", "tall", "old", "wide", "busy")],
+                ),
+            ],
+            [
+                (
+                    "The wharf bridge opened in 1932, is 2 km long and is painted red.",
+                    [
+                        ("The wharf bridge opened in 1932.", S),
+                        ("The wharf bridge is 2 km long.", S),
+                        ("The wharf bridge is painted red.", S),
+                    ],
+                )
+            ],
+            note="TP 3, FP 5: precision 3/8 = 0.375, which RAGAS rounds down (1e-8 added) to 0.37",
         ),
         Case(
             "asymmetric",
@@ -667,6 +692,13 @@ def legacy_formulas(case: Case, faith: list[str], tp: int, fp: int, fn: int) -> 
 # --- comparing -----------------------------------------------------------------------------------
 
 
+def rounded_as_ragas(value: float, metric: str) -> float:
+    """Our exact score as FactualCorrectness rounds it: to two decimals, where its precision and
+    recall (``tp / (tp + fp + 1e-8)``) sit just below a tie and go down: 3/8 is 0.37 there."""
+    below_a_tie = metric.endswith(("_precision", "_recall"))
+    return round(value - 1e-9 if below_a_tie else value, 2)
+
+
 def show(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
@@ -694,11 +726,11 @@ def compare(
                 a = ours[RELEVANCY_N3][case.id]  # three draws: ours at judge_n=3
             documented = mine in case.documented
             if isinstance(a, float) and isinstance(b, float):
-                agrees = (round(a, 2) == b) if factual else abs(a - b) <= 1e-9
+                agrees = (rounded_as_ragas(a, other) == b) if factual else abs(a - b) <= 1e-9
                 if agrees or not documented:
                     both += 1
                     worst = max(worst, abs(a - b))
-                    rounded_equal += round(a, 2) == b
+                    rounded_equal += rounded_as_ragas(a, other) == b
                 if agrees:
                     continue
             elif a == b:
@@ -741,7 +773,10 @@ def main() -> None:
     print(
         f"{len(cases)} cases ({len(cases) - args.random} hand-made, {args.random} random, seed {args.seed})"
     )
-    print("(rounded: how often ours rounded to two decimals is FactualCorrectness's number)\n")
+    print(
+        "(rounded: how often ours rounded to two decimals, a tie of precision or recall down, "
+        "is FactualCorrectness's number)\n"
+    )
     theirs = run_ragas(cases, script, ragas) if ragas else computed
     met = compare(cases, ours, theirs, PAIRS, "RAGAS 0.4 (its code)" if ragas else "RAGAS's formulas (here)")
     print()

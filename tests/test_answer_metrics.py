@@ -74,6 +74,44 @@ def test_correctness_precision_recall_and_f1_match_scikit_learn(tp, fp, fn):
     assert A.correctness_score(tp, fp, fn, "f1") == pytest.approx(f, abs=1e-15)
 
 
+def _factual_correctness(tp, fp, fn, mode):
+    """RAGAS 0.4.3's FactualCorrectness score of TP, FP and FN, as its code computes it
+    (ragas/metrics/collections/factual_correctness/metric.py, fbeta_score in ragas/metrics/utils.py):
+    precision and recall with 1e-8 added to the denominator, F1 from unperturbed ratios, each
+    np.round(score, 2)."""
+    if mode == "precision":
+        score = tp / (tp + fp + 1e-8)
+    elif mode == "recall":
+        score = tp / (tp + fn + 1e-8)
+    else:
+        precision = tp / (tp + fp) if tp + fp else 0
+        recall = tp / (tp + fn) if tp + fn else 0
+        score = 0.0 if precision == recall == 0 else 2 * precision * recall / (precision + recall)
+    return round(score, 2)  # np.round and round agree on these: no value sits within an ulp of a tie
+
+
+@pytest.mark.parametrize(
+    ("tp", "fp", "fn", "mode", "ragas"),
+    [
+        (3, 5, 0, "precision", 0.37),  # 3/8: RAGAS's 1e-8 puts it below the tie
+        (7, 1, 0, "precision", 0.87),  # 7/8
+        (1, 39, 0, "precision", 0.02),  # 1/40
+        (3, 0, 5, "recall", 0.37),
+        (1, 3, 11, "f1", 0.12),  # 2/16, the exact tie, to even
+        (3, 5, 5, "f1", 0.38),  # 6/16
+        (2, 1, 0, "f1", 0.8),
+    ],
+)
+def test_answer_correctness_is_factual_correctness_before_its_rounding(tp, fp, fn, mode, ragas):
+    """docs/metrics.md: ours is exact, RAGAS's rounded to two decimals, and a tie of its precision
+    or recall goes down; the two differ by at most 0.005."""
+    ours = A.correctness_score(tp, fp, fn, mode)
+    assert _factual_correctness(tp, fp, fn, mode) == ragas
+    assert abs(ours - ragas) <= 0.005 + 1e-9
+    below_a_tie = mode != "f1"
+    assert round(ours - 1e-9 if below_a_tie else ours, 2) == ragas
+
+
 def test_faithfulness_methods_read_one_list_of_verdicts():
     verdicts = ["supported", "contradicted", "not_found", "supported"]
     assert A.faithfulness_score(verdicts, "supported") == 0.5
