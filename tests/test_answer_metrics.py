@@ -74,7 +74,7 @@ def test_correctness_precision_recall_and_f1_match_scikit_learn(tp, fp, fn):
     assert A.correctness_score(tp, fp, fn, "f1") == pytest.approx(f, abs=1e-15)
 
 
-def _factual_correctness(tp, fp, fn, mode):
+def _factual_correctness(tp: int, fp: int, fn: int, mode: str) -> float:
     """RAGAS 0.4.3's FactualCorrectness score of TP, FP and FN, as its code computes it
     (ragas/metrics/collections/factual_correctness/metric.py, fbeta_score in ragas/metrics/utils.py):
     precision and recall with 1e-8 added to the denominator, F1 from unperturbed ratios, each
