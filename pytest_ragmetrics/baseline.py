@@ -54,7 +54,7 @@ from .errors import ConfigError
 from .metrics.answer import NO_CLAIMS
 from .report_schema import check_version, schema_problems
 from .specs import format_metric, format_number, format_sampling
-from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, format_p, mean, sign_flip_p_value
+from .stats import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci, format_p, mean, sign_flip_tests
 
 if TYPE_CHECKING:
     from .specs import MetricCatalog
@@ -309,9 +309,8 @@ def compare_metric(
     baseline_mean = mean([before for _, before, _ in pairs])
     current_mean = mean([now for _, _, now in pairs])
     interval = bootstrap_ci(differences, seed=seed)
-    test = sign_flip_p_value(differences, seed=seed)
-    drop = sign_flip_p_value(differences, alternative="less", seed=seed)
-    rise = sign_flip_p_value(differences, alternative="greater", seed=seed)
+    tests = sign_flip_tests(differences, seed=seed)
+    test, drop, rise = tests["two-sided"], tests["less"], tests["greater"]
     delta = mean(differences)
     moved = any(abs(d) > _NOISE for d in differences)
     # Most moved first; ties by id so the lists are the same on every run.

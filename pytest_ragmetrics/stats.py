@@ -12,7 +12,8 @@ baseline score. The question is whether the mean difference is real or noise:
   ``2**m`` of them when there are few non-zero differences (exact), otherwise a fixed number drawn at
   random with a fixed seed (Monte Carlo, with the ``(count + 1) / (resamples + 1)`` estimate that
   never reports p = 0). With it, what the test can see at its size: the ``m`` differences that are
-  not zero, and the smallest p any data of that size could give.
+  not zero, and the smallest p any data of that size could give. :func:`sign_flip_tests` gives the
+  three alternatives' p-values from one set of draws.
 - :func:`floor_error_rates`: how often a floor on the share of controls a judge gets wrong fails a
   good judge and passes a bad one, at the number of controls drawn (binomial).
 - :func:`corrected_mean`: the judge-corrected mean of a metric with a labelled subset, and its
@@ -49,6 +50,7 @@ __all__ = [
     "mean",
     "percentile",
     "sign_flip_p_value",
+    "sign_flip_tests",
     "smallest_p",
 ]
 
@@ -200,6 +202,20 @@ def sign_flip_p_value(
     """
     if alternative not in ALTERNATIVES:
         raise ValueError(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
+    tests = sign_flip_tests(differences, resamples=resamples, seed=seed, exact_max_nonzero=exact_max_nonzero)
+    return tests[alternative]
+
+
+def sign_flip_tests(
+    differences: Sequence[float],
+    *,
+    resamples: int = 10000,
+    seed: int = DEFAULT_SEED,
+    exact_max_nonzero: int = EXACT_MAX_NONZERO,
+) -> dict[str, PermutationTest]:
+    """:func:`sign_flip_p_value` for each alternative (``"two-sided"``, ``"less"``, ``"greater"``),
+    from one enumeration or one set of draws: each p is the one that call gives, at a third of the
+    cost of three calls (a comparison of 20,000 changed samples draws 10,000 times 2,500 lookups)."""
     data = _finite(differences, "differences")
     if resamples < 1:
         raise ValueError(f"resamples must be at least 1, got {resamples!r}")
@@ -207,28 +223,28 @@ def sign_flip_p_value(
     magnitudes = [abs(u) for u in units if u != 0]
     m = len(magnitudes)
     if m == 0:
-        return PermutationTest(1.0, "exact", 1, alternative, 0, 1.0)
+        return {alt: PermutationTest(1.0, "exact", 1, alt, 0, 1.0) for alt in ALTERNATIVES}
     observed = sum(units)
     # A permuted sum differs from the observed one by twice the flipped differences, each rounded
     # by at most half a unit: sums within m units of each other may be equal in exact arithmetic
     # (scores of k/3, k/7), and are counted as ties, as scipy counts sums equal up to float error.
-    slack = m
-
-    def extreme(total: int) -> bool:
-        if alternative == "less":
-            return total <= observed + slack
-        if alternative == "greater":
-            return total >= observed - slack
-        return abs(total) >= abs(observed) - slack
+    # A sum is as extreme as the observed one for "less" at most at ``low``, for "greater" at least
+    # at ``high``, two-sided when its absolute value is at least ``far``.
+    low, high, far = observed + m, observed - m, abs(observed) - m
 
     if m <= exact_max_nonzero:
         sums = [0]
         for value in magnitudes:
             sums = [s + value for s in sums] + [s - value for s in sums]
-        count = sum(1 for s in sums if extreme(s))
-        return PermutationTest(
-            count / len(sums), "exact", len(sums), alternative, m, smallest_p(m, alternative)
-        )
+        counts = {
+            "two-sided": sum(1 for s in sums if abs(s) >= far),
+            "less": sum(1 for s in sums if s <= low),
+            "greater": sum(1 for s in sums if s >= high),
+        }
+        return {
+            alt: PermutationTest(count / len(sums), "exact", len(sums), alt, m, smallest_p(m, alt))
+            for alt, count in counts.items()
+        }
     # Monte Carlo: one random bit per difference says whether it keeps its sign. The differences are
     # taken 8 at a time, with the sums of all 256 sign patterns of each group precomputed, so one
     # draw costs m / 8 table lookups.
@@ -244,23 +260,31 @@ def sign_flip_p_value(
         for group in groups
     ]
     rng = random.Random(seed)
-    count = 0
+    both = below = above = 0
     for _ in range(resamples):
         bits = rng.getrandbits(m)
         total = 0
         for table, mask in tables:
             total += table[bits & mask]
             bits >>= 8
-        if extreme(total):
-            count += 1
-    return PermutationTest(
-        (count + 1) / (resamples + 1),
-        "monte carlo",
-        resamples,
-        alternative,
-        m,
-        smallest_p(m, alternative, "monte carlo", resamples),
-    )
+        if total <= low:
+            below += 1
+        if total >= high:
+            above += 1
+        if abs(total) >= far:
+            both += 1
+    counts = {"two-sided": both, "less": below, "greater": above}
+    return {
+        alt: PermutationTest(
+            (count + 1) / (resamples + 1),
+            "monte carlo",
+            resamples,
+            alt,
+            m,
+            smallest_p(m, alt, "monte carlo", resamples),
+        )
+        for alt, count in counts.items()
+    }
 
 
 class CorrectedMean(NamedTuple):

@@ -9,7 +9,15 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_ragmetrics.stats import bootstrap_ci, mean, percentile, sign_flip_p_value, smallest_p
+from pytest_ragmetrics.stats import (
+    ALTERNATIVES,
+    bootstrap_ci,
+    mean,
+    percentile,
+    sign_flip_p_value,
+    sign_flip_tests,
+    smallest_p,
+)
 
 np = pytest.importorskip("numpy")
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -268,3 +276,25 @@ def test_a_drop_in_thirds_has_its_exact_one_sided_p_by_monte_carlo_too() -> None
     assert drawn.method == "monte carlo"
     # 21/32 up to sampling error (standard error 0.0034); miscounting the exact ties gives 20/32.
     assert drawn.p_value == pytest.approx(21 / 32, abs=0.015)
+
+
+@pytest.mark.parametrize("exact_max_nonzero", [16, 0], ids=["exact", "monte carlo"])
+def test_one_set_of_draws_gives_each_alternative_the_p_of_scipys_test(exact_max_nonzero: int) -> None:
+    # Scores in sevenths, some ties among the sums: each alternative's p from the one enumeration or
+    # the one set of draws equals scipy's exact p (within Monte Carlo error when drawn).
+    differences = [3 / 7, -1 / 7, 2 / 7, 1 / 7, -2 / 7, 1 / 7, 0.0, 4 / 7, -1 / 7, 1 / 7]
+    tests = sign_flip_tests(differences, resamples=20000, exact_max_nonzero=exact_max_nonzero)
+    assert sorted(tests) == sorted(ALTERNATIVES)
+    for alternative, test in tests.items():
+        expected = scipy_stats.permutation_test(
+            (np.asarray(differences),),
+            np.sum,
+            permutation_type="samples",
+            n_resamples=np.inf,
+            alternative=alternative,
+        ).pvalue
+        assert test.alternative == alternative and test.nonzero == 9
+        if exact_max_nonzero:
+            assert test.p_value == pytest.approx(expected, abs=1e-12) and test.permutations == 2**9
+        else:
+            assert test.method == "monte carlo" and abs(test.p_value - expected) < 4 * math.sqrt(0.25 / 20000)
