@@ -430,6 +430,18 @@ def test_gates_count_no_claims_beside_n_and_fail_when_nothing_has_a_score():
     assert rows[1]["reason"] == "no evaluation of answer_correctness[recall] has a score: all 2 had no claims"
 
 
+def test_precision_leaves_fn_out_of_its_head_and_quotes_the_claims_as_written():
+    """Precision counts no FN: its explanation says TP and FP alone, and a claim holding ", FN 0"
+    is quoted whole, where the text of the whole explanation lost every ", FN 0"."""
+    said = "Line B logged TP 2, FP 1, FN 0 in May."
+    sample = RagSample("What did line B log?", [HEIGHT], ground_truth=TOWER, answer=said, id="fn0")
+    with Evaluator(Settings(cache="off"), judge=ScriptedJudge(answer_judge.script)) as ev:
+        precision = answer_correctness(sample, "precision", evaluator=ev)
+        f1 = answer_correctness(sample, evaluator=ev)
+    assert precision.explanation.startswith(f"TP 0, FP 1; answer claim 1 '{said}' is not in the reference")
+    assert f1.explanation.startswith(f"TP 0, FP 1, FN 1; answer claim 1 '{said}' is not in the reference")
+
+
 def test_answer_correctness_needs_a_reference_with_claims():
     judge = ScriptedJudge(answer_judge.script)
     with Evaluator(Settings(cache="off"), judge=judge) as ev:

@@ -120,10 +120,10 @@ def explain_faithfulness(verdicts: Sequence[Verdict]) -> str:
 
 
 def explain_correctness(
-    answer: Sequence[Verdict], reference: Sequence[Verdict], tp: int, fp: int, fn: int
+    answer: Sequence[Verdict], reference: Sequence[Verdict], tp: int, fp: int, fn: int | None
 ) -> str:
-    """TP, FP and FN, and the claims behind FP and FN."""
-    head = f"TP {tp}, FP {fp}, FN {fn}"
+    """TP, FP and FN, and the claims behind FP and FN; ``fn`` None for precision, which counts none."""
+    head = f"TP {tp}, FP {fp}" + ("" if fn is None else f", FN {fn}")
     parts = [
         f"answer claim {v.index} {_quote(v.text)} is {_in_reference(v.label)}{_because(v)}"
         for v in answer

@@ -230,10 +230,7 @@ class AnswerCorrectness:
             [v.verdict for v in answer_verdicts], [v.verdict for v in reference_verdicts]
         )
         score = A.correctness_score(tp, fp, fn, method)
-        counts = (tp, fp, fn) if both else (tp, fp, 0)
-        explanation = A.explain_correctness(answer_side, reference_side, *counts)
-        if not both:
-            explanation = explanation.replace(", FN 0", "")
+        explanation = A.explain_correctness(answer_side, reference_side, tp, fp, fn if both else None)
         verdicts = (*answer_side, *reference_side)
         return _result(sample, self.name, shown, score, verdicts, explanation, _spent(spent))
 
