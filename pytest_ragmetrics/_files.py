@@ -1,5 +1,6 @@
-"""Writing a file whole: readers see the old file or the new one, never half of one; reading JSON
-that gives no name twice; and naming a JSON value's type in a message about a file that holds it.
+"""Writing a file whole: readers see the old file or the new one, never half of one; locking a
+directory against other processes; reading JSON that gives no name twice; and naming a JSON value's
+type in a message about a file that holds it.
 
 Every file the package writes for others to read (reports, a baseline, the judgment store's shards,
 the cache's notes, a batch's state, a drawn labelling sample) goes through :func:`write_atomic`.
@@ -21,6 +22,7 @@ from typing import Any
 
 __all__ = [
     "RepeatedName",
+    "lock_directory",
     "replaceable",
     "starts_json_object",
     "unique_names",
@@ -84,6 +86,28 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """:func:`write_atomic` for text: UTF-8, line ends written as they are (``\\n`` on every platform)."""
     return write_atomic(path, text.encode("utf-8"))
+
+
+def lock_directory(directory: Path) -> int | None:
+    """Lock ``directory`` exclusively (flock) and return the descriptor to close to unlock it.
+
+    ``None`` where there is nothing to lock with (Windows) or the filesystem does not lock (some
+    network mounts): the caller goes on unguarded between processes.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def replaceable(path: str | os.PathLike[str], ours: Callable[[bytes], bool]) -> bool:

@@ -336,6 +336,44 @@ def test_a_cache_damaged_past_its_first_page_is_moved_aside_and_a_fresh_one_star
     assert [a.source for a in run(fresh, make_request(1), make_request(2))] == ["cache", "cache"]
 
 
+def test_processes_that_find_the_cache_not_a_database_at_once_all_end_on_one_fresh_cache(dirs, monkeypatch):
+    """Two processes find cache.db not a database as they start (xdist workers): one moves it aside
+    and starts a fresh cache, and the other opens that one, however their steps interleave. Here the
+    second process comes in just before the first moves the damaged file: it moved the damaged file
+    and started a fresh cache, and the first then moved that fresh cache aside in turn and started
+    another, the second writing its answers where no other process looked."""
+    import os
+
+    dirs.cache.mkdir()
+    (dirs.cache / "cache.db").write_bytes(b"this is not a sqlite database" * 100)
+    first = CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)
+    second = CachedJudge(lambda: pytest.fail("no judge"), cache_dir=dirs.cache)
+    replace = os.replace
+    opened: list[Any] = []
+
+    def second_comes_in(source: Any, target: Any) -> None:
+        if not opened:
+            opened.append(None)
+            meanwhile = threading.Thread(target=lambda: opened.append(second._disk()))
+            meanwhile.start()
+            meanwhile.join(1.0)  # (it waits for the first to be done, with the fix)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", second_comes_in)
+    with pytest.warns(RagMetricsWarning, match="was not a database"):
+        cache = first._disk()
+        while len(opened) < 2:
+            threading.Event().wait(0.01)
+    monkeypatch.undo()
+    other = opened[1]
+    assert cache is not None and other is not None
+    assert (dirs.cache / "cache.db.unusable").read_bytes().startswith(b"this is not")
+    cache.set("written by one", "seen by the other")
+    assert other.get("written by one") == "seen by the other"
+    first.close_cache()
+    second.close_cache()
+
+
 def test_judgments_lost_with_a_store_deleted_during_the_run_fail_it_saying_so(fake_judge_server, dirs):
     """The store's directory deleted between two recordings (a checkout, a clean-up): the first
     judgment is gone from it, and the run is told so, instead of ending as if all were recorded."""
@@ -1073,6 +1111,51 @@ def test_a_claim_is_given_up_after_its_answer_is_in_the_cache_and_found_there_me
     assert claims is not None
     assert not any(name in claims for name in names)
     claims.close()
+
+
+def test_a_process_reading_a_copy_of_the_cache_finds_the_answer_another_recorded_in_the_cache_itself(
+    fake_judge_server, dirs, monkeypatch
+):
+    """A process that read the cache from a copy (it could not open the cache for writing as it
+    started) waits for another process's claim on a judgment, and finds the answer where that one
+    recorded it, in the cache itself, rather than paying for it again once the claim is given up:
+    the copy never receives it."""
+    import pytest_ragmetrics.judge.cache as cache_module
+    import pytest_ragmetrics.judge.claims as claims_module
+
+    monkeypatch.setattr(claims_module, "CLAIM_RENEW_SECONDS", 3600.0)  # given up as the holder closes
+    request = make_request(1)
+    holder = cached_judge(fake_judge_server, dirs, with_store=False)
+    waiter = cached_judge(fake_judge_server, dirs, with_store=False)
+    assert holder._disk() is not None
+
+    def cannot(cache_dir: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(cache_dir))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cache_module, "open_disk_cache", cannot)
+        with pytest.warns(RagMetricsWarning, match="read from a copy"):
+            assert waiter._disk() is not None
+    assert waiter._read_only
+
+    async def go() -> tuple[JudgeAnswer, JudgeAnswer]:
+        fake_judge_server.close_gate()  # the holder's request waits at the server, its claim taken
+        held = asyncio.ensure_future(holder.judge(request))
+        assert await asyncio.to_thread(fake_judge_server.wait_for_requests, 1)
+        waited = asyncio.ensure_future(waiter.judge(request))
+        fake_judge_server.open_gate()
+        try:
+            answer = await held
+        finally:
+            await holder.aclose()  # gives the claim up: the waiter takes it
+        try:
+            return answer, await waited
+        finally:
+            await waiter.aclose()
+
+    answer, found = asyncio.run(go())
+    assert fake_judge_server.request_count == 1
+    assert found.choices == answer.choices and found.source == "cache"
 
 
 def test_a_claim_left_by_a_killed_process_expires(fake_judge_server, dirs, monkeypatch):

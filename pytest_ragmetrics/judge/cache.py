@@ -80,9 +80,9 @@ from .disk_cache import (
     cache_errors,
     is_disk_full,
     is_transient,
-    moved_aside,
     open_disk_cache,
     read_only_copy,
+    reopened,
 )
 from .stats import JudgeStats
 from .store import JudgmentStore, loads_entry
@@ -295,8 +295,10 @@ class CachedJudge:
         self._memory_entries = memory_entries
         self._cache: diskcache.Cache | None = None
         self._cache_problem: str | None = None
-        # The cache could not be opened for writing: it is read from a copy (see read_only_copy).
+        # The cache could not be opened for writing: it is read from a copy (see read_only_copy),
+        # until it opens (see _live_again); the copy is closed with the cache.
         self._read_only = False
+        self._copy: diskcache.Cache | None = None
         self._lock = threading.Lock()
         self._warn_once = WarnOnce()
         self._requests: dict[str, _Request] = {}
@@ -679,16 +681,13 @@ class CachedJudge:
                 try:
                     try:
                         self._cache = open_disk_cache(self.cache_dir)
-                    except sqlite3.DatabaseError as exc:
-                        if self.mode == "replay" or not moved_aside(self.cache_dir, exc):
+                    except sqlite3.DatabaseError:
+                        if self.mode == "replay":
                             raise
-                        # Not a database at all: every process of the run would judge on its own.
-                        replaced = exc
-                        self._cache = open_disk_cache(self.cache_dir)
-                    # Evicted by size once, as the judge closes (see close_cache), rather than
-                    # looked at after every answer written: three SQLite statements of each write
-                    # the scores wait for. For this judge's connection only, not saved in the cache.
-                    self._cache.reset("cull_limit", 0, update=False)
+                        # Damaged (every process of the run would judge on its own), or being
+                        # replaced by another process of the run: opened again, one at a time.
+                        self._cache, replaced = reopened(self.cache_dir)
+                    _cull_at_close(self._cache)
                 except Exception as exc:  # sqlite3/diskcache/OS errors of every kind: degrade, warn
                     problem = exc
                     # A cache it cannot write (a read-only mount) is still read: from a copy.
@@ -931,6 +930,8 @@ class CachedJudge:
         ``None`` when the claims database cannot be used, or what looking raised (:class:`_Failed`).
         A claim taken for an answer found recorded is given up at once."""
         taken = Claims.take([(claims, key, token) for claims, key, token, _ in items])
+        if self._read_only and any(claimed is not None for claimed in taken):
+            self._live_again()
         outcomes: list[Any] = []
         for (claims, key, token, request), claimed in zip(items, taken, strict=True):
             if claimed is None:
@@ -948,6 +949,23 @@ class CachedJudge:
                 Claims.give_up(claims, key, token)
             outcomes.append(outcome)
         return outcomes
+
+    def _live_again(self) -> None:
+        """Read and write the cache itself from now on, rather than the copy read since it could
+        not be opened for writing (see :meth:`_disk`), if it opens now.
+
+        Tried as this process claims a judgment, for it shares the cache directory with processes
+        that can (the claims database beside the cache opened): the holder of a claim records its
+        answer in the cache itself, which a copy never receives, so a process reading the copy would
+        wait for the claim and then pay for the judgment again. Until the cache opens, the copy serves."""
+        assert self.cache_dir is not None  # (a judge without a cache takes no claims)
+        try:
+            live = open_disk_cache(self.cache_dir)
+            _cull_at_close(live)
+        except Exception:  # sqlite3/diskcache/OS errors of every kind: still the copy
+            return
+        with self._lock:
+            self._copy, self._cache, self._read_only = self._cache, live, False
 
     def _recorded_meanwhile(self, request: JudgeRequest, key: str) -> JudgeAnswer | None:
         """The answer another process of this run recorded for ``key``: in the store (written first)
@@ -1037,26 +1055,37 @@ class CachedJudge:
             self.store.close()
         with self._lock:
             cache, self._cache = self._cache, None
+            copy, self._copy = self._copy, None
             io, self._io = self._io, None
-        if cache is not None and io is not None and not self._read_only:
+            read_only, self._read_only = self._read_only, False
+        if cache is not None and io is not None and not read_only:
             # What the run wrote may have taken the cache past its size: diskcache's eviction (the
             # least recently stored first, down to 1 GB), once (see _disk). Closing must not turn a
             # finished run into an error.
             with contextlib.suppress(Exception):
                 io.submit(cache.cull).result()
         self._claims.close(io)
-        if cache is not None:
+        for opened in (cache, copy):
+            if opened is None:
+                continue
             # closing must not turn a finished run into an error
             with contextlib.suppress(Exception):
                 if io is not None:
-                    io.submit(cache.close).result()  # the I/O thread's own connection
-                cache.close()
+                    io.submit(opened.close).result()  # the I/O thread's own connection
+                opened.close()
         if io is not None:
             io.shutdown(wait=True)
 
 
 def _nothing() -> None:
     pass
+
+
+def _cull_at_close(cache: diskcache.Cache) -> None:
+    """Evict by size once, as the judge closes (see :meth:`CachedJudge.close_cache`), rather than
+    look at the cache's size after every answer written: three SQLite statements of each write the
+    scores wait for. For this judge's connection only, not saved in the cache."""
+    cache.reset("cull_limit", 0, update=False)
 
 
 def cache_summary(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:

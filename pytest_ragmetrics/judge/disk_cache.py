@@ -17,6 +17,8 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._files import lock_directory
+
 if TYPE_CHECKING:  # pragma: no cover
     import diskcache  # diskcache ships no type information
 
@@ -84,6 +86,30 @@ def read_only_copy(cache_dir: Path) -> diskcache.Cache | None:
 
 #: What a ``cache.db`` that is not a database is renamed to (the first process to find it does).
 UNUSABLE_NAME = "cache.db.unusable"
+
+
+def reopened(cache_dir: Path) -> tuple[diskcache.Cache, sqlite3.DatabaseError | None]:
+    """The cache database of ``cache_dir`` opened again after opening it failed, by one process of
+    the run at a time: the cache, and the error for which this process moved a damaged one aside
+    (None when it did not); raises what opening raises when the database is not damaged.
+
+    Processes that find ``cache.db`` damaged all at once (xdist workers starting) must end on one
+    fresh database: the first to take the lock moves the damaged one aside and starts a fresh one,
+    and the others open that. Without the lock, one could move aside the fresh database another had
+    just started, or fail to open a database gone a moment ago and fall back to a copy of its own:
+    the answers one wrote would reach no other, and a judgment another waited for (see
+    :mod:`~pytest_ragmetrics.judge.claims`) would be paid for again."""
+    fd = lock_directory(cache_dir)
+    try:
+        try:
+            return open_disk_cache(cache_dir), None
+        except sqlite3.DatabaseError as exc:
+            if not moved_aside(cache_dir, exc):
+                raise
+            return open_disk_cache(cache_dir), exc
+    finally:
+        if fd is not None:
+            os.close(fd)  # closing releases the lock
 
 
 def moved_aside(cache_dir: Path, exc: sqlite3.DatabaseError) -> bool:

@@ -41,7 +41,7 @@ from pathlib import Path
 from stat import S_ISDIR, S_ISFIFO
 from typing import Any
 
-from .._files import write_atomic, write_text_atomic
+from .._files import lock_directory, write_atomic, write_text_atomic
 from ..errors import WarnOnce
 from .base import JudgeAnswer, JudgeRequest, recorded_answer, schema_errors
 
@@ -281,7 +281,7 @@ class JudgmentStore:
                     self._held -= 1
                 return
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd = _lock_directory(self.directory)
+            fd = lock_directory(self.directory)
             self._held = 1
             try:
                 if not self._prepared:
@@ -793,28 +793,6 @@ def _whole_judgment(line: bytes) -> bool:
 def _line_number(fd: int, offset: int) -> int:
     """The 1-based number of the line starting at ``offset`` (for a warning only)."""
     return os.pread(fd, offset, 0).count(b"\n") + 1
-
-
-def _lock_directory(directory: Path) -> int | None:
-    """Lock ``directory`` exclusively (flock) and return the descriptor to close to unlock it.
-
-    ``None`` where there is nothing to lock with (Windows: threads of one process only) or the
-    filesystem does not lock (some network mounts): the store still works, unguarded between processes.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        return None
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
 
 
 def _ends_with_newline(path: Path) -> bool:
