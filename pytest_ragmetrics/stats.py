@@ -130,7 +130,9 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 def bootstrap_resamples(n: int) -> int:
     """The default number of bootstrap resamples for ``n`` pairs: 5,000, fewer for large runs so that
-    a comparison stays within about two million draws per metric (never fewer than 1,000)."""
+    a comparison stays within about two million draws per metric, but never fewer than 1,000, the
+    fewest whose 2.5 % and 97.5 % quantiles are steady: above 2,000 pairs a comparison draws 1,000
+    times ``n`` (20 million at 20,000 pairs, a few seconds)."""
     return max(1000, min(5000, 2_000_000 // max(n, 1)))
 
 
