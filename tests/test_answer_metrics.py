@@ -347,6 +347,24 @@ def test_a_chunk_of_invisible_characters_is_scored_as_an_empty_chunk(tmp_path):
     assert runs["blank"][0]["context_precision"] == (0.5, ["empty chunk", "fake judge"])
 
 
+@pytest.mark.parametrize("method", ["sentence", "claims"])
+def test_contexts_that_are_all_empty_chunks_support_no_reference_sentence_and_cost_no_call(method):
+    """Chunks of nothing visible are nothing retrieved: recall scores 0 without asking the judge,
+    as for no contexts and as faithfulness and precision read them, where it asked the judge
+    whether an empty text supports the reference (the fake judge, as a careless one may, said so:
+    1.0)."""
+    judge = ScriptedJudge(lambda request: conforming_value(request.schema))
+    runs = {}
+    for name, contexts in (("none", []), ("empty", ["", " \u200b\u2060 "])):
+        sample = RagSample("How tall is the tower?", contexts, ground_truth=REFERENCE, answer=TOWER, id="s")
+        with Evaluator(Settings(cache="off"), judge=judge) as ev:
+            result = ev.score(sample, "context_recall", method)
+        assert result is not None
+        runs[name] = (result.score, [(v.label, v.reason) for v in result.verdicts])
+    assert judge.requests == []
+    assert runs["empty"] == runs["none"] == (0.0, [("not supported", "nothing was retrieved")] * 2)
+
+
 @pytest.mark.parametrize("blank", ["", "   ", "\u200b", " \u2060\ufeff "])
 def test_a_claim_of_no_visible_text_is_no_claim(blank):
     """A claim the judge wrote as nothing (empty, spaces, zero-width characters) is dropped: the

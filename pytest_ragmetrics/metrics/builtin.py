@@ -213,21 +213,19 @@ class ContextRecall:
             raise InvalidSample(
                 f"context_recall: the ground_truth of sample {sample.label!r} has no sentences"
             )
-        if not sample.contexts:
+        contexts = chunk_texts(sample.contexts, normalize)
+        if not any(contexts):
+            # Chunks with nothing visible in them are nothing retrieved, as faithfulness reads them:
+            # a judge asked whether an empty text supports the reference may say it does.
             unsupported = tuple(
                 new_verdict("reference sentence", i, s, 0.0, "not supported", "nothing was retrieved")
                 for i, s in enumerate(sentences, start=1)
             )
+            why = "has no contexts" if not sample.contexts else "has only empty contexts"
             return new_result(
-                0.0,
-                self.name,
-                shown_method,
-                unsupported,
-                "nothing was retrieved: the sample has no contexts",
-                sample.id,
+                0.0, self.name, shown_method, unsupported, f"nothing was retrieved: the sample {why}", sample.id
             )
         (params,) = K.KINDS[J.CLAIMS if shown_method == "claims" else J.RECALL].params(ctx.settings)
-        contexts = chunk_texts(sample.contexts, normalize)
         question = normalize(sample.question)
         label = _label(sample, self.name if shown_method is None else f"{self.name}[claims]")
         if shown_method == "claims":
