@@ -221,10 +221,9 @@ class ContextRecall:
                 new_verdict("reference sentence", i, s, 0.0, "not supported", "nothing was retrieved")
                 for i, s in enumerate(sentences, start=1)
             )
-            why = "has no contexts" if not sample.contexts else "has only empty contexts"
-            return new_result(
-                0.0, self.name, shown_method, unsupported, f"nothing was retrieved: the sample {why}", sample.id
-            )
+            had = "only empty" if sample.contexts else "no"
+            why = f"nothing was retrieved: the sample has {had} contexts"
+            return new_result(0.0, self.name, shown_method, unsupported, why, sample.id)
         (params,) = K.KINDS[J.CLAIMS if shown_method == "claims" else J.RECALL].params(ctx.settings)
         question = normalize(sample.question)
         label = _label(sample, self.name if shown_method is None else f"{self.name}[claims]")
