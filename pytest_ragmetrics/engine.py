@@ -305,8 +305,10 @@ class Evaluator:
         self._lock = threading.Lock()
         #: Results judged ahead of time, asked first by :meth:`score` (see :class:`ScoresAhead`).
         self.ahead: ScoresAhead | None = None
-        #: What every judgment the metrics asked for decided, by cache key: (kind, answer classes).
-        self.answers: dict[str, tuple[str, tuple[str, ...]]] = {}
+        #: What every judgment the metrics asked for decided, by cache key: (kind, answer classes),
+        #: noted for a run that checks how its judge's answers are spread (the pytest plugin's sets
+        #: a dict here). None: nobody reads them, so a script's evaluation notes nothing.
+        self.answers: dict[str, tuple[str, tuple[str, ...]]] | None = None
         #: A labelled set: each judged result also gets the score the labels give (``labelled``).
         self.labelled: LabelledScorer | None = None
         #: ``--rag-batch``: the run's batch export, which takes the requests instead of the judge.
@@ -316,7 +318,7 @@ class Evaluator:
 
     def note_answer(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
         """Remember what a judgment decided (a few short strings), so the run can tell a judge that
-        answers everything alike."""
+        answers everything alike: in :attr:`answers`, when it is a dict."""
         self.note_answers((request,), (answer,))
 
     def note_answers(
@@ -328,6 +330,8 @@ class Evaluator:
         """:meth:`note_answer` for each request that has an answer (not ``None``); ``keys`` are the
         requests' cache keys, when the caller has them already."""
         noted = self.answers
+        if noted is None:
+            return
         if keys is None:
             keys = [request.cache_key() for request in requests]
         for request, answer, key in zip(requests, answers, keys, strict=True):

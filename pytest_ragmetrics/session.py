@@ -475,6 +475,8 @@ class RagmetricsSession:
                 run=self.run_id,
             )
             evaluator.batch = self.batch
+            # What each judgment decided: the end of the run tells a judge that answers alike.
+            evaluator.answers = {}
             if self.configured and self.settings.judge_controls:
                 # Controls are drawn from the samples the run scored, however they were made.
                 evaluator.scored = self._pool()
@@ -747,7 +749,7 @@ class RagmetricsSession:
         stops that wait (see :meth:`finish`). Safe to call again after an interrupt cut it short.
         """
         for evaluator in self.evaluators.values():
-            self.answer_classes.update(evaluator.answers)
+            self.answer_classes.update(evaluator.answers or {})
         judges = [e.built_judge for e in self.evaluators.values() if e.built_judge is not None]
         if session.exitstatus == pytest.ExitCode.INTERRUPTED and not self.interrupted_again:
             waiting = sum(judge.in_flight() for judge in judges)
@@ -969,7 +971,7 @@ class RagmetricsSession:
         pairs = control_pairs(samples, count, seed) + positive_controls(samples, count, seed)
         kinds = {kind for kind, _ in self.answer_classes.values()}
         for evaluator in self.evaluators.values():
-            kinds.update(kind for kind, _ in evaluator.answers.values())
+            kinds.update(kind for kind, _ in (evaluator.answers or {}).values())
         floors = [f for f in self.floors if f.stat in CONTROL_STATISTICS]
         return run_controls(
             self.evaluator(self.settings),

@@ -169,10 +169,19 @@ def test_judgments_that_decide_alike_share_one_noted_decision(tmp_path):
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     for judge in (positive, None):  # judged, then served from the cache
         with Evaluator(settings, judge=ScriptedJudge(judge or (lambda r: pytest.fail("judged")))) as ev:
+            ev.answers = {}  # as the pytest plugin's run asks for them
             ev.evaluate(golden(30), FIVE)
             noted = list(ev.answers.values())
         assert len(noted) == 30 * 10
         assert len({id(decision) for decision in noted}) == len(set(noted)) <= 5
+
+
+def test_an_evaluation_nobody_asked_to_note_decisions_notes_none(tmp_path):
+    """What each judgment decided is kept for a run that checks its judge (the pytest plugin's):
+    a script's evaluation, which reads none of it, keeps none."""
+    with Evaluator(Settings(cache_dir=str(tmp_path / "cache")), judge=ScriptedJudge(positive)) as ev:
+        ev.evaluate(golden(3), FIVE)
+        assert ev.answers is None
 
 
 def test_only_refresh_remembers_which_judgments_this_run_made(tmp_path):
