@@ -323,6 +323,28 @@ def test_a_vllm_run_batch_results_file_is_imported_and_its_failures_listed(proje
     assert kept["answer"]["choices"][0]["reason"] != "another"
 
 
+def test_a_body_whose_error_is_null_is_read_as_the_live_judge_reads_it(project, server, capsys):
+    """A completion that says ``"error": null`` beside its choices (a runner writing every field of
+    its response object) is an answer, as the live judge takes it; a body with an error is a failed
+    request, as OpenAI writes one. The first was refused as "HTTP 200: None"."""
+    project.runpytest("--rag-batch=batch/round1.jsonl").assert_outcomes(skipped=4)
+    asked = lines_of(project.path / "batch" / "round1.jsonl")
+    results = [
+        {"custom_id": line["custom_id"], "response": {"status_code": 200, "body": {**completion_of(line["body"]), "error": None}}}
+        for line in asked[1:]
+    ]  # fmt: skip
+    failed = {"message": "The server had an error processing your request.", "type": "server_error"}
+    results.append(
+        {"custom_id": asked[0]["custom_id"], "response": {"status_code": 500, "body": {"error": failed}}}
+    )
+    (project.path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    code, out, err = cli(capsys, "store", "batch", "import", "out.jsonl", "--batch", "batch/round1.jsonl")
+    assert f"imported: {REQUESTS - 1} judgment(s) recorded into the judgment store" in out
+    assert "1 failed, 0 refused" in out and code == 1
+    assert f"failed: out.jsonl line {REQUESTS}: " in err and "HTTP 500: server_error: The server had" in err
+    assert len(store_lines(project.path)) == REQUESTS - 1
+
+
 LONG_CHUNK_TEST = """
 from pytest_ragmetrics import RagSample, assert_context_relevance
 

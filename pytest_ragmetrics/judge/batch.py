@@ -640,7 +640,7 @@ def _answer_of(
         return None, _error_text(error)
     if not isinstance(body, Mapping):
         return None, "the line has no response body"
-    if "error" in body:  # OpenAI's failed request: the error inside the body
+    if body.get("error") is not None:  # OpenAI's failed request: the error inside the body
         return None, f"HTTP {status}: {_error_text(body['error'])}"
     if status != 200:
         return None, f"the response's status_code is {json.dumps(status)}, not 200"
