@@ -221,11 +221,18 @@ class ScoreCheck(_Comparable):
         return f"{self.name} {stat} over {len(self.results)} samples"
 
     def failure_message(self, stat: str, value: float, op: str, threshold: float) -> str:
+        # A judge's words (its reasons, and the explanations that quote them) reach the terminal
+        # escaped, as a chunk's text is (its repr): an ESC in them would rewrite the screen. The
+        # report's wording, loaded for a failure's message only: a passing check needs none.
+        from .report.closing import one_line
+
         missing = self._unscored()
         if missing is not None:
             lines = [f"{self._subject(stat)} has no score, expected {op} {threshold:g}", f"  why: {missing}"]
             if not self.single:
-                lines += [f"  - {r.sample_id}: {_short(r.explanation, 140)}" for r in self.unscored[:5]]
+                lines += [
+                    f"  - {r.sample_id}: {one_line(_short(r.explanation, 140))}" for r in self.unscored[:5]
+                ]
             return "\n".join(lines)
         unscored = self.unscored
         apart = ""
@@ -238,7 +245,7 @@ class ScoreCheck(_Comparable):
             r = self.results[0]
             if r.mode:
                 lines.append(f"  mode: {r.mode}")
-            lines.append(f"  why: {r.explanation}")
+            lines.append(f"  why: {one_line(r.explanation)}")
             bad = r.failing_verdicts() if op in (">=", ">") else [v for v in r.verdicts if v.value > 0]
             for v in bad[:10]:
                 where = f" (rank {v.rank})" if v.rank is not None and v.item != "chunk" else ""
@@ -246,7 +253,7 @@ class ScoreCheck(_Comparable):
                     where += f" (chunk{'s' if len(v.chunks) > 1 else ''} {', '.join(map(str, v.chunks))})"
                 lines.append(f"  - {v.item} {v.index}{where} [{v.label}] {_short(v.text, 70)!r}")
                 if v.reason:
-                    lines.append(f"      judge: {_short(v.reason, 160)}")
+                    lines.append(f"      judge: {one_line(_short(v.reason, 160))}")
                 if r.method == "sentence":
                     picked = " ".join(repr(_short(text, 100)) for text in v.extracted) or "none"
                     lines.append(f"      picked: {picked}")
@@ -258,7 +265,7 @@ class ScoreCheck(_Comparable):
                 worst.reverse()
             lines.append("  worst samples:")
             for r in worst[:5]:
-                lines.append(f"  - {r.sample_id}: {r.score:.3f}  {_short(r.explanation, 140)}")
+                lines.append(f"  - {r.sample_id}: {r.score:.3f}  {one_line(_short(r.explanation, 140))}")
         return "\n".join(lines)
 
     def _failure(self, op: str, threshold: float) -> str:

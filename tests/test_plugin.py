@@ -6,6 +6,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+from typing import Any
 from unittest.mock import ANY
 
 import pytest
@@ -493,6 +494,36 @@ def test_marker_is_registered_for_strict_markers(pytester):
             pass
     """)
     pytester.runpytest("--strict-markers").assert_outcomes(passed=1)
+
+
+def test_a_judges_reason_reaches_the_terminal_with_its_control_characters_escaped(project, judge_server):
+    """A judge's reason holding ESC (a colour, a cleared screen) or a backspace is shown escaped, as
+    the chunk's text beside it is, in the failure's message and in the report: the judge's words
+    cannot rewrite the terminal."""
+
+    def escaping(body: dict[str, Any]) -> Any:
+        return {**keyword_judge(body), "reason": "off topic\x1b[2J\x08"}
+
+    judge_server.responder = escaping
+    project.makepyfile(
+        test_rag="""
+        from pytest_ragmetrics import RagSample, assert_context_precision
+
+        def test_precision():
+            sample = RagSample("Where?", ["Bread\\x1b[31m is cheap.", "Paris is in France."], "Paris.", id="s")
+            assert_context_precision(sample) > 0.9
+    """
+    )
+    result = project.runpytest("--rag-report", "-vv")
+    result.assert_outcomes(failed=1)
+    assert "\x1b" not in result.stdout.str() and "\x08" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "E  *- chunk * [[]not useful[]] 'Bread\\x1b[[]31m is cheap.'",
+            "E  *judge: off topic\\x1b[[]2J\\x08",
+            "*chunk * 'Bread\\x1b[[]31m is cheap.': not useful - off topic\\x1b[[]2J\\x08",
+        ]
+    )
 
 
 def test_threshold_assertions_pass_and_fail_with_a_readable_block(project, judge_server):

@@ -32,8 +32,14 @@ def plural(count: Any, singular: str, plural: str | None = None) -> str:
 
 
 def one_line(text: Any) -> str:
-    # A reason with newlines would break the indentation that groups details under their row.
-    return " ".join(str(text).split())
+    """``text`` (a judge's reason, a chunk, a server's words) as one line fit for a terminal: each run
+    of white space one space, since a newline would break the indentation that groups details under
+    their row; and each other character a terminal acts on rather than shows (ESC, which starts a
+    colour or clears the screen, BEL, a backspace) escaped as Python's ``repr`` escapes it, ``\\x1b``."""
+    line = " ".join(str(text).split())
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
 def floor_detail(floor: Mapping[str, Any], kinds: Sequence[Mapping[str, Any]]) -> str:
