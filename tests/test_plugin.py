@@ -501,8 +501,9 @@ def test_a_judges_reason_reaches_the_terminal_with_its_control_characters_escape
     the chunk's text beside it is, in the failure's message and in the report: the judge's words
     cannot rewrite the terminal."""
 
-    def escaping(body: dict[str, Any]) -> Any:
-        return {**keyword_judge(body), "reason": "off topic\x1b[2J\x08"}
+    def escaping(body: dict[str, Any]) -> dict[str, Any]:
+        chunk = json.loads(body["messages"][-1]["content"])["chunk"]
+        return {"reason": "off topic\x1b[2J\x08", "useful": "Paris" in chunk}
 
     judge_server.responder = escaping
     project.makepyfile(
