@@ -36,7 +36,8 @@ _MARKER_HELP = (
 # Typed by annotation: subscripting StashKey at import would cost every run that loads the plugin.
 _rows_key: pytest.StashKey[list[dict[str, Any]]] = pytest.StashKey()
 _config_scope_key: pytest.StashKey[bool] = pytest.StashKey()
-_marked_above_key: pytest.StashKey[bool] = pytest.StashKey()
+_marked_while_collecting_key: pytest.StashKey[bool] = pytest.StashKey()
+_marked_when_collected_key: pytest.StashKey[bool] = pytest.StashKey()
 _marked_key: pytest.StashKey[list[pytest.Item]] = pytest.StashKey()
 _CONFIG_FIXTURE = "ragmetrics_config"
 _suite_property_key: pytest.StashKey[Callable[[str, object], None]] = pytest.StashKey()
@@ -184,30 +185,34 @@ def _uses_marker(node: pytest.Item | pytest.Collector | Any) -> bool:
     return "ragmetrics" in node.keywords and node.get_closest_marker("ragmetrics") is not None
 
 
-def _marked_above(node: pytest.Item | pytest.Collector) -> bool:
-    """A parent of ``node`` carries the ragmetrics marker. Asked for every test function: answered
-    once per parent, and kept in its stash, where walking up the tree (node keywords look up their
-    parents') would cost each test a call per level."""
+def _marked(node: pytest.Item, key: pytest.StashKey[bool]) -> bool:
+    """``node`` (a test) or one of its parents carries the ragmetrics marker: :func:`_uses_marker`,
+    asked of every test of every suite, so its parents' answer is asked once per parent and kept in
+    the parent's stash under ``key``, where walking up the tree (node keywords look up their
+    parents') would cost each test a call per level.
+
+    Collection and the collected list keep their answers under keys of their own: a hook may put the
+    marker on a module or class between the two.
+    """
+    for mark in node.own_markers:
+        if mark.name == "ragmetrics":
+            return True
     parent = node.parent
     if parent is None:
         return False
     stash = parent.stash
     try:  # Stash.get would raise and catch a KeyError the first time
-        return stash[_marked_above_key]
+        return stash[key]
     except KeyError:
-        marked = stash[_marked_above_key] = _uses_marker(parent)
+        marked = stash[key] = _uses_marker(parent)
         return marked
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``@pytest.mark.ragmetrics(samples=PATH)``: one test per sample of the golden set."""
     definition = metafunc.definition
-    for mark in definition.own_markers:  # (_uses_marker, written out: asked of every test function)
-        if mark.name == "ragmetrics":
-            break
-    else:
-        if not _marked_above(definition):
-            return
+    if not _marked(definition, _marked_while_collecting_key):
+        return
     marks = definition.iter_markers("ragmetrics")
     name = next((m.kwargs["samples"] for m in marks if "samples" in m.kwargs), None)
     if name is not None:
@@ -224,20 +229,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("\n".join(session.usage_errors))
     seen: set[int] = set()
     marked = config.stash[_marked_key] = []
-    # Whether a test's parents carry the marker, by parent: asked once each, as a walk up the tree.
-    # Not the answers kept while collecting: a hook may have marked a module or class since.
-    parents: dict[int, bool] = {}
     for item in items:
-        for mark in item.own_markers:  # (_uses_marker, written out: asked of every test)
-            if mark.name == "ragmetrics":
-                break
-        else:
-            parent = item.parent
-            above = parents.get(id(parent))
-            if above is None:
-                above = parents[id(parent)] = parent is not None and _uses_marker(parent)
-            if not above:
-                continue
+        if not _marked(item, _marked_when_collected_key):
+            continue
         marked.append(item)
         for mark in item.iter_markers("ragmetrics"):
             if id(mark) not in seen:
