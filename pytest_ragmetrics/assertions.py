@@ -20,6 +20,7 @@ from .errors import ConfigError, JudgmentPending
 from .results import MetricResult
 from .sample import RagSample, as_samples
 from .specs import compare, format_metric, threshold_problem
+from .stats import percentile
 
 
 def _threshold(value: object) -> float:
@@ -38,11 +39,7 @@ def quantile(values: Sequence[float], q: float) -> float:
     """The q-quantile with linear interpolation between order statistics (numpy's default)."""
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"quantile q must be between 0 and 1, got {q!r}")
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    return percentile(sorted(values), q)
 
 
 def _short(text: str, limit: int = 100) -> str:

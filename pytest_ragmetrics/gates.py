@@ -49,7 +49,7 @@ from .specs import (
     gate_lines,
     parse_gate_line,
 )
-from .stats import mean
+from .stats import mean, percentile
 
 __all__ = [
     "BUILTIN_METRICS",
@@ -248,15 +248,6 @@ def _checked(scores: Iterable[float]) -> list[float]:
     return values
 
 
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    # Linear interpolation between closest ranks (numpy's default, Hyndman & Fan type 7).
-    pos = (len(sorted_values) - 1) * q
-    lower = math.floor(pos)
-    upper = min(lower + 1, len(sorted_values) - 1)
-    frac = pos - lower
-    return sorted_values[lower] + (sorted_values[upper] - sorted_values[lower]) * frac
-
-
 def compute_stat(stat: str, scores: Iterable[float]) -> float | None:
     """The statistic ``stat`` (any spelling :func:`normalize_stat` accepts) of ``scores``.
 
@@ -277,7 +268,7 @@ def compute_stat(stat: str, scores: Iterable[float]) -> float | None:
         return max(values)
     match = re.match(_QUANTILE, canonical)
     if match:
-        return _quantile(sorted(values), float(match["q"]))
+        return percentile(sorted(values), float(match["q"]))
     match = re.match(_PASS_RATE, canonical)
     if match:
         op, x = match["op"], float(match["x"])
