@@ -281,25 +281,12 @@ def _judge_check(check: Mapping[str, Any], warnings: list[Mapping[str, Any]]) ->
         items = f'<p class="bad">{_e(check["item_errors"])}</p><ul>{items}</ul>'
     elif items:
         items = f"<ul>{items}</ul>"
-    floors = "".join(
-        f'<tr class="{"pass" if f.get("passed") else "fail"}">'
-        f'<td class="{"ok" if f.get("passed") else "bad"}">{"PASS" if f.get("passed") else "FAIL"}</td>'
-        f"<td><code>{_e(f.get('spec', ''))}</code> {_e(f.get('reason') or '')}</td>"
-        f'<td class="num">{_e(format_score(f.get("value")))}</td></tr>'
-        for f in check.get("floors") or []
-    )
     return (
         f'<section id="judge-check"><h2>Judge check</h2>{head}<table><thead><tr><th>Kind</th><th>Judge</th>'
         '<th>Unit</th><th class="num">n</th><th class="num">Accuracy</th><th class="num">Kappa</th>'
         '<th class="num">Weighted kappa</th><th class="num">F1</th><th class="num">Disagreements</th>'
         f'<th class="num">No usable answer</th></tr></thead><tbody>{kinds}</tbody></table>{items}'
-        + (
-            '<table><thead><tr><th>Result</th><th>Floor</th><th class="num">Value</th></tr></thead>'
-            f"<tbody>{floors}</tbody></table>"
-            if floors
-            else ""
-        )
-        + f"{notes}</section>"
+        f"{_floors(check.get('floors') or [])}{notes}</section>"
     )
 
 
@@ -327,25 +314,30 @@ def _controls(section: Mapping[str, Any]) -> str:
         for reason in k.get("error_reasons") or []
     )
     warnings = "".join(f'<p class="warn">Warning: {_e(w)}</p>' for w in section.get("warnings") or [])
-    floors = "".join(
-        f'<tr class="{"pass" if f.get("passed") else "fail"}">'
-        f'<td class="{"ok" if f.get("passed") else "bad"}">{"PASS" if f.get("passed") else "FAIL"}</td>'
-        f"<td><code>{_e(f.get('spec', ''))}</code> {_e(f.get('reason') or '')}</td>"
-        f'<td class="num">{_e(format_score(f.get("value")))}</td></tr>'
-        for f in section.get("floors") or []
-    )
     return (
         f'<section id="judge-controls"><h2>Controls</h2>{head}<table><thead><tr><th>Kind</th>'
         f'<th>Judged</th><th class="num">Not judged</th></tr></thead><tbody>{rows}</tbody></table>'
         + (f"<ul>{reasons}</ul>" if reasons else "")
         + warnings
-        + (
-            '<table><thead><tr><th>Result</th><th>Floor</th><th class="num">Value</th></tr></thead>'
-            f"<tbody>{floors}</tbody></table>"
-            if floors
-            else ""
-        )
+        + _floors(section.get("floors") or [])
         + "</section>"
+    )
+
+
+def _floors(floors: Sequence[Mapping[str, Any]]) -> str:
+    """The table of the judge check's or the controls' floors, each passed or failed; "" when none."""
+    if not floors:
+        return ""
+    rows = "".join(
+        f'<tr class="{"pass" if f.get("passed") else "fail"}">'
+        f'<td class="{"ok" if f.get("passed") else "bad"}">{"PASS" if f.get("passed") else "FAIL"}</td>'
+        f"<td><code>{_e(f.get('spec', ''))}</code> {_e(f.get('reason') or '')}</td>"
+        f'<td class="num">{_e(format_score(f.get("value")))}</td></tr>'
+        for f in floors
+    )
+    return (
+        '<table><thead><tr><th>Result</th><th>Floor</th><th class="num">Value</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
     )
 
 
