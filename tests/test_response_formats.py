@@ -91,6 +91,23 @@ def test_a_500_that_names_the_format_falls_back_at_once():
     assert "'json_schema' is not a valid response_format type" in (judge.fallback_reason or "")
 
 
+def test_a_schema_gemini_cannot_read_behind_a_proxy_falls_back_at_once():
+    """Gemini, reached through OpenRouter or a proxy that maps the schema onto its own response
+    schema, refuses the key every strict schema has (additionalProperties) with words that name its
+    response_schema, not the response format: auto falls back, where every judgment failed."""
+    message = (
+        "Provider returned error: Invalid JSON payload received. Unknown name \"additionalProperties\" "
+        "at 'generation_config.response_schema': Cannot find field."
+    )
+    with FakeJudgeServer() as server:
+        server.fail_next(400, body={"error": {"message": message, "code": 400}})
+        judge = make_judge(server)
+        run_judge(judge, make_request(1), make_request(2))
+    assert formats_sent(server) == ["json_schema", "json_object", "json_object"]
+    assert judge.active_format == "json_object"
+    assert "Unknown name \"additionalProperties\"" in (judge.fallback_reason or "")
+
+
 def test_without_json_object_either_auto_ends_in_text_mode():
     with FakeJudgeServer(response_formats=("text",), unsupported_status=400) as server:
         judge = make_judge(server)

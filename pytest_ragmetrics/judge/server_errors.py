@@ -195,9 +195,12 @@ def connection_problem(exc: BaseException) -> str:
 _SCHEMA_LIMIT = re.compile(
     r"schema\b.*\b(too many|exceed|maximum|at most|limit|nest(ed|ing)|levels)", re.IGNORECASE
 )
-#: A server's complaint that it does not support a response format at all.
+#: A server's complaint that it does not support a response format at all, or not the schema sent
+#: (Gemini behind OpenRouter or a proxy names its own ``response_schema``, which takes no
+#: ``additionalProperties``).
 _UNSUPPORTED_FORMAT = re.compile(
-    r"response_format|response format|json_schema|json_object|structured output|grammar", re.IGNORECASE
+    r"response_format|response format|response_schema|json_schema|json_object|structured output|grammar",
+    re.IGNORECASE,
 )
 
 
