@@ -685,6 +685,16 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
         if isinstance(judged, int) and isinstance(positive, int) and not 0 <= positive <= judged:
             where = f"summary.judge_controls.kinds[{k}].positive"
             problems.append(f"{where} is {positive}, expected a count of the {judged} judged")
+        decided = kind.get("decided") if isinstance(kind, dict) else None
+        if isinstance(decided, list) and all(isinstance(d, dict) for d in decided):
+            ids = {d.get("id") for d in decided}
+            says = (len(ids), sum(d.get("positive") is True for d in decided))
+            if len(ids) != len(decided) or says != (judged, positive):
+                where = f"summary.judge_controls.kinds[{k}].decided"
+                problems.append(
+                    f"{where} lists {len(decided)} controls ({len(ids)} distinct, {says[1]} positive), "
+                    f"expected the {judged} judged, {positive} positive"
+                )
     floors = controls.get("floors") if isinstance(controls, dict) else None
     for f, floor in enumerate(floors if isinstance(floors, list) else ()):
         spec = floor.get("spec") if isinstance(floor, dict) else None

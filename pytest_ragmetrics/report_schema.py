@@ -26,6 +26,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "BaselineComparison",
     "BaselineMetric",
+    "ControlDecided",
     "ControlFloor",
     "ControlKind",
     "CorrectedMean",
@@ -397,6 +398,14 @@ class _ControlKindRequired(TypedDict):
     positive: int
 
 
+class ControlDecided(TypedDict):
+    """One control judged: an id of the judgments that decided it (a digest of their keys, the same
+    in every shard that judged it) and whether the judge found it positive."""
+
+    id: str
+    positive: bool
+
+
 class ControlKind(_ControlKindRequired, total=False):
     """How one judgment kind's controls came out (the ``report merge`` of shards adds them up)."""
 
@@ -410,6 +419,9 @@ class ControlKind(_ControlKindRequired, total=False):
     errors: int
     error_reasons: list[str]
     examples: list[dict[str, Any]]
+    #: Each of the ``judged`` controls: ``report merge`` counts a control two shards judged (they
+    #: scored the same samples) once.
+    decided: list[ControlDecided]
 
 
 class JudgeControls(TypedDict, total=False):

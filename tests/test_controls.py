@@ -310,6 +310,30 @@ def test_a_discriminating_judge_passes_both_controls_drawn_from_samples_retrieve
     assert all(f["passed"] and not f.get("skipped") for f in floors.values())
 
 
+def test_report_merge_counts_once_the_controls_two_shards_judged_on_the_same_samples(retrieving_project, capsys):
+    """Two shards that scored the same samples (two jobs over one golden set) draw and judge the same
+    controls: their merged floors rest on those controls once, not twice."""
+    from pytest_ragmetrics.__main__ import main
+
+    with FakeJudgeServer(says_no) as server:
+        for shard in ("a", "b"):
+            result = run_both(retrieving_project, server, f"--rag-report-json={shard}.json")
+            assert result.ret == 1  # the positive controls' floor fails this judge in each shard
+    shards = [str(retrieving_project.path / f"{shard}.json") for shard in ("a", "b")]
+    merged = retrieving_project.path / "merged.json"
+    capsys.readouterr()
+    args = ["report", "merge", "--allow-partial", "--allow-mixed", "--output", str(merged), *shards]
+    assert main(args) == 1
+    section = json.loads(merged.read_text())["summary"]["judge_controls"]
+    one = json.loads((retrieving_project.path / "a.json").read_text())["summary"]["judge_controls"]
+    assert [(k["kind"], k["expected"], k["judged"], k["positive"]) for k in section["kinds"]] == [
+        ("context_precision", "negative", 8, 0),
+        ("context_precision", "positive", 8, 0),
+    ]
+    assert section["floors"] == one["floors"]  # decided on 8 controls, with their error rates at 8
+    assert len({d["id"] for d in section["kinds"][1]["decided"]}) == 8
+
+
 def test_too_few_samples_for_a_meaningful_control_are_said_plainly_instead_of_failing_a_floor(
     pytester, monkeypatch
 ):

@@ -486,6 +486,9 @@ def test_report_merge_refuses_a_shard_whose_controls_were_edited_naming_each_fie
     section["kinds"].append({"kind": "context_precision", "judged": 3, "positive": 4})
     section["floors"][0].pop("spec")
     section["floors"].append({"spec": "context_precision controls <= 1.5"})
+    section["kinds"].append(
+        {"kind": "context_precision", "judged": 2, "positive": 1, "decided": [{"id": "ab", "positive": True}] * 2}
+    )
     shard = tmp_path / "a.json"
     shard.write_text(json.dumps(passing(with_summary(judge_controls=section))))
     capsys.readouterr()
@@ -498,6 +501,8 @@ def test_report_merge_refuses_a_shard_whose_controls_were_edited_naming_each_fie
         "  summary.judge_controls.kinds[1].error_reasons is 5, expected a list",
         "  summary.judge_controls.floors[0].spec is missing",
         "  summary.judge_controls.kinds[2].positive is 4, expected a count of the 3 judged",
+        "  summary.judge_controls.kinds[3].decided lists 2 controls (1 distinct, 2 positive), expected the 2 "
+        "judged, 1 positive",
         "  summary.judge_controls.floors[2].spec: invalid ragmetrics judge agreement floor 'context_precision "
         "controls <= 1.5': controls lies between 0 and 1, so a threshold of 1.5 is out of range (a floor "
         "against it could never tell a good judge from a bad one); expected '<judgment kind> <statistic> "

@@ -43,6 +43,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -270,6 +271,19 @@ class ControlShare:
     examples: list[dict[str, Any]] = field(default_factory=list)
     #: ``negative`` controls (should not be judged positive) or ``positive`` ones (should be).
     expected: str = "negative"
+    #: Each control judged, by an id of the judgments that decided it, and whether it was judged
+    #: positive: two shards of one run that scored the same samples draw and judge the same
+    #: controls, and ``report merge`` counts each once.
+    decided: dict[str, bool] = field(default_factory=dict)
+
+    def add(self, control: str, positive: bool) -> bool:
+        """Count ``control`` once (False when it was counted already)."""
+        if control in self.decided:
+            return False
+        self.decided[control] = positive
+        self.judged += 1
+        self.positive += positive
+        return True
 
     @property
     def share(self) -> float | None:
@@ -292,7 +306,13 @@ class ControlShare:
             "errors": len(self.errors),
             "error_reasons": self.errors[:5],
             "examples": self.examples[:5],
+            "decided": [{"id": control, "positive": positive} for control, positive in self.decided.items()],
         }
+
+
+def _control_id(keys: Sequence[str]) -> str:
+    """The id of a control: a digest of the keys of the judgments that decided it."""
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
 
 
 def _verdict(kind: str) -> str:
@@ -369,19 +389,14 @@ async def judge_controls(
         for e in present
         if e == "negative" or takes_positives(kind)
     }
-    decided: set[tuple[str, bool, tuple[str, ...]]] = set()
     for kind, pair, outcome in outcomes:
         share = shares[kind, "positive" if pair.positive else "negative"]
         if isinstance(outcome, JudgeError):
             share.errors.append(str(outcome))
         elif outcome is not None:
             positive, keys = outcome
-            if (kind, pair.positive, keys) in decided:
+            if not share.add(_control_id(keys), positive):
                 continue  # the same judgments as a control before (one answer, one set of contexts)
-            decided.add((kind, pair.positive, keys))
-            share.judged += 1
-            if positive:
-                share.positive += 1
             if positive != pair.positive:  # the judge got it wrong: an example to look at
                 share.examples.append(
                     {
@@ -547,10 +562,15 @@ def merge_controls(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for kind in section.get("kinds") or ():
             key = (str(kind["kind"]), str(kind.get("expected") or "negative"))
             share = shares.setdefault(key, ControlShare(key[0], expected=key[1]))
-            share.judged += int(kind.get("judged") or 0)
-            share.positive += int(kind.get("positive") or 0)
+            decided = kind.get("decided")
+            if decided is None:  # a report that does not say which: each of its controls its own
+                share.judged += int(kind.get("judged") or 0)
+                share.positive += int(kind.get("positive") or 0)
+            else:  # a control another shard judged too (it scored the same samples) counts once
+                for control in decided:
+                    share.add(str(control["id"]), bool(control["positive"]))
             share.errors += [str(reason) for reason in kind.get("error_reasons") or ()]
-            share.examples += list(kind.get("examples") or ())
+            share.examples += [e for e in kind.get("examples") or () if e not in share.examples]
             errors[key] = errors.get(key, 0) + int(kind.get("errors") or 0)
         specs.update(dict.fromkeys(str(floor["spec"]) for floor in section.get("floors") or ()))
     rows = check_control_floors([parse_floor(spec) for spec in specs], list(shares.values()), compare)
