@@ -153,7 +153,8 @@ def test_a_request_waiting_for_its_turn_to_leave_is_neither_paid_nor_sent_once_n
     fake_judge_server,
 ):
     """Waiting for its turn, a request has taken no call from the spending cap and is not marked as
-    sent: when the score waiting for it is cancelled (a failed sibling, -x), it is dropped there."""
+    sent: when the score waiting for it is cancelled (a failed sibling, -x, Ctrl-C), it is dropped
+    there, and the calls judged that the run's last line counts leave it out: it cost nothing."""
     stats = JudgeStats()
     inner = make_judge(fake_judge_server, stats=stats, response_format="json_schema")
     judge = CachedJudge(lambda: inner, mode="off", stats=stats)
@@ -178,6 +179,7 @@ def test_a_request_waiting_for_its_turn_to_leave_is_neither_paid_nor_sent_once_n
     asyncio.run(go())
     assert fake_judge_server.request_count == 0
     assert stats.calls == 0
+    assert stats.live() == (0, 0)
 
 
 def bounded(judge: OpenAIJudge, concurrency: int) -> CachedJudge:

@@ -243,13 +243,15 @@ def _settle(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
 class _Request:
     """One request to the judge in flight: its task, shared by every caller asking for its key."""
 
-    __slots__ = ("sent", "task", "waiters")
+    __slots__ = ("sent", "sent_once", "task", "waiters")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[JudgeAnswer] | None = None
         self.waiters = 0
         #: It has gone to the server: from then on its answer is kept whoever still waits.
         self.sent = False
+        #: It went to the server at least once (it may wait to retry now): a call of the run.
+        self.sent_once = False
 
 
 class CachedJudge:
@@ -519,7 +521,7 @@ class CachedJudge:
     async def _ask_server(self, request: JudgeRequest, entry: _Request) -> JudgeAnswer:
         """The one place a request goes to the judge: within the concurrency bound, once a slot is free."""
         semaphore = self._semaphore()
-        with self.stats.call_in_flight():
+        with self.stats.call_in_flight(lambda: entry.sent_once):
             if semaphore is None:
                 return await self._send(request, entry)
             async with semaphore:
@@ -528,7 +530,8 @@ class CachedJudge:
     async def _send(self, request: JudgeRequest, entry: _Request) -> JudgeAnswer:
         inner = self._inner_judge()
         if not getattr(inner, "reports_sending", False):
-            entry.sent = True  # a judge that does not say when it sends: from now on, it may have
+            # A judge that does not say when it sends: from now on, it may have.
+            entry.sent = entry.sent_once = True
             return await inner.judge(request)
         # The judge says when the request leaves: until then (it may wait inside, e.g. for the first
         # request to find the server's response format), a request nobody waits for is dropped.
@@ -540,6 +543,7 @@ class CachedJudge:
 
     def _sending(self, entry: _Request, sent: bool) -> None:
         entry.sent = sent
+        entry.sent_once |= sent
         if not sent and (self._closing or not entry.waiters) and entry.task is not None:
             # It failed and waits to retry, and nobody will take its answer (the run is closing, or
             # every caller gave up): no answer is on its way, so stop here rather than pay again.

@@ -210,16 +210,20 @@ class JudgeStats:
                     self.seconds += now - self._busy_since
 
     @contextmanager
-    def call_in_flight(self) -> Iterator[None]:
+    def call_in_flight(self, sent: Callable[[], bool]) -> Iterator[None]:
         """Count a judge call, from when it is asked for (perhaps waiting for a free slot) until it is
-        answered or fails, for :meth:`live`."""
+        answered or fails, for :meth:`live`. One that ends without having been ``sent()`` (cancelled
+        while it waited: Ctrl-C, ``-x``) was no call: it is taken back, not counted as judged."""
         with self._lock:
             self._calls_started += 1
         try:
             yield
         finally:
             with self._lock:
-                self._calls_finished += 1
+                if sent():
+                    self._calls_finished += 1
+                else:
+                    self._calls_started -= 1
 
     def live(self) -> tuple[int, int]:
         """``(finished, asked for)``: judge calls of this process so far, for progress displays."""
