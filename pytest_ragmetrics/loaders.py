@@ -106,9 +106,9 @@ def load_samples(path: str | os.PathLike[str]) -> list[RagSample]:
             f"supported: {', '.join(SUPPORTED_EXTENSIONS)}",
             file=name,
         )
-    text = _read_text(path, name)
+    text = read_text(path, name)
     if suffix == ".jsonl":
-        records = _jsonl_records(text, name)
+        records = jsonl_records(text, name)
     elif suffix == ".json":
         records = _json_records(text, name)
     else:
@@ -175,7 +175,10 @@ def load_marker_samples(name: str | os.PathLike[str], path: Path) -> list[RagSam
 _Record: TypeAlias = "tuple[str, str, int | None, int | None, Any]"
 
 
-def _read_text(path: Path, name: str) -> str:
+def read_text(path: Path, name: str) -> str:
+    """The text of the file at ``path`` (called ``name`` in messages), read as UTF-8: a file that is
+    not a regular one, or not UTF-8 text (UTF-16, as PowerShell writes it), is a
+    :class:`SampleLoadError` saying what to do. The labelled set is read the same way."""
     if path.exists() and not path.is_file():  # a FIFO would wait for a writer, /dev/zero never end
         raise SampleLoadError(f"{name}: not a regular file (a directory, a pipe or a device)", file=name)
     data = path.read_bytes()
@@ -243,7 +246,10 @@ _MARKING = json.JSONDecoder(object_pairs_hook=_marked)
 _CELL_DECODER = json.JSONDecoder(object_pairs_hook=unique_names, strict=False)
 
 
-def _jsonl_records(text: str, name: str) -> Iterator[_Record]:
+def jsonl_records(text: str, name: str) -> Iterator[_Record]:
+    """The records of a JSON Lines ``text`` (the file ``name``), one a non-blank line, each with where
+    it stands; a line that is not a JSON object is a :class:`SampleLoadError` naming it. The labelled
+    set is read the same way."""
     # split("\n"), not splitlines(): editors and `sed -n 3p` count only \n (and \r\n) as line breaks.
     for number, raw in enumerate(text.split("\n"), start=1):
         # A byte order mark begins any line of files joined together (`cat a.jsonl b.jsonl`): it is

@@ -15,7 +15,7 @@ from .errors import InvalidSample
 from .fields import grade_out_of_range, invisible, sample_kwargs, split_retrieved
 
 
-def _lone_surrogate(text: str) -> str | None:
+def lone_surrogate(text: str) -> str | None:
     """Why ``text`` is not valid Unicode (a lone surrogate, which no UTF-8 encoder accepts), or None."""
     try:
         text.encode("utf-8")
@@ -59,7 +59,7 @@ def _check_unicode(sample: RagSample) -> None:
         *(("reference_context_ids", k) for k in (sample.reference_context_ids or {})),
     ]
     for name, value in fields:
-        problem = _lone_surrogate(value) if isinstance(value, str) else None
+        problem = lone_surrogate(value) if isinstance(value, str) else None
         if problem is not None:
             error = InvalidSample(f"RagSample.{name} {problem}")
             error.field = name

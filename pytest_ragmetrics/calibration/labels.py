@@ -46,7 +46,7 @@ from .. import judgments as J, kinds as K
 from .._files import json_type
 from ..fields import invisible
 from ..loaders import SampleLoadError
-from ..sample import _lone_surrogate
+from ..sample import lone_surrogate
 
 __all__ = ["LabelLoadError", "LabelledItem", "kind_names", "kind_of", "load_labels"]
 
@@ -123,7 +123,7 @@ def _text(data: Mapping[str, Any], name: str, required: bool = True) -> str | No
         raise _Bad(f"field {name!r}: must not be empty", name)
     # A "\ud800" escape: text no request, cache or report can carry, found here rather than as a
     # UnicodeEncodeError from the HTTP client once the judge is asked.
-    problem = _lone_surrogate(value)
+    problem = lone_surrogate(value)
     if problem is not None:
         raise _Bad(f"field {name!r}: {problem}", name)
     return value
@@ -140,7 +140,7 @@ def _texts(data: Mapping[str, Any], name: str, required: bool = True) -> tuple[s
     for i, item in enumerate(value):
         if not isinstance(item, str) or invisible(item):
             raise _Bad(f"field {name!r}: item {i} must be a non-empty string, got {_type_name(item)}", name)
-        problem = _lone_surrogate(item)
+        problem = lone_surrogate(item)
         if problem is not None:
             raise _Bad(f"field {name!r}: item {i} {problem}", name)
     return tuple(value)
@@ -290,7 +290,7 @@ def load_labels(path: str | os.PathLike[str]) -> list[LabelledItem]:
     Raises :class:`LabelLoadError` (a ``ValueError``) naming the file, line and field; ``OSError``
     when the file cannot be read.
     """
-    from ..loaders import _jsonl_records, _read_text
+    from ..loaders import jsonl_records, read_text
 
     path = Path(path)
     name = path.name
@@ -301,7 +301,7 @@ def load_labels(path: str | os.PathLike[str]) -> list[LabelledItem]:
             file=name,
         )
     try:
-        records = list(_jsonl_records(_read_text(path, name), name))
+        records = list(jsonl_records(read_text(path, name), name))
     except LabelLoadError:
         raise
     except SampleLoadError as exc:

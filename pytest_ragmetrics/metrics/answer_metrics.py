@@ -25,7 +25,7 @@ from ..judge.base import JudgeAnswer, JudgeRequest
 from ..judgments import JudgeParams, canonical_contexts
 from ..results import MetricResult, Verdict, new_verdict
 from . import answer as A
-from .builtin import _NO_USAGE, Metric, ScoringContext, _result, _spent, chunk_texts
+from .builtin import NO_USAGE, Metric, ScoringContext, chunk_texts, judge_cost, metric_result
 
 if TYPE_CHECKING:
     from ..sample import RagSample
@@ -63,7 +63,7 @@ async def _judged(
 
 
 def _no_claims(sample: RagSample, metric: str, method: str | None, spent: list[JudgeAnswer]) -> MetricResult:
-    calls, usage = _spent(spent)
+    calls, usage = judge_cost(spent)
     return MetricResult(
         0.0, metric, method, (), A.explain_no_claims(metric), sample.id,
         cached=calls == 0, judge_calls=calls, usage=usage, outcome=A.NO_CLAIMS,
@@ -132,7 +132,7 @@ class Faithfulness:
         )
         score = A.faithfulness_score([v.verdict for v in decided], method)
         explanation = A.explain_faithfulness(verdicts)
-        return _result(sample, self.name, shown, score, verdicts, explanation, _spent(spent))
+        return metric_result(sample, self.name, shown, score, verdicts, explanation, judge_cost(spent))
 
 
 def _value(verdict: str, method: str) -> float:
@@ -232,7 +232,7 @@ class AnswerCorrectness:
         score = A.correctness_score(tp, fp, fn, method)
         explanation = A.explain_correctness(answer_side, reference_side, tp, fp, fn if both else None)
         verdicts = (*answer_side, *reference_side)
-        return _result(sample, self.name, shown, score, verdicts, explanation, _spent(spent))
+        return metric_result(sample, self.name, shown, score, verdicts, explanation, judge_cost(spent))
 
 
 def _claim_verdicts(
@@ -276,7 +276,7 @@ class AnswerRelevancy:
         if invisible(text):  # nothing to read (zero-width characters too): no claims, nothing addressed
             verdict = new_verdict("answer", 1, answer, 0.0, "empty", "the answer is empty")
             explanation = "the answer is empty: it addresses nothing"
-            return _result(sample, self.name, None, 0.0, (verdict,), explanation, (0, _NO_USAGE))
+            return metric_result(sample, self.name, None, 0.0, (verdict,), explanation, (0, NO_USAGE))
         request = C.relevancy_request(
             ctx.normalize(sample.question), text, _params(ctx), _label(sample, self.name)
         )
@@ -293,7 +293,7 @@ class AnswerRelevancy:
             )
         else:
             explanation = f"the answer is rated {label} for the question" + (f": {reason}" if reason else "")
-        return _result(sample, self.name, None, score, (verdict,), explanation, _spent(spent))
+        return metric_result(sample, self.name, None, score, (verdict,), explanation, judge_cost(spent))
 
 
 def answer_metrics() -> list[Metric]:

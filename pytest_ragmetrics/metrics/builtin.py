@@ -65,7 +65,7 @@ class Metric(Protocol):
         ...
 
 
-_NO_USAGE = Usage()
+NO_USAGE = Usage()
 #: What an empty chunk is rated by every model: (rating, reason, cached).
 _NOT_RATED = (0.0, "empty chunk", True)
 #: The label of each rating a single judge gives (a mean over several judges is labelled as it comes).
@@ -76,10 +76,10 @@ _RATED = {rating: REL.rating_label(rating) for rating in (0.0, 1.0, 2.0)}
 ASKED_ENTRIES = 512
 
 
-def _spent(answers: Iterable[JudgeAnswer | None]) -> tuple[int, Usage]:
+def judge_cost(answers: Iterable[JudgeAnswer | None]) -> tuple[int, Usage]:
     """The judge calls behind ``answers`` and the tokens they cost: only the answers the judge gave
     now count, not the recorded ones (``None``: a request that was not judged)."""
-    calls, usage = 0, _NO_USAGE  # immutable: one shared zero for every result judged from records
+    calls, usage = 0, NO_USAGE  # immutable: one shared zero for every result judged from records
     for answer in answers:
         if answer is not None and answer.source == "judge":  # not answer.cached
             calls += 1
@@ -87,7 +87,7 @@ def _spent(answers: Iterable[JudgeAnswer | None]) -> tuple[int, Usage]:
     return calls, usage
 
 
-def _result(
+def metric_result(
     sample: RagSample,
     metric: str,
     method: str | None,
@@ -98,7 +98,7 @@ def _result(
     mode: str | None = None,
     models: dict[str, float] | None = None,
 ) -> MetricResult:
-    """The metric's result, with what judging it cost (:func:`_spent`)."""
+    """The metric's result, with what judging it cost (:func:`judge_cost`)."""
     calls, usage = spent
     return new_result(
         score, metric, method, tuple(verdicts), explanation, sample.id, mode, calls == 0, calls, usage,
@@ -184,7 +184,7 @@ class ContextPrecision:
         explanation = P.explain_precision(verdicts)
         if mode:
             explanation += " (judged against the answer: the sample has no ground_truth)"
-        return _result(sample, self.name, None, score, verdicts, explanation, _spent(answers), mode)
+        return metric_result(sample, self.name, None, score, verdicts, explanation, judge_cost(answers), mode)
 
 
 class ContextRecall:
@@ -246,7 +246,7 @@ class ContextRecall:
             supported.append(ok)
         score = R.recall_score(supported)
         explanation = R.explain_recall(verdicts)
-        return _result(sample, self.name, None, score, verdicts, explanation, _spent(answers))
+        return metric_result(sample, self.name, None, score, verdicts, explanation, judge_cost(answers))
 
     async def _claims(
         self,
@@ -288,7 +288,7 @@ class ContextRecall:
                     )
         score = R.recall_score([v.value >= 1.0 for v in verdicts])
         explanation = R.explain_claims(verdicts)
-        return _result(sample, self.name, "claims", score, verdicts, explanation, _spent(answers))
+        return metric_result(sample, self.name, "claims", score, verdicts, explanation, judge_cost(answers))
 
 
 class ContextRelevance:
@@ -427,8 +427,8 @@ class ContextRelevance:
         else:
             score = selected / total if total else 0.0  # REL.sentence_score over the chunks
             explanation = REL.explain_sentence(verdicts, selected, total)
-        spent = _spent([*answers, *later] if later else answers)
-        return _result(sample, self.name, method, score, verdicts, explanation, spent)
+        spent = judge_cost([*answers, *later] if later else answers)
+        return metric_result(sample, self.name, method, score, verdicts, explanation, spent)
 
     async def _graded(self, sample: RagSample, ctx: ScoringContext) -> MetricResult:
         judges = K.KINDS[J.GRADED].params(ctx.settings)  # every model that rates, its parameters
@@ -492,14 +492,14 @@ class ContextRelevance:
             shown = ", ".join(f"{m} {v:.2f}" for m, v in model_scores.items())
             spread = max(model_scores.values()) - min(model_scores.values())
             explanation += f" (judges: {shown}; spread {spread:.2f})"
-        return _result(
+        return metric_result(
             sample,
             self.name,
             "graded",
             min(1.0, max(0.0, score)),
             verdicts,
             explanation,
-            _spent(answers),
+            judge_cost(answers),
             models=model_scores if several else None,
         )
 
