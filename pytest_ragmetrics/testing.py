@@ -189,7 +189,9 @@ class FakeJudgeServer:
     one token per four characters) is cut off there with ``finish_reason`` ``length``, so a responder
     that loops (returns a very long reason) is cut off as a real model would be.
 
-    ``requests`` lists what was received (``body`` parsed as JSON when possible).
+    ``requests`` lists what was received (``body`` parsed as JSON when possible). ``port`` is the
+    port to listen on, by default a free one: given the port of a server that stopped, a server
+    started there is a judge that comes back after nothing listened.
     """
 
     def __init__(
@@ -203,8 +205,10 @@ class FakeJudgeServer:
         unsupported_status: int = 400,
         limit_parameters: Collection[str] = ("max_tokens", "max_completion_tokens"),
         max_completion_tokens: int | None = None,
+        port: int = 0,
     ) -> None:
         self.responder: Responder = responder or default_responder
+        self._port = port
         self.latency = latency
         self.reported_model = reported_model
         #: Counted per request by default (see the class docstring).
@@ -240,7 +244,7 @@ class FakeJudgeServer:
         if self._server is not None:
             return self
         self._stopping.clear()
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server(("127.0.0.1", self._port), _Handler)
         server.fake = self
         self._server = server
         self._thread = threading.Thread(
@@ -272,8 +276,10 @@ class FakeJudgeServer:
 
     @property
     def port(self) -> int:
-        """The TCP port the server listens on."""
+        """The TCP port the server listens on (or will: the one given, before it starts)."""
         if self._server is None:
+            if self._port:
+                return self._port
             raise RuntimeError("FakeJudgeServer is not started")
         return int(self._server.server_address[1])
 

@@ -1424,14 +1424,16 @@ def test_an_unreachable_judge_fails_the_remaining_judgments_at_once():
         assert "fail without asking" in str(later)
 
 
-def test_an_unreachable_judge_is_tried_again_after_the_cool_down(fake_judge_server):
-    """Resets on every attempt of one request mark the judge unreachable; the requests of the cool-down
-    fail at once, and the first one after it reaches the judge, which answers again."""
+def test_an_unreachable_judge_is_tried_again_after_the_cool_down():
+    """Nothing listening on every attempt of one request marks the judge unreachable; the requests of
+    the cool-down fail at once, and the first one after it reaches the judge, listening again."""
     from pytest_ragmetrics.judge.openai_judge import UNREACHABLE_COOLDOWN
 
+    with FakeJudgeServer() as gone:
+        port = gone.port
     now = [0.0]
-    judge = make_judge(fake_judge_server, max_retries=2, clock=lambda: now[0])
-    fake_judge_server.reset_next(times=3)
+    server = FakeJudgeServer(port=port)
+    judge = make_judge(server, max_retries=2, clock=lambda: now[0])
 
     async def go() -> tuple[list[BaseException], list[Any]]:
         errors: list[BaseException] = []
@@ -1439,6 +1441,8 @@ def test_an_unreachable_judge_is_tried_again_after_the_cool_down(fake_judge_serv
         try:
             for i, advance in enumerate([0.0, 1.0, UNREACHABLE_COOLDOWN, 0.0]):
                 now[0] += advance
+                if i == 2:
+                    server.start()
                 try:
                     answers.append(await judge.judge(make_request(i)))
                 except JudgeUnavailable as exc:
@@ -1447,11 +1451,26 @@ def test_an_unreachable_judge_is_tried_again_after_the_cool_down(fake_judge_serv
             await judge.aclose()
         return errors, answers
 
-    errors, answers = asyncio.run(go())
+    try:
+        errors, answers = asyncio.run(go())
+    finally:
+        server.stop()
     assert len(errors) == 2 and len(answers) == 2
     assert "connection error" in str(errors[0])
     assert "then the judge is tried again" in str(errors[1])
-    assert fake_judge_server.request_count == 3 + 2  # the ladder, then the two after the cool-down
+    assert server.request_count == 2  # the two after the cool-down
+
+
+def test_a_judge_that_resets_one_request_on_every_attempt_still_answers_the_others(fake_judge_server):
+    """A reset after the request was sent (a proxy cutting one answer, a fault) comes from a judge
+    that is there: that judgment fails after its retries, and the next ones are asked, where the
+    judge was taken for unreachable and every judgment of the next 10 s failed without asking."""
+    judge = make_judge(fake_judge_server, max_retries=1)
+    fake_judge_server.reset_next(times=2)
+    errors = run_each(judge, *(make_request(i) for i in range(3)))
+    assert len(errors) == 1 and "connection error" in str(errors[0])
+    assert "fail without asking" not in str(errors[0])
+    assert fake_judge_server.request_count == 2 + 2
 
 
 @pytest.mark.parametrize("status", [401, 403, 404])

@@ -42,6 +42,7 @@ from .server_errors import (
     completion_shape_problem,
     connection_problem,
     format_unsupported,
+    never_connected,
     not_json,
     quota_used_up,
     rejected_message,
@@ -710,7 +711,7 @@ class OpenAIJudge:
             except openai.APIConnectionError as exc:
                 what = f"connection error ({connection_problem(exc)})"
                 last = exc
-                unreachable = True
+                unreachable = never_connected(exc)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 # A 200 whose body is not JSON: treat like a flaky server.
                 what = f"malformed response body ({not_json(raw, exc)})"

@@ -180,6 +180,15 @@ def quota_used_up(status: int, exc: Any) -> bool:
     return status == 429 and "insufficient_quota" in (getattr(exc, "code", None), getattr(exc, "type", None))
 
 
+def never_connected(exc: BaseException) -> bool:
+    """Whether the HTTP client found no judge to connect to (refused, no route, no such host): a
+    judge not there. A connection reset or closed after the request was sent came from one that is,
+    cutting that answer (a proxy, a fault), and says nothing of the next request."""
+    cause = exc.__cause__ or exc
+    # By name: the openai client's HTTP client is httpx or, in its later releases, httpx2.
+    return any(kind.__name__ == "ConnectError" for kind in type(cause).__mro__)
+
+
 def connection_problem(exc: BaseException) -> str:
     """What went wrong with the connection, in the HTTP client's words: a connection reset or closed
     without an answer has none (``ReadError('')``), so its kind is named instead of ``()``."""
