@@ -223,6 +223,45 @@ def test_a_retry_after_longer_than_a_run_waits_fails_at_once(fake_judge_server, 
     assert fake_judge_server.request_count == 1 and stats.retries == 0
 
 
+def _gemini_quota_error(delay: str) -> dict[str, Any]:
+    """Gemini's 429 as its OpenAI-compatible endpoint sends it: how long to wait is in its details."""
+    return {
+        "error": {
+            "code": 429,
+            "message": "You exceeded your current quota, please check your plan and billing details.",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay},
+            ],
+        }
+    }
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["an object", "a list of one"])
+def test_a_retry_delay_in_the_error_body_is_honoured_as_retry_after_is(fake_judge_server, listed):
+    """Gemini says how long to wait in the body of its 429 (google.rpc.RetryInfo), not in a header,
+    its error sent as an object or a list of one: a delay longer than a run waits fails at once, as
+    a Retry-After does, where it was retried at once, three times, each refused again."""
+    body: Any = _gemini_quota_error("86400s")
+    fake_judge_server.fail_next(429, body=[body] if listed else body, times=3)
+    stats = JudgeStats()
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server, max_retries=2, stats=stats), make_request())
+    assert "the server asks to wait 86400s before another attempt, longer than a run waits" in str(info.value)
+    assert fake_judge_server.request_count == 1 and stats.retries == 0
+
+
+def test_retry_delays_are_read_from_headers_then_from_a_retry_info_in_the_body():
+    """The body as the SDK keeps it: an error object's content, or a list of error objects whole."""
+    assert retry_after_seconds({}, body=_gemini_quota_error("12s")["error"]) == 12.0
+    assert retry_after_seconds(None, body=[_gemini_quota_error("0.5s")]) == 0.5
+    assert retry_after_seconds({"Retry-After": "3"}, body=_gemini_quota_error("12s")["error"]) == 3.0
+    assert retry_after_seconds({}, body=_gemini_quota_error("soon")["error"]) is None
+    assert retry_after_seconds({}, body={"message": "slow down"}) is None
+    assert retry_after_seconds({}, body="rate limited") is None
+
+
 def test_server_error_is_retried(fake_judge_server):
     fake_judge_server.fail_next(500)
     stats = JudgeStats()

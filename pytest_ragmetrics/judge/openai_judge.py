@@ -702,7 +702,7 @@ class OpenAIJudge:
                     elif status in (403, 404):
                         error = self._remember_failure(model, error)
                     raise error from None
-                retry_after = retry_after_seconds(dict(exc.response.headers))
+                retry_after = retry_after_seconds(dict(exc.response.headers), body=exc.body)
                 what = f"HTTP {status}" + (" (rate limited)" if status == 429 else "") + f": {detail}"
                 last = exc
             except (openai.APITimeoutError, asyncio.TimeoutError) as exc:

@@ -40,11 +40,7 @@ def quote_server(body: Any, fallback: str = "") -> str:
     """The server's own words in an error ``body``: its ``message``, else the body itself, else
     ``fallback``; credentials scrubbed, shortened to :data:`MAX_SERVER_MESSAGE` characters."""
     message: Any = None
-    if isinstance(body, list) and body and isinstance(body[0], Mapping):
-        # Gemini's OpenAI-compatible endpoint sends its error in a list, [{"error": {...}}], which
-        # the SDK leaves whole (it takes the "error" of an object only).
-        first = body[0]
-        body = first["error"] if isinstance(first.get("error"), Mapping) else first
+    body = _error_object(body)
     if isinstance(body, Mapping):
         message = body.get("message")
         if not isinstance(message, str) or not message.strip():
@@ -57,6 +53,16 @@ def quote_server(body: Any, fallback: str = "") -> str:
     if len(message) > MAX_SERVER_MESSAGE:
         message = message[: MAX_SERVER_MESSAGE - 1] + "…"
     return str(message)
+
+
+def _error_object(body: Any) -> Any:
+    """The error object of an error ``body`` as the SDK keeps it: the object itself (the SDK takes
+    the ``"error"`` of ``{"error": {...}}``), or, from Gemini's OpenAI-compatible endpoint, which
+    sends its error in a list, ``[{"error": {...}}]``, which the SDK leaves whole, the first one's."""
+    if isinstance(body, list) and body and isinstance(body[0], Mapping):
+        first = body[0]
+        return first["error"] if isinstance(first.get("error"), Mapping) else first
+    return body
 
 
 def quoted_text(text: str) -> str:
@@ -147,8 +153,36 @@ def not_json(raw: bytes, exc: ValueError) -> str:
     return f"not JSON: {exc.msg} (character {exc.pos}): {shown!r}"
 
 
-def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds to wait as requested by ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
+#: Google's RetryInfo delay, as JSON writes a protobuf Duration: seconds with up to nine decimals, "s".
+_RETRY_DELAY = re.compile(r"\s*(\d{1,12}(?:\.\d{1,9})?)s\s*")
+
+
+def retry_after_seconds(
+    headers: Mapping[str, str] | None, now: float | None = None, body: Any = None
+) -> float | None:
+    """Seconds to wait as requested by ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date),
+    else by the error ``body``'s ``google.rpc.RetryInfo`` detail (Gemini's OpenAI-compatible endpoint
+    says how long to wait there only: ``{"@type": "...google.rpc.RetryInfo", "retryDelay": "12s"}``)."""
+    from_headers = _retry_after_header(headers, now)
+    return from_headers if from_headers is not None else _retry_info(body)
+
+
+def _retry_info(body: Any) -> float | None:
+    """The ``retryDelay`` of the ``google.rpc.RetryInfo`` among an error body's ``details``, or None."""
+    error = _error_object(body)
+    details = error.get("details") if isinstance(error, Mapping) else None
+    if not isinstance(details, list):
+        return None
+    for detail in details:
+        if isinstance(detail, Mapping) and str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            delay = detail.get("retryDelay")
+            found = _RETRY_DELAY.fullmatch(delay) if isinstance(delay, str) else None
+            if found is not None:
+                return float(found[1])
+    return None
+
+
+def _retry_after_header(headers: Mapping[str, str] | None, now: float | None) -> float | None:
     if not headers:
         return None
     lowered = {k.lower(): v for k, v in headers.items()}
