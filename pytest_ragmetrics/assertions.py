@@ -17,6 +17,7 @@ from typing import Any
 
 from ._scope import current_test
 from .errors import ConfigError, JudgmentPending
+from .redact import one_line
 from .results import MetricResult
 from .sample import RagSample, as_samples
 from .specs import compare, format_metric, threshold_problem
@@ -219,10 +220,7 @@ class ScoreCheck(_Comparable):
 
     def failure_message(self, stat: str, value: float, op: str, threshold: float) -> str:
         # A judge's words (its reasons, and the explanations that quote them) reach the terminal
-        # escaped, as a chunk's text is (its repr): an ESC in them would rewrite the screen. The
-        # report's wording, loaded for a failure's message only: a passing check needs none.
-        from .report.closing import one_line
-
+        # escaped, as a chunk's text is (its repr): an ESC in them would rewrite the screen.
         missing = self._unscored()
         if missing is not None:
             lines = [f"{self._subject(stat)} has no score, expected {op} {threshold:g}", f"  why: {missing}"]

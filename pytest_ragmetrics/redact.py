@@ -19,6 +19,10 @@
 with ``***``. Every :class:`~pytest_ragmetrics.errors.RagMetricsError` message passes through it, as do
 our warnings and the reports, so a judge error can be pasted into a bug report as it is.
 
+:func:`one_line` is the other half of showing someone else's text: on one line, with the characters
+a terminal would act on (ESC, BEL) escaped rather than sent to it. Both sit here, below every module
+that quotes such text: the judge, the assertions and the reports.
+
 PYTEST_DONT_REWRITE
 """
 
@@ -38,6 +42,7 @@ __all__ = [
     "SECRET_VARIABLES",
     "add_secret",
     "add_url",
+    "one_line",
     "redact",
     "redact_json",
     "url_secrets",
@@ -60,6 +65,17 @@ _CREDENTIAL_NAME = re.compile(r"(?i)key|token|secret|passw|pwd|auth|sig|credenti
 # Shorter values are not scrubbed: replacing every "1" or "abc" in a message would garble it, and a
 # real key is never that short.
 _MIN_SECRET = 6
+
+
+def one_line(text: Any) -> str:
+    """``text`` (a judge's reason, a chunk, a server's words) as one line fit for a terminal: each run
+    of white space one space, since a newline would break the indentation that groups details under
+    their row; and each other character a terminal acts on rather than shows (ESC, which starts a
+    colour or clears the screen, BEL, a backspace) escaped as Python's ``repr`` escapes it, ``\\x1b``."""
+    line = " ".join(str(text).split())
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
 @functools.cache

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..redact import one_line
 from .display import baseline_refused, format_count, format_margin, format_score, regression_gate_detail
 
 __all__ = [
@@ -20,7 +21,6 @@ __all__ = [
     "failure_lines",
     "floor_detail",
     "judge_check_failures",
-    "one_line",
     "plural",
     "resting_on",
 ]
@@ -29,17 +29,6 @@ __all__ = [
 def plural(count: Any, singular: str, plural: str | None = None) -> str:
     word = singular if count == 1 else (plural or singular + "s")
     return f"{format_count(count)} {word}"
-
-
-def one_line(text: Any) -> str:
-    """``text`` (a judge's reason, a chunk, a server's words) as one line fit for a terminal: each run
-    of white space one space, since a newline would break the indentation that groups details under
-    their row; and each other character a terminal acts on rather than shows (ESC, which starts a
-    colour or clears the screen, BEL, a backspace) escaped as Python's ``repr`` escapes it, ``\\x1b``."""
-    line = " ".join(str(text).split())
-    if line.isprintable():
-        return line
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
 def floor_detail(floor: Mapping[str, Any], kinds: Sequence[Mapping[str, Any]]) -> str:

@@ -17,14 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..redact import one_line
 from ..report_schema import check_version
 from ..stats import format_p
-from .closing import (
-    floor_detail,
-    one_line,
-    plural,
-    resting_on,
-)
+from .closing import floor_detail, plural, resting_on
 from .display import (
     PRUNE_COMMAND,
     comparison_label,
