@@ -11,6 +11,7 @@ from sklearn.metrics import precision_recall_fscore_support
 
 from pytest_ragmetrics import (
     Evaluator,
+    MetricResult,
     RagSample,
     ScriptedJudge,
     Settings,
@@ -190,6 +191,23 @@ def test_relevancy_draws_are_a_majority_vote_not_ragass_all_non_committal_rule()
     assert noncommittal and A.relevancy_score(noncommittal, rating) == 0.0
     noncommittal, rating, _ = C.combine_relevancy([on_topic, partly, evasive])
     assert not noncommittal and A.relevancy_score(noncommittal, rating) == 0.5  # mean rating (2+1+0)/3 = 1
+
+
+def test_a_mean_rating_of_judge_samples_that_disagree_is_shown_as_a_mean_not_a_verdict():
+    """Ratings 2 and 0 average 1, a verdict neither sample gave: the label says it is a mean, where
+    it read "1/2 (partly addresses the question)". Samples that agree keep their verdict's words."""
+
+    def rated(*ratings: int) -> MetricResult:
+        def script(request):
+            return [{"reason": f"rated {r}", "committal": True, "rating": r} for r in ratings]
+
+        settings = Settings(cache="off", judge_n=len(ratings), temperature=0.5)
+        with Evaluator(settings, judge=ScriptedJudge(script)) as ev:
+            return answer_relevancy(SAMPLE, evaluator=ev)
+
+    split, same = rated(2, 0), rated(1, 1)
+    assert (split.score, split.verdicts[0].label) == (0.5, "1/2 (mean over judge samples)")
+    assert (same.score, same.verdicts[0].label) == (0.5, "1/2 (partly addresses the question)")
 
 
 def test_precision_alone_costs_two_calls_and_shares_the_answer_claims_with_faithfulness(settings, server):

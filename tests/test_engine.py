@@ -233,6 +233,24 @@ def test_self_consistency_averages_ratings():
     assert "mean over judges" in result.verdicts[0].label
 
 
+def test_a_whole_mean_of_ratings_that_disagree_is_labelled_a_mean_not_a_rating():
+    """Ratings 2 and 0, of two judge samples or of two relevance models, average 1, a rating neither
+    gave: the chunk's label says it is a mean, where it read "1/2 (partially relevant)"."""
+    split = ScriptedJudge(lambda r: [{"reason": "two", "rating": 2}, {"reason": "none", "rating": 0}])
+    with Evaluator(Settings(cache="off", judge_n=2, temperature=0.5), judge=split) as ev:
+        samples = ev.score(RagSample("q?", [PARIS]), "context_relevance", "graded")
+    models = ScriptedJudge(lambda r: {"reason": r.model, "rating": 2 if r.model == "a" else 0})
+    with Evaluator(Settings(cache="off", relevance_models=("a", "b")), judge=models) as ev:
+        two = ev.score(RagSample("q?", [PARIS]), "context_relevance", "graded")
+    agree = ScriptedJudge(lambda r: {"reason": "one", "rating": 1})
+    with Evaluator(Settings(cache="off", relevance_models=("a", "b")), judge=agree) as ev:
+        same = ev.score(RagSample("q?", [PARIS]), "context_relevance", "graded")
+    assert [r.verdicts[0].label for r in (samples, two, same)] == [
+        "1/2 (mean over judges)", "1/2 (mean over judges)", "1/2 (partially relevant)"
+    ]  # fmt: skip
+    assert samples.score == two.score == same.score == 0.5
+
+
 def test_evaluate_judges_everything_and_aggregates(judge, tmp_path):
     other = RagSample(SAMPLE.question, [WINE], SAMPLE.ground_truth, id="wine-only")
     with Evaluator(Settings(cache="off"), judge=judge) as ev:

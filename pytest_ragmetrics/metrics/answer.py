@@ -83,11 +83,13 @@ _RATING_WORDS = {
 }
 
 
-def rating_label(rating: float) -> str:
-    """``2/2 (addresses the question)``, or ``1.5/2 (mean over judge samples)``."""
-    if rating == round(rating):
+def rating_label(rating: float, unanimous: bool = True) -> str:
+    """``2/2 (addresses the question)``, or ``1.5/2 (mean over judge samples)``; a whole mean of
+    samples that disagree (2 and 0) is a mean too, not the verdict of a rating none of them gave."""
+    if rating == round(rating) and unanimous:
         return f"{rating:g}/2 ({_RATING_WORDS.get(round(rating), '')})"
-    return f"{rating:.2f}/2 (mean over judge samples)"
+    shown = f"{rating:g}" if rating == round(rating) else f"{rating:.2f}"
+    return f"{shown}/2 (mean over judge samples)"
 
 
 def _quote(text: str, limit: int = 80) -> str:

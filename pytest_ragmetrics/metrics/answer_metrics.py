@@ -284,7 +284,8 @@ class AnswerRelevancy:
         (judged,) = await _judged(ctx, [request], spent)
         noncommittal, rating, reason = C.combine_relevancy(judged.choices)
         score = A.relevancy_score(noncommittal, rating)
-        label = "non-committal" if noncommittal else A.rating_label(rating)
+        unanimous = len({choice["rating"] for choice in judged.choices}) == 1
+        label = "non-committal" if noncommittal else A.rating_label(rating, unanimous)
         verdict = new_verdict("answer", 1, answer, score, label, reason, cached=judged.cached)
         if noncommittal:
             explanation = (

@@ -448,13 +448,16 @@ class ContextRelevance:
         answered = iter(answers)
         # Per model, per chunk: (rating, reason, cached); an empty chunk is rated 0 by every model.
         per_model: list[list[tuple[float, str, bool]]] = []
+        disagreed: set[int] = set()  # chunks whose judge samples gave different ratings
         for _ in judges:
             ratings: list[tuple[float, str, bool]] = []
-            for text in texts:
+            for position, text in enumerate(texts):
                 if text:
                     answer = next(answered)
                     assert answer is not None  # nothing is skipped
                     rating, reason = J.combine_rating(answer.choices)
+                    if len({choice["rating"] for choice in answer.choices}) > 1:
+                        disagreed.add(position)
                     ratings.append((rating, reason, answer.source != "judge"))
                 else:
                     ratings.append(_NOT_RATED)
@@ -468,7 +471,8 @@ class ContextRelevance:
                 reason = by_model[0][1]
                 cached = all(c for _, _, c in by_model)
                 shares = {m: r / 2 for m, (r, _, _) in zip(models, by_model, strict=True)}
-                label = REL.rating_label(mean_rating)
+                unanimous = position not in disagreed and len({r for r, _, _ in by_model}) == 1
+                label = REL.rating_label(mean_rating, unanimous)
                 verdicts.append(
                     new_verdict(
                         "chunk", rank, chunk, mean_rating / 2, label, reason, rank, (), cached, shares
@@ -478,7 +482,10 @@ class ContextRelevance:
             for rank, (chunk, (rating, reason, cached)) in enumerate(
                 zip(contexts, per_model[0], strict=True), start=1
             ):
-                label = _RATED.get(rating) or REL.rating_label(rating)
+                if rank - 1 in disagreed:
+                    label = REL.rating_label(rating, unanimous=False)
+                else:
+                    label = _RATED.get(rating) or REL.rating_label(rating)
                 verdicts.append(
                     new_verdict("chunk", rank, chunk, rating / 2, label, reason, rank, (), cached, None)
                 )

@@ -70,11 +70,13 @@ def explain_any(verdicts: Sequence[Verdict]) -> str:
 _RATING_WORDS = {0: "not relevant", 1: "partially relevant", 2: "fully relevant"}
 
 
-def rating_label(rating: float) -> str:
+def rating_label(rating: float, unanimous: bool = True) -> str:
+    """``2/2 (fully relevant)``, or ``1.5/2 (mean over judges)``; a whole mean of ratings that
+    disagree (2 and 0) is a mean too, not a rating none of the judges gave."""
     rounded = round(rating)
     word = _RATING_WORDS.get(rounded, "")
     shown = f"{rating:g}" if rating == rounded else f"{rating:.2f}"
-    return f"{shown}/2 ({word})" if rating == rounded else f"{shown}/2 (mean over judges)"
+    return f"{shown}/2 ({word})" if rating == rounded and unanimous else f"{shown}/2 (mean over judges)"
 
 
 def explain_graded(verdicts: Sequence[Verdict]) -> str:
