@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .._files import RepeatedName, unique_names
@@ -148,13 +148,16 @@ class ParsedChoices(NamedTuple):
 
 
 def parse_choices(
-    request: JudgeRequest, body: Mapping[str, Any], limit: str, how_to_set: HowToSet
+    request: JudgeRequest,
+    body: Mapping[str, Any],
+    sent_limit: Callable[[JudgeRequest], str],
+    how_to_set: HowToSet,
 ) -> ParsedChoices:
     """The choices of a chat completion (its shape checked), each parsed and checked against the
     request's schema, and what was wrong with those that were not (see :class:`ParsedChoices`).
 
-    ``limit`` is the completion limit as it was sent (``max_tokens=512``), named in the problem of
-    an answer it cut off; ``how_to_set`` words the settings a problem advises.
+    ``sent_limit`` names the completion limit a request was sent with (``max_tokens=512``), asked only
+    for the problem of an answer it cut off; ``how_to_set`` words the settings a problem advises.
     """
     choices: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -182,6 +185,7 @@ def parse_choices(
             # what came parses, it is not the answer the model meant.
             thought = "" if _has_text(content) else _thinking(message, body)
             cut_off = True
+            limit = sent_limit(request)
             if thought:
                 thought_out = True
                 problems.append(

@@ -500,7 +500,7 @@ class OpenAIJudge:
         problem = completion_shape_problem(body)
         if problem is not None:
             raise InvalidJudgeAnswer(f"the answer for {label} is not a chat completion ({problem})")
-        parsed = parse_choices(request, body, self._sent_limit(request), self.how_to_set)
+        parsed = parse_choices(request, body, self._sent_limit, self.how_to_set)
         if parsed.problems:
             shown = "; ".join(parsed.problems[:5])
             raise InvalidJudgeAnswer(f"judge answer for {label} is invalid: {shown}")
@@ -541,7 +541,7 @@ class OpenAIJudge:
             spent = reported_usage(body)
             usage = usage + spent
             self.stats.record_call(spent, estimate=self._estimate(spent, messages, body))
-            parsed = parse_choices(request, body, self._sent_limit(request), self.how_to_set)
+            parsed = parse_choices(request, body, self._sent_limit, self.how_to_set)
             problems = parsed.problems
             if not problems:
                 return JudgeAnswer(
