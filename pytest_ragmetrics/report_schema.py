@@ -269,6 +269,9 @@ class JudgeSummary(TypedDict, total=False):
     #: a read-only store), and why; present only when some were not: the run failed.
     unrecorded: int
     unrecorded_reason: str
+    #: Why these figures leave out some of the run's judging (an xdist worker that crashed never
+    #: reported its calls, tokens and cost); present only when they do.
+    partial: str
 
 
 class LabelSummary(TypedDict, total=False):

@@ -719,6 +719,12 @@ class RagmetricsSession:
         """xdist: a worker finished; take its judge figures and the judgments it used."""
         if crashed:
             self.worker_crashed = True
+            if not (output or {}).get("ragmetrics"):
+                # What it judged is known to it alone: the figures say they leave it out.
+                self.stats.partial = (
+                    "an xdist worker crashed before it reported: the judge calls, tokens and cost of "
+                    "the tests it ran are not counted"
+                )
         collected = (output or {}).get("ragmetrics_collected")
         if collected:
             self.suite.collected = (int(collected[0]), str(collected[1]))

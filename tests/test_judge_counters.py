@@ -117,3 +117,26 @@ def test_with_the_cache_off_reuse_is_not_a_cache_hit(project):
     pytester.makeini("[pytest]\nrag_response_format = json_schema\n")  # no store either
     judge, _ = figures(pytester, "--rag-cache=off")
     assert where(judge) == (JUDGMENTS, 0, 0, USES - JUDGMENTS)
+
+
+def test_the_figures_of_a_run_whose_xdist_worker_crashed_say_they_leave_its_judging_out(project):
+    """A worker killed after it judged (the OOM killer, a segfault) never reports its figures: the
+    report and the terminal say the counts leave them out, where they read as the run's whole."""
+    pytester, server = project
+    pytester.makepyfile(
+        test_killed="""
+        import os, signal
+        from pytest_ragmetrics import RagSample, assert_context_relevance
+
+        def test_killed():
+            sample = RagSample("What is the limit?", ["The limit is 5 GB."], id="killed")
+            assert_context_relevance(sample, "binary") >= 0.0
+            os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    result = pytester.runpytest("-n", "2", "-p", "xdist", "--rag-report-json=report.json", "--rag-report")
+    result.assert_outcomes(passed=6, failed=1)
+    judge = json.loads(pytester.path.joinpath("report.json").read_text())["summary"]["judge"]
+    assert judge["calls"] < server.request_count == JUDGMENTS + 1
+    assert judge["partial"].startswith("an xdist worker crashed before it reported")
+    result.stdout.fnmatch_lines(["partial figures: an xdist worker crashed before it reported: *"])

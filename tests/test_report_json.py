@@ -202,6 +202,16 @@ def test_a_shard_the_spending_cap_stopped_stops_the_merged_report():
     assert stop and "refused past the cap; what" in stop
 
 
+def test_a_shard_whose_judge_figures_are_partial_makes_the_merged_ones_partial():
+    """A shard whose xdist worker crashed counted only part of its judging: so does the sum."""
+    from pytest_ragmetrics.report.build import merge_reports
+
+    first, second = example_report(), example_report()
+    assert "partial" not in merge_reports([first, second])["summary"]["judge"]
+    second["summary"]["judge"]["partial"] = "an xdist worker crashed before it reported"
+    assert merge_reports([first, second])["summary"]["judge"]["partial"] == second["summary"]["judge"]["partial"]
+
+
 def _shard(collected: list[str], ran: list[str]) -> dict[str, Any]:
     from pytest_ragmetrics._run import set_digest
 

@@ -87,6 +87,9 @@ class JudgeStats:
         #: (the first reason): the run fails, saying so.
         self.unrecorded = 0
         self.unrecorded_reason: str | None = None
+        #: Why these figures leave out some of the run's judging (an xdist worker that crashed never
+        #: reported its figures), or None: they are all of it.
+        self.partial: str | None = None
         self._unrecorded_told = 0  # how many of them a script or a command was told of already
         self._busy = 0
         self._busy_since = 0.0
@@ -264,6 +267,8 @@ class JudgeStats:
             if self.unrecorded:
                 data["unrecorded"] = self.unrecorded
                 data["unrecorded_reason"] = self.unrecorded_reason
+            if self.partial is not None:
+                data["partial"] = self.partial
         return data
 
     def merge_json(self, data: Mapping[str, Any]) -> None:
@@ -289,6 +294,8 @@ class JudgeStats:
                 )
                 if isinstance(refused, int) and not isinstance(refused, bool):
                     self.refused += refused
+            if self.partial is None and isinstance(data.get("partial"), str):
+                self.partial = data["partial"]
             unrecorded, why = data.get("unrecorded"), data.get("unrecorded_reason")
             if isinstance(unrecorded, int) and not isinstance(unrecorded, bool) and unrecorded > 0:
                 self.unrecorded += unrecorded

@@ -518,6 +518,9 @@ def _merged_judge(judges: list[Mapping[str, Any]]) -> dict[str, Any]:
         merged["seconds"] = sum(seconds)
     costs = [j.get("cost") for j in judges]
     merged["cost"] = None if not costs or any(c is None for c in costs) else sum(costs)
+    partial = next((j["partial"] for j in judges if isinstance(j.get("partial"), str)), None)
+    if partial is not None:  # a shard's figures that leave some judging out leave it out of the sum
+        merged["partial"] = partial
     capped = [j for j in judges if "refused_calls" in j]
     if capped:  # a shard the spending cap stopped stops the merged run too
         merged["refused_calls"] = sum(int(j.get("refused_calls") or 0) for j in capped)

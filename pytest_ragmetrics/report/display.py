@@ -466,6 +466,8 @@ def judge_figures(judge: Mapping[str, Any], *, include_timing: bool = True) -> l
     described = response_format_text(judge)
     if described:
         figures.append(("response format", described))
+    if judge.get("partial"):
+        figures.append(("partial", str(judge["partial"])))
     return figures
 
 

@@ -540,6 +540,8 @@ def render_terminal(
         storage = _storage_line(judge, rootdir)
         if storage:
             tw.line(storage)
+        if judge.get("partial"):
+            tw.line(f"partial figures: {one_line(judge['partial'])}", yellow=True)
     for warning in summary.get("judge_warnings") or []:
         tw.line(f"warning: {warning.get('message')}", yellow=True)
     if unused:
