@@ -524,6 +524,17 @@ def test_half_an_escaped_pair_in_what_a_server_says_is_replaced_in_the_error(
     str(info.value).encode("utf-8")  # a report can hold it
 
 
+def test_control_characters_in_what_a_server_says_are_escaped_in_the_error(fake_judge_server):
+    """A server's words (a proxy's, vLLM's echoing the request's text) reach the terminal in the
+    test's failure: ESC and BEL are escaped as a judge's reasons are, where they could colour or
+    clear the screen."""
+    fake_judge_server.fail_next(400, body={"error": {"message": "bad \x1b[2J\x1b[31mrequest\x07 here"}})
+    with pytest.raises(JudgeUnavailable) as info:
+        run_judge(make_judge(fake_judge_server), make_request())
+    assert "bad \\x1b[2J\\x1b[31mrequest\\x07 here" in str(info.value)
+    assert str(info.value).isprintable()
+
+
 CDN_PAGE = (
     '<!DOCTYPE html>\n<!--[if lt IE 7]> <html class="no-js ie6 oldie" lang="en-US"> <![endif]-->\n<head>\n'
     + "<style>"

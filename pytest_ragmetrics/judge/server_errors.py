@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..redact import redact
+from ..redact import one_line, redact
 from .base import HowToSet
 from .completions import valid_text
 
@@ -68,8 +68,9 @@ def _error_object(body: Any) -> Any:
 def quoted_text(text: str) -> str:
     """``text`` (a server's words) as it is quoted to a user: credentials masked, each run of white
     space one space, half an escaped pair (``\\ud800``), which could be neither printed nor
-    reported, replaced by U+FFFD."""
-    return str(valid_text(" ".join(redact(text).split())))
+    reported, replaced by U+FFFD, and the characters a terminal acts on (ESC, BEL) escaped as
+    :func:`~pytest_ragmetrics.redact.one_line` escapes them."""
+    return one_line(valid_text(redact(text)))
 
 
 _HTML_HEADINGS = (
