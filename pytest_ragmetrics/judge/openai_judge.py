@@ -713,6 +713,15 @@ class OpenAIJudge:
                 last = exc
                 unreachable = never_connected(exc)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                if raw.lstrip().startswith((b"data:", b"event:")):
+                    # An event stream answering a request that asked for none: a server that only
+                    # streams, which answers every retry and every judgment alike.
+                    message = (
+                        f"the LLM judge at {self.endpoint} answered the request for {label} with an event "
+                        "stream (data: lines), which a request for a whole answer does not ask for: the "
+                        "server only streams. Judge with a server or model that answers without streaming"
+                    )
+                    raise self._remember_failure(model, with_cause(JudgeUnavailable(message), exc)) from None
                 # A 200 whose body is not JSON: treat like a flaky server.
                 what = f"malformed response body ({not_json(raw, exc)})"
                 last = exc
