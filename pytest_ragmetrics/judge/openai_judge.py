@@ -273,28 +273,8 @@ class OpenAIJudge:
         import openai
 
         # The SDK's own retries are off: ours are counted and produce one readable error.
-        client: AsyncOpenAI
-        if self.azure:
-            # Checked again here (cheap) in case the attributes were changed after construction:
-            # the SDK's own check would surface as a bare ValueError.
-            check_azure(self.azure_endpoint, self.api_version, self.base_url, self.how_to_set)
-            assert self.azure_endpoint is not None  # for mypy: check_azure raised otherwise
-            client = openai.AsyncAzureOpenAI(
-                api_key=self._api_key,
-                azure_endpoint=self.azure_endpoint,
-                api_version=self.api_version,
-                timeout=self.timeout,
-                max_retries=0,
-                **http_client_kwargs(openai),
-            )
-        else:
-            client = openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,
-                **http_client_kwargs(openai),
-            )
+        make = openai.AsyncAzureOpenAI if self.azure else openai.AsyncOpenAI
+        client: AsyncOpenAI = make(**self._client_settings(), max_retries=0, **http_client_kwargs(openai))
         with self._clients_lock:
             # Clients of loops that are gone cannot be closed any more; forget them.
             for old in [old for old in self._clients if old.is_closed()]:
@@ -475,19 +455,23 @@ class OpenAIJudge:
             raise JudgeUnavailable(no_key_message(self.azure, self.how_to_set))
         import openai
 
-        if self.azure:
-            check_azure(self.azure_endpoint, self.api_version, self.base_url, self.how_to_set)
-            assert self.azure_endpoint is not None  # for mypy: check_azure raised otherwise
-            return openai.AzureOpenAI(
-                api_key=self._api_key,
-                azure_endpoint=self.azure_endpoint,
-                api_version=self.api_version,
-                timeout=self.timeout,
-                max_retries=self.max_retries,
-            )
-        return openai.OpenAI(
-            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries
-        )
+        make = openai.AzureOpenAI if self.azure else openai.OpenAI
+        return make(**self._client_settings(), max_retries=self.max_retries)
+
+    def _client_settings(self) -> dict[str, Any]:
+        """What an ``openai`` client of this judge is built with, live or for a batch: the key, the
+        base URL (for Azure, the endpoint and the API version, checked again in case they were
+        changed after construction: the SDK's own check would surface as a bare ValueError) and the
+        timeout."""
+        if not self.azure:
+            return {"api_key": self._api_key, "base_url": self.base_url, "timeout": self.timeout}
+        check_azure(self.azure_endpoint, self.api_version, self.base_url, self.how_to_set)
+        return {
+            "api_key": self._api_key,
+            "azure_endpoint": self.azure_endpoint,
+            "api_version": self.api_version,
+            "timeout": self.timeout,
+        }
 
     def answer_from_body(self, request: JudgeRequest, body: Any, judged_at: str = "") -> JudgeAnswer:
         """The answer a chat completion ``body`` (JSON, as a batch result line holds it) gives to
