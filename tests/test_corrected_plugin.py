@@ -400,9 +400,18 @@ def test_a_damaged_sample_record_is_named_and_the_draw_checks_say_what_is_off(tm
     bad.write_text("[" * 100_000)  # nested past Python's recursion limit: damaged like any other
     with pytest.raises(ValueError, match=r"labels\.sample\.json: cannot read the labelling sample's record"):
         read_draw(bad)
-    bad.write_text('{"ids": [1, 2]}')
-    with pytest.raises(ValueError, match="not a record written by python -m pytest_ragmetrics labels sample"):
-        read_draw(bad)
+    for text, what in [
+        ('{"ids": ["q1", 2]}', "'ids' item 2 is the number 2, not a sample id"),
+        ('{"ids": "q1"}', "'ids' is a string, not a list of sample ids"),
+        ('{"n": 2}', "it has no 'ids'"),
+        ("[1, 2]", "it is a list, not an object"),
+    ]:
+        bad.write_text(text)
+        with pytest.raises(ValueError) as info:
+            read_draw(bad)
+        assert str(info.value) == (
+            f"labels.sample.json: not a record written by python -m pytest_ragmetrics labels sample ({what})"
+        )
     with pytest.raises(ValueError, match="--n must be at least 1"):
         draw_ids(["a", "b"], 0, 1)
     labelled = {("context_precision", None): ["a", "b"]}

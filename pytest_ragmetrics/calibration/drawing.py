@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._files import replaceable, starts_json_object, write_text_atomic
+from .._files import json_type, replaceable, starts_json_object, write_text_atomic
 
 __all__ = ["COMMAND", "draw_ids", "draw_record", "draw_warnings", "read_draw", "record_path"]
 
@@ -62,15 +62,30 @@ def record_path(labels: str | Path) -> Path:
     return path.with_name(f"{path.stem}.sample.json")
 
 
+def _not_a_record(data: Any) -> str:
+    """What keeps ``data`` from being a draw record (its list of sample ids), or ""."""
+    if not isinstance(data, dict):
+        return f"it is {json_type(data, array='a list')}, not an object"
+    if "ids" not in data:
+        return "it has no 'ids'"
+    ids = data["ids"]
+    if not isinstance(ids, list):
+        return f"'ids' is {json_type(ids, array='a list')}, not a list of sample ids"
+    for n, item in enumerate(ids, start=1):
+        if not isinstance(item, str):
+            return f"'ids' item {n} is {json_type(item, array='a list', show_number=True)}, not a sample id"
+    return ""
+
+
 def read_draw(path: Path) -> Mapping[str, Any]:
     """A draw record; ``ValueError`` naming the file when it is not one."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deeply
         raise ValueError(f"{path.name}: cannot read the labelling sample's record: {exc}") from None
-    ids = data.get("ids") if isinstance(data, dict) else None
-    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise ValueError(f"{path.name}: not a record written by {COMMAND} (no list of 'ids')")
+    why = _not_a_record(data)
+    if why:
+        raise ValueError(f"{path.name}: not a record written by {COMMAND} ({why})")
     return data  # type: ignore[no-any-return]
 
 
