@@ -1191,6 +1191,17 @@ def test_an_answer_without_content_says_what_stopped_it(fake_judge_server):
     assert "answer has no content (only 13 characters of reasoning: the server's reasoning" in str(info.value)
 
 
+def test_control_characters_in_a_models_refusal_are_escaped_in_the_error(fake_judge_server):
+    """A refusal is the model's text, which a chunk can steer: ESC and BEL in it are escaped as in
+    the server's words and a judge's reasons, where they reached the terminal in the error."""
+    refused = choice_without_content("stop", refusal="no \x1b[2J\x07 way")
+    fake_judge_server.malformed_next(body=refused, times=2)
+    with pytest.raises(InvalidJudgeAnswer) as info:
+        run_judge(make_judge(fake_judge_server, max_reasks=1), make_request())
+    assert "answer has no content (refusal: no \\x1b[2J\\x07 way)" in str(info.value)
+    assert str(info.value).isprintable()
+
+
 def test_a_re_ask_after_an_answer_without_text_sends_no_empty_message(fake_judge_server):
     """Anthropic's API (and Bedrock's, Mistral's through a proxy) answer an empty assistant message
     with HTTP 400, which hid why the judge was asked again."""

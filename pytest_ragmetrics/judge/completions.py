@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .._files import RepeatedName, unique_names
+from ..redact import one_line
 from .base import MAX_TOKEN_COUNT, HowToSet, JudgeRequest, Usage, schema_errors
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
@@ -199,7 +200,7 @@ def parse_choices(
         if content is None or (isinstance(content, str) and not content.strip()):
             refusal = message.get("refusal")
             if refusal:
-                why = f" (refusal: {valid_text(str(refusal))})"
+                why = f" (refusal: {one_line(valid_text(str(refusal)))})"  # the model's words, on one line
             elif isinstance(finish, str) and finish != "stop":
                 why = f" (finish_reason {finish!r})"  # content_filter, tool_calls: what stopped it
             elif reasoning := _reasoning(message):
