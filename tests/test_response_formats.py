@@ -96,7 +96,7 @@ def test_a_schema_gemini_cannot_read_behind_a_proxy_falls_back_at_once():
     schema, refuses the key every strict schema has (additionalProperties) with words that name its
     response_schema, not the response format: auto falls back, where every judgment failed."""
     message = (
-        "Provider returned error: Invalid JSON payload received. Unknown name \"additionalProperties\" "
+        'Provider returned error: Invalid JSON payload received. Unknown name "additionalProperties" '
         "at 'generation_config.response_schema': Cannot find field."
     )
     with FakeJudgeServer() as server:
@@ -105,7 +105,7 @@ def test_a_schema_gemini_cannot_read_behind_a_proxy_falls_back_at_once():
         run_judge(judge, make_request(1), make_request(2))
     assert formats_sent(server) == ["json_schema", "json_object", "json_object"]
     assert judge.active_format == "json_object"
-    assert "Unknown name \"additionalProperties\"" in (judge.fallback_reason or "")
+    assert 'Unknown name "additionalProperties"' in (judge.fallback_reason or "")
 
 
 def test_without_json_object_either_auto_ends_in_text_mode():
