@@ -492,15 +492,21 @@ def test_a_body_that_is_not_json_is_reported_with_what_it_holds(fake_judge_serve
     assert f"malformed response body {said}" in str(info.value)
 
 
-def test_a_server_that_answers_with_an_event_stream_is_asked_once_per_run(fake_judge_server):
+def test_a_server_that_answers_with_an_event_stream_is_asked_once_per_run():
     """A server that only streams (text/event-stream to a request that asked for no stream) answers
     every retry alike: the first judgment says so at once and the others fail without asking, where
     each was sent again and again as to a flaky server and then reported as a malformed body."""
     chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "{"}}]}
-    stream = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
-    fake_judge_server.malformed_next(body=stream, times=10)
-    errors = run_each(make_judge(fake_judge_server), *(make_request(i) for i in range(3)))
-    assert len(errors) == 3 and fake_judge_server.request_count == 1
+    # OpenRouter opens its streams with a comment line; others with an id or retry field.
+    for opening in ("", ": OPENROUTER PROCESSING\n\n", "id: 1\n", "retry: 3000\n"):
+        server = FakeJudgeServer().start()
+        try:
+            stream = f"{opening}data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+            server.malformed_next(body=stream, times=10)
+            errors = run_each(make_judge(server), *(make_request(i) for i in range(3)))
+        finally:
+            server.stop()
+        assert len(errors) == 3 and server.request_count == 1, opening
     assert (
         "with an event stream (data: lines), which a request for a whole answer does not ask for: the "
         "server only streams" in str(errors[0])

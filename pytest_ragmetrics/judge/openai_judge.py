@@ -697,9 +697,10 @@ class OpenAIJudge:
                 last = exc
                 unreachable = never_connected(exc)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                if raw.lstrip().startswith((b"data:", b"event:")):
-                    # An event stream answering a request that asked for none: a server that only
-                    # streams, which answers every retry and every judgment alike.
+                if raw.lstrip().startswith((b"data:", b"event:", b"id:", b"retry:", b":")):
+                    # An event stream answering a request that asked for none (its fields, or a comment
+                    # line first, as OpenRouter sends): a server that only streams, which answers every
+                    # retry and every judgment alike. No JSON body starts so.
                     message = (
                         f"the LLM judge at {self.endpoint} answered the request for {label} with an event "
                         "stream (data: lines), which a request for a whole answer does not ask for: the "
