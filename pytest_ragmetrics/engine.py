@@ -18,7 +18,7 @@ import json
 import operator
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -315,6 +315,16 @@ class Evaluator:
         self.batch: BatchExport | None = None
         #: Told of every sample scored with the judge (the controls' pool), when set.
         self.scored: SamplesScored | None = None
+
+    @contextlib.contextmanager
+    def noting_nothing(self) -> Iterator[None]:
+        """Judge within it without noting what the judgments decided (:attr:`answers`): a labelled
+        set's items and the controls say nothing about how the run's own judgments were spread."""
+        noted, self.answers = self.answers, None
+        try:
+            yield
+        finally:
+            self.answers = noted
 
     def note_answer(self, request: JudgeRequest, answer: JudgeAnswer) -> None:
         """Remember what a judgment decided (a few short strings), so the run can tell a judge that

@@ -470,15 +470,8 @@ def run_judge_check(
 
     section: dict[str, Any] = {"source": source, "model": evaluator.settings.judge_model}
     try:
-        noted = evaluator.answers  # None where nothing reads them: none are noted
-        tests_judged = set(noted or ())
-        try:
+        with evaluator.noting_nothing():
             results = evaluator.runner.run(judge_labels(items, evaluator))
-        finally:
-            # The labelled items' answers say nothing about how the tests' judgments were spread.
-            if noted is not None:
-                for key in set(noted) - tests_judged:
-                    del noted[key]
     except RagMetricsError as exc:
         return {**section, "kinds": [], "floors": [], "passed": False, "error": f"{source}: {exc}"}
     rows = check_floors(floors, results, compare, source)

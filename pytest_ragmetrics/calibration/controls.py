@@ -489,17 +489,11 @@ def run_controls(
     from ..gates import compare
 
     section: dict[str, Any] = {"pairs": len(pairs), "model": evaluator.settings.judge_model}
-    noted = evaluator.answers  # None where nothing reads them: none are noted
-    judged_before = set(noted or ())
     try:
-        shares = evaluator.runner.run(judge_controls(pairs, kinds, evaluator))
+        with evaluator.noting_nothing():
+            shares = evaluator.runner.run(judge_controls(pairs, kinds, evaluator))
     except RagMetricsError as exc:
         return {**section, "kinds": [], "floors": [], "warnings": [], "passed": False, "error": str(exc)}
-    finally:
-        # What the controls decided says nothing about how the tests' judgments were spread.
-        if noted is not None:
-            for key in set(noted) - judged_before:
-                del noted[key]
     rows = check_control_floors(floors, shares, compare)
     warnings = _share_warnings(shares)
     if wanted is not None:
