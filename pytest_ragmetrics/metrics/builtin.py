@@ -482,10 +482,8 @@ class ContextRelevance:
             for rank, (chunk, (rating, reason, cached)) in enumerate(
                 zip(contexts, per_model[0], strict=True), start=1
             ):
-                if rank - 1 in disagreed:
-                    label = REL.rating_label(rating, unanimous=False)
-                else:
-                    label = _RATED.get(rating) or REL.rating_label(rating)
+                unanimous = rank - 1 not in disagreed
+                label = (unanimous and _RATED.get(rating)) or REL.rating_label(rating, unanimous)
                 verdicts.append(
                     new_verdict("chunk", rank, chunk, rating / 2, label, reason, rank, (), cached, None)
                 )
