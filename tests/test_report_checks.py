@@ -526,3 +526,75 @@ def test_report_merge_and_baseline_compare_refuse_a_gate_a_built_in_metric_canno
     assert main(["baseline", "compare", str(report), str(report), "--gate", gate]) == 4
     assert "context_precision lies between 0 and 1, so a threshold of 1.5" in capsys.readouterr().err
     assert main([*merge, "--gate", "context_precision mean >= 0.5", str(report)]) == 0
+
+
+def scored_by(
+    score: float, sampling: str, nodeid: str = "tests/test_rag.py::test_precision[q2]"
+) -> dict[str, Any]:
+    """A passing report whose precision comparison scores sample q2 (one evaluation) ``score``."""
+    report = passing(example_report())
+    row = next(r for r in report["results"] if r["metric"] == "context_precision")
+    row.update(nodeid=nodeid, score=score)
+    row["samples"][0].update(
+        score=score, key="e" * 64, judges=["gpt-4o-mini"], sampling=sampling, verdicts=[]
+    )
+    return report
+
+
+@pytest.mark.filterwarnings("default")
+@pytest.mark.parametrize(
+    ("sampling", "why"),
+    [
+        (
+            "temperature 0.7, seed none, n 1",
+            "judged at temperature 0.7, seed none, n 1, where each live judging",
+        ),
+        (
+            "temperature 0, seed 0, n 1",
+            "judged alike: an edited report, or a judge that answered one request",
+        ),
+    ],
+)
+def test_report_merge_and_baseline_compare_name_an_evaluation_scored_twice_and_the_score_that_counts(
+    tmp_path, capsys, sampling, why
+):
+    """Two shards scoring one evaluation differently merge (live shards above temperature 0 may), and
+    a warning names the evaluation, each file's score and the one counted; one report alike."""
+    from pytest_ragmetrics.__main__ import main
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(scored_by(0.5, sampling)))
+    b.write_text(json.dumps(scored_by(1.0, sampling, nodeid="tests/test_rag.py::test_precision_again")))
+    merged = tmp_path / "m.json"
+    capsys.readouterr()
+    args = ["report", "merge", "--allow-partial", "--output", str(merged), str(a), str(b)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: report merge: 1 evaluation(s) scored differently in two places; each counts once, with "
+        "the first score listed:\n"
+        f"  context_precision: sample 'q2', evaluation eeeeeeeeeeee: 0.5 in {a} "
+        f"(tests/test_rag.py::test_precision[q2]), 1 in {b} (tests/test_rag.py::test_precision_again) ({why}"
+    ) in err
+    summary = json.loads(merged.read_text())["summary"]["metrics"]
+    assert next(m for m in summary if m["metric"] == "context_precision")["mean"] == 0.5
+    both = json.loads(merged.read_text())
+    merged.write_text(json.dumps(both))
+    assert main(["baseline", "compare", str(merged), str(a)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: baseline compare: 1 evaluation(s)" in err and f": 0.5 in {merged} (" in err
+    assert str(a) not in err.replace(f"{merged}", "")
+
+
+def test_an_evaluation_scored_alike_twice_is_no_warning(tmp_path, capsys):
+    from pytest_ragmetrics.__main__ import main
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(scored_by(0.5, "temperature 0, seed 0, n 1")))
+    b.write_text(json.dumps(scored_by(0.5, "temperature 0, seed 0, n 1", nodeid="tests/test_rag.py::t")))
+    capsys.readouterr()
+    assert (
+        main(["report", "merge", "--allow-partial", "--output", str(tmp_path / "m.json"), str(a), str(b)])
+        == 0
+    )
+    assert "warning" not in capsys.readouterr().err

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._files import replaceable, starts_json_object
 from ..errors import ConfigError
-from .json_report import sort_results
+from .json_report import result_order, sort_results
 
 if TYPE_CHECKING:
     from ..baseline import RegressionGate
@@ -41,6 +42,7 @@ __all__ = [
     "no_claims_counts",
     "per_sample_scores",
     "run_samples",
+    "scored_twice",
     "write_reports",
 ]
 
@@ -663,6 +665,73 @@ def keep_untouched_entries(
     if differences:
         return None, count, differences
     return merge_reports([report, part]), count, []
+
+
+#: Evaluations scored twice that a warning lists; the rest are counted.
+_TWICE_SHOWN = 10
+
+
+def scored_twice(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> str | None:
+    """A warning naming every evaluation the reports ``names`` (one per report) score differently in
+    two places, or ``None``: one metric's score of one sample's content (its ``key``) that two
+    comparisons give two values. Each evaluation counts once, from the first comparison in the
+    report's order (see :func:`_distinct_samples`), so the other score is left out of every figure.
+
+    Legitimate when the judges differed (two tests asking different models), or when the judge
+    sampled above temperature 0 (shards judging live each drew their own answer); otherwise the
+    report was edited, or a server answered one request two ways. The warning says which.
+    """
+    from ..specs import format_metric, format_number, parse_finite
+
+    pairs = zip(reports, names, strict=True)
+    tagged = sorted(
+        ((row, name) for report, name in pairs for row in report.get("results") or ()),
+        key=lambda pair: result_order(pair[0]),
+    )
+    # (metric, method, key) -> every score it was given, the first the one counted, with where from
+    found: dict[tuple[str, str | None, str], list[tuple[Any, str, Mapping[str, Any]]]] = {}
+    for row, name in tagged:
+        if row.get("xfail"):
+            continue
+        for sample in row.get("samples") or ():
+            key = sample.get("key")
+            if isinstance(key, str) and key:
+                score = sample.get("score")
+                value = sample.get("outcome") if score is None else float(score)
+                found.setdefault((str(row["metric"]), row.get("method"), key), []).append(
+                    (value, f"{name} ({row.get('nodeid')})", sample)
+                )
+    lines = []
+    for (metric, method, key), given in found.items():
+        values = {value for value, _, _ in given}
+        if len(values) < 2:
+            continue
+        sid = next((s.get("id") for _, _, s in given if s.get("id") is not None), None)
+        shown = ", ".join(
+            f"{format_number(v) if isinstance(v, float) else v} in {where}" for v, where, _ in given
+        )
+        judges = {tuple(s.get("judges") or ()) for _, _, s in given}
+        samplings = {str(s.get("sampling")) for _, _, s in given if s.get("sampling")}
+        temperatures = [
+            parse_finite(m.group(1)) for m in (re.match(r"temperature (\S+),", t) for t in samplings) if m
+        ]
+        if len(judges) > 1 or len(samplings) > 1:
+            why = "judged by different models or sampling"
+        elif any(t is not None and t > 0 for t in temperatures):
+            why = f"judged at {next(iter(samplings))}, where each live judging draws its own answer"
+        else:
+            why = "judged alike: an edited report, or a judge that answered one request two ways"
+        what = f"sample {sid!r}, evaluation {key[:12]}" if sid is not None else f"evaluation {key[:12]}"
+        lines.append(f"{format_metric(metric, method)}: {what}: {shown} ({why})")
+    if not lines:
+        return None
+    listed = "".join(f"\n  {line}" for line in lines[:_TWICE_SHOWN])
+    if len(lines) > _TWICE_SHOWN:
+        listed += f"\n  ... and {len(lines) - _TWICE_SHOWN} more"
+    return (
+        f"{len(lines)} evaluation(s) scored differently in two places; each counts once, with the first "
+        f"score listed:{listed}"
+    )
 
 
 def _shown_values(values: Mapping[str, Any]) -> str:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import EXIT_USAGE, ConfigError
+from ..errors import EXIT_USAGE, ConfigError, RagMetricsWarning
 
 __all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "add_commands", "run"]
 
@@ -180,6 +181,15 @@ def _refuse_mixed(report: Mapping[str, Any], command: str) -> None:
         )
 
 
+def _warn_scored_twice(reports: Sequence[Mapping[str, Any]], paths: Sequence[Path], command: str) -> None:
+    """Say which evaluations the reports score twice, differently: only one of the scores counts."""
+    from .build import scored_twice
+
+    said = scored_twice(reports, [str(path) for path in paths])
+    if said:
+        warnings.warn(f"{command}: {said}", RagMetricsWarning, stacklevel=2)
+
+
 def ran_part(report: Mapping[str, Any]) -> bool:
     """Whether the run of ``report`` ran part of the tests it collected (a shard, ``-k``...), as its
     ``summary.suite`` records: a sample it lacks is then not measured, not removed."""
@@ -209,6 +219,8 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
     gate_lines, regression_lines, _ = _gate_lines(args, ini)
     baseline = load_report(args.baseline_path, "baseline")
     current = load_report(args.current_path, "report")
+    for report, path in ((baseline, args.baseline_path), (current, args.current_path)):
+        _warn_scored_twice([report], [path], "baseline compare")
     catalog = _catalog([baseline, current])
     gates = parse_gates(gate_lines, catalog)
     regression = parse_regression_gates(regression_lines, catalog)
@@ -280,6 +292,7 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
             + "\n(--allow-mixed merges shards made with different settings or files, --allow-partial shards "
             "that do not make the whole suite)"
         )
+    _warn_scored_twice(shards, args.inputs, "report merge")
     baseline = load_report(baseline_path, "baseline") if baseline_path is not None else None
     catalog = _catalog([*shards, *([baseline] if baseline else [])])
     gates = parse_gates(gate_lines, catalog)

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..report_schema import check_version
 
-__all__ = ["LOCAL_FIGURES", "sort_results", "to_json"]
+__all__ = ["LOCAL_FIGURES", "result_order", "sort_results", "to_json"]
 
 #: ``summary.judge`` figures that describe this machine, not the run's judgments: two replays of the
 #: same store differ in them. Where each judgment came from (``calls``, ``store_hits``, ``cache_hits``,
@@ -55,14 +55,16 @@ def sort_results(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     Under pytest-xdist rows arrive in whatever order workers finish, so the plugin sorts them with
     this before writing a report.
     """
-    return sorted(
-        rows,
-        key=lambda row: (
-            str(row.get("nodeid", "")),
-            str(row.get("metric", "")),
-            _method_key(row.get("method")),
-            str(row.get("stat", "")),
-        ),
+    return sorted(rows, key=result_order)
+
+
+def result_order(row: Mapping[str, Any]) -> tuple[str, str, tuple[int, str], str]:
+    """Where ``row`` stands in a report: its place in :func:`sort_results`' order."""
+    return (
+        str(row.get("nodeid", "")),
+        str(row.get("metric", "")),
+        _method_key(row.get("method")),
+        str(row.get("stat", "")),
     )
 
 
