@@ -544,12 +544,12 @@ def test_a_damaged_store_line_is_one_warning_line_not_a_line_of_our_source(popul
     shard = sorted(populated["store"].glob("??.jsonl"))[0]
     number = len(shard.read_text(encoding="utf-8").splitlines()) + 1
     with shard.open("a", encoding="utf-8") as handle:
-        handle.write("<<<<<<< HEAD\n")
+        handle.write("# reviewed\n")
     assert cli("cache", "stats", "--cache-dir", populated["cache"], "--store-dir", populated["store"]) == 0
     err = capsys.readouterr().err
     assert err == (
         f"warning: the judgment store shard {shard} has a line that is not a judgment "
-        f"(line {number}: '<<<<<<< HEAD'); it is skipped\n"
+        f"(line {number}: '# reviewed'); it is skipped\n"
     )
 
 

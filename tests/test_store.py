@@ -265,16 +265,16 @@ def test_a_line_that_is_not_a_judgment_is_ignored_with_a_warning_and_kept(tmp_pa
     request = make_request()
     path = put(store, request, make_answer())
     with path.open("a", encoding="utf-8") as handle:
-        handle.write("<<<<<<< HEAD\n")
+        handle.write("# reviewed\n")
     reader = JudgmentStore(tmp_path)
     with pytest.warns(
         RagMetricsWarning,
-        match=r"shard .*\.jsonl has a line that is not a judgment \(line 2: '<<<<<<< HEAD'\)",
+        match=r"shard .*\.jsonl has a line that is not a judgment \(line 2: '# reviewed'\)",
     ):
         assert reader.get(request) is not None
     put(reader, make_request(2), make_answer())
     reader.flush()
-    assert "<<<<<<< HEAD" in lines_of(path)  # never deleted: a person decides
+    assert "# reviewed" in lines_of(path)  # never deleted: a person decides
 
 
 @pytest.mark.parametrize("bad", ["A" * 64, "g" * 64, "0" * 63 + "-"], ids=["upper", "not hex", "sign"])
@@ -898,3 +898,44 @@ def test_a_line_that_grew_in_place_is_read_whole_where_it_now_ends(tmp_path):
         warnings.simplefilter("error")  # no line is damaged
         assert stored(reader, first).choices[0]["reason"] == "mentions Paris — the capitals"
         assert stored(reader, second).choices[0]["reason"] == "mentions Paris — the capita"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_shard_left_in_a_merge_conflict_says_so_once_naming_its_first_marker_and_reads_both_sides(tmp_path):
+    """Without the store's union merge (its .gitattributes gone), two branches that each re-recorded one
+    judgment conflict: the shard's marker lines are named once as an unresolved merge conflict, not
+    read as judgments, and the judgment on both sides counts from the later line, as after a union."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    store_dir = repo / "judgments"
+    request = make_request()
+    put(JudgmentStore(store_dir), request, make_answer(True, judged_at="2025-01-01T00:00:00Z"))
+    (store_dir / ".gitattributes").unlink()
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "checkout", "-q", "-b", "other")
+    put(JudgmentStore(store_dir), request, make_answer(False, judged_at="2025-02-01T00:00:00Z"))
+    (store_dir / ".gitattributes").unlink()  # written again where missing
+    _git(repo, "commit", "-q", "-am", "other")
+    _git(repo, "checkout", "-q", "main")
+    put(JudgmentStore(store_dir), request, make_answer(True, judged_at="2025-03-01T00:00:00Z"))
+    (store_dir / ".gitattributes").unlink()
+    _git(repo, "commit", "-q", "-am", "mine")
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+    merge = subprocess.run(
+        ["git", "merge", "-q", "other"], cwd=repo, env=env, capture_output=True, check=False
+    )
+    assert merge.returncode != 0  # the conflict
+    path = store_dir / f"{request.cache_key()[:2]}.jsonl"
+    number = lines_of(path).index("<<<<<<< HEAD") + 1
+    with pytest.warns(RagMetricsWarning) as caught:
+        answer = JudgmentStore(store_dir).get(request)
+    messages = [str(w.message) for w in caught if "merge conflict" in str(w.message)]
+    assert messages == [
+        f"the judgment store shard {path} holds an unresolved merge conflict (line {number}: '<<<<<<< HEAD'): "
+        "its marker lines are skipped and the lines on both sides read, the later line of a judgment on "
+        "both sides counting. Resolve it: delete the marker lines and the line that is wrong (the "
+        ".gitattributes the store writes, '*.jsonl merge=union', keeps both sides' lines with no conflict)"
+    ]
+    assert answer is not None and answer.choices[0]["useful"] is False  # the later side's line

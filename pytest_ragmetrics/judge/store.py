@@ -432,7 +432,18 @@ class JudgmentStore:
             if key is None:
                 key = _key_of(line)
             if key is None:
-                if line.strip():
+                if line.startswith(_CONFLICT_MARKERS):
+                    number = _line_number(shard.fd, base + start)
+                    marker = line[:80].decode("utf-8", "replace").rstrip()
+                    self._warn(
+                        f"merge conflict:{path}",
+                        f"the judgment store shard {path} holds an unresolved merge conflict (line {number}: "
+                        f"{marker!r}): its marker lines are skipped and "
+                        "the lines on both sides read, the later line of a judgment on both sides counting. "
+                        "Resolve it: delete the marker lines and the line that is wrong (the .gitattributes "
+                        "the store writes, '*.jsonl merge=union', keeps both sides' lines with no conflict)",
+                    )
+                elif line.strip():
                     number = _line_number(shard.fd, base + start)
                     self._warn(
                         f"line:{path}:{number}",
@@ -772,6 +783,11 @@ class JudgmentStore:
                 self._rewrite(name, drop=keys)
                 self._written.pop(name, None)
         return removed
+
+
+#: How git marks the sides of a merge conflict in a file, each at the start of its own line
+#: (``|||||||`` with ``merge.conflictStyle = diff3``).
+_CONFLICT_MARKERS = (b"<<<<<<< ", b"||||||| ", b"=======", b">>>>>>> ")
 
 
 def _belongs(line: bytes, name: str) -> bool:
