@@ -370,7 +370,7 @@ class RagmetricsSession:
         """Why the labelled samples behind the corrected means may not be a uniform sample."""
         if self.labels is None:
             return []
-        from .calibration.drawing import draw_warnings, read_draw, record_path
+        from .calibration.drawing import draw_warnings, golden_changed, read_draw, record_path
         from .report.build import labelled_ids
 
         labelled, scored = labelled_ids(self.rows)
@@ -383,7 +383,9 @@ class RagmetricsSession:
                 record = read_draw(path)
             except ValueError as exc:
                 problem = str(exc)
-        return draw_warnings(labelled, scored, record, self.shown(str(self.settings.judge_check)), problem)
+        said = draw_warnings(labelled, scored, record, self.shown(str(self.settings.judge_check)), problem)
+        changed = golden_changed(record, path, self.config.rootpath) if record is not None else None
+        return [changed, *said] if changed else said
 
     def _catalog(self, lines: tuple[str, ...]) -> MetricCatalog:
         """The metrics gate-like ``lines`` may name; the hooks are asked only when a line names a

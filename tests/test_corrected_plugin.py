@@ -4,6 +4,7 @@ sample the score its labels make, the report puts the corrected mean beside the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -427,3 +428,47 @@ def test_a_damaged_sample_record_is_named_and_the_draw_checks_say_what_is_off(tm
     assert missing.startswith(
         "1 drawn samples the run scored have no labelled score for every judged metric (c)"
     )
+
+
+def test_a_golden_set_changed_since_its_labelling_sample_was_drawn_is_warned_about(project):
+    """The record's golden_sha256 is checked against the golden set it names (relative to the root
+    directory): the same file with other line ends passes, an edited one is named, a moved one too."""
+    from pytest_ragmetrics.__main__ import main
+
+    assert (
+        main(["labels", "sample", "--n", "4", "--seed", "7", "golden.jsonl", "--out", "labels.sample.json"])
+        == 0
+    )
+    record = json.loads(project.path.joinpath("labels.sample.json").read_text())
+    project.path.joinpath("labels.jsonl").write_text(labels_for([int(i[1:]) for i in record["ids"]]))
+    golden_file = project.path / "golden.jsonl"
+    golden_file.write_bytes(golden_file.read_bytes().replace(b"\n", b"\r\n"))  # a Windows checkout
+    with FakeJudgeServer(biased) as server:
+        same = run(project, server)
+        golden_file.write_text("\n".join(json.dumps(row) for row in golden()[:-1]))  # one sample fewer
+        edited = run(project, server)
+    assert "golden set" not in same.stdout.str()
+    edited.stdout.fnmatch_lines(
+        [
+            "*ragmetrics warning: the golden set golden.jsonl changed since labels.sample.json was drawn from "
+            f"it (sha256 *…, labels.sample.json records {record['golden_sha256'][:12]}…): the labelled samples "
+            "may no longer be a uniform sample of it; draw again with python -m pytest_ragmetrics labels "
+            "sample and label what it draws*"
+        ]
+    )
+
+
+def test_a_golden_set_its_labelling_sample_names_and_no_longer_found_is_named(tmp_path):
+    from pytest_ragmetrics.calibration.drawing import golden_changed
+
+    record = {"golden": "tests/golden.jsonl", "golden_sha256": "0" * 64, "ids": ["a"]}
+    where = tmp_path / "tests" / "labels.sample.json"
+    assert golden_changed(record, where, tmp_path) == (
+        f"the golden set tests/golden.jsonl that labels.sample.json was drawn from is not found (looked in "
+        f"{tmp_path / 'tests'} and {tmp_path / 'tests' / 'tests'}): the drawn samples cannot be checked against it"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "golden.jsonl").write_bytes(b"{}\n")
+    record["golden_sha256"] = hashlib.sha256(b"{}\n").hexdigest()
+    assert golden_changed(record, where, tmp_path) is None
+    assert golden_changed({"ids": ["a"]}, where, tmp_path) is None  # nothing recorded to check

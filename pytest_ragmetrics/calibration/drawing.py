@@ -23,7 +23,15 @@ from typing import Any, TextIO
 
 from .._files import json_type, replaceable, starts_json_object, write_text_atomic
 
-__all__ = ["COMMAND", "draw_ids", "draw_record", "draw_warnings", "read_draw", "record_path"]
+__all__ = [
+    "COMMAND",
+    "draw_ids",
+    "draw_record",
+    "draw_warnings",
+    "golden_changed",
+    "read_draw",
+    "record_path",
+]
 
 #: The command that draws a labelling sample, as messages name it.
 COMMAND = "python -m pytest_ragmetrics labels sample"
@@ -87,6 +95,36 @@ def read_draw(path: Path) -> Mapping[str, Any]:
     if why:
         raise ValueError(f"{path.name}: not a record written by {COMMAND} ({why})")
     return data  # type: ignore[no-any-return]
+
+
+def golden_changed(record: Mapping[str, Any], where: Path, root: Path) -> str | None:
+    """Why the golden set the draw record at ``where`` names is no longer the file it was drawn
+    from (its ``golden_sha256`` differs, or it is not found), or ``None``. A relative name is looked
+    for under ``root`` (the run's root directory) and then beside the record. A file only checked
+    out with other line ends (git's ``autocrlf``) is the same file."""
+    golden, recorded = record.get("golden"), record.get("golden_sha256")
+    if not isinstance(golden, str) or not isinstance(recorded, str):
+        return None  # nothing recorded to check against
+    candidates = [Path(golden)] if Path(golden).is_absolute() else [root / golden, where.parent / golden]
+    found = next((path for path in candidates if path.is_file()), None)
+    if found is None:
+        return (
+            f"the golden set {golden} that {where.name} was drawn from is not found (looked in "
+            f"{' and '.join(str(path.parent) for path in candidates)}): the drawn samples cannot be checked "
+            "against it"
+        )
+    try:
+        data = found.read_bytes()
+    except OSError as exc:
+        return f"cannot read the golden set {golden} that {where.name} was drawn from: {exc.strerror or exc}"
+    lf = data.replace(b"\r\n", b"\n")
+    if recorded in {hashlib.sha256(text).hexdigest() for text in (data, lf, lf.replace(b"\n", b"\r\n"))}:
+        return None
+    return (
+        f"the golden set {golden} changed since {where.name} was drawn from it (sha256 "
+        f"{hashlib.sha256(data).hexdigest()[:12]}…, {where.name} records {recorded[:12]}…): the labelled "
+        f"samples may no longer be a uniform sample of it; draw again with {COMMAND} and label what it draws"
+    )
 
 
 def _listed(ids: Iterable[str], limit: int = 5) -> str:
