@@ -83,7 +83,9 @@ def choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     return convert
 
 
-def number(kind: type, low: float | None = None, optional: bool = False) -> Callable[[Any, str], Any]:
+def number(
+    kind: type, low: float | None = None, optional: bool = False, high: float | None = None
+) -> Callable[[Any, str], Any]:
     word = "an integer" if kind is int else "a number"
 
     def convert(value: Any, name: str) -> Any:
@@ -102,6 +104,8 @@ def number(kind: type, low: float | None = None, optional: bool = False) -> Call
             raise ConfigError(f"{name} must be a finite number; got {value!r}", setting=name)
         if low is not None and number < low:
             raise ConfigError(f"{name} must be at least {low:g}; got {value!r}", setting=name)
+        if high is not None and number > high:
+            raise ConfigError(f"{name} must be at most {high:g}; got {value!r}", setting=name)
         if kind is int and number > _MAX_INT:
             raise ConfigError(f"{name} must be at most {_MAX_INT}; got {value!r}", setting=name)
         return number
@@ -145,13 +149,13 @@ _PLAIN: dict[str, Callable[[Any, str], Any]] = {
 
 
 def converter(
-    kind: str, choices: tuple[str, ...], low: float | None, optional: bool
+    kind: str, choices: tuple[str, ...], low: float | None, optional: bool, high: float | None = None
 ) -> Callable[[Any, str], Any]:
     """The converter of an option of ``kind`` (see :class:`~pytest_ragmetrics.options.Option`):
-    ``choices`` for ``"choice"``, the least value ``low`` and ``optional`` (the word none, or
-    nothing, is ``None``) for ``"int"`` and ``"float"``."""
+    ``choices`` for ``"choice"``, the least value ``low``, the greatest ``high`` and ``optional``
+    (the word none, or nothing, is ``None``) for ``"int"`` and ``"float"``."""
     if kind == "choice":
         return choice(choices)
     if kind in ("int", "float"):
-        return number(int if kind == "int" else float, low, optional)
+        return number(int if kind == "int" else float, low, optional, high)
     return _PLAIN[kind]

@@ -28,8 +28,8 @@ class Option:
 
     ``kind`` names its converter (see :mod:`pytest_ragmetrics._convert`, loaded when settings are
     resolved): ``text``, ``optional_text``, ``report_path``, ``batch_path``, ``flag``, ``names``, ``lines``,
-    ``choice`` (one of ``choices``), or ``int`` / ``float`` (at least ``low``; the word none is
-    ``None`` for a setting whose ``None`` means "not set"; an empty value is refused).
+    ``choice`` (one of ``choices``), or ``int`` / ``float`` (at least ``low``, at most ``high``; the
+    word none is ``None`` for a setting whose ``None`` means "not set"; an empty value is refused).
 
     A plain class rather than a dataclass: this module is imported by every pytest run with the
     plugin installed, and generating a dataclass's methods costs more than the whole table.
@@ -42,6 +42,7 @@ class Option:
         "env",
         "flag",
         "help",
+        "high",
         "ini_type",
         "kind",
         "low",
@@ -58,6 +59,7 @@ class Option:
         metavar: str | None = None,
         *,
         low: float | None = None,
+        high: float | None = None,
         ini_type: str | None = None,
         flag: bool = False,
         cli: bool = True,
@@ -68,6 +70,7 @@ class Option:
         self.name = name
         self.kind = kind
         self.low = low
+        self.high = high
         self._convert: Callable[[Any, str], Any] | None = None
         self.help = help
         self.metavar = metavar
@@ -89,7 +92,9 @@ class Option:
         if convert is None:
             from ._convert import converter
 
-            convert = self._convert = converter(self.kind, self.choices, self.low, self.name in _OPTIONAL)
+            convert = self._convert = converter(
+                self.kind, self.choices, self.low, self.name in _OPTIONAL, self.high
+            )
         return convert
 
     def __repr__(self) -> str:
@@ -182,9 +187,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "judge_n",
         "int",
-        "judge samples per judgment (self-consistency: majority vote, mean rating)",
+        "judge samples per judgment, 1 to 128 as OpenAI takes (self-consistency: majority vote, mean "
+        "rating)",
         "N",
         low=1,
+        high=128,
     ),
     Option("concurrency", "int", "judge requests in flight at once", "N", low=1),
     Option(

@@ -128,6 +128,8 @@ def test_help_shows_ini_keys_with_their_types(pytester):
         ("rag_concurrency = many", [], "*ragmetrics: rag_concurrency must be an integer*many*) (in tox.ini)"),
         ("rag_timeout = soon", [], "*ragmetrics: rag_timeout must be a number*soon*) (in tox.ini)"),
         ("rag_concurrency = 0", [], "*ragmetrics: rag_concurrency must be at least 1; got*0* (in tox.ini)"),
+        ("rag_judge_n = 100000", [], "*ragmetrics: rag_judge_n must be at most 128; got*100000* (in tox.ini)"),
+        ("", ["--rag-judge-n", "129"], "*--rag-judge-n must be at most 128; got '129'*"),
         ("rag_report = maybe", [], "*ragmetrics: rag_report must be true or false*maybe* (in tox.ini)"),
         (
             "rag_gates = context_recall mean >= 2",

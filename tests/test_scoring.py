@@ -142,6 +142,9 @@ def test_settings_built_directly_are_validated():
 
     with pytest.raises(ConfigError, match=r"Settings\.judge_n must be at least 1"):
         Settings(judge_n=0)
+    with pytest.raises(ConfigError, match=r"Settings\.judge_n must be at most 128; got 100000"):
+        Settings(judge_n=100000)  # OpenAI takes n up to 128
+    assert Settings(judge_n=128, temperature=0.7).judge_n == 128
     with pytest.raises(
         ConfigError, match=r"Settings\.relevance_method must be one of graded, sentence, binary"
     ):
