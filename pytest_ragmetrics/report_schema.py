@@ -349,6 +349,13 @@ class JudgeCheckFloor(TypedDict, total=False):
     value: float | None
     passed: bool
     reason: str | None
+    #: The labelled units the value is over, and the floor's error rates at that number: the chance
+    #: it fails a good judge (``false_alarm``) and passes a bad one (``miss``), as a controls floor's.
+    judged: int
+    false_alarm: float
+    miss: float
+    #: Too few labelled units to decide: the floor passes and its reason says so.
+    skipped: bool
     #: Failed floors only.
     resting_on: RestingOn
 

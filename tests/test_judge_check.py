@@ -452,3 +452,46 @@ def test_a_check_without_floors_reports_and_never_fails(project, serve):
     result = project.runpytest("-o", "rag_judge_agreement=", "-o", "rag_gates=", "--rag-report")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["context_precision * chunk * 4 * 0.500 * 0.000 * - * 0.000"])
+
+
+@pytest.mark.parametrize("verdict", [True, False], ids=["agrees", "disagrees"])
+def test_an_agreement_floor_over_too_few_labelled_units_is_not_decided_as_a_controls_floor(verdict):
+    """One labelled chunk tells a good judge from a coin toss no better than one control: the floor
+    passes, not decided, saying at how many units and with what error rates, whatever the judge said."""
+    from pytest_ragmetrics.calibration.check import KindAgreement, check_floors, parse_floor
+    from pytest_ragmetrics.gates import compare
+
+    floor = parse_floor("context_precision accuracy >= 0.8")
+    one = KindAgreement("context_precision", "m", items=1, labels=[True], verdicts=[verdict])
+    (row,) = check_floors([floor], [one], compare, "labels.jsonl")
+    assert row["passed"] and row["skipped"] and row["judged"] == 1
+    assert row["reason"] == (
+        "not decided: too few labelled chunks (1) to tell a good judge from a bad one (false alarm 5.0%, "
+        "miss 50.0% at 1 chunk); label more items in labels.jsonl"
+    )
+    many = KindAgreement("context_precision", "m", items=10, labels=[True] * 10, verdicts=[verdict] * 10)
+    (row,) = check_floors([floor], [many], compare, "labels.jsonl")
+    assert row["passed"] is verdict and "skipped" not in row and row["judged"] == 10
+    assert row["miss"] == pytest.approx(56 / 1024) and row["false_alarm"] < 0.25  # 8 of 10 by chance
+
+
+def test_a_floor_over_one_labelled_chunk_passes_the_run_not_decided_and_says_so(pytester, serve):
+    """Before, one chunk the judge got wrong failed the run, and one it got right passed it."""
+    write_labels(pytester, LABELS[:1])
+    pytester.makeini("[pytest]\nrag_judge_check = labels.jsonl\nrag_judge_agreement = context_precision accuracy >= 0.8\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    serve("always-no")
+    result = pytester.runpytest("--rag-report", "--rag-report-md=report.md")
+    assert result.ret == 0, result.stdout.str()
+    reason = (
+        "not decided: too few labelled chunks (1) to tell a good judge from a bad one (false alarm 5.0%, "
+        "miss 50.0% at 1 chunk); label more items in labels.jsonl"
+    )
+    result.stdout.fnmatch_lines(
+        ["SKIP  context_precision accuracy >= 0.8  accuracy 0.000 over 1 chunk, judge always-no", f"      {reason}"]
+    )
+    short = pytester.runpytest()
+    assert short.ret == 0
+    short.stdout.fnmatch_lines([f"ragmetrics warning: judge check floor context_precision accuracy >= 0.8: {reason}"])
+    md = (pytester.path / "report.md").read_text()
+    assert "- not decided context\\_precision accuracy &gt;= 0.8: 0.000 (not decided: too few labelled" in md

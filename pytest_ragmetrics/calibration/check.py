@@ -31,14 +31,19 @@ if TYPE_CHECKING:
     from ..metrics.builtin import ScoringContext
 
 __all__ = [
+    "BAD_RATE",
+    "GOOD_RATE",
+    "MAX_ERROR_RATE",
     "STATISTICS",
     "CalibrationError",
     "Floor",
     "KindAgreement",
+    "agreement_rates",
     "check_floors",
     "judge_labels",
     "parse_floor",
     "parse_floors",
+    "rates_text",
     "run_judge_check",
 ]
 
@@ -59,6 +64,15 @@ CONTROLS = "controls"
 POSITIVE_CONTROLS = "positive_controls"
 #: The statistics of floors checked on the controls, not on the labels.
 CONTROL_STATISTICS = (CONTROLS, POSITIVE_CONTROLS)
+
+#: For a floor's error rates, the share of units a good judge gets right (gives the label; for
+#: controls, the verdict a control expects) and the share a bad one does, tossing a coin.
+GOOD_RATE = 0.95
+BAD_RATE = 0.5
+
+#: A floor whose false-alarm or miss rate at the units judged is above this is not decided: it
+#: passes, ``skipped``, and its reason says so (too few controls, or too few labelled units).
+MAX_ERROR_RATE = 0.25
 
 
 def metrics_of_kind(kind: str) -> tuple[tuple[str, str | None], ...]:
@@ -236,13 +250,43 @@ def parse_floors(lines: Sequence[str]) -> list[Floor]:
     return [parse_floor(line) for line in gate_lines(lines)]
 
 
+def rates_text(false_alarm: float, miss: float, judged: int, what: str) -> str:
+    """A floor's error rates at the ``judged`` units (``what``: controls, chunks...) it is decided on."""
+    return f"false alarm {false_alarm:.1%}, miss {miss:.1%} at {judged} {what}"
+
+
+def agreement_rates(
+    floor: Floor, n: int, classes: int, compare: Callable[[float, str, float], bool]
+) -> tuple[float, float]:
+    """``(false alarm, miss)`` of an agreement floor over ``n`` labelled units: the chance it fails a
+    judge that gives the label on :data:`GOOD_RATE` of the units, and passes one that does on
+    :data:`BAD_RATE` (binomial, as the controls' floors). A judge that gives the label on ``k`` units
+    is taken to score as over ``classes`` evenly spread classes: accuracy and f1 ``k / n``, a kappa
+    ``(k / n - 1 / classes) / (1 - 1 / classes)``."""
+    from ..stats import floor_error_rates
+
+    chance = 1 / classes
+    kappa = floor.stat in ("kappa", "weighted_kappa")
+
+    def passes(k: int) -> bool:
+        share = k / n
+        return compare((share - chance) / (1 - chance) if kappa else share, floor.op, floor.threshold)
+
+    return floor_error_rates(n, passes, GOOD_RATE, BAD_RATE)
+
+
 def check_floors(
     floors: Sequence[Floor],
     results: Sequence[KindAgreement],
     compare: Callable[[float, str, float], bool],
     source: str,
 ) -> list[dict[str, Any]]:
-    """One row per floor and judge model: value, passed, and why when it failed."""
+    """One row per floor and judge model: value, passed, and why when it failed.
+
+    A floor over too few labelled units for both its error rates (:func:`agreement_rates`) to stay
+    within :data:`MAX_ERROR_RATE` is not decided, as a controls floor over too few controls: it
+    passes, ``skipped``, and its reason says why.
+    """
     rows: list[dict[str, Any]] = []
     for floor in floors:
         if floor.stat in CONTROL_STATISTICS:
@@ -276,10 +320,21 @@ def check_floors(
                     "the verdicts all fall in one class; label items of the other class too"
                 )
             else:
-                passed = compare(value, floor.op, floor.threshold)
-                reason = (
-                    "" if passed else f"the {result.model} judge agrees with the labels less than required"
-                )
+                n = len(result.labels)
+                false_alarm, miss = agreement_rates(floor, n, len(result.classes), compare)
+                decided = {"judged": n, "false_alarm": false_alarm, "miss": miss}
+                rates = rates_text(false_alarm, miss, n, result.unit + ("" if n == 1 else "s"))
+                if max(false_alarm, miss) > MAX_ERROR_RATE:
+                    reason = (
+                        f"not decided: too few labelled {result.unit}s ({n}) to tell a good judge from a bad "
+                        f"one ({rates}); label more items in {source}"
+                    )
+                    decided["skipped"] = True
+                    passed = True
+                else:
+                    passed = compare(value, floor.op, floor.threshold)
+                    below = f"the {result.model} judge agrees with the labels less than required"
+                    reason = "" if passed else below
             rows.append(
                 {
                     "spec": floor.spec,
@@ -289,6 +344,7 @@ def check_floors(
                     "value": value,
                     "passed": passed,
                     "reason": reason,
+                    **(decided if value is not None else {}),
                 }
             )
     return rows

@@ -234,7 +234,10 @@ def _print_check(report: Mapping[str, Any], with_floors: bool, out: TextIO) -> N
         failed = [f["spec"] for f in m["floors"] if not f["passed"]]
         if m["errors"]:
             failed.append(f"{m['errors']} item(s) not judged")
+        undecided = [f["spec"] for f in m["floors"] if f.get("skipped")]  # too few labelled units
         verdict = "PASS" if not failed else "FAIL: " + "; ".join(failed)
+        if undecided:
+            verdict += "; not decided: " + "; ".join(undecided)
         latency = "-" if m["latency"] is None else f"{m['latency']:.2f}s"
         rows.append(
             [

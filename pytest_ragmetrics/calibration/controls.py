@@ -55,7 +55,7 @@ from ..errors import JudgeError, RagMetricsError
 from ..fields import invisible
 from ..sample import RagSample
 from ..text import normalize_text
-from .check import CONTROLS, POSITIVE_CONTROLS, Floor
+from .check import BAD_RATE, CONTROLS, GOOD_RATE, MAX_ERROR_RATE, POSITIVE_CONTROLS, Floor, rates_text
 
 if TYPE_CHECKING:
     from ..engine import Evaluator
@@ -81,14 +81,6 @@ __all__ = [
 #: Above this share of negative controls judged positive (below it, of positive controls) the run
 #: warns that the judge may not discriminate.
 WARN_SHARE = 0.5
-
-#: The share of controls a good judge gets right, and a bad one, for a floor's error rates: a good
-#: judge calls 5% of the negative controls useful and 95% of the positive ones; a bad one tosses a coin.
-GOOD_RATE = 0.95
-BAD_RATE = 0.5
-
-#: A floor whose false-alarm or miss rate at the controls judged is above this is not decided.
-MAX_ERROR_RATE = 0.25
 
 #: How many draws per wanted pair before giving up (a small or homogeneous golden set has few pairs).
 _DRAWS_PER_PAIR = 50
@@ -420,10 +412,6 @@ def floor_rates(
     return floor_error_rates(judged, lambda k: compare(k / judged, op, threshold), good, BAD_RATE)
 
 
-def _rates_text(false_alarm: float, miss: float, judged: int) -> str:
-    return f"false alarm {false_alarm:.1%}, miss {miss:.1%} at {judged} controls"
-
-
 def check_control_floors(
     floors: Sequence[Floor], shares: Sequence[ControlShare], compare: Callable[[float, str, float], bool]
 ) -> list[dict[str, Any]]:
@@ -459,7 +447,7 @@ def check_control_floors(
         assert value is not None  # judged controls give a share
         false_alarm, miss = floor_rates(floor.stat, floor.op, floor.threshold, share.judged, compare)
         row.update(judged=share.judged, false_alarm=false_alarm, miss=miss)
-        rates = _rates_text(false_alarm, miss, share.judged)
+        rates = rates_text(false_alarm, miss, share.judged, "controls")
         if max(false_alarm, miss) > MAX_ERROR_RATE:
             reason = (
                 f"not decided: too few controls ({share.judged}) to tell a good judge from a bad one "

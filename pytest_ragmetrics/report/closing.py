@@ -60,6 +60,12 @@ def judge_check_failures(report: Mapping[str, Any]) -> list[str]:
     summary = report.get("summary") or {}
     warnings = [f"ragmetrics warning: {w.get('message')}" for w in summary.get("judge_warnings") or []]
     check = summary.get("judge_check")
+    # A floor passed on too few labelled units says so plainly, as a controls floor does.
+    warnings = [
+        f"ragmetrics warning: judge check floor {floor.get('spec')}: {one_line(floor.get('reason') or '')}"
+        for floor in (check or {}).get("floors") or ()
+        if floor.get("skipped")
+    ] + warnings
     if not check or check.get("passed"):
         return warnings
     if check.get("error"):

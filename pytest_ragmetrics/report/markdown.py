@@ -392,9 +392,9 @@ def _judge_check(check: Mapping[str, Any]) -> list[str]:
     if items:
         lines.append("")
     for floor in check.get("floors") or []:
-        status = "PASS" if floor.get("passed") else "**FAIL**"
+        status = "not decided" if floor.get("skipped") else "PASS" if floor.get("passed") else "**FAIL**"
         text = f"- {status} {escape_markdown(floor.get('spec', '?'))}: {_score(floor.get('value'))}"
-        if not floor.get("passed") and floor.get("reason"):
+        if (floor.get("skipped") or not floor.get("passed")) and floor.get("reason"):
             text += f" ({escape_markdown(floor['reason'])})"
         resting = floor.get("resting_on")
         if resting and (resting.get("gates") or resting.get("comparisons")):

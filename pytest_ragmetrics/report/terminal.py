@@ -381,13 +381,12 @@ def _render_judge_check(tw: LineWriter, check: Mapping[str, Any], verbosity: int
             reason = one_line(error.get("reason", ""))
             tw.line(f"FAIL  {k.get('kind')} item {where}: no usable answer: {reason}", red=True)
     floors = list(check.get("floors") or [])
-    cells = [
-        ["PASS" if f.get("passed") else "FAIL", str(f.get("spec", "?")), floor_detail(f, kinds)]
-        for f in floors
-    ]
+    cells = [[gate_status(f), str(f.get("spec", "?")), floor_detail(f, kinds)] for f in floors]
     for floor, line in zip(floors, _columns(cells, right=set()), strict=True):
-        ok = bool(floor.get("passed"))
-        tw.line(line, green=ok, red=not ok)
+        ok, undecided = bool(floor.get("passed")), bool(floor.get("skipped"))
+        tw.line(line, green=ok and not undecided, yellow=undecided, red=not ok)
+        if undecided:
+            tw.line(f"      {one_line(floor.get('reason') or '')}")
         if not ok:
             if floor.get("reason") and floor.get("value") is not None:
                 tw.line(f"      {one_line(floor['reason'])}")
