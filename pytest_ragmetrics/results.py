@@ -134,9 +134,12 @@ class MetricResult:
     outcome: str | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.score, bool) or not isinstance(self.score, (int, float)) or math.isnan(self.score):
+        score = self.score
+        if type(score) is float and 0.0 <= score <= 1.0:  # the usual score, read once (NaN fails)
+            return
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score):
             raise ValueError(f"{self.name}: score must be a number in [0, 1], got {self.score!r}")
-        if not 0.0 <= self.score <= 1.0:
+        if not 0.0 <= score <= 1.0:
             raise ValueError(f"{self.name}: score must be in [0, 1], got {self.score!r}")
 
     @property
