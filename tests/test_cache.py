@@ -1153,7 +1153,8 @@ def test_a_process_reading_a_copy_of_the_cache_finds_the_answer_another_recorded
         finally:
             await waiter.aclose()
 
-    answer, found = asyncio.run(go())
+    with pytest.warns(RagMetricsWarning, match="can be written now"):  # the waiter's claim opened it
+        answer, found = asyncio.run(go())
     assert fake_judge_server.request_count == 1
     assert found.choices == answer.choices and found.source == "cache"
 
@@ -1534,3 +1535,36 @@ def test_an_entry_is_read_as_json_loads_reads_it(text):
             return type(exc).__name__, str(exc)
 
     assert outcome(_loads) == outcome(json.loads)
+
+
+def test_a_process_reading_a_copy_of_the_cache_says_when_its_new_judgments_are_cached_again(
+    fake_judge_server, dirs, monkeypatch
+):
+    """The copy's warning says the new judgments are not cached while the cache cannot be written;
+    once the process opens the cache itself (as it claims a judgment), a second warning says they
+    are cached from there on, and they are: the first warning alone was no longer true."""
+    import pytest_ragmetrics.judge.cache as cache_module
+
+    opener = cached_judge(None, dirs, with_store=False)
+    assert opener._disk() is not None  # the cache there, to be read from a copy
+    asyncio.run(opener.aclose())
+    reader = cached_judge(fake_judge_server, dirs, with_store=False)
+
+    def cannot(cache_dir: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(cache_dir))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cache_module, "open_disk_cache", cannot)
+        with pytest.warns(RagMetricsWarning, match="not cached while it cannot be written") as first:
+            assert reader._disk() is not None
+    assert len(first) == 1 and reader._read_only
+    request = make_request(1)
+    with pytest.warns(RagMetricsWarning) as caught:
+        [answer] = run(reader, request)
+    assert [str(w.message) for w in caught] == [
+        f"the judgment cache at {dirs.cache} can be written now: this run's new judgments are cached from "
+        "here on (those judged while it was read from a copy are not)"
+    ]
+    later = cached_judge(None, dirs, with_store=False)
+    [found] = run(later, request)
+    assert found.source == "cache" and found.choices == answer.choices

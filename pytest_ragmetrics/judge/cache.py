@@ -703,7 +703,8 @@ class CachedJudge:
             self._warn_once(
                 "cache-read-only",
                 f"the judgment cache at {self.cache_dir} cannot be written ({type(problem).__name__}: "
-                f"{problem}); it is read from a copy, and the new judgments of this run are not cached",
+                f"{problem}); it is read from a copy, and this run's new judgments are not cached while "
+                "it cannot be written (tried again as this process claims a judgment)",
             )
             return cache
         if replaced is not None:
@@ -970,6 +971,12 @@ class CachedJudge:
             return
         with self._lock:
             self._copy, self._cache, self._read_only = self._cache, live, False
+        # What the warning of the copy said is true no more: said so, once.
+        self._warn_once(
+            "cache-writable",
+            f"the judgment cache at {self.cache_dir} can be written now: this run's new judgments are "
+            "cached from here on (those judged while it was read from a copy are not)",
+        )
 
     def _recorded_meanwhile(self, request: JudgeRequest, key: str) -> JudgeAnswer | None:
         """The answer another process of this run recorded for ``key``: in the store (written first)
