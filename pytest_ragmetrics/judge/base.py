@@ -869,7 +869,8 @@ class _CheckWriter:
 
 def validate_answer(request: JudgeRequest, value: Any) -> Mapping[str, Any]:
     """Return ``value`` if it conforms to ``request.schema``, else raise :class:`InvalidJudgeAnswer`."""
-    errors = schema_errors(request.schema, value)
+    # The compiled check first: the reasons are worked out only for an answer that has some.
+    errors = [] if conforms(request.schema, value) else schema_errors(request.schema, value)
     if errors:
         shown = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
         raise InvalidJudgeAnswer(f"judge answer for {request.label or request.kind} is invalid: {shown}")
