@@ -919,7 +919,8 @@ def test_a_shard_left_in_a_merge_conflict_says_so_once_naming_its_first_marker_a
     (store_dir / ".gitattributes").unlink()  # written again where missing
     _git(repo, "commit", "-q", "-am", "other")
     _git(repo, "checkout", "-q", "main")
-    put(JudgmentStore(store_dir), request, make_answer(True, judged_at="2025-03-01T00:00:00Z"))
+    reworded = JudgeAnswer(({"reason": "names the capital", "useful": True},), Usage(120, 15), "judge-model-2025")
+    put(JudgmentStore(store_dir), request, reworded)
     (store_dir / ".gitattributes").unlink()
     _git(repo, "commit", "-q", "-am", "mine")
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -939,3 +940,22 @@ def test_a_shard_left_in_a_merge_conflict_says_so_once_naming_its_first_marker_a
         ".gitattributes the store writes, '*.jsonl merge=union', keeps both sides' lines with no conflict)"
     ]
     assert answer is not None and answer.choices[0]["useful"] is False  # the later side's line
+
+
+def test_the_same_answer_judged_again_leaves_its_line_byte_identical_and_a_new_answer_replaces_it(tmp_path):
+    """--rag-cache=refresh with a judge that answers as before (hand labels) rewrote every line for its
+    new judged_at alone: a diff of every shard for nothing changed."""
+    requests = [make_request(i) for i in range(3)]
+    store = JudgmentStore(tmp_path)
+    store.put_many([(r, make_answer(True, judged_at="2025-01-01T00:00:00Z")) for r in requests])
+    store.flush()
+    before = {path.name: path.read_bytes() for path in store.shard_paths()}
+    again = JudgmentStore(tmp_path)
+    again.put_many([(r, make_answer(True, judged_at="2026-11-28T00:00:00Z")) for r in requests])
+    again.flush()
+    assert {path.name: path.read_bytes() for path in again.shard_paths()} == before
+    again.put_many([(requests[0], make_answer(False, judged_at="2026-11-28T00:00:00Z"))])
+    again.flush()
+    changed = stored(JudgmentStore(tmp_path), requests[0])
+    assert changed.choices[0]["useful"] is False and changed.judged_at == "2026-11-28T00:00:00Z"
+    assert stored(JudgmentStore(tmp_path), requests[1]).judged_at == "2025-01-01T00:00:00Z"

@@ -692,17 +692,28 @@ class JudgmentStore:
         self.write_records([record_of(request, answer) for request, answer in pairs])
 
     def write_records(self, records: Iterable[dict[str, Any]]) -> None:
-        """Record judgment records (see :func:`record_of`), each replacing what its key held."""
-        by_shard: dict[str, dict[str, bytes]] = {}
+        """Record judgment records (see :func:`record_of`), each replacing what its key held. A record
+        that differs from the line its key holds only in when it was judged (``judged_at``: the
+        same answer judged again, as ``--rag-cache=refresh`` does) leaves that line as it is."""
+        by_shard: dict[str, dict[str, dict[str, Any]]] = {}
         for record in records:
             key = record["key"]
-            by_shard.setdefault(key[:2], {})[key] = dump_line(record)
+            by_shard.setdefault(key[:2], {})[key] = record
         if not by_shard:
             return
         with self._locked():
             self._write_repo_files()
-            for name, lines in sorted(by_shard.items()):
-                new = {key: line for key, line in lines.items() if self._line(key) != line}
+            for name, shard_records in sorted(by_shard.items()):
+                new = {}
+                for key, record in shard_records.items():
+                    held = self._line(key)
+                    line = dump_line(record)
+                    if held is not None and held != line and _judged_again(held, record):
+                        # Kept; but sorted by flush as a recorded one (another line of the key goes).
+                        self._written.setdefault(name, set())
+                        continue
+                    if held != line:
+                        new[key] = line
                 if not new:
                     continue
                 path = self.directory / f"{name}{SHARD_SUFFIX}"
@@ -783,6 +794,22 @@ class JudgmentStore:
                 self._rewrite(name, drop=keys)
                 self._written.pop(name, None)
         return removed
+
+
+def _judged_again(held: bytes, record: dict[str, Any]) -> bool:
+    """Whether ``record`` is the judgment on the line ``held`` judged again: the same line but for
+    its ``judged_at``."""
+    try:
+        earlier = loads_entry(held)
+        answer = earlier["answer"]
+        when = answer.get("judged_at")
+    except (ValueError, RecursionError, KeyError, TypeError, AttributeError):  # a damaged line
+        return False
+    again = {**record["answer"]}
+    again.pop("judged_at", None)
+    if when is not None:
+        again["judged_at"] = when
+    return dump_line({**record, "answer": again}) == held
 
 
 #: How git marks the sides of a merge conflict in a file, each at the start of its own line
