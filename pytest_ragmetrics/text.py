@@ -437,11 +437,12 @@ class PunktSplitter:
             return None  # "..": a range (0 .. N) or a typo, never a sentence end for Punkt either
         if first in _INVERTED_OPENERS:
             return after  # ... fin. ¿Qué?
-        # The word the period ends: what follows the last white space before it (str.split's white
-        # space is str.isspace's), found from the period back by split rather than a character at a time.
-        ending = text[start : begin + 1].rsplit(None, 1)[-1]
-        word_start = begin + 1 - len(ending)
-        token = _last_token(ending)
+        # Stepped back over the word alone: splitting text[start:begin] would copy the paragraph so far
+        # at every period, quadratic in a long paragraph's length.
+        word_start = begin
+        while word_start > start and not text[word_start - 1].isspace():
+            word_start -= 1
+        token = _last_token(text[word_start : begin + 1])
         if (
             token[:-1].lower() in _punkt.TIME_ABBREVIATIONS
             and _first_letter_is_upper(word)
