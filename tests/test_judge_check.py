@@ -495,3 +495,22 @@ def test_a_floor_over_one_labelled_chunk_passes_the_run_not_decided_and_says_so(
     short.stdout.fnmatch_lines([f"ragmetrics warning: judge check floor context_precision accuracy >= 0.8: {reason}"])
     md = (pytester.path / "report.md").read_text()
     assert "- not decided context\\_precision accuracy &gt;= 0.8: 0.000 (not decided: too few labelled" in md
+
+
+def test_a_strict_or_a_weak_agreement_floor_is_decided_on_its_value_over_many_labelled_units():
+    """A floor at or above a good judge's 95% (accuracy >= 0.95) fails such a judge about half the time
+    at any number of units: that is no reason to leave it undecided, as if 2,000 units were too few.
+    Nor is one a coin toss passes (accuracy >= 0.3): more units would not tell them apart either."""
+    from pytest_ragmetrics.calibration.check import KindAgreement, check_floors, parse_floor
+    from pytest_ragmetrics.gates import compare
+
+    judged = KindAgreement(
+        "context_precision", "m", items=2000, labels=[True] * 2000, verdicts=[True] * 1600 + [False] * 400
+    )
+    strict, high = parse_floor("context_precision accuracy >= 0.95"), parse_floor("context_precision accuracy >= 0.9")
+    rows = check_floors([strict, high], [judged], compare, "labels.jsonl")
+    assert [(r["passed"], "skipped" in r) for r in rows] == [(False, False), (False, False)]
+    assert rows[0]["false_alarm"] > 0.25 and rows[0]["miss"] < 1e-9
+    coin = KindAgreement("context_precision", "m", items=1, labels=[True], verdicts=[False])
+    (row,) = check_floors([parse_floor("context_precision accuracy >= 0.3")], [coin], compare, "labels.jsonl")
+    assert not row["passed"] and "skipped" not in row  # a coin toss passes it: decided on its value

@@ -45,6 +45,7 @@ __all__ = [
     "parse_floors",
     "rates_text",
     "run_judge_check",
+    "too_few",
 ]
 
 #: Statistics an agreement floor may name, and what each means.
@@ -70,8 +71,9 @@ CONTROL_STATISTICS = (CONTROLS, POSITIVE_CONTROLS)
 GOOD_RATE = 0.95
 BAD_RATE = 0.5
 
-#: A floor whose false-alarm or miss rate at the units judged is above this is not decided: it
-#: passes, ``skipped``, and its reason says so (too few controls, or too few labelled units).
+#: A floor a coin toss passes more often than this at the units judged is not decided (see
+#: :func:`too_few`): it passes, ``skipped``, and its reason says so (too few controls, or too few
+#: labelled units).
 MAX_ERROR_RATE = 0.25
 
 
@@ -255,6 +257,24 @@ def rates_text(false_alarm: float, miss: float, judged: int, what: str) -> str:
     return f"false alarm {false_alarm:.1%}, miss {miss:.1%} at {judged} {what}"
 
 
+def too_few(miss: float, coin_passes: bool) -> bool:
+    """Whether a floor is not decided at the units judged: a coin toss (:data:`BAD_RATE`) passes it
+    more often than :data:`MAX_ERROR_RATE` (its ``miss`` rate), which more units make rarer. A floor
+    a coin toss passes on average (``coin_passes``: at its share of right answers) is one more units
+    cannot make tell the two apart: it is decided on its value, as a strict floor a good judge may
+    fail is (its false alarm is said, not a reason to leave it undecided)."""
+    return miss > MAX_ERROR_RATE and not coin_passes
+
+
+def _agreement_at(floor: Floor, share: float, classes: int) -> float:
+    """The floor's statistic of a judge that gives the label on ``share`` of the units, taken as over
+    ``classes`` evenly spread classes: accuracy and f1 the share, a kappa above chance."""
+    if floor.stat not in ("kappa", "weighted_kappa"):
+        return share
+    chance = 1 / classes
+    return (share - chance) / (1 - chance)
+
+
 def agreement_rates(
     floor: Floor, n: int, classes: int, compare: Callable[[float, str, float], bool]
 ) -> tuple[float, float]:
@@ -265,12 +285,8 @@ def agreement_rates(
     ``(k / n - 1 / classes) / (1 - 1 / classes)``."""
     from ..stats import floor_error_rates
 
-    chance = 1 / classes
-    kappa = floor.stat in ("kappa", "weighted_kappa")
-
     def passes(k: int) -> bool:
-        share = k / n
-        return compare((share - chance) / (1 - chance) if kappa else share, floor.op, floor.threshold)
+        return compare(_agreement_at(floor, k / n, classes), floor.op, floor.threshold)
 
     return floor_error_rates(n, passes, GOOD_RATE, BAD_RATE)
 
@@ -283,9 +299,9 @@ def check_floors(
 ) -> list[dict[str, Any]]:
     """One row per floor and judge model: value, passed, and why when it failed.
 
-    A floor over too few labelled units for both its error rates (:func:`agreement_rates`) to stay
-    within :data:`MAX_ERROR_RATE` is not decided, as a controls floor over too few controls: it
-    passes, ``skipped``, and its reason says why.
+    A floor over too few labelled units to tell a good judge from a coin toss (:func:`too_few`, at
+    the error rates of :func:`agreement_rates`) is not decided, as a controls floor over too few
+    controls: it passes, ``skipped``, and its reason says why.
     """
     rows: list[dict[str, Any]] = []
     for floor in floors:
@@ -320,11 +336,12 @@ def check_floors(
                     "the verdicts all fall in one class; label items of the other class too"
                 )
             else:
-                n = len(result.labels)
-                false_alarm, miss = agreement_rates(floor, n, len(result.classes), compare)
+                n, classes = len(result.labels), len(result.classes)
+                false_alarm, miss = agreement_rates(floor, n, classes, compare)
                 decided = {"judged": n, "false_alarm": false_alarm, "miss": miss}
                 rates = rates_text(false_alarm, miss, n, result.unit + ("" if n == 1 else "s"))
-                if max(false_alarm, miss) > MAX_ERROR_RATE:
+                coin = compare(_agreement_at(floor, BAD_RATE, classes), floor.op, floor.threshold)
+                if too_few(miss, coin):
                     reason = (
                         f"not decided: too few labelled {result.unit}s ({n}) to tell a good judge from a bad "
                         f"one ({rates}); label more items in {source}"

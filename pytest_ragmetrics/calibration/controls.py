@@ -35,8 +35,9 @@ that says yes, or no, to everything, not a measure of agreement (see the judge c
 
 Each floor states its error rates at the number of controls judged (:func:`floor_rates`): the chance
 it fails a good judge (false alarm) and passes a bad one (miss), binomial, with a good judge taken to
-get :data:`GOOD_RATE` of the controls right and a bad one :data:`BAD_RATE`. With too few controls for
-both to stay within :data:`MAX_ERROR_RATE`, the floor is not decided and the run says so.
+get :data:`GOOD_RATE` of the controls right and a bad one :data:`BAD_RATE`. With too few controls to
+keep a coin toss from passing it more often than :data:`MAX_ERROR_RATE` (see
+:func:`~pytest_ragmetrics.calibration.check.too_few`), the floor is not decided and the run says so.
 
 PYTEST_DONT_REWRITE
 """
@@ -55,7 +56,16 @@ from ..errors import JudgeError, RagMetricsError
 from ..fields import invisible
 from ..sample import RagSample
 from ..text import normalize_text
-from .check import BAD_RATE, CONTROLS, GOOD_RATE, MAX_ERROR_RATE, POSITIVE_CONTROLS, Floor, rates_text
+from .check import (
+    BAD_RATE,
+    CONTROLS,
+    GOOD_RATE,
+    MAX_ERROR_RATE,
+    POSITIVE_CONTROLS,
+    Floor,
+    rates_text,
+    too_few,
+)
 
 if TYPE_CHECKING:
     from ..engine import Evaluator
@@ -418,8 +428,9 @@ def check_control_floors(
     """One row per controls floor (``context_precision controls <= 0.2``, ``context_precision
     positive_controls >= 0.8``): value, passed, why, and its error rates at the controls judged.
 
-    A floor with too few controls for both error rates to stay within :data:`MAX_ERROR_RATE` (none
-    drawn, say) is not decided: it passes, ``skipped``, and its reason says why.
+    A floor with too few controls to tell a good judge from a coin toss (none drawn, say; see
+    :func:`~pytest_ragmetrics.calibration.check.too_few`) is not decided: it passes, ``skipped``,
+    and its reason says why.
     """
     by_kind = {(s.kind, s.expected): s for s in shares}
     rows = []
@@ -448,7 +459,7 @@ def check_control_floors(
         false_alarm, miss = floor_rates(floor.stat, floor.op, floor.threshold, share.judged, compare)
         row.update(judged=share.judged, false_alarm=false_alarm, miss=miss)
         rates = rates_text(false_alarm, miss, share.judged, "controls")
-        if max(false_alarm, miss) > MAX_ERROR_RATE:
+        if too_few(miss, compare(BAD_RATE, floor.op, floor.threshold)):
             reason = (
                 f"not decided: too few controls ({share.judged}) to tell a good judge from a bad one "
                 f"({rates}); score more samples or ask for more controls"
