@@ -10,6 +10,7 @@ score exactly.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -176,6 +177,7 @@ def test_{second}():
 """
 
 
+@pytest.mark.filterwarnings("default")  # report merge's warning of the two scores, checked below
 @pytest.mark.parametrize(("first", "second"), [("b", "a"), ("a", "b")])
 def test_one_sample_scored_by_two_judge_models_is_decided_alike_by_the_run_and_its_report(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str], first: str, second: str
@@ -194,7 +196,10 @@ def test_one_sample_scored_by_two_judge_models_is_decided_alike_by_the_run_and_i
     run = project.runpytest(f"--rag-gate={GATE}", "--rag-report-json=run.json")
     run.assert_outcomes(passed=2)
     (gate,) = report_of(project, "run.json")["summary"]["gates"]
-    code, _, _ = command(project, capsys, "report", "merge", "-o", "m.json", "run.json", f"--gate={GATE}")
+    code, _, err = command(project, capsys, "report", "merge", "-o", "m.json", "run.json", f"--gate={GATE}")
+    # The two scores of the one sample are named, the one that counts (the first by test) first.
+    listed = r"sample 's', evaluation \w+: [01] in run.json \(test_two.py::test_a\), [01] in run.json \(test_two"
+    assert re.search(listed, err), err
     (merged,) = report_of(project, "m.json")["summary"]["gates"]
     assert (gate["value"], gate["n"], gate["passed"]) == (merged["value"], merged["n"], merged["passed"])
     assert (run.ret, code) == ((0, 0) if merged["passed"] else (1, 1))
