@@ -345,7 +345,8 @@ def _record_in(session: RagmetricsSession, item: pytest.Item, row: dict[str, Any
         stash[_rows_key].append(row)
     else:
         stash[_rows_key] = [row]
-    item.user_properties.extend(session.comparison_properties(number, row))
+    if session.junit_properties:
+        item.user_properties.extend(session.comparison_properties(number, row))
 
 
 @pytest.hookimpl(wrapper=True)

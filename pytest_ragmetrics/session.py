@@ -151,6 +151,10 @@ class RagmetricsSession:
         self._shown: dict[str, str] = {}
         #: Each assertion's place (file, line) -> as reports show it (see :meth:`record`).
         self._places: dict[tuple[str, int], tuple[str, int]] = {}
+        #: ``--junitxml``: each comparison is also JUnit properties of its test (an xdist worker has
+        #: the option too; its reports carry them to the controller, which writes the file). Without
+        #: it, nothing reads them: a test keeps none, and neither do its phases' reports.
+        self.junit_properties = bool(config.getoption("xmlpath", None))
 
     # -- the start of the run -----------------------------------------------------------------------
     def start(self) -> None:
@@ -626,7 +630,8 @@ class RagmetricsSession:
     def comparison_properties(self, number: int, row: Mapping[str, Any]) -> list[tuple[str, str]]:
         """The JUnit XML properties of a test's ``number``-th comparison (see
         :func:`pytest_ragmetrics.report.junit.comparison_properties`), loaded with the run rather
-        than imported again at every comparison."""
+        than imported again at every comparison; asked only with ``--junitxml``
+        (:attr:`junit_properties`)."""
         return junit.comparison_properties(number, row)
 
     def error_of(self, item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> dict[str, Any] | None:

@@ -1127,6 +1127,31 @@ def test_junitxml_carries_scores_thresholds_and_outcomes(project):
     assert '<property name="ragmetrics.1.context_recall.passed" value="true" />' in xml
 
 
+def test_a_comparison_is_junit_properties_of_its_test_only_with_junitxml(project):
+    """Without --junitxml nothing reads a comparison's JUnit properties: a test keeps none, and
+    its reports (which pytest keeps to the end of the run) carry none."""
+    _rag_tests(project)
+    project.makeconftest(
+        """
+        import json
+
+        def pytest_runtest_logreport(report):
+            if report.when == "call":
+                with open("properties.jsonl", "a") as fh:
+                    fh.write(json.dumps([report.nodeid, report.user_properties]) + "\\n")
+        """
+    )
+    project.runpytest().assert_outcomes(passed=5)
+    lines = [json.loads(line) for line in (project.path / "properties.jsonl").read_text().splitlines()]
+    assert len(lines) == 5 and all(properties == [] for _, properties in lines)
+    (project.path / "properties.jsonl").unlink()
+    project.runpytest("--junitxml=junit.xml").assert_outcomes(passed=5)
+    lines = [json.loads(line) for line in (project.path / "properties.jsonl").read_text().splitlines()]
+    recall = dict(next(properties for nodeid, properties in lines if nodeid.endswith("test_recall[good]")))
+    assert recall["ragmetrics.1.context_recall.score"] == "1"
+    assert recall["ragmetrics.1.context_recall.passed"] == "true"
+
+
 def test_a_comparisons_junit_properties_write_its_score_threshold_and_outcome_as_given():
     """The properties a comparison shares with the same comparison of other tests are made once,
     and still written as each comparison gives them: a threshold of -0.0 is not the one of 0.0."""
