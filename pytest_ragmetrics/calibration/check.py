@@ -259,7 +259,8 @@ def rates_text(false_alarm: float, miss: float, judged: int, what: str) -> str:
 
 def too_few(miss: float, coin_passes: bool) -> bool:
     """Whether a floor is not decided at the units judged: a coin toss (:data:`BAD_RATE`) passes it
-    more often than :data:`MAX_ERROR_RATE` (its ``miss`` rate), which more units make rarer. A floor
+    more often than :data:`MAX_ERROR_RATE` (its ``miss`` rate), which more units make rarer in the
+    long run, if not at every step (the share a coin must reach moves with the count). A floor
     a coin toss passes on average (``coin_passes``: at its share of right answers) is one more units
     cannot make tell the two apart: it is decided on its value, as a strict floor a good judge may
     fail is (its false alarm is said, not a reason to leave it undecided)."""
