@@ -310,7 +310,9 @@ def test_a_discriminating_judge_passes_both_controls_drawn_from_samples_retrieve
     assert all(f["passed"] and not f.get("skipped") for f in floors.values())
 
 
-def test_report_merge_counts_once_the_controls_two_shards_judged_on_the_same_samples(retrieving_project, capsys):
+def test_report_merge_counts_once_the_controls_two_shards_judged_on_the_same_samples(
+    retrieving_project, capsys
+):
     """Two shards that scored the same samples (two jobs over one golden set) draw and judge the same
     controls: their merged floors rest on those controls once, not twice."""
     from pytest_ragmetrics.__main__ import main
@@ -360,3 +362,23 @@ def test_too_few_samples_for_a_meaningful_control_are_said_plainly_instead_of_fa
             "few controls (1) to tell a good judge from a bad one (false alarm 5.0%, miss 50.0% at 1 controls)*",
         ]
     )
+
+
+def test_a_strict_controls_floor_is_decided_on_its_value_over_many_controls():
+    """A floor a good judge fails about half the time (controls <= 0.05, at its 5%) is decided on its
+    value however many controls there are, not passed undecided as if 400 controls were too few;
+    one control still decides nothing."""
+    from pytest_ragmetrics.calibration.controls import ControlShare, check_control_floors
+    from pytest_ragmetrics.gates import compare
+
+    strict = parse_floor("context_precision controls <= 0.05")
+    many = ControlShare("context_precision")
+    for i in range(400):
+        many.add(f"c{i}", i < 120)  # 30% judged useful
+    (row,) = check_control_floors([strict], [many], compare)
+    assert (row["passed"], "skipped" in row, row["judged"]) == (False, False, 400)
+    assert row["false_alarm"] > 0.25 and row["miss"] < 1e-9
+    one = ControlShare("context_precision")
+    one.add("c0", False)
+    (row,) = check_control_floors([strict], [one], compare)
+    assert row["passed"] and row["skipped"]
