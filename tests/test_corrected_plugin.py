@@ -465,10 +465,26 @@ def test_a_golden_set_its_labelling_sample_names_and_no_longer_found_is_named(tm
     where = tmp_path / "tests" / "labels.sample.json"
     assert golden_changed(record, where, tmp_path) == (
         f"the golden set tests/golden.jsonl that labels.sample.json was drawn from is not found (looked in "
-        f"{tmp_path / 'tests'} and {tmp_path / 'tests' / 'tests'}): the drawn samples cannot be checked against it"
+        f"{tmp_path / 'tests'}, {tmp_path / 'tests' / 'tests'}, {tmp_path}): the drawn samples cannot be "
+        "checked against it; set its 'golden' in labels.sample.json to its path from the root directory"
     )
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "golden.jsonl").write_bytes(b"{}\n")
     record["golden_sha256"] = hashlib.sha256(b"{}\n").hexdigest()
     assert golden_changed(record, where, tmp_path) is None
     assert golden_changed({"ids": ["a"]}, where, tmp_path) is None  # nothing recorded to check
+
+
+@pytest.mark.parametrize("drawn_as", ["/home/someone/project/tests/golden.jsonl", "../tests/golden.jsonl"])
+def test_a_golden_set_drawn_by_a_path_from_elsewhere_is_found_by_its_name(tmp_path, drawn_as):
+    """The draw records the golden set's path as typed: an absolute path on another machine, or one
+    from another directory, is looked for by its file name beside the record (and under the root)."""
+    from pytest_ragmetrics.calibration.drawing import golden_changed
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "golden.jsonl").write_bytes(b"{}\n")
+    where = tmp_path / "tests" / "labels.sample.json"
+    record = {"golden": drawn_as, "golden_sha256": hashlib.sha256(b"{}\n").hexdigest(), "ids": ["a"]}
+    assert golden_changed(record, where, tmp_path) is None
+    record["golden_sha256"] = "0" * 64
+    assert "changed since labels.sample.json was drawn" in (golden_changed(record, where, tmp_path) or "")

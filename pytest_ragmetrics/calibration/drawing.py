@@ -100,18 +100,22 @@ def read_draw(path: Path) -> Mapping[str, Any]:
 def golden_changed(record: Mapping[str, Any], where: Path, root: Path) -> str | None:
     """Why the golden set the draw record at ``where`` names is no longer the file it was drawn
     from (its ``golden_sha256`` differs, or it is not found), or ``None``. A relative name is looked
-    for under ``root`` (the run's root directory) and then beside the record. A file only checked
-    out with other line ends (git's ``autocrlf``) is the same file."""
+    for under ``root`` (the run's root directory) and then beside the record; then, as the draw
+    records the path as it was typed (absolute, or from another directory, on another machine), its
+    file name alone in both. A file only checked out with other line ends (git's ``autocrlf``) is
+    the same file."""
     golden, recorded = record.get("golden"), record.get("golden_sha256")
     if not isinstance(golden, str) or not isinstance(recorded, str):
         return None  # nothing recorded to check against
-    candidates = [Path(golden)] if Path(golden).is_absolute() else [root / golden, where.parent / golden]
+    named = Path(golden)
+    candidates = [named] if named.is_absolute() else [root / named, where.parent / named]
+    candidates += [path for path in (root / named.name, where.parent / named.name) if path not in candidates]
     found = next((path for path in candidates if path.is_file()), None)
     if found is None:
         return (
             f"the golden set {golden} that {where.name} was drawn from is not found (looked in "
-            f"{' and '.join(str(path.parent) for path in candidates)}): the drawn samples cannot be checked "
-            "against it"
+            f"{', '.join(dict.fromkeys(str(path.parent) for path in candidates))}): the drawn samples cannot "
+            f"be checked against it; set its 'golden' in {where.name} to its path from the root directory"
         )
     try:
         data = found.read_bytes()
