@@ -1537,6 +1537,33 @@ def test_an_entry_is_read_as_json_loads_reads_it(text):
     assert outcome(_loads) == outcome(json.loads)
 
 
+def test_two_claims_that_open_the_cache_of_a_process_reading_a_copy_keep_the_copy_to_close(dirs, monkeypatch):
+    """Two claims taken at once by a process reading a copy may both open the cache itself: the
+    second keeps what the first opened and closes its own, and the copy is still the one closed
+    with the judge (it was dropped, open, when the second took the first's place)."""
+    import pytest_ragmetrics.judge.cache as cache_module
+
+    opener = cached_judge(None, dirs, with_store=False)
+    assert opener._disk() is not None  # the cache there, to be read from a copy
+    asyncio.run(opener.aclose())
+    reader = cached_judge(None, dirs, with_store=False)
+
+    def cannot(cache_dir: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(cache_dir))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cache_module, "open_disk_cache", cannot)
+        with pytest.warns(RagMetricsWarning, match="not cached while it cannot be written"):
+            copy = reader._disk()
+    assert copy is not None and reader._read_only
+    with pytest.warns(RagMetricsWarning, match="can be written now"):
+        reader._live_again()
+    live = reader._cache
+    reader._live_again()  # the second claim, as if it had looked before the first opened the cache
+    assert reader._copy is copy and reader._cache is live and not reader._read_only
+    asyncio.run(reader.aclose())
+
+
 def test_a_process_reading_a_copy_of_the_cache_says_when_its_new_judgments_are_cached_again(
     fake_judge_server, dirs, monkeypatch
 ):

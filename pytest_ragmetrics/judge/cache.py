@@ -970,7 +970,13 @@ class CachedJudge:
         except Exception:  # sqlite3/diskcache/OS errors of every kind: still the copy
             return
         with self._lock:
-            self._copy, self._cache, self._read_only = self._cache, live, False
+            opened_first = self._read_only  # else another thread's claim opened it meanwhile
+            if opened_first:
+                self._copy, self._cache, self._read_only = self._cache, live, False
+        if not opened_first:
+            with contextlib.suppress(Exception):
+                live.close()
+            return
         # What the warning of the copy said is true no more: said so, once.
         self._warn_once(
             "cache-writable",
