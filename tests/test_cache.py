@@ -1537,25 +1537,33 @@ def test_an_entry_is_read_as_json_loads_reads_it(text):
     assert outcome(_loads) == outcome(json.loads)
 
 
-def test_two_claims_that_open_the_cache_of_a_process_reading_a_copy_keep_the_copy_to_close(dirs, monkeypatch):
-    """Two claims taken at once by a process reading a copy may both open the cache itself: the
-    second keeps what the first opened and closes its own, and the copy is still the one closed
-    with the judge (it was dropped, open, when the second took the first's place)."""
+def _reading_a_copy(judge_server: Any, dirs: Any, monkeypatch: Any) -> Any:
+    """A cached judge reading a copy of the cache, which it could not open for writing; the
+    copy's warnings caught (see the tests below)."""
     import pytest_ragmetrics.judge.cache as cache_module
 
     opener = cached_judge(None, dirs, with_store=False)
     assert opener._disk() is not None  # the cache there, to be read from a copy
     asyncio.run(opener.aclose())
-    reader = cached_judge(None, dirs, with_store=False)
+    reader = cached_judge(judge_server, dirs, with_store=False)
 
     def cannot(cache_dir: Any) -> Any:
         raise PermissionError(13, "Permission denied", str(cache_dir))
 
     with monkeypatch.context() as patched:
         patched.setattr(cache_module, "open_disk_cache", cannot)
-        with pytest.warns(RagMetricsWarning, match="not cached while it cannot be written"):
-            copy = reader._disk()
-    assert copy is not None and reader._read_only
+        with pytest.warns(RagMetricsWarning, match="not cached while it cannot be written") as first:
+            assert reader._disk() is not None
+    assert len(first) == 1 and reader._read_only
+    return reader
+
+
+def test_two_claims_that_open_the_cache_of_a_process_reading_a_copy_keep_the_copy_to_close(dirs, monkeypatch):
+    """Two claims taken at once by a process reading a copy may both open the cache itself: the
+    second keeps what the first opened and closes its own, and the copy is still the one closed
+    with the judge (it was dropped, open, when the second took the first's place)."""
+    reader = _reading_a_copy(None, dirs, monkeypatch)
+    copy = reader._cache
     with pytest.warns(RagMetricsWarning, match="can be written now"):
         reader._live_again()
     live = reader._cache
@@ -1570,21 +1578,7 @@ def test_a_process_reading_a_copy_of_the_cache_says_when_its_new_judgments_are_c
     """The copy's warning says the new judgments are not cached while the cache cannot be written;
     once the process opens the cache itself (as it claims a judgment), a second warning says they
     are cached from there on, and they are: the first warning alone was no longer true."""
-    import pytest_ragmetrics.judge.cache as cache_module
-
-    opener = cached_judge(None, dirs, with_store=False)
-    assert opener._disk() is not None  # the cache there, to be read from a copy
-    asyncio.run(opener.aclose())
-    reader = cached_judge(fake_judge_server, dirs, with_store=False)
-
-    def cannot(cache_dir: Any) -> Any:
-        raise PermissionError(13, "Permission denied", str(cache_dir))
-
-    with monkeypatch.context() as patched:
-        patched.setattr(cache_module, "open_disk_cache", cannot)
-        with pytest.warns(RagMetricsWarning, match="not cached while it cannot be written") as first:
-            assert reader._disk() is not None
-    assert len(first) == 1 and reader._read_only
+    reader = _reading_a_copy(fake_judge_server, dirs, monkeypatch)
     request = make_request(1)
     with pytest.warns(RagMetricsWarning) as caught:
         [answer] = run(reader, request)
