@@ -106,6 +106,13 @@ def format_sampling(temperature: float, seed: int | None, n: int) -> str:
     return f"temperature {format_number(temperature)}, seed {shown_seed}, n {format_number(n)}"
 
 
+def sampling_temperature(sampling: str) -> float | None:
+    """The temperature a :func:`format_sampling` text names, or ``None`` when it names none."""
+    head, _, _ = sampling.partition(",")
+    word, _, value = head.partition(" ")
+    return parse_finite(value) if word == "temperature" else None
+
+
 def parse_finite(text: str) -> float | None:
     """``text`` as a finite float, or ``None`` when it is not a plain finite number."""
     if not re.fullmatch(_NUMBER, text):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -681,7 +680,7 @@ def scored_twice(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> 
     sampled above temperature 0 (shards judging live each drew their own answer); otherwise the
     report was edited, or a server answered one request two ways. The warning says which.
     """
-    from ..specs import format_metric, format_number, parse_finite
+    from ..specs import format_metric, format_number, sampling_temperature
 
     pairs = zip(reports, names, strict=True)
     tagged = sorted(
@@ -712,9 +711,7 @@ def scored_twice(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> 
         )
         judges = {tuple(s.get("judges") or ()) for _, _, s in given}
         samplings = {str(s.get("sampling")) for _, _, s in given if s.get("sampling")}
-        temperatures = [
-            parse_finite(m.group(1)) for m in (re.match(r"temperature (\S+),", t) for t in samplings) if m
-        ]
+        temperatures = [sampling_temperature(text) for text in samplings]
         if len(judges) > 1 or len(samplings) > 1:
             why = "judged by different models or sampling"
         elif any(t is not None and t > 0 for t in temperatures):
