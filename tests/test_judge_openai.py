@@ -1610,6 +1610,22 @@ def test_a_redirect_the_client_follows_with_a_get_says_to_set_the_base_url(fake_
     assert "the remaining judgments of this run fail without asking" in str(errors[1])
 
 
+def test_a_redirect_to_another_host_says_the_key_was_not_sent_there(fake_judge_server):
+    """A 308 keeps the POST, but the HTTP client sends no key to another host: the 401 there is
+    the redirect's doing, not a key to check."""
+    there = f"http://localhost:{fake_judge_server.port}/v1/chat/completions"
+    fake_judge_server.fail_next(308, headers={"Location": there}, body=b"")
+    fake_judge_server.fail_next(401)
+    errors = run_each(make_judge(fake_judge_server), make_request(0))
+    sent = fake_judge_server.requests
+    assert [(r.method, r.authorization is None) for r in sent] == [("POST", False), ("POST", True)]
+    message = str(errors[0])
+    assert "the API key was not accepted" not in message
+    assert f"redirected the request for test_rag[sample-0] chunk 1 (HTTP 308) to {there}, " in message
+    assert "another host, to which the HTTP client sends no API key" in message
+    assert "set the judge's base URL to the address it redirects to (there, HTTP 401: fake judge error" in message
+
+
 def test_a_refused_model_does_not_stop_the_other_models(fake_judge_server):
     fake_judge_server.fail_next(404)
     judge = make_judge(fake_judge_server)

@@ -664,9 +664,10 @@ class OpenAIJudge:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 detail = server_message(exc)
-                if exc.response.request.method != "POST":
+                if exc.response.request.method != "POST" or _key_left_behind(exc.response):
                     # Redirected (301, 302, 303: from http:// to https://, say): the HTTP client
-                    # followed with a GET, which no retry changes.
+                    # followed with a GET; or (307, 308) to another host, where it sends no key.
+                    # No retry changes either.
                     raise self._remember_failure("", self._redirected(exc, label, detail)) from None
                 if status in (400, 422) and adjusted < 2 and self._adjust_limit(request, params, detail):
                     adjusted += 1
@@ -737,14 +738,21 @@ class OpenAIJudge:
             await asyncio.sleep(self._backoff(attempt, retry_after))
 
     def _redirected(self, exc: Any, label: str, detail: str) -> JudgeUnavailable:
-        """The error of a request the server redirected to where the HTTP client asked with a GET."""
+        """The error of a request the server redirected to where the HTTP client asked with a GET, or
+        without the API key."""
         response = exc.response
         first = response.history[0] if response.history else response
+        if response.request.method != "POST":
+            why = "; the HTTP client follows such a redirect with a GET, and a judgment is a POST"
+        else:
+            why = (
+                ", another host, to which the HTTP client sends no API key (it keeps a key to the host "
+                "it was given for)"
+            )
         message = (
             f"the LLM judge at {self.endpoint} redirected the request for {label} (HTTP "
-            f"{first.status_code}) to {redact(str(response.request.url))}; the HTTP client follows such "
-            "a redirect with a GET, and a judgment is a POST: set the judge's base URL to the address "
-            f"it redirects to (there, HTTP {exc.status_code}: {detail})"
+            f"{first.status_code}) to {redact(str(response.request.url))}{why}: set the judge's base "
+            f"URL to the address it redirects to (there, HTTP {exc.status_code}: {detail})"
         )
         return with_cause(JudgeUnavailable(message), exc)
 
@@ -782,6 +790,16 @@ class OpenAIJudge:
         base: float = min(self.retry_backoff * 2.0 ** (attempt - 1), MAX_BACKOFF)
         # Jitter spreads the retries of many concurrent requests hitting the same rate limit.
         return base * (0.75 + random.random() * 0.5)
+
+
+def _key_left_behind(response: Any) -> bool:
+    """Whether ``response`` came from where a redirect took the request without the key it set out
+    with: the HTTP client drops the ``Authorization`` header on the way to another host."""
+    if not response.history:
+        return False
+    return "authorization" in response.history[0].request.headers and (
+        "authorization" not in response.request.headers
+    )
 
 
 #: The judge's turn in a re-ask after an answer that held no text (see OpenAIJudge._judge).
