@@ -4,7 +4,13 @@ Its examples run and its sample output is checked in tests/test_docs.py, with th
 """
 
 import re
+import sys
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: pytest depends on tomli there (absent, and unknown to mypy, on a newer Python)
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -65,3 +71,12 @@ def test_readme_says_how_to_install_a_release_and_from_git_until_then():
 def test_readme_links_to_every_documentation_page_it_names():
     for page in re.findall(r"/blob/main/docs/([a-z-]+\.md)", README):
         assert (ROOT / "docs" / page).is_file(), page
+
+
+def test_package_summary_names_both_halves_the_readme_tests():
+    """The one line the package index shows says what the README's first line says: retrieval and answers."""
+    assert "the retrieval half and the answer" in README.splitlines()[2]
+    summary = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["description"]
+    assert "retrieval half" not in summary
+    for metric in ("context precision", "faithfulness", "answer correctness"):
+        assert metric in summary, metric
