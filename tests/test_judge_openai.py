@@ -1626,6 +1626,21 @@ def test_a_redirect_to_another_host_says_the_key_was_not_sent_there(fake_judge_s
     assert "set the judge's base URL to the address it redirects to (there, HTTP 401: fake judge error" in message
 
 
+def test_a_redirect_loop_is_followed_once_and_fails_the_run_at_once(fake_judge_server):
+    """A proxy sending the request back where it came from (http:// and https:// each redirecting
+    to the other, say): no retry gets out of it, so none is made, nor any later judgment."""
+    fake_judge_server.fail_next(307, headers={"Location": "/v1/chat/completions"}, body=b"", times=100)
+    errors = run_each(make_judge(fake_judge_server), make_request(0), make_request(1))
+    followed = fake_judge_server.request_count
+    assert 2 <= followed <= 30  # one attempt: the HTTP client's redirects, no retry
+    message = str(errors[0])
+    assert "connection error" not in message
+    there = f"http://127.0.0.1:{fake_judge_server.port}/v1/chat/completions"
+    assert "redirected the request for test_rag[sample-0] chunk 1 more times than the HTTP client " in message
+    assert f"follows (a redirect loop), the last time to {there}: set the judge's base URL to " in message
+    assert "the remaining judgments of this run fail without asking" in str(errors[1])
+
+
 def test_a_refused_model_does_not_stop_the_other_models(fake_judge_server):
     fake_judge_server.fail_next(404)
     judge = make_judge(fake_judge_server)

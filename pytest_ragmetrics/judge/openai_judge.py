@@ -45,6 +45,7 @@ from .server_errors import (
     never_connected,
     not_json,
     quota_used_up,
+    redirect_loop,
     rejected_message,
     retry_after_seconds,
     server_message,
@@ -694,6 +695,14 @@ class OpenAIJudge:
                 what = f"timed out after {self.timeout:g}s"
                 last = exc
             except openai.APIConnectionError as exc:
+                looped_to = redirect_loop(exc)
+                if looped_to is not None:
+                    message = (
+                        f"the LLM judge at {self.endpoint} redirected the request for {label} more times "
+                        f"than the HTTP client follows (a redirect loop), the last time to {looped_to}: set "
+                        "the judge's base URL to the address that answers"
+                    )
+                    raise self._remember_failure("", with_cause(JudgeUnavailable(message), exc)) from None
                 what = f"connection error ({connection_problem(exc)})"
                 last = exc
                 unreachable = never_connected(exc)

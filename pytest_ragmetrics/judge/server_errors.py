@@ -224,6 +224,18 @@ def never_connected(exc: BaseException) -> bool:
     return any(kind.__name__ == "ConnectError" for kind in type(cause).__mro__)
 
 
+def redirect_loop(exc: BaseException) -> str | None:
+    """Where the HTTP client was redirected to when it stopped following a server's redirects (more
+    than it follows: a loop, which no retry gets out of), or None when it did not stop so."""
+    cause = exc.__cause__ or exc
+    if not any(kind.__name__ == "TooManyRedirects" for kind in type(cause).__mro__):  # httpx or httpx2
+        return None
+    try:
+        return redact(str(cause.request.url))  # type: ignore[attr-defined]
+    except RuntimeError:  # an HTTP client error raised without its request
+        return "an address it does not name"
+
+
 def connection_problem(exc: BaseException) -> str:
     """What went wrong with the connection, in the HTTP client's words: a connection reset or closed
     without an answer has none (``ReadError('')``), so its kind is named instead of ``()``."""
