@@ -814,8 +814,13 @@ class Evaluator:
     def __enter__(self) -> Evaluator:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            # Ctrl-C: the wait for the answers already sent is said, and Ctrl-C again ends it in one
+            # line, as at a script's exit; the first Ctrl-C goes on as it came.
+            _close_at_exit(self)
+        else:
+            self.close()
 
 
 def _aggregate(results: Sequence[MetricResult]) -> dict[str, Any]:
@@ -1005,9 +1010,10 @@ INTERRUPTED_AGAIN = "ragmetrics: interrupted again: the answers received are rec
 
 
 def _close_at_exit(evaluator: Evaluator) -> None:
-    """Close the process-wide evaluator as the interpreter exits (a script stopped by Ctrl-C, say):
-    it waits for the answers already sent, saying so, and a Ctrl-C meanwhile stops the wait with one
-    line rather than an "Exception ignored in atexit callback" traceback."""
+    """Close the process-wide evaluator as the interpreter exits (a script stopped by Ctrl-C, say),
+    or one whose ``with`` block Ctrl-C left: it waits for the answers already sent, saying so, and a
+    Ctrl-C meanwhile stops the wait with one line rather than an "Exception ignored in atexit
+    callback" traceback."""
     try:
         judge = evaluator.built_judge
         waiting = judge.in_flight() if judge is not None else 0

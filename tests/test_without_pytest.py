@@ -183,6 +183,48 @@ def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path
     assert "Traceback" not in after and "Exception ignored" not in after, output
 
 
+HELD_IN_WITH_SCRIPT = textwrap.dedent("""
+    from pytest_ragmetrics import Evaluator, RagSample
+
+    with Evaluator() as evaluator:
+        evaluator.score(RagSample("Held?", ["Chunk two."], "Two."), "context_precision")
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
+def test_ctrl_c_in_an_evaluator_s_with_block_says_it_waits_and_again_stops_waiting(tmp_path, monkeypatch):
+    """Ctrl-C in ``with Evaluator()``: leaving the block waits for the answer already sent, saying
+    so, as a script's own evaluator does at exit, where it waited up to 30 seconds without a word."""
+    release = threading.Event()
+
+    def responder(body):
+        if "Held?" in json.dumps(body):
+            release.wait(60)
+        return default_responder(body)
+
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    monkeypatch.setenv("RAGMETRICS_CACHE_DIR", str(tmp_path / "c"))
+    with FakeJudgeServer(responder) as server:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        run = subprocess.Popen(
+            [sys.executable, "-c", HELD_IN_WITH_SCRIPT],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=takes_ctrl_c,
+        )
+        assert run.stdout is not None
+        output = interrupted_twice(run, server, 1, release)
+    waiting = "ragmetrics: waiting for the answers to 1 judge request already sent, to record them"
+    assert waiting in output, output
+    after = output[output.index(waiting) :]
+    assert "ragmetrics: interrupted again: the answers received are recorded, the rest dropped" in after
+    assert after.rstrip().endswith("KeyboardInterrupt"), output  # the first Ctrl-C goes on, as it came
+    assert run.returncode != 0
+
+
 LOST_CTRL_C_SCRIPT = """
 import asyncio, signal, sys
 from pytest_ragmetrics.judging_loop import LoopRunner
