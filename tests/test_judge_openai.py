@@ -1626,6 +1626,17 @@ def test_a_redirect_to_another_host_says_the_key_was_not_sent_there(fake_judge_s
     assert "set the judge's base URL to the address it redirects to (there, HTTP 401: fake judge error" in message
 
 
+def test_a_busy_server_a_redirect_to_another_host_led_to_is_retried(fake_judge_server):
+    """A server there that needs no key (a local one behind a moved name): its 503 is a busy
+    server's, retried, not the key left behind."""
+    there = f"http://localhost:{fake_judge_server.port}/v1/chat/completions"
+    fake_judge_server.fail_next(308, headers={"Location": there}, body=b"")
+    fake_judge_server.fail_next(503)
+    fake_judge_server.fail_next(308, headers={"Location": there}, body=b"")
+    assert run_each(make_judge(fake_judge_server), make_request(0)) == []
+    assert fake_judge_server.request_count == 4
+
+
 def test_a_redirect_loop_is_followed_once_and_fails_the_run_at_once(fake_judge_server):
     """A proxy sending the request back where it came from (http:// and https:// each redirecting
     to the other, say): no retry gets out of it, so none is made, nor any later judgment."""

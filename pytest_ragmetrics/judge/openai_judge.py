@@ -665,10 +665,13 @@ class OpenAIJudge:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 detail = server_message(exc)
-                if exc.response.request.method != "POST" or _key_left_behind(exc.response):
+                if exc.response.request.method != "POST" or (
+                    status in (401, 403) and _key_left_behind(exc.response)
+                ):
                     # Redirected (301, 302, 303: from http:// to https://, say): the HTTP client
-                    # followed with a GET; or (307, 308) to another host, where it sends no key.
-                    # No retry changes either.
+                    # followed with a GET; or (307, 308) to another host, where it sends no key,
+                    # and the key is asked for. No retry changes either. (A server there that
+                    # needs no key and is busy is retried, as any busy server.)
                     raise self._remember_failure("", self._redirected(exc, label, detail)) from None
                 if status in (400, 422) and adjusted < 2 and self._adjust_limit(request, params, detail):
                     adjusted += 1
