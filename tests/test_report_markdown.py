@@ -191,3 +191,22 @@ def test_sentence_relevance_failures_quote_the_sentences_the_judge_picked():
     text = to_markdown(report)
     assert "**1/2 sentences needed** — the location; picked “Paris is in France.”" in text
     assert "**0/1 sentences needed** — off topic; picked none" in text
+
+
+def _notes(text: str, title: str) -> list[str]:
+    """The list items under ``### title``."""
+    return [line for line in _section(text, title).splitlines() if line.startswith("- ")]
+
+
+def test_a_regression_gate_note_quotes_the_gate_line_as_written_in_its_code_span():
+    """Markdown reads no escape inside a code span: an escaped gate line showed ``\\_`` and ``&lt;``."""
+    report = example_report()
+    spec = "context_recall mean drop <= 0.02 at p < 0.05"
+    report["summary"]["regression_gates"] = [
+        {"spec": spec, "passed": True, "value": 0.0, "delta": 0.0, "p_value": 1.0, "n": 15, "changed_n": 0}
+    ]
+    notes = _notes(to_markdown(report), "Regression gates")
+    assert notes == [f"- `{spec}`: can see: 0 of 15 matched samples changed"]
+    report["summary"]["regression_gates"][0]["spec"] = "a `quoted` <gate>"  # a backtick would end the span
+    notes = _notes(to_markdown(report), "Regression gates")
+    assert notes == [r"- a \`quoted\` &lt;gate&gt;: can see: 0 of 15 matched samples changed"]

@@ -87,6 +87,14 @@ def escape_markdown(text: Any) -> str:
     return _MARKUP.sub(r"\\\1", escaped)
 
 
+def _code_span(text: Any) -> str:
+    """``text`` as a code span, outside a table: shown as written, since Markdown reads no escape in one
+    (an escaped gate line would show its backslashes and ``&lt;``), or escaped when it holds a backtick,
+    which would end the span."""
+    one_line = _WHITESPACE.sub(" ", str(text)).strip()
+    return escape_markdown(one_line) if "`" in one_line else f"`{one_line}`"
+
+
 def _table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
     """A GFM table; ``align`` has one letter per column: l(eft), r(ight), c(enter)."""
     rule = {"l": ":---", "r": "---:", "c": ":---:"}
@@ -227,7 +235,7 @@ def _regression_gates(gates: list[Mapping[str, Any]]) -> list[str]:
         "Worst samples",
     ]
     notes = [
-        f"- `{escape_markdown(gate.get('spec', ''))}`: "
+        f"- {_code_span(gate.get('spec', ''))}: "
         + escape_markdown("; ".join(text for text in (gate.get("note"), gate_sees(gate)) if text))
         for gate in gates
         if gate.get("note") or gate_sees(gate)
