@@ -95,6 +95,9 @@ def number(
             # An unset shell variable (--rag-max-judge-calls="$CAP") is not "no cap": that is spelt none.
             unset = ", or the word none to unset it" if optional else ""
             raise ConfigError(f"{name} is empty: give {word}{unset}", setting=name)
+        if kind is int and isinstance(value, float) and not value.is_integer():
+            # int() would cut 2.5 to 2: a cap, a seed or a count of answers that is not the one given.
+            raise ConfigError(f"{name} must be {word}; got {value!r}", setting=name)
         try:
             number = kind(str(value).strip()) if isinstance(value, str) else kind(value)
         except (TypeError, ValueError):

@@ -1,5 +1,6 @@
 """One test's settings, resolved without pytest: the run's, its ``ragmetrics_config``, its markers."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,22 @@ def test_a_missing_or_bad_marker_samples_file_names_the_marker_and_the_problem(t
     (tmp_path / "bad.jsonl").write_text('{"question": 5}\n')
     with pytest.raises(ValueError, match=r"samples='bad.jsonl'\): bad.jsonl, line 1: field 'question'"):
         load_marker_samples("bad.jsonl", marker_samples_path("bad.jsonl", test_file, tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"markers": [{"judge_n": 2.5}]}, "ragmetrics settings: judge_n must be an integer; got 2.5"),
+        ({"config": {"seed": 7.9}}, "ragmetrics settings: seed must be an integer; got 7.9"),
+    ],
+)
+def test_a_fraction_given_for_an_integer_setting_is_refused_not_cut(given, message):
+    """int() would make 2.5 answers 2 and seed 7.9 seed 7, without a word."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        for_test(Settings(), root=ROOT, **given)
+
+
+def test_a_fraction_given_to_settings_for_an_integer_is_refused_and_a_whole_float_is_taken():
+    with pytest.raises(ConfigError, match=re.escape("Settings.max_judge_calls must be an integer; got 10.9")):
+        Settings(max_judge_calls=10.9)  # type: ignore[arg-type]  # what a script may pass all the same
+    assert Settings(concurrency=4.0).concurrency == 4  # type: ignore[arg-type]
