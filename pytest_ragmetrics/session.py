@@ -102,7 +102,8 @@ class RagmetricsSession:
         self.used_keys: set[str] = set()
         #: Keys held by the judgment store(s) this run used (None: no store); unused = these - used_keys.
         self.store_keys: set[str] | None = None
-        #: What every judgment the tests used decided, by cache key: (kind, answer classes).
+        #: What every judgment the tests used decided, by cache key: (kind, answer classes). The run's
+        #: evaluators note into it (their ``answers``), the xdist workers' arrive in it.
         self.answer_classes: dict[str, tuple[str, tuple[str, ...]]] = {}
         #: An xdist worker went down with an error: the judgments it used never reached this process.
         self.worker_crashed = False
@@ -481,8 +482,9 @@ class RagmetricsSession:
                 run=self.run_id,
             )
             evaluator.batch = self.batch
-            # What each judgment decided: the end of the run tells a judge that answers alike.
-            evaluator.answers = {}
+            # What each judgment decided, noted straight into the run's one record of it: the end of
+            # the run tells a judge that answers alike.
+            evaluator.answers = self.answer_classes
             if self.configured and self.settings.judge_controls:
                 # Controls are drawn from the samples the run scored, however they were made.
                 evaluator.scored = self._pool()
@@ -761,8 +763,6 @@ class RagmetricsSession:
         After a Ctrl-C the judges wait for the answers already paid for, saying so; a second Ctrl-C
         stops that wait (see :meth:`finish`). Safe to call again after an interrupt cut it short.
         """
-        for evaluator in self.evaluators.values():
-            self.answer_classes.update(evaluator.answers or {})
         judges = [e.built_judge for e in self.evaluators.values() if e.built_judge is not None]
         if session.exitstatus == pytest.ExitCode.INTERRUPTED and not self.interrupted_again:
             waiting = sum(judge.in_flight() for judge in judges)
@@ -983,8 +983,6 @@ class RagmetricsSession:
         count, seed = s.judge_controls or 0, s.seed or 0
         pairs = control_pairs(samples, count, seed) + positive_controls(samples, count, seed)
         kinds = {kind for kind, _ in self.answer_classes.values()}
-        for evaluator in self.evaluators.values():
-            kinds.update(kind for kind, _ in (evaluator.answers or {}).values())
         floors = [f for f in self.floors if f.stat in CONTROL_STATISTICS]
         return run_controls(
             self.evaluator(self.settings),
@@ -1160,8 +1158,8 @@ class RagmetricsSession:
         return shown
 
     def release(self) -> None:
-        """Drop what the run kept for its report (results, answers, evaluators and their answer
-        maps): the run is over, and pytest's last garbage collections need not walk through it."""
+        """Drop what the run kept for its report (results, answers, evaluators): the run is over,
+        and pytest's last garbage collections need not walk through it."""
         self.rows = []
         self.final_report = None
         self.answer_classes = {}

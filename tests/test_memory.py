@@ -2,6 +2,8 @@
 SQLite page caches, nltk without the rest of nltk."""
 
 import asyncio
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -227,3 +229,43 @@ def test_splitting_loads_punkt_without_the_rest_of_nltk():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_run_notes_what_its_judgments_decided_in_one_map(pytester, monkeypatch):
+    """What each judgment decided is noted once, in the run's own map, however many evaluators its
+    tests use (two settings here): not in a map per evaluator copied into the run's at its end."""
+    for name in [k for k in os.environ if k.startswith("RAGMETRICS_")]:
+        monkeypatch.delenv(name)
+    pytester.makeconftest("""
+        import json, pathlib
+        import pytest
+        from pytest_ragmetrics import ScriptedJudge
+        from pytest_ragmetrics.plugin import session_key
+        from pytest_ragmetrics.testing import conforming_value
+
+        def pytest_ragmetrics_make_judge(settings):
+            return ScriptedJudge(lambda request: conforming_value(request.schema), model=settings.judge_model)
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(session):
+            state = session.config.stash[session_key]
+            shared = [e.answers is state.answer_classes for e in state.evaluators.values()]
+            pathlib.Path("noted.json").write_text(json.dumps([shared, len(state.answer_classes)]))
+    """)
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_ragmetrics import RagSample, assert_context_precision
+
+        SAMPLE = RagSample("Who wrote it?", ["Ann wrote it.", "Bob read it."], ground_truth="Ann.")
+
+        def test_default():
+            assert_context_precision(SAMPLE) >= 0.0
+
+        @pytest.mark.ragmetrics(judge_model="another-model")
+        def test_other_model():
+            assert_context_precision(SAMPLE) >= 0.0
+        """
+    )
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+    assert json.loads((pytester.path / "noted.json").read_text()) == [[True, True], 4]
