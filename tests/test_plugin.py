@@ -1928,3 +1928,33 @@ def test_prune_after_skipped_golden_tests_keeps_what_their_samples_need_and_says
     monkeypatch.delenv("SKIP_SAMPLES")
     replay = project.runpytest("--rag-store-dir=judgments", "--rag-cache=replay", "--rag-cache-dir=empty")
     replay.assert_outcomes(passed=2)
+
+
+def test_a_judge_reason_past_any_sentence_is_quoted_shortened_in_the_failure_and_the_report(pytester, monkeypatch):
+    """A model that loops in its reason under a large completion limit (or a server ignoring the
+    limit): the failure's why and the report's row quote its start, where each quoted it whole."""
+    looping = "I think so. " * 10_000
+
+    def responder(body: dict[str, Any]) -> dict[str, Any]:
+        return {"reason": looping, "useful": False}
+
+    with FakeJudgeServer(responder) as server:
+        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+        pytester.makepyfile(samples=SAMPLES)
+        pytester.makepyfile(
+            test_rag="""
+            from pytest_ragmetrics import assert_context_precision
+            from samples import GOOD
+
+            def test_precision():
+                assert_context_precision(GOOD) >= 0.5
+        """
+        )
+        result = pytester.runpytest("--rag-judge-max-tokens=100000", "--rag-report", "--rag-report-json=r.json")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    result.stdout.fnmatch_lines(["*why: none of the 2 chunks is useful for the reference (chunk 1 (rank 1): I think so.*…*"])
+    assert max(len(line) for line in output.splitlines()) < 2_000
+    row = json.loads((pytester.path / "r.json").read_text())["results"][0]
+    assert len(row["explanation"]) < 2_000

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results import Verdict
+from ..results import Verdict, because
 
 #: The outcome of a claim-based metric for an answer that makes no claim.
 NO_CLAIMS = "no_claims"
@@ -105,7 +105,7 @@ def _chunks(verdict: Verdict) -> str:
 
 
 def _because(verdict: Verdict) -> str:
-    return f": {verdict.reason}" if verdict.reason else ""
+    return because(verdict.reason)
 
 
 def explain_faithfulness(verdicts: Sequence[Verdict]) -> str:

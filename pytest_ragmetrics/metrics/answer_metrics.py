@@ -23,7 +23,7 @@ from ..errors import InvalidSample
 from ..fields import invisible
 from ..judge.base import JudgeAnswer, JudgeRequest
 from ..judgments import JudgeParams, canonical_contexts
-from ..results import MetricResult, Verdict, new_verdict
+from ..results import MetricResult, Verdict, because, new_verdict
 from . import answer as A
 from .builtin import NO_USAGE, Metric, ScoringContext, chunk_texts, judge_cost, metric_result
 
@@ -290,10 +290,10 @@ class AnswerRelevancy:
         if noncommittal:
             explanation = (
                 "the answer is non-committal (evasive or does not commit to an answer), so it scores 0"
-                + (f": {reason}" if reason else "")
+                + because(reason)
             )
         else:
-            explanation = f"the answer is rated {label} for the question" + (f": {reason}" if reason else "")
+            explanation = f"the answer is rated {label} for the question" + because(reason)
         return metric_result(sample, self.name, None, score, (verdict,), explanation, judge_cost(spent))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..results import Verdict
+from ..results import Verdict, because
 
 
 def average_precision(useful: Sequence[bool]) -> float:
@@ -36,15 +36,16 @@ def explain_precision(verdicts: Sequence[Verdict]) -> str:
     useful_ranks = [v.rank for v in verdicts if v.value >= 1.0]
     n = len(verdicts)
     if not useful_ranks:
-        worst = "; ".join(f"chunk {v.index} (rank {v.rank}): {v.reason}" for v in verdicts[:3] if v.reason)
+        worst = "; ".join(
+            f"chunk {v.index} (rank {v.rank}){because(v.reason)}" for v in verdicts[:3] if v.reason
+        )
         return f"none of the {n} chunks is useful for the reference" + (f" ({worst})" if worst else "")
     last_useful = max(r for r in useful_ranks if r is not None)
     misranked = [v for v in verdicts if v.value < 1.0 and v.rank is not None and v.rank < last_useful]
     if not misranked:
         return f"all {len(useful_ranks)} useful chunks are ranked before any chunk that is not useful"
     parts = [
-        f"chunk {v.index} (rank {v.rank}) is not useful for the reference"
-        + (f": {v.reason}" if v.reason else "")
+        f"chunk {v.index} (rank {v.rank}) is not useful for the reference" + because(v.reason)
         for v in misranked
     ]
     first_useful = min(r for r in useful_ranks if r is not None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..results import Verdict
+from ..results import Verdict, because
 
 
 def recall_score(attributed: Sequence[bool]) -> float:
@@ -22,8 +22,7 @@ def explain_recall(verdicts: Sequence[Verdict]) -> str:
     if not missing:
         return f"all {len(verdicts)} reference sentences are supported by the contexts"
     parts = [
-        f"reference sentence {v.index} {_quote(v.text)} is not supported by any context"
-        + (f": {v.reason}" if v.reason else "")
+        f"reference sentence {v.index} {_quote(v.text)} is not supported by any context" + because(v.reason)
         for v in missing
     ]
     return "; ".join(parts)
@@ -38,7 +37,7 @@ def explain_claims(verdicts: Sequence[Verdict]) -> str:
         f"claim {v.index} {_quote(v.text)}"
         + (f" (of {_quote(v.extracted[0])})" if v.extracted and v.extracted[0] != v.text else "")
         + " is not supported by any context"
-        + (f": {v.reason}" if v.reason else "")
+        + because(v.reason)
         for v in missing
     ]
     supported = len(verdicts) - len(missing)

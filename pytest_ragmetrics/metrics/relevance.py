@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..results import Verdict
+from ..results import Verdict, because
 
 
 def sentence_score(selected: Sequence[int], totals: Sequence[int]) -> float:
@@ -33,16 +33,12 @@ def graded_score(ratings: Sequence[float]) -> float:
     return math.fsum(r / 2 for r in ratings) / len(ratings) if ratings else 0.0
 
 
-def _because(reason: str) -> str:
-    return f": {reason}" if reason else ""
-
-
 def explain_sentence(verdicts: Sequence[Verdict], selected: int, total: int) -> str:
     head = f"{selected} of {total} context sentences are needed to answer the question"
     empty = [v for v in verdicts if v.value == 0.0]
     if empty:
         head += "; " + "; ".join(
-            f"chunk {v.index} (rank {v.rank}) has no needed sentence{_because(v.reason)}" for v in empty
+            f"chunk {v.index} (rank {v.rank}) has no needed sentence{because(v.reason)}" for v in empty
         )
     return head
 
@@ -52,7 +48,7 @@ def explain_binary(verdicts: Sequence[Verdict]) -> str:
     if not empty:
         return f"all {len(verdicts)} chunks contain a sentence needed to answer the question"
     return "; ".join(
-        f"chunk {v.index} (rank {v.rank}) has no sentence needed to answer the question{_because(v.reason)}"
+        f"chunk {v.index} (rank {v.rank}) has no sentence needed to answer the question{because(v.reason)}"
         for v in empty
     )
 
@@ -83,4 +79,4 @@ def explain_graded(verdicts: Sequence[Verdict]) -> str:
     low = [v for v in verdicts if v.value < 1.0]
     if not low:
         return f"all {len(verdicts)} chunks are rated fully relevant"
-    return "; ".join(f"chunk {v.index} (rank {v.rank}) rated {v.label}{_because(v.reason)}" for v in low)
+    return "; ".join(f"chunk {v.index} (rank {v.rank}) rated {v.label}{because(v.reason)}" for v in low)
