@@ -298,15 +298,21 @@ def test_a_run_that_ran_no_test_leaves_the_baseline_file_as_it_was(project: pyte
     listed = project.runpytest("--co")
     assert listed.ret == pytest.ExitCode.OK
     listed.stdout.fnmatch_lines(
-        ["ragmetrics: the baseline was not saved to base.json: no test ran (--collect-only); the file there is unchanged"]
+        [
+            "ragmetrics: the baseline was not saved to base.json: no test ran (--collect-only); the file there is unchanged"
+        ]
     )
     for mode in ("--setup-only", "--setup-plan"):
         set_up = project.runpytest(mode)
         assert set_up.ret == pytest.ExitCode.OK
-        set_up.stdout.fnmatch_lines([f"ragmetrics: the baseline was not saved to base.json: no test ran ({mode}); *"])
+        set_up.stdout.fnmatch_lines(
+            [f"ragmetrics: the baseline was not saved to base.json: no test ran ({mode}); *"]
+        )
     none = project.runpytest("-k", "no_such_test")
     assert none.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    none.stdout.fnmatch_lines(["ragmetrics: the baseline was not saved to base.json: no test ran (none selected); *"])
+    none.stdout.fnmatch_lines(
+        ["ragmetrics: the baseline was not saved to base.json: no test ran (none selected); *"]
+    )
     # Every test it ran skipped: it said it kept the others' entries, of a file it did not write.
     project.makepyfile(test_other="import pytest\n\n@pytest.mark.skip\ndef test_skipped():\n    pass\n")
     skipped = project.runpytest("test_other.py")
@@ -327,7 +333,11 @@ def test_a_run_that_runs_no_test_leaves_the_report_files_as_they_were(project: p
     project.runpytest().assert_outcomes(passed=16)
     written = {name: (project.path / name).read_bytes() for name in ("r.json", "r.md")}
     assert json.loads(written["r.json"])["results"]
-    for mode, named in (("--co", "--collect-only"), ("--setup-only", "--setup-only"), ("--fixtures", "--fixtures")):
+    for mode, named in (
+        ("--co", "--collect-only"),
+        ("--setup-only", "--setup-only"),
+        ("--fixtures", "--fixtures"),
+    ):
         listed = project.runpytest(mode)
         assert listed.ret == pytest.ExitCode.OK
         assert {name: (project.path / name).read_bytes() for name in written} == written, mode
@@ -366,7 +376,9 @@ def test_a_run_stopped_at_a_failure_leaves_the_baseline_file_as_it_was(project: 
     assert (project.path / "base.json").read_bytes() == saved
 
 
-def test_a_run_whose_xdist_worker_crashed_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
+def test_a_run_whose_xdist_worker_crashed_leaves_the_baseline_file_as_it_was(
+    project: pytest.Pytester,
+) -> None:
     """A worker killed mid-test (the OOM killer, a segfault): xdist starts another and the run goes
     on, but the test it was running has no scores, and a full save dropped its samples."""
     project.makeini("[pytest]\nrag_cache = off\nrag_save_baseline = base.json\n")
@@ -439,7 +451,9 @@ def test_sample(sample):
         [
             "context_recall*10*1.000*1.000*+0.000*unchanged",
             "*5 not measured in this run (q11, q12, q13, q14, q15)",
-            lit("PASS  context_recall mean drop <= 0.1  drop 0.000, delta +0.000*, n=10, 5 not measured; can*"),
+            lit(
+                "PASS  context_recall mean drop <= 0.1  drop 0.000, delta +0.000*, n=10, 5 not measured; can*"
+            ),
         ]
     )
     assert " removed" not in result.stdout.str()
@@ -449,7 +463,9 @@ def test_sample(sample):
         assert " removed" not in text, path
     # The gate's own row says over how many samples it was evaluated and how many were not measured.
     markdown = (project.path / "r.md").read_text(encoding="utf-8")
-    header = "| Regression gate | Drop | Δ [95% CI] | p (one-sided) | n | Changed | Smallest p | Not measured |"
+    header = (
+        "| Regression gate | Drop | Δ [95% CI] | p (one-sided) | n | Changed | Smallest p | Not measured |"
+    )
     assert header in markdown
     gate_row = next(line for line in markdown.splitlines() if line.startswith("| ✅ | context\\_recall mean"))
     cells = gate_row.split(" | ")
@@ -738,7 +754,9 @@ def test_report_merge_refuses_shards_cut_from_another_version_of_the_golden_set(
     assert merge(project, capsys, "-o", "m.json", "a.json", "b.json", "--allow-mixed")[0] == 0
 
 
-def test_a_baseline_or_json_report_is_never_written_over_a_file_that_is_neither(project: pytest.Pytester) -> None:
+def test_a_baseline_or_json_report_is_never_written_over_a_file_that_is_neither(
+    project: pytest.Pytester,
+) -> None:
     """``--rag-save-baseline=golden.jsonl`` (a slip of the tab key) replaced the golden set with a
     baseline at the end of the run. Such a file is left alone, and the run stops before any test; a
     baseline (or report) already there is replaced as before."""
@@ -747,9 +765,14 @@ def test_a_baseline_or_json_report_is_never_written_over_a_file_that_is_neither(
     result = project.runpytest("--rag-save-baseline=golden.jsonl", "--rag-report-json=r.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        [f"*ragmetrics: --rag-save-baseline: {golden} exists and is not a ragmetrics JSON report or baseline;*"]
+        [
+            f"*ragmetrics: --rag-save-baseline: {golden} exists and is not a ragmetrics JSON report or baseline;*"
+        ]
     )
-    assert golden.read_text(encoding="utf-8").startswith('{"id": "q1"') and not (project.path / "r.json").exists()
+    assert (
+        golden.read_text(encoding="utf-8").startswith('{"id": "q1"')
+        and not (project.path / "r.json").exists()
+    )
     save_baseline(project, "--rag-report-md=r.md", "--rag-report-html=r.html")
     save_baseline(project, "--rag-report-md=r.md", "--rag-report-html=r.html")  # replaced, as before
     refused = project.runpytest("--rag-report-html=golden.jsonl")
@@ -757,8 +780,31 @@ def test_a_baseline_or_json_report_is_never_written_over_a_file_that_is_neither(
     refused.stderr.fnmatch_lines(["*--rag-report-html: * exists and is not a ragmetrics HTML report;*"])
     refused = project.runpytest("-o", "rag_report_md=golden.jsonl")  # named as it was given
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    refused.stderr.fnmatch_lines(["*: rag_report_md: * exists and is not a ragmetrics Markdown report;*(given with -o)"])
+    refused.stderr.fnmatch_lines(
+        ["*: rag_report_md: * exists and is not a ragmetrics Markdown report;*(given with -o)"]
+    )
     assert golden.read_text(encoding="utf-8").startswith('{"id": "q1"')
+
+
+def test_two_report_files_given_one_path_are_refused_before_the_run(project: pytest.Pytester) -> None:
+    """``--rag-report-json=r.out --rag-report-md=r.out`` wrote the JSON report, then the Markdown one
+    over it: the JSON report asked for was lost without a word. Each file needs its own path; a pipe
+    (/dev/stdout, say) may take several, as it is written to, not replaced."""
+    refused = project.runpytest("--rag-report-json=r.out", "--rag-report-md=./r.out")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        [
+            "*ragmetrics: --rag-report-md: ./r.out is the file --rag-report-json writes too; * give each its own path"
+        ]
+    )
+    assert not (project.path / "r.out").exists()
+    refused = project.runpytest(
+        "-o", f"rag_save_baseline={project.path / 'r.json'}", "--rag-report-json=r.json"
+    )
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*: rag_save_baseline: * is the file --rag-report-json writes too;*"])
+    project.runpytest("--rag-report-json=r.json", "--rag-report-md=r.md").assert_outcomes(passed=16)
+    assert (project.path / "r.json").read_text(encoding="utf-8").startswith("{")
 
 
 def test_report_merge_never_writes_over_a_file_that_is_no_report(
@@ -770,7 +816,9 @@ def test_report_merge_never_writes_over_a_file_that_is_no_report(
     tests = (project.path / "test_rag.py").read_text(encoding="utf-8")
     code, err = merge(project, capsys, "-o", "test_rag.py", "run.json")
     assert code == 4
-    assert err.startswith("error: report merge --output: test_rag.py exists and is not a ragmetrics JSON report")
+    assert err.startswith(
+        "error: report merge --output: test_rag.py exists and is not a ragmetrics JSON report"
+    )
     assert (project.path / "test_rag.py").read_text(encoding="utf-8") == tests
     code, err = merge(project, capsys, "-o", "run.json", "run.json")
     assert code == 0, err
@@ -788,9 +836,14 @@ def test_only_a_file_that_starts_as_our_markdown_or_html_report_is_taken_for_one
     from pytest_ragmetrics.report.markdown import to_markdown
 
     readme, page = tmp_path / "README.md", tmp_path / "index.html"
-    readme.write_text("# Shop search\n\nTested with pytest-ragmetrics (see ragmetrics: docs).\n", encoding="utf-8")
+    readme.write_text(
+        "# Shop search\n\nTested with pytest-ragmetrics (see ragmetrics: docs).\n", encoding="utf-8"
+    )
     page.write_text("<!DOCTYPE html><html><head><title>Shop docs</title></head></html>\n", encoding="utf-8")
-    for settings, what in ((Settings(report_md=str(readme)), "Markdown"), (Settings(report_html=str(page)), "HTML")):
+    for settings, what in (
+        (Settings(report_md=str(readme)), "Markdown"),
+        (Settings(report_html=str(page)), "HTML"),
+    ):
         with pytest.raises(ConfigError, match=f"exists and is not a ragmetrics {what} report"):
             check_replaced(settings)
     readme.write_text(to_markdown(example_report()), encoding="utf-8")
@@ -820,7 +873,9 @@ def test_a_partial_run_updates_the_baseline_entries_of_the_tests_it_ran_and_keep
     after = rows_by_test(project.path / "base.json")
     assert set(after) == set(before)
     result.stdout.fnmatch_lines(
-        ["ragmetrics: a partial run: the baseline base.json keeps the entries of the 14 test(s) it did not run"]
+        [
+            "ragmetrics: a partial run: the baseline base.json keeps the entries of the 14 test(s) it did not run"
+        ]
     )
     ran = {"test_rag.py::test_precision[q01]", "test_rag.py::test_precision[q02]"}
     assert {nodeid: after[nodeid] for nodeid in set(after) - ran} == {
@@ -836,7 +891,9 @@ def test_a_partial_run_updates_the_baseline_entries_of_the_tests_it_ran_and_keep
     assert (project.path / "base.json").read_bytes() == whole
 
 
-def test_a_partial_run_scored_differently_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
+def test_a_partial_run_scored_differently_leaves_the_baseline_file_as_it_was(
+    project: pytest.Pytester,
+) -> None:
     """``pytest -k q01 -o rag_judge_model=model-b`` merged model-b's entries into a baseline of
     gpt-4o-mini's, without a word, and every later comparison with the mixed file was refused."""
     project.makeini("[pytest]\nrag_cache = off\nrag_save_baseline = base.json\n")
@@ -864,7 +921,11 @@ def test_a_partial_run_scored_differently_leaves_the_baseline_file_as_it_was(pro
     ("args", "before", "now"),
     [
         (["--rag-seed=7"], "temperature 0, seed 0, n 1", "temperature 0, seed 7, n 1"),
-        (["--rag-temperature=0.5", "--rag-judge-n=3"], "temperature 0, seed 0, n 1", "temperature 0.5, seed 0, n 3"),
+        (
+            ["--rag-temperature=0.5", "--rag-judge-n=3"],
+            "temperature 0, seed 0, n 1",
+            "temperature 0.5, seed 0, n 3",
+        ),
     ],
 )
 def test_another_judge_temperature_seed_or_n_is_not_comparable(
@@ -923,7 +984,9 @@ def test_a_baseline_without_the_samples_sampling_is_read_from_its_settings(proje
     (project.path / "base.json").write_text(json.dumps(saved), encoding="utf-8")
     result = project.runpytest("--rag-seed=7", "--rag-baseline=base.json")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*scored differently: judge sampling: temperature 0, seed 0, n 1 in the baseline*"])
+    result.stdout.fnmatch_lines(
+        ["*scored differently: judge sampling: temperature 0, seed 0, n 1 in the baseline*"]
+    )
 
 
 def test_a_partial_run_at_another_seed_leaves_the_baseline_file_as_it_was(project: pytest.Pytester) -> None:
@@ -991,7 +1054,9 @@ def test_set():
         [
             "faithfulness*3*1.000*1.000*+0.000*unchanged",
             "    besides the 3 compared: 1 with no claims in one run, not compared (a1)",
-            lit("PASS  faithfulness mean drop <= 0.1  drop 0.000, delta +0.000*, n=3, 1 with no claims; can*"),
+            lit(
+                "PASS  faithfulness mean drop <= 0.1  drop 0.000, delta +0.000*, n=3, 1 with no claims; can*"
+            ),
         ]
     )
     assert "not measured" not in result.stdout.str()

@@ -976,14 +976,29 @@ def check_replaced(settings: Settings, given_as: Callable[[str], str] | None = N
     ``given_as`` names a setting as the run was given it (by default, its command-line option)."""
     from ..options import OPTIONS_BY_NAME
 
+    named = given_as or (lambda name: OPTIONS_BY_NAME[name].cli_name)
+    written: dict[str, str] = {}  # each file written, by the setting that writes it
     for name, path, kind in (
         ("report_json", settings.report_json, "json"),
         ("save_baseline", settings.save_baseline, "json"),
         ("report_md", settings.report_md, "markdown"),
         ("report_html", settings.report_html, "html"),
     ):
-        if path:
-            check_replaceable(path, kind, given_as(name) if given_as else OPTIONS_BY_NAME[name].cli_name)
+        if not path:
+            continue
+        check_replaceable(path, kind, named(name))
+        # Two files written to one path: the last written would replace the other at the run's end
+        # (a pipe or a device is written to, not replaced: /dev/stdout may take them all).
+        if os.path.exists(path) and not os.path.isfile(path):
+            continue
+        real = os.path.realpath(path)
+        if real in written:
+            raise ConfigError(
+                f"{named(name)}: {os.fspath(path)} is the file {named(written[real])} writes too; the one "
+                "written last would replace the other: give each its own path",
+                setting=named(name),
+            )
+        written[real] = name
 
 
 def check_replaceable(path: str | os.PathLike[str], kind: str, option: str) -> None:
