@@ -15,7 +15,7 @@ after the last full run is never deleted.
 skips the question, and without a terminal to ask in it deletes nothing unless ``--yes`` is given.
 
 Exit codes, like pytest's: 0 success, 1 the operation could not be done or a gate failed (the message
-says why), 4 usage errors (a message, no traceback).
+says why), 2 stopped by Ctrl-C (one line), 4 usage errors (a message, no traceback).
 
 PYTEST_DONT_REWRITE
 """
