@@ -309,6 +309,9 @@ class Evaluator:
         #: noted for a run that checks how its judge's answers are spread (the pytest plugin's sets
         #: a dict here). None: nobody reads them, so a script's evaluation notes nothing.
         self.answers: dict[str, tuple[str, tuple[str, ...]]] | None = None
+        #: Where the judge records the keys of the judgments it served (the pytest plugin's run gives
+        #: its own set); None: a set of the judge's own.
+        self.used_keys: set[str] | None = None
         #: A labelled set: each judged result also gets the score the labels give (``labelled``).
         self.labelled: LabelledScorer | None = None
         #: ``--rag-batch``: the run's batch export, which takes the requests instead of the judge.
@@ -454,6 +457,7 @@ class Evaluator:
                     run=self._run,
                     how_to_set=self.how_to_set,
                     batch=self.batch,
+                    used_keys=self.used_keys,
                 )
             return self._cached_judge
 

@@ -485,6 +485,7 @@ class RagmetricsSession:
             # What each judgment decided, noted straight into the run's one record of it: the end of
             # the run tells a judge that answers alike.
             evaluator.answers = self.answer_classes
+            evaluator.used_keys = self.used_keys
             if self.configured and self.settings.judge_controls:
                 # Controls are drawn from the samples the run scored, however they were made.
                 evaluator.scored = self._pool()
@@ -772,11 +773,9 @@ class RagmetricsSession:
                 self._say(waiting_line(waiting))
         for evaluator in self.evaluators.values():
             judge = evaluator.built_judge
-            if judge is not None:
-                self.used_keys.update(judge.used_keys)
-                if judge.store is not None:
-                    self._add_store_keys(judge.store.keys())
-                    self.stores[judge.store.directory] = judge.store
+            if judge is not None and judge.store is not None:
+                self._add_store_keys(judge.store.keys())
+                self.stores[judge.store.directory] = judge.store
             try:
                 evaluator.close(wait=not self.interrupted_again)
             except KeyboardInterrupt:

@@ -231,31 +231,25 @@ def test_splitting_loads_punkt_without_the_rest_of_nltk():
     assert done.returncode == 0, done.stderr
 
 
-def test_a_run_notes_what_its_judgments_decided_in_one_map(pytester, monkeypatch):
-    """What each judgment decided is noted once, in the run's own map, however many evaluators its
-    tests use (two settings here): not in a map per evaluator copied into the run's at its end."""
+def test_a_run_records_what_its_judgments_decided_and_their_keys_once(pytester, monkeypatch):
+    """What each judgment decided and the keys of the judgments used are recorded once, in the
+    run's own map and set, however many evaluators its tests use (two settings here): not by each
+    evaluator and its judge, to be copied into the run's at its end."""
     for name in [k for k in os.environ if k.startswith("RAGMETRICS_")]:
         monkeypatch.delenv(name)
     pytester.makeconftest("""
-        import json, pathlib
-        import pytest
         from pytest_ragmetrics import ScriptedJudge
-        from pytest_ragmetrics.plugin import session_key
         from pytest_ragmetrics.testing import conforming_value
 
         def pytest_ragmetrics_make_judge(settings):
             return ScriptedJudge(lambda request: conforming_value(request.schema), model=settings.judge_model)
-
-        @pytest.hookimpl(trylast=True)
-        def pytest_sessionfinish(session):
-            state = session.config.stash[session_key]
-            shared = [e.answers is state.answer_classes for e in state.evaluators.values()]
-            pathlib.Path("noted.json").write_text(json.dumps([shared, len(state.answer_classes)]))
     """)
     pytester.makepyfile(
         """
+        import json, pathlib
         import pytest
         from pytest_ragmetrics import RagSample, assert_context_precision
+        from pytest_ragmetrics.plugin import session_key
 
         SAMPLE = RagSample("Who wrote it?", ["Ann wrote it.", "Bob read it."], ground_truth="Ann.")
 
@@ -265,7 +259,17 @@ def test_a_run_notes_what_its_judgments_decided_in_one_map(pytester, monkeypatch
         @pytest.mark.ragmetrics(judge_model="another-model")
         def test_other_model():
             assert_context_precision(SAMPLE) >= 0.0
+
+        def test_records(request):
+            state = request.config.stash[session_key]
+            evaluators = list(state.evaluators.values())
+            shared = [
+                [e.answers is state.answer_classes, e.built_judge.used_keys is state.used_keys]
+                for e in evaluators
+            ]
+            recorded = [shared, len(state.answer_classes), len(state.used_keys)]
+            pathlib.Path("recorded.json").write_text(json.dumps(recorded))
         """
     )
-    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
-    assert json.loads((pytester.path / "noted.json").read_text()) == [[True, True], 4]
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
+    assert json.loads((pytester.path / "recorded.json").read_text()) == [[[True, True], [True, True]], 4, 4]

@@ -260,7 +260,8 @@ class CachedJudge:
     ``make_inner()`` creates the real judge on the first miss (never in replay mode, so replay needs no
     API key). ``cache_dir`` is the local disk cache (``None``: none); ``store`` the committed
     :class:`~pytest_ragmetrics.judge.store.JudgmentStore` (``None``: none). Every answer served or
-    written is recorded in :attr:`used_keys`. Concurrent requests with the same key are judged once.
+    written is recorded in :attr:`used_keys` (the set given as ``used_keys``, else one of its own).
+    Concurrent requests with the same key are judged once.
     ``concurrency`` bounds the calls to the inner judge in flight (per event loop; ``None``: no
     bound), so a judge from a plugin hook that does not limit itself cannot open a thousand requests.
     ``how_to_set(name, value)`` words a setting in messages (see
@@ -280,6 +281,7 @@ class CachedJudge:
         run: str | None = None,
         how_to_set: HowToSet = by_environment,
         batch: BatchExport | None = None,
+        used_keys: set[str] | None = None,
     ) -> None:
         if mode not in CACHE_MODES:
             raise ConfigError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
@@ -292,7 +294,7 @@ class CachedJudge:
         self.store = store
         self.stats = stats if stats is not None else JudgeStats()
         self.how_to_set = how_to_set
-        self.used_keys: set[str] = set()
+        self.used_keys: set[str] = set() if used_keys is None else used_keys
         self._memory: OrderedDict[str, JudgeAnswer] = OrderedDict()
         self._memory_entries = memory_entries
         self._cache: diskcache.Cache | None = None
