@@ -363,7 +363,10 @@ def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 status = EXIT_FAILED
                 continue
             # Masked as in a run's report: a key pasted into a golden set is not printed into a CI log.
-            print(json.dumps(redact_json(record), indent=2, ensure_ascii=False, sort_keys=True), file=out)
+            text = json.dumps(redact_json(record), indent=2, ensure_ascii=False, sort_keys=True)
+            # A lone surrogate (a judge's "\ud800" escape, kept as it was) printed as that escape, not
+            # as a UnicodeEncodeError.
+            print(text.encode("utf-8", "backslashreplace").decode("utf-8"), file=out)
     store.close()
     return status
 

@@ -84,8 +84,12 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """:func:`write_atomic` for text: UTF-8, line ends written as they are (``\\n`` on every platform)."""
-    return write_atomic(path, text.encode("utf-8"))
+    """:func:`write_atomic` for text: UTF-8, line ends written as they are (``\\n`` on every platform).
+
+    A lone surrogate, which UTF-8 cannot carry (a judge's answer may hold one, from a ``"\\ud800"``
+    escape, and the judgment store and cache keep it as it was), is written as its escape
+    ``\\ud800``: JSON's own, which reads back the same; in a Markdown or HTML report, the escape shown."""
+    return write_atomic(path, text.encode("utf-8", "backslashreplace"))
 
 
 def lock_directory(directory: Path) -> int | None:

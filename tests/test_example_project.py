@@ -359,3 +359,44 @@ def test_example_project_catches_the_invented_claim_of_the_weakened_generator(fr
     # Faithfulness per sample and over the set, nothing contradicted, and correctness F1 (its precision
     # falls) fail; relevancy and correctness recall still pass.
     assert "18 failed, 3 passed" in text
+
+
+def test_a_judge_reason_holding_a_lone_surrogate_is_written_to_every_report_and_shown(fresh_example):
+    """A stored answer's reason with a "\\ud800" escape (half an emoji a judge wrote, kept by the
+    store as it was) ended the run in a UnicodeEncodeError at its end, no report written, and
+    ``store show`` in one too. Each file now holds the escape, which the JSON report reads back as
+    the text the judge gave."""
+    for shard in (fresh_example / "judgments").glob("*.jsonl"):
+        text = shard.read_text(encoding="utf-8")
+        shard.write_text(text.replace('"reason":"', '"reason":"\\ud800', 1), encoding="utf-8")
+    summary = fresh_example / "summary.md"
+    out = run_example(
+        fresh_example,
+        "tests/test_retrieval.py",
+        "-k",
+        "relevance",
+        "--rag-report-json=r.json",
+        "--rag-report-md=r.md",
+        "--rag-report-html=r.html",
+        "--rag-github-summary",
+        GITHUB_STEP_SUMMARY=str(summary),
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "Traceback" not in out.stdout + out.stderr
+    report = json.loads((fresh_example / "r.json").read_text(encoding="utf-8"))
+    explanations = [s["explanation"] for r in report["results"] for s in r.get("samples") or ()]
+    assert any("\ud800" in text for text in explanations)
+    assert "\\ud800" in (fresh_example / "r.html").read_text(encoding="utf-8")
+    for name in ("r.md", "summary.md"):  # written, though they show no passing sample's reasons
+        assert (fresh_example / name).read_text(encoding="utf-8").startswith("## "), name
+    shard = next((fresh_example / "judgments").glob("*.jsonl"))
+    key = json.loads(shard.read_text(encoding="utf-8").splitlines()[0])["key"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "pytest_ragmetrics", "store", "show", key],
+        cwd=fresh_example,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["answer"]["choices"][0]["reason"].startswith("\ud800")

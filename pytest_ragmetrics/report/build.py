@@ -925,7 +925,7 @@ def write_reports(
             write("the Markdown report", s.report_md, lambda: text)
         if s.github_summary and summary:
             try:
-                with open(summary, "a", encoding="utf-8") as fh:
+                with open(summary, "a", encoding="utf-8", errors="backslashreplace") as fh:
                     fh.write(text + "\n")
             except OSError as exc:
                 failed.append(f"cannot append the report to the GitHub step summary {summary} ({exc})")
