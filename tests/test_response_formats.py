@@ -131,6 +131,32 @@ def test_a_server_with_json_schema_keeps_it_after_one_transient_500(fake_judge_s
     assert judge.active_format == "json_schema" and judge.fallback_reason is None
 
 
+def test_a_server_down_with_bare_500s_is_asked_json_object_no_more_than_its_retries():
+    """A bare 500 is llama-cpp-python's answer to json_schema; to json_object it is a server failing:
+    retried, where it was taken for json_object unsupported too, and text asked on top (7 requests
+    for a judgment allowed 3), the error saying 3."""
+    with FakeJudgeServer() as server:
+        server.fail_next(500, body=b"Internal Server Error", times=20)
+        judge = make_judge(server, max_retries=2)
+        with pytest.raises(JudgeUnavailable) as info:
+            run_judge(judge, make_request())
+    assert formats_sent(server) == ["json_schema", "json_schema", *["json_object"] * 3]
+    message = str(info.value)
+    assert "HTTP 500: Internal Server Error; gave up after 3 attempt(s), and 2 before with json_schema, " in message
+    assert "which the server turned down (HTTP 500: Internal Server Error)" in message
+
+
+def test_the_call_cap_reached_after_a_format_was_turned_down_says_so():
+    from pytest_ragmetrics.errors import JudgeCallCapReached
+    from pytest_ragmetrics.judge.budget import JudgeBudget
+
+    with FakeJudgeServer(response_formats=("json_object", "text"), unsupported_status=500) as server:
+        judge = make_judge(server, stats=JudgeStats(budget=JudgeBudget(calls=2)))
+        with pytest.raises(JudgeCallCapReached):
+            run_judge(judge, make_request())
+    assert formats_sent(server) == ["json_schema", "json_schema"]
+
+
 def test_explicit_formats_never_fall_back():
     with FakeJudgeServer(response_formats=("json_object", "text"), unsupported_status=500) as server:
         judge = make_judge(server, response_format="json_schema", max_retries=1)

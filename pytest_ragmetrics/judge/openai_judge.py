@@ -390,17 +390,33 @@ class OpenAIJudge:
     async def _probe(self, client: AsyncOpenAI, request: JudgeRequest) -> JudgeAnswer:
         """Judge ``request`` in the first response format the server supports, and keep that format."""
         mode = self.active_format
-        turned_down: list[str] = []
+        turned_down: list[_FormatUnsupported] = []
         while True:
             try:
                 answer = await self._judge(client, request, mode, probing=True)
             except _FormatUnsupported as exc:
-                turned_down.append(f"{mode} ({exc.detail})")
+                exc.mode = mode
+                turned_down.append(exc)
                 mode = _FALLBACK[mode]
                 continue
+            except JudgeUnavailable as exc:
+                if not turned_down or isinstance(exc, JudgeCallCapReached):
+                    raise
+                # Said with the requests the formats turned down took: the judgment cost them too,
+                # and a server that turned each down alike may be failing rather than without them.
+                also = (
+                    f", and {sum(t.attempts for t in turned_down)} before with "
+                    + " and ".join(t.mode for t in turned_down)
+                    + ", which the server turned down ("
+                    + "; ".join(t.detail for t in turned_down)
+                    + ")"
+                )
+                raise with_cause(JudgeUnavailable(f"{exc}{also}"), exc.cause) from None
             self.active_format = mode
             if turned_down:
-                self.fallback_reason = "the server turned down " + "; then ".join(turned_down)
+                self.fallback_reason = "the server turned down " + "; then ".join(
+                    f"{t.mode} ({t.detail})" for t in turned_down
+                )
             self._format_settled = True
             self.stats.record_response_format(self.active_format, self.fallback_reason)
             return answer
@@ -679,8 +695,9 @@ class OpenAIJudge:
                 if probing and "response_format" in params:
                     server_errors += status == 500
                     last_try = attempt >= self.max_retries
-                    if format_unsupported(status, detail, server_errors, last_try):
-                        raise _FormatUnsupported(f"HTTP {status}: {detail}") from None
+                    kind = params["response_format"]["type"]
+                    if format_unsupported(status, detail, server_errors, last_try, kind):
+                        raise _FormatUnsupported(f"HTTP {status}: {detail}", attempt + 1) from None
                 if (status < 500 and status not in (408, 429)) or quota_used_up(status, exc):
                     message = rejected_message(
                         status, exc, params, label, self.endpoint, self.azure, self.how_to_set
@@ -821,6 +838,10 @@ _NO_ANSWER = "(no answer)"
 class _FormatUnsupported(Exception):
     """The server turned down a response format as unsupported (only raised while probing)."""
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, attempts: int) -> None:
         super().__init__(detail)
         self.detail = detail
+        #: The requests sent in the format before it was turned down.
+        self.attempts = attempts
+        #: The format turned down (set by the judge, which knows it).
+        self.mode = ""

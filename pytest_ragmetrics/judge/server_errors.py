@@ -260,17 +260,21 @@ _UNSUPPORTED_FORMAT = re.compile(
 )
 
 
-def format_unsupported(status: int, detail: str, server_errors: int, last_try: bool) -> bool:
-    """Does this rejection of a structured request mean the server lacks the response format?
+def format_unsupported(status: int, detail: str, server_errors: int, last_try: bool, kind: str) -> bool:
+    """Does this rejection of a structured request (``kind``: its response format) mean the server
+    lacks the response format?
 
     A 400 or 422 that speaks of the response format (and not of a schema over some limit: that one
-    is reported as it is); a 500 that speaks of it, or a second 500 in a row, or a 500 with no retry
-    left (llama-cpp-python's server answers ``json_schema`` with a bare HTTP 500).
+    is reported as it is); a 500 that speaks of it; to ``json_schema``, a second 500 in a row, or a
+    500 with no retry left (llama-cpp-python's server answers ``json_schema`` with a bare HTTP 500).
+    A bare 500 to ``json_object`` is a server failing, retried as any: taken for that format turned
+    down too, a server down asked text on top, more requests than its retries allow.
     """
     if status in (400, 422):
         return bool(_UNSUPPORTED_FORMAT.search(detail)) and not _SCHEMA_LIMIT.search(detail)
     if status == 500:
-        return bool(_UNSUPPORTED_FORMAT.search(detail)) or server_errors >= 2 or last_try
+        bare = kind == "json_schema" and (server_errors >= 2 or last_try)
+        return bool(_UNSUPPORTED_FORMAT.search(detail)) or bare
     return False
 
 
