@@ -95,7 +95,7 @@ def _asked_for(config: pytest.Config) -> bool:
 def pytest_addoption(parser: pytest.Parser) -> None:
     from .options import OPTIONS
 
-    group = parser.getgroup("ragmetrics", "ragmetrics: retrieval metrics judged by an LLM")
+    group = parser.getgroup("ragmetrics", "ragmetrics: retrieval and answer metrics judged by an LLM")
     for option in OPTIONS:
         if option.cli:
             kwargs: dict[str, Any] = {"dest": "rag_" + option.name, "default": None, "help": option.help}

@@ -87,7 +87,7 @@ def test_help_lists_the_options_in_one_group(pytester):
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(
         [
-            "*retrieval metrics judged by an LLM*",
+            "ragmetrics: retrieval and answer metrics judged by an LLM:",
             "*--rag-report*",
             "*--rag-report-json=PATH*",
             "*--rag-report-md=PATH*",
