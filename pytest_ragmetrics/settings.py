@@ -470,7 +470,7 @@ _TEXT_KINDS = ("text", "optional_text", "report_path", "batch_path")
 
 
 def check_toml_text(inipath: Path | None, values: Mapping[str, Any]) -> None:
-    """Refuse a text setting that ``pyproject.toml`` gives as a TOML boolean or number
+    """Refuse a text setting that ``pyproject.toml`` gives as a TOML boolean, number or list
     (``rag_report_json = true``): pytest passes it on as the text ``"True"``, which would name a file.
     So too a list of names holding one (``rag_relevance_models = [1, 2]``), which would name models.
     ``values`` are the ini values pytest read, by setting name.
@@ -499,9 +499,10 @@ def check_toml_text(inipath: Path | None, values: Mapping[str, Any]) -> None:
 
 
 def _may_be_scalar(kind: str, value: Any) -> bool:
-    """Whether the ini value ``value`` of a setting of ``kind`` may have been a TOML boolean or number."""
+    """Whether the ini value ``value`` of a setting of ``kind`` may have been a TOML boolean or number,
+    or for a text setting a TOML list (its items read as lines: ``["a", "b"]`` would name "a\\nb")."""
     if kind in _TEXT_KINDS:
-        return isinstance(value, str) and _scalar_text(value)
+        return isinstance(value, str) and (_scalar_text(value) or "\n" in value)
     if kind == "names":
         items = value.replace("\n", ",").split(",") if isinstance(value, str) else value
         return isinstance(items, list) and any(

@@ -415,20 +415,24 @@ def test_environment_overrides_the_configuration_file(populated, capsys, monkeyp
     assert f"cache: {populated['cache']}\n  entries: 5" in out
 
 
+@pytest.mark.parametrize(("value", "shown"), [("true", "true"), ('["a", "b"]', "['a', 'b']")])
 @pytest.mark.parametrize(
     "command", [("cache", "stats"), ("cache", "clear"), ("report", "merge", "-o", "m.json", "a.json")]
 )
-def test_a_toml_boolean_for_a_directory_is_a_usage_error_naming_the_key(tmp_path, capsys, monkeypatch, command):
-    """``rag_cache_dir = true`` in pyproject.toml was read as the directory ``True``, as a pytest run
-    refuses to: the command line refuses it too, naming the key."""
+def test_a_toml_boolean_for_a_directory_is_a_usage_error_naming_the_key(
+    tmp_path, capsys, monkeypatch, command, value, shown
+):
+    """``rag_cache_dir = true`` in pyproject.toml was read as the directory ``True``, and
+    ``rag_cache_dir = ["a", "b"]`` as the directory "a<newline>b", as a pytest run refuses to: the
+    command line refuses them too, naming the key."""
     if sys.version_info < (3, 11):
         pytest.importorskip("tomli")
-    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\nrag_cache_dir = true\n")
+    (tmp_path / "pyproject.toml").write_text(f"[tool.pytest.ini_options]\nrag_cache_dir = {value}\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RAGMETRICS_CACHE_DIR", raising=False)
     assert cli(*command) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert err == "error: rag_cache_dir must be text, in quotes; got true (in pyproject.toml)\n"
+    assert err == f"error: rag_cache_dir must be text, in quotes; got {shown} (in pyproject.toml)\n"
 
 
 @pytest.mark.parametrize(
