@@ -45,6 +45,7 @@ __all__ = [
     "one_line",
     "redact",
     "redact_json",
+    "short_reason",
     "url_secrets",
 ]
 
@@ -76,6 +77,20 @@ def one_line(text: Any) -> str:
     if line.isprintable():
         return line
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+
+
+#: How much of a judge's reason explanations and reports quote. A reason is a sentence or two; a
+#: model that loops in it under a large completion limit, or a server that ignores the limit, sends
+#: hundreds of kilobytes, which a failure's why, every report row and the Markdown summary would
+#: print whole (the verdict keeps it, in the JSON and HTML reports).
+QUOTED_REASON = 200
+
+
+def short_reason(reason: str) -> str:
+    """A judge's ``reason`` as explanations and reports quote it: each run of white space one space,
+    its first :data:`QUOTED_REASON` characters."""
+    line = " ".join(reason[: 2 * QUOTED_REASON].split())
+    return line if len(line) <= QUOTED_REASON else line[: QUOTED_REASON - 1] + "…"
 
 
 @functools.cache

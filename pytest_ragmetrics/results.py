@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .judge.base import Usage, quick_init
+from .redact import short_reason
 from .stats import mean
 
 
@@ -59,22 +60,10 @@ class Verdict:
 #: ``Verdict(...)`` without the class call, for the metrics that make one per judged item.
 new_verdict = quick_init(Verdict)
 
-#: How much of a judge's reason an explanation quotes. A reason is a sentence or two; a model that
-#: loops in it under a large completion limit, or a server that ignores the limit, sends hundreds of
-#: kilobytes, which a failure's why and every report row would print whole (the verdict keeps it).
-QUOTED_REASON = 200
-
-
 def because(reason: str) -> str:
-    """``": <reason>"`` as an explanation quotes a judge's reason (its white space runs one space,
-    shortened to :data:`QUOTED_REASON` characters), or ``""`` when it gave none."""
-    if not reason:
-        return ""
-    if len(reason) > QUOTED_REASON:
-        reason = " ".join(reason[: 2 * QUOTED_REASON].split())
-        if len(reason) > QUOTED_REASON:
-            reason = reason[: QUOTED_REASON - 1] + "…"
-    return f": {reason}"
+    """``": <reason>"`` as an explanation quotes a judge's reason
+    (:func:`~pytest_ragmetrics.redact.short_reason`), or ``""`` when it gave none."""
+    return f": {short_reason(reason)}" if reason else ""
 
 
 def _as_float(other: object) -> float:

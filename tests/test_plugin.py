@@ -1932,7 +1932,8 @@ def test_prune_after_skipped_golden_tests_keeps_what_their_samples_need_and_says
 
 def test_a_judge_reason_past_any_sentence_is_quoted_shortened_in_the_failure_and_the_report(pytester, monkeypatch):
     """A model that loops in its reason under a large completion limit (or a server ignoring the
-    limit): the failure's why and the report's row quote its start, where each quoted it whole."""
+    limit): the failure's why, the report's row and the Markdown summary quote its start, where each
+    quoted it whole."""
     looping = "I think so. " * 10_000
 
     def responder(body: dict[str, Any]) -> dict[str, Any]:
@@ -1951,10 +1952,16 @@ def test_a_judge_reason_past_any_sentence_is_quoted_shortened_in_the_failure_and
                 assert_context_precision(GOOD) >= 0.5
         """
         )
-        result = pytester.runpytest("--rag-judge-max-tokens=100000", "--rag-report", "--rag-report-json=r.json")
+        result = pytester.runpytest(
+            "--rag-judge-max-tokens=100000", "--rag-report", "--rag-report-json=r.json", "--rag-report-md=r.md"
+        )
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
     result.stdout.fnmatch_lines(["*why: none of the 2 chunks is useful for the reference (chunk 1 (rank 1): I think so.*…*"])
     assert max(len(line) for line in output.splitlines()) < 2_000
     row = json.loads((pytester.path / "r.json").read_text())["results"][0]
     assert len(row["explanation"]) < 2_000
+    assert row["samples"][0]["verdicts"][0]["reason"] == looping  # the verdict keeps it whole
+    summary = (pytester.path / "r.md").read_text().splitlines()  # a GitHub step summary: 1 MiB at most
+    assert max(len(line) for line in summary) < 2_000
+    assert any(": **not useful** — I think so. I think so." in line and "…" in line for line in summary)

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..redact import short_reason
 from ..report_schema import check_version
 from ..stats import format_p
 from .display import (
@@ -294,7 +295,7 @@ def _weak_verdicts(row: Mapping[str, Any]) -> list[str]:
                 text += f" “{escape_markdown(verdict['text'])}”"
             text += f": **{escape_markdown(verdict.get('verdict', '?'))}**"
             if verdict.get("reason"):
-                text += f" — {escape_markdown(verdict['reason'])}"
+                text += f" — {escape_markdown(short_reason(str(verdict['reason'])))}"
             if row.get("method") == "sentence":
                 picked = picked_sentences(verdict)
                 text += "; picked " + (" ".join(f"“{escape_markdown(s)}”" for s in picked) or "none")
