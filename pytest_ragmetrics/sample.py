@@ -154,6 +154,15 @@ class RagSample:
                 raise TypeError(
                     f"RagSample.id must be a str or None, got {type(self.id).__name__}: {_show(self.id)}"
                 )
+        if self.id is not None and invisible(self.id):
+            # The name a report, a baseline and the test's id give the sample: "" is none, and a
+            # golden set's line with "id": "" (a script's unset variable) is better left out.
+            error = InvalidSample(
+                f"RagSample.id must show something, got {_show(self.id)}; leave it out for the default "
+                "id (the file and line, in a golden set)"
+            )
+            error.field = "id"
+            raise error
         if not isinstance(self.metadata, Mapping):
             raise TypeError(
                 f"RagSample.metadata must be a mapping, got {type(self.metadata).__name__}: "

@@ -279,6 +279,19 @@ def test_a_question_of_only_zero_width_characters_is_an_error(tmp_path):
         load_samples(write(tmp_path, "z.jsonl", text))
 
 
+
+@pytest.mark.parametrize("given", ["", "  ", "\u200b"])
+def test_an_id_that_shows_nothing_is_an_error_naming_the_line_and_field(tmp_path, given):
+    """``"id": ""`` (a script's unset variable) named the sample "" in every report and baseline, and
+    its test by a number pytest chose; a CSV's empty cell is no id, and the default id applies."""
+    text = jsonl({"question": "a", "contexts": []}, {"id": given, "question": "b", "contexts": []})
+    with pytest.raises(SampleLoadError, match=r"^z\.jsonl, line 2: RagSample\.id must show something, got ") as info:
+        load_samples(write(tmp_path, "z.jsonl", text))
+    assert (info.value.line, info.value.field) == (2, "id")
+    with pytest.raises(RagMetricsError, match=r"RagSample\.id must show something"):
+        RagSample("q", [], id=given)
+
+
 # ------------------------------------------------------------------------------------------- .json
 
 
