@@ -475,6 +475,17 @@ def test_a_golden_set_its_labelling_sample_names_and_no_longer_found_is_named(tm
     assert golden_changed({"ids": ["a"]}, where, tmp_path) is None  # nothing recorded to check
 
 
+def test_a_golden_set_named_by_a_path_the_file_system_refuses_is_not_found(tmp_path):
+    """A record whose 'golden' names a directory longer than the file system allows ended the run in
+    an OSError traceback (File name too long) at its end, as the corrected means were reported."""
+    from pytest_ragmetrics.calibration.drawing import golden_changed
+
+    record = {"golden": "g" * 300 + "/golden.jsonl", "golden_sha256": "0" * 64, "ids": ["a"]}
+    changed = golden_changed(record, tmp_path / "labels.sample.json", tmp_path)
+    assert changed is not None and changed.startswith(f"the golden set {'g' * 300}/golden.jsonl that ")
+    assert "is not found (looked in" in changed
+
+
 @pytest.mark.parametrize("drawn_as", ["/home/someone/project/tests/golden.jsonl", "../tests/golden.jsonl"])
 def test_a_golden_set_drawn_by_a_path_from_elsewhere_is_found_by_its_name(tmp_path, drawn_as):
     """The draw records the golden set's path as typed: an absolute path on another machine, or one

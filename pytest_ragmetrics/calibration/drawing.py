@@ -110,7 +110,7 @@ def golden_changed(record: Mapping[str, Any], where: Path, root: Path) -> str | 
     named = Path(golden)
     candidates = [named] if named.is_absolute() else [root / named, where.parent / named]
     candidates += [path for path in (root / named.name, where.parent / named.name) if path not in candidates]
-    found = next((path for path in candidates if path.is_file()), None)
+    found = next((path for path in candidates if _is_file(path)), None)
     if found is None:
         return (
             f"the golden set {golden} that {where.name} was drawn from is not found (looked in "
@@ -129,6 +129,15 @@ def golden_changed(record: Mapping[str, Any], where: Path, root: Path) -> str | 
         f"{hashlib.sha256(data).hexdigest()[:12]}…, {where.name} records {recorded[:12]}…): the labelled "
         f"samples may no longer be a uniform sample of it; draw again with {COMMAND} and label what it draws"
     )
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a name the file system refuses (longer than it allows, in a record
+    edited by hand) is none, where ``Path.is_file`` raises."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _listed(ids: Iterable[str], limit: int = 5) -> str:
