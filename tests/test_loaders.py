@@ -290,6 +290,8 @@ def test_an_id_that_shows_nothing_is_an_error_naming_the_line_and_field(tmp_path
     assert (info.value.line, info.value.field) == (2, "id")
     with pytest.raises(RagMetricsError, match=r"RagSample\.id must show something"):
         RagSample("q", [], id=given)
+    empty_cell = load_samples(write(tmp_path, "z.csv", "id,question\n,a\n"))
+    assert [s.id for s in empty_cell] == ["z.csv:2"]
 
 
 # ------------------------------------------------------------------------------------------- .json
