@@ -434,7 +434,12 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.store_dir is None:
         args.store_dir = configured.get("store_dir")
     for what, directory in (("judgment store", args.store_dir), ("judgment cache", args.cache_dir)):
-        if directory is not None and Path(directory).exists() and not Path(directory).is_dir():
+        try:
+            unusable = directory is not None and Path(directory).exists() and not Path(directory).is_dir()
+        except OSError as exc:  # a name the file system refuses (longer than it allows)
+            print(f"error: the {what} {directory} cannot be used: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if unusable:
             print(f"error: the {what} {directory} is not a directory", file=sys.stderr)
             return EXIT_USAGE
     if args.command == "judge":

@@ -298,18 +298,26 @@ def with_paths_under(settings: Settings, root: Path) -> Settings:
 def check_store_dir(path: str, setting: str) -> None:
     """Raise :class:`ConfigError` naming ``setting`` when the judgment store at ``path`` cannot be a
     directory: it, or a directory above it, is a file. The store is written at the run's end, when
-    the run's judgments would be lost to it; this says so before the first one is asked for."""
-    for place in (Path(path), *Path(path).parents):
-        if place.is_dir():
-            return
-        if place.exists() or place.is_symlink():  # a broken link too: no directory can be made there
-            kind = "a file" if place.is_file() else "no directory"
-            what = f"is {kind}" if place == Path(path) else f"lies under {place}, which is {kind}"
-            raise ConfigError(
-                f"{setting}: the judgment store {path} {what}; the store is a directory of shard files: "
-                "choose another path",
-                setting=setting,
-            )
+    the run's judgments would be lost to it; this says so before the first one is asked for. A name
+    the file system refuses (longer than it allows) is said too, where ``Path.is_dir`` raises."""
+    try:
+        for place in (Path(path), *Path(path).parents):
+            if place.is_dir():
+                return
+            if place.exists() or place.is_symlink():  # a broken link too: no directory can be made there
+                kind = "a file" if place.is_file() else "no directory"
+                what = f"is {kind}" if place == Path(path) else f"lies under {place}, which is {kind}"
+                raise ConfigError(
+                    f"{setting}: the judgment store {path} {what}; the store is a directory of shard "
+                    "files: choose another path",
+                    setting=setting,
+                )
+    except OSError as exc:
+        raise ConfigError(
+            f"{setting}: the judgment store {path} cannot be used ({exc.strerror or exc}): "
+            "choose another path",
+            setting=setting,
+        ) from None
 
 
 def _changes(given: Mapping[str, Any]) -> dict[str, Any]:

@@ -685,6 +685,21 @@ def test_a_store_or_cache_that_is_a_file_is_a_usage_error_naming_it(tmp_path, ca
     assert code == 4 and text == f"error: the judgment {what} {tmp_path / 'a-file'} is not a directory\n"
 
 
+@pytest.mark.parametrize("which", ["--store-dir", "--cache-dir"])
+@pytest.mark.parametrize("command", STORE_COMMANDS, ids=[" ".join(c) for c in STORE_COMMANDS])
+def test_a_store_or_cache_whose_name_the_file_system_refuses_is_a_usage_error_naming_it(
+    tmp_path, capsys, which, command
+):
+    """A name longer than the file system allows made ``Path.exists`` raise: a traceback, exit 1."""
+    dirs = {"--store-dir": tmp_path / "store", "--cache-dir": tmp_path / "cache"}
+    dirs["--store-dir"].mkdir()
+    dirs[which] = tmp_path / ("g" * 300)
+    code, text = _cli(capsys, *command, *(str(a) for pair in dirs.items() for a in pair))
+    what = "store" if which == "--store-dir" else "cache"
+    assert code == 4 and text.startswith(f"error: the judgment {what} {dirs[which]} cannot be used: ")
+    assert "Traceback" not in text
+
+
 @pytest.mark.parametrize("command", [("store", "show", "ab"), ("store", "rejudge")], ids=["show", "rejudge"])
 def test_a_store_that_does_not_exist_is_a_usage_error_naming_it(tmp_path, capsys, command):
     """A misspelt --store-dir read as an empty store: rejudge re-judged nothing, with success."""

@@ -182,6 +182,15 @@ def test_a_store_dir_naming_a_file_is_a_usage_error_before_any_test(pytester, mo
     assert (pytester.path / "judgments").read_text() == "a file, not a directory\n"
 
 
+def test_a_store_dir_whose_name_the_file_system_refuses_is_a_usage_error_naming_it(pytester):
+    """A name longer than the file system allows made ``Path.is_dir`` raise: an INTERNALERROR."""
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest(f"--rag-store-dir={'g' * 300}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*: --rag-store-dir: the judgment store *ggg cannot be used (*): choose another path*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
 def test_a_refused_value_names_its_setting_as_written_where_it_was_given():
     """The error carries the setting's name, so the run need not read it back out of the message."""
     from pytest_ragmetrics.settings import resolve
