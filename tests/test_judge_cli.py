@@ -536,3 +536,14 @@ def test_records_a_hand_edit_broke_are_named_and_left_out_the_others_rejudged_an
         assert line.startswith(f"error: the recorded judgment {key} in the judgment store judgments {why}")
     report = json.loads(captured.out)
     assert report["sampled"] == 11 and sum(k["judgments"] for k in report["kinds"].values()) == 7
+
+
+def test_a_judgment_a_replaying_check_lacks_names_the_option_of_the_command(workdir, capsys):
+    """The commands take the cache mode as --cache: the message names it, not the configuration's key."""
+    tmp_path, server = workdir
+    (tmp_path / "pytest.ini").write_text("[pytest]\nrag_judge_check = labels.jsonl\nrag_judge_model = labelled\n")
+    main(["judge", "check", "--cache", "replay"])
+    printed = "".join(capsys.readouterr())
+    assert server.request_count == 0
+    assert "Replay (--cache replay) never calls the judge" in printed
+    assert "in --cache readwrite (or refresh)" in printed and "rag_cache" not in printed

@@ -118,7 +118,16 @@ def _model(given: str) -> str:
 def _evaluator(settings: Settings) -> Evaluator:
     from ..engine import Evaluator
 
-    return Evaluator(settings)
+    evaluator = Evaluator(settings)
+    configured = evaluator.how_to_set
+
+    def how_to_set(name: str, value: Any) -> str:
+        # These commands take the cache mode as an option of their own: a message that tells a
+        # person to change it (a judgment a replay lacks) names that, not the configuration's key.
+        return f"--cache {value}" if name == "cache" else configured(name, value)
+
+    evaluator.how_to_set = how_to_set
+    return evaluator
 
 
 def _fmt(value: Any) -> str:
