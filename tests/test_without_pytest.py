@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 from pytest_env import interrupted_twice, takes_ctrl_c
@@ -149,11 +150,11 @@ HELD_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
-def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path, monkeypatch):
-    """Ctrl-C stops a script while a judgment is held at the server; at exit the script's evaluator
-    waits for the answer already sent, saying so; Ctrl-C again stops that wait with one line, not an
-    "Exception ignored in atexit callback" traceback."""
+def held_and_interrupted_twice(
+    script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, int]:
+    """Run ``script`` against a judge that holds the request asking "Held?", Ctrl-C it twice while the
+    answer is held (see :func:`interrupted_twice`): what it printed, and its exit status."""
     release = threading.Event()
 
     def responder(body):
@@ -167,7 +168,7 @@ def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path
     with FakeJudgeServer(responder) as server:
         monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
         run = subprocess.Popen(
-            [sys.executable, "-c", HELD_SCRIPT],
+            [sys.executable, "-c", script],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -176,6 +177,15 @@ def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path
         )
         assert run.stdout is not None
         output = interrupted_twice(run, server, 1, release)
+    return output, run.returncode
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
+def test_a_second_ctrl_c_while_a_script_exits_stops_waiting_in_one_line(tmp_path, monkeypatch):
+    """Ctrl-C stops a script while a judgment is held at the server; at exit the script's evaluator
+    waits for the answer already sent, saying so; Ctrl-C again stops that wait with one line, not an
+    "Exception ignored in atexit callback" traceback."""
+    output, _ = held_and_interrupted_twice(HELD_SCRIPT, tmp_path, monkeypatch)
     waiting = "ragmetrics: waiting for the answers to 1 judge request already sent, to record them"
     assert waiting in output, output
     after = output[output.index(waiting) :]
@@ -195,34 +205,13 @@ HELD_IN_WITH_SCRIPT = textwrap.dedent("""
 def test_ctrl_c_in_an_evaluator_s_with_block_says_it_waits_and_again_stops_waiting(tmp_path, monkeypatch):
     """Ctrl-C in ``with Evaluator()``: leaving the block waits for the answer already sent, saying
     so, as a script's own evaluator does at exit, where it waited up to 30 seconds without a word."""
-    release = threading.Event()
-
-    def responder(body):
-        if "Held?" in json.dumps(body):
-            release.wait(60)
-        return default_responder(body)
-
-    monkeypatch.setenv("PYTHONUNBUFFERED", "1")
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
-    monkeypatch.setenv("RAGMETRICS_CACHE_DIR", str(tmp_path / "c"))
-    with FakeJudgeServer(responder) as server:
-        monkeypatch.setenv("RAGMETRICS_JUDGE_BASE_URL", server.base_url)
-        run = subprocess.Popen(
-            [sys.executable, "-c", HELD_IN_WITH_SCRIPT],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            cwd=tmp_path,
-            preexec_fn=takes_ctrl_c,
-        )
-        assert run.stdout is not None
-        output = interrupted_twice(run, server, 1, release)
+    output, returncode = held_and_interrupted_twice(HELD_IN_WITH_SCRIPT, tmp_path, monkeypatch)
     waiting = "ragmetrics: waiting for the answers to 1 judge request already sent, to record them"
     assert waiting in output, output
     after = output[output.index(waiting) :]
     assert "ragmetrics: interrupted again: the answers received are recorded, the rest dropped" in after
     assert after.rstrip().endswith("KeyboardInterrupt"), output  # the first Ctrl-C goes on, as it came
-    assert run.returncode != 0
+    assert returncode != 0
 
 
 LOST_CTRL_C_SCRIPT = """
