@@ -758,6 +758,12 @@ def conforms(schema: Mapping[str, Any], value: Any) -> bool:
     return _checker(schema)(value)
 
 
+def answer_errors(schema: Mapping[str, Any], value: Any) -> list[str]:
+    """:func:`schema_errors` of a judge's answer, after the compiled check (:func:`conforms`): the
+    reasons are worked out only for an answer that has some."""
+    return [] if conforms(schema, value) else schema_errors(schema, value)
+
+
 def _checker(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
     """The check of ``schema`` compiled by :func:`_compile`, once per schema object."""
     hit = _CHECKERS.get(id(schema))
@@ -869,8 +875,7 @@ class _CheckWriter:
 
 def validate_answer(request: JudgeRequest, value: Any) -> Mapping[str, Any]:
     """Return ``value`` if it conforms to ``request.schema``, else raise :class:`InvalidJudgeAnswer`."""
-    # The compiled check first: the reasons are worked out only for an answer that has some.
-    errors = [] if conforms(request.schema, value) else schema_errors(request.schema, value)
+    errors = answer_errors(request.schema, value)
     if errors:
         shown = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
         raise InvalidJudgeAnswer(f"judge answer for {request.label or request.kind} is invalid: {shown}")

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from .._files import RepeatedName, unique_names
 from ..redact import one_line
-from .base import MAX_TOKEN_COUNT, HowToSet, JudgeRequest, Usage, conforms, schema_errors
+from .base import MAX_TOKEN_COUNT, HowToSet, JudgeRequest, Usage, answer_errors
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 #: How reasoning models (DeepSeek-R1, Qwen3, QwQ) mark their thinking before the answer.
@@ -226,8 +226,7 @@ def parse_choices(
             problems.append(f"{where}: {exc}: {content[:200]!r}{_tool_call_advice(called, how_to_set)}")
             bad_content = bad_content or content
             continue
-        # The compiled check first: the reasons are worked out only for an answer that has some.
-        errors = [] if conforms(request.schema, value) else schema_errors(request.schema, value)
+        errors = answer_errors(request.schema, value)
         if errors:
             problems.append(f"{where}: " + "; ".join(errors[:5]) + _tool_call_advice(called, how_to_set))
             bad_content = bad_content or content

@@ -43,7 +43,7 @@ from typing import Any
 
 from .._files import lock_directory, write_atomic, write_text_atomic
 from ..errors import WarnOnce
-from .base import JudgeAnswer, JudgeRequest, recorded_answer, schema_errors
+from .base import JudgeAnswer, JudgeRequest, answer_errors, recorded_answer
 
 _HEX = frozenset("0123456789abcdef")
 #: The file name ending of a shard.
@@ -664,7 +664,7 @@ class JudgmentStore:
             return None
         schema = request.schema
         for choice in answer.choices:
-            errors = schema_errors(schema, choice)
+            errors = answer_errors(schema, choice)
             if errors:
                 self._warn_entry(
                     key, "its answer does not conform to the schema: " + "; ".join(errors[:3]), replay
