@@ -76,6 +76,7 @@ __all__ = [
     "load_report",
     "parse_regression_gate",
     "parse_regression_gates",
+    "prompt_name",
     "provenance",
     "report_problems",
     "run_scores",
@@ -199,6 +200,31 @@ def _listed(values: Iterable[str]) -> str:
     return ", ".join(sorted(values)) or "none"
 
 
+#: A prompt's version, ``claim-verdicts-contexts-1``: the prompt's name, then its number.
+_PROMPT_VERSION = re.compile(r"(.+)-[0-9]+")
+
+
+def prompt_name(version: str) -> str:
+    """The prompt a version is of: ``claim-verdicts-contexts`` for ``claim-verdicts-contexts-1``."""
+    match = _PROMPT_VERSION.fullmatch(version)
+    return match.group(1) if match else ""  # versions of another form are compared as one prompt
+
+
+def _changed_prompts(before: Iterable[str], now: Iterable[str]) -> tuple[set[str], set[str]]:
+    """The prompt versions of ``before`` and of ``now`` that differ, among the prompts both used.
+
+    A prompt one run never sent cannot contradict the other: a faithfulness whose answers all made
+    no claim asked for no verdicts, and a context precision with every ground truth never asked the
+    prompt without one. Only a prompt both sent, in another version, makes the scores differ.
+    """
+    before, now = set(before), set(now)
+    shared = {prompt_name(v) for v in before} & {prompt_name(v) for v in now}
+    return (
+        {v for v in before - now if prompt_name(v) in shared},
+        {v for v in now - before if prompt_name(v) in shared},
+    )
+
+
 def _incomparable(baseline: MetricScores, current: MetricScores) -> str | None:
     """Why two runs' scores of one metric were made differently, or None when they were not."""
     reasons = []
@@ -209,10 +235,19 @@ def _incomparable(baseline: MetricScores, current: MetricScores) -> str | None:
         ("judge sampling", baseline.sampling, current.sampling),
     )
     for what, before, now in facts:
-        # A run that never needed the fact (no judge call, nothing split) cannot contradict it.
-        if before and now and before != now:
+        before, now = _contradicting(what, before, now)
+        if before or now:
             reasons.append(f"{what} {_listed(before)} in the baseline, {_listed(now)} now")
     return "; ".join(reasons) or None
+
+
+def _contradicting(what: str, before: set[str], now: set[str]) -> tuple[set[str], set[str]]:
+    """What two runs recorded of one fact of how scores were made, where they contradict each
+    other: both empty when they do not. A run that never needed the fact (no judge call, nothing
+    split) cannot contradict it; prompt versions are compared prompt by prompt."""
+    if what == "prompt versions":
+        return _changed_prompts(before, now)
+    return (before, now) if before and now and before != now else (set(), set())
 
 
 def _measured(scores: MetricScores) -> dict[str, str | None]:
@@ -386,10 +421,8 @@ def _differences(
     grouped: dict[tuple[str, str, str], list[str]] = {}
     for key in sorted(set(before) & set(now), key=_method_key):
         for what, attribute in _FACTS:
-            old, new = getattr(before[key], attribute), getattr(now[key], attribute)
-            if old and new and old != new:  # a run that never needed the fact cannot contradict it
-                if what == "prompt versions":  # only the versions that changed
-                    old, new = old - new, new - old
+            old, new = _contradicting(what, getattr(before[key], attribute), getattr(now[key], attribute))
+            if old or new:
                 grouped.setdefault((what, _listed(old), _listed(new)), []).append(format_metric(*key))
     refusing = [
         f"{what}: {old} in the baseline, {new} now ({', '.join(labels)})"

@@ -12,9 +12,10 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+import answer_judge
 import pytest
 
-from pytest_ragmetrics import judgments
+from pytest_ragmetrics import claim_judgments, judgments
 from pytest_ragmetrics.baseline import (
     baseline_form,
     compare_reports,
@@ -234,6 +235,65 @@ def test_another_prompt_version_is_not_comparable(monkeypatch: pytest.MonkeyPatc
     entry = precision(compare_reports(baseline, run(BASE)))
     assert not entry["comparable"]
     assert entry["reason"] == f"prompt versions {prompt.version} in the baseline, precision-99 now"
+
+
+def answer_run(answers: Sequence[str]) -> dict[str, Any]:
+    """A run report of faithfulness over one sample per answer, judged by the answer tests' judge."""
+    samples = [
+        RagSample("When did the tower open?", ["The tower opened in 1889."], "It opened in 1889.", a, f"a{i}")
+        for i, a in enumerate(answers)
+    ]
+    with Evaluator(Settings(cache="off"), judge=ScriptedJudge(answer_judge.script)) as evaluator:
+        results = evaluator.score_many(samples, "faithfulness", None)
+    row = {
+        "nodeid": "tests/test_rag.py::test_faithfulness", "metric": "faithfulness", "method": None,
+        "stat": "mean", "score": None, "op": ">=", "threshold": 0.0, "passed": True,
+        "judges": sorted({j for r in results for j in r.judges}), "samples": [r.to_json() for r in results],
+    }  # fmt: skip
+    return {"version": 1, "results": [row], "summary": {}}
+
+
+def test_answers_that_make_no_claim_are_compared_with_a_baseline_whose_answers_made_claims() -> None:
+    """A run whose answers made no claim asked for no verdicts: it contradicts no prompt version."""
+    baseline = answer_run(["The tower opened in 1889."] * 2)
+    current = answer_run(["I don't know."] * 2)
+    assert run_scores(current)["faithfulness", None].prompt_versions < (
+        run_scores(baseline)["faithfulness", None].prompt_versions
+    )
+    comparison = compare_reports(baseline, current)
+    entry = find_metric(comparison, "faithfulness", None)
+    assert entry is not None
+    assert entry["comparable"], entry["reason"]
+    assert entry["no_claims"] == ["a0", "a1"]
+    assert comparison["refused"] is None and comparison["differences"] == []
+
+
+def test_another_version_of_a_prompt_both_runs_sent_is_not_comparable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    baseline = answer_run(["The tower opened in 1889.", "I don't know."])
+    kind = claim_judgments.ANSWER_KINDS[claim_judgments.VERDICTS]
+    monkeypatch.setitem(
+        claim_judgments.ANSWER_KINDS,
+        claim_judgments.VERDICTS,
+        dataclasses.replace(kind, prompt=judgments.Prompt("claim-verdicts-contexts-99", kind.prompt.system)),
+    )
+    current = answer_run(["The tower opened in 1889."])
+    entry = find_metric(compare_reports(baseline, current), "faithfulness", None)
+    assert entry is not None and not entry["comparable"]
+    assert entry["reason"] == (
+        "prompt versions claim-verdicts-contexts-1 in the baseline, claim-verdicts-contexts-99 now"
+    )
+
+
+def test_shards_one_of_whose_answers_made_no_claim_merge() -> None:
+    from pytest_ragmetrics.report.build import shard_problems
+
+    claims, none = answer_run(["The tower opened in 1889."]), answer_run(["I don't know."])
+    for shard in (claims, none):
+        for sample in shard["results"][0]["samples"]:
+            sample["id"] += "-" + str(id(shard))  # shards hold different samples
+    assert shard_problems([claims, none], ["s1.json", "s2.json"], allow_partial=True) == []
 
 
 def test_another_sentence_splitter_is_not_comparable() -> None:

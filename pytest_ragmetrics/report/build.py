@@ -752,14 +752,14 @@ def shard_problems(
     a shard without a record of its tests, or tests of the suite that ran in no shard (a missing
     shard) or in several.
     """
-    from ..baseline import run_scores
+    from ..baseline import prompt_name, run_scores
     from ..specs import format_metric
 
     problems: list[str] = []
     # A sample id naming two different samples: its evaluation's content key differs.
     contents: dict[str, dict[str, set[str]]] = {}
     metrics_of: dict[str, set[str]] = {}
-    facts: dict[tuple[str, str], dict[str, str]] = {}
+    facts: dict[tuple[str, str, str], dict[str, str]] = {}
     for report, name in zip(reports, names, strict=True):
         for key, scores in run_scores(report).items():
             label = format_metric(*key)
@@ -768,11 +768,17 @@ def shard_problems(
                 metrics_of.setdefault(sid, set()).add(label)
             for what, values in (
                 ("judge models", scores.judges),
-                ("prompt versions", scores.prompt_versions),
                 ("sentence splitter", scores.splitters),
             ):
                 if values:
-                    facts.setdefault((label, what), {})[name] = ", ".join(sorted(values))
+                    facts.setdefault((label, what, ""), {})[name] = ", ".join(sorted(values))
+            # Prompt by prompt: a shard whose answers all made no claim sent no verdict prompt, and
+            # contradicts no shard that did.
+            prompts: dict[str, list[str]] = {}
+            for version in scores.prompt_versions:
+                prompts.setdefault(prompt_name(version), []).append(version)
+            for prompt, sent in prompts.items():
+                facts.setdefault((label, "prompt versions", prompt), {})[name] = ", ".join(sorted(sent))
     for sid, by_key in sorted(contents.items()):
         files = sorted({n for ns in by_key.values() for n in ns})
         if len(by_key) > 1 and len(files) > 1:  # within one report, the baseline's "ambiguous"
@@ -791,7 +797,7 @@ def shard_problems(
             written = {n: json.dumps(v.get(setting)) for n, v in known.items()}
             if len(set(written.values())) > 1:
                 problems.append(f"setting {setting} differs: {_shown_values(written)}")
-        for (label, what), by_name in sorted(facts.items()):
+        for (label, what, _), by_name in sorted(facts.items()):
             if len(set(by_name.values())) > 1:
                 problems.append(f"{label}: {what} differ: {_shown_values(by_name)}")
         problems += _file_problems(reports, names)
