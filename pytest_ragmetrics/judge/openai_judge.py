@@ -230,6 +230,9 @@ class OpenAIJudge:
         # The judge proved unreachable: the failure, and until when (on ``clock``) the other requests
         # fail at once with it. A network that comes back is tried again after the cool-down.
         self._unreachable: tuple[JudgeUnavailable, float] | None = None
+        # Responses the server began, of any status (their headers arrived): a request whose attempts
+        # all timed out while this stayed the same met a server that answers nothing (see _create).
+        self._answers = 0
         self._estimating = False  # a token cap counts estimates: the server reports no usage
         self._no_key_said = False  # the advice of a missing API key was given in full once
         self._clock = clock
@@ -275,13 +278,19 @@ class OpenAIJudge:
 
         # The SDK's own retries are off: ours are counted and produce one readable error.
         make = openai.AsyncAzureOpenAI if self.azure else openai.AsyncOpenAI
-        client: AsyncOpenAI = make(**self._client_settings(), max_retries=0, **http_client_kwargs(openai))
+        client: AsyncOpenAI = make(
+            **self._client_settings(), max_retries=0, **http_client_kwargs(openai, self._answered)
+        )
         with self._clients_lock:
             # Clients of loops that are gone cannot be closed any more; forget them.
             for old in [old for old in self._clients if old.is_closed()]:
                 del self._clients[old]
             self._clients[loop] = client
         return client
+
+    async def _answered(self, response: Any) -> None:
+        """Count a response whose headers arrived (the HTTP client's response hook)."""
+        self._answers += 1
 
     @property
     def endpoint(self) -> str:
@@ -341,7 +350,9 @@ class OpenAIJudge:
         Once the judge refused the key (HTTP 401) or the model (403, 404), every later request fails
         at once with that message instead of paying the retries again. Once it proved unreachable
         (connection errors on every attempt), the requests of the next :data:`UNREACHABLE_COOLDOWN`
-        seconds do; the first one after that tries the network again.
+        seconds do; the first one after that tries the network again. Once it answered nothing
+        (every attempt of a request timed out while no response of any request began), every later
+        request fails at once, as after a refused key.
         """
         try:
             self._fail_fast(request.model or self.model)
@@ -639,6 +650,8 @@ class OpenAIJudge:
         attempt = 0
         server_errors = 0
         adjusted = 0
+        timeouts = 0
+        answers_before = self._answers
         while True:
             # One request leaves at a time. The SDK writes a request's headers, lets the loop run
             # whatever else is ready, and only then writes its body: ten requests started together
@@ -714,6 +727,7 @@ class OpenAIJudge:
             except (openai.APITimeoutError, asyncio.TimeoutError) as exc:
                 what = f"timed out after {self.timeout:g}s"
                 last = exc
+                timeouts += 1
             except openai.APIConnectionError as exc:
                 looped_to = redirect_loop(exc)
                 if looped_to is not None:
@@ -747,6 +761,15 @@ class OpenAIJudge:
             # waited out in pieces, once per retry: the judgment fails now, saying so.
             too_long = retry_after is not None and retry_after > MAX_RETRY_AFTER
             if attempt >= self.max_retries or too_long:
+                if timeouts > attempt and self._answers == answers_before:
+                    # Every attempt timed out and no request of this judge got any answer meanwhile,
+                    # not even the first bytes of one: not a slow server (one answering others, or
+                    # sending its answer slowly, would have), one that answers nothing.
+                    # Each later judgment would wait as long for nothing: they fail at once. Requests
+                    # already sent wait out their own timeout (an answer that comes is kept), then
+                    # send no other attempt.
+                    silent = with_cause(JudgeUnavailable(self._not_answering(label, attempt + 1)), last)
+                    raise self._remember_failure("", silent) from None
                 if too_long:
                     what += (
                         f"; the server asks to wait {retry_after:g}s before another attempt, longer "
@@ -765,6 +788,18 @@ class OpenAIJudge:
             self.stats.record_retry()
             mark_sent(False)  # no answer is on its way: until the retry leaves, it can be dropped
             await asyncio.sleep(self._backoff(attempt, retry_after))
+
+    def _not_answering(self, label: str, attempts: int) -> str:
+        """The message of a server that answered none of a judgment's attempts, nor anything else."""
+        longer = self.how_to_set("timeout", format(2 * self.timeout, "g"))
+        more = self.how_to_set("max_retries", self.max_retries + 2)
+        return (
+            f"the LLM judge at {self.endpoint} is not answering: the request for {label} timed out after "
+            f"{self.timeout:g}s on each of its {attempts} attempt(s), and no other request got an answer "
+            "from it meanwhile. Check that the server at that address is up and serving (not stuck, "
+            f"not still loading its model); a server that is only slow needs a longer timeout, set "
+            f"{longer}, or more retries, set {more}"
+        )
 
     def _redirected(self, exc: Any, label: str, detail: str) -> JudgeUnavailable:
         """The error of a request the server redirected to where the HTTP client asked with a GET, or

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import ConfigError
@@ -125,15 +126,13 @@ def _azure_resource(endpoint: str) -> str | None:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
-def http_client_kwargs(openai: Any) -> dict[str, Any]:
-    """An explicit HTTP client for openai releases before 1.55.3, none for later ones.
+def http_client_kwargs(openai: Any, on_response: Callable[[Any], Awaitable[None]]) -> dict[str, Any]:
+    """The HTTP client of a judge's ``openai`` client: the SDK's own ``DefaultAsyncHttpxClient`` (its
+    defaults), calling ``on_response`` as each response's status line and headers arrive, before
+    its body: a server that has begun to answer, however slowly, is not one that answers nothing.
 
-    Those releases build their default client with httpx's ``proxies`` argument, which httpx 0.28
-    removed: with a current httpx, every client they create fails with a ``TypeError``. A client made
-    by the SDK's own ``DefaultAsyncHttpxClient`` (same defaults) is never built that way.
+    Made here for every release: those before 1.55.3 would build their default client with httpx's
+    ``proxies`` argument, which httpx 0.28 removed (with a current httpx, every client they create
+    fails with a ``TypeError``); ``DefaultAsyncHttpxClient`` is never built that way.
     """
-    try:
-        version = tuple(int(part) for part in openai.__version__.split(".")[:3])
-    except ValueError:  # a pre-release or local build: a recent SDK
-        return {}
-    return {"http_client": openai.DefaultAsyncHttpxClient()} if version < (1, 55, 3) else {}
+    return {"http_client": openai.DefaultAsyncHttpxClient(event_hooks={"response": [on_response]})}
