@@ -4,7 +4,7 @@ A peer runs in an environment of its own (its dependencies are not ours), as a s
 directory that reads a job as JSON on stdin and prints its scores as JSON. Its chat model is a
 :class:`~pytest_ragmetrics.testing.FakeJudgeServer` and its embeddings an :class:`EmbeddingServer`,
 both on 127.0.0.1, so nothing leaves the machine and no key is needed. Imported by
-``bench_answer_tokens.py`` and ``bench_answer_parity.py``.
+``bench_answer_tokens.py``, ``bench_answer_parity.py`` and ``bench_retrieval_parity.py``.
 """
 
 from __future__ import annotations

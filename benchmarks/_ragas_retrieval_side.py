@@ -1,0 +1,84 @@
+"""The RAGAS half of bench_retrieval_parity.py; it runs in a separate environment that has RAGAS 0.4.
+
+Not imported by anything: bench_retrieval_parity.py starts it with that environment's Python, writes
+the cases and the server's address to its stdin as JSON, and reads RAGAS's scores from its stdout.
+Every (metric, case) pair is scored on its own, with RAGAS's current metrics
+(``ragas.metrics.collections``: ContextPrecision, ContextRecall) and the older ones ``ragas.evaluate()``
+takes (``ragas.metrics``: LLMContextPrecisionWithReference, LLMContextRecall, on a LangChain chat
+model), each at its defaults. A score is a number, ``"nan"``, or ``"error: <what RAGAS raised>"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import sys
+from typing import Any
+
+os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")  # no usage analytics: nothing leaves the machine
+
+from openai import AsyncOpenAI
+from ragas.llms.base import llm_factory
+from ragas.metrics.collections import ContextPrecision, ContextRecall
+
+MODEL = "gpt-4o-mini"
+METRICS = ("context_precision", "context_recall", "legacy_context_precision", "legacy_context_recall")
+
+
+async def legacy_score(job: dict[str, Any], metric: str, case: dict[str, Any]) -> float:
+    from langchain_openai import ChatOpenAI
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.llms import LangchainLLMWrapper
+    from ragas.metrics import LLMContextPrecisionWithReference, LLMContextRecall
+    from ragas.run_config import RunConfig
+
+    chat = ChatOpenAI(
+        model=MODEL, base_url=job["chat_url"], api_key="sk-bench", max_retries=0,
+        default_headers={"x-bench": f"{metric}/{case['id']}"},
+    )  # fmt: skip
+    llm = LangchainLLMWrapper(chat)
+    sample = SingleTurnSample(
+        user_input=case["question"], retrieved_contexts=case["contexts"], reference=case["reference"]
+    )
+    legacy: Any = (
+        LLMContextPrecisionWithReference(llm=llm)
+        if metric == "legacy_context_precision"
+        else LLMContextRecall(llm=llm)
+    )
+    legacy.init(RunConfig(max_retries=0))
+    return float(await legacy.single_turn_ascore(sample))
+
+
+async def score(job: dict[str, Any], metric: str, case: dict[str, Any]) -> float:
+    if metric.startswith("legacy_"):
+        return await legacy_score(job, metric, case)
+    client = AsyncOpenAI(
+        base_url=job["chat_url"], api_key="sk-bench", max_retries=0,
+        default_headers={"x-bench": f"{metric}/{case['id']}"},
+    )  # fmt: skip
+    llm = llm_factory(MODEL, client=client)
+    kind = ContextPrecision if metric == "context_precision" else ContextRecall
+    result = await kind(llm=llm).ascore(
+        user_input=case["question"], retrieved_contexts=case["contexts"], reference=case["reference"]
+    )
+    return float(result.value)
+
+
+async def main() -> None:
+    job = json.load(sys.stdin)
+    scores: dict[str, dict[str, Any]] = {}
+    for metric in METRICS:
+        for case in job["cases"]:
+            try:
+                value: Any = await score(job, metric, case)
+                value = "nan" if math.isnan(value) else value
+            except Exception as exc:  # what RAGAS does with the case is the figure
+                value = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+            scores.setdefault(metric, {})[case["id"]] = value
+    json.dump(scores, sys.stdout)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
