@@ -306,6 +306,39 @@ def test_corrupt_entry_is_a_miss_with_one_warning(tmp_path):
     assert str(path) in str(record[0].message)
 
 
+@pytest.mark.parametrize(
+    ("edit", "name"),
+    [
+        (lambda line: line.replace('"useful":true', '"useful":true,"useful":false'), "useful"),
+        (lambda line: line[:-1] + ',"answer":{"choices":[]}}', "answer"),
+    ],
+    ids=["a verdict added beside the old one", "a second answer"],
+)
+def test_a_line_that_gives_a_field_twice_is_a_miss_naming_shard_line_key_and_field(tmp_path, edit, name):
+    """JSON readers keep the last of two same-named fields in silence: which one a hand edit meant
+    is a person's call, so the line is refused, as a line that is not valid JSON is."""
+    store = JudgmentStore(tmp_path)
+    request = make_request()
+    key = request.cache_key()
+    put(store, request, make_answer())
+    other = make_request(79)  # its key falls in the same shard as request 0's
+    assert other.cache_key()[:2] == key[:2]
+    put(store, other, make_answer())
+    store.flush()
+    line = next(line for line in lines_of(store.path_for(key)) if key in line)
+    path = replace_entry(tmp_path, key, edit(line))
+    number = lines_of(path).index(edit(line)) + 1
+    reader = JudgmentStore(tmp_path)
+    with pytest.warns(RagMetricsWarning, match="twice") as record:
+        assert reader.get(request) is None
+        assert reader.get(request) is None
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert str(path) in message and key[:12] in message
+    assert f"line {number}" in message and f"'{name}'" in message
+    assert reader.get(other) is not None  # the shard's other lines read as before
+
+
 def test_stored_answer_that_no_longer_fits_the_schema_is_a_miss(tmp_path):
     store = JudgmentStore(tmp_path)
     request = make_request()

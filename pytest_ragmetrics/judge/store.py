@@ -18,7 +18,9 @@ it replaces, so the newer one counts; two lines of one key with different answer
 two reviews) are reported by a warning naming the shard, the key and both answers, so a person
 deletes the wrong one. A line is read by parsing it: its fields in any order and spacing (a tool
 such as ``jq -S -c`` rewrote the store) and a byte-order mark before the first line read the same. A
-line that is not a judgment is reported (shard and line number) and skipped. Lines are sorted by
+line that is not a judgment is reported (shard and line number) and skipped; a line that gives a
+field twice, which a JSON reader would read as its last value in silence, is refused (shard, line,
+key and field) as a damaged one is. Lines are sorted by
 key when the judge closes (:meth:`JudgmentStore.flush`; only the line that counts is kept), so
 re-recording an unchanged judgment produces no diff at all. Writes hold a
 lock on the store directory, so pytest-xdist workers append to the same shards safely; files are
@@ -144,6 +146,46 @@ def loads_entry(text: str | bytes) -> Any:
     if end != len(decoded):
         return json.loads(text)
     return value
+
+
+class _NameTwice(Exception):
+    """A JSON object on a store line that gives one name twice (see :func:`_loads_line`)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _checked_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _NameTwice(name)
+            seen.add(name)
+    return data
+
+
+_CHECKED = json.JSONDecoder(object_pairs_hook=_checked_object)
+_scan_checked: Callable[[str, int], tuple[Any, int]] = vars(_CHECKED)["scan_once"]
+
+
+def _loads_line(line: bytes) -> Any:
+    """:func:`loads_entry` of a store line, raising :class:`_NameTwice` for an object that gives a
+    name twice. A JSON reader keeps the last of the two in silence; on a line edited by hand (a
+    verdict added beside the old one rather than in its place) which one was meant is a person's
+    call."""
+    try:
+        text = line.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8
+        value, end = _scan_checked(text, 0)
+        if end == len(text):
+            return value
+    except (StopIteration, ValueError):
+        pass
+    # Not as the store writes it (white space around it, another encoding), or not JSON: json.loads
+    # reads it, or says what is wrong.
+    return json.loads(line, object_pairs_hook=_checked_object)
 
 
 def _key_of(line: bytes) -> str | None:
@@ -577,6 +619,17 @@ class JudgmentStore:
         """Where the judgment ``key`` lives, for messages: the shard file and the key."""
         return f"{self.path_for(key)} (key {key[:12]}…)"
 
+    def _line_number(self, key: str) -> int | str:
+        """The number of the line that counts for ``key`` in its shard (for a warning only)."""
+        shard = self._shards.get(key[:2])
+        where = None if shard is None else shard.lines.get(key)
+        if shard is None or where is None or shard.fd < 0:
+            return "?"
+        try:
+            return _line_number(shard.fd, where >> 32)
+        except OSError:
+            return "?"
+
     def _warn_entry(self, key: str, why: str, replay: bool | None) -> None:
         # Say what happens next: only a run that may call the judge will replace the entry.
         if replay is None:
@@ -592,8 +645,16 @@ class JudgmentStore:
         line = self._line(key, a_key=a_key)
         while line is not None:
             try:
-                data = loads_entry(line)
+                data = _loads_line(line)
                 break
+            except _NameTwice as twice:
+                self._warn_entry(
+                    key,
+                    f"line {self._line_number(key)} gives the field {twice.name!r} twice, where a JSON "
+                    "reader would keep the last in silence; delete the one that is wrong",
+                    replay,
+                )
+                return None
             except ValueError as exc:  # UnicodeDecodeError is a ValueError too
                 # Read where the index said the line was, as long as it was: a shard changed in
                 # place since (an editor saving into the same file) may have moved its end. The
