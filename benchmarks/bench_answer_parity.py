@@ -13,7 +13,10 @@ text are the claims of all its sentences, its 0/1 verdict is 1 for our "supporte
 and "borderline"). For answer relevancy, RAGAS's generated question for a rating r is embedded so that
 its cosine with the question is r / 2. The cases are hand-made edge cases (no claims, no contexts, an
 empty answer, duplicate claims, a reference without claims, a rounding tie, an answer long enough to
-be judged in windows, split non-committal votes) and seeded random ones.
+be judged in windows, split non-committal votes; answers written as lists, with abbreviations, in
+Chinese and Arabic, with a decomposed accent, of spaces or of punctuation; only empty chunks) and
+seeded random ones. Every side gets the answer as written; ours must split it into the scripted
+sentences.
 
 Compared (ours, RAGAS ``ragas.metrics.collections``):
 
@@ -48,6 +51,7 @@ import math
 import os
 import random
 import tempfile
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,10 +95,13 @@ class Case:
     note: str = ""
     #: Our metrics on which the case is scored differently by a choice docs/metrics.md states.
     documented: tuple[str, ...] = ()
+    #: The answer as the sample gives it, when it is not its sentences joined by spaces (a list, a
+    #: text of spaces): our splitter must find the scripted sentences in it.
+    text: str | None = None
 
     @property
     def answer_text(self) -> str:
-        return " ".join(s for s, _ in self.answer)
+        return " ".join(s for s, _ in self.answer) if self.text is None else self.text
 
     @property
     def reference_text(self) -> str:
@@ -344,7 +351,58 @@ def hand_cases() -> list[Case]:
             note="2 of 3 relevancy draws committal",
         ),
         long_case("long-answer", 23, random.Random(7)),
+        *written_cases(),
     ]
+
+
+def written_cases() -> list[Case]:
+    """Answers whose form decides the sentences our judge is asked to break into claims (lists, an
+    abbreviation, other scripts, decomposed accents), and answers or contexts with nothing to read."""
+
+    def bridge(name: str, first: str, second: str, text: str, **kw: Any) -> Case:
+        return Case(
+            name,
+            f"When did the {name} bridge open?",
+            [f"The {name} bridge opened in 1932.", f"The {name} bridge is 2 km long."],
+            [
+                (first, [(f"The {name} bridge opened in 1932.", S, S)]),
+                (second, [(f"The {name} bridge is 2 km long.", S, N), (f"The {name} bridge is busy.", N, N)]),
+            ],
+            [(f"The {name} bridge opened in 1932.", [(f"The {name} bridge opened in 1932.", S)])],
+            text=text,
+            **kw,
+        )
+
+    one, two = "The quay bridge opened in 1932.", "The quay bridge is 2 km long and busy."
+    bulleted = bridge("quay", one, two, f"- {one}\n- {two}", note="a bulleted list")
+    one, two = "The mole bridge opened in 1932.", "The mole bridge is 2 km long and busy."
+    numbered = bridge("mole", one, two, f"1. {one}\n2. {two}", note="a numbered list")
+    one, two = "Dr. Smith opened the spit bridge in the U.S. in 1932.", "The spit bridge is 2 km long."
+    abbreviated = bridge("spit", one, two, f"{one} {two}", note="abbreviations inside a sentence")
+    one, two = "港湾大桥于1932年开通。", "港湾大桥长两公里，而且很繁忙。"
+    chinese = bridge("harbour-zh", one, two, one + two, note="Chinese: full-width stops, no spaces")
+    one, two = "افتتح جسر الميناء عام 1932.", "يبلغ طول جسر الميناء كيلومترين."
+    arabic = bridge("harbour-ar", one, two, f"{one} {two}", note="Arabic")
+    one, two = "The cafe\u0301 bridge opened in 1932.", "It is 2 km long, near the cafe\u0301."
+    decomposed = bridge("cafe", one, two, f"{one} {two}", note="an accent written decomposed (NFD)")
+    blank = Case(
+        "blank-answer", "When did the blank bridge open?", ["The blank bridge opened in 1932."], [],
+        [("The blank bridge opened in 1932.", [("The blank bridge opened in 1932.", N)])],
+        draws=[(False, 0)] * 3, text=" \n\t ", note="an answer of spaces",
+        documented=(*CLAIM_METRICS,),
+    )  # fmt: skip
+    dots = Case(
+        "punctuation-answer", "When did the dots bridge open?", ["The dots bridge opened in 1932."], [],
+        [("The dots bridge opened in 1932.", [("The dots bridge opened in 1932.", N)])],
+        draws=[(False, 0)] * 3, text="...", note="an answer of punctuation", documented=CLAIM_METRICS,
+    )  # fmt: skip
+    empty_chunks = Case(
+        "blank-contexts", "When did the hollow bridge open?", ["", " \n "],
+        [("The hollow bridge opened in 1932.", [("The hollow bridge opened in 1932.", N, S)])],
+        [("The hollow bridge opened in 1932.", [("The hollow bridge opened in 1932.", S)])],
+        note="only empty chunks retrieved",
+    )  # fmt: skip
+    return [bulleted, numbered, abbreviated, chinese, arabic, decomposed, blank, dots, empty_chunks]
 
 
 def long_case(name: str, sentences: int, rng: random.Random) -> Case:
@@ -397,7 +455,8 @@ def random_cases(count: int, seed: int) -> list[Case]:
 
 
 def squash(text: str) -> str:
-    return " ".join(text.split())
+    """A text as the lookups know it: spaces collapsed, accents composed (our judge is sent NFC)."""
+    return unicodedata.normalize("NFC", " ".join(text.split()))
 
 
 class Script:
@@ -425,7 +484,8 @@ class Script:
             self.by_contexts[frozenset(squash(c) for c in case.contexts)] = case
             self.by_question[squash(case.question)] = case
         self.by_answer = {squash(c.answer_text): c for c in cases}
-        if len(self.by_text) != 3 * len(cases) - 1:  # "" is both the empty answer and no contexts
+        # "" is the empty and the blank answer, no contexts and only empty ones: told apart by claims.
+        if any(len({c.id for c, _ in found}) > 1 for text, found in self.by_text.items() if text):
             raise SystemExit("two cases share a text: the judges could not tell them apart")
 
     def evidence(self, text: str, claims: list[str]) -> tuple[Case, str]:
