@@ -945,7 +945,7 @@ class RagmetricsSession:
         or why it saves nothing (the file there cannot be read to keep them, or its entries were
         scored differently from this run's)."""
         from .baseline import load_report
-        from .report.build import keep_untouched_entries
+        from .report.merge import keep_untouched_entries
 
         try:
             if not os.path.isfile(path) or os.path.getsize(path) == 0:

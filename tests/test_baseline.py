@@ -287,7 +287,7 @@ def test_another_version_of_a_prompt_both_runs_sent_is_not_comparable(
 
 
 def test_shards_one_of_whose_answers_made_no_claim_merge() -> None:
-    from pytest_ragmetrics.report.build import shard_problems
+    from pytest_ragmetrics.report.merge import shard_problems
 
     claims, none = answer_run(["The tower opened in 1889."]), answer_run(["I don't know."])
     for shard in (claims, none):

@@ -166,8 +166,8 @@ def test_sort_results_of_a_report_in_random_order_matches_the_plugin_order():
 
 
 def test_merged_shard_reports_keep_every_shards_errors():
-    from pytest_ragmetrics.report.build import merge_reports
     from pytest_ragmetrics.report.display import outcome
+    from pytest_ragmetrics.report.merge import merge_reports
 
     first, second = example_report(), example_report()
     error = {"nodeid": "tests/test_b.py::test_x", "when": "call", "error": "JudgmentNotRecorded",
@@ -179,8 +179,8 @@ def test_merged_shard_reports_keep_every_shards_errors():
 
 
 def test_a_shard_the_spending_cap_stopped_stops_the_merged_report():
-    from pytest_ragmetrics.report.build import merge_reports
     from pytest_ragmetrics.report.display import cap_stop, outcome
+    from pytest_ragmetrics.report.merge import merge_reports
 
     first, second, third = example_report(), example_report(), example_report()
     for report in (first, second, third):
@@ -204,7 +204,7 @@ def test_a_shard_the_spending_cap_stopped_stops_the_merged_report():
 
 def test_a_shard_whose_judge_figures_are_partial_makes_the_merged_ones_partial():
     """A shard whose xdist worker crashed counted only part of its judging: so does the sum."""
-    from pytest_ragmetrics.report.build import merge_reports
+    from pytest_ragmetrics.report.merge import merge_reports
 
     first, second = example_report(), example_report()
     assert "partial" not in merge_reports([first, second])["summary"]["judge"]
@@ -249,7 +249,7 @@ def test_the_digests_of_disjoint_shards_add_up_to_the_suites():
     ids=["overlap", "missing", "different-suites", "no-record"],
 )
 def test_shards_that_do_not_make_the_whole_suite_are_named(shards, problem):
-    from pytest_ragmetrics.report.build import shard_problems
+    from pytest_ragmetrics.report.merge import shard_problems
 
     reports = [example_report() if shard is None else _shard(*shard) for shard in shards]
     problems = shard_problems(reports, ["s1.json", "s2.json"])
@@ -258,7 +258,7 @@ def test_shards_that_do_not_make_the_whole_suite_are_named(shards, problem):
 
 
 def test_shards_cut_from_different_versions_of_a_file_are_named():
-    from pytest_ragmetrics.report.build import merge_reports, shard_problems
+    from pytest_ragmetrics.report.merge import merge_reports, shard_problems
 
     tests = ["tests/test_rag.py::test_a", "tests/test_rag.py::test_b"]
     first, second, third = _shard(tests, tests[:1]), _shard(tests, tests[1:]), _shard(tests, tests[1:])

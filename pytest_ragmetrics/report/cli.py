@@ -9,7 +9,7 @@ evaluate the aggregate gates and the comparison with a baseline once, over the m
 Both exit like pytest: 0 when everything evaluated passed, 1 when a gate failed (for ``merge``, also
 when a shard recorded a failing comparison), 4 for a usage error (a malformed gate, a regression gate
 without a baseline, a missing, unreadable or invalid report, reports that are not the shards of one
-run: see :func:`~pytest_ragmetrics.report.build.shard_problems`).
+run: see :func:`~pytest_ragmetrics.report.merge.shard_problems`).
 
 PYTEST_DONT_REWRITE
 """
@@ -183,7 +183,7 @@ def _refuse_mixed(report: Mapping[str, Any], command: str) -> None:
 
 def _warn_scored_twice(reports: Sequence[Mapping[str, Any]], paths: Sequence[Path], command: str) -> None:
     """Say which evaluations the reports score twice, differently: only one of the scores counts."""
-    from .build import scored_twice
+    from .merge import scored_twice
 
     said = scored_twice(reports, [str(path) for path in paths])
     if said:
@@ -255,11 +255,10 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
         check_replaceable,
         evaluate_run_gates,
         judge_check_section,
-        merge_reports,
-        shard_problems,
     )
     from .display import outcome
     from .json_report import to_json
+    from .merge import merge_reports, shard_problems
 
     gate_lines, regression_lines, settings = _gate_lines(args, ini)
     baseline_path = args.baseline or (Path(settings.baseline) if settings and settings.baseline else None)
