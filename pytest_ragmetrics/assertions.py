@@ -113,7 +113,19 @@ class _Comparable(_Threshold):
         return self._compare("<", other)
 
     def __float__(self) -> float:
+        return self._number()
+
+    def _number(self) -> float:
+        """The compared value; ``ValueError`` when there is none (every sample's answer made no
+        claim), never a silent 0, as :meth:`MetricResult.number` refuses one sample's."""
+        missing = self._unscored()
+        if missing is not None:
+            raise ValueError(f"{self._described()} has no score: {missing}")
         return float(self.value)
+
+    def _described(self) -> str:
+        """What the value is of, as a failure names it: ``faithfulness of sample 'q1'``."""
+        return self._subject_name()
 
     def _record(self, op: str, threshold: float, passed: bool) -> None:
         raise NotImplementedError
@@ -164,8 +176,9 @@ class ScoreCheck(_Comparable):
 
     @property
     def score(self) -> float:
-        """The compared value: the sample's score, or the mean over samples."""
-        return self.value
+        """The compared value: the sample's score, or the mean over samples; ``ValueError`` when
+        no sample has a score."""
+        return self._number()
 
     @property
     def name(self) -> str:
@@ -177,6 +190,9 @@ class ScoreCheck(_Comparable):
 
     def _subject_name(self) -> str:
         return self.name
+
+    def _described(self) -> str:
+        return self._subject(self.stat)
 
     def _used(self) -> None:
         self.compared = True
@@ -341,10 +357,14 @@ class Stat(_Comparable):
         self.bounded = check.bounded or stat.startswith("pass_rate")
 
     def __repr__(self) -> str:
-        return f"<Stat {self.check.name} {self.stat}={self.value:.4g}>"
+        value = f"{self.value:.4g}" if self._unscored() is None else "no score"
+        return f"<Stat {self.check.name} {self.stat}={value}>"
 
     def _subject_name(self) -> str:
         return f"{self.check.name} {self.stat}"
+
+    def _described(self) -> str:
+        return self.check._subject(self.stat)
 
     def _unscored(self) -> str | None:
         return self.check._unscored()

@@ -302,6 +302,29 @@ def test_an_answer_without_claims_is_its_own_outcome_never_a_number(settings):
     assert out.outcomes("faithfulness") == {"idk": "no_claims"}
 
 
+def test_a_check_without_a_score_refuses_to_be_read_as_a_number(settings):
+    """``float()`` of an assertion's check, or of a statistic of it, over answers without claims
+    raises, as ``float()`` of the result does, where it gave 0.0 (and the repr said ``mean=0``)."""
+    with Evaluator(settings) as ev:
+        one = assert_faithfulness(DONT_KNOW, evaluator=ev)
+        several = assert_faithfulness([DONT_KNOW, DONT_KNOW], evaluator=ev)
+        mixed = assert_faithfulness([SAMPLE, DONT_KNOW], evaluator=ev)
+    with pytest.raises(ValueError, match="faithfulness of sample 'idk' has no score: no claims"):
+        float(one)
+    with pytest.raises(ValueError, match="no claims"):
+        _ = one.score
+    with pytest.raises(AssertionError, match=r"has no score, expected >= 0\.5"):
+        one >= 0.5
+    for stat in (several.mean(), several.min(), several.quantile(0.5), several.pass_rate(0.5)):
+        assert repr(stat).endswith("=no score>")
+        with pytest.raises(ValueError, match=r"faithfulness \S+ over 2 samples has no score: none of"):
+            float(stat)
+    with pytest.raises(ValueError, match="none of the 2 samples has a score"):
+        float(several)
+    assert float(mixed) == mixed.score == float(mixed.min()) == pytest.approx(1 / 3)
+    assert repr(mixed.mean()) == "<Stat faithfulness mean=0.3333>"
+
+
 def test_an_answer_of_invisible_characters_is_empty_for_every_answer_metric(server, settings):
     """An answer of spaces and zero-width characters splits into no sentence, so it makes no claim:
     answer relevancy scores it as the empty answer it is, with no judge call, where it was sent to
