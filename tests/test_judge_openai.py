@@ -1585,6 +1585,60 @@ def test_an_account_without_quota_is_asked_once_per_run_not_retried_as_a_rate_li
     assert "the remaining judgments of this run fail without asking" in str(errors[1])
 
 
+#: OpenAI's 429 for an account without quota as a LiteLLM proxy passes it on: OpenAI's words kept,
+#: its type and code replaced by the proxy's own.
+_PROXIED_NO_QUOTA = {
+    "error": {
+        "message": "litellm.RateLimitError: RateLimitError: OpenAIException - You exceeded your current "
+        "quota, please check your plan and billing details. For more information on this error, read "
+        "the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.\n\nLiteLLM: model "
+        "group 'judge-model' failed with the error above. No fallback was attempted.",
+        "type": "throttling_error",
+        "param": None,
+        "code": "429",
+    }
+}
+
+
+def test_an_account_without_quota_behind_a_proxy_is_asked_once_per_run(fake_judge_server):
+    """Behind a LiteLLM proxy the 429 says OpenAI's words but not its type: it was retried as a rate
+    limit, every judgment, each retry retried again by the proxy."""
+    fake_judge_server.fail_next(429, body=_PROXIED_NO_QUOTA, times=10)
+    stats = JudgeStats()
+    errors = run_each(make_judge(fake_judge_server, stats=stats), make_request(0), make_request(1))
+    assert fake_judge_server.request_count == 1 and stats.retries == 0
+    assert "(HTTP 429, not retried): the account of the API key has no quota left" in str(errors[0])
+    assert "the remaining judgments of this run fail without asking" in str(errors[1])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # Gemini's per-minute limit in the same words, through a proxy that kept its details as text.
+        'litellm.RateLimitError: VertexAIException - {"error": {"code": 429, "message": "You exceeded '
+        'your current quota, please check your plan and billing details.", "status": "RESOURCE_EXHAUSTED"}}',
+        "You exceeded your current quota, please check your plan and billing details. For more "
+        "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
+        "You exceeded your current quota. Please retry in 1.5s.",
+    ],
+    ids=["RESOURCE_EXHAUSTED", "rate limits", "retry in"],
+)
+def test_a_rate_limit_in_the_words_of_a_quota_is_retried(fake_judge_server, message):
+    """Gemini words its per-minute limits as OpenAI words an account without quota: said so, or
+    with a wait to make, it is a rate limit, retried."""
+    fake_judge_server.fail_next(429, body={"error": {"message": message, "code": "429"}})
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices and stats.retries == 1
+
+
+def test_a_quota_429_asking_for_a_wait_is_a_rate_limit(fake_judge_server):
+    fake_judge_server.fail_next(429, headers={"Retry-After": "0"}, body=_PROXIED_NO_QUOTA)
+    stats = JudgeStats()
+    [answer] = run_judge(make_judge(fake_judge_server, stats=stats), make_request())
+    assert answer.choices and stats.retries == 1
+
+
 def test_an_account_without_credit_is_asked_once_per_run(fake_judge_server):
     """OpenRouter and DeepSeek answer 402 when the balance is spent: every judgment asked again."""
     credit = {"error": {"message": "Insufficient Balance", "code": 402}}

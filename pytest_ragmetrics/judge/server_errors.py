@@ -209,10 +209,30 @@ def _retry_after_header(headers: Mapping[str, str] | None, now: float | None) ->
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+#: OpenAI's words for an account without quota, which a proxy passing the error on keeps (a LiteLLM
+#: proxy sends them with its own type and code: "throttling_error", "429").
+_NO_QUOTA = re.compile(r"exceeded your current quota", re.IGNORECASE)
+#: Gemini says the same of its per-minute limits: a rate limit, in its status, its link or its wait
+#: (not the name of LiteLLM's RateLimitError, which it gives every 429).
+_RATE_LIMITED = re.compile(
+    r"RESOURCE_EXHAUSTED|rate[ _-]limit|retry in|retry after|retryDelay", re.IGNORECASE
+)
+
+
 def quota_used_up(status: int, exc: Any) -> bool:
-    """Is this OpenAI's 429 for an account without quota (``insufficient_quota``)? Not a rate limit:
-    no retry, nor any later request of the run, gets past it until someone pays."""
-    return status == 429 and "insufficient_quota" in (getattr(exc, "code", None), getattr(exc, "type", None))
+    """Is this OpenAI's 429 for an account without quota (``insufficient_quota``, or its words with
+    nothing of a rate limit or a wait)? Not a rate limit: no retry, nor any later request of the run,
+    gets past it until someone pays."""
+    if status != 429:
+        return False
+    if "insufficient_quota" in (getattr(exc, "code", None), getattr(exc, "type", None)):
+        return True
+    said = str(getattr(exc, "message", "") or "")
+    if not _NO_QUOTA.search(said) or _RATE_LIMITED.search(said):
+        return False
+    response = getattr(exc, "response", None)
+    headers = dict(response.headers) if response is not None else None
+    return retry_after_seconds(headers, body=getattr(exc, "body", None)) is None
 
 
 def never_connected(exc: BaseException) -> bool:
