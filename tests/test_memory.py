@@ -1,12 +1,9 @@
 """Memory stays flat on large runs: bounded fan-out, a bounded answer map, shared decisions, small
-SQLite page caches, nltk without the rest of nltk."""
+SQLite page caches (splitting loads Punkt without the rest of nltk: see test_text.py)."""
 
 import asyncio
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import diskcache
 import pytest
@@ -211,24 +208,6 @@ def test_every_connection_to_the_disk_cache_keeps_a_small_page_cache(tmp_path):
         assert cache.sqlite_cache_size == SQLITE_CACHE_PAGES
     with diskcache.Cache(str(directory)) as reopened:  # the setting is kept in the database
         assert reopened.sqlite_cache_size == SQLITE_CACHE_PAGES == 512
-
-
-def test_splitting_loads_punkt_without_the_rest_of_nltk():
-    """nltk's package __init__ imports scipy and most of nltk; splitting needs none of it."""
-    code = textwrap.dedent(
-        """
-        import sys
-        from pytest_ragmetrics.text import split_sentences
-        assert split_sentences("Dr. Smith came. He left.") == ["Dr. Smith came.", "He left."]
-        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("nltk", "scipy", "numpy"))
-        assert loaded == [], loaded
-        import nltk  # the whole, ordinary package is still there for anyone who imports it
-        assert nltk.tokenize.punkt.PunktSentenceTokenizer is not None
-        assert split_sentences("One. Two.") == ["One.", "Two."]
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
 
 
 def test_a_run_records_what_its_judgments_decided_and_their_keys_once(pytester, monkeypatch):
