@@ -73,7 +73,7 @@ def assert_one_unbroken_dots_line(result: pytest.RunResult) -> None:
 
 def test_in_a_log_a_cold_run_ends_with_one_progress_line_and_keeps_the_dots_line(slow_project, monkeypatch):
     monkeypatch.setattr(ProgressLine, "plain_after", 0.2)  # a shorter wait earns the line: a quicker test
-    slow_project.server.delay(0.3)
+    slow_project.server.delay(0.1)  # six calls one at a time: 0.6 s of waiting, three times the 0.2 s
     slow_project.makepyfile(test_rag=SLOW_TEST.replace("CHUNKS", "6"))
     cold = slow_project.runpytest("--rag-concurrency=1")
     cold.assert_outcomes(passed=2)
@@ -104,7 +104,9 @@ def test_a_wait_shorter_than_the_log_threshold_prints_nothing_and_keeps_the_dots
 
 def test_progress_on_a_terminal_is_drawn_in_place_and_erased(slow_project):
     """Through a real pseudo-terminal: the figures follow the dots and are erased before pytest writes."""
-    slow_project.server.delay(0.5)
+    # Eight calls one at a time: 2.4 s of waiting, drawn after the first second and again half a
+    # second later at least (ProgressLine.tty_after, tty_every).
+    slow_project.server.delay(0.3)
     slow_project.makepyfile(test_rag=SLOW_TEST.replace("CHUNKS", "8"))
     main, child = pty.openpty()
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
