@@ -700,6 +700,91 @@ def test_a_cache_entry_of_the_wrong_json_type_is_a_miss_with_one_warning(fake_ju
     assert [a.source for a in run(cache_only, *requests)] == ["cache"] * 2
 
 
+def sentences_request() -> JudgeRequest:
+    """A chunk's sentence judgment: its sentences are derived inputs, recorded with its answer."""
+    from pytest_ragmetrics import judgments as J
+
+    return J.chunk_sentences_request("Q?", "A. B.", "punkt-1", lambda text: ["A.", "B."], J.JudgeParams("m"))
+
+
+def cache_only(dirs: Dirs) -> CachedJudge:
+    return CachedJudge(lambda: pytest.fail("judge created"), mode="replay", cache_dir=dirs.cache)
+
+
+def test_a_cache_entry_holds_what_serves_its_answer_ahead_of_what_was_asked(dirs):
+    """The key, the run, the answer and the derived inputs come first in an entry, the request's
+    inputs and parameters after them; each value as sorted JSON writes it. The entry is served."""
+    import diskcache
+
+    requests = [make_request(1), sentences_request()]
+    script = ScriptedJudge(
+        lambda r: {"reason": "r", "relevant_sentences": [2]} if r.derived else {"reason": "r", "useful": True}
+    )
+    judge = CachedJudge(lambda: script, cache_dir=dirs.cache)
+    run(judge, *requests)
+    with diskcache.Cache(str(dirs.cache)) as cache:
+        entries = [cache.get(request.cache_key()) for request in requests]
+    asked = ["inputs", "kind", "model", "n", "prompt_version", "seed", "temperature"]
+    assert [list(json.loads(entry)) for entry in entries] == [
+        ["key", "run", "answer", *asked],
+        ["key", "run", "answer", "derived", *asked],
+    ]
+    derived = json.loads(entries[1])["derived"]
+    assert derived == {"sentence_count": 2, "sentences": ["A.", "B."]}
+    assert f'"derived": {json.dumps(derived, sort_keys=True)}, "inputs": ' in entries[1]
+
+    fresh = [make_request(1), sentences_request()]
+    served = run(cache_only(dirs), *fresh)
+    assert [a.source for a in served] == ["cache", "cache"]
+    assert [a.choices for a in served] == [
+        ({"reason": "r", "useful": True},),
+        ({"reason": "r", "relevant_sentences": [2]},),
+    ]
+    assert fresh[1].inputs["sentences"] == ["A.", "B."]  # from the entry, not split again
+
+
+def test_a_cache_entry_with_its_members_sorted_as_written_before_is_served(dirs):
+    import diskcache
+
+    requests = [make_request(1), sentences_request()]
+    answers = [{"reason": "r", "useful": False}, {"reason": "r", "relevant_sentences": [1, 2]}]
+    with diskcache.Cache(str(dirs.cache)) as cache:
+        for request, answer in zip(requests, answers, strict=True):
+            key = request.cache_key()
+            record = {"key": key, "run": "r1", "model": "m", "inputs": {}, "answer": {"choices": [answer]}}
+            if request.derived:
+                record["derived"] = {"sentences": ["A.", "B."], "sentence_count": 2}
+            cache.set(key, json.dumps(record, sort_keys=True, ensure_ascii=False))
+    fresh = [make_request(1), sentences_request()]
+    served = run(cache_only(dirs), *fresh)
+    assert [(a.source, a.choices) for a in served] == [("cache", (answers[0],)), ("cache", (answers[1],))]
+    assert fresh[1].inputs["sentences"] == ["A.", "B."]
+
+
+@pytest.mark.parametrize(
+    "head_then",
+    [
+        '"oops", "inputs": {}}',
+        '{"choices": "abc"}, "inputs": {}}',
+        '{"choices": [{"reason": "r", "useful": "maybe"}]}, "inputs": {}}',
+        '{"choices": [{"reason": "r", "useful": true}], "usage": {"prompt_tokens": "many"}}, "inputs": {}}',
+        '{"choices": [{"reason": "r", "useful": tr',  # cut short within the answer
+        '{"choices": [{"reason": "r", "useful": true}]}',  # cut short after it
+    ],
+)
+def test_a_damaged_answer_in_the_head_of_a_cache_entry_is_a_miss_with_one_warning(dirs, head_then):
+    import diskcache
+
+    request = make_request(1)
+    key = request.cache_key()
+    with diskcache.Cache(str(dirs.cache)) as cache:
+        cache.set(key, f'{{"key": "{key}", "run": "r1", "answer": {head_then}')
+    with pytest.raises(JudgmentNotRecorded), pytest.warns(RagMetricsWarning) as record:
+        run(cache_only(dirs), request)
+    assert len(record) == 1
+    assert "damaged entry" in str(record[0].message)
+
+
 def test_a_recorded_answer_written_without_its_optional_fields_is_served(dirs):
     """An entry with no usage (null), model or time, as a hand or another tool may write it, is served
     from the cache and from the store like one written by this package."""

@@ -44,6 +44,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import secrets
 import shlex
 import sqlite3
@@ -85,7 +86,7 @@ from .disk_cache import (
     reopened,
 )
 from .stats import JudgeStats
-from .store import JudgmentStore, loads_entry
+from .store import JudgmentStore, _scan_json, loads_entry
 
 if TYPE_CHECKING:  # pragma: no cover
     import diskcache  # diskcache ships no type information
@@ -109,10 +110,47 @@ MEMORY_ENTRIES = 512
 CLOSE_SECONDS = 30.0
 
 
+def _entry_json(members: list[tuple[str, Any]], *, ascii: bool) -> str:
+    """A disk-cache entry: the JSON object of ``members`` in their order, each value as
+    ``json.dumps(value, sort_keys=True)`` writes it (``ensure_ascii=ascii``)."""
+    dumps = (_ASCII_JSON if ascii else _TEXT_JSON).encode
+    return "{" + ", ".join(f"{dumps(name)}: {dumps(value)}" for name, value in members) + "}"
+
+
+_TEXT_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+_ASCII_JSON = json.JSONEncoder(sort_keys=True)
+# The head of an entry as _write_disk writes it, up to its answer; its derived inputs after that.
+_HEAD = re.compile(r'\{"key": "([0-9a-f]{64})", "run": "([^"\\]*)", "answer": ')
+_DERIVED = ', "derived": '
+
+
+def _entry_record(raw: Any, derived: bool) -> Any:
+    """The members of a disk-cache entry that serve its answer (``key``, ``run``, ``answer`` and,
+    with ``derived``, ``derived``) as ``json.loads(raw)`` holds them, without reading on past them.
+
+    :meth:`CachedJudge._write_disk` writes those members first, and the request's inputs and
+    parameters (what ``judge drift`` reads) after them: a warm run parses the part of each entry
+    that serves it, not the whole (most of it is the request's texts). An entry laid out otherwise
+    (its members sorted, as written before, or by hand) is read whole by ``json.loads``: the same
+    members, or the error that says it is damaged.
+    """
+    head = _HEAD.match(raw) if type(raw) is str else None
+    if head is None:
+        return loads_entry(raw)
+    try:
+        answer, at = _scan_json(raw, head.end())
+        record = {"key": head[1], "run": head[2], "answer": answer}
+        if derived and raw.startswith(_DERIVED, at):
+            record["derived"], at = _scan_json(raw, at + len(_DERIVED))
+    except (StopIteration, ValueError):  # not JSON there: json.loads says what is wrong
+        return loads_entry(raw)
+    return record if raw.startswith(', "', at) else loads_entry(raw)  # more members follow
+
+
 def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = None) -> JudgeAnswer | None:
     """The answer a disk-cache entry holds for ``request`` (with ``run``: only one written by that
     run, else None); :class:`ValueError` when it is damaged."""
-    record = loads_entry(raw) if type(raw) is str or isinstance(raw, (str, bytes)) else None
+    record = _entry_record(raw, bool(request.derived)) if isinstance(raw, (str, bytes)) else None
     if type(record) is not dict or record.get("key") != key:  # (not text: damaged)
         raise ValueError("the entry does not belong to this key")
     if run is not None and record.get("run") != run:
@@ -762,26 +800,25 @@ class CachedJudge:
         cache = self._disk()
         if cache is None or self._read_only:
             return False
-        # The request's inputs and parameters too, so `judge drift` can re-judge from the cache alone.
-        record: dict[str, Any] = {
-            "key": key,
-            "run": self.run,
-            "kind": request.kind,
-            "model": request.model,
-            "prompt_version": request.prompt_version,
-            "temperature": request.temperature,
-            "seed": request.seed,
-            "n": request.n,
-            "inputs": request.inputs,
-            "answer": answer.to_json(),
-        }
+        # What serves the answer first (see _entry_record), then the request's inputs and parameters,
+        # so `judge drift` can re-judge from the cache alone.
+        served: list[tuple[str, Any]] = [("key", key), ("run", self.run), ("answer", answer.to_json())]
         if request.derived:
-            record["derived"] = request.derived_inputs()
-        value = json.dumps(record, sort_keys=True, ensure_ascii=False)
+            served.append(("derived", request.derived_inputs()))
+        asked: list[tuple[str, Any]] = [
+            ("inputs", request.inputs),
+            ("kind", request.kind),
+            ("model", request.model),
+            ("n", request.n),
+            ("prompt_version", request.prompt_version),
+            ("seed", request.seed),
+            ("temperature", request.temperature),
+        ]
+        value = _entry_json(served + asked, ascii=False)
         if not value.isascii() and not _utf8(value):
             # A lone surrogate (a "\ud800" escape in a server's answer) that SQLite cannot store as
             # text: written as JSON's escape of it, which reads back the same.
-            value = json.dumps(record, sort_keys=True)
+            value = _entry_json(served + asked, ascii=True)
         try:
             cache.set(key, value)
         except cache_errors() as exc:
