@@ -12,11 +12,11 @@ text are the claims of all its sentences, its 0/1 verdict is 1 for our "supporte
 "contradicted" and "not found"); DeepEval's (its truths are the contexts, its verdicts "yes", "no"
 and "borderline"). For answer relevancy, RAGAS's generated question for a rating r is embedded so that
 its cosine with the question is r / 2. The cases are hand-made edge cases (no claims, no contexts, an
-empty answer, duplicate claims, a reference without claims, a rounding tie, an answer long enough to
-be judged in windows, split non-committal votes; answers written as lists, with abbreviations, in
-Chinese and Arabic, with a decomposed accent, of spaces or of punctuation; only empty chunks) and
-seeded random ones. Every side gets the answer as written; ours must split it into the scripted
-sentences.
+empty answer, duplicate claims, a reference without claims, a rounding tie, an answer and a reference
+long enough to be judged in windows, split non-committal votes; answers written as lists, with
+abbreviations, in Chinese and Arabic, with a decomposed accent, of spaces or of punctuation; only
+empty chunks) and seeded random ones. Every side gets the answer as written; ours must split it
+into the scripted sentences.
 
 Compared (ours, RAGAS ``ragas.metrics.collections``):
 
@@ -351,6 +351,7 @@ def hand_cases() -> list[Case]:
             note="2 of 3 relevancy draws committal",
         ),
         long_case("long-answer", 23, random.Random(7)),
+        long_reference_case("long-reference", 24, random.Random(11)),
         *written_cases(),
     ]
 
@@ -425,6 +426,28 @@ def long_case(name: str, sentences: int, rng: random.Random) -> Case:
         answer,
         reference,
         note="more than 20 sentences and 25 claims",
+    )
+
+
+def long_reference_case(name: str, sentences: int, rng: random.Random) -> Case:
+    """A reference of ``sentences`` sentences, one or two claims each: its claims are listed, and
+    judged against the answer, in windows by us."""
+    reference = []
+    for i in range(sentences):
+        count = rng.randint(1, 2)
+        claims = [(f"Quay {name} ref {i}{k} holds.", rng.choice((S, N, C))) for k in "ab"[:count]]
+        reference.append((f"Quay {name} ref {i} holds {len(claims)} facts.", claims))
+    answer = [
+        (f"Quay {name} says {i}.", [(f"Quay {name} says {i}.", rng.choice((S, N)), rng.choice((S, C, N)))])
+        for i in range(3)
+    ]
+    return Case(
+        name,
+        f"What holds for quay {name}?",
+        [f"Quay {name} chunk {k}." for k in range(2)],
+        answer,
+        reference,
+        note="a reference of more than 20 sentences and 25 claims",
     )
 
 
