@@ -43,7 +43,7 @@ from pathlib import Path
 from stat import S_ISDIR, S_ISFIFO
 from typing import Any
 
-from .._files import lock_directory, write_atomic, write_text_atomic
+from .._files import RepeatedName, lock_directory, unique_names, write_atomic, write_text_atomic
 from ..errors import WarnOnce
 from .base import JudgeAnswer, JudgeRequest, answer_errors, recorded_answer
 
@@ -148,44 +148,28 @@ def loads_entry(text: str | bytes) -> Any:
     return value
 
 
-class _NameTwice(Exception):
-    """A JSON object on a store line that gives one name twice (see :func:`_loads_line`)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-
-def _checked_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data = dict(pairs)
-    if len(data) < len(pairs):
-        seen: set[str] = set()
-        for name, _ in pairs:
-            if name in seen:
-                raise _NameTwice(name)
-            seen.add(name)
-    return data
-
-
-_CHECKED = json.JSONDecoder(object_pairs_hook=_checked_object)
-_scan_checked: Callable[[str, int], tuple[Any, int]] = vars(_CHECKED)["scan_once"]
+# The same scanner, refusing a name given twice in an object (see _loads_line).
+_UNIQUE_NAMES = json.JSONDecoder(object_pairs_hook=unique_names)
+_scan_checked: Callable[[str, int], tuple[Any, int]] = vars(_UNIQUE_NAMES)["scan_once"]
 
 
 def _loads_line(line: bytes) -> Any:
-    """:func:`loads_entry` of a store line, raising :class:`_NameTwice` for an object that gives a
-    name twice. A JSON reader keeps the last of the two in silence; on a line edited by hand (a
-    verdict added beside the old one rather than in its place) which one was meant is a person's
-    call."""
+    """:func:`loads_entry` of a store line, raising
+    :class:`~pytest_ragmetrics._files.RepeatedName` for an object that gives a name twice. A JSON
+    reader keeps the last of the two in silence; on a line edited by hand (a verdict added beside the
+    old one rather than in its place) which one was meant is a person's call."""
     try:
         text = line.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8
         value, end = _scan_checked(text, 0)
         if end == len(text):
             return value
+    except RepeatedName:
+        raise
     except (StopIteration, ValueError):
         pass
     # Not as the store writes it (white space around it, another encoding), or not JSON: json.loads
     # reads it, or says what is wrong.
-    return json.loads(line, object_pairs_hook=_checked_object)
+    return json.loads(line, object_pairs_hook=unique_names)
 
 
 def _key_of(line: bytes) -> str | None:
@@ -647,7 +631,7 @@ class JudgmentStore:
             try:
                 data = _loads_line(line)
                 break
-            except _NameTwice as twice:
+            except RepeatedName as twice:
                 self._warn_entry(
                     key,
                     f"line {self._line_number(key)} gives the field {twice.name!r} twice, where a JSON "
