@@ -5,7 +5,8 @@ the cases and the server's address to its stdin as JSON, and reads RAGAS's score
 Every (metric, case) pair is scored on its own, with RAGAS's current metrics
 (``ragas.metrics.collections``: ContextPrecision, ContextRecall) and the older ones ``ragas.evaluate()``
 takes (``ragas.metrics``: LLMContextPrecisionWithReference, LLMContextRecall, on a LangChain chat
-model), each at its defaults. A score is a number, ``"nan"``, or ``"error: <what RAGAS raised>"``.
+model), each at its defaults, or those the job names (``metrics``). A score is a number, ``"nan"``,
+or ``"error: <what RAGAS raised>"``.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ async def score(job: dict[str, Any], metric: str, case: dict[str, Any]) -> float
 async def main() -> None:
     job = json.load(sys.stdin)
     scores: dict[str, dict[str, Any]] = {}
-    for metric in METRICS:
+    for metric in job.get("metrics", METRICS):
         for case in job["cases"]:
             try:
                 value: Any = await score(job, metric, case)

@@ -10,11 +10,13 @@ splitter, attributed or not), and RAGAS's prompts (a chunk's 0/1 verdict; its cl
 reference's statements are our sentences, attributed 1 or 0). An empty chunk is not useful, as the
 judge says of it. The cases are hand-made edge cases (a single chunk, duplicate chunks, empty
 chunks, no contexts, an empty or blank reference, a perfect ranking, a reference long enough to be
-judged in windows) and seeded random ones.
+judged in windows, a sentence of two claims, a sentence of none) and seeded random ones.
 
 Compared: ``context_precision`` with RAGAS's ContextPrecision (``ragas.metrics.collections``) and
 LLMContextPrecisionWithReference (``ragas.metrics``, the one ``ragas.evaluate()`` takes), and
-``context_recall`` with ContextRecall and LLMContextRecall.
+``context_recall`` with ContextRecall and LLMContextRecall, whose statements are our sentences;
+``context_recall[claims]`` with the same two, their statements then the claims our judge is told
+of each sentence (RAGAS's judge writes statements as it sees fit: a sentence may make several).
 
 RAGAS is not a dependency of this project: it runs in an environment of its own, whose Python is
 given with ``--ragas-python`` (or ``RAGAS_PYTHON``); see benchmarks/README.md. Without it, ours are
@@ -34,7 +36,7 @@ import os
 import random
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,7 @@ from pytest_ragmetrics.errors import RagMetricsError
 from pytest_ragmetrics.testing import FakeJudgeServer
 from pytest_ragmetrics.text import split_sentences
 
-METRICS = ("context_precision", "context_recall")
+METRICS = ("context_precision", "context_recall", "context_recall[claims]")
 
 
 @dataclass
@@ -60,6 +62,9 @@ class Case:
     reference: list[tuple[str, bool]]
     #: The reference as the sample gives it, when it is not its sentences joined by spaces.
     text: str | None = None
+    #: Each reference sentence's claims and whether the contexts support each, for recall by
+    #: claims (RAGAS's statements); a sentence not listed is one claim, itself, attributed as it is.
+    claims: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
     note: str = ""
     #: Our metrics on which the case is scored differently by a choice docs/metrics.md states.
     documented: tuple[str, ...] = ()
@@ -67,6 +72,13 @@ class Case:
     @property
     def reference_text(self) -> str:
         return " ".join(s for s, _ in self.reference) if self.text is None else self.text
+
+    def claims_of(self, sentence: str) -> list[tuple[str, bool]]:
+        attributed = dict(self.reference)[sentence]
+        return self.claims.get(sentence, [(sentence, attributed)])
+
+    def all_claims(self) -> list[tuple[str, bool]]:
+        return [c for s, _ in self.reference for c in self.claims_of(s)]
 
 
 def hand_cases() -> list[Case]:
@@ -129,7 +141,7 @@ def hand_cases() -> list[Case]:
     a, b, c = facts("dot bridge")
     cases.append(
         Case("punctuation-reference", "When did the dot bridge open?", [a, c], frozenset(), [],
-             text="...", note="a reference of punctuation", documented=("context_recall",))
+             text="...", note="a reference of punctuation", documented=METRICS[1:])
     )  # fmt: skip
     a, b, c = facts("top bridge")
     cases.append(
@@ -149,6 +161,22 @@ def hand_cases() -> list[Case]:
              text="- The mixed bridge opened in 1932.\n- It is 2 km long.\n- It carries a railway.",
              note="a reference written as a bulleted list")
     )  # fmt: skip
+    compound = "The delta bridge is in the delta and its toll is 2 euros."
+    cases.append(
+        Case("compound-sentence", "Where is the delta bridge?", ["The delta bridge is in the delta."],
+             frozenset(["The delta bridge is in the delta."]), [(compound, False)],
+             claims={compound: [("The delta bridge is in the delta.", True),
+                                ("The toll of the delta bridge is 2 euros.", False)]},
+             note="two claims in one sentence, one attributed: 0.5 by claims, 0 by sentence")
+    )  # fmt: skip
+    empty = "Nobody knows more."
+    cases.append(
+        Case("sentence-without-claims", "What of the fjord bridge?", ["The fjord bridge opened in 1932."],
+             frozenset(["The fjord bridge opened in 1932."]),
+             [("The fjord bridge opened in 1932.", True), (empty, False)], claims={empty: []},
+             note="a reference sentence with no claim: one unsupported claim here, nothing in RAGAS",
+             documented=("context_recall[claims]",))
+    )  # fmt: skip
     long = [(f"Pier fact {i} holds for the long pier.", i % 3 != 0) for i in range(35)]
     cases.append(
         Case("long-reference", "What holds for the long pier?",
@@ -167,7 +195,12 @@ def random_cases(count: int, seed: int) -> list[Case]:
         contexts = [rng.choice(chunks) if rng.random() < 0.15 else chunk for chunk in chunks]
         useful = frozenset(c for c in chunks if rng.random() < 0.4)
         reference = [(f"Tower {name} truth {i} is so.", rng.random() < 0.6) for i in range(rng.randint(1, 6))]
-        out.append(Case(name, f"What holds for tower {name}?", contexts, useful, reference))
+        claims = {}
+        for i, (sentence, _) in enumerate(reference):
+            count = rng.randint(1, 3)
+            made = [f"Tower {name} truth {i}{k} is so." for k in "abc"[:count]]
+            claims[sentence] = [(claim, rng.random() < 0.6) for claim in made]
+        out.append(Case(name, f"What holds for tower {name}?", contexts, useful, reference, claims=claims))
     return out
 
 
@@ -179,9 +212,11 @@ def squash(text: str) -> str:
 
 
 class Script:
-    """Looks a case up by its question, which every request of both sides carries."""
+    """Looks a case up by its question, which every request of both sides carries. ``claims``: RAGAS's
+    statements of a reference are its claims (recall by claims), else its sentences."""
 
-    def __init__(self, cases: list[Case]) -> None:
+    def __init__(self, cases: list[Case], claims: bool = False) -> None:
+        self.by_claims = claims
         self.by_question = {squash(c.question): c for c in cases}
         if len(self.by_question) != len(cases):
             raise SystemExit("two cases share a question: the judges could not tell them apart")
@@ -192,6 +227,17 @@ class Script:
         if "chunk" in data:
             useful = squash(data["chunk"]) in {squash(u) for u in case.useful}
             return {"reason": "scripted", "useful": useful}
+        sentences = {squash(s): s for s, _ in case.reference}
+        if '"claims"' in json.dumps(body.get("response_format")):  # recall by claims
+            return {
+                f"sentence_{n}": {
+                    "claims": [
+                        {"claim": c, "reason": "scripted", "attributed": a}
+                        for c, a in case.claims_of(sentences[squash(s)])
+                    ]
+                }
+                for n, s in data["reference_sentences"].items()
+            }
         attributed = {squash(s): a for s, a in case.reference}
         return {
             f"sentence_{n}": {"reason": "scripted", "attributed": attributed[squash(s)]}
@@ -207,9 +253,10 @@ class Script:
             useful = squash(data["context"]) in {squash(u) for u in case.useful}
             return {"reason": "scripted", "verdict": int(useful)}
         if '"title": "ContextRecallOutput"' in text or '"title": "ContextRecallClassifications"' in text:
+            statements = case.all_claims() if self.by_claims else case.reference
             return {
                 "classifications": [
-                    {"statement": s, "reason": "scripted", "attributed": int(a)} for s, a in case.reference
+                    {"statement": s, "reason": "scripted", "attributed": int(a)} for s, a in statements
                 ]
             }
         raise ValueError(f"unknown RAGAS prompt: {text[:200]!r}")
@@ -220,6 +267,7 @@ class Script:
 PAIRS = (
     ("context_precision", "context_precision"),
     ("context_recall", "context_recall"),
+    ("context_recall[claims]", "context_recall_claims"),
 )
 LEGACY_PAIRS = tuple((ours, f"legacy_{theirs}") for ours, theirs in PAIRS)
 
@@ -243,19 +291,25 @@ def run_ours(cases: list[Case], script: Script) -> dict[str, dict[str, Any]]:
     return out
 
 
-def run_ragas(cases: list[Case], script: Script, python: str) -> dict[str, dict[str, Any]]:
-    with FakeJudgeServer(script.ragas) as chat:
-        job = {
-            "chat_url": chat.base_url,
-            "cases": [
-                {"id": c.id, "question": c.question, "contexts": c.contexts, "reference": c.reference_text}
-                for c in cases
-            ],
-        }
-        result: dict[str, dict[str, Any]] = run_side(
-            "RAGAS", python, "_ragas_retrieval_side.py", job, timeout=900
-        )
-        return result
+def run_ragas(cases: list[Case], python: str) -> dict[str, dict[str, Any]]:
+    """RAGAS's scores: once with its statements the reference's sentences, once its claims (to
+    compare with recall by claims, as ``_claims``)."""
+    result: dict[str, dict[str, Any]] = {}
+    for claims, metrics in ((False, None), (True, ["context_recall", "legacy_context_recall"])):
+        with FakeJudgeServer(Script(cases, claims).ragas) as chat:
+            job: dict[str, Any] = {
+                "chat_url": chat.base_url,
+                "cases": [
+                    {"id": c.id, "question": c.question, "contexts": c.contexts}
+                    | {"reference": c.reference_text}
+                    for c in cases
+                ],
+            }
+            if metrics:
+                job["metrics"] = metrics
+            scores = run_side("RAGAS", python, "_ragas_retrieval_side.py", job, timeout=900)
+        result.update({name + ("_claims" if claims else ""): v for name, v in scores.items()})
+    return result
 
 
 def formulas(case: Case) -> dict[str, Any]:
@@ -267,13 +321,17 @@ def formulas(case: Case) -> dict[str, Any]:
     precision = sum(sum(verdicts[: i + 1]) / (i + 1) * v for i, v in enumerate(verdicts)) / (
         sum(verdicts) + 1e-10
     )
-    attributed = [a for _, a in case.reference]
-    recall: Any = sum(attributed) / len(attributed) if attributed else "nan"
-    out: dict[str, Any] = {"legacy_context_precision": precision, "legacy_context_recall": recall}
+    recalls: dict[str, Any] = {}
+    by = (("context_recall", case.reference), ("context_recall_claims", case.all_claims()))
+    for name, statements in by:
+        attributed = [a for _, a in statements]
+        recalls[name] = sum(attributed) / len(attributed) if attributed else "nan"
+    out: dict[str, Any] = {"legacy_context_precision": precision}
+    out.update({f"legacy_{name}": value for name, value in recalls.items()})
     if not case.reference_text or not case.contexts:
         refused = "error: ValueError (empty reference or contexts)"
-        return {**out, "context_precision": refused, "context_recall": refused}
-    return {**out, "context_precision": precision, "context_recall": recall}
+        return {**out, **dict.fromkeys(["context_precision", *recalls], refused)}
+    return {**out, "context_precision": precision, **recalls}
 
 
 # --- comparing -----------------------------------------------------------------------------------
@@ -295,7 +353,7 @@ def compare(
 ) -> bool:
     """Print the agreement per metric; true when every difference is one the docs state."""
     met = True
-    print(f"{'ours':<20} {source:<42} {'cases':>5} {'both':>5} {'refuse':>6} {'max |diff|':>10}")
+    print(f"{'ours':<23} {source:<42} {'cases':>5} {'both':>5} {'refuse':>6} {'max |diff|':>10}")
     differences: list[str] = []
     for mine, other in pairs:
         both, refused, worst = 0, 0, 0.0
@@ -312,8 +370,8 @@ def compare(
                 continue
             met = met and documented
             label = "documented" if documented else "NOT DOCUMENTED"
-            differences.append(f"  {case.id:<22} {mine:<18} {show(a):<22} {other:<26} {show(b):<18} {label}")
-        print(f"{mine:<20} {other:<42} {len(cases):>5} {both:>5} {refused:>6} {worst:>10.2g}")
+            differences.append(f"  {case.id:<24} {mine:<23} {show(a):<22} {other:<29} {show(b):<18} {label}")
+        print(f"{mine:<23} {other:<42} {len(cases):>5} {both:>5} {refused:>6} {worst:>10.2g}")
     print(f"cases scored differently ({len(differences)}):")
     print("\n".join(differences))
     return met
@@ -343,7 +401,7 @@ def main() -> None:
     hand = len(cases) - args.random
     print(f"{len(cases)} cases ({hand} hand-made, {args.random} random, seed {args.seed})")
     print("(both: the same number; refuse: both refuse the case)\n")
-    theirs = run_ragas(cases, script, ragas) if ragas else computed
+    theirs = run_ragas(cases, ragas) if ragas else computed
     met = compare(cases, ours, theirs, PAIRS, "RAGAS 0.4 (its code)" if ragas else "RAGAS's formulas (here)")
     print()
     source = "RAGAS 0.4 ragas.metrics (its code)" if ragas else "ragas.metrics' formulas (here)"
