@@ -944,7 +944,7 @@ class RagmetricsSession:
         entries the file holds of the tests it did not run (a skipped test left its entries too);
         or why it saves nothing (the file there cannot be read to keep them, or its entries were
         scored differently from this run's)."""
-        from .baseline import load_report
+        from .report.load import load_report
         from .report.merge import keep_untouched_entries
 
         try:
@@ -1237,7 +1237,7 @@ def _load_baseline(settings: Settings) -> dict[str, Any] | None:
     baseline = Path(settings.baseline)
     if settings.save_baseline and not baseline.exists() and Path(settings.save_baseline) == baseline:
         return None  # the first run of a new baseline: nothing to compare with yet, this run saves it
-    from .baseline import load_report
+    from .report.load import load_report
 
     return load_report(settings.baseline)
 

@@ -21,7 +21,6 @@ from pytest_ragmetrics.baseline import (
     compare_reports,
     evaluate_regression_gates,
     find_metric,
-    load_report,
     parse_regression_gate,
     parse_regression_gates,
     run_scores,
@@ -31,6 +30,7 @@ from pytest_ragmetrics.errors import ConfigError
 from pytest_ragmetrics.judge.base import JudgeRequest, ScriptedJudge
 from pytest_ragmetrics.report.display import regression_gate_detail, sample_changes
 from pytest_ragmetrics.report.json_report import to_json
+from pytest_ragmetrics.report.load import load_report
 from pytest_ragmetrics.sample import RagSample
 from pytest_ragmetrics.settings import Settings
 

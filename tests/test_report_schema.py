@@ -11,19 +11,16 @@ from typing import Any
 
 import pytest
 
-import pytest_ragmetrics.baseline
-
 # pytester drops modules first imported in a run: imported here once.
-import pytest_ragmetrics.report.build
 from pytest_ragmetrics.baseline import (
     compare_reports,
     evaluate_regression_gates,
-    load_report,
     parse_regression_gates,
 )
 from pytest_ragmetrics.errors import ConfigError
 from pytest_ragmetrics.gates import evaluate_gates, parse_gates
 from pytest_ragmetrics.judge.stats import JudgeStats
+from pytest_ragmetrics.report.load import load_report, report_problems
 from pytest_ragmetrics.report_schema import (
     BaselineMetric,
     GateRow,
@@ -275,4 +272,4 @@ def test_a_field_of_a_newer_version_is_left_alone() -> None:
     report = _scored({"q1": 1.0})
     report["summary"]["something_new"] = {"any": ["shape"]}
     report["results"][0]["samples"][0]["new_field"] = 3
-    assert pytest_ragmetrics.baseline.report_problems(report) == []
+    assert report_problems(report) == []

@@ -211,10 +211,11 @@ def _render(report: Mapping[str, Any], out: TextIO) -> None:
 
 
 def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
-    from ..baseline import load_report, parse_regression_gates
+    from ..baseline import parse_regression_gates
     from ..gates import parse_gates
     from .build import attach_baseline, evaluate_run_gates
     from .display import outcome
+    from .load import load_report
 
     gate_lines, regression_lines, _ = _gate_lines(args, ini)
     baseline = load_report(args.baseline_path, "baseline")
@@ -248,7 +249,7 @@ def _compare(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> i
 
 def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int:
     from .._files import write_text_atomic
-    from ..baseline import load_report, parse_regression_gates
+    from ..baseline import parse_regression_gates
     from ..gates import parse_gates
     from .build import (
         attach_baseline,
@@ -258,6 +259,7 @@ def _merge(args: argparse.Namespace, ini: Mapping[str, str], out: TextIO) -> int
     )
     from .display import outcome
     from .json_report import to_json
+    from .load import load_report
     from .merge import merge_reports, shard_problems
 
     gate_lines, regression_lines, settings = _gate_lines(args, ini)
