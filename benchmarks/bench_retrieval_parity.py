@@ -16,7 +16,9 @@ Compared: ``context_precision`` with RAGAS's ContextPrecision (``ragas.metrics.c
 LLMContextPrecisionWithReference (``ragas.metrics``, the one ``ragas.evaluate()`` takes), and
 ``context_recall`` with ContextRecall and LLMContextRecall, whose statements are our sentences;
 ``context_recall[claims]`` with the same two, their statements then the claims our judge is told
-of each sentence (RAGAS's judge writes statements as it sees fit: a sentence may make several).
+of each sentence (RAGAS's judge writes statements as it sees fit: a sentence may make several);
+``context_precision (answer)``, ours of the same sample with no ground truth and the reference as
+its answer, with ContextUtilization and LLMContextPrecisionWithoutReference.
 
 RAGAS is not a dependency of this project: it runs in an environment of its own, whose Python is
 given with ``--ragas-python`` (or ``RAGAS_PYTHON``); see benchmarks/README.md. Without it, ours are
@@ -48,6 +50,10 @@ from pytest_ragmetrics.testing import FakeJudgeServer
 from pytest_ragmetrics.text import split_sentences
 
 METRICS = ("context_precision", "context_recall", "context_recall[claims]")
+#: Context precision of the same sample with its reference given as its answer and no ground truth.
+WITHOUT_REFERENCE = "context_precision (answer)"
+#: Every figure of ours.
+ALL = (*METRICS, WITHOUT_REFERENCE)
 
 
 @dataclass
@@ -126,17 +132,17 @@ def hand_cases() -> list[Case]:
     cases.append(
         Case("no-contexts", "When did the null bridge open?", [], frozenset(),
              reference("null bridge", False), note="nothing retrieved",
-             documented=METRICS)
+             documented=ALL)
     )  # fmt: skip
     a, b, c = facts("blank bridge")
     cases.append(
         Case("empty-reference", "When did the blank bridge open?", [a, c], frozenset(), [], text="",
-             note="a reference of nothing", documented=METRICS)
+             note="a reference of nothing", documented=ALL)
     )  # fmt: skip
     a, b, c = facts("space bridge")
     cases.append(
         Case("blank-reference", "When did the space bridge open?", [a, c], frozenset(), [], text=" \n ",
-             note="a reference of spaces", documented=METRICS)
+             note="a reference of spaces", documented=ALL)
     )  # fmt: skip
     a, b, c = facts("dot bridge")
     cases.append(
@@ -268,22 +274,27 @@ PAIRS = (
     ("context_precision", "context_precision"),
     ("context_recall", "context_recall"),
     ("context_recall[claims]", "context_recall_claims"),
+    (WITHOUT_REFERENCE, "context_utilization"),
 )
 LEGACY_PAIRS = tuple((ours, f"legacy_{theirs}") for ours, theirs in PAIRS)
 
 
 def run_ours(cases: list[Case], script: Script) -> dict[str, dict[str, Any]]:
     """Each case alone, each metric: a number or an error."""
-    out: dict[str, dict[str, Any]] = {name: {} for name in METRICS}
+    out: dict[str, dict[str, Any]] = {name: {} for name in (*METRICS, WITHOUT_REFERENCE)}
     os.environ["OPENAI_API_KEY"] = "sk-bench"
     with FakeJudgeServer(script.ours) as server, tempfile.TemporaryDirectory() as tmp:
         settings = Settings(judge_base_url=server.base_url, cache_dir=str(Path(tmp) / "cache"))
         with Evaluator(settings) as evaluator:
             for case in cases:
                 sample = RagSample(case.question, case.contexts, ground_truth=case.reference_text, id=case.id)
-                for name in METRICS:
+                answered = RagSample(case.question, case.contexts, answer=case.reference_text, id=case.id)
+                for name, given, metric in (
+                    *((name, sample, name) for name in METRICS),
+                    (WITHOUT_REFERENCE, answered, "context_precision"),
+                ):
                     try:
-                        result = evaluator.evaluate([sample], metrics=[name])[case.id][name]
+                        result = evaluator.evaluate([given], metrics=[metric])[case.id][metric]
                     except RagMetricsError as exc:
                         out[name][case.id] = f"error: {type(exc).__name__}: {str(exc)[:80]}"
                         continue
@@ -326,12 +337,12 @@ def formulas(case: Case) -> dict[str, Any]:
     for name, statements in by:
         attributed = [a for _, a in statements]
         recalls[name] = sum(attributed) / len(attributed) if attributed else "nan"
-    out: dict[str, Any] = {"legacy_context_precision": precision}
+    out: dict[str, Any] = {"legacy_context_precision": precision, "legacy_context_utilization": precision}
     out.update({f"legacy_{name}": value for name, value in recalls.items()})
     if not case.reference_text or not case.contexts:
         refused = "error: ValueError (empty reference or contexts)"
-        return {**out, **dict.fromkeys(["context_precision", *recalls], refused)}
-    return {**out, "context_precision": precision, **recalls}
+        return {**out, **dict.fromkeys(["context_precision", "context_utilization", *recalls], refused)}
+    return {**out, "context_precision": precision, "context_utilization": precision, **recalls}
 
 
 # --- comparing -----------------------------------------------------------------------------------
@@ -353,7 +364,7 @@ def compare(
 ) -> bool:
     """Print the agreement per metric; true when every difference is one the docs state."""
     met = True
-    print(f"{'ours':<23} {source:<42} {'cases':>5} {'both':>5} {'refuse':>6} {'max |diff|':>10}")
+    print(f"{'ours':<27} {source:<42} {'cases':>5} {'both':>5} {'refuse':>6} {'max |diff|':>10}")
     differences: list[str] = []
     for mine, other in pairs:
         both, refused, worst = 0, 0, 0.0
@@ -370,8 +381,8 @@ def compare(
                 continue
             met = met and documented
             label = "documented" if documented else "NOT DOCUMENTED"
-            differences.append(f"  {case.id:<24} {mine:<23} {show(a):<22} {other:<29} {show(b):<18} {label}")
-        print(f"{mine:<23} {other:<42} {len(cases):>5} {both:>5} {refused:>6} {worst:>10.2g}")
+            differences.append(f"  {case.id:<24} {mine:<27} {show(a):<22} {other:<29} {show(b):<18} {label}")
+        print(f"{mine:<27} {other:<42} {len(cases):>5} {both:>5} {refused:>6} {worst:>10.2g}")
     print(f"cases scored differently ({len(differences)}):")
     print("\n".join(differences))
     return met
