@@ -191,6 +191,9 @@ def test_relevancy_draws_are_a_majority_vote_not_ragass_all_non_committal_rule()
     assert noncommittal and A.relevancy_score(noncommittal, rating) == 0.0
     noncommittal, rating, _ = C.combine_relevancy([on_topic, partly, evasive])
     assert not noncommittal and A.relevancy_score(noncommittal, rating) == 0.5  # mean rating (2+1+0)/3 = 1
+    # Committal is the positive verdict: as every yes/no verdict, it needs a strict majority.
+    noncommittal, rating, _ = C.combine_relevancy([on_topic, evasive])
+    assert noncommittal and A.relevancy_score(noncommittal, rating) == 0.0
 
 
 def test_a_mean_rating_of_judge_samples_that_disagree_is_shown_as_a_mean_not_a_verdict():
