@@ -4,6 +4,7 @@ cached, replayed, and scored by pure arithmetic over claim verdicts."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import answer_judge
 import pytest
@@ -194,6 +195,29 @@ def test_relevancy_draws_are_a_majority_vote_not_ragass_all_non_committal_rule()
     # Committal is the positive verdict: as every yes/no verdict, it needs a strict majority.
     noncommittal, rating, _ = C.combine_relevancy([on_topic, evasive])
     assert noncommittal and A.relevancy_score(noncommittal, rating) == 0.0
+
+
+def test_claim_verdicts_of_several_draws_go_by_strict_majority_and_a_tie_is_not_found():
+    def draw(*verdicts: str) -> dict[str, Any]:
+        return {f"claim_{i}": {"reason": v, "verdict": v} for i, v in enumerate(verdicts, start=1)}
+
+    decided = C.combine_verdicts(
+        [draw("supported", "contradicted", "supported"), draw("supported", "supported", "contradicted")], 3
+    )
+    assert [v.verdict for v in decided] == ["supported", "not_found", "not_found"]
+    decided = C.combine_verdicts([draw("contradicted"), draw("contradicted"), draw("supported")], 1)
+    assert [(v.verdict, v.reason) for v in decided] == [("contradicted", "contradicted")]
+
+
+def test_a_sentence_takes_the_claims_of_the_draw_whose_count_is_closest_to_the_mean():
+    def draw(*claims: str) -> dict[str, Any]:
+        return {"sentence_1": {"claims": list(claims)}}
+
+    # 1, 2 and 4 claims: the mean is 7/3, closest to 2.
+    chosen = C.combine_decomposition([draw("a"), draw("b", "c"), draw("d", "e", "f", "g")], 1)
+    assert chosen == [["b", "c"]]
+    # 1 and 3 claims (one written as nothing, so 2): a tie at the mean 1.5 goes to the first draw.
+    assert C.combine_decomposition([draw("a"), draw("b", "c", " \u200b")], 1) == [["a"]]
 
 
 def test_a_mean_rating_of_judge_samples_that_disagree_is_shown_as_a_mean_not_a_verdict():
