@@ -405,13 +405,20 @@ def combine_verdicts(
     choices: Sequence[Mapping[str, Any]], count: int, first: int = 1, chunk_count: int = 0
 ) -> list[ClaimVerdict]:
     """Per claim ``first`` .. ``first + count - 1``: the verdict of a strict majority of choices (else
-    ``not_found``), with the reason and chunks of the first choice that gave it."""
+    ``not_found``), with the reason and chunks of the first choice that gave it; a ``not_found`` no
+    choice gave (the choices split between supported and contradicted) has a reason saying so, not
+    the reason of a choice that argued for another verdict."""
     out: list[ClaimVerdict] = []
     for i in range(first, first + count):
         answers = [choice[f"claim_{i}"] for choice in choices]
         votes = [str(a["verdict"]) for a in answers]
         decided = next((v for v in VERDICT_VALUES if votes.count(v) * 2 > len(votes)), NOT_FOUND)
-        agreeing = next((a for a, v in zip(answers, votes, strict=True) if v == decided), answers[0])
+        agreeing = next((a for a, v in zip(answers, votes, strict=True) if v == decided), None)
+        if agreeing is None:
+            split = ", ".join(v.replace("_", " ") for v in votes)
+            reason = f"the judge's {len(votes)} samples disagree ({split}): no verdict has a majority"
+            out.append(ClaimVerdict(NOT_FOUND, reason))
+            continue
         chunks: tuple[int, ...] = ()
         if decided != NOT_FOUND and chunk_count:
             numbers = agreeing.get("chunks") or ()

@@ -209,6 +209,23 @@ def test_claim_verdicts_of_several_draws_go_by_strict_majority_and_a_tie_is_not_
     assert [(v.verdict, v.reason) for v in decided] == [("contradicted", "contradicted")]
 
 
+def test_a_claim_the_draws_split_on_is_not_found_with_a_reason_saying_so():
+    """Not the reason of a draw that argued for another verdict ("Context 1 gives 1889." shown for a
+    claim decided not found), nor its chunks."""
+    choices = [
+        {"claim_1": {"reason": "Context 1 gives 1889.", "verdict": "supported", "chunks": [1]}},
+        {"claim_1": {"reason": "Context 2 says 1890.", "verdict": "contradicted", "chunks": [2]}},
+    ]
+    (decided,) = C.combine_verdicts(choices, 1, 1, 2)
+    assert decided == C.ClaimVerdict(
+        "not_found", "the judge's 2 samples disagree (supported, contradicted): no verdict has a majority"
+    )
+    # A draw that said not found gives the reason, as the first draw to give a verdict does.
+    choices.append({"claim_1": {"reason": "No context says.", "verdict": "not_found", "chunks": []}})
+    (decided,) = C.combine_verdicts(choices, 1, 1, 2)
+    assert (decided.verdict, decided.reason) == ("not_found", "No context says.")
+
+
 def test_a_sentence_takes_the_claims_of_the_draw_whose_count_is_closest_to_the_mean():
     def draw(*claims: str) -> dict[str, Any]:
         return {"sentence_1": {"claims": list(claims)}}
