@@ -44,7 +44,6 @@ import dataclasses
 import functools
 import json
 import os
-import re
 import secrets
 import shlex
 import sqlite3
@@ -119,14 +118,16 @@ def _entry_json(members: list[tuple[str, Any]], *, ascii: bool) -> str:
 
 _TEXT_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
 _ASCII_JSON = json.JSONEncoder(sort_keys=True)
-# The head of an entry as _write_disk writes it, up to its answer; its derived inputs after that.
-_HEAD = re.compile(r'\{"key": "([0-9a-f]{64})", "run": "([^"\\]*)", "answer": ')
+# What follows an entry's run as _write_disk writes it, and what follows its answer when it has
+# derived inputs.
+_ANSWER = '", "answer": '
 _DERIVED = ', "derived": '
 
 
-def _entry_record(raw: Any, derived: bool) -> Any:
-    """The members of a disk-cache entry that serve its answer (``key``, ``run``, ``answer`` and,
-    with ``derived``, ``derived``) as ``json.loads(raw)`` holds them, without reading on past them.
+def _entry_record(raw: Any, key: str, derived: bool) -> Any:
+    """The members of the disk-cache entry ``raw`` of ``key`` that serve its answer (``key``,
+    ``run``, ``answer`` and, with ``derived``, ``derived``) as ``json.loads(raw)`` holds them,
+    without reading on past them.
 
     :meth:`CachedJudge._write_disk` writes those members first, and the request's inputs and
     parameters (what ``judge drift`` reads) after them: a warm run parses the part of each entry
@@ -134,23 +135,27 @@ def _entry_record(raw: Any, derived: bool) -> Any:
     (its members sorted, as written before, or by hand) is read whole by ``json.loads``: the same
     members, or the error that says it is damaged.
     """
-    head = _HEAD.match(raw) if type(raw) is str else None
-    if head is None:
-        return loads_entry(raw)
-    try:
-        answer, at = _scan_json(raw, head.end())
-        record = {"key": head[1], "run": head[2], "answer": answer}
-        if derived and raw.startswith(_DERIVED, at):
-            record["derived"], at = _scan_json(raw, at + len(_DERIVED))
-    except (StopIteration, ValueError):  # not JSON there: json.loads says what is wrong
-        return loads_entry(raw)
-    return record if raw.startswith(', "', at) else loads_entry(raw)  # more members follow
+    head = f'{{"key": "{key}", "run": "'
+    if type(raw) is str and raw.startswith(head):
+        end = raw.find('"', len(head))
+        run = raw[len(head) : end]
+        if end > 0 and "\\" not in run and raw.startswith(_ANSWER, end):
+            try:
+                answer, at = _scan_json(raw, end + len(_ANSWER))
+                record = {"key": key, "run": run, "answer": answer}
+                if derived and raw.startswith(_DERIVED, at):
+                    record["derived"], at = _scan_json(raw, at + len(_DERIVED))
+            except (StopIteration, ValueError):  # not JSON there: json.loads says what is wrong
+                return loads_entry(raw)
+            if raw.startswith(', "', at):  # more members follow
+                return record
+    return loads_entry(raw)
 
 
 def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = None) -> JudgeAnswer | None:
     """The answer a disk-cache entry holds for ``request`` (with ``run``: only one written by that
     run, else None); :class:`ValueError` when it is damaged."""
-    record = _entry_record(raw, bool(request.derived)) if isinstance(raw, (str, bytes)) else None
+    record = _entry_record(raw, key, bool(request.derived)) if isinstance(raw, (str, bytes)) else None
     if type(record) is not dict or record.get("key") != key:  # (not text: damaged)
         raise ValueError("the entry does not belong to this key")
     if run is not None and record.get("run") != run:
