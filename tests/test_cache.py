@@ -770,6 +770,7 @@ def test_a_cache_entry_with_its_members_sorted_as_written_before_is_served(dirs)
         '{"choices": [{"reason": "r", "useful": true}], "usage": {"prompt_tokens": "many"}}, "inputs": {}}',
         '{"choices": [{"reason": "r", "useful": tr',  # cut short within the answer
         '{"choices": [{"reason": "r", "useful": true}]}',  # cut short after it
+        '{"choices": [{"reason": "r", "useful": true}]}, "inputs": {"broken',  # cut short in what was asked
     ],
 )
 def test_a_damaged_answer_in_the_head_of_a_cache_entry_is_a_miss_with_one_warning(dirs, head_then):

@@ -131,9 +131,11 @@ def _entry_record(raw: Any, key: str, derived: bool) -> Any:
 
     :meth:`CachedJudge._write_disk` writes those members first, and the request's inputs and
     parameters (what ``judge drift`` reads) after them: a warm run parses the part of each entry
-    that serves it, not the whole (most of it is the request's texts). An entry laid out otherwise
-    (its members sorted, as written before, or by hand) is read whole by ``json.loads``: the same
-    members, or the error that says it is damaged.
+    that serves it, not the whole (most of it is the request's texts). What follows is only seen to
+    end the object, so an entry cut short is read whole too; text damaged in its middle, past the
+    answer, is not looked at (diskcache writes an entry whole: that takes a hand edit of the
+    database). An entry laid out otherwise (its members sorted, as written before, or by hand) is
+    read whole by ``json.loads``: the same members, or the error that says it is damaged.
     """
     head = f'{{"key": "{key}", "run": "'
     if type(raw) is str and raw.startswith(head):
@@ -147,7 +149,7 @@ def _entry_record(raw: Any, key: str, derived: bool) -> Any:
                     record["derived"], at = _scan_json(raw, at + len(_DERIVED))
             except (StopIteration, ValueError):  # not JSON there: json.loads says what is wrong
                 return loads_entry(raw)
-            if raw.startswith(', "', at):  # more members follow
+            if raw.startswith(', "', at) and raw.endswith("}"):  # more members follow, to the end
                 return record
     return loads_entry(raw)
 
