@@ -458,7 +458,7 @@ GOOD_CHOICES = [{"reason": "r", "useful": True}]
             "'usage.completion_tokens' is a whole number of 16 digits",
         ),
         ({"choices": GOOD_CHOICES, "model": 5}, "'model' is a number, not a string"),
-        ({"choices": GOOD_CHOICES, "judged_at": None}, "'judged_at' is null, not a string"),
+        ({"choices": GOOD_CHOICES, "judged_at": 5}, "'judged_at' is a number, not a string"),
     ],
 )
 def test_hand_edited_answer_of_the_wrong_json_type_is_a_miss_with_one_warning(tmp_path, answer, why):
@@ -478,6 +478,23 @@ def test_hand_edited_answer_of_the_wrong_json_type_is_a_miss_with_one_warning(tm
     assert why in warning
     with pytest.raises(ValueError, match=re.escape(why)):
         JudgeAnswer.from_json(answer, source="store")
+
+
+@pytest.mark.parametrize("name", ["judged_at", "model"])
+def test_a_null_judged_at_or_model_is_read_as_unknown_as_a_missing_one(tmp_path, name):
+    """null (a hand edit's or another tool's "unknown") reads as the field left out: no warning."""
+    store = JudgmentStore(tmp_path)
+    request = make_request()
+    put(store, request, make_answer())
+    data = json.loads(lines_of(store.path_for(request.cache_key()))[0])
+    data["answer"] = {"choices": GOOD_CHOICES, name: None}
+    replace_entry(tmp_path, request.cache_key(), json.dumps(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        answer = stored(JudgmentStore(tmp_path), request)
+    missing = JudgeAnswer.from_json({"choices": GOOD_CHOICES}, source="store")
+    assert getattr(answer, name) == getattr(missing, name) == ""
+    assert answer.choices == tuple(GOOD_CHOICES)
 
 
 def test_from_json_accepts_what_to_json_writes_and_missing_optional_fields():

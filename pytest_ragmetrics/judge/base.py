@@ -604,7 +604,7 @@ class JudgeAnswer:
             tokens.append(count)
         text: dict[str, str] = {}
         for name in ("model", "judged_at"):
-            value = data.get(name, "")
+            value = "" if data.get(name) is None else data[name]  # null says unknown, as a missing field
             if not isinstance(value, str):
                 raise ValueError(f"{name!r} is {json_type(value)}, not a string")
             text[name] = value
