@@ -194,8 +194,11 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         report["cache"] = cache_summary(cache_dir)
     except Exception as exc:  # a corrupt cache must produce a message, not a SQLite traceback
+        # SQLite says no more than "unable to open database file" of a directory in the database's place.
+        database = cache_dir / "cache.db"
+        where = f" ({database} is a directory)" if database.is_dir() else ""
         print(
-            f"error: cannot read the judgment cache at {cache_dir}: {type(exc).__name__}: {exc}\n"
+            f"error: cannot read the judgment cache at {cache_dir}: {type(exc).__name__}: {exc}{where}\n"
             f"Run `python -m pytest_ragmetrics cache clear --cache-dir {cache_dir}` to start afresh.",
             file=err,
         )

@@ -169,6 +169,19 @@ def test_corrupt_cache_stats_fails_clearly_and_clear_recovers(tmp_path, capsys):
     assert cli("cache", "stats", "--cache-dir", cache_dir) == 0
 
 
+def test_cache_stats_of_a_cache_db_that_is_a_directory_fails_naming_it_and_clear_recovers(tmp_path, capsys):
+    """A damaged cache, not an empty one: stats said "entries: 0" and succeeded."""
+    cache_dir = tmp_path / "cache"
+    (cache_dir / "cache.db").mkdir(parents=True)
+    assert cli("cache", "stats", "--cache-dir", cache_dir) == 1
+    captured = capsys.readouterr()
+    assert f"cannot read the judgment cache at {cache_dir}" in captured.err
+    assert f"({cache_dir / 'cache.db'} is a directory)" in captured.err
+    assert "entries" not in captured.out and "Traceback" not in captured.err
+    assert cli("cache", "clear", "--cache-dir", cache_dir) == 0
+    assert cli("cache", "stats", "--cache-dir", cache_dir) == 0
+
+
 def test_prune_deletes_store_entries_the_last_run_did_not_use(populated, capsys):
     keep = populated["keys"][:2]
     record_full_run(populated["cache"], populated["keys"], keep)

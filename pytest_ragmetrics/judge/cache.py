@@ -1156,7 +1156,7 @@ def cache_summary(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
     directory = Path(cache_dir)
     size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else 0
     summary: dict[str, Any] = {"entries": 0, "bytes": size, "models": {}}
-    if not (directory / "cache.db").is_file():
+    if not (directory / "cache.db").exists():  # a cache.db that is no file is a damaged cache
         return summary
     cache = open_disk_cache(directory)
     try:
