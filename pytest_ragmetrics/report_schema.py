@@ -53,6 +53,7 @@ __all__ = [
     "Summary",
     "Verdict",
     "check_version",
+    "problems_by_field",
     "schema_problems",
 ]
 
@@ -707,9 +708,10 @@ def _matches(value: Any, hint: Any) -> bool:
     return isinstance(value, kind)
 
 
-def _walk(value: Any, hint: Any, where: str) -> Iterator[str]:
+def _walk(value: Any, hint: Any, where: str) -> Iterator[tuple[str, str]]:
+    """``(field, what is wrong with it)`` for every field of ``value`` not of the type ``hint``."""
     if not _matches(value, hint):
-        yield f"{where} is {json.dumps(value)[:40]}, expected {_expected(hint)}"
+        yield where, f"is {json.dumps(value)[:40]}, expected {_expected(hint)}"
         return
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         # The one alternative it matches decides how its inside is read.
@@ -717,7 +719,7 @@ def _walk(value: Any, hint: Any, where: str) -> Iterator[str]:
     if typing.is_typeddict(hint):
         fields, required = _fields(hint)
         for name in sorted(required - value.keys()):
-            yield f"{where}.{name} is missing"
+            yield f"{where}.{name}", "is missing"
         for name, item in value.items():
             if name in fields:  # a field of a newer version is not this one's to judge
                 yield from _walk(item, fields[name], f"{where}.{name}" if where else name)
@@ -740,7 +742,13 @@ def schema_problems(report: Any) -> list[str]:
     """
     if not isinstance(report, dict):
         return [f"the report is {json.dumps(report)[:40]}, expected an object"]
-    return list(_walk(report, RunReport, ""))
+    return [f"{where} {what}" for where, what in problems_by_field(report).items()]
+
+
+def problems_by_field(report: dict[str, Any]) -> dict[str, str]:
+    """:func:`schema_problems` by field: ``{"results[3].samples[0].score": 'is "0.5", expected a
+    number or null'}``, for a reader that names some fields' problems in its own words."""
+    return dict(_walk(report, RunReport, ""))
 
 
 def check_version(report: Mapping[str, Any]) -> None:

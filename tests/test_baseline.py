@@ -465,6 +465,14 @@ def written(path: Any, report: dict[str, Any], edit: Any) -> Any:
             "results[0].samples[3].score is a whole number of 401 digits, expected a finite number",
         ),
         (
+            lambda d: d["results"][0]["samples"][2].update(id=float("nan")),
+            "results[0].samples[2].id is NaN, expected a string or null",
+        ),
+        (
+            lambda d: d["results"][0].update(metric=float("-inf")),
+            "results[0].metric is -Infinity, expected a string",
+        ),
+        (
             lambda d: d["results"][0].update(samples="q01 q02"),
             'results[0].samples is "q01 q02", expected a list',
         ),
@@ -498,6 +506,8 @@ def written(path: Any, report: dict[str, Any], edit: Any) -> Any:
         "nan",
         "inf",
         "huge-whole-number",
+        "nan-id",
+        "infinite-metric",
         "samples-string",
         "out-of-range",
         "score-string",

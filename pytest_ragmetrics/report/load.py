@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..metrics.answer import NO_CLAIMS
-from ..report_schema import check_version, schema_problems
+from ..report_schema import check_version, problems_by_field, schema_problems
 from ..specs import BUILTIN_CATALOG
 
 __all__ = ["load_report", "report_problems"]
@@ -75,13 +75,14 @@ def _outside_unit(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not 0.0 <= float(value) <= 1.0
 
 
-def _non_finite(value: Any, where: str) -> Iterable[str]:
-    """Every NaN or infinity anywhere in ``value`` (Python writes them as NaN and Infinity), and every
-    whole number too large for a float (JSON has no bound on digits: it would overflow when read)."""
+def _non_finite(value: Any, where: str) -> Iterable[tuple[str, str]]:
+    """``(field, what is wrong)`` for every NaN or infinity anywhere in ``value`` (Python writes them
+    as NaN and Infinity), and every whole number too large for a float (JSON has no bound on digits:
+    it would overflow when read)."""
     if isinstance(value, float) and not math.isfinite(value):
-        yield f"{where} is {value!r}, expected a finite number"
+        yield where, f"is {value!r}, expected a finite number"
     elif isinstance(value, int) and abs(value) > sys.float_info.max:
-        yield f"{where} is a whole number of {len(str(abs(value)))} digits, expected a finite number"
+        yield where, f"is a whole number of {len(str(abs(value)))} digits, expected a finite number"
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _non_finite(item, f"{where}.{key}" if where else str(key))
@@ -126,9 +127,12 @@ def report_problems(report: Mapping[str, Any]) -> list[str]:
     (:func:`~pytest_ragmetrics.report_schema.schema_problems`); on top of them, every number finite,
     every built-in metric's score in [0, 1] and the suite's digests hexadecimal.
     """
-    problems = list(_non_finite(report, ""))
-    if problems:
-        return problems  # a NaN would also fail every range check below: one message each
+    non_finite = list(_non_finite(report, ""))
+    if non_finite:  # a NaN would also fail every range check below: one message each
+        # One in a field that holds no number (a sample's id) is said to be of the wrong type, as
+        # the schema says it: "expected a finite number" would send the reader to the wrong fix.
+        mistyped = problems_by_field(dict(report))
+        return [f"{where} {mistyped.get(where, what)}" for where, what in non_finite]
     problems = schema_problems(dict(report))
     for r, row in enumerate(report.get("results") or ()):
         if not isinstance(row, dict):
