@@ -1,5 +1,5 @@
-"""What the suite's own pytest runs (pytester's, the example project's, the docs') leave out, a
-conftest they share, and how a test interrupts a run twice."""
+"""What the suite's own pytest runs (pytester's, the example project's, the docs') leave out, the
+conftests they share, and how a test interrupts a run twice."""
 
 from typing import Any
 
@@ -18,6 +18,29 @@ def pytest_runtest_teardown(item, nextitem):
     if nextitem is None:
         runner = item.config.stash[session_key].runner
         pathlib.Path("handovers").write_text(str(runner.handovers))
+"""
+
+
+#: A conftest whose scripted judge finds a chunk useful, and a reference sentence attributed, when the
+#: chunk says "good": what the contexts say decides every score exactly.
+GOOD_CHUNK_JUDGE = """
+import json
+
+from pytest_ragmetrics import ScriptedJudge, hookimpl
+
+
+def script(request):
+    payload = json.loads(request.messages[-1]["content"])
+    if request.kind == "context_precision":
+        return {"reason": "r", "useful": "good" in payload["chunk"]}
+    joined = " ".join(payload["contexts"].values())
+    return {f"sentence_{i}": {"reason": "r", "attributed": "good" in joined}
+            for i in payload["reference_sentences"]}
+
+
+@hookimpl
+def pytest_ragmetrics_make_judge(settings):
+    return ScriptedJudge(script, model=settings.judge_model)
 """
 
 

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import pytest
+from pytest_env import GOOD_CHUNK_JUDGE
 
 # In-process pytester runs drop modules first imported inside them; import them here once.
 import pytest_ragmetrics.baseline
@@ -22,27 +23,6 @@ import pytest_ragmetrics.report.terminal
 import pytest_ragmetrics.stats  # noqa: F401
 
 pytest_plugins = ["pytester"]
-
-CONFTEST = """
-import json
-import sys
-
-from pytest_ragmetrics import ScriptedJudge, hookimpl
-
-
-def script(request):
-    payload = json.loads(request.messages[-1]["content"])
-    if request.kind == "context_precision":
-        return {"reason": "r", "useful": "good" in payload["chunk"]}
-    joined = " ".join(payload["contexts"].values())
-    return {f"sentence_{i}": {"reason": "r", "attributed": "good" in joined}
-            for i in payload["reference_sentences"]}
-
-
-@hookimpl
-def pytest_ragmetrics_make_judge(settings):
-    return ScriptedJudge(script, model=settings.judge_model)
-"""
 
 TESTS = """
 import os
@@ -88,7 +68,7 @@ def test_recall():
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     for name in ("RETRIEVER", "RAGMETRICS_BASELINE", "RAGMETRICS_REGRESSION_GATES", "RAGMETRICS_GATES"):
         monkeypatch.delenv(name, raising=False)
-    pytester.makeconftest(CONFTEST)
+    pytester.makeconftest(GOOD_CHUNK_JUDGE)
     pytester.makepyfile(test_rag=TESTS)
     pytester.makeini("[pytest]\nrag_cache = off\n")
     return pytester

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import pytest
+from pytest_env import GOOD_CHUNK_JUDGE
 
 # In-process pytester runs drop modules first imported inside them; import them here once.
 import pytest_ragmetrics.baseline
@@ -23,26 +24,6 @@ import pytest_ragmetrics.report.terminal  # noqa: F401
 from pytest_ragmetrics.gates import evaluate_gates, parse_gates
 
 pytest_plugins = ["pytester"]
-
-CONFTEST = """
-import json
-
-from pytest_ragmetrics import ScriptedJudge, hookimpl
-
-
-def script(request):
-    payload = json.loads(request.messages[-1]["content"])
-    if request.kind == "context_precision":
-        return {"reason": "r", "useful": "good" in payload["chunk"]}
-    joined = " ".join(payload["contexts"].values())
-    return {f"sentence_{i}": {"reason": "r", "attributed": "good" in joined}
-            for i in payload["reference_sentences"]}
-
-
-@hookimpl
-def pytest_ragmetrics_make_judge(settings):
-    return ScriptedJudge(script, model=settings.judge_model)
-"""
 
 TESTS = """
 import os
@@ -95,7 +76,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
         "RAGMETRICS_GATES",
     ):
         monkeypatch.delenv(name, raising=False)
-    pytester.makeconftest(CONFTEST)
+    pytester.makeconftest(GOOD_CHUNK_JUDGE)
     pytester.makepyfile(test_rag=TESTS)
     pytester.makeini("[pytest]\nrag_cache = off\n")
     return pytester
