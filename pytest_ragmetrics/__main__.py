@@ -186,6 +186,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .judge.cache import cache_summary
+    from .judge.disk_cache import unreadable
     from .judge.last_run import read_last_run
     from .judge.store import JudgmentStore
 
@@ -194,14 +195,7 @@ def _stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         report["cache"] = cache_summary(cache_dir)
     except Exception as exc:  # a corrupt cache must produce a message, not a SQLite traceback
-        # SQLite says no more than "unable to open database file" of a directory in the database's place.
-        database = cache_dir / "cache.db"
-        where = f" ({database} is a directory)" if database.is_dir() else ""
-        print(
-            f"error: cannot read the judgment cache at {cache_dir}: {type(exc).__name__}: {exc}{where}\n"
-            f"Run `python -m pytest_ragmetrics cache clear --cache-dir {cache_dir}` to start afresh.",
-            file=err,
-        )
+        print(f"error: {unreadable(cache_dir, exc)}", file=err)
         return EXIT_FAILED
     last_run = read_last_run(cache_dir)
     if args.store_dir is not None:

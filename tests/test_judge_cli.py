@@ -272,6 +272,22 @@ def test_drift_without_recorded_judgments_says_so(workdir, capsys):
     assert "no recorded judgments" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("damage", ["not a database", "a directory"])
+def test_drift_from_a_damaged_cache_fails_naming_it_and_why(workdir, capsys, damage):
+    """It ended in an sqlite3 traceback, or read a directory in the database's place as no judgments."""
+    database = workdir[0] / "cache" / "cache.db"
+    if damage == "a directory":
+        database.mkdir(parents=True)
+    else:
+        database.parent.mkdir()
+        database.write_bytes(b"garbage" * 200)
+    assert main(["judge", "drift", "--model", "x", "--cache-dir", "cache"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read the judgment cache at cache: ")
+    assert ("(cache/cache.db is a directory)" in err) == (damage == "a directory")
+    assert "cache clear --cache-dir cache" in err and "Traceback" not in err
+
+
 # --- store rejudge -----------------------------------------------------------------------------------
 
 

@@ -271,9 +271,14 @@ def _print_check(report: Mapping[str, Any], with_floors: bool, out: TextIO) -> N
 # --- judge drift ---------------------------------------------------------------------------------------
 
 
+class UnreadableCache(RagMetricsError):
+    """The local cache :func:`recorded_judgments` reads from is damaged; the message says where and why."""
+
+
 def recorded_judgments(settings: Settings) -> tuple[str, list[dict[str, Any]]]:
     """Every recorded judgment that carries its inputs: from the judgment store when one is
-    configured, else from the local cache. Returns (where they came from, records sorted by key)."""
+    configured, else from the local cache. Returns (where they came from, records sorted by key);
+    raises :class:`UnreadableCache` when the cache cannot be read."""
     records: list[dict[str, Any]] = []
     if settings.store_dir:
         from ..judge.store import JudgmentStore
@@ -285,24 +290,27 @@ def recorded_judgments(settings: Settings) -> tuple[str, list[dict[str, Any]]]:
                 records.append(data)
         return f"judgment store {settings.store_dir}", records
     from ..judge.claims import CLAIM_PREFIX
-    from ..judge.disk_cache import open_disk_cache
+    from ..judge.disk_cache import cache_errors, open_disk_cache, unreadable
     from ..settings import default_cache_dir
 
     directory = Path(settings.cache_dir or default_cache_dir())
-    if (directory / "cache.db").is_file():
-        cache = open_disk_cache(directory)
+    if (directory / "cache.db").exists():  # one that is not a file is a damaged cache, not an empty one
         try:
-            for key in sorted(cache.iterkeys()):
-                if isinstance(key, str) and key.startswith(CLAIM_PREFIX):
-                    continue  # a judgment being asked for right now, not an entry
-                try:
-                    data = json.loads(cache.get(key))
-                except (TypeError, ValueError):
-                    continue
-                if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
-                    records.append(data)
-        finally:
-            cache.close()
+            cache = open_disk_cache(directory)
+            try:
+                for key in sorted(cache.iterkeys()):
+                    if isinstance(key, str) and key.startswith(CLAIM_PREFIX):
+                        continue  # a judgment being asked for right now, not an entry
+                    try:
+                        data = json.loads(cache.get(key))
+                    except (TypeError, ValueError):
+                        continue
+                    if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
+                        records.append(data)
+            finally:
+                cache.close()
+        except cache_errors() as exc:
+            raise UnreadableCache(unreadable(directory, exc)) from None
     return f"cache {directory}", records
 
 
@@ -431,7 +439,11 @@ def _drift(args: argparse.Namespace, settings: Settings, out: TextIO, err: TextI
         return EXIT_USAGE
     limits = [(spec, parse_flip_rate(spec)) for spec in args.max_flip_rate or ()]
     model = _model(args.model)
-    where, records = recorded_judgments(settings)
+    try:
+        where, records = recorded_judgments(settings)
+    except UnreadableCache as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_FAILED
     source_model = args.from_model
     if source_model is None and any(r.get("model") == settings.judge_model for r in records):
         source_model = settings.judge_model

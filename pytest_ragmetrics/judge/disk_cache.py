@@ -36,6 +36,17 @@ def cache_errors() -> tuple[type[BaseException], ...]:
     return (sqlite3.Error, OSError, diskcache.Timeout, ValueError, TypeError, KeyError)
 
 
+def unreadable(cache_dir: str | os.PathLike[str], exc: BaseException) -> str:
+    """What a command says of a cache it cannot read: where, why, and how to start afresh."""
+    database = Path(cache_dir) / "cache.db"
+    # SQLite says no more than "unable to open database file" of a directory in the database's place.
+    where = f" ({database} is a directory)" if database.is_dir() else ""
+    return (
+        f"cannot read the judgment cache at {cache_dir}: {type(exc).__name__}: {exc}{where}\n"
+        f"Run `python -m pytest_ragmetrics cache clear --cache-dir {cache_dir}` to start afresh."
+    )
+
+
 def open_disk_cache(cache_dir: str | os.PathLike[str]) -> diskcache.Cache:
     """Open (creating) the diskcache database; raises whatever diskcache/sqlite raise."""
     import diskcache
