@@ -992,6 +992,22 @@ def test_a_shard_left_in_a_merge_conflict_says_so_once_naming_its_first_marker_a
     assert answer is not None and answer.choices[0]["useful"] is False  # the later side's line
 
 
+def test_the_same_answer_judged_again_leaves_a_line_of_unknown_judged_at_byte_identical(tmp_path):
+    """A line giving "judged_at": null (unknown, as a line that leaves it out) was rewritten with the
+    new judged_at alone, where a line that leaves it out is kept as it is."""
+    request = make_request()
+    store = JudgmentStore(tmp_path)
+    path = put(store, request, make_answer(True))
+    data = json.loads(lines_of(path)[0])
+    data["answer"]["judged_at"] = None
+    replace_entry(tmp_path, request.cache_key(), dump_line(data).decode())
+    before = path.read_bytes()
+    again = JudgmentStore(tmp_path)
+    again.put_many([(request, make_answer(True, judged_at="2026-11-28T00:00:00Z"))])
+    again.flush()
+    assert path.read_bytes() == before
+
+
 def test_the_same_answer_judged_again_leaves_its_line_byte_identical_and_a_new_answer_replaces_it(tmp_path):
     """--rag-cache=refresh with a judge that answers as before (hand labels) rewrote every line for its
     new judged_at alone: a diff of every shard for nothing changed."""

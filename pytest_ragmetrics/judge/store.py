@@ -847,13 +847,13 @@ def _judged_again(held: bytes, record: dict[str, Any]) -> bool:
     try:
         earlier = loads_entry(held)
         answer = earlier["answer"]
-        when = answer.get("judged_at")
+        # As the line gives it: a time, null (unknown) or none at all.
+        when = {"judged_at": answer["judged_at"]} if "judged_at" in answer else {}
     except (ValueError, RecursionError, KeyError, TypeError, AttributeError):  # a damaged line
         return False
     again = {**record["answer"]}
     again.pop("judged_at", None)
-    if when is not None:
-        again["judged_at"] = when
+    again.update(when)
     return dump_line({**record, "answer": again}) == held
 
 
