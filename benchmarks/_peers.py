@@ -10,10 +10,11 @@ both on 127.0.0.1, so nothing leaves the machine and no key is needed. Imported 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -101,3 +102,31 @@ def run_side(name: str, python: str, script: str, job: dict[str, Any], *, timeou
     if out.returncode:
         raise SystemExit(f"the {name} side failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout)
+
+
+async def score_each(
+    job: dict[str, Any],
+    metrics: Iterable[str],
+    score: Callable[[dict[str, Any], str, dict[str, Any]], Awaitable[float]],
+) -> dict[str, dict[str, Any]]:
+    """A peer side's scores: every case of ``job`` on every one of ``metrics``, each on its own, as
+    a number, ``"nan"``, or ``"error: <what the peer raised>"`` (what it does with a case is the
+    figure). Run in the peer's environment: this module needs nothing but the standard library."""
+    scores: dict[str, dict[str, Any]] = {}
+    for metric in metrics:
+        for case in job["cases"]:
+            try:
+                value: Any = await score(job, metric, case)
+                value = "nan" if math.isnan(value) else value
+            except Exception as exc:
+                value = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+            scores.setdefault(metric, {})[case["id"]] = value
+    return scores
+
+
+def show(value: Any) -> str:
+    """A side's score as the comparison prints it: four decimals, or what the peer raised."""
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    text = str(value)
+    return "raises " + text.split(":")[1].strip() if text.startswith("error: ") else text

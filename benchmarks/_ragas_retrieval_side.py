@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import sys
 from typing import Any
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")  # no usage analytics: nothing leaves the machine
 
+from _peers import score_each
 from openai import AsyncOpenAI
 from ragas.llms.base import llm_factory
 from ragas.metrics.collections import ContextPrecision, ContextRecall, ContextUtilization
@@ -94,16 +94,7 @@ async def score(job: dict[str, Any], metric: str, case: dict[str, Any]) -> float
 
 async def main() -> None:
     job = json.load(sys.stdin)
-    scores: dict[str, dict[str, Any]] = {}
-    for metric in job.get("metrics", METRICS):
-        for case in job["cases"]:
-            try:
-                value: Any = await score(job, metric, case)
-                value = "nan" if math.isnan(value) else value
-            except Exception as exc:  # what RAGAS does with the case is the figure
-                value = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
-            scores.setdefault(metric, {})[case["id"]] = value
-    json.dump(scores, sys.stdout)
+    json.dump(await score_each(job, job.get("metrics", METRICS), score), sys.stdout)
 
 
 if __name__ == "__main__":

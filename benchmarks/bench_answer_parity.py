@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _peers import EmbeddingServer, peer_python, run_side
+from _peers import EmbeddingServer, peer_python, run_side, show
 
 from pytest_ragmetrics import Evaluator, RagSample, Settings
 from pytest_ragmetrics.errors import RagMetricsError
@@ -780,13 +780,6 @@ def rounded_as_ragas(value: float, metric: str) -> float:
     recall (``tp / (tp + fp + 1e-8)``) sit just below a tie and go down: 3/8 is 0.37 there."""
     below_a_tie = metric.endswith(("_precision", "_recall"))
     return round(value - 1e-9 if below_a_tie else value, 2)
-
-
-def show(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    text = str(value)
-    return "raises " + text.split(":")[1].strip() if text.startswith("error: ") else text
 
 
 def compare(

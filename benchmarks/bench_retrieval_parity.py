@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _peers import peer_python, run_side
+from _peers import peer_python, run_side, show
 
 from pytest_ragmetrics import Evaluator, RagSample, Settings
 from pytest_ragmetrics.errors import RagMetricsError
@@ -346,13 +346,6 @@ def formulas(case: Case) -> dict[str, Any]:
 
 
 # --- comparing -----------------------------------------------------------------------------------
-
-
-def show(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    text = str(value)
-    return "raises " + text.split(":")[1].strip() if text.startswith("error: ") else text
 
 
 def compare(
