@@ -296,6 +296,26 @@ def test_shards_one_of_whose_answers_made_no_claim_merge() -> None:
     assert shard_problems([claims, none], ["s1.json", "s2.json"], allow_partial=True) == []
 
 
+def test_shards_that_sent_two_versions_of_one_prompt_do_not_merge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compared prompt by prompt, a prompt both shards sent in other versions still refuses them."""
+    from pytest_ragmetrics.report.merge import shard_problems
+
+    one = answer_run(["The tower opened in 1889."])
+    kind = claim_judgments.ANSWER_KINDS[claim_judgments.VERDICTS]
+    monkeypatch.setitem(
+        claim_judgments.ANSWER_KINDS,
+        claim_judgments.VERDICTS,
+        dataclasses.replace(kind, prompt=judgments.Prompt("claim-verdicts-contexts-99", kind.prompt.system)),
+    )
+    other = answer_run(["The tower opened in 1889."])
+    for shard in (one, other):
+        for sample in shard["results"][0]["samples"]:
+            sample["id"] += "-" + str(id(shard))  # shards hold different samples
+    problems = shard_problems([one, other], ["s1.json", "s2.json"], allow_partial=True)
+    assert len(problems) == 1
+    assert "claim-verdicts-contexts-1" in problems[0] and "claim-verdicts-contexts-99" in problems[0]
+
+
 def test_another_sentence_splitter_is_not_comparable() -> None:
     baseline = run(BASE, metrics=[("context_recall", None)])
     current = json.loads(json.dumps(baseline))
@@ -394,7 +414,9 @@ def test_in_a_partial_run_a_sample_it_lacks_is_not_measured() -> None:
     full = compare_reports(run(BASE), run(BASE[:5]))
     assert precision(full)["removed"] == [s.id for s in BASE[5:]]
     changes = sample_changes(precision(full))
-    assert changes is not None and changes.startswith("besides the 5 compared: 10 removed from the golden set (q06, ")
+    assert changes is not None and changes.startswith(
+        "besides the 5 compared: 10 removed from the golden set (q06, "
+    )
 
 
 def test_comparison_is_reproducible_byte_for_byte() -> None:
