@@ -85,7 +85,7 @@ from .disk_cache import (
     reopened,
 )
 from .stats import JudgeStats
-from .store import JudgmentStore, _scan_json, loads_entry
+from .store import JudgmentStore, loads_entry, scan_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import diskcache  # diskcache ships no type information
@@ -143,10 +143,10 @@ def _entry_record(raw: Any, key: str, derived: bool) -> Any:
         run = raw[len(head) : end]
         if end > 0 and "\\" not in run and raw.startswith(_ANSWER, end):
             try:
-                answer, at = _scan_json(raw, end + len(_ANSWER))
+                answer, at = scan_json(raw, end + len(_ANSWER))
                 record = {"key": key, "run": run, "answer": answer}
                 if derived and raw.startswith(_DERIVED, at):
-                    record["derived"], at = _scan_json(raw, at + len(_DERIVED))
+                    record["derived"], at = scan_json(raw, at + len(_DERIVED))
             except (StopIteration, ValueError):  # not JSON there: json.loads says what is wrong
                 return loads_entry(raw)
             if raw.startswith(', "', at) and raw.endswith("}"):  # more members follow, to the end

@@ -122,54 +122,41 @@ def dump_line(record: dict[str, Any]) -> bytes:
         return line.encode("ascii", "backslashreplace")  # \udXXX: JSON's own escape of a code unit
 
 
-# json's scanner (its C one, where built), called as JSONDecoder.raw_decode calls it, minus that frame.
-_scan_json: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_once"]
+# json's scanner (its C one, where built), called as JSONDecoder.raw_decode calls it, minus that
+# frame; and the same scanner refusing a name given twice in an object (see loads_entry).
+scan_json: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_once"]
+_scan_unique: Callable[[str, int], tuple[Any, int]] = vars(
+    json.JSONDecoder(object_pairs_hook=unique_names)
+)["scan_once"]
 
 
-def loads_entry(text: str | bytes) -> Any:
+def loads_entry(text: str | bytes, *, unique: bool = False) -> Any:
     """``json.loads(text)`` of a recorded entry (a store line, a cache value), without the look for
     white space around it and for another encoding than UTF-8 that an entry written without either
-    needs: the same value, or the same error."""
+    needs: the same value, or the same error.
+
+    ``unique``: an object that gives a name twice raises
+    :class:`~pytest_ragmetrics._files.RepeatedName`. A JSON reader keeps the last of the two in
+    silence; on a store line edited by hand (a verdict added beside the old one rather than in its
+    place) which one was meant is a person's call.
+    """
+    scan, hook = (_scan_unique, unique_names) if unique else (scan_json, None)
     if type(text) is bytes:
         try:
             decoded = text.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8
         except ValueError:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=hook)
     elif type(text) is str:
         decoded = text
     else:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=hook)
     try:
-        value, end = _scan_json(decoded, 0)
-    except (StopIteration, ValueError):  # not JSON: json.loads says what is wrong
-        return json.loads(text)
+        value, end = scan(decoded, 0)
+    except (StopIteration, ValueError):  # not JSON (or a name twice): json.loads says what is wrong
+        return json.loads(text, object_pairs_hook=hook)
     if end != len(decoded):
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=hook)
     return value
-
-
-# The same scanner, refusing a name given twice in an object (see _loads_line).
-_UNIQUE_NAMES = json.JSONDecoder(object_pairs_hook=unique_names)
-_scan_checked: Callable[[str, int], tuple[Any, int]] = vars(_UNIQUE_NAMES)["scan_once"]
-
-
-def _loads_line(line: bytes) -> Any:
-    """:func:`loads_entry` of a store line, raising
-    :class:`~pytest_ragmetrics._files.RepeatedName` for an object that gives a name twice. A JSON
-    reader keeps the last of the two in silence; on a line edited by hand (a verdict added beside the
-    old one rather than in its place) which one was meant is a person's call."""
-    try:
-        text = line.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8
-        value, end = _scan_checked(text, 0)
-        if end == len(text):
-            return value
-    except RepeatedName:
-        raise
-    except (StopIteration, ValueError):
-        pass
-    # Not as the store writes it (white space around it, another encoding), or not JSON: json.loads
-    # reads it, or says what is wrong.
-    return json.loads(line, object_pairs_hook=unique_names)
 
 
 def _key_of(line: bytes) -> str | None:
@@ -629,7 +616,7 @@ class JudgmentStore:
         line = self._line(key, a_key=a_key)
         while line is not None:
             try:
-                data = _loads_line(line)
+                data = loads_entry(line, unique=True)
                 break
             except RepeatedName as twice:
                 self._warn_entry(
