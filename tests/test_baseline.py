@@ -268,16 +268,21 @@ def test_answers_that_make_no_claim_are_compared_with_a_baseline_whose_answers_m
     assert comparison["refused"] is None and comparison["differences"] == []
 
 
-def test_another_version_of_a_prompt_both_runs_sent_is_not_comparable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    baseline = answer_run(["The tower opened in 1889.", "I don't know."])
+def another_verdicts_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claims are judged against the contexts with version 99 of the verdicts prompt from now on."""
     kind = claim_judgments.ANSWER_KINDS[claim_judgments.VERDICTS]
     monkeypatch.setitem(
         claim_judgments.ANSWER_KINDS,
         claim_judgments.VERDICTS,
         dataclasses.replace(kind, prompt=judgments.Prompt("claim-verdicts-contexts-99", kind.prompt.system)),
     )
+
+
+def test_another_version_of_a_prompt_both_runs_sent_is_not_comparable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    baseline = answer_run(["The tower opened in 1889.", "I don't know."])
+    another_verdicts_prompt(monkeypatch)
     current = answer_run(["The tower opened in 1889."])
     entry = find_metric(compare_reports(baseline, current), "faithfulness", None)
     assert entry is not None and not entry["comparable"]
@@ -301,12 +306,7 @@ def test_shards_that_sent_two_versions_of_one_prompt_do_not_merge(monkeypatch: p
     from pytest_ragmetrics.report.merge import shard_problems
 
     one = answer_run(["The tower opened in 1889."])
-    kind = claim_judgments.ANSWER_KINDS[claim_judgments.VERDICTS]
-    monkeypatch.setitem(
-        claim_judgments.ANSWER_KINDS,
-        claim_judgments.VERDICTS,
-        dataclasses.replace(kind, prompt=judgments.Prompt("claim-verdicts-contexts-99", kind.prompt.system)),
-    )
+    another_verdicts_prompt(monkeypatch)
     other = answer_run(["The tower opened in 1889."])
     for shard in (one, other):
         for sample in shard["results"][0]["samples"]:
