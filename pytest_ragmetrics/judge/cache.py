@@ -124,9 +124,9 @@ _ANSWER = '", "answer": '
 _DERIVED = ', "derived": '
 
 
-def _entry_record(raw: Any, key: str, derived: bool) -> Any:
+def _entry_record(raw: Any, key: str) -> Any:
     """The members of the disk-cache entry ``raw`` of ``key`` that serve its answer (``key``,
-    ``run``, ``answer`` and, with ``derived``, ``derived``) as ``json.loads(raw)`` holds them,
+    ``run``, ``answer`` and, where written, ``derived``) as ``json.loads(raw)`` holds them,
     without reading on past them.
 
     :meth:`CachedJudge._write_disk` writes those members first, and the request's inputs and
@@ -145,7 +145,7 @@ def _entry_record(raw: Any, key: str, derived: bool) -> Any:
             try:
                 answer, at = scan_json(raw, end + len(_ANSWER))
                 record = {"key": key, "run": run, "answer": answer}
-                if derived and raw.startswith(_DERIVED, at):
+                if raw.startswith(_DERIVED, at):
                     record["derived"], at = scan_json(raw, at + len(_DERIVED))
             except (StopIteration, ValueError):  # not JSON there: json.loads says what is wrong
                 return loads_entry(raw)
@@ -157,7 +157,7 @@ def _entry_record(raw: Any, key: str, derived: bool) -> Any:
 def _decode_entry(request: JudgeRequest, key: str, raw: Any, run: str | None = None) -> JudgeAnswer | None:
     """The answer a disk-cache entry holds for ``request`` (with ``run``: only one written by that
     run, else None); :class:`ValueError` when it is damaged."""
-    record = _entry_record(raw, key, bool(request.derived)) if isinstance(raw, (str, bytes)) else None
+    record = _entry_record(raw, key) if isinstance(raw, (str, bytes)) else None
     if type(record) is not dict or record.get("key") != key:  # (not text: damaged)
         raise ValueError("the entry does not belong to this key")
     if run is not None and record.get("run") != run:
